@@ -1,0 +1,219 @@
+/*
+ * Filter micro-benchmark: bloomguard's blocked filter against a plain
+ * (unblocked) Bloom filter of the same target rate, same keys, same hash,
+ * same run.  Prints ns per operation, bits per key and measured rates.
+ * Usage: filter_bench [keys (default 10000000)] [p (default 0.01)]
+ */
+#include <math.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "filter.h"
+
+#define KEY_LEN 16
+#define ROUNDS 3
+
+/* The textbook filter: k probes spread over the whole array by double hashing. */
+struct plain {
+    uint64_t *bits;
+    uint64_t m;
+    unsigned k;
+};
+
+static uint64_t mix64(uint64_t x)
+{
+    x ^= x >> 33;
+    x *= UINT64_C(0xff51afd7ed558ccd);
+    x ^= x >> 33;
+    x *= UINT64_C(0xc4ceb9fe1a85ec53);
+    x ^= x >> 33;
+    return x;
+}
+
+static void plain_init(struct plain *pf, uint64_t n, double p)
+{
+    double ln2 = log(2.0);
+    pf->m = (uint64_t)ceil(-(double)n * log(p) / (ln2 * ln2));
+    pf->k = (unsigned)lround((double)pf->m / (double)n * ln2);
+    if (pf->k < 1)
+        pf->k = 1;
+    pf->bits = calloc((pf->m + 63) / 64, sizeof(uint64_t));
+    if (pf->bits == NULL) {
+        perror("calloc");
+        exit(1);
+    }
+}
+
+static inline uint64_t plain_pos(uint64_t h1, uint64_t h2, unsigned i, uint64_t m)
+{
+    return (uint64_t)(((unsigned __int128)(h1 + i * h2) * m) >> 64);
+}
+
+static void plain_add(struct plain *pf, const void *key, size_t len)
+{
+    uint64_t h1 = filter_hash(key, len), h2 = mix64(h1) | 1;
+    for (unsigned i = 0; i < pf->k; i++) {
+        uint64_t pos = plain_pos(h1, h2, i, pf->m);
+        pf->bits[pos >> 6] |= UINT64_C(1) << (pos & 63);
+    }
+}
+
+static int plain_contains(const struct plain *pf, const void *key, size_t len)
+{
+    uint64_t h1 = filter_hash(key, len), h2 = mix64(h1) | 1;
+    for (unsigned i = 0; i < pf->k; i++) {
+        uint64_t pos = plain_pos(h1, h2, i, pf->m);
+        if (!(pf->bits[pos >> 6] & (UINT64_C(1) << (pos & 63))))
+            return 0;
+    }
+    return 1;
+}
+
+static double now_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec * 1e9 + (double)ts.tv_nsec;
+}
+
+static char *make_keys(const char *prefix, uint64_t n)
+{
+    char *keys = malloc(n * KEY_LEN);
+    char tmp[64];
+    if (keys == NULL) {
+        perror("malloc");
+        exit(1);
+    }
+    for (uint64_t i = 0; i < n; i++) {
+        snprintf(tmp, sizeof tmp, "%s%014llu", prefix, (unsigned long long)i);
+        memcpy(keys + i * KEY_LEN, tmp, KEY_LEN);
+    }
+    /* Shuffle so lookup order has nothing to do with insert order. */
+    for (uint64_t i = n - 1; i > 0; i--) {
+        uint64_t j = mix64(i * 0x9e3779b97f4a7c15ull) % (i + 1);
+        memcpy(tmp, keys + i * KEY_LEN, KEY_LEN);
+        memcpy(keys + i * KEY_LEN, keys + j * KEY_LEN, KEY_LEN);
+        memcpy(keys + j * KEY_LEN, tmp, KEY_LEN);
+    }
+    return keys;
+}
+
+static int cmp_double(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
+static double median(double v[ROUNDS])
+{
+    qsort(v, ROUNDS, sizeof v[0], cmp_double);
+    return v[ROUNDS / 2];
+}
+
+static void line(const char *name, double ours, double anchor, const char *unit,
+                 const char *op, double target, double ratio)
+{
+    int met = strcmp(op, "<=") == 0 ? ratio <= target : ratio >= target;
+    printf("bench: %s ours=%.2f%s anchor=%.2f%s ratio=%.3f target=%s%g %s\n",
+           name, ours, unit, anchor, unit, ratio, op, target, met ? "met" : "MISSED");
+}
+
+int main(int argc, char **argv)
+{
+    uint64_t n = argc > 1 ? strtoull(argv[1], NULL, 10) : 10000000ull;
+    double p = argc > 2 ? strtod(argv[2], NULL) : 0.01;
+    if (n == 0) {
+        fprintf(stderr, "usage: filter_bench [keys] [p]\n");
+        return 2;
+    }
+    char *present = make_keys("p", n), *absent = make_keys("a", n);
+    double ins[2][ROUNDS], pos[2][ROUNDS], neg[2][ROUNDS];
+    uint64_t fp[2] = { 0, 0 }, bits[2] = { 0, 0 };
+    volatile uint64_t sink = 0;
+
+    for (int r = 0; r < ROUNDS; r++) {
+        enum filter_error e;
+        struct filter *f = filter_new(n, p, &e);
+        if (f == NULL) {
+            fprintf(stderr, "filter_new: %s\n", filter_strerror(e));
+            return 1;
+        }
+        struct plain pf;
+        plain_init(&pf, n, p);
+
+        double t0 = now_ns();
+        for (uint64_t i = 0; i < n; i++)
+            filter_add(f, present + i * KEY_LEN, KEY_LEN);
+        double t1 = now_ns();
+        for (uint64_t i = 0; i < n; i++)
+            plain_add(&pf, present + i * KEY_LEN, KEY_LEN);
+        double t2 = now_ns();
+        ins[0][r] = (t1 - t0) / (double)n;
+        ins[1][r] = (t2 - t1) / (double)n;
+
+        uint64_t hits0 = 0, hits1 = 0;
+        t0 = now_ns();
+        for (uint64_t i = 0; i < n; i++)
+            hits0 += filter_contains(f, present + i * KEY_LEN, KEY_LEN);
+        t1 = now_ns();
+        for (uint64_t i = 0; i < n; i++)
+            hits1 += (uint64_t)plain_contains(&pf, present + i * KEY_LEN, KEY_LEN);
+        t2 = now_ns();
+        if (hits0 != n || hits1 != n) {
+            fprintf(stderr, "FALSE NEGATIVE: blocked %llu/%llu plain %llu/%llu\n",
+                    (unsigned long long)hits0, (unsigned long long)n,
+                    (unsigned long long)hits1, (unsigned long long)n);
+            return 1;
+        }
+        pos[0][r] = (t1 - t0) / (double)n;
+        pos[1][r] = (t2 - t1) / (double)n;
+
+        uint64_t fp0 = 0, fp1 = 0;
+        t0 = now_ns();
+        for (uint64_t i = 0; i < n; i++)
+            fp0 += filter_contains(f, absent + i * KEY_LEN, KEY_LEN);
+        t1 = now_ns();
+        for (uint64_t i = 0; i < n; i++)
+            fp1 += (uint64_t)plain_contains(&pf, absent + i * KEY_LEN, KEY_LEN);
+        t2 = now_ns();
+        neg[0][r] = (t1 - t0) / (double)n;
+        neg[1][r] = (t2 - t1) / (double)n;
+        fp[0] = fp0;
+        fp[1] = fp1;
+
+        struct filter_info fi;
+        filter_info(f, &fi);
+        bits[0] = fi.bits;
+        bits[1] = pf.m;
+        sink += fi.items;
+        if (r == 0)
+            printf("filter_bench: keys=%llu p=%g blocked: k=%u bits=%llu; plain: k=%u bits=%llu\n",
+                   (unsigned long long)n, p, fi.probes, (unsigned long long)fi.bits,
+                   pf.k, (unsigned long long)pf.m);
+        filter_free(f);
+        free(pf.bits);
+    }
+    (void)sink;
+
+    double neg0 = median(neg[0]), neg1 = median(neg[1]);
+    double pos0 = median(pos[0]), pos1 = median(pos[1]);
+    double ins0 = median(ins[0]), ins1 = median(ins[1]);
+    double bpk0 = (double)bits[0] / (double)n, bpk1 = (double)bits[1] / (double)n;
+    double rate0 = (double)fp[0] / (double)n, rate1 = (double)fp[1] / (double)n;
+    double bound = log2(1.0 / p);
+
+    printf("filter_bench: median of %d rounds, anchor = plain Bloom filter\n", ROUNDS);
+    line("negative_lookup_ns", neg0, neg1, "ns", "<=", 0.5, neg0 / neg1);
+    line("positive_lookup_ns", pos0, pos1, "ns", "<=", 1.0, pos0 / pos1);
+    line("insert_ns", ins0, ins1, "ns", "<=", 1.0, ins0 / ins1);
+    printf("bench: bits_per_key ours=%.2f anchor(log2(1/p))=%.2f plain=%.2f ratio=%.3f target=<=1.6 %s\n",
+           bpk0, bound, bpk1, bpk0 / bound, bpk0 / bound <= 1.6 ? "met" : "MISSED");
+    printf("bench: measured_fpp ours=%.5f plain=%.5f target=<=%g %s\n",
+           rate0, rate1, p, rate0 <= p ? "met" : "MISSED");
+    free(present);
+    free(absent);
+    return 0;
+}

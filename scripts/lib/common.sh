@@ -1,0 +1,76 @@
+# Shared helpers for bloomguard's scripts: package installs and a throwaway
+# PostgreSQL cluster on a private unix socket.  Source it; do not run it.
+
+bg_log() { printf '%s: %s\n' "${BG_SCRIPT:-bloomguard}" "$*" >&2; }
+bg_die() { bg_log "error: $*"; exit 1; }
+
+# bg_need_pkgs PKG...: install the Debian packages that are missing.
+bg_need_pkgs() {
+    local missing=() p
+    for p in "$@"; do
+        dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+    done
+    [ ${#missing[@]} -eq 0 ] && return 0
+    bg_log "installing ${missing[*]}"
+    local sudo=
+    [ "$(id -u)" -eq 0 ] || sudo=sudo
+    export DEBIAN_FRONTEND=noninteractive
+    $sudo apt-get update -qq >/dev/null || bg_die "apt-get update failed"
+    $sudo apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null \
+        || bg_die "apt-get install ${missing[*]} failed"
+}
+
+# The packages a build and the test suite need.
+BG_BUILD_PKGS="autoconf automake pkg-config make gcc libc6-dev libmicrohttpd-dev
+libjansson-dev libpq-dev check libxxhash-dev libinih-dev libsystemd-dev"
+BG_RUNTIME_PKGS="postgresql postgresql-client curl procps"
+
+# bg_build [configure args...]: autoreconf, configure and make in the top dir.
+bg_build() {
+    (cd "$BG_TOP" && { [ -x configure ] || autoreconf -fi >/dev/null; } \
+        && { [ -f Makefile ] || ./configure -q "$@"; } \
+        && make -s -j"$(nproc)" >/dev/null) || bg_die "build failed"
+}
+
+BG_PG_BIN=
+bg_pg_bin() {
+    local d
+    for d in /usr/lib/postgresql/*/bin; do
+        [ -x "$d/initdb" ] && BG_PG_BIN=$d
+    done
+    [ -n "$BG_PG_BIN" ] || bg_die "PostgreSQL server binaries not found"
+}
+
+# Run a PostgreSQL server command as the postgres user when we are root
+# (initdb and pg_ctl refuse to run as root).
+bg_as_pg() {
+    if [ "$(id -u)" -eq 0 ]; then runuser -u postgres -- "$@"; else "$@"; fi
+}
+
+# bg_pg_start DIR: create and start a cluster in DIR/pg with its socket in
+# DIR; exports PGHOST, PGPORT, PGUSER, PGDATABASE for libpq and psql.
+bg_pg_start() {
+    local dir=$1
+    bg_pg_bin
+    mkdir -p "$dir/pg"
+    [ "$(id -u)" -eq 0 ] && chown postgres: "$dir" "$dir/pg"
+    chmod 755 "$dir"
+    bg_as_pg "$BG_PG_BIN/initdb" -D "$dir/pg" --locale=C.UTF-8 -U postgres -A trust >"$dir/initdb.log" 2>&1 \
+        || { cat "$dir/initdb.log" >&2; bg_die "initdb failed"; }
+    bg_as_pg "$BG_PG_BIN/pg_ctl" -D "$dir/pg" -l "$dir/pg.log" -w -t 60 \
+        -o "-k $dir -c listen_addresses='' -p 5432 -c fsync=off -c synchronous_commit=off -c full_page_writes=off -c max_connections=200" \
+        start >/dev/null || { cat "$dir/pg.log" >&2; bg_die "PostgreSQL did not start"; }
+    export PGHOST=$dir PGPORT=5432 PGUSER=postgres PGDATABASE=postgres
+    BG_PG_DIR=$dir
+}
+
+bg_pg_stop() {
+    [ -n "${BG_PG_DIR:-}" ] && [ -d "$BG_PG_DIR/pg" ] || return 0
+    bg_as_pg "$BG_PG_BIN/pg_ctl" -D "$BG_PG_DIR/pg" -m immediate -w stop >/dev/null 2>&1 || true
+}
+
+# bg_pg_sample ROWS: create sql/schema.sql's users table with ROWS rows.
+bg_pg_sample() {
+    psql -qX -v ON_ERROR_STOP=1 -f "$BG_TOP/sql/schema.sql" >/dev/null || bg_die "schema.sql failed"
+    psql -qX -v ON_ERROR_STOP=1 -v rows="$1" -f "$BG_TOP/sql/sample.sql" >/dev/null || bg_die "sample.sql failed"
+}

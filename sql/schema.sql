@@ -1,0 +1,6 @@
+-- Example table for bloomguard's quick start, tests and benchmarks.
+-- bloomguard reads any table and column: see [postgres] table/column.
+CREATE TABLE IF NOT EXISTS users (
+    id   text PRIMARY KEY,
+    name text NOT NULL
+);

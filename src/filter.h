@@ -1,0 +1,105 @@
+/*
+ * The Bloom filter at the heart of bloomguard: a cache-line-blocked filter
+ * whose negative lookups touch a single 64-byte block.  Pure: no I/O, no
+ * logging, no global state.
+ */
+#ifndef BLOOMGUARD_FILTER_H
+#define BLOOMGUARD_FILTER_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+struct filter;
+
+/* Bits in one block: one cache line. */
+#define FILTER_BLOCK_BITS 512u
+/* Upper bound on expected items accepted by filter_new (10^12). */
+#define FILTER_MAX_ITEMS UINT64_C(1000000000000)
+/* Upper bound on the bit array (2^46 bytes = 64 TiB); larger is "absurd". */
+#define FILTER_MAX_BYTES (UINT64_C(1) << 46)
+
+/* Why filter_new failed. */
+enum filter_error {
+    FILTER_OK = 0,
+    FILTER_EINVAL_FPP,   /* false-positive rate outside (0, 0.5) or NaN */
+    FILTER_ETOO_LARGE,   /* expected items or resulting size beyond the limits above */
+    FILTER_ENOMEM        /* the bit array could not be allocated */
+};
+
+/* Human text for an error code (static storage). */
+const char *filter_strerror(enum filter_error e);
+
+/*
+ * The geometry chosen for (n, p): number of 512-bit blocks and probes per key.
+ * filter_plan is what filter_new uses; it allocates nothing, so callers can
+ * report the memory a filter would need before building it.  Returns
+ * FILTER_OK or an error as for filter_new.
+ */
+struct filter_plan {
+    uint64_t capacity;     /* n as requested */
+    uint64_t blocks;       /* >= 1 */
+    uint64_t bits;         /* blocks * 512 */
+    unsigned probes;       /* k: bits set per key, all inside one block */
+    double target_fpp;     /* p as requested */
+    double model_fpp;      /* false-positive rate the model predicts at n items */
+};
+enum filter_error filter_plan(uint64_t expected_items, double fpp, struct filter_plan *out);
+
+/*
+ * Create an empty filter sized so that its false-positive rate after
+ * expected_items distinct inserts is at most fpp.  expected_items may be 0
+ * (one block).  Returns NULL and sets *err (if err is not NULL) on failure.
+ * The caller owns the filter and releases it with filter_free.
+ */
+struct filter *filter_new(uint64_t expected_items, double fpp, enum filter_error *err);
+
+/* Release a filter; NULL is a no-op.  No other thread may be using it. */
+void filter_free(struct filter *f);
+
+/*
+ * Add a key of len bytes (any bytes, len may be 0).  Lock-free: safe to call
+ * concurrently with filter_add and filter_contains on the same filter from
+ * any number of threads.  Once filter_add returns, every later
+ * filter_contains of the key (in any thread that synchronises with this one,
+ * e.g. through a mutex, an atomic or a socket) returns true.
+ */
+void filter_add(struct filter *f, const void *key, size_t len);
+
+/*
+ * Maybe present (true) or surely absent (false).  Lock-free, never blocks,
+ * never allocates, thread-safe as above.  No false negatives.
+ */
+bool filter_contains(const struct filter *f, const void *key, size_t len);
+
+/*
+ * The same two operations on a hash computed once by filter_hash, for
+ * callers that add one key to two filters (live and rebuilding).
+ */
+uint64_t filter_hash(const void *key, size_t len);
+void filter_add_hash(struct filter *f, uint64_t h);
+bool filter_contains_hash(const struct filter *f, uint64_t h);
+
+/* A snapshot of the filter's figures; safe to take while others insert. */
+struct filter_info {
+    uint64_t items;        /* filter_add calls so far (duplicates counted) */
+    uint64_t capacity;     /* expected items the filter was sized for */
+    uint64_t bits;         /* size of the bit array */
+    uint64_t bits_set;     /* bits currently 1 */
+    uint64_t memory_bytes; /* bytes allocated for the bit array and header */
+    unsigned probes;       /* bits set per key */
+    double target_fpp;     /* p the filter was sized for */
+    double fill_ratio;     /* bits_set / bits */
+    double estimated_fpp;  /* false-positive rate estimated from fill_ratio */
+};
+void filter_info(const struct filter *f, struct filter_info *out);
+
+/*
+ * Index math, exposed for tests: the block a hash selects among nblocks
+ * (any value up to 2^64-1, no overflow), and the false-positive rate the
+ * model predicts for n keys in nblocks blocks with k probes.
+ */
+uint64_t filter_block_index(uint64_t h, uint64_t nblocks);
+double filter_model_fpp(double n, uint64_t nblocks, unsigned k);
+
+#endif
