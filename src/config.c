@@ -222,11 +222,10 @@ static bool parse_double(const struct key_def *k, const char *v, double *out,
 
     /* Plain decimal only: strtod would also take "inf", "nan" and hex. */
     if (v[0] == '\0' || strspn(v, "0123456789.eE+-") != strlen(v))
-        goto not_number;
-    errno = 0;
+        goto fail;
     x = strtod(v, &end);
     if (end == v || *end != '\0')
-        goto not_number;
+        goto fail;
     if (!isfinite(x) || (k->dmin_open ? x <= k->dmin : x < k->dmin) ||
         (k->dmax_open ? x >= k->dmax : x > k->dmax)) {
         errf(err, errlen, "%.*s is out of range (must be %s %g and %s %g)", ERR_VALUE_MAX, v,
@@ -236,7 +235,7 @@ static bool parse_double(const struct key_def *k, const char *v, double *out,
     *out = x;
     return true;
 
-not_number:
+fail:
     errf(err, errlen, "\"%.*s\" is not a number", ERR_VALUE_MAX, v);
     return false;
 }
@@ -336,7 +335,7 @@ static bool parse_listen(const char *v, char **host, unsigned *port, char *err, 
         /* Host names (RFC 1123, at most 253 bytes) and IPv4 literals. */
         if (hlen > 253 || strspn(h, "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz"
                                     "0123456789.-_") < hlen) {
-            errf(err, errlen, "\"%.*s\" does not start with a valid host name or address",
+            errf(err, errlen, "\"%.*s\": invalid host name or address",
                  ERR_VALUE_MAX, v);
             return false;
         }
@@ -482,8 +481,10 @@ static bool apply(struct config *c, const struct key_def *k, const char *v,
         if (k->check != NULL && !k->check(v, err, errlen))
             return false;
         s = strdup(v);
-        if (s == NULL)
-            goto oom;
+        if (s == NULL) {
+            errf(err, errlen, "out of memory");
+            return false;
+        }
         free(*(char **)field);
         *(char **)field = s;
         return true;
@@ -520,8 +521,10 @@ static bool apply(struct config *c, const struct key_def *k, const char *v,
             return false;
         }
         s = strdup(v);
-        if (s == NULL)
-            goto oom;
+        if (s == NULL) {
+            errf(err, errlen, "out of memory");
+            return false;
+        }
         c->uri_templates[c->n_uri_templates++] = s;
         return true;
     }
@@ -529,10 +532,6 @@ static bool apply(struct config *c, const struct key_def *k, const char *v,
         return parse_status(v, (unsigned *)field, err, errlen);
     }
     errf(err, errlen, "internal error: bad key type");
-    return false;
-
-oom:
-    errf(err, errlen, "out of memory");
     return false;
 }
 
@@ -639,12 +638,12 @@ bool config_override(struct config *c, const char *arg, char *err, size_t errlen
     key = strndup(dot + 1, (size_t)(eq - dot - 1));
     if (section == NULL || key == NULL) {
         errf(err, errlen, "--%s: out of memory", arg);
-        goto out;
+        goto fail;
     }
     ok = config_set(c, section, key, eq + 1, msg, sizeof msg);
     if (!ok)
         errf(err, errlen, "--%s: %s", arg, msg);
-out:
+fail:
     free(section);
     free(key);
     return ok;
@@ -677,11 +676,11 @@ static void parse_fail(struct parse_state *st, const char *fmt, ...)
     va_end(ap);
 }
 
-/* Like libinih: ';' starts a comment only at the start or after whitespace. */
+/* Like libinih's search: ';' starts a comment only after whitespace. */
 static const char *find_unless_comment(const char *s, const char *chars)
 {
     for (const char *p = s; *p != '\0'; p++) {
-        if (*p == ';' && (p == s || isspace((unsigned char)p[-1])))
+        if (*p == ';' && p > s && isspace((unsigned char)p[-1]))
             return NULL;
         if (strchr(chars, *p) != NULL)
             return p;

@@ -1,0 +1,211 @@
+/*
+ * Read-copy-update for the served filter.  Readers announce themselves on a
+ * striped, epoch-tagged counter (two atomic adds, no locks); a writer that
+ * replaces a filter flips the epoch and waits for the readers of the old
+ * epoch to leave before it frees anything.
+ */
+#include "guard.h"
+
+#include <pthread.h>
+#include <sched.h>
+#include <stdatomic.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <time.h>
+
+/* Readers are spread over stripes so threads rarely share a cache line. */
+#define STRIPES 32
+
+struct stripe {
+    _Atomic long readers[2];    /* in-flight readers, by epoch parity */
+} __attribute__((aligned(64)));
+
+struct guard {
+    _Atomic(struct filter *) live;
+    _Atomic(struct filter *) next;
+    _Atomic unsigned long epoch;
+    pthread_mutex_t writer;     /* one synchronize at a time */
+    struct stripe stripes[STRIPES];
+};
+
+struct read_token {
+    struct stripe *s;
+    unsigned parity;
+};
+
+static unsigned my_stripe(void)
+{
+    /* Thread identity mixed down to a stripe; stable for a thread's lifetime. */
+    uint64_t x = (uint64_t)(uintptr_t)pthread_self();
+    x ^= x >> 29;
+    x *= UINT64_C(0xbf58476d1ce4e5b9);
+    x ^= x >> 32;
+    return (unsigned)(x % STRIPES);
+}
+
+static struct read_token read_enter(struct guard *g)
+{
+    struct stripe *s = &g->stripes[my_stripe()];
+    for (;;) {
+        unsigned long e = atomic_load(&g->epoch);
+        unsigned parity = (unsigned)(e & 1);
+        atomic_fetch_add(&s->readers[parity], 1);
+        /*
+         * If the epoch moved between the load and the add, a writer may have
+         * finished waiting for this parity already: step back and retry.
+         * Otherwise the writer's flip is ordered after the add and it will
+         * wait for this reader (all seq_cst).
+         */
+        if (atomic_load(&g->epoch) == e)
+            return (struct read_token){ s, parity };
+        atomic_fetch_sub(&s->readers[parity], 1);
+    }
+}
+
+static void read_exit(struct read_token t)
+{
+    atomic_fetch_sub_explicit(&t.s->readers[t.parity], 1, memory_order_release);
+}
+
+/* Wait until every reader that may have seen the previous pointers has left. */
+static void synchronize(struct guard *g)
+{
+    pthread_mutex_lock(&g->writer);
+    unsigned long e = atomic_fetch_add(&g->epoch, 1);
+    unsigned parity = (unsigned)(e & 1);
+    for (unsigned spins = 0;; spins++) {
+        long busy = 0;
+        for (unsigned i = 0; i < STRIPES; i++)
+            busy += atomic_load(&g->stripes[i].readers[parity]);
+        if (busy == 0)
+            break;
+        if (spins < 100) {
+            sched_yield();
+        } else {
+            struct timespec ts = { 0, 100000 };   /* 0.1 ms */
+            nanosleep(&ts, NULL);
+        }
+    }
+    pthread_mutex_unlock(&g->writer);
+}
+
+struct guard *guard_new(void)
+{
+    struct guard *g = aligned_alloc(64, sizeof(struct guard));
+    if (g == NULL)
+        return NULL;
+    atomic_init(&g->live, NULL);
+    atomic_init(&g->next, NULL);
+    atomic_init(&g->epoch, 0);
+    for (unsigned i = 0; i < STRIPES; i++) {
+        atomic_init(&g->stripes[i].readers[0], 0);
+        atomic_init(&g->stripes[i].readers[1], 0);
+    }
+    if (pthread_mutex_init(&g->writer, NULL) != 0) {
+        free(g);
+        return NULL;
+    }
+    return g;
+}
+
+void guard_free(struct guard *g)
+{
+    if (g == NULL)
+        return;
+    filter_free(atomic_load(&g->live));
+    filter_free(atomic_load(&g->next));
+    pthread_mutex_destroy(&g->writer);
+    free(g);
+}
+
+enum guard_answer guard_lookup(struct guard *g, const void *key, size_t len)
+{
+    uint64_t h = filter_hash(key, len);
+    struct read_token t = read_enter(g);
+    struct filter *f = atomic_load_explicit(&g->live, memory_order_acquire);
+    enum guard_answer a = f == NULL ? GUARD_NOT_READY
+                        : filter_contains_hash(f, h) ? GUARD_MAYBE : GUARD_ABSENT;
+    read_exit(t);
+    return a;
+}
+
+bool guard_lookup_many(struct guard *g, size_t n, const char *const *keys,
+                       const size_t *lens, bool *answers)
+{
+    struct read_token t = read_enter(g);
+    struct filter *f = atomic_load_explicit(&g->live, memory_order_acquire);
+    if (f != NULL)
+        for (size_t i = 0; i < n; i++)
+            answers[i] = filter_contains(f, keys[i], lens[i]);
+    read_exit(t);
+    return f != NULL;
+}
+
+bool guard_add(struct guard *g, const void *key, size_t len)
+{
+    uint64_t h = filter_hash(key, len);
+    struct read_token t = read_enter(g);
+    /*
+     * next before live: guard_commit stores live = next before clearing next,
+     * so a reader that finds next already cleared is sure to find the new live.
+     */
+    struct filter *n = atomic_load_explicit(&g->next, memory_order_acquire);
+    struct filter *f = atomic_load_explicit(&g->live, memory_order_acquire);
+    if (n != NULL)
+        filter_add_hash(n, h);
+    if (f != NULL && f != n)
+        filter_add_hash(f, h);
+    read_exit(t);
+    return n != NULL || f != NULL;
+}
+
+void guard_begin(struct guard *g, struct filter *next)
+{
+    struct filter *old = atomic_exchange(&g->next, next);
+    /* Inserts that started before the store may have missed next: wait them out. */
+    synchronize(g);
+    filter_free(old);          /* only if a caller broke the protocol */
+}
+
+void guard_commit(struct guard *g)
+{
+    struct filter *next = atomic_load(&g->next);
+    if (next == NULL)
+        return;
+    struct filter *old = atomic_exchange(&g->live, next);
+    atomic_store(&g->next, NULL);
+    synchronize(g);
+    filter_free(old);
+}
+
+void guard_abort(struct guard *g)
+{
+    struct filter *next = atomic_exchange(&g->next, NULL);
+    synchronize(g);
+    filter_free(next);
+}
+
+bool guard_ready(struct guard *g)
+{
+    return atomic_load_explicit(&g->live, memory_order_acquire) != NULL;
+}
+
+static bool info_of(struct guard *g, _Atomic(struct filter *) *slot, struct filter_info *out)
+{
+    struct read_token t = read_enter(g);
+    struct filter *f = atomic_load(slot);
+    if (f != NULL)
+        filter_info(f, out);
+    read_exit(t);
+    return f != NULL;
+}
+
+bool guard_info(struct guard *g, struct filter_info *out)
+{
+    return info_of(g, &g->live, out);
+}
+
+bool guard_next_info(struct guard *g, struct filter_info *out)
+{
+    return info_of(g, &g->next, out);
+}

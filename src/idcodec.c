@@ -1,0 +1,266 @@
+/*
+ * Turning raw request bytes into IDs and IDs back into JSON text.  Kept apart
+ * from the HTTP layer so every byte-level rule can be tested exhaustively, and
+ * free of allocation because it runs once or more per request.
+ */
+#include "idcodec.h"
+
+#include <stdint.h>
+#include <string.h>
+
+const char *id_strerror(enum id_error e)
+{
+    switch (e) {
+    case ID_OK:          return "ok";
+    case ID_EMPTY:       return "id is empty";
+    case ID_BAD_PERCENT: return "malformed percent-encoding in id";
+    case ID_NUL:         return "id contains a NUL byte";
+    case ID_TOO_LONG:    return "id is longer than max_id_bytes";
+    case ID_BAD_UTF8:    return "id is not valid UTF-8";
+    }
+    return "unknown id error";
+}
+
+const char *id_error_code(enum id_error e)
+{
+    switch (e) {
+    case ID_OK:          return "ok";
+    case ID_EMPTY:       return "empty_id";
+    case ID_BAD_PERCENT: return "bad_percent_encoding";
+    case ID_NUL:         return "nul_byte";
+    case ID_TOO_LONG:    return "id_too_long";
+    case ID_BAD_UTF8:    return "bad_utf8";
+    }
+    return "unknown";
+}
+
+/*
+ * Length of the well-formed UTF-8 sequence at p[0..n), or 0 if there is none;
+ * then *bad is the length of the maximal ill-formed subpart (1..3), the unit
+ * that Unicode recommends replacing with one U+FFFD.  The second byte's range
+ * depends on the lead byte: that is where overlongs (E0, F0), surrogates (ED)
+ * and code points above U+10FFFF (F4) are shut out.
+ */
+static size_t utf8_seq(const unsigned char *p, size_t n, size_t *bad)
+{
+    unsigned char c = p[0], lo = 0x80, hi = 0xBF;
+    size_t need;
+
+    if (c < 0x80)
+        return 1;
+    if (c >= 0xC2 && c <= 0xDF) {
+        need = 2;
+    } else if (c >= 0xE0 && c <= 0xEF) {
+        need = 3;
+        if (c == 0xE0)
+            lo = 0xA0;
+        else if (c == 0xED)
+            hi = 0x9F;
+    } else if (c >= 0xF0 && c <= 0xF4) {
+        need = 4;
+        if (c == 0xF0)
+            lo = 0x90;
+        else if (c == 0xF4)
+            hi = 0x8F;
+    } else {
+        *bad = 1; /* continuation byte, C0, C1 or F5..FF as lead */
+        return 0;
+    }
+    if (n < 2 || p[1] < lo || p[1] > hi) {
+        *bad = 1;
+        return 0;
+    }
+    for (size_t k = 2; k < need; k++) {
+        if (k >= n || p[k] < 0x80 || p[k] > 0xBF) {
+            *bad = k;
+            return 0;
+        }
+    }
+    return need;
+}
+
+bool id_utf8_valid(const char *s, size_t len)
+{
+    const unsigned char *p = (const unsigned char *)s;
+    size_t i = 0, bad;
+
+    while (i < len) {
+        /* IDs are mostly ASCII: skip it eight bytes at a time. */
+        while (len - i >= 8) {
+            uint64_t w;
+            memcpy(&w, p + i, sizeof w);
+            if (w & UINT64_C(0x8080808080808080))
+                break;
+            i += 8;
+        }
+        if (i >= len)
+            break;
+        size_t n = utf8_seq(p + i, len - i, &bad);
+        if (n == 0)
+            return false;
+        i += n;
+    }
+    return true;
+}
+
+static int hexval(unsigned char c)
+{
+    if (c >= '0' && c <= '9')
+        return c - '0';
+    if (c >= 'a' && c <= 'f')
+        return c - 'a' + 10;
+    if (c >= 'A' && c <= 'F')
+        return c - 'A' + 10;
+    return -1;
+}
+
+enum id_error id_decode(const char *src, size_t len, size_t max_len,
+                        char *out, size_t outcap, size_t *outlen)
+{
+    const unsigned char *s = (const unsigned char *)src;
+    /* The stricter of the two bounds; neither may ever be crossed. */
+    size_t limit = max_len < outcap ? max_len : outcap;
+    size_t n = 0;
+    enum id_error err;
+
+    if (len == 0) {
+        err = ID_EMPTY;
+        goto fail;
+    }
+    for (size_t i = 0; i < len; i++) {
+        unsigned char c = s[i];
+        if (c == '%') {
+            int h, l;
+            if (len - i < 3 || (h = hexval(s[i + 1])) < 0 || (l = hexval(s[i + 2])) < 0) {
+                err = ID_BAD_PERCENT;
+                goto fail;
+            }
+            c = (unsigned char)(h << 4 | l);
+            i += 2;
+        }
+        if (c == 0) {
+            err = ID_NUL;
+            goto fail;
+        }
+        if (n >= limit) {
+            err = ID_TOO_LONG;
+            goto fail;
+        }
+        out[n++] = (char)c;
+    }
+    if (!id_utf8_valid(out, n)) {
+        err = ID_BAD_UTF8;
+        goto fail;
+    }
+    if (n < outcap)
+        out[n] = '\0';
+    *outlen = n;
+    return ID_OK;
+
+fail:
+    if (outcap > 0)
+        out[0] = '\0';
+    *outlen = 0;
+    return err;
+}
+
+enum id_error id_check(const char *id, size_t len, size_t max_len)
+{
+    if (len == 0)
+        return ID_EMPTY;
+    if (len > max_len)
+        return ID_TOO_LONG;
+    if (memchr(id, '\0', len) != NULL)
+        return ID_NUL;
+    if (!id_utf8_valid(id, len))
+        return ID_BAD_UTF8;
+    return ID_OK;
+}
+
+bool id_next_line(const char *body, size_t len, size_t *pos,
+                  const char **id, size_t *idlen)
+{
+    size_t p = *pos;
+
+    while (p < len) {
+        const char *start = body + p;
+        const char *nl = memchr(start, '\n', len - p);
+        size_t n = nl != NULL ? (size_t)(nl - start) : len - p;
+
+        p += n + (nl != NULL);
+        if (nl != NULL && n > 0 && start[n - 1] == '\r')
+            n--;
+        if (n > 0) {
+            *pos = p;
+            *id = start;
+            *idlen = n;
+            return true;
+        }
+    }
+    *pos = p;
+    return false;
+}
+
+bool json_escape_append(char *out, size_t cap, size_t *used,
+                        const char *s, size_t len)
+{
+    static const char hex[] = "0123456789abcdef";
+    const unsigned char *p = (const unsigned char *)s;
+    size_t o = *used, i = 0;
+
+    if (o > cap)
+        return false;
+    while (i < len) {
+        unsigned char c = p[i];
+        char esc[6];
+        const char *put = esc;
+        size_t n, bad;
+
+        if (c >= 0x20 && c < 0x80 && c != '"' && c != '\\') {
+            /* Copy the whole run of plain ASCII at once. */
+            size_t j = i + 1;
+            while (j < len && p[j] >= 0x20 && p[j] < 0x80 && p[j] != '"' && p[j] != '\\')
+                j++;
+            n = j - i;
+            put = s + i;
+            i = j;
+        } else if (c >= 0x80) {
+            n = utf8_seq(p + i, len - i, &bad);
+            if (n > 0) {
+                put = s + i;
+                i += n;
+            } else {
+                put = "\xEF\xBF\xBD";
+                n = 3;
+                i += bad;
+            }
+        } else {
+            esc[0] = '\\';
+            n = 2;
+            switch (c) {
+            case '"':  esc[1] = '"'; break;
+            case '\\': esc[1] = '\\'; break;
+            case '\n': esc[1] = 'n'; break;
+            case '\r': esc[1] = 'r'; break;
+            case '\t': esc[1] = 't'; break;
+            case '\b': esc[1] = 'b'; break;
+            case '\f': esc[1] = 'f'; break;
+            default:
+                esc[1] = 'u';
+                esc[2] = '0';
+                esc[3] = '0';
+                esc[4] = hex[c >> 4];
+                esc[5] = hex[c & 0xF];
+                n = 6;
+                break;
+            }
+            i++;
+        }
+        if (cap - o < n)
+            return false;
+        memcpy(out + o, put, n);
+        o += n;
+    }
+    *used = o;
+    return true;
+}

@@ -1,0 +1,251 @@
+/*
+ * libpq side of loading: COPY of one column, row by row, straight into a
+ * filter.  Nothing here logs or keeps state between calls.
+ */
+#include "loader.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+static void set_err(char *err, size_t errlen, const char *what, PGconn *conn)
+{
+    const char *msg = conn ? PQerrorMessage(conn) : "";
+    size_t n = strlen(msg);
+    while (n > 0 && (msg[n - 1] == '\n' || msg[n - 1] == ' '))
+        n--;
+    snprintf(err, errlen, "%s%s%.*s", what, n ? ": " : "", (int)n, msg);
+}
+
+PGconn *loader_connect(const struct config *cfg, char *err, size_t errlen)
+{
+    /* Later entries win; conninfo (expanded from dbname) comes last. */
+    const char *keys[] = { "connect_timeout", "fallback_application_name", "dbname", NULL };
+    const char *vals[] = { "10", "bloomguard", cfg->conninfo, NULL };
+    PGconn *conn = PQconnectdbParams(keys, vals, 1);
+    if (conn == NULL) {
+        snprintf(err, errlen, "cannot connect to PostgreSQL: out of memory");
+        return NULL;
+    }
+    if (PQstatus(conn) != CONNECTION_OK) {
+        set_err(err, errlen, "cannot connect to PostgreSQL", conn);
+        PQfinish(conn);
+        return NULL;
+    }
+    return conn;
+}
+
+bool loader_quote_names(PGconn *conn, const struct config *cfg, char **tbl, char **col,
+                        char *err, size_t errlen)
+{
+    char *schema = NULL, *name = NULL, *c = NULL, *out = NULL;
+    const char *dot = strchr(cfg->table, '.');
+
+    *tbl = *col = NULL;
+    if (dot != NULL) {
+        schema = PQescapeIdentifier(conn, cfg->table, (size_t)(dot - cfg->table));
+        name = PQescapeIdentifier(conn, dot + 1, strlen(dot + 1));
+    } else {
+        name = PQescapeIdentifier(conn, cfg->table, strlen(cfg->table));
+    }
+    c = PQescapeIdentifier(conn, cfg->column, strlen(cfg->column));
+    if (name == NULL || c == NULL || (dot != NULL && schema == NULL)) {
+        set_err(err, errlen, "cannot quote table or column name", conn);
+        goto fail;
+    }
+    size_t n = strlen(name) + (schema ? strlen(schema) + 1 : 0) + 1;
+    out = malloc(n);
+    *col = strdup(c);
+    if (out == NULL || *col == NULL) {
+        snprintf(err, errlen, "out of memory");
+        goto fail;
+    }
+    snprintf(out, n, "%s%s%s", schema ? schema : "", schema ? "." : "", name);
+    *tbl = out;
+    PQfreemem(schema);
+    PQfreemem(name);
+    PQfreemem(c);
+    return true;
+
+fail:
+    free(out);
+    free(*col);
+    *col = NULL;
+    PQfreemem(schema);
+    PQfreemem(name);
+    PQfreemem(c);
+    return false;
+}
+
+static bool query_u64(PGconn *conn, const char *sql, int nparams, const char *param,
+                      int64_t *out, char *err, size_t errlen)
+{
+    PGresult *r = PQexecParams(conn, sql, nparams, NULL, &param, NULL, NULL, 0);
+    bool ok = PQresultStatus(r) == PGRES_TUPLES_OK && PQntuples(r) == 1;
+    if (!ok)
+        set_err(err, errlen, "cannot read the table", conn);
+    else
+        *out = PQgetisnull(r, 0, 0) ? -1 : strtoll(PQgetvalue(r, 0, 0), NULL, 10);
+    PQclear(r);
+    return ok;
+}
+
+bool loader_estimate_rows(PGconn *conn, const struct config *cfg, uint64_t *rows,
+                          char *err, size_t errlen)
+{
+    char *tbl = NULL, *col = NULL, *sql = NULL;
+    int64_t n = -1;
+    bool ok = false;
+
+    if (!loader_quote_names(conn, cfg, &tbl, &col, err, errlen))
+        return false;
+    /* Fails cleanly (no such table, no permission) before any COPY starts. */
+    if (!query_u64(conn, "SELECT c.reltuples::bigint FROM pg_class c WHERE c.oid = $1::regclass",
+                   1, tbl, &n, err, errlen))
+        goto done;
+    if (n < 0) {
+        /* Never analysed: reltuples is -1, count for real. */
+        size_t len = strlen(tbl) + 64;
+        sql = malloc(len);
+        if (sql == NULL) {
+            snprintf(err, errlen, "out of memory");
+            goto done;
+        }
+        snprintf(sql, len, "SELECT count(*) FROM %s", tbl);
+        if (!query_u64(conn, sql, 0, NULL, &n, err, errlen))
+            goto done;
+    }
+    *rows = n > 0 ? (uint64_t)n : 0;
+    ok = true;
+done:
+    free(sql);
+    free(tbl);
+    free(col);
+    return ok;
+}
+
+size_t loader_unescape(char *s, size_t len)
+{
+    size_t i = 0, o = 0;
+    while (i < len) {
+        char ch = s[i++];
+        if (ch != '\\' || i == len) {
+            s[o++] = ch;
+            continue;
+        }
+        char e = s[i++];
+        switch (e) {
+        case 'b': s[o++] = '\b'; break;
+        case 'f': s[o++] = '\f'; break;
+        case 'n': s[o++] = '\n'; break;
+        case 'r': s[o++] = '\r'; break;
+        case 't': s[o++] = '\t'; break;
+        case 'v': s[o++] = '\v'; break;
+        case 'x': {
+            unsigned v = 0, d = 0;
+            while (d < 2 && i < len && strchr("0123456789abcdefABCDEF", s[i]) && s[i]) {
+                char h = s[i++];
+                v = v * 16 + (unsigned)(h <= '9' ? h - '0' : (h | 0x20) - 'a' + 10);
+                d++;
+            }
+            s[o++] = d ? (char)v : 'x';
+            break;
+        }
+        default:
+            if (e >= '0' && e <= '7') {
+                unsigned v = (unsigned)(e - '0'), d = 1;
+                while (d < 3 && i < len && s[i] >= '0' && s[i] <= '7') {
+                    v = v * 8 + (unsigned)(s[i++] - '0');
+                    d++;
+                }
+                s[o++] = (char)v;
+            } else {
+                s[o++] = e;         /* \\ and any other escaped char */
+            }
+        }
+    }
+    return o;
+}
+
+static double now_s(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+bool loader_copy(PGconn *conn, const struct config *cfg, struct filter *f,
+                 atomic_bool *stop, loader_progress_fn progress, void *arg,
+                 struct load_result *res, char *err, size_t errlen)
+{
+    char *tbl = NULL, *col = NULL, *sql = NULL;
+    PGresult *r = NULL;
+    bool ok = false;
+    uint64_t rows = 0;
+    double t0 = now_s();
+
+    if (!loader_quote_names(conn, cfg, &tbl, &col, err, errlen))
+        return false;
+    size_t len = strlen(tbl) + 2 * strlen(col) + 96;
+    sql = malloc(len);
+    if (sql == NULL) {
+        snprintf(err, errlen, "out of memory");
+        goto done;
+    }
+    snprintf(sql, len, "COPY (SELECT %s::text FROM %s WHERE %s IS NOT NULL) TO STDOUT",
+             col, tbl, col);
+    r = PQexec(conn, sql);
+    if (PQresultStatus(r) != PGRES_COPY_OUT) {
+        set_err(err, errlen, "COPY failed", conn);
+        goto done;
+    }
+    PQclear(r);
+    r = NULL;
+
+    for (;;) {
+        char *buf = NULL;
+        int n = PQgetCopyData(conn, &buf, 0);
+        if (n == -1)
+            break;                              /* COPY done */
+        if (n == -2) {
+            set_err(err, errlen, "COPY failed", conn);
+            goto done;
+        }
+        /* Text format: one row per message, ending in '\n'. */
+        size_t idlen = (size_t)n;
+        if (idlen > 0 && buf[idlen - 1] == '\n')
+            idlen--;
+        if (memchr(buf, '\\', idlen) != NULL)
+            idlen = loader_unescape(buf, idlen);
+        filter_add(f, buf, idlen);
+        PQfreemem(buf);
+        rows++;
+        if (rows % LOADER_PROGRESS_ROWS == 0) {
+            if (progress)
+                progress(arg, rows);
+            if (stop && atomic_load(stop)) {
+                snprintf(err, errlen, "load interrupted");
+                goto done;              /* PQfinish by the caller ends the COPY */
+            }
+        }
+    }
+    r = PQgetResult(conn);
+    if (PQresultStatus(r) != PGRES_COMMAND_OK) {
+        set_err(err, errlen, "COPY failed", conn);
+        goto done;
+    }
+    PQclear(r);
+    /* Drain to the end so the connection can run the next command. */
+    while ((r = PQgetResult(conn)) != NULL)
+        PQclear(r);
+    res->rows = rows;
+    res->seconds = now_s() - t0;
+    ok = true;
+done:
+    PQclear(r);
+    free(sql);
+    free(tbl);
+    free(col);
+    return ok;
+}

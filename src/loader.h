@@ -1,0 +1,67 @@
+/*
+ * Reading IDs out of PostgreSQL: connecting, counting rows and streaming a
+ * column with COPY ... TO STDOUT into a filter.  The caller decides which
+ * filter (a new one built off to the side) and swaps it in afterwards.
+ */
+#ifndef BLOOMGUARD_LOADER_H
+#define BLOOMGUARD_LOADER_H
+
+#include <libpq-fe.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "config.h"
+#include "filter.h"
+
+/*
+ * Connect with [postgres] conninfo (empty: libpq defaults and PG* variables),
+ * with a 10 s connect timeout unless conninfo sets one.  Returns NULL and
+ * writes the reason to err on failure.  Close with PQfinish.
+ */
+PGconn *loader_connect(const struct config *cfg, char *err, size_t errlen);
+
+/*
+ * The quoted, schema-qualified table name and quoted column for SQL, built
+ * with PQescapeIdentifier so no name can inject SQL.  Writes "tbl" and "col"
+ * (caller frees both with free()) or an error.
+ */
+bool loader_quote_names(PGconn *conn, const struct config *cfg, char **tbl, char **col,
+                        char *err, size_t errlen);
+
+/*
+ * Rows the table holds, from the planner's statistics when the table has been
+ * analysed (instant), else by count(*).  Fails if the table does not exist or
+ * cannot be read.
+ */
+bool loader_estimate_rows(PGconn *conn, const struct config *cfg, uint64_t *rows,
+                          char *err, size_t errlen);
+
+/* Called every LOADER_PROGRESS_ROWS rows with the rows copied so far. */
+#define LOADER_PROGRESS_ROWS 100000
+typedef void (*loader_progress_fn)(void *arg, uint64_t rows);
+
+struct load_result {
+    uint64_t rows;      /* IDs added (NULLs are skipped by the query) */
+    double seconds;     /* wall time of the COPY */
+};
+
+/*
+ * Stream every non-NULL ID (the column's text form) of the table into f with
+ * COPY (SELECT col::text ...) TO STDOUT.  Holds no result set and allocates
+ * nothing per row itself.  Stops early with an error when *stop becomes
+ * true.  progress may be NULL.  After a failure the connection may be left
+ * inside the COPY: PQfinish it.
+ */
+bool loader_copy(PGconn *conn, const struct config *cfg, struct filter *f,
+                 atomic_bool *stop, loader_progress_fn progress, void *arg,
+                 struct load_result *res, char *err, size_t errlen);
+
+/*
+ * Undo COPY text-format escaping (\\, \n, \t, \r, \b, \f, \v, \NNN octal,
+ * \xHH) in place; returns the new length.  Exposed for tests.
+ */
+size_t loader_unescape(char *s, size_t len);
+
+#endif

@@ -1,0 +1,134 @@
+/*
+ * GET /metrics: the counters, the filter's figures and the source state in
+ * Prometheus text exposition format 0.0.4.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "api.h"
+
+static void head(FILE *o, const char *name, const char *type, const char *help)
+{
+    fprintf(o, "# HELP bloomguard_%s %s\n# TYPE bloomguard_%s %s\n", name, help, name, type);
+}
+
+struct reply api_metrics(struct app *a)
+{
+    struct stats_snapshot snap;
+    struct source_status ss;
+    struct filter_info fi;
+    char *text = NULL;
+    size_t len = 0;
+    FILE *o = open_memstream(&text, &len);
+    if (o == NULL)
+        return (struct reply){ 500, NULL, false };
+
+    stats_snapshot(a->stats, &snap);
+    source_status(a->source, &ss);
+    bool ready = guard_info(a->guard, &fi);
+    if (!ready)
+        memset(&fi, 0, sizeof fi);
+
+    head(o, "requests_total", "counter", "HTTP requests answered, by endpoint and status code.");
+    for (unsigned e = 0; e < EP_COUNT; e++)
+        for (unsigned k = 0; k < SS_COUNT; k++)
+            if (snap.requests[e][k] != 0) {
+                unsigned code = stats_status_code(k);
+                fprintf(o, "bloomguard_requests_total{endpoint=\"%s\",code=\"%s%.0u\"} %llu\n",
+                        stats_endpoint_name(e), code ? "" : "other", code,
+                        (unsigned long long)snap.requests[e][k]);
+            }
+
+    head(o, "request_duration_seconds", "histogram",
+         "Time from the first byte of a request to its response being queued.");
+    for (unsigned e = 0; e < EP_COUNT; e++) {
+        uint64_t cum = 0;
+        for (unsigned b = 0; b <= STATS_BUCKETS; b++)
+            cum += snap.latency_bucket[e][b];
+        if (cum == 0)
+            continue;
+        const char *ep = stats_endpoint_name(e);
+        cum = 0;
+        for (unsigned b = 0; b < STATS_BUCKETS; b++) {
+            cum += snap.latency_bucket[e][b];
+            fprintf(o, "bloomguard_request_duration_seconds_bucket{endpoint=\"%s\",le=\"%g\"} %llu\n",
+                    ep, stats_bucket_bounds[b], (unsigned long long)cum);
+        }
+        cum += snap.latency_bucket[e][STATS_BUCKETS];
+        fprintf(o, "bloomguard_request_duration_seconds_bucket{endpoint=\"%s\",le=\"+Inf\"} %llu\n",
+                ep, (unsigned long long)cum);
+        fprintf(o, "bloomguard_request_duration_seconds_sum{endpoint=\"%s\"} %.9f\n", ep,
+                (double)snap.latency_sum_ns[e] * 1e-9);
+        fprintf(o, "bloomguard_request_duration_seconds_count{endpoint=\"%s\"} %llu\n", ep,
+                (unsigned long long)cum);
+    }
+
+    head(o, "lookups_total", "counter", "IDs looked up (single and batch), by result.");
+    fprintf(o, "bloomguard_lookups_total{result=\"hit\"} %llu\n",
+            (unsigned long long)snap.counter[ST_LOOKUP_HIT]);
+    fprintf(o, "bloomguard_lookups_total{result=\"miss\"} %llu\n",
+            (unsigned long long)snap.counter[ST_LOOKUP_MISS]);
+    head(o, "inserts_total", "counter", "IDs inserted through POST /ids.");
+    fprintf(o, "bloomguard_inserts_total %llu\n", (unsigned long long)snap.counter[ST_INSERTS]);
+    head(o, "auth_decisions_total", "counter", "/auth answers, by decision.");
+    fprintf(o, "bloomguard_auth_decisions_total{result=\"hit\"} %llu\n",
+            (unsigned long long)snap.counter[ST_AUTH_HIT]);
+    fprintf(o, "bloomguard_auth_decisions_total{result=\"miss\"} %llu\n",
+            (unsigned long long)snap.counter[ST_AUTH_MISS]);
+    fprintf(o, "bloomguard_auth_decisions_total{result=\"bypass\"} %llu\n",
+            (unsigned long long)snap.counter[ST_AUTH_BYPASS]);
+    head(o, "notifications_applied_total", "counter", "IDs added from PostgreSQL NOTIFY.");
+    fprintf(o, "bloomguard_notifications_applied_total %llu\n",
+            (unsigned long long)snap.counter[ST_NOTIFY_APPLIED]);
+
+    head(o, "rebuilds_total", "counter", "Filter loads and rebuilds, by result.");
+    fprintf(o, "bloomguard_rebuilds_total{result=\"ok\"} %llu\n", (unsigned long long)ss.rebuilds_ok);
+    fprintf(o, "bloomguard_rebuilds_total{result=\"failed\"} %llu\n",
+            (unsigned long long)ss.rebuilds_failed);
+    head(o, "rebuild_duration_seconds_total", "counter", "Time spent copying IDs in successful rebuilds.");
+    fprintf(o, "bloomguard_rebuild_duration_seconds_total %.6f\n", ss.rebuild_seconds_sum);
+    head(o, "last_rebuild_duration_seconds", "gauge", "Duration of the last successful rebuild.");
+    fprintf(o, "bloomguard_last_rebuild_duration_seconds %.6f\n", ss.last_seconds);
+    head(o, "last_rebuild_rows", "gauge", "Rows loaded by the last successful rebuild.");
+    fprintf(o, "bloomguard_last_rebuild_rows %llu\n", (unsigned long long)ss.last_rows);
+    head(o, "rebuild_running", "gauge", "1 while a rebuild runs.");
+    fprintf(o, "bloomguard_rebuild_running %d\n", ss.running ? 1 : 0);
+
+    head(o, "ready", "gauge", "1 once a filter is loaded and served.");
+    fprintf(o, "bloomguard_ready %d\n", ready ? 1 : 0);
+    head(o, "filter_items", "gauge", "IDs added to the live filter (duplicates counted).");
+    fprintf(o, "bloomguard_filter_items %llu\n", (unsigned long long)fi.items);
+    head(o, "filter_capacity", "gauge", "IDs the live filter was sized for.");
+    fprintf(o, "bloomguard_filter_capacity %llu\n", (unsigned long long)fi.capacity);
+    head(o, "filter_bits", "gauge", "Size of the live filter's bit array.");
+    fprintf(o, "bloomguard_filter_bits %llu\n", (unsigned long long)fi.bits);
+    head(o, "filter_memory_bytes", "gauge", "Memory held by the live filter.");
+    fprintf(o, "bloomguard_filter_memory_bytes %llu\n", (unsigned long long)fi.memory_bytes);
+    head(o, "filter_fill_ratio", "gauge", "Share of the live filter's bits that are set.");
+    fprintf(o, "bloomguard_filter_fill_ratio %.6f\n", fi.fill_ratio);
+    head(o, "filter_estimated_fpp", "gauge", "False-positive rate estimated from the fill ratio.");
+    fprintf(o, "bloomguard_filter_estimated_fpp %.8f\n", fi.estimated_fpp);
+    head(o, "filter_target_fpp", "gauge", "Configured false-positive rate.");
+    fprintf(o, "bloomguard_filter_target_fpp %.8f\n", a->cfg->false_positive_rate);
+
+    head(o, "source_state", "gauge", "PostgreSQL source state (1 for the current one).");
+    for (enum source_state st = SOURCE_CONNECTING; st <= SOURCE_RECONNECTING; st++)
+        fprintf(o, "bloomguard_source_state{state=\"%s\"} %d\n", source_state_name(st),
+                ss.state == st ? 1 : 0);
+    head(o, "source_state_since_seconds", "gauge", "Unix time the source entered its state.");
+    fprintf(o, "bloomguard_source_state_since_seconds %lld\n", (long long)ss.state_since);
+    head(o, "process_start_time_seconds", "gauge", "Unix time the process started.");
+    fprintf(o, "bloomguard_process_start_time_seconds %lld\n", (long long)a->started);
+    head(o, "build_info", "gauge", "Always 1; the version is a label.");
+    fprintf(o, "bloomguard_build_info{version=\"%s\"} 1\n", PACKAGE_VERSION);
+
+    if (fclose(o) != 0) {
+        free(text);
+        return (struct reply){ 500, NULL, false };
+    }
+    struct MHD_Response *r = MHD_create_response_from_buffer(len, text, MHD_RESPMEM_MUST_FREE);
+    if (r != NULL)
+        MHD_add_response_header(r, MHD_HTTP_HEADER_CONTENT_TYPE, "text/plain; version=0.0.4; charset=utf-8");
+    return (struct reply){ MHD_HTTP_OK, r, false };
+}

@@ -1,0 +1,902 @@
+/*
+ * Unit tests of the configuration module: defaults, every value type, file
+ * syntax and error messages, overrides, and that conf/bloomguard.conf
+ * documents every key of the table with its default.
+ */
+#include <check.h>
+#include <ctype.h>
+#include <dirent.h>
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+/*
+ * Not "config.h": with autotools, -I$(top_builddir) comes before -I src and
+ * would find autoconf's config.h instead.
+ */
+#include "../src/config.h"
+
+#define ERRLEN 256
+#define MAX_FILES 8
+
+/*
+ * Fixture: a private temporary directory for the whole test case.  It is an
+ * unchecked fixture (run in the parent) so the directory is removed even
+ * when a test fails in its forked child.
+ */
+static char tmpdir[4096];
+static char files[MAX_FILES][sizeof tmpdir + 64];
+static size_t n_files;
+
+static void setup(void)
+{
+    const char *base = getenv("TMPDIR");
+
+    if (base == NULL || base[0] == '\0')
+        base = "/tmp";
+    snprintf(tmpdir, sizeof tmpdir, "%s/check_config.XXXXXX", base);
+    ck_assert_ptr_nonnull(mkdtemp(tmpdir));
+}
+
+static void teardown(void)
+{
+    DIR *d = opendir(tmpdir);
+    struct dirent *e;
+    char path[sizeof tmpdir + sizeof e->d_name + 1];
+
+    ck_assert_ptr_nonnull(d);
+    while ((e = readdir(d)) != NULL) {
+        if (strcmp(e->d_name, ".") == 0 || strcmp(e->d_name, "..") == 0)
+            continue;
+        snprintf(path, sizeof path, "%s/%s", tmpdir, e->d_name);
+        ck_assert_int_eq(unlink(path), 0);
+    }
+    closedir(d);
+    ck_assert_int_eq(rmdir(tmpdir), 0);
+}
+
+/* Write text to tmpdir/name and return the file's path (fixture-owned). */
+static const char *write_file(const char *name, const char *text)
+{
+    char path[sizeof files[0]];
+    FILE *f;
+    size_t i;
+
+    snprintf(path, sizeof path, "%s/%s", tmpdir, name);
+    for (i = 0; i < n_files; i++)
+        if (strcmp(files[i], path) == 0)
+            break;
+    if (i == n_files) {
+        ck_assert_uint_lt(n_files, MAX_FILES);
+        strcpy(files[n_files++], path);
+    }
+    f = fopen(path, "w");
+    ck_assert_ptr_nonnull(f);
+    ck_assert_uint_eq(fwrite(text, 1, strlen(text), f), strlen(text));
+    ck_assert_int_eq(fclose(f), 0);
+    return files[i];
+}
+
+/* Load text as tmpdir/test.conf over *c; err gets the message on failure. */
+static bool load(struct config *c, const char *text, char *err)
+{
+    const char *path = write_file("test.conf", text);
+
+    err[0] = '\0';
+    return config_load_file(c, path, err, ERRLEN);
+}
+
+static void assert_contains(const char *haystack, const char *needle)
+{
+    ck_assert_msg(strstr(haystack, needle) != NULL, "\"%s\" does not contain \"%s\"",
+                  haystack, needle);
+}
+
+/* config_set on a fresh defaults struct; returns success, err on failure. */
+static bool set_one(struct config *c, const char *section, const char *key,
+                    const char *value, char *err)
+{
+    err[0] = '\0';
+    return config_set(c, section, key, value, err, ERRLEN);
+}
+
+static void assert_config_eq(const struct config *a, const struct config *b)
+{
+    ck_assert_str_eq(a->listen_host, b->listen_host);
+    ck_assert_uint_eq(a->listen_port, b->listen_port);
+    ck_assert_uint_eq(a->threads, b->threads);
+    ck_assert_uint_eq(a->max_connections, b->max_connections);
+    ck_assert_uint_eq(a->connection_timeout, b->connection_timeout);
+    ck_assert_uint_eq(a->max_body_bytes, b->max_body_bytes);
+    ck_assert_uint_eq(a->max_batch, b->max_batch);
+    ck_assert_uint_eq(a->max_id_bytes, b->max_id_bytes);
+    ck_assert_str_eq(a->conninfo, b->conninfo);
+    ck_assert_str_eq(a->table, b->table);
+    ck_assert_str_eq(a->column, b->column);
+    ck_assert_uint_eq(a->retry_max_seconds, b->retry_max_seconds);
+    ck_assert_uint_eq(a->expected_items, b->expected_items);
+    ck_assert_double_eq(a->false_positive_rate, b->false_positive_rate);
+    ck_assert_double_eq(a->headroom, b->headroom);
+    ck_assert_int_eq(a->sync_enabled, b->sync_enabled);
+    ck_assert_str_eq(a->channel, b->channel);
+    ck_assert_uint_eq(a->rebuild_interval, b->rebuild_interval);
+    ck_assert_uint_eq(a->rebuild_after_deletes, b->rebuild_after_deletes);
+    ck_assert_int_eq(a->auto_grow, b->auto_grow);
+    ck_assert_uint_eq(a->n_uri_templates, b->n_uri_templates);
+    for (unsigned i = 0; i < a->n_uri_templates; i++)
+        ck_assert_str_eq(a->uri_templates[i], b->uri_templates[i]);
+    ck_assert_uint_eq(a->deny_status, b->deny_status);
+    ck_assert_int_eq(a->fail_open, b->fail_open);
+    ck_assert_int_eq(a->metrics_enabled, b->metrics_enabled);
+    ck_assert_int_eq(a->log_level, b->log_level);
+}
+
+static void sample_path(char *buf, size_t len)
+{
+    const char *top = getenv("top_srcdir");
+
+    snprintf(buf, len, "%s/conf/bloomguard.conf", top != NULL && top[0] != '\0' ? top : "..");
+}
+
+START_TEST(test_defaults)
+{
+    struct config c;
+
+    ck_assert(config_defaults(&c));
+    ck_assert_str_eq(c.listen_host, "127.0.0.1");
+    ck_assert_uint_eq(c.listen_port, 8080);
+    ck_assert_uint_eq(c.threads, 0);
+    ck_assert_uint_eq(c.max_connections, 1024);
+    ck_assert_uint_eq(c.connection_timeout, 30);
+    ck_assert_uint_eq(c.max_body_bytes, 1048576);
+    ck_assert_uint_eq(c.max_batch, 10000);
+    ck_assert_uint_eq(c.max_id_bytes, 512);
+    ck_assert_str_eq(c.conninfo, "");
+    ck_assert_str_eq(c.table, "users");
+    ck_assert_str_eq(c.column, "id");
+    ck_assert_uint_eq(c.retry_max_seconds, 30);
+    ck_assert_uint_eq(c.expected_items, 0);
+    ck_assert_double_eq(c.false_positive_rate, 0.01);
+    ck_assert_double_eq(c.headroom, 2.0);
+    ck_assert(c.sync_enabled);
+    ck_assert_str_eq(c.channel, "bloomguard");
+    ck_assert_uint_eq(c.rebuild_interval, 0);
+    ck_assert_uint_eq(c.rebuild_after_deletes, 0);
+    ck_assert(c.auto_grow);
+    ck_assert_uint_eq(c.n_uri_templates, 0);
+    ck_assert_ptr_null(c.uri_templates[0]);
+    ck_assert_uint_eq(c.deny_status, 403);
+    ck_assert(c.fail_open);
+    ck_assert(c.metrics_enabled);
+    ck_assert_int_eq(c.log_level, LOG_LVL_INFO);
+    config_free(&c);
+    ck_assert_ptr_null(c.listen_host);
+    ck_assert_ptr_null(c.conninfo);
+    config_free(&c);            /* twice is fine */
+}
+END_TEST
+
+START_TEST(test_free_zeroed_and_null)
+{
+    struct config c;
+
+    memset(&c, 0, sizeof c);
+    config_free(&c);
+    config_free(NULL);
+}
+END_TEST
+
+START_TEST(test_key_table)
+{
+    size_t n = config_key_count();
+    const char *s, *k, *d, *h;
+
+    ck_assert_uint_ge(n, 24);
+    for (size_t i = 0; i < n; i++) {
+        ck_assert(config_key_at(i, &s, &k, &d, &h));
+        ck_assert_ptr_nonnull(d);
+        ck_assert_msg(h != NULL && h[0] != '\0', "[%s] %s has no help", s, k);
+        for (size_t j = 0; j < i; j++) {
+            const char *s2, *k2;
+            ck_assert(config_key_at(j, &s2, &k2, NULL, NULL));
+            ck_assert_msg(strcmp(s, s2) != 0 || strcmp(k, k2) != 0, "[%s] %s twice", s, k);
+        }
+        /* Each default, set on its own, must be accepted (uri_template has none). */
+        if (strcmp(k, "uri_template") != 0) {
+            struct config c;
+            char err[ERRLEN];
+            ck_assert(config_defaults(&c));
+            ck_assert_msg(set_one(&c, s, k, d, err), "%s", err);
+            config_free(&c);
+        }
+    }
+    ck_assert(!config_key_at(n, &s, &k, &d, &h));
+    ck_assert(config_key_at(0, NULL, NULL, NULL, NULL));
+}
+END_TEST
+
+START_TEST(test_sample_conf_gives_defaults)
+{
+    struct config def, c;
+    char path[4096], err[ERRLEN] = "";
+
+    sample_path(path, sizeof path);
+    ck_assert(config_defaults(&def));
+    ck_assert(config_defaults(&c));
+    ck_assert_msg(config_load_file(&c, path, err, sizeof err), "%s", err);
+    assert_config_eq(&c, &def);
+    config_free(&c);
+    config_free(&def);
+}
+END_TEST
+
+/* Strip one pair of surrounding double quotes, as the parser does. */
+static void unquote(char *v)
+{
+    size_t len = strlen(v);
+
+    if (len >= 2 && v[0] == '"' && v[len - 1] == '"') {
+        memmove(v, v + 1, len - 2);
+        v[len - 2] = '\0';
+    }
+}
+
+/*
+ * Read conf/bloomguard.conf as text: every key of the table must appear as
+ * "key =", ";key =" or "#key =" under its [section], with a comment line
+ * right above it, and active keys must carry the table's default.
+ */
+START_TEST(test_sample_conf_lists_every_key)
+{
+    char path[4096], line[1024], section[64] = "", prev[1024] = "";
+    size_t n = config_key_count();
+    int *found = calloc(n, sizeof *found);
+    int lineno = 0;
+    FILE *f;
+
+    ck_assert_ptr_nonnull(found);
+    sample_path(path, sizeof path);
+    f = fopen(path, "r");
+    ck_assert_msg(f != NULL, "cannot open %s: %s", path, strerror(errno));
+    while (fgets(line, sizeof line, f) != NULL) {
+        char *p = line, *e = line + strlen(line), *name, *eq, *value;
+        bool commented = false;
+
+        lineno++;
+        while (e > line && isspace((unsigned char)e[-1]))
+            *--e = '\0';
+        if (line[0] == '[') {
+            char *close = strchr(line, ']');
+            ck_assert_ptr_nonnull(close);
+            *close = '\0';
+            snprintf(section, sizeof section, "%.63s", line + 1);
+            goto next;
+        }
+        if (*p == '#' || *p == ';') {
+            commented = true;
+            p++;
+        }
+        name = p;
+        while (isalnum((unsigned char)*p) || *p == '_')
+            p++;
+        if (p == name)
+            goto next;
+        eq = p;
+        while (*eq == ' ')
+            eq++;
+        if (*eq != '=')
+            goto next;
+        *p = '\0';
+        value = eq + 1;
+        while (*value == ' ')
+            value++;
+        for (size_t i = 0; i < n; i++) {
+            const char *s, *k, *d;
+            ck_assert(config_key_at(i, &s, &k, &d, NULL));
+            if (strcmp(k, name) != 0 || strcmp(s, section) != 0)
+                continue;
+            found[i] = lineno;
+            ck_assert_msg(prev[0] == '#' || prev[0] == ';',
+                          "%s:%d: no comment above [%s] %s", path, lineno, s, k);
+            if (!commented) {
+                unquote(value);
+                ck_assert_msg(strcmp(value, d) == 0, "%s:%d: [%s] %s = %s, default is %s",
+                              path, lineno, s, k, value, d);
+            }
+        }
+    next:
+        snprintf(prev, sizeof prev, "%s", line);
+    }
+    fclose(f);
+    for (size_t i = 0; i < n; i++) {
+        const char *s, *k;
+        ck_assert(config_key_at(i, &s, &k, NULL, NULL));
+        ck_assert_msg(found[i] != 0, "[%s] %s is missing from %s", s, k, path);
+    }
+    free(found);
+}
+END_TEST
+
+START_TEST(test_uint_values)
+{
+    struct config c;
+    char err[ERRLEN];
+
+    ck_assert(config_defaults(&c));
+    ck_assert(set_one(&c, "server", "threads", "256", err));
+    ck_assert_uint_eq(c.threads, 256);
+    ck_assert(set_one(&c, "server", "threads", "  7  ", err));
+    ck_assert_uint_eq(c.threads, 7);
+    ck_assert(set_one(&c, "server", "threads", "\"8\"", err));
+    ck_assert_uint_eq(c.threads, 8);
+    ck_assert(set_one(&c, "server", "max_connections", "1000000", err));
+    ck_assert_uint_eq(c.max_connections, 1000000);
+    ck_assert(set_one(&c, "server", "connection_timeout", "0", err));
+    ck_assert_uint_eq(c.connection_timeout, 0);
+    ck_assert(set_one(&c, "server", "max_batch", "10000000", err));
+    ck_assert_uint_eq(c.max_batch, 10000000);
+    ck_assert(set_one(&c, "server", "max_id_bytes", "65536", err));
+    ck_assert_uint_eq(c.max_id_bytes, 65536);
+    ck_assert(set_one(&c, "postgres", "retry_max_seconds", "3600", err));
+    ck_assert_uint_eq(c.retry_max_seconds, 3600);
+    ck_assert(set_one(&c, "sync", "rebuild_interval", "31536000", err));
+    ck_assert_uint_eq(c.rebuild_interval, 31536000);
+
+    ck_assert(!set_one(&c, "server", "threads", "257", err));
+    ck_assert_str_eq(err, "[server] threads: 257 is out of range (0..256)");
+    ck_assert_uint_eq(c.threads, 8);    /* unchanged on failure */
+    ck_assert(!set_one(&c, "server", "max_batch", "abc", err));
+    ck_assert_str_eq(err, "[server] max_batch: \"abc\" is not a number");
+    ck_assert(!set_one(&c, "server", "max_batch", "0", err));
+    ck_assert_str_eq(err, "[server] max_batch: 0 is out of range (1..10000000)");
+    ck_assert(!set_one(&c, "server", "max_connections", "1000001", err));
+    ck_assert(!set_one(&c, "server", "connection_timeout", "86401", err));
+    ck_assert(!set_one(&c, "server", "max_id_bytes", "65537", err));
+    ck_assert(!set_one(&c, "postgres", "retry_max_seconds", "0", err));
+    ck_assert(!set_one(&c, "sync", "rebuild_interval", "31536001", err));
+    ck_assert(!set_one(&c, "server", "threads", "-1", err));
+    assert_contains(err, "is not a number");
+    ck_assert(!set_one(&c, "server", "threads", "+1", err));
+    ck_assert(!set_one(&c, "server", "threads", "4x", err));
+    ck_assert(!set_one(&c, "server", "threads", "4 4", err));
+    ck_assert(!set_one(&c, "server", "threads", "1.5", err));
+    ck_assert(!set_one(&c, "server", "threads", "0x10", err));
+    ck_assert(!set_one(&c, "server", "threads", "1_000", err));
+    ck_assert(!set_one(&c, "server", "threads", "", err));
+    ck_assert(!set_one(&c, "server", "threads", "99999999999999999999999", err));
+    assert_contains(err, "out of range (0..256)");
+    ck_assert(!set_one(&c, "server", "threads", "4294967297", err));   /* 2^32 + 1 */
+    ck_assert_uint_eq(c.threads, 8);
+    config_free(&c);
+}
+END_TEST
+
+START_TEST(test_uint64_values)
+{
+    struct config c;
+    char err[ERRLEN];
+
+    ck_assert(config_defaults(&c));
+    ck_assert(set_one(&c, "server", "max_body_bytes", "1073741824", err));
+    ck_assert_uint_eq(c.max_body_bytes, 1073741824);
+    ck_assert(!set_one(&c, "server", "max_body_bytes", "1073741825", err));
+    ck_assert_str_eq(err, "[server] max_body_bytes: 1073741825 is out of range (1..1073741824)");
+    ck_assert(!set_one(&c, "server", "max_body_bytes", "0", err));
+    ck_assert(set_one(&c, "filter", "expected_items", "1000000000000", err));
+    ck_assert_uint_eq(c.expected_items, UINT64_C(1000000000000));
+    ck_assert(!set_one(&c, "filter", "expected_items", "1000000000001", err));
+    assert_contains(err, "(0..1000000000000)");
+    ck_assert(set_one(&c, "sync", "rebuild_after_deletes", "18446744073709551615", err));
+    ck_assert_uint_eq(c.rebuild_after_deletes, UINT64_MAX);
+    ck_assert(!set_one(&c, "sync", "rebuild_after_deletes", "18446744073709551616", err));
+    assert_contains(err, "out of range");
+    ck_assert_uint_eq(c.rebuild_after_deletes, UINT64_MAX);
+    ck_assert(!set_one(&c, "sync", "rebuild_after_deletes", "-1", err));
+    ck_assert_uint_eq(c.rebuild_after_deletes, UINT64_MAX);
+    config_free(&c);
+}
+END_TEST
+
+START_TEST(test_double_values)
+{
+    struct config c;
+    char err[ERRLEN];
+
+    ck_assert(config_defaults(&c));
+    ck_assert(set_one(&c, "filter", "false_positive_rate", "0.4999", err));
+    ck_assert_double_eq(c.false_positive_rate, 0.4999);
+    ck_assert(set_one(&c, "filter", "false_positive_rate", "1e-9", err));
+    ck_assert_double_eq(c.false_positive_rate, 1e-9);
+    ck_assert(set_one(&c, "filter", "false_positive_rate", ".25", err));
+    ck_assert_double_eq(c.false_positive_rate, 0.25);
+    ck_assert(!set_one(&c, "filter", "false_positive_rate", "0", err));
+    ck_assert_str_eq(err, "[filter] false_positive_rate: 0 is out of range (must be > 0 and < 0.5)");
+    ck_assert(!set_one(&c, "filter", "false_positive_rate", "0.5", err));
+    assert_contains(err, "out of range");
+    ck_assert(!set_one(&c, "filter", "false_positive_rate", "0.0", err));
+    ck_assert(!set_one(&c, "filter", "false_positive_rate", "-0.1", err));
+    ck_assert(!set_one(&c, "filter", "false_positive_rate", "1", err));
+    ck_assert(!set_one(&c, "filter", "false_positive_rate", "nan", err));
+    assert_contains(err, "is not a number");
+    ck_assert(!set_one(&c, "filter", "false_positive_rate", "inf", err));
+    ck_assert(!set_one(&c, "filter", "false_positive_rate", "0x1p-3", err));
+    ck_assert(!set_one(&c, "filter", "false_positive_rate", "0.01x", err));
+    ck_assert(!set_one(&c, "filter", "false_positive_rate", "1e999", err));
+    ck_assert(!set_one(&c, "filter", "false_positive_rate", "", err));
+    ck_assert(!set_one(&c, "filter", "false_positive_rate", "e", err));
+    ck_assert_double_eq(c.false_positive_rate, 0.25);
+
+    ck_assert(set_one(&c, "filter", "headroom", "1", err));
+    ck_assert_double_eq(c.headroom, 1.0);
+    ck_assert(set_one(&c, "filter", "headroom", "100.0", err));
+    ck_assert_double_eq(c.headroom, 100.0);
+    ck_assert(!set_one(&c, "filter", "headroom", "0.99", err));
+    ck_assert_str_eq(err, "[filter] headroom: 0.99 is out of range (must be >= 1 and <= 100)");
+    ck_assert(!set_one(&c, "filter", "headroom", "100.01", err));
+    config_free(&c);
+}
+END_TEST
+
+START_TEST(test_bool_values)
+{
+    static const char *const yes[] = { "yes", "true", "on", "1", "YES", "True", "oN" };
+    static const char *const no[] = { "no", "false", "off", "0", "NO", "False", "OFF" };
+    static const char *const bad[] = { "maybe", "2", "", "y", "n", "yess", "01", "enabled" };
+    struct config c;
+    char err[ERRLEN];
+
+    ck_assert(config_defaults(&c));
+    for (size_t i = 0; i < sizeof yes / sizeof yes[0]; i++) {
+        ck_assert(set_one(&c, "sync", "enabled", no[i], err));
+        ck_assert(!c.sync_enabled);
+        ck_assert(set_one(&c, "sync", "enabled", yes[i], err));
+        ck_assert(c.sync_enabled);
+    }
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        ck_assert_msg(!set_one(&c, "auth", "fail_open", bad[i], err), "accepted %s", bad[i]);
+        assert_contains(err, "is not a boolean");
+        ck_assert(c.fail_open);
+    }
+    ck_assert(set_one(&c, "sync", "auto_grow", "off", err));
+    ck_assert(!c.auto_grow);
+    ck_assert(set_one(&c, "auth", "fail_open", "false", err));
+    ck_assert(!c.fail_open);
+    ck_assert(set_one(&c, "metrics", "enabled", "0", err));
+    ck_assert(!c.metrics_enabled);
+    ck_assert(c.sync_enabled);      /* same key name, other section */
+    config_free(&c);
+}
+END_TEST
+
+START_TEST(test_listen_values)
+{
+    static const char *const bad[] = {
+        "127.0.0.1:65536", "127.0.0.1", "127.0.0.1:", ":8080", "::1:8080", "[::1]",
+        "[::1]8080", "[::1:8080", "[zz::1]:80", "[]:80", "[127.0.0.1]:80", "host:-1",
+        "host:80x", "host:+80", "host: 80", "ho st:80", "host/x:80", "", "[fe80::1%]:80",
+        "[fe80::1%e/0]:80", "127.0.0.1:99999999999999999999999",
+    };
+    struct config c;
+    char err[ERRLEN];
+
+    ck_assert(config_defaults(&c));
+    ck_assert(set_one(&c, "server", "listen", "0.0.0.0:0", err));
+    ck_assert_str_eq(c.listen_host, "0.0.0.0");
+    ck_assert_uint_eq(c.listen_port, 0);
+    ck_assert(set_one(&c, "server", "listen", "[::1]:8080", err));
+    ck_assert_str_eq(c.listen_host, "::1");
+    ck_assert_uint_eq(c.listen_port, 8080);
+    ck_assert(set_one(&c, "server", "listen", "[::]:1", err));
+    ck_assert_str_eq(c.listen_host, "::");
+    ck_assert(set_one(&c, "server", "listen", "[fe80::1%eth0]:80", err));
+    ck_assert_str_eq(c.listen_host, "fe80::1%eth0");
+    ck_assert(set_one(&c, "server", "listen", "localhost:65535", err));
+    ck_assert_str_eq(c.listen_host, "localhost");
+    ck_assert_uint_eq(c.listen_port, 65535);
+
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        ck_assert_msg(!set_one(&c, "server", "listen", bad[i], err), "accepted %s", bad[i]);
+        assert_contains(err, "[server] listen: ");
+        ck_assert_str_eq(c.listen_host, "localhost");
+        ck_assert_uint_eq(c.listen_port, 65535);
+    }
+    ck_assert(!set_one(&c, "server", "listen", "127.0.0.1:65536", err));
+    assert_contains(err, "0..65535");
+    ck_assert(!set_one(&c, "server", "listen", "127.0.0.1", err));
+    assert_contains(err, "has no port");
+    ck_assert(!set_one(&c, "server", "listen", "::1:8080", err));
+    assert_contains(err, "brackets");
+    config_free(&c);
+}
+END_TEST
+
+START_TEST(test_enum_values)
+{
+    static const unsigned ok_status[] = { 401, 403, 404, 410 };
+    struct config c;
+    char err[ERRLEN];
+
+    ck_assert(config_defaults(&c));
+    ck_assert(set_one(&c, "log", "level", "error", err));
+    ck_assert_int_eq(c.log_level, LOG_LVL_ERROR);
+    ck_assert(set_one(&c, "log", "level", "warn", err));
+    ck_assert_int_eq(c.log_level, LOG_LVL_WARN);
+    ck_assert(set_one(&c, "log", "level", "DEBUG", err));
+    ck_assert_int_eq(c.log_level, LOG_LVL_DEBUG);
+    ck_assert(set_one(&c, "log", "level", "info", err));
+    ck_assert_int_eq(c.log_level, LOG_LVL_INFO);
+    ck_assert(!set_one(&c, "log", "level", "verbose", err));
+    ck_assert_str_eq(err, "[log] level: \"verbose\" is not a log level (use error, warn, info or debug)");
+    ck_assert(!set_one(&c, "log", "level", "", err));
+    ck_assert_int_eq(c.log_level, LOG_LVL_INFO);
+    ck_assert_str_eq(config_log_level_name(LOG_LVL_WARN), "warn");
+    ck_assert_str_eq(config_log_level_name((enum log_level)42), "?");
+
+    for (size_t i = 0; i < sizeof ok_status / sizeof ok_status[0]; i++) {
+        char v[16];
+        snprintf(v, sizeof v, "%u", ok_status[i]);
+        ck_assert(set_one(&c, "auth", "deny_status", v, err));
+        ck_assert_uint_eq(c.deny_status, ok_status[i]);
+    }
+    ck_assert(!set_one(&c, "auth", "deny_status", "200", err));
+    assert_contains(err, "401, 403, 404 or 410");
+    ck_assert(!set_one(&c, "auth", "deny_status", "402", err));
+    ck_assert(!set_one(&c, "auth", "deny_status", "forbidden", err));
+    ck_assert(!set_one(&c, "auth", "deny_status", "-403", err));
+    ck_assert_uint_eq(c.deny_status, 410);
+    config_free(&c);
+}
+END_TEST
+
+START_TEST(test_string_values)
+{
+    struct config c;
+    char err[ERRLEN], long_name[80];
+
+    memset(long_name, 'a', 64);
+    long_name[64] = '\0';
+    ck_assert(config_defaults(&c));
+    ck_assert(set_one(&c, "postgres", "conninfo", "host=db dbname=app", err));
+    ck_assert_str_eq(c.conninfo, "host=db dbname=app");
+    ck_assert(set_one(&c, "postgres", "conninfo", "\"\"", err));
+    ck_assert_str_eq(c.conninfo, "");
+    ck_assert(set_one(&c, "postgres", "conninfo", "\" x \"", err));
+    ck_assert_str_eq(c.conninfo, " x ");
+    ck_assert(!set_one(&c, "postgres", "conninfo", "\"x", err));
+    assert_contains(err, "unterminated quote");
+
+    ck_assert(set_one(&c, "postgres", "table", "app.accounts", err));
+    ck_assert_str_eq(c.table, "app.accounts");
+    ck_assert(set_one(&c, "postgres", "table", "Users", err));
+    ck_assert(!set_one(&c, "postgres", "table", "", err));
+    ck_assert(!set_one(&c, "postgres", "table", "a.b.c", err));
+    ck_assert(!set_one(&c, "postgres", "table", ".b", err));
+    ck_assert(!set_one(&c, "postgres", "table", "a.", err));
+    ck_assert(!set_one(&c, "postgres", "table", "x\"y", err));
+    ck_assert(!set_one(&c, "postgres", "table", long_name, err));
+    ck_assert_str_eq(c.table, "Users");
+    ck_assert(set_one(&c, "postgres", "column", "user_id", err));
+    ck_assert_str_eq(c.column, "user_id");
+    ck_assert(!set_one(&c, "postgres", "column", "", err));
+    ck_assert(!set_one(&c, "postgres", "column", long_name, err));
+
+    ck_assert(!set_one(&c, "sync", "channel", long_name, err));
+    long_name[63] = '\0';
+    ck_assert(set_one(&c, "sync", "channel", long_name, err));
+    ck_assert(set_one(&c, "sync", "channel", "_bg_2", err));
+    ck_assert_str_eq(c.channel, "_bg_2");
+    ck_assert(!set_one(&c, "sync", "channel", "", err));
+    ck_assert(!set_one(&c, "sync", "channel", "1abc", err));
+    ck_assert(!set_one(&c, "sync", "channel", "bad-name", err));
+    ck_assert_str_eq(err, "[sync] channel: \"bad-name\" is not an identifier of 1..63 characters [A-Za-z_][A-Za-z0-9_]*");
+    ck_assert(!set_one(&c, "sync", "channel", "a b", err));
+    ck_assert_str_eq(c.channel, "_bg_2");
+    config_free(&c);
+}
+END_TEST
+
+START_TEST(test_templates)
+{
+    struct config c;
+    char err[ERRLEN], text[4096];
+    size_t off = 0;
+
+    ck_assert(config_defaults(&c));
+    ck_assert_msg(load(&c, "[auth]\nuri_template = /user/get/{id}\n"
+                           "uri_template = /v2/users/{id}/profile\n", err), "%s", err);
+    ck_assert_uint_eq(c.n_uri_templates, 2);
+    ck_assert_str_eq(c.uri_templates[0], "/user/get/{id}");
+    ck_assert_str_eq(c.uri_templates[1], "/v2/users/{id}/profile");
+    ck_assert(set_one(&c, "auth", "uri_template", "/x/{id}", err));
+    ck_assert_uint_eq(c.n_uri_templates, 3);
+    ck_assert_str_eq(c.uri_templates[2], "/x/{id}");
+
+    ck_assert(!set_one(&c, "auth", "uri_template", "user/{id}", err));
+    ck_assert_str_eq(err, "[auth] uri_template: \"user/{id}\" must start with '/'");
+    ck_assert(!set_one(&c, "auth", "uri_template", "/user", err));
+    assert_contains(err, "must contain {id} exactly once");
+    ck_assert(!set_one(&c, "auth", "uri_template", "/{id}/{id}", err));
+    assert_contains(err, "exactly once");
+    ck_assert(!set_one(&c, "auth", "uri_template", "/{ID}", err));
+    ck_assert(!set_one(&c, "auth", "uri_template", "/{name}/{id}", err));
+    assert_contains(err, "only placeholder");
+    ck_assert(!set_one(&c, "auth", "uri_template", "/a b/{id}", err));
+    ck_assert(!set_one(&c, "auth", "uri_template", "/{id", err));
+    ck_assert(!set_one(&c, "auth", "uri_template", "", err));
+    ck_assert_uint_eq(c.n_uri_templates, 3);
+    config_free(&c);
+
+    /* CONFIG_MAX_TEMPLATES fit; one more fails on its own line. */
+    off += (size_t)snprintf(text + off, sizeof text - off, "[auth]\n");
+    for (int i = 0; i < CONFIG_MAX_TEMPLATES + 1; i++)
+        off += (size_t)snprintf(text + off, sizeof text - off, "uri_template = /t%d/{id}\n", i);
+    ck_assert_uint_lt(off, sizeof text);
+    ck_assert(config_defaults(&c));
+    ck_assert(!load(&c, text, err));
+    assert_contains(err, "test.conf:34: [auth] uri_template: too many templates (at most 32)");
+    ck_assert_uint_eq(c.n_uri_templates, CONFIG_MAX_TEMPLATES);
+    config_free(&c);            /* valgrind: all 32 freed */
+    ck_assert_uint_eq(c.n_uri_templates, 0);
+}
+END_TEST
+
+START_TEST(test_error_names_file_line_key)
+{
+    struct config c;
+    char err[ERRLEN], want[ERRLEN + 4200];
+    const char *path;
+
+    ck_assert(config_defaults(&c));
+    path = write_file("bloomguard.conf", "; comment\n[server]\nthreads = 4\n\n"
+                      "max_batch = abc\nmax_connections = 0\n");
+    ck_assert(!config_load_file(&c, path, err, sizeof err));
+    snprintf(want, sizeof want, "%s:5: [server] max_batch: \"abc\" is not a number", path);
+    ck_assert_str_eq(err, want);
+    ck_assert_uint_eq(c.threads, 4);            /* lines before the error applied */
+    ck_assert_uint_eq(c.max_connections, 1024); /* stopped at the first error */
+    config_free(&c);
+
+    ck_assert(config_defaults(&c));
+    snprintf(want, sizeof want, "%s/nonexistent.conf", tmpdir);
+    ck_assert(!config_load_file(&c, want, err, sizeof err));
+    assert_contains(err, "cannot open ");
+    assert_contains(err, "nonexistent.conf: No such file or directory");
+
+    /* Truncation and a NULL buffer are both safe. */
+    ck_assert(!config_load_file(&c, path, err, 8));
+    ck_assert_uint_eq(strlen(err), 7);
+    ck_assert(!config_load_file(&c, path, NULL, 0));
+    config_free(&c);
+}
+END_TEST
+
+START_TEST(test_syntax_errors)
+{
+    static const struct {
+        const char *text;
+        const char *msg;
+    } cases[] = {
+        { "[server]\nfoo = 1\n", "test.conf:2: unknown key [server] foo" },
+        { "[server]\nthreads = 1\n[nosuch]\n", "test.conf:3: unknown section [nosuch]" },
+        { "[nosuch]\nthreads = 1\n", "test.conf:1: unknown section [nosuch]" },
+        { "[ server ]\n", "test.conf:1: unknown section [ server ]" },
+        { "threads = 1\n", "test.conf:1: key threads appears before any [section]" },
+        { "[server\n", "test.conf:1: missing ']' in section header" },
+        { "[server] x\n", "test.conf:1: unexpected text after [server]" },
+        { "[server]\n\nthreads\n", "test.conf:3: expected \"key = value\", \"[section]\" or a comment" },
+        { "[server]\nthreads = 1\nthreads = 2\n", "test.conf:3: [server] threads: set twice (first on line 2)" },
+        { "[sync]\nenabled = yes\n[metrics]\nenabled = maybe\n",
+          "test.conf:4: [metrics] enabled: \"maybe\" is not a boolean" },
+        { "[postgres]\nconninfo = \"a ;b\"\n", "test.conf:2: [postgres] conninfo: unterminated quote" },
+        { "[postgres]\nconninfo = \"a\" b\n", "test.conf:2: [postgres] conninfo: unexpected text after the closing quote" },
+        { "[server]\nthreads = 1 2\n", "test.conf:2: [server] threads: \"1 2\" is not a number" },
+    };
+    char err[ERRLEN];
+
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        struct config c;
+        ck_assert(config_defaults(&c));
+        ck_assert_msg(!load(&c, cases[i].text, err), "accepted: %s", cases[i].text);
+        assert_contains(err, cases[i].msg);
+        config_free(&c);
+    }
+}
+END_TEST
+
+START_TEST(test_file_syntax)
+{
+    struct config c;
+    char err[ERRLEN], text[1024];
+
+    ck_assert(config_defaults(&c));
+    ck_assert_msg(load(&c,
+                       "\xEF\xBB\xBF# leading BOM and comments\r\n"
+                       "; semicolon comment\r\n"
+                       "[server] ; trailing comment\r\n"
+                       "  threads = 3   # indented, hash comment\r\n"
+                       "\tmax_batch=77;no space: part of the value? no, a number error\r\n",
+                       err) == false, "bad max_batch accepted");
+    assert_contains(err, "test.conf:5: [server] max_batch: \"77;no space");
+    ck_assert_uint_eq(c.threads, 3);
+    config_free(&c);
+
+    ck_assert(config_defaults(&c));
+    ck_assert_msg(load(&c,
+                       "[server]\n"
+                       "max_batch = 77 ; semicolon comment\n"
+                       "listen: [::1]:0\n"
+                       "[postgres]\n"
+                       "conninfo = \"host=db #not a comment\"  # a comment\n"
+                       "table = users#1\n"
+                       "[sync]\n"
+                       "channel = \"bg\"\n"
+                       "[server]\n"
+                       "max_id_bytes = 9 #\n",
+                       err), "%s", err);
+    ck_assert_uint_eq(c.max_batch, 77);
+    ck_assert_str_eq(c.listen_host, "::1");
+    ck_assert_uint_eq(c.listen_port, 0);
+    ck_assert_str_eq(c.conninfo, "host=db #not a comment");
+    ck_assert_str_eq(c.table, "users#1");
+    ck_assert_str_eq(c.channel, "bg");
+    ck_assert_uint_eq(c.max_id_bytes, 9);
+    config_free(&c);
+
+    /* column = (empty) is read as the empty string, which column rejects. */
+    ck_assert(config_defaults(&c));
+    ck_assert(!load(&c, "[postgres]\ncolumn =\n", err));
+    assert_contains(err, "test.conf:2: [postgres] column: column name must be 1..63 bytes");
+    ck_assert(load(&c, "[postgres]\nconninfo =\n", err));
+    ck_assert_str_eq(c.conninfo, "");
+    config_free(&c);
+
+    /* An over-long comment is fine; an over-long setting is an error. */
+    memset(text, 0, sizeof text);
+    strcpy(text, "#");
+    memset(text + 1, 'x', 400);
+    strcat(text, "\n[postgres]\nconninfo = ");
+    memset(text + strlen(text), 'y', 300);
+    strcat(text, "\n");
+    ck_assert(config_defaults(&c));
+    ck_assert(!load(&c, text, err));
+    assert_contains(err, "test.conf:3: line too long");
+    config_free(&c);
+
+    ck_assert(config_defaults(&c));
+    ck_assert_msg(config_load_string(&c, "inline", "[log]\nlevel = debug", err, sizeof err),
+                  "%s", err);
+    ck_assert_int_eq(c.log_level, LOG_LVL_DEBUG);
+    ck_assert(!config_load_string(&c, "inline", "\n[log]\nlevel = loud\n", err, sizeof err));
+    ck_assert_str_eq(err, "inline:3: [log] level: \"loud\" is not a log level (use error, warn, info or debug)");
+    ck_assert(config_load_string(&c, "empty", "", err, sizeof err));
+    config_free(&c);
+}
+END_TEST
+
+START_TEST(test_overrides)
+{
+    static const char *const bad_form[] = {
+        "server", "server.listen", ".listen=1", "server.=1", "=1", "serverlisten=1", "",
+    };
+    struct config c;
+    char err[ERRLEN];
+
+    ck_assert(config_defaults(&c));
+    ck_assert_msg(config_override(&c, "server.listen=127.0.0.1:0", err, sizeof err), "%s", err);
+    ck_assert_str_eq(c.listen_host, "127.0.0.1");
+    ck_assert_uint_eq(c.listen_port, 0);
+    ck_assert(config_override(&c, "postgres.conninfo=host=db dbname=x", err, sizeof err));
+    ck_assert_str_eq(c.conninfo, "host=db dbname=x");
+    ck_assert(config_override(&c, "postgres.conninfo=", err, sizeof err));
+    ck_assert_str_eq(c.conninfo, "");
+    ck_assert(config_override(&c, "postgres.table=app.users", err, sizeof err));
+    ck_assert_str_eq(c.table, "app.users");
+    ck_assert(config_override(&c, "log.level=debug", err, sizeof err));
+    ck_assert_int_eq(c.log_level, LOG_LVL_DEBUG);
+    ck_assert(config_override(&c, "auth.uri_template=/u/{id}", err, sizeof err));
+    ck_assert_uint_eq(c.n_uri_templates, 1);
+    /* In an override '#' is just a character. */
+    ck_assert(config_override(&c, "postgres.conninfo=password=a #b", err, sizeof err));
+    ck_assert_str_eq(c.conninfo, "password=a #b");
+
+    ck_assert(!config_override(&c, "server.foo=1", err, sizeof err));
+    ck_assert_str_eq(err, "--server.foo=1: unknown key [server] foo");
+    ck_assert(!config_override(&c, "nosuch.foo=1", err, sizeof err));
+    ck_assert_str_eq(err, "--nosuch.foo=1: unknown section [nosuch]");
+    ck_assert(!config_override(&c, "server.max_batch=abc", err, sizeof err));
+    ck_assert_str_eq(err, "--server.max_batch=abc: [server] max_batch: \"abc\" is not a number");
+    ck_assert(!config_override(&c, "server.listen=127.0.0.1:65536", err, sizeof err));
+    assert_contains(err, "--server.listen=127.0.0.1:65536: [server] listen: ");
+    ck_assert_uint_eq(c.listen_port, 0);
+    for (size_t i = 0; i < sizeof bad_form / sizeof bad_form[0]; i++) {
+        char want[ERRLEN];
+        ck_assert_msg(!config_override(&c, bad_form[i], err, sizeof err), "accepted %s",
+                      bad_form[i]);
+        snprintf(want, sizeof want, "--%s: expected --section.key=value", bad_form[i]);
+        ck_assert_str_eq(err, want);
+    }
+
+    /* An override replaces what the file set. */
+    ck_assert(load(&c, "[server]\nthreads = 5\n", err));
+    ck_assert(config_override(&c, "server.threads=6", err, sizeof err));
+    ck_assert_uint_eq(c.threads, 6);
+    config_free(&c);
+}
+END_TEST
+
+START_TEST(test_set_unknown)
+{
+    struct config c;
+    char err[ERRLEN];
+
+    ck_assert(config_defaults(&c));
+    ck_assert(!set_one(&c, "server", "foo", "1", err));
+    ck_assert_str_eq(err, "unknown key [server] foo");
+    ck_assert(!set_one(&c, "foo", "threads", "1", err));
+    ck_assert_str_eq(err, "unknown section [foo]");
+    ck_assert(!set_one(&c, "SERVER", "threads", "1", err));
+    ck_assert(!config_set(&c, "server", "threads", "x", NULL, 0));
+    config_free(&c);
+}
+END_TEST
+
+/* Failed loads leave a struct that config_free cleans up (run under valgrind). */
+START_TEST(test_free_after_errors)
+{
+    struct config c;
+    char err[ERRLEN];
+
+    ck_assert(config_defaults(&c));
+    ck_assert(!load(&c, "[server]\nlisten = [::1]:1\n[postgres]\nconninfo = x\n"
+                        "table = t\n[auth]\nuri_template = /a/{id}\nuri_template = /b\n", err));
+    ck_assert_str_eq(c.conninfo, "x");
+    ck_assert_uint_eq(c.n_uri_templates, 1);
+    ck_assert(!config_override(&c, "sync.channel=1x", err, sizeof err));
+    ck_assert(!config_override(&c, "server.listen=[::1]:x", err, sizeof err));
+    config_free(&c);
+    ck_assert_ptr_null(c.conninfo);
+    ck_assert_ptr_null(c.uri_templates[0]);
+}
+END_TEST
+
+static Suite *config_suite(void)
+{
+    Suite *s = suite_create("config");
+    TCase *tc = tcase_create("core");
+
+    tcase_add_unchecked_fixture(tc, setup, teardown);
+    tcase_add_test(tc, test_defaults);
+    tcase_add_test(tc, test_free_zeroed_and_null);
+    tcase_add_test(tc, test_key_table);
+    tcase_add_test(tc, test_sample_conf_gives_defaults);
+    tcase_add_test(tc, test_sample_conf_lists_every_key);
+    tcase_add_test(tc, test_uint_values);
+    tcase_add_test(tc, test_uint64_values);
+    tcase_add_test(tc, test_double_values);
+    tcase_add_test(tc, test_bool_values);
+    tcase_add_test(tc, test_listen_values);
+    tcase_add_test(tc, test_enum_values);
+    tcase_add_test(tc, test_string_values);
+    tcase_add_test(tc, test_templates);
+    tcase_add_test(tc, test_error_names_file_line_key);
+    tcase_add_test(tc, test_syntax_errors);
+    tcase_add_test(tc, test_file_syntax);
+    tcase_add_test(tc, test_overrides);
+    tcase_add_test(tc, test_set_unknown);
+    tcase_add_test(tc, test_free_after_errors);
+    suite_add_tcase(s, tc);
+    return s;
+}
+
+int main(void)
+{
+    SRunner *sr = srunner_create(config_suite());
+    int failed;
+
+    srunner_run_all(sr, CK_NORMAL);
+    failed = srunner_ntests_failed(sr);
+    srunner_free(sr);
+    return failed == 0 ? EXIT_SUCCESS : EXIT_FAILURE;
+}
