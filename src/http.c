@@ -338,13 +338,13 @@ struct http *http_start(struct app *a, char *err, size_t errlen)
     if (family == AF_INET6)
         flags |= MHD_USE_IPv6;
     h->d = MHD_start_daemon(flags, 0, NULL, NULL, on_request, h,
+                            MHD_OPTION_EXTERNAL_LOGGER, mhd_log, h,   /* must come first */
                             MHD_OPTION_LISTEN_SOCKET, h->fd,
                             MHD_OPTION_THREAD_POOL_SIZE, threads,
                             MHD_OPTION_CONNECTION_LIMIT, cfg->max_connections,
                             MHD_OPTION_CONNECTION_TIMEOUT, cfg->connection_timeout,
                             MHD_OPTION_NOTIFY_COMPLETED, on_completed, h,
                             MHD_OPTION_UNESCAPE_CALLBACK, no_unescape, h,
-                            MHD_OPTION_EXTERNAL_LOGGER, mhd_log, h,
                             MHD_OPTION_LISTEN_BACKLOG_SIZE, 1024,
                             MHD_OPTION_END);
     if (h->d == NULL) {

@@ -1,0 +1,72 @@
+-- bloomguard change feed: tell every bloomguard about new IDs as rows commit.
+--
+-- Install once per database:      psql -f notify.sql
+-- Then watch a table and column:  SELECT bloomguard_watch('users', 'id');
+--                             or  SELECT bloomguard_watch('app.orders', 'order_no', 'orders_guard');
+-- Stop watching:                  SELECT bloomguard_unwatch('users');
+--
+-- bloomguard_watch creates a trigger
+--   AFTER INSERT OR UPDATE OF <column> OR DELETE ON <table> FOR EACH ROW
+-- whose function sends pg_notify(<channel>, <id>::text) for inserted and
+-- updated rows, and pg_notify(<channel>_deleted, <id>::text) for deleted ones.
+-- <channel> must equal bloomguard's [sync] channel (default 'bloomguard').
+-- Notifications are sent when the transaction commits, to every listening
+-- bloomguard.  A Bloom filter cannot forget: deletes only count towards
+-- [sync] rebuild_after_deletes and take effect at the next rebuild.
+--
+-- Doing it by hand instead (same effect, for one table):
+--   CREATE FUNCTION users_bloomguard() RETURNS trigger LANGUAGE plpgsql AS $$
+--   BEGIN
+--     IF TG_OP = 'DELETE' THEN
+--       PERFORM pg_notify('bloomguard_deleted', OLD.id::text);
+--       RETURN OLD;
+--     END IF;
+--     PERFORM pg_notify('bloomguard', NEW.id::text);
+--     RETURN NEW;
+--   END $$;
+--   CREATE TRIGGER bloomguard_notify AFTER INSERT OR UPDATE OF id OR DELETE
+--     ON users FOR EACH ROW EXECUTE FUNCTION users_bloomguard();
+
+CREATE OR REPLACE FUNCTION bloomguard_watch(tbl regclass, col name,
+                                            channel text DEFAULT 'bloomguard')
+RETURNS void LANGUAGE plpgsql AS $watch$
+DECLARE
+    -- One function per table, named after its oid: unique and always a valid name.
+    fn text := 'bloomguard_notify_' || tbl::oid;
+BEGIN
+    IF channel !~ '^[A-Za-z_][A-Za-z0-9_]{0,54}$' THEN
+        RAISE EXCEPTION 'bloomguard: channel must match [A-Za-z_][A-Za-z0-9_]* and be at most 55 characters';
+    END IF;
+    PERFORM 1 FROM pg_attribute
+     WHERE attrelid = tbl AND attname = col AND attnum > 0 AND NOT attisdropped;
+    IF NOT FOUND THEN
+        RAISE EXCEPTION 'bloomguard: table % has no column %', tbl, col;
+    END IF;
+    EXECUTE format($fn$
+        CREATE OR REPLACE FUNCTION %I() RETURNS trigger LANGUAGE plpgsql AS $body$
+        BEGIN
+            IF TG_OP = 'DELETE' THEN
+                IF OLD.%I IS NOT NULL THEN
+                    PERFORM pg_notify(%L, OLD.%I::text);
+                END IF;
+                RETURN OLD;
+            END IF;
+            IF NEW.%I IS NOT NULL THEN
+                PERFORM pg_notify(%L, NEW.%I::text);
+            END IF;
+            RETURN NEW;
+        END
+        $body$ $fn$, fn, col, channel || '_deleted', col, col, channel, col);
+    EXECUTE format('DROP TRIGGER IF EXISTS bloomguard_notify ON %s', tbl);
+    EXECUTE format('CREATE TRIGGER bloomguard_notify AFTER INSERT OR UPDATE OF %I OR DELETE '
+                   'ON %s FOR EACH ROW EXECUTE FUNCTION %I()', col, tbl, fn);
+END
+$watch$;
+
+CREATE OR REPLACE FUNCTION bloomguard_unwatch(tbl regclass)
+RETURNS void LANGUAGE plpgsql AS $unwatch$
+BEGIN
+    EXECUTE format('DROP TRIGGER IF EXISTS bloomguard_notify ON %s', tbl);
+    EXECUTE format('DROP FUNCTION IF EXISTS %I()', 'bloomguard_notify_' || tbl::oid);
+END
+$unwatch$;
