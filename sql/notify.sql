@@ -57,7 +57,9 @@ BEGIN
             RETURN NEW;
         END
         $body$ $fn$, fn, col, channel || '_deleted', col, col, channel, col);
-    EXECUTE format('DROP TRIGGER IF EXISTS bloomguard_notify ON %s', tbl);
+    IF EXISTS (SELECT 1 FROM pg_trigger WHERE tgrelid = tbl AND tgname = 'bloomguard_notify') THEN
+        EXECUTE format('DROP TRIGGER bloomguard_notify ON %s', tbl);
+    END IF;
     EXECUTE format('CREATE TRIGGER bloomguard_notify AFTER INSERT OR UPDATE OF %I OR DELETE '
                    'ON %s FOR EACH ROW EXECUTE FUNCTION %I()', col, tbl, fn);
 END

@@ -326,8 +326,17 @@ struct reply api_insert(struct app *a, enum body_type t, const char *body, size_
         return err;
     /* All ids are valid: only now touch the filter. */
     size_t n = 0;
-    for (size_t i = 0; i < l.n; i++)
-        n += guard_add(a->guard, l.ids[i], l.lens[i]);
+    for (size_t i = 0; i < l.n; i++) {
+        uint64_t h = filter_hash(l.ids[i], l.lens[i]);
+        /*
+         * Remember it before adding it: a rebuild that replays the list
+         * before this add is sure to see the add land in its new filter.
+         */
+        if (!guard_writable(a->guard))
+            break;
+        pending_add(a->pending, l.ids[i], l.lens[i], h);
+        n += guard_add_hash(a->guard, h);
+    }
     idlist_free(&l);
     if (n == 0)
         return not_ready();

@@ -13,6 +13,7 @@
 #include "config.h"
 #include "guard.h"
 #include "log.h"
+#include "pending.h"
 #include "source.h"
 #include "stats.h"
 
@@ -21,6 +22,7 @@ struct app {
     const struct config *cfg;
     const struct log *lg;
     struct guard *guard;
+    struct pending *pending;    /* POSTed ids kept across rebuilds */
     struct stats *stats;
     struct source *source;
     time_t started;             /* wall clock at start, for uptime */

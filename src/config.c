@@ -22,6 +22,8 @@
 #define ERR_VALUE_MAX 80
 /* PostgreSQL's NAMEDATALEN - 1. */
 #define PG_IDENT_MAX 63
+/* Deletes are notified on "<channel>_deleted", which must fit in 63 bytes too. */
+#define CHANNEL_MAX (PG_IDENT_MAX - 8)
 
 enum key_type {
     T_STRING,   /* char *, optionally checked by key_def.check */
@@ -114,13 +116,15 @@ static const struct key_def keys[] = {
     K_BOOL("sync", "enabled", "yes", sync_enabled,
            "follow changes to the table with LISTEN/NOTIFY"),
     K_STR("sync", "channel", "bloomguard", channel, check_channel,
-          "NOTIFY channel, an identifier of 1..63 characters [A-Za-z_][A-Za-z0-9_]*"),
+          "NOTIFY channel, an identifier of 1..55 characters [A-Za-z_][A-Za-z0-9_]*; deletes use <channel>_deleted"),
     K_UINT("sync", "rebuild_interval", "0", rebuild_interval, 0, 31536000,
            "rebuild the filter from the table every this many seconds, 0 = never"),
     K_U64("sync", "rebuild_after_deletes", "0", rebuild_after_deletes, 0, UINT64_MAX,
           "rebuild the filter after this many deletes, 0 = never"),
     K_BOOL("sync", "auto_grow", "yes", auto_grow,
            "rebuild a larger filter when the table outgrows the current one"),
+    K_U64("sync", "pending_limit", "1000000", pending_limit, 0, 100000000,
+          "ids POSTed to /ids that are kept across rebuilds until the table holds them, 0 = none"),
 
     K_TYPED("auth", "uri_template", T_TEMPLATE, "", uri_templates,
             "request path with {id} where the id goes, e.g. /user/get/{id}; repeat the key for more"),
@@ -456,10 +460,10 @@ static bool check_channel(const char *v, char *err, size_t errlen)
 {
     size_t len = strlen(v);
 
-    if (len == 0 || len > PG_IDENT_MAX || !(isalpha((unsigned char)v[0]) || v[0] == '_') ||
+    if (len == 0 || len > CHANNEL_MAX || !(isalpha((unsigned char)v[0]) || v[0] == '_') ||
         strspn(v, "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_") != len) {
         errf(err, errlen, "\"%.*s\" is not an identifier of 1..%d characters [A-Za-z_][A-Za-z0-9_]*",
-             ERR_VALUE_MAX, v, PG_IDENT_MAX);
+             ERR_VALUE_MAX, v, CHANNEL_MAX);
         return false;
     }
     return true;

@@ -41,10 +41,11 @@ struct config {
     double headroom;             /* default 2.0, 1.0..100.0 */
     /* [sync] */
     bool sync_enabled;           /* key "enabled", default yes: LISTEN/NOTIFY follower */
-    char *channel;               /* default "bloomguard"; a valid identifier 1..63 bytes [A-Za-z_][A-Za-z0-9_]* (case is kept: quote it in LISTEN) */
+    char *channel;               /* default "bloomguard"; a valid identifier 1..55 bytes [A-Za-z_][A-Za-z0-9_]* (case is kept: quote it in LISTEN) */
     unsigned rebuild_interval;   /* seconds, default 0 = off, max 31536000 */
     uint64_t rebuild_after_deletes; /* default 0 = off */
     bool auto_grow;              /* key "auto_grow", default yes */
+    uint64_t pending_limit;      /* POSTed ids remembered until seen in the table, default 1000000 */
     /* [auth] */
     char *uri_templates[CONFIG_MAX_TEMPLATES]; /* key "uri_template", repeatable: each occurrence appends; default none. Each starts with '/' and holds "{id}" exactly once, no other '{' '}' and no whitespace */
     unsigned n_uri_templates;

@@ -143,7 +143,11 @@ bool guard_lookup_many(struct guard *g, size_t n, const char *const *keys,
 
 bool guard_add(struct guard *g, const void *key, size_t len)
 {
-    uint64_t h = filter_hash(key, len);
+    return guard_add_hash(g, filter_hash(key, len));
+}
+
+bool guard_add_hash(struct guard *g, uint64_t h)
+{
     struct read_token t = read_enter(g);
     /*
      * next before live: guard_commit stores live = next before clearing next,
@@ -188,6 +192,11 @@ void guard_abort(struct guard *g)
 bool guard_ready(struct guard *g)
 {
     return atomic_load_explicit(&g->live, memory_order_acquire) != NULL;
+}
+
+bool guard_writable(struct guard *g)
+{
+    return atomic_load(&g->live) != NULL || atomic_load(&g->next) != NULL;
 }
 
 static bool info_of(struct guard *g, _Atomic(struct filter *) *slot, struct filter_info *out)

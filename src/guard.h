@@ -35,6 +35,8 @@ void guard_free(struct guard *g);
  */
 enum guard_answer guard_lookup(struct guard *g, const void *key, size_t len);
 bool guard_add(struct guard *g, const void *key, size_t len);
+/* The same with the key's filter_hash computed by the caller. */
+bool guard_add_hash(struct guard *g, uint64_t h);
 
 /*
  * Many keys under one read-side section: answers[i] for keys[i].  Returns
@@ -60,6 +62,8 @@ void guard_abort(struct guard *g);
 
 /* Whether a filter has been committed yet. */
 bool guard_ready(struct guard *g);
+/* Whether guard_add would store anything (a live or a rebuilding filter). */
+bool guard_writable(struct guard *g);
 
 /*
  * Figures of the live filter (false if none), and of the filter being built

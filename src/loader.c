@@ -176,7 +176,7 @@ static double now_s(void)
 }
 
 bool loader_copy(PGconn *conn, const struct config *cfg, struct filter *f,
-                 atomic_bool *stop, loader_progress_fn progress, void *arg,
+                 struct pending *seen, atomic_bool *stop, loader_progress_fn progress, void *arg,
                  struct load_result *res, char *err, size_t errlen)
 {
     char *tbl = NULL, *col = NULL, *sql = NULL;
@@ -218,7 +218,10 @@ bool loader_copy(PGconn *conn, const struct config *cfg, struct filter *f,
             idlen--;
         if (memchr(buf, '\\', idlen) != NULL)
             idlen = loader_unescape(buf, idlen);
-        filter_add(f, buf, idlen);
+        uint64_t h = filter_hash(buf, idlen);
+        filter_add_hash(f, h);
+        if (seen)
+            pending_seen(seen, buf, idlen, h);
         PQfreemem(buf);
         rows++;
         if (rows % LOADER_PROGRESS_ROWS == 0) {

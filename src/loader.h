@@ -14,6 +14,7 @@
 
 #include "config.h"
 #include "filter.h"
+#include "pending.h"
 
 /*
  * Connect with [postgres] conninfo (empty: libpq defaults and PG* variables),
@@ -49,13 +50,14 @@ struct load_result {
 
 /*
  * Stream every non-NULL ID (the column's text form) of the table into f with
- * COPY (SELECT col::text ...) TO STDOUT.  Holds no result set and allocates
+ * COPY (SELECT col::text ...) TO STDOUT, telling seen (may be NULL) about
+ * each one.  Holds no result set and allocates
  * nothing per row itself.  Stops early with an error when *stop becomes
  * true.  progress may be NULL.  After a failure the connection may be left
  * inside the COPY: PQfinish it.
  */
 bool loader_copy(PGconn *conn, const struct config *cfg, struct filter *f,
-                 atomic_bool *stop, loader_progress_fn progress, void *arg,
+                 struct pending *seen, atomic_bool *stop, loader_progress_fn progress, void *arg,
                  struct load_result *res, char *err, size_t errlen);
 
 /*

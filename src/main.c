@@ -157,11 +157,12 @@ int main(int argc, char **argv)
     struct http *http = NULL;
     app.guard = guard_new();
     app.stats = stats_new();
-    if (app.guard == NULL || app.stats == NULL || !api_init(&app)) {
+    app.pending = pending_new(cfg.pending_limit);
+    if (app.guard == NULL || app.stats == NULL || app.pending == NULL || !api_init(&app)) {
         log_error(&lg, "out of memory");
         goto out;
     }
-    app.source = source_new(&cfg, app.guard, app.stats, &lg, &hooks);
+    app.source = source_new(&cfg, app.guard, app.pending, app.stats, &lg, &hooks);
     if (app.source == NULL) {
         log_error(&lg, "out of memory");
         goto out;
@@ -207,6 +208,7 @@ out:
     source_free(app.source);
     api_fini(&app);
     guard_free(app.guard);
+    pending_free(app.pending);
     stats_free(app.stats);
     config_free(&cfg);
     if (rc == EXIT_OK)

@@ -20,6 +20,10 @@ struct reply api_metrics(struct app *a)
     struct filter_info fi;
     char *text = NULL;
     size_t len = 0;
+    /* With [metrics] enabled = no the counters are not kept: do not serve zeros. */
+    if (!a->cfg->metrics_enabled)
+        return api_error(MHD_HTTP_NOT_FOUND, "no_route",
+                         "metrics are disabled ([metrics] enabled = no)");
     FILE *o = open_memstream(&text, &len);
     if (o == NULL)
         return (struct reply){ 500, NULL, false };
@@ -101,8 +105,9 @@ struct reply api_metrics(struct app *a)
     fprintf(o, "bloomguard_filter_items %llu\n", (unsigned long long)fi.items);
     head(o, "filter_capacity", "gauge", "IDs the live filter was sized for.");
     fprintf(o, "bloomguard_filter_capacity %llu\n", (unsigned long long)fi.capacity);
-    head(o, "filter_bits", "gauge", "Size of the live filter's bit array.");
-    fprintf(o, "bloomguard_filter_bits %llu\n", (unsigned long long)fi.bits);
+    /* Not "filter_bits": promtool rejects "bits" as a unit (bytes is the base unit). */
+    head(o, "filter_bit_array_size", "gauge", "Number of bits in the live filter's bit array.");
+    fprintf(o, "bloomguard_filter_bit_array_size %llu\n", (unsigned long long)fi.bits);
     head(o, "filter_memory_bytes", "gauge", "Memory held by the live filter.");
     fprintf(o, "bloomguard_filter_memory_bytes %llu\n", (unsigned long long)fi.memory_bytes);
     head(o, "filter_fill_ratio", "gauge", "Share of the live filter's bits that are set.");

@@ -27,6 +27,7 @@
 struct source {
     const struct config *cfg;
     struct guard *g;
+    struct pending *pending;
     struct stats *st;
     const struct log *lg;
     struct source_hooks hooks;
@@ -56,14 +57,16 @@ const char *source_state_name(enum source_state s)
     return "unknown";
 }
 
-struct source *source_new(const struct config *cfg, struct guard *g, struct stats *st,
-                          const struct log *lg, const struct source_hooks *hooks)
+struct source *source_new(const struct config *cfg, struct guard *g, struct pending *pending,
+                          struct stats *st, const struct log *lg,
+                          const struct source_hooks *hooks)
 {
     struct source *s = calloc(1, sizeof(*s));
     if (s == NULL)
         return NULL;
     s->cfg = cfg;
     s->g = g;
+    s->pending = pending;
     s->st = st;
     s->lg = lg;
     if (hooks)
@@ -184,7 +187,10 @@ static void apply_notifies(struct source *s, PGconn *conn, const char *del_chann
         if (strcmp(n->relname, del_channel) == 0) {
             deleted++;
         } else if (n->extra != NULL && n->extra[0] != '\0') {
-            guard_add(s->g, n->extra, strlen(n->extra));
+            size_t len = strlen(n->extra);
+            uint64_t h = filter_hash(n->extra, len);
+            guard_add_hash(s->g, h);
+            pending_seen(s->pending, n->extra, len, h);   /* the table has it now */
             added++;
         }
         PQfreemem(n);
@@ -343,8 +349,10 @@ static bool run_load(struct source *s, uint64_t id, const char *reason, bool fir
     began = true;
     struct progress_ctx pc = { s, first };
     struct load_result res;
-    if (!loader_copy(conn, s->cfg, f, &s->stop, on_progress, &pc, &res, err, sizeof err))
+    if (!loader_copy(conn, s->cfg, f, s->pending, &s->stop, on_progress, &pc, &res, err, sizeof err))
         goto out;
+    /* POSTed ids the table does not hold (yet) must survive the swap. */
+    pending_replay(s->pending, f);
     guard_commit(s->g);
     began = false;
     f = NULL;

@@ -13,6 +13,7 @@
 #include "config.h"
 #include "guard.h"
 #include "log.h"
+#include "pending.h"
 #include "stats.h"
 
 struct source;
@@ -58,11 +59,13 @@ struct source_status {
 };
 
 /*
- * Create (nothing runs yet).  cfg, g, st and lg must outlive the source.
+ * Create (nothing runs yet).  cfg, g, pending, st and lg must outlive the
+ * source.  Rebuilds replay pending into each new filter before the swap.
  * NULL on allocation failure.
  */
-struct source *source_new(const struct config *cfg, struct guard *g, struct stats *st,
-                          const struct log *lg, const struct source_hooks *hooks);
+struct source *source_new(const struct config *cfg, struct guard *g, struct pending *pending,
+                          struct stats *st, const struct log *lg,
+                          const struct source_hooks *hooks);
 
 /* Start the rebuild thread (which begins the first load at once) and, when
  * [sync] enabled, the follower.  False if a thread could not start. */

@@ -583,14 +583,16 @@ START_TEST(test_string_values)
     ck_assert(!set_one(&c, "postgres", "column", long_name, err));
 
     ck_assert(!set_one(&c, "sync", "channel", long_name, err));
-    long_name[63] = '\0';
+    long_name[56] = '\0';
+    ck_assert(!set_one(&c, "sync", "channel", long_name, err));
+    long_name[55] = '\0';
     ck_assert(set_one(&c, "sync", "channel", long_name, err));
     ck_assert(set_one(&c, "sync", "channel", "_bg_2", err));
     ck_assert_str_eq(c.channel, "_bg_2");
     ck_assert(!set_one(&c, "sync", "channel", "", err));
     ck_assert(!set_one(&c, "sync", "channel", "1abc", err));
     ck_assert(!set_one(&c, "sync", "channel", "bad-name", err));
-    ck_assert_str_eq(err, "[sync] channel: \"bad-name\" is not an identifier of 1..63 characters [A-Za-z_][A-Za-z0-9_]*");
+    ck_assert_str_eq(err, "[sync] channel: \"bad-name\" is not an identifier of 1..55 characters [A-Za-z_][A-Za-z0-9_]*");
     ck_assert(!set_one(&c, "sync", "channel", "a b", err));
     ck_assert_str_eq(c.channel, "_bg_2");
     config_free(&c);

@@ -57,11 +57,20 @@ bg_pg_start() {
     chmod 755 "$dir"
     bg_as_pg "$BG_PG_BIN/initdb" -D "$dir/pg" --locale=C.UTF-8 -U postgres -A trust >"$dir/initdb.log" 2>&1 \
         || { cat "$dir/initdb.log" >&2; bg_die "initdb failed"; }
-    bg_as_pg "$BG_PG_BIN/pg_ctl" -D "$dir/pg" -l "$dir/pg.log" -w -t 60 \
-        -o "-k $dir -c listen_addresses='' -p 5432 -c fsync=off -c synchronous_commit=off -c full_page_writes=off -c max_connections=200" \
-        start >/dev/null || { cat "$dir/pg.log" >&2; bg_die "PostgreSQL did not start"; }
-    export PGHOST=$dir PGPORT=5432 PGUSER=postgres PGDATABASE=postgres
     BG_PG_DIR=$dir
+    bg_pg_ctl start || { cat "$dir/pg.log" >&2; bg_die "PostgreSQL did not start"; }
+    export PGHOST=$dir PGPORT=5432 PGUSER=postgres PGDATABASE=postgres
+}
+
+# bg_pg_ctl start|stop: start or (fast) stop the cluster of bg_pg_start again.
+bg_pg_ctl() {
+    local dir=$BG_PG_DIR
+    case $1 in
+        start) bg_as_pg "$BG_PG_BIN/pg_ctl" -D "$dir/pg" -l "$dir/pg.log" -w -t 60 \
+                   -o "-k $dir -c listen_addresses='' -p 5432 -c fsync=off -c synchronous_commit=off -c full_page_writes=off -c max_connections=200" \
+                   start >/dev/null ;;
+        stop) bg_as_pg "$BG_PG_BIN/pg_ctl" -D "$dir/pg" -m fast -w -t 60 stop >/dev/null ;;
+    esac
 }
 
 bg_pg_stop() {
