@@ -466,7 +466,7 @@ struct reply api_stats(struct app *a)
         "{s:b, s:I, s:I, s:I, s:i, s:I, s:f, s:f, s:f,"
         " s:{s:I, s:I, s:I}, s:I, s:{s:I, s:I, s:I},"
         " s:{s:I, s:I, s:I, s:I}, s:o,"
-        " s:{s:I, s:f, s:s?, s:s}, s:o, s:o, s:I, s:I, s:s}",
+        " s:{s:I, s:f, s:s?, s:s}, s:o, s:o, s:I, s:{s:I, s:I}, s:I, s:s}",
         "ready", ready,
         "items", (json_int_t)fi.items,
         "capacity", (json_int_t)fi.capacity,
@@ -492,6 +492,8 @@ struct reply api_stats(struct app *a)
         "rebuild", rebuild,
         "source", source_json(a, &ss),
         "notifications", (json_int_t)ss.notifications,
+        "pending_posts", "count", (json_int_t)pending_count(a->pending),
+                         "dropped", (json_int_t)pending_dropped(a->pending),
         "uptime_seconds", (json_int_t)(time(NULL) - a->started),
         "version", PACKAGE_VERSION);
     char *s = o ? json_dumps(o, JSON_COMPACT) : NULL;

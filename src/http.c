@@ -32,6 +32,11 @@ enum route {
     R_METRICS, R_RELOAD, R_NONE
 };
 
+/*
+ * Per-connection state, reused by every request on a keep-alive connection
+ * (allocated when the connection opens, freed when it closes), so the
+ * request path itself allocates nothing for it.
+ */
 struct request {
     uint64_t t0;            /* monotonic ns at the first call; 0 = not timed */
     enum route route;
@@ -217,9 +222,14 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
     (void)version;
 
     if (rq == NULL) {
-        rq = calloc(1, sizeof(*rq));
+        const union MHD_ConnectionInfo *ci = MHD_get_connection_info(c, MHD_CONNECTION_INFO_SOCKET_CONTEXT);
+        rq = ci ? ci->socket_context : NULL;
         if (rq == NULL)
             return MHD_NO;
+        rq->len = 0;
+        rq->too_large = false;
+        rq->early.status = 0;
+        rq->t0 = 0;
         if (a->cfg->metrics_enabled)
             rq->t0 = now_ns();
         rq->route = route_of(url, method, &rq->early);
@@ -259,9 +269,29 @@ static void on_completed(void *cls, struct MHD_Connection *c, void **req_cls,
         return;
     if (rq->early.status != 0 && rq->early.resp != NULL && !rq->early.shared)
         MHD_destroy_response(rq->early.resp);   /* never queued */
-    free(rq->body);
-    free(rq);
+    rq->early.status = 0;
+    rq->len = 0;
+    if (rq->cap > 65536) {
+        free(rq->body);                 /* do not keep a huge body buffer around */
+        rq->body = NULL;
+        rq->cap = 0;
+    }
     *req_cls = NULL;
+}
+
+static void on_connection(void *cls, struct MHD_Connection *c, void **socket_context,
+                          enum MHD_ConnectionNotificationCode toe)
+{
+    (void)cls;
+    (void)c;
+    if (toe == MHD_CONNECTION_NOTIFY_STARTED) {
+        *socket_context = calloc(1, sizeof(struct request));   /* NULL: requests get MHD_NO */
+    } else if (*socket_context != NULL) {
+        struct request *rq = *socket_context;
+        free(rq->body);
+        free(rq);
+        *socket_context = NULL;
+    }
 }
 
 /* Keep the raw path: ids are decoded strictly by idcodec, not by MHD. */
@@ -344,6 +374,9 @@ struct http *http_start(struct app *a, char *err, size_t errlen)
                             MHD_OPTION_CONNECTION_LIMIT, cfg->max_connections,
                             MHD_OPTION_CONNECTION_TIMEOUT, cfg->connection_timeout,
                             MHD_OPTION_NOTIFY_COMPLETED, on_completed, h,
+                            MHD_OPTION_NOTIFY_CONNECTION, on_connection, h,
+                            /* MHD clears this pool for every request: keep it small. */
+                            MHD_OPTION_CONNECTION_MEMORY_LIMIT, (size_t)16384,
                             MHD_OPTION_UNESCAPE_CALLBACK, no_unescape, h,
                             MHD_OPTION_LISTEN_BACKLOG_SIZE, 1024,
                             MHD_OPTION_END);

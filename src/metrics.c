@@ -86,6 +86,12 @@ struct reply api_metrics(struct app *a)
     fprintf(o, "bloomguard_notifications_applied_total %llu\n",
             (unsigned long long)snap.counter[ST_NOTIFY_APPLIED]);
 
+    head(o, "pending_posts", "gauge", "POSTed ids kept across rebuilds until the table holds them.");
+    fprintf(o, "bloomguard_pending_posts %llu\n", (unsigned long long)pending_count(a->pending));
+    head(o, "pending_posts_dropped_total", "counter", "POSTed ids not kept because pending_limit was reached.");
+    fprintf(o, "bloomguard_pending_posts_dropped_total %llu\n",
+            (unsigned long long)pending_dropped(a->pending));
+
     head(o, "rebuilds_total", "counter", "Filter loads and rebuilds, by result.");
     fprintf(o, "bloomguard_rebuilds_total{result=\"ok\"} %llu\n", (unsigned long long)ss.rebuilds_ok);
     fprintf(o, "bloomguard_rebuilds_total{result=\"failed\"} %llu\n",
