@@ -80,6 +80,14 @@ uint64_t filter_hash(const void *key, size_t len);
 void filter_add_hash(struct filter *f, uint64_t h);
 bool filter_contains_hash(const struct filter *f, uint64_t h);
 
+/*
+ * Lookups use AVX2 when the CPU has it (same answers, fewer instructions).
+ * filter_use_simd(f, false) forces the portable code, for tests and
+ * benchmarks; returns whether SIMD is now in use.  Not thread-safe: call it
+ * before sharing f.
+ */
+bool filter_use_simd(struct filter *f, bool on);
+
 /* A snapshot of the filter's figures; safe to take while others insert. */
 struct filter_info {
     uint64_t items;        /* filter_add calls so far (duplicates counted) */

@@ -20,9 +20,15 @@ static void set_err(char *err, size_t errlen, const char *what, PGconn *conn)
 
 PGconn *loader_connect(const struct config *cfg, char *err, size_t errlen)
 {
-    /* Later entries win; conninfo (expanded from dbname) comes last. */
-    const char *keys[] = { "connect_timeout", "fallback_application_name", "dbname", NULL };
-    const char *vals[] = { "10", "bloomguard", cfg->conninfo, NULL };
+    /*
+     * Later entries win; conninfo (expanded from dbname) comes last.  TCP
+     * keepalives notice a dead server in about 25 s instead of the kernel's
+     * two hours, so a follower on a vanished network reconnects.
+     */
+    const char *keys[] = { "connect_timeout", "keepalives", "keepalives_idle",
+                           "keepalives_interval", "keepalives_count",
+                           "fallback_application_name", "dbname", NULL };
+    const char *vals[] = { "10", "1", "10", "5", "3", "bloomguard", cfg->conninfo, NULL };
     PGconn *conn = PQconnectdbParams(keys, vals, 1);
     if (conn == NULL) {
         snprintf(err, errlen, "cannot connect to PostgreSQL: out of memory");

@@ -18,7 +18,8 @@
 
 /*
  * Connect with [postgres] conninfo (empty: libpq defaults and PG* variables),
- * with a 10 s connect timeout unless conninfo sets one.  Returns NULL and
+ * with a 10 s connect timeout and TCP keepalives (idle 10 s, 3 probes 5 s
+ * apart) unless conninfo sets them.  Returns NULL and
  * writes the reason to err on failure.  Close with PQfinish.
  */
 PGconn *loader_connect(const struct config *cfg, char *err, size_t errlen);

@@ -36,11 +36,12 @@ START_TEST(test_no_false_negatives)
 }
 END_TEST
 
-static void check_rate(double p)
+static void check_rate(double p, bool simd)
 {
     char k[64];
     struct filter *f = filter_new(MILLION, p, NULL);
     ck_assert_ptr_nonnull(f);
+    filter_use_simd(f, simd);
     for (uint64_t i = 0; i < MILLION; i++)
         filter_add(f, k, key_of(k, sizeof k, "present", i));
     uint64_t fp = 0;
@@ -58,10 +59,56 @@ static void check_rate(double p)
     filter_free(f);
 }
 
-START_TEST(test_fpp_1pct) { check_rate(0.01); }
+START_TEST(test_fpp_1pct) { check_rate(0.01, true); }
 END_TEST
 
-START_TEST(test_fpp_01pct) { check_rate(0.001); }
+START_TEST(test_fpp_01pct) { check_rate(0.001, true); }
+END_TEST
+
+START_TEST(test_fpp_1pct_portable) { check_rate(0.01, false); }
+END_TEST
+
+/* The AVX2 and the portable lookups answer alike, key for key. */
+START_TEST(test_simd_matches_scalar)
+{
+    char k[64];
+    struct filter *f = filter_new(200000, 0.0001, NULL);  /* k > 8: both draws */
+    struct filter *g = filter_new(200000, 0.05, NULL);    /* k <= 8 */
+    ck_assert_ptr_nonnull(f);
+    ck_assert_ptr_nonnull(g);
+    struct filter_info fi;
+    filter_info(f, &fi);
+    ck_assert_uint_gt(fi.probes, 8);
+    filter_info(g, &fi);
+    ck_assert_uint_le(fi.probes, 8);
+    for (uint64_t i = 0; i < 200000; i++) {
+        size_t n = key_of(k, sizeof k, "in", i);
+        filter_add(f, k, n);
+        filter_add(g, k, n);
+    }
+    uint64_t differ = 0, fp_f = 0, fp_g = 0;
+    for (uint64_t i = 0; i < 400000; i++) {
+        size_t n = key_of(k, sizeof k, i % 2 ? "in" : "out", i / 2);
+        bool fs, gs, fv, gv;
+        filter_use_simd(f, false);
+        filter_use_simd(g, false);
+        fs = filter_contains(f, k, n);
+        gs = filter_contains(g, k, n);
+        filter_use_simd(f, true);
+        filter_use_simd(g, true);
+        fv = filter_contains(f, k, n);
+        gv = filter_contains(g, k, n);
+        differ += (fs != fv) + (gs != gv);
+        fp_f += i % 2 == 0 && fs;
+        fp_g += i % 2 == 0 && gs;
+    }
+    ck_assert_uint_eq(differ, 0);
+    /* Both paths are exercised on keys that are absent and present. */
+    ck_assert_uint_gt(fp_g, 0);
+    ck_assert_uint_lt(fp_f, fp_g);
+    filter_free(f);
+    filter_free(g);
+}
 END_TEST
 
 START_TEST(test_bits_per_key_bound)
@@ -233,6 +280,8 @@ static Suite *filter_suite(void)
     tcase_add_test(tc, test_no_false_negatives);
     tcase_add_test(tc, test_fpp_1pct);
     tcase_add_test(tc, test_fpp_01pct);
+    tcase_add_test(tc, test_fpp_1pct_portable);
+    tcase_add_test(tc, test_simd_matches_scalar);
     tcase_add_test(tc, test_bits_per_key_bound);
     tcase_add_test(tc, test_concurrent);
     tcase_add_test(tc, test_bad_parameters);
