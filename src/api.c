@@ -209,10 +209,6 @@ static struct reply parse_ids(struct app *a, enum body_type t, const char *body,
             if (!idlist_push(l, &cap, id, idlen))
                 goto oom;
         }
-        if (l->n == 0) {
-            idlist_free(l);
-            return api_error(MHD_HTTP_BAD_REQUEST, "empty_id", "the body holds no ids");
-        }
         return (struct reply){ 0, NULL, false };
     }
 
@@ -262,11 +258,7 @@ static struct reply parse_ids(struct app *a, enum body_type t, const char *body,
         if (!idlist_push(l, &cap, json_string_value(v), json_string_length(v)))
             goto oom;
     }
-    if (l->n == 0) {
-        idlist_free(l);
-        return api_error(MHD_HTTP_BAD_REQUEST, "empty_id", "the ids list is empty");
-    }
-    return (struct reply){ 0, NULL, false };
+    return (struct reply){ 0, NULL, false };   /* an empty list is a valid, empty batch */
 
 too_many:
     idlist_free(l);
@@ -283,7 +275,7 @@ struct reply api_exists_batch(struct app *a, enum body_type t, const char *body,
     struct reply err = parse_ids(a, t, body, len, false, &l);
     if (err.status != 0)
         return err;
-    bool *ans = malloc(l.n * sizeof(bool));
+    bool *ans = malloc(l.n * sizeof(bool) + 1);
     char *out = malloc(l.n * 6 + 32);
     if (ans == NULL || out == NULL) {
         free(ans);
@@ -337,8 +329,9 @@ struct reply api_insert(struct app *a, enum body_type t, const char *body, size_
         pending_add(a->pending, l.ids[i], l.lens[i], h);
         n += guard_add_hash(a->guard, h);
     }
+    bool refused = n < l.n;
     idlist_free(&l);
-    if (n == 0)
+    if (refused)
         return not_ready();
     stats_add(a->stats, ST_INSERTS, n);
     char out[64];

@@ -43,9 +43,14 @@ void log_msg(const struct log *lg, enum log_level level, const char *fmt, ...)
     va_end(ap);
     if (w < 0)
         w = 0;
+    size_t start = n;
     n += (size_t)w;
     if (n > sizeof line - 2)
         n = sizeof line - 2;          /* truncated; keep the newline */
+    /* One event, one line: libpq's messages carry "\n\t" continuations. */
+    for (size_t i = start; i < n; i++)
+        if (line[i] == '\n' || line[i] == '\r' || line[i] == '\t')
+            line[i] = ' ';
     line[n++] = '\n';
     ssize_t r = write(STDERR_FILENO, line, n);
     (void)r;

@@ -8,7 +8,8 @@ export LC_ALL=C
 
 : "${top_srcdir:=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)}"
 : "${top_builddir:=$top_srcdir}"
-BG_BIN=$top_builddir/src/bloomguard
+# BLOOMGUARD_BIN: test another build or an installed daemon instead.
+BG_BIN=${BLOOMGUARD_BIN:-$top_builddir/src/bloomguard}
 BG_CONF=$top_srcdir/conf/bloomguard.conf
 BG_NAME=$(basename "$0" .test)
 
@@ -123,7 +124,10 @@ require_pg() {
 
 # setup_test: temp dir and the cleanup trap.  Call once, first.
 setup_test() {
-    BG_WORK=$(mktemp -d "${TMPDIR:-/tmp}/bgtest-$BG_NAME.XXXXXX")
+    BG_WORK=$(mktemp -d "${TMPDIR:-/tmp}/bloomguard-$BG_NAME.XXXXXX")
+    # Say which command failed when set -e ends the test early.
+    set -E
+    trap 'bg_rc=$?; [ "$BASHPID" != $$ ] || printf "Bail out! line %s: \"%s\" failed with status %s\n" "$LINENO" "$BASH_COMMAND" "$bg_rc"' ERR
     trap cleanup EXIT
     trap 'exit 130' INT
     trap 'exit 143' TERM
@@ -147,9 +151,11 @@ load_sample() {
 cleanup() {
     local rc=$? name pid
     trap - EXIT
+    # Under set -e a failing command would end a trap early: finish the job.
+    set +e
     for pid in "${BG_BGPIDS[@]}"; do kill "$pid" 2>/dev/null || true; done
     for name in "${!BG_PID[@]}"; do
-        stop_pid "${BG_PID[$name]}" TERM >/dev/null 2>&1 || true
+        stop_pid "${BG_PID[$name]}" TERM || true
     done
     for pid in "${BG_BGPIDS[@]}"; do wait "$pid" 2>/dev/null || true; done
     if [ "$rc" -ne 0 ] && [ "$rc" -ne 77 ] && [ -n "$BG_WORK" ]; then
@@ -188,21 +194,24 @@ start_daemon() {
     [ $have_level = 1 ] || args+=(--log.level=debug)
     local log=$BG_WORK/$name.log
     note "start $name: bloomguard ${args[*]} $*"
-    "$BG_BIN" "${args[@]}" "$@" </dev/null >"$log.out" 2>"$log" &
+    # Created here: the background child opens it only when it gets to run.
+    : >"$log"
+    "$BG_BIN" "${args[@]}" "$@" </dev/null >"$log.out" 2>>"$log" &
     local pid=$!
     BG_PID[$name]=$pid
     BG_LOG[$name]=$log
     local port='' i
     for ((i = 0; i < 300; i++)); do
-        port=$(sed -n 's|.*listening on http://127\.0\.0\.1:\([0-9][0-9]*\).*|\1|p' "$log" | head -n 1)
+        port=$(sed -n 's|.*listening on http://127\.0\.0\.1:\([0-9][0-9]*\).*|\1|p' "$log" 2>/dev/null | head -n 1) || port=''
+        [ -f "$log" ] || bail "daemon $name: its log $log vanished (is something deleting $BG_WORK?)"
         [ -n "$port" ] && break
         if ! kill -0 "$pid" 2>/dev/null; then
-            sed 's/^/#   /' "$log"
+            sed 's/^/#   /' "$log" || true
             bail "daemon $name exited before listening"
         fi
         sleep 0.1
     done
-    [ -n "$port" ] || { sed 's/^/#   /' "$log"; bail "daemon $name logged no 'listening on http://127.0.0.1:PORT' line within 30 s"; }
+    [ -n "$port" ] || { sed 's/^/#   /' "$log" || true; bail "daemon $name logged no 'listening on http://127.0.0.1:PORT' line within 30 s"; }
     BG_PORT[$name]=$port
     BG_URL=http://127.0.0.1:$port
     note "daemon $name: pid $pid, $BG_URL"
@@ -224,10 +233,12 @@ wait_ready() {
     return 1
 }
 
-# stop_pid PID SIG: signal PID, wait up to 10 s, SIGKILL if needed; prints
-# the exit status ("timeout" when it had to be killed).
+# stop_pid PID SIG: signal PID, wait up to 10 s, SIGKILL if needed; sets
+# BG_EXIT to the exit status ("timeout" when it had to be killed).  Runs in
+# the test's own shell: only the parent can collect a child's status.
 stop_pid() {
-    local pid=$1 sig=$2 i rc=0
+    local pid=$1 sig=$2 i
+    BG_EXIT=0
     kill -s "$sig" "$pid" 2>/dev/null || true
     for ((i = 0; i < 100; i++)); do
         kill -0 "$pid" 2>/dev/null || break
@@ -236,18 +247,17 @@ stop_pid() {
     if kill -0 "$pid" 2>/dev/null; then
         kill -s KILL "$pid" 2>/dev/null || true
         wait "$pid" 2>/dev/null || true
-        echo timeout
+        BG_EXIT=timeout
         return 0
     fi
-    wait "$pid" 2>/dev/null || rc=$?
-    echo "$rc"
+    wait "$pid" 2>/dev/null || BG_EXIT=$?
 }
 
-# stop_daemon NAME [SIGNAL]: stop it (default SIGTERM) and set
-# BG_EXIT to its exit status ("timeout" if it did not exit within 10 s).
+# stop_daemon NAME [SIGNAL]: stop it (default SIGTERM) and set BG_EXIT to
+# its exit status ("timeout" if it did not exit within 10 s).
 stop_daemon() {
     local name=$1 sig=${2:-TERM}
-    BG_EXIT=$(stop_pid "${BG_PID[$name]}" "$sig")
+    stop_pid "${BG_PID[$name]}" "$sig"
     unset "BG_PID[$name]"
 }
 

@@ -24,6 +24,8 @@ bg_need_pkgs() {
 BG_BUILD_PKGS="autoconf automake pkg-config make gcc libc6-dev libmicrohttpd-dev
 libjansson-dev libpq-dev check libxxhash-dev libinih-dev libsystemd-dev"
 BG_RUNTIME_PKGS="postgresql postgresql-client curl procps"
+# What the tests of the unit, the man page and /metrics run.
+BG_TEST_PKGS="nginx-light systemd prometheus groff-base man-db"
 
 # bg_build [configure args...]: autoreconf, configure and make in the top dir.
 bg_build() {
