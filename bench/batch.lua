@@ -1,9 +1,11 @@
 -- wrk script for bench/run: POST /exists with BG_BATCH random ids per
--- request, {"ids":["...", ...]}, ids uniform in [BG_ID_LO, BG_ID_HI].
+-- request, ids uniform in [BG_ID_LO, BG_ID_HI]; as JSON {"ids":["...", ...]}
+-- or, with BG_BATCH_FORMAT=text, one id per line (text/plain).
 local lo = tonumber(os.getenv("BG_ID_LO") or "1")
 local hi = tonumber(os.getenv("BG_ID_HI") or "1000000")
 local n = tonumber(os.getenv("BG_BATCH") or "1000")
-local headers = { ["Content-Type"] = "application/json" }
+local text = os.getenv("BG_BATCH_FORMAT") == "text"
+local headers = { ["Content-Type"] = text and "text/plain" or "application/json" }
 local thread_no = 0
 
 function setup(thread)
@@ -17,9 +19,17 @@ end
 
 function request()
     local ids = {}
-    for i = 1, n do
-        ids[i] = '"' .. math.random(lo, hi) .. '"'
+    local body
+    if text then
+        for i = 1, n do
+            ids[i] = math.random(lo, hi)
+        end
+        body = table.concat(ids, "\n")
+    else
+        for i = 1, n do
+            ids[i] = '"' .. math.random(lo, hi) .. '"'
+        end
+        body = '{"ids":[' .. table.concat(ids, ",") .. ']}'
     end
-    local body = '{"ids":[' .. table.concat(ids, ",") .. ']}'
     return wrk.format("POST", "/exists", headers, body)
 end

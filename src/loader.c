@@ -131,6 +131,22 @@ done:
     return ok;
 }
 
+bool loader_has_trigger(PGconn *conn, const struct config *cfg, bool *has,
+                        char *err, size_t errlen)
+{
+    char *tbl = NULL, *col = NULL;
+    int64_t n = 0;
+    if (!loader_quote_names(conn, cfg, &tbl, &col, err, errlen))
+        return false;
+    bool ok = query_u64(conn, "SELECT count(*) FROM pg_trigger "
+                        "WHERE tgrelid = $1::regclass AND NOT tgisinternal AND tgenabled <> 'D'",
+                        1, tbl, &n, err, errlen);
+    *has = n > 0;
+    free(tbl);
+    free(col);
+    return ok;
+}
+
 size_t loader_unescape(char *s, size_t len)
 {
     size_t i = 0, o = 0;

@@ -40,6 +40,14 @@ bool loader_quote_names(PGconn *conn, const struct config *cfg, char **tbl, char
 bool loader_estimate_rows(PGconn *conn, const struct config *cfg, uint64_t *rows,
                           char *err, size_t errlen);
 
+/*
+ * Whether the table has a user trigger (sql/notify.sql's bloomguard_watch
+ * installs one), for a warning when the change feed cannot work.  Sets
+ * *has and returns true, or false with an error.
+ */
+bool loader_has_trigger(PGconn *conn, const struct config *cfg, bool *has,
+                        char *err, size_t errlen);
+
 /* Called every LOADER_PROGRESS_ROWS rows with the rows copied so far. */
 #define LOADER_PROGRESS_ROWS 100000
 typedef void (*loader_progress_fn)(void *arg, uint64_t rows);

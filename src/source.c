@@ -330,6 +330,12 @@ static bool run_load(struct source *s, uint64_t id, const char *reason, bool fir
         goto out;
     if (!loader_estimate_rows(conn, s->cfg, &rows, err, sizeof err))
         goto out;
+    bool has_trigger = true;
+    if (first && s->cfg->sync_enabled && loader_has_trigger(conn, s->cfg, &has_trigger, err, sizeof err)
+        && !has_trigger)
+        log_warn(s->lg, "table %s has no trigger: rows inserted from now on are only seen by "
+                 "the next rebuild; install sql/notify.sql and run "
+                 "SELECT bloomguard_watch('%s', '%s')", s->cfg->table, s->cfg->table, s->cfg->column);
     uint64_t items = plan_items(s, rows);
     enum filter_error fe;
     f = filter_new(items, s->cfg->false_positive_rate, &fe);
