@@ -347,9 +347,9 @@ static bool run_load(struct source *s, uint64_t id, const char *reason, bool fir
     struct filter_info fi;
     filter_info(f, &fi);
     log_info(s->lg, "rebuild %llu (%s): loading %s.%s, about %llu rows, filter for %llu items "
-             "(%.1f MiB, k=%u)", (unsigned long long)id, reason, s->cfg->table, s->cfg->column,
+             "(%.1f KiB, k=%u)", (unsigned long long)id, reason, s->cfg->table, s->cfg->column,
              (unsigned long long)rows, (unsigned long long)items,
-             (double)fi.memory_bytes / 1048576.0, fi.probes);
+             (double)fi.memory_bytes / 1024.0, fi.probes);
     /* From here every insert also reaches f; then the snapshot is taken. */
     guard_begin(s->g, f);
     began = true;
