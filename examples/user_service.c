@@ -34,14 +34,14 @@
 
 struct service {
     const char *conninfo;
-    pthread_key_t conn_key;         /* each MHD worker's own PGconn */
-    atomic_uint_fast64_t queries;   /* lookups sent to PostgreSQL */
+    pthread_key_t conn_key;                 /* each MHD worker's own PGconn */
+    atomic_uint_fast64_t queries;           /* lookups PostgreSQL answered, rows or not */
     atomic_uint_fast64_t found;
     atomic_uint_fast64_t not_found;
-    atomic_uint_fast64_t errors;    /* database errors and failed connections */
-    atomic_uint_fast64_t connections;   /* to PostgreSQL */
-    atomic_uint_fast64_t http_connections;  /* accepted from clients (keep-alive check) */
-    atomic_bool db_down;            /* log connection trouble once, not per request */
+    atomic_uint_fast64_t errors;            /* database unreachable or failing */
+    atomic_uint_fast64_t connections;       /* made to PostgreSQL */
+    atomic_uint_fast64_t http_connections;  /* accepted from clients: shows keep-alive at work */
+    atomic_bool db_down;                    /* log connection trouble once, not per request */
 };
 
 static void usage(FILE *out)
@@ -101,6 +101,30 @@ static PGconn *worker_conn(struct service *s)
     return c;
 }
 
+/*
+ * Run the lookup for id on this thread's connection.  A connection the
+ * server has dropped (a restart, an idle timeout) is replaced and the query
+ * sent once more.  Returns the result (the caller PQclears it; it may hold
+ * an SQL error), or NULL when PostgreSQL cannot be reached.
+ */
+static PGresult *lookup(struct service *s, const char *id)
+{
+    const char *params[1] = { id };
+    for (int attempt = 0; attempt < 2; attempt++) {
+        PGconn *c = worker_conn(s);
+        if (c == NULL)
+            return NULL;
+        PGresult *r = PQexecPrepared(c, STMT_NAME, 1, params, NULL, NULL, 0);
+        if (PQstatus(c) == CONNECTION_OK) {
+            atomic_fetch_add(&s->queries, 1);
+            return r;
+        }
+        fprintf(stderr, "user_service: connection lost: %s", PQerrorMessage(c));
+        PQclear(r);
+    }
+    return NULL;
+}
+
 static int hexval(char c)
 {
     if (c >= '0' && c <= '9')
@@ -136,17 +160,34 @@ static bool decode_id(const char *src, char *out, size_t *outlen)
     return true;
 }
 
-static enum MHD_Result send_json(struct MHD_Connection *conn, unsigned status, char *body)
+/* A JSON response that owns body (freed by MHD; also on failure here). */
+static struct MHD_Response *json_response(char *body)
 {
     if (body == NULL)
-        return MHD_NO;              /* out of memory: MHD closes the connection */
+        return NULL;
     struct MHD_Response *r = MHD_create_response_from_buffer(strlen(body), body,
                                                              MHD_RESPMEM_MUST_FREE);
-    if (r == NULL) {
+    if (r == NULL)
         free(body);
+    else
+        MHD_add_response_header(r, MHD_HTTP_HEADER_CONTENT_TYPE, JSON_TYPE);
+    return r;
+}
+
+static char *error_body(const char *code, const char *message)
+{
+    json_t *o = json_pack("{s:s, s:s}", "error", code, "message", message);
+    char *s = o != NULL ? json_dumps(o, JSON_COMPACT) : NULL;
+    json_decref(o);
+    return s;
+}
+
+/* Queue r and drop our reference; a NULL r (out of memory) closes the connection. */
+static enum MHD_Result send_response(struct MHD_Connection *conn, unsigned status,
+                                     struct MHD_Response *r)
+{
+    if (r == NULL)
         return MHD_NO;
-    }
-    MHD_add_response_header(r, MHD_HTTP_HEADER_CONTENT_TYPE, JSON_TYPE);
     enum MHD_Result ret = MHD_queue_response(conn, status, r);
     MHD_destroy_response(r);
     return ret;
@@ -156,13 +197,13 @@ static enum MHD_Result send_pack(struct MHD_Connection *conn, unsigned status, j
 {
     char *s = o != NULL ? json_dumps(o, JSON_COMPACT) : NULL;
     json_decref(o);
-    return send_json(conn, status, s);
+    return send_response(conn, status, json_response(s));
 }
 
 static enum MHD_Result send_error(struct MHD_Connection *conn, unsigned status, const char *code,
                                   const char *message)
 {
-    return send_pack(conn, status, json_pack("{s:s, s:s}", "error", code, "message", message));
+    return send_response(conn, status, json_response(error_body(code, message)));
 }
 
 /* The first row of r as {"column":"text value" or null, ...}. */
@@ -198,20 +239,15 @@ static enum MHD_Result get_user(struct service *s, struct MHD_Connection *conn, 
         return send_error(conn, MHD_HTTP_BAD_REQUEST, "bad_id", "the id is not valid UTF-8");
     }
 
-    PGconn *c = worker_conn(s);
-    if (c == NULL) {
-        free(id);
-        json_decref(jid);
-        atomic_fetch_add(&s->errors, 1);
-        return send_error(conn, MHD_HTTP_SERVICE_UNAVAILABLE, "database_unavailable",
-                          "cannot connect to PostgreSQL");
-    }
-    const char *params[1] = { id };
-    atomic_fetch_add(&s->queries, 1);
-    PGresult *r = PQexecPrepared(c, STMT_NAME, 1, params, NULL, NULL, 0);
+    PGresult *r = lookup(s, id);
     free(id);
-
     enum MHD_Result ret;
+    if (r == NULL) {
+        atomic_fetch_add(&s->errors, 1);
+        json_decref(jid);
+        return send_error(conn, MHD_HTTP_SERVICE_UNAVAILABLE, "database_unavailable",
+                          "PostgreSQL cannot be reached");
+    }
     if (PQresultStatus(r) == PGRES_TUPLES_OK && PQntuples(r) > 0) {
         atomic_fetch_add(&s->found, 1);
         json_decref(jid);
@@ -224,10 +260,8 @@ static enum MHD_Result get_user(struct service *s, struct MHD_Connection *conn, 
     } else {
         atomic_fetch_add(&s->errors, 1);
         json_decref(jid);
-        fprintf(stderr, "user_service: query failed: %s", PQerrorMessage(c));
-        bool lost = PQstatus(c) != CONNECTION_OK;   /* reconnect on the next request */
-        ret = send_error(conn, lost ? MHD_HTTP_SERVICE_UNAVAILABLE : MHD_HTTP_INTERNAL_SERVER_ERROR,
-                         lost ? "database_unavailable" : "database_error", "the query failed");
+        fprintf(stderr, "user_service: query failed: %s", PQresultErrorMessage(r));
+        ret = send_error(conn, MHD_HTTP_INTERNAL_SERVER_ERROR, "database_error", "the query failed");
     }
     PQclear(r);
     return ret;
@@ -243,7 +277,7 @@ static enum MHD_Result get_stats(struct service *s, struct MHD_Connection *conn)
              (unsigned long long)atomic_load(&s->not_found), (unsigned long long)atomic_load(&s->errors),
              (unsigned long long)atomic_load(&s->connections),
              (unsigned long long)atomic_load(&s->http_connections));
-    return send_json(conn, MHD_HTTP_OK, strdup(buf));
+    return send_response(conn, MHD_HTTP_OK, json_response(strdup(buf)));
 }
 
 static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const char *url,
@@ -266,20 +300,10 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
         return MHD_YES;
     }
     if (strcmp(method, MHD_HTTP_METHOD_GET) != 0 && strcmp(method, MHD_HTTP_METHOD_HEAD) != 0) {
-        json_t *o = json_pack("{s:s, s:s}", "error", "method_not_allowed", "message", "use GET or HEAD");
-        char *body = o != NULL ? json_dumps(o, JSON_COMPACT) : NULL;
-        json_decref(o);
-        struct MHD_Response *r = body != NULL
-            ? MHD_create_response_from_buffer(strlen(body), body, MHD_RESPMEM_MUST_FREE) : NULL;
-        if (r == NULL) {
-            free(body);
-            return MHD_NO;
-        }
-        MHD_add_response_header(r, MHD_HTTP_HEADER_CONTENT_TYPE, JSON_TYPE);
-        MHD_add_response_header(r, MHD_HTTP_HEADER_ALLOW, "GET, HEAD");
-        enum MHD_Result ret = MHD_queue_response(conn, MHD_HTTP_METHOD_NOT_ALLOWED, r);
-        MHD_destroy_response(r);
-        return ret;
+        struct MHD_Response *r = json_response(error_body("method_not_allowed", "use GET or HEAD"));
+        if (r != NULL)
+            MHD_add_response_header(r, MHD_HTTP_HEADER_ALLOW, "GET, HEAD");
+        return send_response(conn, MHD_HTTP_METHOD_NOT_ALLOWED, r);
     }
     if (strncmp(url, USER_PREFIX, strlen(USER_PREFIX)) == 0)
         return get_user(s, conn, url + strlen(USER_PREFIX));
@@ -432,9 +456,14 @@ int main(int argc, char **argv)
     }
 
     unsigned flags = MHD_USE_EPOLL_INTERNAL_THREAD | MHD_USE_ERROR_LOG | (v6 ? MHD_USE_IPv6 : 0);
+    /* One thread is MHD's internal thread alone: MHD warns about a pool of 1 (or 0). */
+    struct MHD_OptionItem pool[] = {
+        { threads > 1 ? MHD_OPTION_THREAD_POOL_SIZE : MHD_OPTION_END, (intptr_t)threads, NULL },
+        { MHD_OPTION_END, 0, NULL },
+    };
     struct MHD_Daemon *d = MHD_start_daemon(flags, 0, NULL, NULL, on_request, &s,
                                             MHD_OPTION_LISTEN_SOCKET, fd,
-                                            MHD_OPTION_THREAD_POOL_SIZE, (unsigned)threads,
+                                            MHD_OPTION_ARRAY, pool,
                                             MHD_OPTION_CONNECTION_LIMIT, 4096u,
                                             MHD_OPTION_CONNECTION_TIMEOUT, 30u,
                                             MHD_OPTION_UNESCAPE_CALLBACK, no_unescape, NULL,
@@ -445,8 +474,8 @@ int main(int argc, char **argv)
         close(fd);
         return 1;
     }
-    fprintf(stderr, "user_service: %lu threads, listening on http://%s%s%s:%u\n", threads,
-            v6 ? "[" : "", host, v6 ? "]" : "", port);
+    fprintf(stderr, "user_service: listening on http://%s%s%s:%u (threads: %lu)\n",
+            v6 ? "[" : "", host, v6 ? "]" : "", port, threads);
 
     int sig;
     sigwait(&stop, &sig);

@@ -358,19 +358,20 @@ struct reply api_auth(struct app *a, const char *uri, size_t len)
         }
         enum guard_answer ans = guard_lookup(a->guard, id, idlen);
         if (ans == GUARD_NOT_READY) {
+            stats_add(a->stats, ST_AUTH_NOT_READY, 1);
             if (cfg->fail_open)
-                return shared(MHD_HTTP_NO_CONTENT, p->auth_allow[2]);
+                return shared(cfg->allow_status, p->auth_allow[2]);
             return shared(MHD_HTTP_SERVICE_UNAVAILABLE, p->auth_deny[1]);
         }
         if (ans == GUARD_MAYBE) {
             stats_add(a->stats, ST_AUTH_HIT, 1);
-            return shared(MHD_HTTP_NO_CONTENT, p->auth_allow[0]);
+            return shared(cfg->allow_status, p->auth_allow[0]);
         }
         stats_add(a->stats, ST_AUTH_MISS, 1);
         return shared(cfg->deny_status, p->auth_deny[0]);
     }
     stats_add(a->stats, ST_AUTH_BYPASS, 1);
-    return shared(MHD_HTTP_NO_CONTENT, p->auth_allow[1]);
+    return shared(cfg->allow_status, p->auth_allow[1]);
 }
 
 struct reply api_healthz(struct app *a)
@@ -457,7 +458,7 @@ struct reply api_stats(struct app *a)
     }
     json_t *o = json_pack(
         "{s:b, s:I, s:I, s:I, s:i, s:I, s:f, s:f, s:f,"
-        " s:{s:I, s:I, s:I}, s:I, s:{s:I, s:I, s:I},"
+        " s:{s:I, s:I, s:I}, s:I, s:{s:I, s:I, s:I, s:I},"
         " s:{s:I, s:I, s:I, s:I}, s:o,"
         " s:{s:I, s:f, s:s?, s:s}, s:o, s:o, s:I, s:{s:I, s:I}, s:I, s:s}",
         "ready", ready,
@@ -475,6 +476,7 @@ struct reply api_stats(struct app *a)
         "auth", "hits", (json_int_t)snap.counter[ST_AUTH_HIT],
                 "misses", (json_int_t)snap.counter[ST_AUTH_MISS],
                 "bypasses", (json_int_t)snap.counter[ST_AUTH_BYPASS],
+                "not_ready", (json_int_t)snap.counter[ST_AUTH_NOT_READY],
         "requests", "2xx", (json_int_t)by_class[2], "4xx", (json_int_t)by_class[4],
                     "5xx", (json_int_t)by_class[5], "total",
                     (json_int_t)(by_class[1] + by_class[2] + by_class[3] + by_class[4] + by_class[5]),

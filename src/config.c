@@ -34,7 +34,9 @@ enum key_type {
     T_LISTEN,   /* listen_host + listen_port */
     T_LOGLEVEL, /* enum log_level */
     T_TEMPLATE, /* appends to uri_templates */
-    T_STATUS    /* unsigned HTTP status from a fixed set */
+    T_STATUS,   /* unsigned HTTP deny status from a fixed set */
+    T_ALLOW,    /* unsigned HTTP allow status: 200 or 204 */
+    T_URISRC    /* enum auth_uri_source */
 };
 
 struct key_def {
@@ -130,8 +132,12 @@ static const struct key_def keys[] = {
             "request path with {id} where the id goes, e.g. /user/get/{id}; repeat the key for more"),
     K_TYPED("auth", "deny_status", T_STATUS, "403", deny_status,
             "HTTP status for an unknown id: 401, 403, 404 or 410"),
+    K_TYPED("auth", "allow_status", T_ALLOW, "204", allow_status,
+            "HTTP status for an id that may exist or a URI no template matches: 204, or 200 for Envoy"),
     K_BOOL("auth", "fail_open", "yes", fail_open,
            "allow requests while no filter is loaded, instead of denying them"),
+    K_TYPED("auth", "uri_source", T_URISRC, "auto", uri_source,
+            "where the original URI comes from: auto, x-original-uri (nginx), x-forwarded-uri (Traefik) or path (Envoy)"),
 
     K_BOOL("metrics", "enabled", "yes", metrics_enabled,
            "serve the metrics endpoint"),
@@ -390,6 +396,31 @@ static bool parse_status(const char *v, unsigned *out, char *err, size_t errlen)
     return false;
 }
 
+static bool parse_allow(const char *v, unsigned *out, char *err, size_t errlen)
+{
+    uint64_t x = 0;
+
+    if (parse_u64(v, &x) == 0 && (x == 200 || x == 204)) {
+        *out = (unsigned)x;
+        return true;
+    }
+    errf(err, errlen, "\"%.*s\" is not an allowed status (use 200 or 204)", ERR_VALUE_MAX, v);
+    return false;
+}
+
+static bool parse_uri_source(const char *v, enum auth_uri_source *out, char *err, size_t errlen)
+{
+    static const char *const names[] = { "auto", "x-original-uri", "x-forwarded-uri", "path" };
+    for (size_t i = 0; i < sizeof names / sizeof names[0]; i++)
+        if (strcasecmp(v, names[i]) == 0) {
+            *out = (enum auth_uri_source)i;
+            return true;
+        }
+    errf(err, errlen, "\"%.*s\" is not one of auto, x-original-uri, x-forwarded-uri, path",
+         ERR_VALUE_MAX, v);
+    return false;
+}
+
 static bool check_template(const char *v, char *err, size_t errlen)
 {
     unsigned ids = 0;
@@ -534,6 +565,10 @@ static bool apply(struct config *c, const struct key_def *k, const char *v,
     }
     case T_STATUS:
         return parse_status(v, (unsigned *)field, err, errlen);
+    case T_ALLOW:
+        return parse_allow(v, (unsigned *)field, err, errlen);
+    case T_URISRC:
+        return parse_uri_source(v, (enum auth_uri_source *)field, err, errlen);
     }
     errf(err, errlen, "internal error: bad key type");
     return false;

@@ -12,6 +12,15 @@
 
 enum log_level { LOG_LVL_ERROR, LOG_LVL_WARN, LOG_LVL_INFO, LOG_LVL_DEBUG };
 
+/*
+ * Where /auth reads the original request URI.  AUTO tries X-Original-URI,
+ * then X-Forwarded-Uri, then the path after /auth; the others read only
+ * the one source their proxy sets, so a client cannot supply another.
+ */
+enum auth_uri_source {
+    URI_SOURCE_AUTO, URI_SOURCE_X_ORIGINAL_URI, URI_SOURCE_X_FORWARDED_URI, URI_SOURCE_PATH
+};
+
 /* Most [auth] uri_template entries one configuration may hold. */
 #define CONFIG_MAX_TEMPLATES 32
 
@@ -50,6 +59,8 @@ struct config {
     char *uri_templates[CONFIG_MAX_TEMPLATES]; /* key "uri_template", repeatable: each occurrence appends; default none. Each starts with '/' and holds "{id}" exactly once, no other '{' '}' and no whitespace */
     unsigned n_uri_templates;
     unsigned deny_status;        /* default 403; allowed values 401, 403, 404, 410 */
+    unsigned allow_status;       /* default 204; 200 or 204 (Envoy's ext_authz allows only on 200) */
+    enum auth_uri_source uri_source; /* key "uri_source", default auto */
     bool fail_open;              /* default yes */
     /* [metrics] */
     bool metrics_enabled;        /* key "enabled", default yes */

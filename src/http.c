@@ -120,14 +120,24 @@ static enum body_type body_type_of(struct MHD_Connection *c)
     return BODY_OTHER;
 }
 
-/* The original URI for /auth: nginx, Traefik, then Envoy's path prefix. */
-static const char *auth_uri(struct MHD_Connection *c, const char *url, size_t *len)
+/*
+ * The original URI for /auth: X-Original-URI (nginx), X-Forwarded-Uri
+ * (Traefik), or the path after /auth (Envoy's path_prefix), as
+ * [auth] uri_source says.  An empty string when the chosen header is absent
+ * (it matches no template).
+ */
+static const char *auth_uri(struct MHD_Connection *c, enum auth_uri_source src, const char *url,
+                            size_t *len)
 {
-    const char *u = MHD_lookup_connection_value(c, MHD_HEADER_KIND, "X-Original-URI");
-    if (u == NULL)
+    const char *u = NULL;
+    if (src == URI_SOURCE_AUTO || src == URI_SOURCE_X_ORIGINAL_URI)
+        u = MHD_lookup_connection_value(c, MHD_HEADER_KIND, "X-Original-URI");
+    if (u == NULL && (src == URI_SOURCE_AUTO || src == URI_SOURCE_X_FORWARDED_URI))
         u = MHD_lookup_connection_value(c, MHD_HEADER_KIND, "X-Forwarded-Uri");
-    if (u == NULL)
+    if (u == NULL && (src == URI_SOURCE_AUTO || src == URI_SOURCE_PATH))
         u = url + 5;                    /* "/auth/user/get/1" -> "/user/get/1" */
+    if (u == NULL)
+        u = "";
     *len = strlen(u);
     return u;
 }
@@ -141,7 +151,7 @@ static struct reply dispatch(struct app *a, struct request *rq, struct MHD_Conne
         return api_exists(a, url + 8, strlen(url + 8), head);
     case R_AUTH: {
         size_t len;
-        const char *uri = auth_uri(c, url, &len);
+        const char *uri = auth_uri(c, a->cfg->uri_source, url, &len);
         return api_auth(a, uri, len);
     }
     case R_HEALTHZ: return api_healthz(a);
@@ -367,10 +377,15 @@ struct http *http_start(struct app *a, char *err, size_t errlen)
     unsigned flags = MHD_USE_EPOLL_INTERNAL_THREAD | MHD_USE_ITC | MHD_USE_ERROR_LOG;
     if (family == AF_INET6)
         flags |= MHD_USE_IPv6;
+    /* One thread: no pool (MHD warns that a pool of 1 is ignored). */
+    struct MHD_OptionItem pool[] = {
+        { threads > 1 ? MHD_OPTION_THREAD_POOL_SIZE : MHD_OPTION_END, threads, NULL },
+        { MHD_OPTION_END, 0, NULL }
+    };
     h->d = MHD_start_daemon(flags, 0, NULL, NULL, on_request, h,
                             MHD_OPTION_EXTERNAL_LOGGER, mhd_log, h,   /* must come first */
                             MHD_OPTION_LISTEN_SOCKET, h->fd,
-                            MHD_OPTION_THREAD_POOL_SIZE, threads,
+                            MHD_OPTION_ARRAY, pool,
                             MHD_OPTION_CONNECTION_LIMIT, cfg->max_connections,
                             MHD_OPTION_CONNECTION_TIMEOUT, cfg->connection_timeout,
                             MHD_OPTION_NOTIFY_COMPLETED, on_completed, h,

@@ -82,6 +82,8 @@ struct reply api_metrics(struct app *a)
             (unsigned long long)snap.counter[ST_AUTH_MISS]);
     fprintf(o, "bloomguard_auth_decisions_total{result=\"bypass\"} %llu\n",
             (unsigned long long)snap.counter[ST_AUTH_BYPASS]);
+    fprintf(o, "bloomguard_auth_decisions_total{result=\"not_ready\"} %llu\n",
+            (unsigned long long)snap.counter[ST_AUTH_NOT_READY]);
     head(o, "notifications_applied_total", "counter", "IDs added from PostgreSQL NOTIFY.");
     fprintf(o, "bloomguard_notifications_applied_total %llu\n",
             (unsigned long long)snap.counter[ST_NOTIFY_APPLIED]);

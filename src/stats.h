@@ -22,7 +22,7 @@ enum stat_status {
 
 enum stat_counter {
     ST_LOOKUP_HIT, ST_LOOKUP_MISS, ST_INSERTS, ST_AUTH_HIT, ST_AUTH_MISS,
-    ST_AUTH_BYPASS, ST_NOTIFY_APPLIED, ST_COUNT
+    ST_AUTH_BYPASS, ST_AUTH_NOT_READY, ST_NOTIFY_APPLIED, ST_COUNT
 };
 
 /* Upper bounds (seconds) of the request-latency histogram; +Inf is implied. */
