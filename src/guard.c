@@ -23,6 +23,11 @@ struct stripe {
 struct guard {
     _Atomic(struct filter *) live;
     _Atomic(struct filter *) next;
+    atomic_bool bulk;           /* next is being bulk-loaded: use the backlog */
+    pthread_mutex_t backlog_mu;
+    uint64_t *backlog;          /* hashes added while bulk, for next */
+    size_t backlog_n, backlog_cap;
+    bool backlog_oom;
     _Atomic unsigned long epoch;
     pthread_mutex_t writer;     /* one synchronize at a time */
     struct stripe stripes[STRIPES];
@@ -97,6 +102,11 @@ struct guard *guard_new(void)
     atomic_init(&g->live, NULL);
     atomic_init(&g->next, NULL);
     atomic_init(&g->epoch, 0);
+    atomic_init(&g->bulk, false);
+    g->backlog = NULL;
+    g->backlog_n = g->backlog_cap = 0;
+    g->backlog_oom = false;
+    pthread_mutex_init(&g->backlog_mu, NULL);
     for (unsigned i = 0; i < STRIPES; i++) {
         atomic_init(&g->stripes[i].readers[0], 0);
         atomic_init(&g->stripes[i].readers[1], 0);
@@ -114,6 +124,8 @@ void guard_free(struct guard *g)
         return;
     filter_free(atomic_load(&g->live));
     filter_free(atomic_load(&g->next));
+    free(g->backlog);
+    pthread_mutex_destroy(&g->backlog_mu);
     pthread_mutex_destroy(&g->writer);
     free(g);
 }
@@ -141,6 +153,34 @@ bool guard_lookup_many(struct guard *g, size_t n, const char *const *keys,
     return f != NULL;
 }
 
+static void backlog_push(struct guard *g, uint64_t h)
+{
+    pthread_mutex_lock(&g->backlog_mu);
+    if (g->backlog_n == g->backlog_cap) {
+        size_t nc = g->backlog_cap ? g->backlog_cap * 2 : 4096;
+        uint64_t *nb = realloc(g->backlog, nc * sizeof(*nb));
+        if (nb == NULL) {
+            g->backlog_oom = true;
+            pthread_mutex_unlock(&g->backlog_mu);
+            return;
+        }
+        g->backlog = nb;
+        g->backlog_cap = nc;
+    }
+    g->backlog[g->backlog_n++] = h;
+    pthread_mutex_unlock(&g->backlog_mu);
+}
+
+static void backlog_clear(struct guard *g)
+{
+    pthread_mutex_lock(&g->backlog_mu);
+    free(g->backlog);
+    g->backlog = NULL;
+    g->backlog_n = g->backlog_cap = 0;
+    g->backlog_oom = false;
+    pthread_mutex_unlock(&g->backlog_mu);
+}
+
 bool guard_add(struct guard *g, const void *key, size_t len)
 {
     return guard_add_hash(g, filter_hash(key, len));
@@ -155,7 +195,9 @@ bool guard_add_hash(struct guard *g, uint64_t h)
      */
     struct filter *n = atomic_load_explicit(&g->next, memory_order_acquire);
     struct filter *f = atomic_load_explicit(&g->live, memory_order_acquire);
-    if (n != NULL)
+    if (n != NULL && atomic_load(&g->bulk))
+        backlog_push(g, h);
+    else if (n != NULL)
         filter_add_hash(n, h);
     if (f != NULL && f != n)
         filter_add_hash(f, h);
@@ -169,6 +211,29 @@ void guard_begin(struct guard *g, struct filter *next)
     /* Inserts that started before the store may have missed next: wait them out. */
     synchronize(g);
     filter_free(old);          /* only if a caller broke the protocol */
+}
+
+void guard_begin_bulk(struct guard *g, struct filter *next)
+{
+    backlog_clear(g);
+    /* Set before next is published: an insert that finds next sees bulk. */
+    atomic_store(&g->bulk, true);
+    guard_begin(g, next);
+}
+
+bool guard_end_bulk(struct guard *g)
+{
+    atomic_store(&g->bulk, false);
+    /* Every insert that chose the backlog has finished appending. */
+    synchronize(g);
+    struct filter *next = atomic_load(&g->next);
+    pthread_mutex_lock(&g->backlog_mu);
+    bool ok = !g->backlog_oom;
+    for (size_t i = 0; next != NULL && i < g->backlog_n; i++)
+        filter_add_hash(next, g->backlog[i]);       /* others write next now too */
+    pthread_mutex_unlock(&g->backlog_mu);
+    backlog_clear(g);
+    return ok;
 }
 
 void guard_commit(struct guard *g)
@@ -186,6 +251,8 @@ void guard_abort(struct guard *g)
 {
     struct filter *next = atomic_exchange(&g->next, NULL);
     synchronize(g);
+    atomic_store(&g->bulk, false);
+    backlog_clear(g);
     filter_free(next);
 }
 

@@ -60,6 +60,17 @@ void guard_begin(struct guard *g, struct filter *next);
 void guard_commit(struct guard *g);
 void guard_abort(struct guard *g);
 
+/*
+ * The same for a bulk load with filter_add_hashes_exclusive, which needs to
+ * be next's only writer: between guard_begin_bulk and guard_end_bulk,
+ * guard_add keeps its keys for next in a backlog instead of writing them;
+ * guard_end_bulk lets inserts reach next directly again and then adds the
+ * backlog.  False if the backlog ran out of memory (some keys are then
+ * missing from next: abort).  Call guard_commit or guard_abort afterwards.
+ */
+void guard_begin_bulk(struct guard *g, struct filter *next);
+bool guard_end_bulk(struct guard *g);
+
 /* Whether a filter has been committed yet. */
 bool guard_ready(struct guard *g);
 /* Whether guard_add would store anything (a live or a rebuilding filter). */

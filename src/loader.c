@@ -225,6 +225,9 @@ bool loader_copy(PGconn *conn, const struct config *cfg, struct filter *f,
     PQclear(r);
     r = NULL;
 
+    /* Hashes wait in a small batch so the filter can prefetch their blocks. */
+    uint64_t batch[256];
+    size_t nb = 0;
     for (;;) {
         char *buf = NULL;
         int n = PQgetCopyData(conn, &buf, 0);
@@ -241,7 +244,11 @@ bool loader_copy(PGconn *conn, const struct config *cfg, struct filter *f,
         if (memchr(buf, '\\', idlen) != NULL)
             idlen = loader_unescape(buf, idlen);
         uint64_t h = filter_hash(buf, idlen);
-        filter_add_hash(f, h);
+        batch[nb++] = h;
+        if (nb == sizeof batch / sizeof batch[0]) {
+            filter_add_hashes_exclusive(f, batch, nb);
+            nb = 0;
+        }
         if (seen)
             pending_seen(seen, buf, idlen, h);
         PQfreemem(buf);
@@ -255,6 +262,7 @@ bool loader_copy(PGconn *conn, const struct config *cfg, struct filter *f,
             }
         }
     }
+    filter_add_hashes_exclusive(f, batch, nb);
     r = PQgetResult(conn);
     if (PQresultStatus(r) != PGRES_COMMAND_OK) {
         set_err(err, errlen, "COPY failed", conn);

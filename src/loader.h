@@ -60,7 +60,8 @@ struct load_result {
 /*
  * Stream every non-NULL ID (the column's text form) of the table into f with
  * COPY (SELECT col::text ...) TO STDOUT, telling seen (may be NULL) about
- * each one.  Holds no result set and allocates
+ * each one.  The copy is f's only writer meanwhile (bulk inserts without
+ * atomics; see guard_begin_bulk).  Holds no result set and allocates
  * nothing per row itself.  Stops early with an error when *stop becomes
  * true.  progress may be NULL.  After a failure the connection may be left
  * inside the COPY: PQfinish it.

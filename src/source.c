@@ -350,13 +350,20 @@ static bool run_load(struct source *s, uint64_t id, const char *reason, bool fir
              "(%.1f KiB, k=%u)", (unsigned long long)id, reason, s->cfg->table, s->cfg->column,
              (unsigned long long)rows, (unsigned long long)items,
              (double)fi.memory_bytes / 1024.0, fi.probes);
-    /* From here every insert also reaches f; then the snapshot is taken. */
-    guard_begin(s->g, f);
+    /*
+     * From here every insert also reaches f (through the backlog while the
+     * copy is f's only writer); then the snapshot is taken.
+     */
+    guard_begin_bulk(s->g, f);
     began = true;
     struct progress_ctx pc = { s, first };
     struct load_result res;
     if (!loader_copy(conn, s->cfg, f, s->pending, &s->stop, on_progress, &pc, &res, err, sizeof err))
         goto out;
+    if (!guard_end_bulk(s->g)) {
+        snprintf(err, sizeof err, "out of memory for the inserts made during the load");
+        goto out;
+    }
     /* POSTed ids the table does not hold (yet) must survive the swap. */
     pending_replay(s->pending, f);
     guard_commit(s->g);

@@ -69,6 +69,7 @@ struct world {
     atomic_bool stop;
     _Atomic unsigned long false_neg;
     _Atomic unsigned rebuilds;
+    bool bulk;                      /* rebuild as the source does: bulk + backlog */
 };
 
 /* Keep the writers in step with the rebuilds: about 20 swaps over the run. */
@@ -116,14 +117,22 @@ static void *rebuilder(void *arg)
     char k[32];
     while (!atomic_load(&w->stop)) {
         struct filter *f = filter_new(4 * KEYS, 0.01, NULL);
-        guard_begin(w->g, f);
+        if (w->bulk)
+            guard_begin_bulk(w->g, f);
+        else
+            guard_begin(w->g, f);
         unsigned snap = atomic_load(&w->table_rows);    /* the COPY's snapshot */
         for (unsigned i = 0; i < snap; i++) {
             size_t n = key_of(k, sizeof k, "t", i);
             uint64_t h = filter_hash(k, n);
-            filter_add_hash(f, h);
+            if (w->bulk)
+                filter_add_hashes_exclusive(f, &h, 1);
+            else
+                filter_add_hash(f, h);
             pending_seen(w->p, k, n, h);
         }
+        if (w->bulk)
+            ck_assert(guard_end_bulk(w->g));
         pending_replay(w->p, f);
         guard_commit(w->g);
         atomic_fetch_add(&w->rebuilds, 1);
@@ -151,10 +160,11 @@ static void *checker(void *arg)
     return NULL;
 }
 
-START_TEST(test_rebuilds_race_inserts)
+static void race(bool bulk)
 {
     struct world w;
     memset(&w, 0, sizeof w);
+    w.bulk = bulk;
     w.g = guard_new();
     w.p = pending_new(10 * KEYS);
     guard_begin(w.g, filter_new(4 * KEYS, 0.01, NULL));
@@ -190,6 +200,13 @@ START_TEST(test_rebuilds_race_inserts)
     pending_free(w.p);
     guard_free(w.g);
 }
+
+START_TEST(test_rebuilds_race_inserts) { race(false); }
+END_TEST
+
+/* As the source rebuilds: the copy is the new filter's only writer and
+ * concurrent inserts wait in the backlog. */
+START_TEST(test_bulk_rebuilds_race_inserts) { race(true); }
 END_TEST
 
 START_TEST(test_pending_set)
@@ -252,6 +269,7 @@ static Suite *guard_suite(void)
     tcase_set_timeout(tc, 120);
     tcase_add_test(tc, test_not_ready_then_ready);
     tcase_add_test(tc, test_rebuilds_race_inserts);
+    tcase_add_test(tc, test_bulk_rebuilds_race_inserts);
     tcase_add_test(tc, test_pending_set);
     suite_add_tcase(s, tc);
     return s;
