@@ -109,41 +109,33 @@ static struct reply id_error_reply(enum id_error e, const char *where)
     return api_error(status, id_error_code(e), "%s%s", id_strerror(e), where);
 }
 
-struct reply api_exists(struct app *a, const char *raw, size_t len, bool head)
+struct reply api_exists(struct app *a, const char *raw, size_t len)
 {
-    size_t max = a->cfg->max_id_bytes, idlen = 0;
-    /* The decoded id, then the response: {"id":"<escaped>","exists":false} */
-    size_t cap = max + 1 + 6 * max + 40;
-    char *buf = malloc(cap);
-    if (buf == NULL)
-        return (struct reply){ 500, NULL, false };
-    enum id_error e = id_decode(raw, len, max, buf, max + 1, &idlen);
-    if (e != ID_OK) {
-        free(buf);
+    char id[CONFIG_MAX_ID_BYTES + 1];   /* on the stack: nothing to free on errors */
+    size_t idlen = 0;
+    enum id_error e = id_decode(raw, len, a->cfg->max_id_bytes, id, sizeof id, &idlen);
+    if (e != ID_OK)
         return id_error_reply(e, "");
-    }
-    enum guard_answer ans = guard_lookup(a->guard, buf, idlen);
-    if (ans == GUARD_NOT_READY) {
-        free(buf);
+    enum guard_answer ans = guard_lookup(a->guard, id, idlen);
+    if (ans == GUARD_NOT_READY)
         return not_ready();
-    }
     stats_add(a->stats, ans == GUARD_MAYBE ? ST_LOOKUP_HIT : ST_LOOKUP_MISS, 1);
-    unsigned status = ans == GUARD_MAYBE ? MHD_HTTP_OK : MHD_HTTP_NOT_FOUND;
 
-    char *out = buf + max + 1;
-    size_t used = 0, ocap = cap - (max + 1);
-    memcpy(out, "{\"id\":\"", 7);
-    used = 7;
-    json_escape_append(out, ocap, &used, buf, idlen);   /* sized to fit */
+    /* {"id":"<escaped>","exists":false}: one small block, handed to MHD. */
+    static const char head[] = "{\"id\":\"";
     const char *tail = ans == GUARD_MAYBE ? "\",\"exists\":true}" : "\",\"exists\":false}";
-    size_t tl = strlen(tail);
+    size_t tl = strlen(tail), cap = sizeof head - 1 + 6 * idlen + tl;
+    char *out = malloc(cap);
+    if (out == NULL)
+        return (struct reply){ 500, NULL, false };
+    size_t used = sizeof head - 1;
+    memcpy(out, head, used);
+    json_escape_append(out, cap, &used, id, idlen);   /* 6 bytes per byte is the worst case */
     memcpy(out + used, tail, tl);
     used += tl;
-    /* Move the answer to the front so MHD frees the block it was given. */
-    memmove(buf, out, used);
-    /* MHD leaves the body out for HEAD itself, keeping Content-Length. */
-    (void)head;
-    return (struct reply){ status, json_response(buf, used, MHD_RESPMEM_MUST_FREE), false };
+    /* For HEAD, MHD sends the same headers (Content-Length too) and no body. */
+    unsigned status = ans == GUARD_MAYBE ? MHD_HTTP_OK : MHD_HTTP_NOT_FOUND;
+    return (struct reply){ status, json_response(out, used, MHD_RESPMEM_MUST_FREE), false };
 }
 
 /*
@@ -348,7 +340,7 @@ struct reply api_auth(struct app *a, const char *uri, size_t len)
         size_t rawlen;
         if (!uritmpl_match(cfg->uri_templates[i], uri, len, &raw, &rawlen))
             continue;
-        char id[65537];
+        char id[CONFIG_MAX_ID_BYTES + 1];
         size_t idlen;
         enum id_error e = id_decode(raw, rawlen, cfg->max_id_bytes, id, sizeof id, &idlen);
         if (e != ID_OK) {

@@ -52,7 +52,7 @@ struct reply api_error(unsigned status, const char *code, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
 
 /* GET/HEAD /exists/{raw}: raw is the still percent-encoded rest of the path. */
-struct reply api_exists(struct app *a, const char *raw, size_t len, bool head);
+struct reply api_exists(struct app *a, const char *raw, size_t len);
 /* POST /exists: body of ids, JSON {"ids":[...]} or text/plain lines. */
 struct reply api_exists_batch(struct app *a, enum body_type t, const char *body, size_t len);
 /* POST /ids: {"id":...}, {"ids":[...]} or text/plain lines. */

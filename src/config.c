@@ -96,7 +96,7 @@ static const struct key_def keys[] = {
           "largest request body accepted, in bytes (1..1073741824)"),
     K_UINT("server", "max_batch", "10000", max_batch, 1, 10000000,
            "most ids accepted in one batch request (1..10000000)"),
-    K_UINT("server", "max_id_bytes", "512", max_id_bytes, 1, 65536,
+    K_UINT("server", "max_id_bytes", "512", max_id_bytes, 1, CONFIG_MAX_ID_BYTES,
            "longest id accepted, in bytes (1..65536)"),
 
     K_STR("postgres", "conninfo", "", conninfo, NULL,

@@ -21,6 +21,9 @@ enum auth_uri_source {
     URI_SOURCE_AUTO, URI_SOURCE_X_ORIGINAL_URI, URI_SOURCE_X_FORWARDED_URI, URI_SOURCE_PATH
 };
 
+/* Upper bound of [server] max_id_bytes: callers may size stack buffers by it. */
+#define CONFIG_MAX_ID_BYTES 65536
+
 /* Most [auth] uri_template entries one configuration may hold. */
 #define CONFIG_MAX_TEMPLATES 32
 

@@ -143,12 +143,11 @@ static const char *auth_uri(struct MHD_Connection *c, enum auth_uri_source src, 
 }
 
 static struct reply dispatch(struct app *a, struct request *rq, struct MHD_Connection *c,
-                             const char *url, const char *method)
+                             const char *url)
 {
-    bool head = strcmp(method, MHD_HTTP_METHOD_HEAD) == 0;
     switch (rq->route) {
     case R_EXISTS_ONE:
-        return api_exists(a, url + 8, strlen(url + 8), head);
+        return api_exists(a, url + 8, strlen(url + 8));
     case R_AUTH: {
         size_t len;
         const char *uri = auth_uri(c, a->cfg->uri_source, url, &len);
@@ -265,7 +264,7 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
         rq->early.status = 0;
         return queue(h, rq, c, r);
     }
-    return queue(h, rq, c, dispatch(a, rq, c, url, method));
+    return queue(h, rq, c, dispatch(a, rq, c, url));
 }
 
 static void on_completed(void *cls, struct MHD_Connection *c, void **req_cls,
