@@ -26,6 +26,9 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include "idcodec.h"
+#include "listen.h"
+
 #define USER_PREFIX "/user/get/"
 #define STMT_NAME "user_by_id"
 #define STMT_SQL "SELECT * FROM users WHERE id = $1"
@@ -125,41 +128,6 @@ static PGresult *lookup(struct service *s, const char *id)
     return NULL;
 }
 
-static int hexval(char c)
-{
-    if (c >= '0' && c <= '9')
-        return c - '0';
-    if (c >= 'a' && c <= 'f')
-        return c - 'a' + 10;
-    if (c >= 'A' && c <= 'F')
-        return c - 'A' + 10;
-    return -1;
-}
-
-/*
- * Percent-decode src into out (room for strlen(src) + 1).  '+' stays '+'
- * (path semantics).  A '%' without two hex digits, or a decoded 0 byte,
- * cannot be an id in a text column: returns false.
- */
-static bool decode_id(const char *src, char *out, size_t *outlen)
-{
-    size_t n = 0;
-    for (const char *p = src; *p != '\0'; p++) {
-        if (*p != '%') {
-            out[n++] = *p;
-            continue;
-        }
-        int hi = hexval(p[1]), lo = hi < 0 ? -1 : hexval(p[2]);
-        if (lo < 0 || (hi | lo) == 0)
-            return false;
-        out[n++] = (char)(hi << 4 | lo);
-        p += 2;
-    }
-    out[n] = '\0';
-    *outlen = n;
-    return true;
-}
-
 /* A JSON response that owns body (freed by MHD; also on failure here). */
 static struct MHD_Response *json_response(char *body)
 {
@@ -227,16 +195,16 @@ static enum MHD_Result get_user(struct service *s, struct MHD_Connection *conn, 
     char *id = malloc(rawlen + 1);
     if (id == NULL)
         return MHD_NO;
-    if (!decode_id(raw, id, &idlen)) {
+    /* Decoded exactly as bloomguard decodes it (and UTF-8, as a text column holds). */
+    enum id_error e = id_decode(raw, rawlen, rawlen, id, rawlen + 1, &idlen);
+    if (e != ID_OK) {
         free(id);
-        return send_error(conn, MHD_HTTP_BAD_REQUEST, "bad_id",
-                          "bad percent-encoding or a %00 in the id");
+        return send_error(conn, MHD_HTTP_BAD_REQUEST, id_error_code(e), id_strerror(e));
     }
-    /* Also proves the id is UTF-8, which is all a text column can hold. */
     json_t *jid = json_stringn(id, idlen);
     if (jid == NULL) {
         free(id);
-        return send_error(conn, MHD_HTTP_BAD_REQUEST, "bad_id", "the id is not valid UTF-8");
+        return MHD_NO;
     }
 
     PGresult *r = lookup(s, id);
@@ -357,36 +325,6 @@ static bool parse_listen(const char *arg, char *buf, size_t cap, const char **ho
     return **host != '\0';
 }
 
-/* Bind ourselves so that port 0 can be reported back. */
-static int bind_listen(const char *host, unsigned *port, bool *v6)
-{
-    struct addrinfo hints = { .ai_socktype = SOCK_STREAM, .ai_flags = AI_PASSIVE }, *ai = NULL;
-    char portstr[8];
-    snprintf(portstr, sizeof portstr, "%u", *port);
-    int rc = getaddrinfo(host, portstr, &hints, &ai);
-    if (rc != 0) {
-        fprintf(stderr, "user_service: %s: %s\n", host, gai_strerror(rc));
-        return -1;
-    }
-    int fd = socket(ai->ai_family, ai->ai_socktype | SOCK_CLOEXEC, 0), one = 1;
-    if (fd < 0 || setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one) != 0
-        || bind(fd, ai->ai_addr, ai->ai_addrlen) != 0 || listen(fd, 1024) != 0) {
-        fprintf(stderr, "user_service: cannot listen on %s:%u: %s\n", host, *port, strerror(errno));
-        if (fd >= 0)
-            close(fd);
-        freeaddrinfo(ai);
-        return -1;
-    }
-    *v6 = ai->ai_family == AF_INET6;
-    freeaddrinfo(ai);
-    struct sockaddr_storage ss;
-    socklen_t sl = sizeof ss;
-    if (getsockname(fd, (struct sockaddr *)&ss, &sl) == 0)
-        *port = ntohs(ss.ss_family == AF_INET6 ? ((struct sockaddr_in6 *)&ss)->sin6_port
-                                               : ((struct sockaddr_in *)&ss)->sin_port);
-    return fd;
-}
-
 int main(int argc, char **argv)
 {
     static const struct option opts[] = {
@@ -438,10 +376,14 @@ int main(int argc, char **argv)
         fprintf(stderr, "user_service: --listen wants HOST:PORT, got \"%s\"\n", listen_arg);
         return 1;
     }
-    bool v6 = false;
-    int fd = bind_listen(host, &port, &v6);
-    if (fd < 0)
+    int family = 0;
+    char err[256];
+    int fd = listen_tcp(host, port, &family, &port, err, sizeof err);
+    if (fd < 0) {
+        fprintf(stderr, "user_service: %s\n", err);
         return 1;
+    }
+    bool v6 = family == AF_INET6;
 
     /* Workers inherit this mask, so only sigwait below sees the signals. */
     sigset_t stop;

@@ -5,17 +5,13 @@
  * queues its response.
  */
 #include "http.h"
+#include "listen.h"
 
-#include <arpa/inet.h>
-#include <errno.h>
-#include <netdb.h>
-#include <netinet/in.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
-#include <sys/socket.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -322,37 +318,6 @@ static void mhd_log(void *cls, const char *fmt, va_list ap)
     log_warn(h->a->lg, "http: %s", msg);
 }
 
-static int bind_listen(const struct config *cfg, int *family, unsigned *port, char *err, size_t errlen)
-{
-    struct addrinfo hints = { .ai_socktype = SOCK_STREAM, .ai_flags = AI_PASSIVE }, *ai = NULL;
-    char portstr[8];
-    snprintf(portstr, sizeof portstr, "%u", cfg->listen_port);
-    int rc = getaddrinfo(cfg->listen_host, portstr, &hints, &ai);
-    if (rc != 0) {
-        snprintf(err, errlen, "listen %s: %s", cfg->listen_host, gai_strerror(rc));
-        return -1;
-    }
-    int fd = socket(ai->ai_family, ai->ai_socktype | SOCK_CLOEXEC, 0);
-    int one = 1;
-    if (fd < 0 || setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one) != 0
-        || bind(fd, ai->ai_addr, ai->ai_addrlen) != 0 || listen(fd, 1024) != 0) {
-        snprintf(err, errlen, "cannot listen on %s:%u: %s", cfg->listen_host, cfg->listen_port,
-                 strerror(errno));
-        if (fd >= 0)
-            close(fd);
-        freeaddrinfo(ai);
-        return -1;
-    }
-    *family = ai->ai_family;
-    freeaddrinfo(ai);
-    struct sockaddr_storage ss;
-    socklen_t sl = sizeof ss;
-    getsockname(fd, (struct sockaddr *)&ss, &sl);
-    *port = ntohs(ss.ss_family == AF_INET6 ? ((struct sockaddr_in6 *)&ss)->sin6_port
-                                           : ((struct sockaddr_in *)&ss)->sin_port);
-    return fd;
-}
-
 struct http *http_start(struct app *a, char *err, size_t errlen)
 {
     const struct config *cfg = a->cfg;
@@ -363,7 +328,7 @@ struct http *http_start(struct app *a, char *err, size_t errlen)
     }
     h->a = a;
     int family = AF_INET;
-    h->fd = bind_listen(cfg, &family, &h->port, err, errlen);
+    h->fd = listen_tcp(cfg->listen_host, cfg->listen_port, &family, &h->port, err, errlen);
     if (h->fd < 0) {
         free(h);
         return NULL;
