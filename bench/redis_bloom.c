@@ -11,6 +11,7 @@
  * Options: -H host -P port -K key -m bits -k probes -N ids
  *          -r lo:hi (ids to look up)  -M seq|pipe|bitfield|batch
  *          -c connections  -d seconds  -w warm-up seconds  -b ids per batch
+ *          -s random seed
  * bench prints "redis_bloom: mode=... lookups_per_s=... client_cpu=...".
  */
 #include <errno.h>
@@ -28,6 +29,7 @@
 #include <xxhash.h>
 
 #define MAX_PROBES 64
+#define MAX_KEY 64              /* keeps the hand-built commands below in their buffers */
 
 enum mode { M_SEQ, M_PIPE, M_BITFIELD, M_BATCH };
 
@@ -112,7 +114,7 @@ static size_t put_u64(char *p, uint64_t v)
 /* RESP for GETBIT key off, written by hand: formatting is client CPU. */
 static void append_getbit(redisContext *c, const char *key, uint64_t off)
 {
-    char buf[128], num[24];
+    char buf[64 + MAX_KEY + 24], num[24];
     size_t kl = strlen(key), nl = put_u64(num, off), n = 0;
     n += (size_t)snprintf(buf, sizeof buf, "*3\r\n$6\r\nGETBIT\r\n$%zu\r\n", kl);
     memcpy(buf + n, key, kl);
@@ -127,7 +129,7 @@ static void append_getbit(redisContext *c, const char *key, uint64_t off)
 
 static void append_bitfield(redisContext *c, const char *key, const uint64_t *off, unsigned k)
 {
-    char buf[64 + 40 * MAX_PROBES], num[24];
+    char buf[64 + MAX_KEY + 48 * MAX_PROBES], num[24];
     size_t kl = strlen(key), n = 0;
     n += (size_t)snprintf(buf, sizeof buf, "*%u\r\n$11\r\nBITFIELD_RO\r\n$%zu\r\n", 2 + 3 * k, kl);
     memcpy(buf + n, key, kl);
@@ -394,7 +396,8 @@ int main(int argc, char **argv)
         default: usage();
         }
     }
-    if (o.m == 0 || o.k == 0 || o.k > MAX_PROBES || o.conns == 0 || o.seconds <= 0 || o.batch == 0)
+    if (o.m == 0 || o.k == 0 || o.k > MAX_PROBES || o.conns == 0 || o.seconds <= 0 || o.batch == 0
+        || strlen(o.key) > MAX_KEY)
         usage();
     if (strcmp(cmd, "load") == 0)
         return o.n ? cmd_load(&o) : (usage(), 2);
