@@ -23,11 +23,6 @@ struct http {
     bool quiesced;          /* MHD handed the listen socket back to us */
 };
 
-enum route {
-    R_EXISTS_ONE, R_EXISTS_BATCH, R_IDS, R_AUTH, R_HEALTHZ, R_READYZ, R_STATS,
-    R_METRICS, R_RELOAD, R_NONE
-};
-
 /*
  * Per-connection state, reused by every request on a keep-alive connection
  * (allocated when the connection opens, freed when it closes), so the
@@ -35,7 +30,7 @@ enum route {
  */
 struct request {
     uint64_t t0;            /* monotonic ns at the first call; 0 = not timed */
-    enum route route;
+    enum stat_endpoint route;   /* the endpoint is the route */
     struct reply early;     /* an answer decided before the body (status 0: none) */
     char *body;
     size_t len, cap;
@@ -47,15 +42,6 @@ static uint64_t now_ns(void)
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
     return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
-}
-
-static enum stat_endpoint endpoint_of(enum route r)
-{
-    static const enum stat_endpoint map[] = {
-        EP_EXISTS, EP_EXISTS_BATCH, EP_IDS, EP_AUTH, EP_HEALTHZ, EP_READYZ, EP_STATS,
-        EP_METRICS, EP_RELOAD, EP_OTHER
-    };
-    return map[r];
 }
 
 static bool is_get(const char *m)
@@ -73,25 +59,25 @@ static struct reply method_not_allowed(const char *allow, const char *method)
 }
 
 /* Route by path and method; a wrong method gives an early 405. */
-static enum route route_of(const char *url, const char *method, struct reply *early)
+static enum stat_endpoint route_of(const char *url, const char *method, struct reply *early)
 {
     static const struct {
         const char *path;
-        enum route route;
+        enum stat_endpoint route;
         bool post;
     } exact[] = {
-        { "/exists", R_EXISTS_BATCH, true }, { "/ids", R_IDS, true },
-        { "/healthz", R_HEALTHZ, false },    { "/readyz", R_READYZ, false },
-        { "/stats", R_STATS, false },        { "/metrics", R_METRICS, false },
-        { "/reload", R_RELOAD, true },
+        { "/exists", EP_EXISTS_BATCH, true }, { "/ids", EP_IDS, true },
+        { "/healthz", EP_HEALTHZ, false },    { "/readyz", EP_READYZ, false },
+        { "/stats", EP_STATS, false },        { "/metrics", EP_METRICS, false },
+        { "/reload", EP_RELOAD, true },
     };
     if (strncmp(url, "/exists/", 8) == 0) {
         if (!is_get(method))
             *early = method_not_allowed("GET, HEAD", method);
-        return R_EXISTS_ONE;
+        return EP_EXISTS;
     }
     if (strcmp(url, "/auth") == 0 || strncmp(url, "/auth/", 6) == 0)
-        return R_AUTH;                  /* any method: proxies forward the original one */
+        return EP_AUTH;                  /* any method: proxies forward the original one */
     for (size_t i = 0; i < sizeof exact / sizeof exact[0]; i++) {
         if (strcmp(url, exact[i].path) != 0)
             continue;
@@ -100,7 +86,7 @@ static enum route route_of(const char *url, const char *method, struct reply *ea
         return exact[i].route;
     }
     *early = api_error(MHD_HTTP_NOT_FOUND, "no_route", "no such endpoint: %s %s", method, url);
-    return R_NONE;
+    return EP_OTHER;
 }
 
 static enum body_type body_type_of(struct MHD_Connection *c)
@@ -142,20 +128,20 @@ static struct reply dispatch(struct app *a, struct request *rq, struct MHD_Conne
                              const char *url)
 {
     switch (rq->route) {
-    case R_EXISTS_ONE:
+    case EP_EXISTS:
         return api_exists(a, url + 8, strlen(url + 8));
-    case R_AUTH: {
+    case EP_AUTH: {
         size_t len;
         const char *uri = auth_uri(c, a->cfg->uri_source, url, &len);
         return api_auth(a, uri, len);
     }
-    case R_HEALTHZ: return api_healthz(a);
-    case R_READYZ: return api_readyz(a);
-    case R_STATS: return api_stats(a);
-    case R_METRICS: return api_metrics(a);
-    case R_RELOAD: return api_reload(a);
-    case R_EXISTS_BATCH:
-    case R_IDS: {
+    case EP_HEALTHZ: return api_healthz(a);
+    case EP_READYZ: return api_readyz(a);
+    case EP_STATS: return api_stats(a);
+    case EP_METRICS: return api_metrics(a);
+    case EP_RELOAD: return api_reload(a);
+    case EP_EXISTS_BATCH:
+    case EP_IDS: {
         if (rq->too_large)
             return api_error(MHD_HTTP_CONTENT_TOO_LARGE, "body_too_large",
                              "request body is larger than max_body_bytes (%llu)",
@@ -166,10 +152,11 @@ static struct reply dispatch(struct app *a, struct request *rq, struct MHD_Conne
                              "Content-Type must be application/json or text/plain");
         if (rq->len == 0)
             return api_error(MHD_HTTP_BAD_REQUEST, "empty_body", "the request body is empty");
-        return rq->route == R_IDS ? api_insert(a, t, rq->body, rq->len)
-                                  : api_exists_batch(a, t, rq->body, rq->len);
+        return rq->route == EP_IDS ? api_insert(a, t, rq->body, rq->len)
+                                   : api_exists_batch(a, t, rq->body, rq->len);
     }
-    case R_NONE:
+    case EP_OTHER:
+    case EP_COUNT:
         break;
     }
     return api_error(MHD_HTTP_NOT_FOUND, "no_route", "no such endpoint");
@@ -212,7 +199,7 @@ static enum MHD_Result queue(struct http *h, struct request *rq, struct MHD_Conn
         MHD_destroy_response(r.resp);
     uint64_t dt = rq->t0 ? now_ns() - rq->t0 : 0;
     if (h->a->cfg->metrics_enabled)
-        stats_request(h->a->stats, endpoint_of(rq->route), r.status, dt ? dt : 1);
+        stats_request(h->a->stats, rq->route, r.status, dt ? dt : 1);
     return ret;
 }
 
@@ -238,7 +225,7 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
         if (a->cfg->metrics_enabled)
             rq->t0 = now_ns();
         rq->route = route_of(url, method, &rq->early);
-        if (rq->early.status == 0 && (rq->route == R_IDS || rq->route == R_EXISTS_BATCH)) {
+        if (rq->early.status == 0 && (rq->route == EP_IDS || rq->route == EP_EXISTS_BATCH)) {
             /* Refuse an announced oversized body before reading it. */
             const char *cl = MHD_lookup_connection_value(c, MHD_HEADER_KIND,
                                                          MHD_HTTP_HEADER_CONTENT_LENGTH);
@@ -249,7 +236,7 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
         return MHD_YES;
     }
     if (*upload_data_size != 0) {
-        if (rq->early.status == 0 && rq->route != R_AUTH
+        if (rq->early.status == 0 && rq->route != EP_AUTH
             && !append_body(rq, upload_data, *upload_data_size, a->cfg->max_body_bytes))
             return MHD_NO;
         *upload_data_size = 0;

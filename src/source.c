@@ -160,7 +160,7 @@ static unsigned next_backoff(const struct source *s, unsigned cur)
 
 /* ---- the follower ---------------------------------------------------- */
 
-static bool listen_on(struct source *s, PGconn *conn, const char *channel, char *err, size_t errlen)
+static bool listen_on(PGconn *conn, const char *channel, char *err, size_t errlen)
 {
     char *q = PQescapeIdentifier(conn, channel, strlen(channel));
     char sql[160];
@@ -175,7 +175,6 @@ static bool listen_on(struct source *s, PGconn *conn, const char *channel, char 
     if (!ok)
         snprintf(err, errlen, "%s failed: %s", sql, PQerrorMessage(conn));
     PQclear(r);
-    (void)s;
     return ok;
 }
 
@@ -224,8 +223,8 @@ static void *follower_main(void *arg)
     snprintf(del_channel, sizeof del_channel, "%s_deleted", s->cfg->channel);
     while (!atomic_load(&s->stop)) {
         PGconn *conn = loader_connect(s->cfg, err, sizeof err);
-        if (conn == NULL || !listen_on(s, conn, s->cfg->channel, err, sizeof err)
-            || !listen_on(s, conn, del_channel, err, sizeof err)) {
+        if (conn == NULL || !listen_on(conn, s->cfg->channel, err, sizeof err)
+            || !listen_on(conn, del_channel, err, sizeof err)) {
             PQfinish(conn);
             set_state(s, had_connection ? SOURCE_RECONNECTING : SOURCE_CONNECTING, err);
             log_warn(s->lg, "follower: %s; retrying in %u s", err, backoff);
