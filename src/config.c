@@ -129,6 +129,17 @@ static const struct key_def keys[] = {
            "rebuild a larger filter when the table outgrows the current one"),
     K_U64("sync", "pending_limit", "1000000", pending_limit, 0, 100000000,
           "ids POSTed to /ids that are kept across rebuilds until the table holds them, 0 = none"),
+    K_U64("sync", "pending_max_bytes", "67108864", pending_max_bytes, 0, UINT64_C(17179869184),
+          "bytes of ids that journal may hold (at most 16 GiB); a POST that would exceed it or pending_limit is refused"),
+    K_UINT("sync", "pending_ttl", "3600", pending_ttl, 1, 31536000,
+           "seconds a POSTed id stays in the journal when no COPY shows it in the table (1..31536000)"),
+    K_DBL("sync", "max_staleness", "2", max_staleness, 0.0, false, 3600.0, false,
+          "seconds: when bloomguard cannot show that it has every row committed longer ago than this, "
+          "answers that would be 404 or deny become 200 or allow (degraded); 0 = never degrade"),
+    K_DBL("sync", "probe_interval", "0.2", probe_interval, 0.01, false, 60.0, false,
+          "seconds between the follower's round trips that prove it is up to date (0.01..60)"),
+    K_UINT("sync", "min_rebuild_interval", "30", min_rebuild_interval, 0, 86400,
+           "least seconds from the end of one rebuild to the start of the next (after the first load), 0 = none"),
 
     K_TYPED("auth", "uri_template", T_TEMPLATE, "", uri_templates,
             "request path with {id} where the id goes, e.g. /user/get/{id}; repeat the key for more"),

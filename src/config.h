@@ -57,7 +57,12 @@ struct config {
     unsigned rebuild_interval;   /* seconds, default 0 = off, max 31536000 */
     uint64_t rebuild_after_deletes; /* default 0 = off */
     bool auto_grow;              /* key "auto_grow", default yes */
-    uint64_t pending_limit;      /* POSTed ids remembered until seen in the table, default 1000000 */
+    uint64_t pending_limit;      /* POSTed ids remembered until seen in the table */
+    uint64_t pending_max_bytes;  /* bytes of POSTed ids the journal may hold */
+    unsigned pending_ttl;        /* seconds a journal entry lives without a COPY showing it */
+    double max_staleness;        /* seconds; 0 = never degrade */
+    double probe_interval;       /* seconds between follower round trips */
+    unsigned min_rebuild_interval; /* seconds between the end of a rebuild and the next start */
     /* [auth] */
     char *uri_templates[CONFIG_MAX_TEMPLATES]; /* key "uri_template", repeatable: each occurrence appends; default none. Each starts with '/' and holds "{id}" exactly once, no other '{' '}' and no whitespace */
     unsigned n_uri_templates;
