@@ -542,19 +542,19 @@ start_service() {
 
 # start_proxy NAME CONFIGURE: start a proxy on a free loopback port.
 # CONFIGURE PORT writes its config for that port and sets PROXY_CMD (the
-# command, run in the foreground) and PROXY_LOG (where it logs).  Waits
-# (10 s at most) until GET /_probe gets any HTTP answer; tries 3 ports when
-# the one chosen was taken meanwhile.  Sets BG_PID/BG_PORT/BG_LOG[NAME] and
-# PROXY_URL; cleanup stops it.
+# command, run in the foreground) and PROXY_LOG (its log file, if it does
+# not log to stderr).  Waits (10 s at most) until GET /_probe gets any HTTP
+# answer; tries 3 ports when one chosen was taken meanwhile.  Sets
+# BG_PID/BG_PORT/BG_LOG[NAME] and PROXY_URL; cleanup stops it.
 start_proxy() {
-    local name=$1 configure=$2 try port i
+    local name=$1 configure=$2 out=$BG_WORK/$1.out try port i
     for try in 1 2 3; do
         port=$(free_port) || bail "no free port for $name"
         PROXY_CMD=() PROXY_LOG=
         "$configure" "$port"
-        "${PROXY_CMD[@]}" </dev/null >"$PROXY_LOG.out" 2>&1 &
+        "${PROXY_CMD[@]}" </dev/null >"$out" 2>&1 &
         BG_PID[$name]=$!
-        BG_LOG[$name]=$PROXY_LOG
+        BG_LOG[$name]=${PROXY_LOG:-$out}
         PROXY_URL=http://127.0.0.1:$port
         for ((i = 0; i < 100; i++)); do
             kill -0 "${BG_PID[$name]}" 2>/dev/null || break
@@ -567,9 +567,9 @@ start_proxy() {
         done
         stop_pid "${BG_PID[$name]}" TERM >/dev/null
         unset "BG_PID[$name]"
-        grep -qi 'address already in use' "$PROXY_LOG" "$PROXY_LOG.out" 2>/dev/null || break
+        grep -qi 'address already in use' "${BG_LOG[$name]}" "$out" 2>/dev/null || break
     done
-    sed 's/^/#   /' "$PROXY_LOG" "$PROXY_LOG.out" 2>/dev/null || true
+    sed 's/^/#   /' "${BG_LOG[$name]}" "$out" 2>/dev/null | sort -u || true
     bail "$name did not start"
 }
 
@@ -583,6 +583,14 @@ svc_stat() {
 
 # via_proxy PATH [curl args...]: one GET through PROXY_URL; sets HTTP_*.
 via_proxy() { local keep=$BG_URL; BG_URL=$PROXY_URL; http GET "$@"; BG_URL=$keep; }
+
+# run_many FILE-OF-PATHS OUT: GET each path through PROXY_URL with one curl
+# (keep-alive); OUT gets one line per request: body TAB status TAB verdict.
+run_many() {
+    sed "s|.*|url = \"$PROXY_URL&\"|" "$1" >"$BG_WORK/many.cfg"
+    timeout 80 curl -sS --path-as-is --max-time 15 -K "$BG_WORK/many.cfg" \
+        -w '\t%{http_code}\t%header{x-bloomguard}\n' >"$2" 2>"$BG_WORK/many.err" || true
+}
 
 # absent_seg PREFIX: PREFIX (a raw, percent-encoded path segment) followed
 # by the first n >= 1 for which bloomguard (BG_PORT[main]) says the decoded
