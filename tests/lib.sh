@@ -610,16 +610,25 @@ absent_seg() {
 # itself: 404, X-Bloomguard: miss, {"id":...,"exists":false}; the service
 # sent no query to PostgreSQL, and (when the test defines service_hits, the
 # requests the proxy sent to the service) was not asked at all.
-expect_denied() {
-    local desc=$1 seg=$2 q0 q1 h0=0 h1=0 hits=no; shift 2
+expect_denied() { expect_stopped_as '^404 miss \{"id":"[^"\\[:cntrl:]]*","exists":false\}$' "$@"; }
+
+# expect_refused DESC SEG [curl args...]: like expect_denied, but a 414
+# from the proxy (a URI longer than it takes) is as good as a miss.
+expect_refused() {
+    expect_stopped_as '^(404 miss \{"id":"[^"\\[:cntrl:]]*","exists":false\}|414 .*)$' "$@"
+}
+
+# expect_stopped_as ERE DESC SEG [curl args...]: expect_denied with
+# "STATUS VERDICT BODY" matching ERE.
+expect_stopped_as() {
+    local re=$1 desc=$2 seg=$3 q0 q1 h0=0 h1=0 hits=no; shift 3
     declare -F service_hits >/dev/null && hits=yes
     q0=$(svc_stat queries)
     [ $hits = no ] || h0=$(service_hits)
     via_proxy "/user/get/$seg" "$@"
     q1=$(svc_stat queries)
     [ $hits = no ] || h1=$(service_hits)
-    check_match "$desc: 404 miss from the proxy" "$HTTP_STATUS $(header X-Bloomguard) $HTTP_BODY" \
-        '^404 miss \{"id":"[^"\\[:cntrl:]]*","exists":false\}$'
+    check_match "$desc: stopped by the proxy ($HTTP_STATUS)" "$HTTP_STATUS $(header X-Bloomguard) $HTTP_BODY" "$re"
     if [ $hits = yes ]; then
         check_eq "$desc: no query, no request reached the service" "0 0" "$((q1 - q0)) $((h1 - h0))"
     else
@@ -655,6 +664,9 @@ hostile_clients() {
     expect_denied "absent id, forged X-Original-URI and X-Forwarded-Uri naming id 1" "$m" \
         -H 'X-Original-URI: /user/get/1' -H 'X-Forwarded-Uri: /user/get/1' -H 'X-Forwarded-Method: GET'
     expect_denied "absent id, 7 KB query string" "$m?q=${pad:0:7000}"
+    for i in 8100 8150 8170 8180; do
+        expect_refused "absent id, a request line of $((i + 14 + ${#m})) bytes" "$m?q=${pad:0:i}"
+    done
     expect_denied "absent id with %2F" "$(absent_seg sl%2Fash)"
     expect_denied "absent id with %2E%2E%2F" "$(absent_seg %2E%2E%2F)"
     expect_denied "absent id, upper-case and needless escapes" "$(absent_seg %68%6F%73%74%69%6C%65)"
