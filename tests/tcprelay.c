@@ -9,7 +9,9 @@
  * /dir/.s.PGSQL.5432).  SIGUSR1 freezes: no byte moves in either direction
  * and new connections are neither accepted nor refused (they wait in the
  * backlog), exactly what a client sees when a firewall starts dropping
- * packets.  SIGUSR2 thaws: what was queued flows again.  SIGTERM exits.
+ * packets.  SIGUSR2 thaws: what was queued flows again.  SIGHUP closes the
+ * listening socket: new connections are refused while those open go on.
+ * SIGTERM exits.
  */
 #include <errno.h>
 #include <netinet/in.h>
@@ -25,7 +27,7 @@
 
 #define MAX_PAIRS 64
 
-static volatile sig_atomic_t frozen, done;
+static volatile sig_atomic_t frozen, done, refuse;
 
 static void on_signal(int sig)
 {
@@ -33,6 +35,8 @@ static void on_signal(int sig)
         frozen = 1;
     else if (sig == SIGUSR2)
         frozen = 0;
+    else if (sig == SIGHUP)
+        refuse = 1;
     else
         done = 1;
 }
@@ -84,6 +88,7 @@ int main(int argc, char **argv)
     sigemptyset(&sa.sa_mask);
     sigaction(SIGUSR1, &sa, NULL);
     sigaction(SIGUSR2, &sa, NULL);
+    sigaction(SIGHUP, &sa, NULL);
     sigaction(SIGTERM, &sa, NULL);
     sigaction(SIGINT, &sa, NULL);
     signal(SIGPIPE, SIG_IGN);
@@ -110,6 +115,11 @@ int main(int argc, char **argv)
     while (!done) {
         struct pollfd pfd[1 + 2 * MAX_PAIRS];
         int n = 0;
+        if (refuse && ls >= 0) {
+            close(ls);
+            ls = -1;
+        }
+        /* pfd[0] is the listening socket (fd -1, ignored by poll, once closed). */
         if (!frozen)
             pfd[n++] = (struct pollfd){ .fd = ls, .events = POLLIN };
         for (int i = 0; i < MAX_PAIRS && !frozen; i++)
@@ -121,8 +131,8 @@ int main(int argc, char **argv)
         int pr = poll(pfd, (nfds_t)n, 200);
         if (pr <= 0 || frozen)
             continue;
-        int k = 1;                      /* pfd[0] is the listening socket */
-        if (pfd[0].revents & POLLIN) {
+        int k = 1;
+        if (ls >= 0 && (pfd[0].revents & POLLIN)) {
             int c = accept(ls, NULL, NULL);
             int s = c >= 0 ? connect_unix(argv[2]) : -1;
             int slot = -1;
