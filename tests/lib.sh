@@ -345,6 +345,35 @@ assert_error() {
     fi
 }
 
+# wait_stat KEY VALUE SECONDS: poll /stats until KEY has the raw VALUE
+# (e.g. wait_stat horizon.degraded true 5); false on timeout.
+wait_stat() {
+    local i
+    for ((i = 0; i < $3 * 10; i++)); do
+        [ "$(stats_get "$1")" = "$2" ] && return 0
+        sleep 0.1
+    done
+    return 1
+}
+
+# wait_rebuild_after ID SECONDS: poll /stats until a rebuild newer than ID finished.
+wait_rebuild_after() {
+    local i
+    for ((i = 0; i < $2 * 10; i++)); do
+        [ "$(stats_get rebuild.completed_id)" -gt "$1" ] && return 0
+        sleep 0.1
+    done
+    return 1
+}
+
+# reload_and_wait: POST /reload, then wait (30 s at most) until that rebuild finished.
+reload_and_wait() {
+    http POST /reload
+    local id
+    id=$(json_get "$HTTP_BODY" rebuild_id)
+    [ -n "$id" ] && wait_rebuild_after $((id - 1)) 30
+}
+
 # ------------------------------------------------------------------ JSON --
 
 # json_get JSON KEY: print the raw text of KEY's value (a string with its
