@@ -49,6 +49,12 @@
 #define WARN_BURST 10
 #define WARN_WINDOW_S 10
 
+/*
+ * A chunked body (its length unknown up front) may run this far past
+ * max_body_bytes and still get its 413; longer, it is cut off.
+ */
+#define CHUNKED_GRACE (64 * 1024)
+
 /* How often the sweeper looks for connections past their header deadline. */
 #define SWEEP_EVERY_MS 250
 
@@ -74,6 +80,7 @@ struct request {
     char *body;
     size_t len, cap;
     uint64_t seen;          /* body bytes received, kept or not */
+    bool too_large;         /* a chunked body passed max_body_bytes */
     /* The connection, for the sweeper. */
     struct request *prev, *next;    /* in http.conns, under conns_lock */
     int fd;
@@ -442,6 +449,10 @@ static struct reply dispatch(struct app *a, struct request *rq, struct MHD_Conne
     case EP_RELOAD: return api_reload(a);
     case EP_EXISTS_BATCH:
     case EP_IDS: {
+        if (rq->too_large)
+            return api_error(MHD_HTTP_CONTENT_TOO_LARGE, "body_too_large",
+                             "request body is larger than max_body_bytes (%llu)",
+                             (unsigned long long)a->cfg->max_body_bytes);
         enum body_type t = body_type_of(c);
         if (t == BODY_OTHER)
             return api_error(MHD_HTTP_UNSUPPORTED_MEDIA_TYPE, "unsupported_media_type",
@@ -515,6 +526,7 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
             return MHD_NO;
         rq->len = 0;
         rq->seen = 0;
+        rq->too_large = false;
         rq->early.status = 0;
         rq->t0 = 0;
         if (a->cfg->metrics_enabled)
@@ -535,11 +547,18 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
             /*
              * Only a chunked body gets here (an announced length over the
              * limit was refused up front).  MHD 0.9.75 cannot answer in the
-             * middle of a body: stop reading it and close the connection.
+             * middle of a body: a small overshoot is read to the end and
+             * answered 413; past that, reading stops and the connection is
+             * closed without an answer.
              */
-            http_warn(h, "closing a connection: its chunked body passed max_body_bytes (%llu)",
-                      (unsigned long long)a->cfg->max_body_bytes);
-            return MHD_NO;
+            if (rq->seen - a->cfg->max_body_bytes > CHUNKED_GRACE) {
+                http_warn(h, "closed a connection: its chunked body went %u bytes past "
+                          "max_body_bytes (%llu)", CHUNKED_GRACE,
+                          (unsigned long long)a->cfg->max_body_bytes);
+                return MHD_NO;
+            }
+            rq->too_large = true;
+            return MHD_YES;
         }
         if (rq->early.status == 0 && (rq->route == EP_IDS || rq->route == EP_EXISTS_BATCH)
             && !append_body(rq, upload_data, n))
