@@ -298,6 +298,15 @@ static enum MHD_Result count_framing(void *cls, enum MHD_ValueKind kind, const c
     return MHD_YES;
 }
 
+/* True when s is all ASCII: the common path, and surely UTF-8. */
+static bool is_ascii(const char *s)
+{
+    unsigned char any = 0;
+    for (; *s != '\0'; s++)
+        any |= (unsigned char)*s;
+    return any < 0x80;
+}
+
 /* An HTTP token (RFC 9110 5.6.2): what a method must be. */
 static bool is_token(const char *s)
 {
@@ -378,7 +387,7 @@ static bool first_checks(struct http *h, struct request *rq, struct MHD_Connecti
         rq->early = api_error(MHD_HTTP_BAD_REQUEST, "bad_method",
                               "the request method is not an HTTP token (RFC 9110)");
     /* /auth is exempt: there the path may be the original URI, judged by api_auth. */
-    else if (!is_auth_path(url) && !id_utf8_valid(url, strlen(url)))
+    else if (!is_auth_path(url) && !is_ascii(url) && !id_utf8_valid(url, strlen(url)))
         rq->early = api_error(MHD_HTTP_BAD_REQUEST, "bad_utf8", "the request path is not valid UTF-8");
     if (rq->early.status != 0)
         return body;
