@@ -146,7 +146,7 @@ static uint64_t coarse_ns(void)
 /* Close the window if it is over; a summary line says what was held back. */
 static void warn_roll_locked(struct http *h, uint64_t now)
 {
-    if (now - h->warn_window < WARN_WINDOW_S * NS_PER_SEC)
+    if (now < h->warn_window || now - h->warn_window < WARN_WINDOW_S * NS_PER_SEC)
         return;
     if (h->warn_suppressed > 0)
         log_warn(h->a->lg, "http: %lu more warnings in the last %u s not logged (at most %u per %u s)",
@@ -721,7 +721,7 @@ static void sweep(struct http *h)
         h->report_last = now;
     }
     pthread_mutex_lock(&h->warn_lock);
-    warn_roll_locked(h, now);
+    warn_roll_locked(h, coarse_ns());
     pthread_mutex_unlock(&h->warn_lock);
 }
 
