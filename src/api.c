@@ -86,17 +86,43 @@ static struct reply shared(unsigned status, struct MHD_Response *r)
     return (struct reply){ status, r, true };
 }
 
+/*
+ * Built by hand, not with jansson: messages quote what clients sent (a URL,
+ * a method, jansson's own error text about a body), and jansson refuses
+ * text that is not UTF-8, which would turn a 4xx into a 500.
+ * json_escape_append writes U+FFFD for every ill-formed byte sequence
+ * instead, so the answer is always valid JSON.
+ */
 struct reply api_error(unsigned status, const char *code, const char *fmt, ...)
 {
+    static const char head[] = "{\"error\":\"", mid[] = "\",\"message\":\"", tail[] = "\"}";
     char msg[512];
     va_list ap;
     va_start(ap, fmt);
-    vsnprintf(msg, sizeof msg, fmt, ap);
+    int w = vsnprintf(msg, sizeof msg, fmt, ap);
     va_end(ap);
-    json_t *o = json_pack("{s:s, s:s}", "error", code, "message", msg);
-    char *s = o ? json_dumps(o, JSON_COMPACT) : NULL;
-    json_decref(o);
-    return take_string(status, s);
+    size_t len = w < 0 ? 0 : (size_t)w;
+    if (len >= sizeof msg) {
+        /* Cut before a whole character, not inside one, and say so. */
+        len = sizeof msg - 4;
+        while (len > 0 && ((unsigned char)msg[len] & 0xC0) == 0x80)
+            len--;
+        memcpy(msg + len, "...", 3);
+        len += 3;
+    }
+    size_t clen = strlen(code);
+    size_t cap = sizeof head + sizeof mid + sizeof tail + 6 * (clen + len);
+    char *out = malloc(cap);
+    if (out == NULL)
+        return (struct reply){ 500, NULL, false };
+    size_t used = sizeof head - 1;
+    memcpy(out, head, used);
+    json_escape_append(out, cap, &used, code, clen);    /* 6 bytes per byte is the worst case */
+    memcpy(out + used, mid, sizeof mid - 1);
+    used += sizeof mid - 1;
+    json_escape_append(out, cap, &used, msg, len);
+    memcpy(out + used, tail, sizeof tail);               /* with the NUL */
+    return take_string(status, out);
 }
 
 static struct reply not_ready(void)

@@ -89,8 +89,8 @@ static const struct key_def keys[] = {
             "address to listen on, host:port or [ipv6]:port; port 0 picks a free port"),
     K_UINT("server", "threads", "0", threads, 0, 256,
            "worker threads, 0 = one per CPU (at most 256)"),
-    K_UINT("server", "max_connections", "1024", max_connections, 1, 1000000,
-           "most client connections open at once (1..1000000)"),
+    K_UINT("server", "max_connections", "10000", max_connections, 1, 1000000,
+           "most client connections open at once (1..1000000); more are closed at once"),
     K_UINT("server", "connection_timeout", "30", connection_timeout, 0, 86400,
            "seconds an idle client connection is kept, 0 = forever (at most 86400)"),
     K_U64("server", "max_body_bytes", "1048576", max_body_bytes, 1, 1073741824,
@@ -99,6 +99,11 @@ static const struct key_def keys[] = {
            "most ids accepted in one batch request (1..10000000)"),
     K_UINT("server", "max_id_bytes", "512", max_id_bytes, 1, CONFIG_MAX_ID_BYTES,
            "longest id accepted, in bytes (1..65536)"),
+    K_UINT("server", "header_timeout", "5", header_timeout, 0, 3600,
+           "seconds a client may take to send a request's headers, 0 = no limit (at most 3600)"),
+    K_STR("server", "admin_token_file", "", admin_token_file, NULL,
+          "file holding the token POST /ids and POST /reload need (Authorization: Bearer); "
+          "empty: systemd credential admin_token if any, else writes only on loopback"),
 
     K_STR("postgres", "conninfo", "", conninfo, NULL,
           "libpq connection string; empty uses the libpq defaults and PG* environment variables"),

@@ -37,11 +37,13 @@ struct config {
     char *listen_host;           /* from listen "host:port", default 127.0.0.1:8080; "[::1]:8080" IPv6 form allowed (brackets stripped here); port 0..65535 (0 = pick a free port) */
     unsigned listen_port;
     unsigned threads;            /* 0 = number of CPUs; max 256 */
-    unsigned max_connections;    /* default 1024, 1..1000000 */
+    unsigned max_connections;    /* default 10000, 1..1000000 */
     unsigned connection_timeout; /* seconds, default 30, 0..86400 (0 = none) */
     uint64_t max_body_bytes;     /* default 1048576, 1..1073741824 */
     unsigned max_batch;          /* default 10000, 1..10000000 */
     unsigned max_id_bytes;       /* default 512, 1..65536 */
+    unsigned header_timeout;     /* seconds to send a request's headers, default 5, 0..3600 (0 = none) */
+    char *admin_token_file;      /* default "" (systemd credential admin_token, else no token) */
     /* [postgres] */
     char *conninfo;              /* default "" (libpq defaults / PG* env) */
     char *table;                 /* default "users"; "name" or "schema.name", each part 1..63 bytes, no '"' or control characters: quote each part as an identifier */

@@ -19,6 +19,7 @@
 #include "notify.h"
 #include "source.h"
 #include "stats.h"
+#include "token.h"
 
 #define DEFAULT_CONFIG SYSCONFDIR "/bloomguard/bloomguard.conf"
 
@@ -138,8 +139,19 @@ int main(int argc, char **argv)
             return EXIT_CONFIG;
         }
     }
+    /* The write credential is configuration too: a bad one stops the start (and -t). */
+    char *admin_token = NULL, token_from[256] = "";
+    if (token_load(cfg.admin_token_file, getenv("CREDENTIALS_DIRECTORY"), &admin_token,
+                   token_from, sizeof token_from, err, sizeof err) == TOKEN_ERROR) {
+        fprintf(stderr, "bloomguard: %s: %s\n",
+                cfg.admin_token_file[0] ? "[server] admin_token_file" : "credential " TOKEN_CREDENTIAL,
+                err);
+        config_free(&cfg);
+        return EXIT_CONFIG;
+    }
     if (check_only) {
         printf("bloomguard: configuration %s is valid\n", file ? file : "(built-in defaults)");
+        token_free(admin_token);
         config_free(&cfg);
         return EXIT_OK;
     }
@@ -158,7 +170,9 @@ int main(int argc, char **argv)
     struct hooks_ctx hctx = { .lg = &lg };
     atomic_init(&hctx.reload_id, 0);
     struct source_hooks hooks = { .arg = &hctx, .progress = on_progress, .done = on_done };
-    struct app app = { .cfg = &cfg, .lg = &lg, .started = time(NULL) };
+    struct app app = { .cfg = &cfg, .lg = &lg, .started = time(NULL), .admin_token = admin_token };
+    if (admin_token != NULL)
+        log_info(&lg, "POST /ids and POST /reload need the admin token read from %s", token_from);
     struct http *http = NULL;
     app.guard = guard_new();
     app.stats = stats_new();
@@ -223,6 +237,7 @@ out:
     guard_free(app.guard);
     pending_free(app.pending);
     stats_free(app.stats);
+    token_free(admin_token);
     config_free(&cfg);
     if (rc == EXIT_OK)
         log_info(&lg, "stopped");

@@ -149,7 +149,7 @@ START_TEST(test_defaults)
     ck_assert_str_eq(c.listen_host, "127.0.0.1");
     ck_assert_uint_eq(c.listen_port, 8080);
     ck_assert_uint_eq(c.threads, 0);
-    ck_assert_uint_eq(c.max_connections, 1024);
+    ck_assert_uint_eq(c.max_connections, 10000);
     ck_assert_uint_eq(c.connection_timeout, 30);
     ck_assert_uint_eq(c.max_body_bytes, 1048576);
     ck_assert_uint_eq(c.max_batch, 10000);
@@ -667,7 +667,7 @@ START_TEST(test_error_names_file_line_key)
     snprintf(want, sizeof want, "%s:5: [server] max_batch: \"abc\" is not a number", path);
     ck_assert_str_eq(err, want);
     ck_assert_uint_eq(c.threads, 4);            /* lines before the error applied */
-    ck_assert_uint_eq(c.max_connections, 1024); /* stopped at the first error */
+    ck_assert_uint_eq(c.max_connections, 10000); /* stopped at the first error */
     config_free(&c);
 
     ck_assert(config_defaults(&c));

@@ -177,7 +177,8 @@ cleanup() {
 # start_daemon NAME [--section.key=value ...]: start the daemon on port 0
 # against $BG_DB with debug logging (an argument overriding conninfo, listen
 # or log.level replaces the default one), wait (30 s at most) for its
-# "listening on http://127.0.0.1:PORT" line, set BG_PID/BG_PORT/BG_LOG[NAME]
+# "listening on http://HOST:PORT" line (HOST may be 0.0.0.0: the tests still
+# connect to 127.0.0.1), set BG_PID/BG_PORT/BG_LOG[NAME]
 # and point BG_URL at it.  Must run in the test's own shell (not $(...)).
 start_daemon() {
     local name=$1; shift
@@ -202,7 +203,7 @@ start_daemon() {
     BG_LOG[$name]=$log
     local port='' i
     for ((i = 0; i < 300; i++)); do
-        port=$(sed -n 's|.*listening on http://127\.0\.0\.1:\([0-9][0-9]*\).*|\1|p' "$log" 2>/dev/null | head -n 1) || port=''
+        port=$(sed -n 's|.*listening on http://[^ ]*:\([0-9][0-9]*\) .*|\1|p' "$log" 2>/dev/null | head -n 1) || port=''
         [ -f "$log" ] || bail "daemon $name: its log $log vanished (is something deleting $BG_WORK?)"
         [ -n "$port" ] && break
         if ! kill -0 "$pid" 2>/dev/null; then
