@@ -89,6 +89,10 @@ BEGIN
     END IF;
     EXECUTE format('CREATE TRIGGER bloomguard_notify AFTER INSERT OR UPDATE OF %I OR DELETE '
                    'ON %s FOR EACH ROW EXECUTE FUNCTION %I()', col, tbl, fn);
+    -- Also for sessions with session_replication_role = replica (logical
+    -- replication apply, pg_restore --disable-triggers users, some ETL):
+    -- an ordinary trigger is skipped there and the row would never be notified.
+    EXECUTE format('ALTER TABLE %s ENABLE ALWAYS TRIGGER bloomguard_notify', tbl);
 END
 $watch$;
 

@@ -9,7 +9,7 @@
  * The horizon.  PostgreSQL delivers to a listening session, before the
  * result of its next query, every notification of a transaction whose
  * commit was acknowledged before that query started.  So each time the
- * follower's probe (SELECT 1, every probe_interval) comes back and the
+ * follower's probe (a tiny SELECT, every probe_interval) comes back and the
  * notifications that came with it are applied, every row committed before
  * the probe was sent is in the filter: the horizon H moves to the send time.
  * That holds only while the feed is whole: a new connection (notifications
@@ -352,11 +352,48 @@ static void apply_notifies(struct source *s, PGconn *conn, const char *del_chann
 }
 
 /*
+ * The probe proves freshness only on the session that LISTENs.  Through a
+ * connection pooler (PgBouncer in transaction mode) the LISTEN and the
+ * probes may run on different server sessions and notifications are
+ * dropped, so the follower insists on a direct connection: the backend pid
+ * the server reports must be the one libpq got at connect (a pooler sends
+ * its own), and each probe checks that it still runs on that session and
+ * that the session still listens.  Writes the probe's SQL into probe.
+ */
+static bool direct_session(PGconn *conn, const char *channel, char *probe, size_t probelen,
+                           char *err, size_t errlen)
+{
+    PGresult *r = PQexec(conn, "SELECT pg_backend_pid()");
+    bool ok = PQresultStatus(r) == PGRES_TUPLES_OK && PQntuples(r) == 1;
+    long pid = ok ? strtol(PQgetvalue(r, 0, 0), NULL, 10) : 0;
+    PQclear(r);
+    if (!ok) {
+        snprintf(err, errlen, "cannot read the backend pid: %s", PQerrorMessage(conn));
+        return false;
+    }
+    if (pid != PQbackendPID(conn)) {
+        snprintf(err, errlen, "the follower's connection goes through a connection pooler "
+                 "(backend pid %ld, connection says %d): LISTEN needs a direct connection to "
+                 "PostgreSQL", pid, PQbackendPID(conn));
+        return false;
+    }
+    char *lit = PQescapeLiteral(conn, channel, strlen(channel));
+    if (lit == NULL) {
+        snprintf(err, errlen, "cannot quote the channel: %s", PQerrorMessage(conn));
+        return false;
+    }
+    snprintf(probe, probelen, "SELECT pg_backend_pid() = %ld AND %s = ANY (ARRAY(SELECT "
+             "pg_listening_channels()))", pid, lit);
+    PQfreemem(lit);
+    return true;
+}
+
+/*
  * Follow one connection until it fails or stop: apply notifications and
  * probe every probe_interval.  Returns with the reason in err.
  */
-static void follow(struct source *s, PGconn *conn, const char *del_channel, char *err,
-                   size_t errlen)
+static void follow(struct source *s, PGconn *conn, const char *del_channel, const char *probe,
+                   char *err, size_t errlen)
 {
     int64_t interval = (int64_t)(s->cfg->probe_interval * (double)NS_PER_S);
     int64_t sent = 0, next_probe = now_ns();
@@ -366,7 +403,7 @@ static void follow(struct source *s, PGconn *conn, const char *del_channel, char
         int64_t now = now_ns();
         if (!in_flight && now >= next_probe) {
             sent = now;             /* before the query leaves: H may move only this far */
-            if (!PQsendQuery(conn, "SELECT 1")) {
+            if (!PQsendQuery(conn, probe)) {
                 snprintf(err, errlen, "probe failed: %s", PQerrorMessage(conn));
                 return;
             }
@@ -395,14 +432,20 @@ static void follow(struct source *s, PGconn *conn, const char *del_channel, char
         }
         apply_notifies(s, conn, del_channel);
         if (in_flight && !PQisBusy(conn)) {
-            bool ok = true;
+            bool ok = true, same = true;
             PGresult *r;
             while ((r = PQgetResult(conn)) != NULL) {
-                ok = ok && PQresultStatus(r) == PGRES_TUPLES_OK;
+                ok = ok && PQresultStatus(r) == PGRES_TUPLES_OK && PQntuples(r) == 1;
+                same = ok && strcmp(PQgetvalue(r, 0, 0), "t") == 0;
                 PQclear(r);
             }
             if (!ok) {
                 snprintf(err, errlen, "probe failed: %s", PQerrorMessage(conn));
+                return;
+            }
+            if (!same) {
+                snprintf(err, errlen, "the probe ran on a session that does not listen "
+                         "(a connection pooler?)");
                 return;
             }
             in_flight = false;
@@ -422,7 +465,7 @@ static void follow(struct source *s, PGconn *conn, const char *del_channel, char
 static void *follower_main(void *arg)
 {
     struct source *s = arg;
-    char err[512], del_channel[80], sid[256];
+    char err[512], del_channel[80], sid[256], probe[256];
     unsigned backoff = 1;
     bool had_connection = false;
 
@@ -431,6 +474,7 @@ static void *follower_main(void *arg)
         PGconn *conn = loader_connect(s->cfg, err, sizeof err);
         if (conn == NULL || !listen_on(conn, s->cfg->channel, err, sizeof err)
             || !listen_on(conn, del_channel, err, sizeof err)
+            || !direct_session(conn, s->cfg->channel, probe, sizeof probe, err, sizeof err)
             || !loader_server_id(conn, sid, sizeof sid, err, sizeof err)) {
             PQfinish(conn);
             set_state(s, had_connection ? SOURCE_RECONNECTING : SOURCE_CONNECTING, err);
@@ -456,7 +500,7 @@ static void *follower_main(void *arg)
         log_info(s->lg, "follower: listening on channel \"%s\"", s->cfg->channel);
         had_connection = true;
 
-        follow(s, conn, del_channel, err, sizeof err);
+        follow(s, conn, del_channel, probe, err, sizeof err);
         PQfinish(conn);
         if (atomic_load(&s->stop))
             break;
