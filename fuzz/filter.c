@@ -46,7 +46,7 @@ FUZZ_TARGET(filter)
     memset(&plan, 0xA5, sizeof plan);
     enum filter_error e = filter_plan(n, p, &plan);
     FUZZ_CHECK(filter_strerror(e) != NULL);
-    bool rate_ok = p > 0 && p < 0.5;        /* filter.h: (0, 0.5), not NaN */
+    bool rate_ok = p > FILTER_MIN_FPP && p < FILTER_MAX_FPP;   /* not NaN either */
     if (!rate_ok)
         FUZZ_CHECK(e == FILTER_EINVAL_FPP);
     else if (n > FILTER_MAX_ITEMS)

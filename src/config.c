@@ -16,6 +16,7 @@
 #include <string.h>
 #include <strings.h>
 
+#include "filter.h"
 #include "uritmpl.h"
 
 /* A config file bigger than this is surely a mistake (wrong path). */
@@ -112,8 +113,9 @@ static const struct key_def keys[] = {
 
     K_U64("filter", "expected_items", "0", expected_items, 0, UINT64_C(1000000000000),
           "items the filter is sized for, 0 = table row count times headroom (at most 1e12)"),
-    K_DBL("filter", "false_positive_rate", "0.01", false_positive_rate, 0.0, true, 0.5, true,
-          "target false positive rate, greater than 0 and less than 0.5"),
+    K_DBL("filter", "false_positive_rate", "0.01", false_positive_rate,
+          FILTER_MIN_FPP, true, FILTER_MAX_FPP, true,
+          "target false positive rate, greater than 1e-6 and less than 0.5"),
     K_DBL("filter", "headroom", "2.0", headroom, 1.0, false, 100.0, false,
           "factor applied to the table row count when expected_items is 0 (1..100)"),
 

@@ -49,7 +49,7 @@ struct config {
     unsigned retry_max_seconds;  /* cap of reconnect backoff, default 30, 1..3600 */
     /* [filter] */
     uint64_t expected_items;     /* default 0 = size from table row count * headroom; max 1e12 */
-    double false_positive_rate;  /* default 0.01, must be in (0, 0.5) exclusive */
+    double false_positive_rate;  /* default 0.01, in (1e-6, 0.5) exclusive: filter.h's FILTER_MIN_FPP, FILTER_MAX_FPP */
     double headroom;             /* default 2.0, 1.0..100.0 */
     /* [sync] */
     bool sync_enabled;           /* key "enabled", default yes: LISTEN/NOTIFY follower */

@@ -145,7 +145,7 @@ static double fpp_at(double bits_per_key, unsigned k)
 
 enum filter_error filter_plan(uint64_t n, double p, struct filter_plan *out)
 {
-    if (!(p > 1e-6 && p < 0.5))     /* also rejects NaN */
+    if (!(p > FILTER_MIN_FPP && p < FILTER_MAX_FPP))     /* also rejects NaN */
         return FILTER_EINVAL_FPP;
     if (n > FILTER_MAX_ITEMS)
         return FILTER_ETOO_LARGE;

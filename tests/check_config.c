@@ -407,12 +407,16 @@ START_TEST(test_double_values)
     ck_assert(config_defaults(&c));
     ck_assert(set_one(&c, "filter", "false_positive_rate", "0.4999", err));
     ck_assert_double_eq(c.false_positive_rate, 0.4999);
-    ck_assert(set_one(&c, "filter", "false_positive_rate", "1e-9", err));
-    ck_assert_double_eq(c.false_positive_rate, 1e-9);
+    ck_assert(set_one(&c, "filter", "false_positive_rate", "1.1e-6", err));
+    ck_assert_double_eq(c.false_positive_rate, 1.1e-6);
+    /* Loading, then failing to size the filter, would be no better. */
+    ck_assert(!set_one(&c, "filter", "false_positive_rate", "1e-6", err));
+    ck_assert_str_eq(err, "[filter] false_positive_rate: 1e-6 is out of range (must be > 1e-06 and < 0.5)");
+    ck_assert(!set_one(&c, "filter", "false_positive_rate", "1e-9", err));
     ck_assert(set_one(&c, "filter", "false_positive_rate", ".25", err));
     ck_assert_double_eq(c.false_positive_rate, 0.25);
     ck_assert(!set_one(&c, "filter", "false_positive_rate", "0", err));
-    ck_assert_str_eq(err, "[filter] false_positive_rate: 0 is out of range (must be > 0 and < 0.5)");
+    ck_assert_str_eq(err, "[filter] false_positive_rate: 0 is out of range (must be > 1e-06 and < 0.5)");
     ck_assert(!set_one(&c, "filter", "false_positive_rate", "0.5", err));
     assert_contains(err, "out of range");
     ck_assert(!set_one(&c, "filter", "false_positive_rate", "0.0", err));
