@@ -91,9 +91,24 @@ struct reply api_error(unsigned status, const char *code, const char *fmt, ...)
     va_start(ap, fmt);
     vsnprintf(msg, sizeof msg, fmt, ap);
     va_end(ap);
-    json_t *o = json_pack("{s:s, s:s}", "error", code, "message", msg);
-    char *s = o ? json_dumps(o, JSON_COMPACT) : NULL;
-    json_decref(o);
+    /*
+     * By hand, not json_pack: a message may quote client bytes (jansson's
+     * own error text cuts a UTF-8 character in two), which jansson refuses
+     * and json_escape_append turns into U+FFFD (6 bytes per byte at most).
+     */
+    static const char mid[] = "\",\"message\":\"";
+    size_t ml = strlen(msg), cl = strlen(code);
+    size_t cap = 10 + 6 * cl + sizeof mid - 1 + 6 * ml + 3;   /* 3: "} and NUL */
+    char *s = malloc(cap);
+    if (s == NULL)
+        return take_string(status, NULL);
+    size_t used = 10;
+    memcpy(s, "{\"error\":\"", used);
+    json_escape_append(s, cap, &used, code, cl);
+    memcpy(s + used, mid, sizeof mid - 1);
+    used += sizeof mid - 1;
+    json_escape_append(s, cap, &used, msg, ml);
+    memcpy(s + used, "\"}", 3);
     return take_string(status, s);
 }
 
