@@ -36,6 +36,7 @@ int fuzz_id_lines(const uint8_t *data, size_t size);
 int fuzz_json_escape(const uint8_t *data, size_t size);
 int fuzz_uritmpl(const uint8_t *data, size_t size);
 int fuzz_body(const uint8_t *data, size_t size);
+int fuzz_request(const uint8_t *data, size_t size);
 int fuzz_config(const uint8_t *data, size_t size);
 int fuzz_filter(const uint8_t *data, size_t size);
 

@@ -22,6 +22,7 @@ static const struct {
     { "json_escape", fuzz_json_escape },
     { "uritmpl", fuzz_uritmpl },
     { "body", fuzz_body },
+    { "request", fuzz_request },
     { "config", fuzz_config },
     { "filter", fuzz_filter },
 };
