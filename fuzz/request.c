@@ -3,7 +3,8 @@
  * handlers (api_exists, api_auth) with a real guard and the configured
  * templates.  Invariants: every answer is one the API documents, never a
  * 500; an ID in the filter is never answered 404 or denied, whatever its
- * percent-encoding; /auth denies only a URI that a template matches.
+ * percent-encoding; /auth denies only a URI that a template matches, with
+ * an absent or undecodable ID.
  *
  * Input: byte 0 picks the endpoint, whether the ID is added first and
  * whether the filter is loaded; the rest is the raw URI (for /exists, what
@@ -109,9 +110,13 @@ FUZZ_TARGET(request)
     } else {
         FUZZ_CHECK(verdict != NULL);
         FUZZ_CHECK(r.status == cfg.allow_status || r.status == cfg.deny_status);
-        /* fail_open: nothing is denied before the filter is loaded. */
+        /*
+         * A deny needs a template match and an ID that is absent, or that
+         * does not decode (api_auth: "no row can have this id"), even
+         * before the filter is loaded; otherwise fail_open allows.
+         */
         if (r.status == cfg.deny_status)
-            FUZZ_CHECK(matched && ready && !(add && valid) && strcmp(verdict, "miss") == 0);
+            FUZZ_CHECK(matched && (!valid || (ready && !add)) && strcmp(verdict, "miss") == 0);
         if (!matched)
             FUZZ_CHECK(strcmp(verdict, "bypass") == 0);
     }
