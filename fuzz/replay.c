@@ -25,6 +25,7 @@ static const struct {
     { "request", fuzz_request },
     { "config", fuzz_config },
     { "filter", fuzz_filter },
+    { "filter_keys", fuzz_filter_keys },
 };
 #define NTARGETS (sizeof targets / sizeof targets[0])
 
