@@ -17,6 +17,9 @@
 #include <string.h>
 #include <strings.h>
 
+#include "filter.h"
+#include "uritmpl.h"
+
 /* A config file bigger than this is surely a mistake (wrong path). */
 #define CONFIG_MAX_FILE_BYTES (1024 * 1024)
 /* Longest value quoted back in an error message. */
@@ -439,29 +442,13 @@ static bool parse_uri_source(const char *v, enum auth_uri_source *out, char *err
     return false;
 }
 
+/* uritmpl owns the rule: a template it rejects could never match. */
 static bool check_template(const char *v, char *err, size_t errlen)
 {
-    unsigned ids = 0;
+    const char *why;
 
-    if (v[0] != '/') {
-        errf(err, errlen, "\"%.*s\" must start with '/'", ERR_VALUE_MAX, v);
-        return false;
-    }
-    for (const char *p = v; *p != '\0'; p++) {
-        if (strncmp(p, "{id}", 4) == 0) {
-            ids++;
-            p += 3;
-        } else if (*p == '{' || *p == '}') {
-            errf(err, errlen, "\"%.*s\": {id} is the only placeholder allowed", ERR_VALUE_MAX, v);
-            return false;
-        } else if (isspace((unsigned char)*p) || iscntrl((unsigned char)*p)) {
-            errf(err, errlen, "\"%.*s\" must not contain whitespace or control characters",
-                 ERR_VALUE_MAX, v);
-            return false;
-        }
-    }
-    if (ids != 1) {
-        errf(err, errlen, "\"%.*s\" must contain {id} exactly once", ERR_VALUE_MAX, v);
+    if (!uritmpl_valid(v, &why)) {
+        errf(err, errlen, "\"%.*s\" %s", ERR_VALUE_MAX, v, why);
         return false;
     }
     return true;

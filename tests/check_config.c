@@ -637,6 +637,10 @@ START_TEST(test_templates)
     ck_assert(!set_one(&c, "auth", "uri_template", "/a b/{id}", err));
     ck_assert(!set_one(&c, "auth", "uri_template", "/{id", err));
     ck_assert(!set_one(&c, "auth", "uri_template", "", err));
+    /* The matcher drops the query and fragment: such a template never matches. */
+    ck_assert(!set_one(&c, "auth", "uri_template", "/get?id={id}", err));
+    assert_contains(err, "must not contain '?' or '#'");
+    ck_assert(!set_one(&c, "auth", "uri_template", "/a#{id}", err));
     ck_assert_uint_eq(c.n_uri_templates, 3);
     config_free(&c);
 

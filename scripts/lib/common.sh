@@ -36,6 +36,29 @@ bg_build() {
         && make -s -j"$(nproc)" >/dev/null) || bg_die "build failed"
 }
 
+# What scripts/fuzz and scripts/test --sanitize add: clang with libFuzzer and
+# the sanitizer runtimes (libclang-rt), llvm-symbolizer for reports with
+# file:line.
+BG_SANITIZE_PKGS="clang-14 libclang-rt-14-dev llvm-14"
+BG_CLANG=clang-14
+BG_SYMBOLIZER=/usr/lib/llvm-14/bin/llvm-symbolizer
+
+# bg_build_copy DIR [configure args...]: copy the tree to DIR with `make
+# distdir` (exactly what distcheck builds) and configure it there with the
+# given arguments (e.g. CC=clang CFLAGS=...), for a second build that leaves
+# the in-tree one alone.  A copy because autoconf refuses an out-of-tree
+# build of a source dir that is configured in place.  Builds nothing.
+bg_build_copy() {
+    local dir=$1; shift
+    (cd "$BG_TOP" && { [ -x configure ] || autoreconf -fi >/dev/null; } \
+        && { [ -f Makefile ] || ./configure -q --enable-werror; }) || bg_die "configure failed"
+    rm -rf "$dir"
+    mkdir -p "$(dirname "$dir")"
+    make -s -C "$BG_TOP" distdir distdir="$dir" >/dev/null || bg_die "make distdir failed"
+    (cd "$dir" && ./configure -q "$@") >"$dir.configure.log" 2>&1 \
+        || { tail -n 30 "$dir.configure.log" >&2; bg_die "configure $* failed (see $dir.configure.log)"; }
+}
+
 BG_PG_BIN=
 bg_pg_bin() {
     local d
