@@ -15,8 +15,8 @@ bg_need_pkgs() {
     local sudo=
     [ "$(id -u)" -eq 0 ] || sudo=sudo
     export DEBIAN_FRONTEND=noninteractive
-    $sudo apt-get update -qq >/dev/null || bg_die "apt-get update failed"
-    $sudo apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null \
+    $sudo apt-get -o DPkg::Lock::Timeout=300 update -qq >/dev/null || bg_die "apt-get update failed"
+    $sudo apt-get -o DPkg::Lock::Timeout=300 install -y -qq --no-install-recommends "${missing[@]}" >/dev/null \
         || bg_die "apt-get install ${missing[*]} failed"
 }
 
@@ -26,6 +26,8 @@ libjansson-dev libpq-dev check libxxhash-dev libinih-dev libsystemd-dev"
 BG_RUNTIME_PKGS="postgresql postgresql-client curl procps"
 # What the tests of the unit, the man page and /metrics run.
 BG_TEST_PKGS="nginx-light systemd prometheus groff-base man-db"
+# What scripts/systemd-test needs to build the .deb and boot it.
+BG_DEB_PKGS="debhelper dpkg-dev lintian debootstrap systemd-container"
 
 # bg_build [configure args...]: autoreconf, configure and make in the top dir.
 bg_build() {
