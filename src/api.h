@@ -28,6 +28,7 @@ struct app {
     time_t started;             /* wall clock at start, for uptime */
     double started_mono;        /* monotonic seconds at start */
     struct api_static *prebuilt; /* constant responses, built by api_init */
+    const char *admin_token;    /* what POST /ids and /reload need (http.c checks); NULL: none */
 };
 
 /*

@@ -4,6 +4,7 @@
  * listing, so every rule about a key lives in exactly one place.
  */
 #include "config.h"
+#include "filter.h"
 
 #include <arpa/inet.h>
 #include <ctype.h>
@@ -88,8 +89,8 @@ static const struct key_def keys[] = {
             "address to listen on, host:port or [ipv6]:port; port 0 picks a free port"),
     K_UINT("server", "threads", "0", threads, 0, 256,
            "worker threads, 0 = one per CPU (at most 256)"),
-    K_UINT("server", "max_connections", "1024", max_connections, 1, 1000000,
-           "most client connections open at once (1..1000000)"),
+    K_UINT("server", "max_connections", "10000", max_connections, 1, 1000000,
+           "most client connections open at once (1..1000000); more are closed at once"),
     K_UINT("server", "connection_timeout", "30", connection_timeout, 0, 86400,
            "seconds an idle client connection is kept, 0 = forever (at most 86400)"),
     K_U64("server", "max_body_bytes", "1048576", max_body_bytes, 1, 1073741824,
@@ -98,6 +99,11 @@ static const struct key_def keys[] = {
            "most ids accepted in one batch request (1..10000000)"),
     K_UINT("server", "max_id_bytes", "512", max_id_bytes, 1, CONFIG_MAX_ID_BYTES,
            "longest id accepted, in bytes (1..65536)"),
+    K_UINT("server", "header_timeout", "5", header_timeout, 0, 3600,
+           "seconds a client may take to send a request's headers, 0 = no limit (at most 3600)"),
+    K_STR("server", "admin_token_file", "", admin_token_file, NULL,
+          "file holding the token POST /ids and POST /reload need (Authorization: Bearer); "
+          "empty: systemd credential admin_token if any, else writes only on loopback"),
 
     K_STR("postgres", "conninfo", "", conninfo, NULL,
           "libpq connection string; empty uses the libpq defaults and PG* environment variables"),
@@ -110,8 +116,9 @@ static const struct key_def keys[] = {
 
     K_U64("filter", "expected_items", "0", expected_items, 0, UINT64_C(1000000000000),
           "items the filter is sized for, 0 = table row count times headroom (at most 1e12)"),
-    K_DBL("filter", "false_positive_rate", "0.01", false_positive_rate, 0.0, true, 0.5, true,
-          "target false positive rate, greater than 0 and less than 0.5"),
+    K_DBL("filter", "false_positive_rate", "0.01", false_positive_rate,
+          FILTER_MIN_FPP, true, FILTER_MAX_FPP, true,
+          "target false positive rate, greater than 0.000001 and less than 0.5"),
     K_DBL("filter", "headroom", "2.0", headroom, 1.0, false, 100.0, false,
           "factor applied to the table row count when expected_items is 0 (1..100)"),
 
@@ -127,6 +134,17 @@ static const struct key_def keys[] = {
            "rebuild a larger filter when the table outgrows the current one"),
     K_U64("sync", "pending_limit", "1000000", pending_limit, 0, 100000000,
           "ids POSTed to /ids that are kept across rebuilds until the table holds them, 0 = none"),
+    K_U64("sync", "pending_max_bytes", "67108864", pending_max_bytes, 0, UINT64_C(17179869184),
+          "bytes of ids that journal may hold (at most 16 GiB); a POST that would exceed it or pending_limit is refused"),
+    K_UINT("sync", "pending_ttl", "3600", pending_ttl, 1, 31536000,
+           "seconds a POSTed id stays in the journal when no COPY shows it in the table (1..31536000)"),
+    K_DBL("sync", "max_staleness", "2", max_staleness, 0.0, false, 3600.0, false,
+          "seconds: when bloomguard cannot show that it has every row committed longer ago than this, "
+          "answers that would be 404 or deny become 200 or allow (degraded); 0 = never degrade"),
+    K_DBL("sync", "probe_interval", "0.2", probe_interval, 0.01, false, 60.0, false,
+          "seconds between the follower's round trips that prove it is up to date (0.01..60)"),
+    K_UINT("sync", "min_rebuild_interval", "30", min_rebuild_interval, 0, 86400,
+           "least seconds from the end of one rebuild to the start of the next (after the first load), 0 = none"),
 
     K_TYPED("auth", "uri_template", T_TEMPLATE, "", uri_templates,
             "request path with {id} where the id goes, e.g. /user/get/{id}; repeat the key for more"),

@@ -37,11 +37,13 @@ struct config {
     char *listen_host;           /* from listen "host:port", default 127.0.0.1:8080; "[::1]:8080" IPv6 form allowed (brackets stripped here); port 0..65535 (0 = pick a free port) */
     unsigned listen_port;
     unsigned threads;            /* 0 = number of CPUs; max 256 */
-    unsigned max_connections;    /* default 1024, 1..1000000 */
+    unsigned max_connections;    /* default 10000, 1..1000000 */
     unsigned connection_timeout; /* seconds, default 30, 0..86400 (0 = none) */
     uint64_t max_body_bytes;     /* default 1048576, 1..1073741824 */
     unsigned max_batch;          /* default 10000, 1..10000000 */
     unsigned max_id_bytes;       /* default 512, 1..65536 */
+    unsigned header_timeout;     /* seconds to send a request's headers, default 5, 0..3600 (0 = none) */
+    char *admin_token_file;      /* default "" (systemd credential admin_token, else no token) */
     /* [postgres] */
     char *conninfo;              /* default "" (libpq defaults / PG* env) */
     char *table;                 /* default "users"; "name" or "schema.name", each part 1..63 bytes, no '"' or control characters: quote each part as an identifier */
@@ -49,7 +51,7 @@ struct config {
     unsigned retry_max_seconds;  /* cap of reconnect backoff, default 30, 1..3600 */
     /* [filter] */
     uint64_t expected_items;     /* default 0 = size from table row count * headroom; max 1e12 */
-    double false_positive_rate;  /* default 0.01, must be in (0, 0.5) exclusive */
+    double false_positive_rate;  /* [filter] false_positive_rate (bounds: filter.h) */
     double headroom;             /* default 2.0, 1.0..100.0 */
     /* [sync] */
     bool sync_enabled;           /* key "enabled", default yes: LISTEN/NOTIFY follower */
@@ -57,7 +59,12 @@ struct config {
     unsigned rebuild_interval;   /* seconds, default 0 = off, max 31536000 */
     uint64_t rebuild_after_deletes; /* default 0 = off */
     bool auto_grow;              /* key "auto_grow", default yes */
-    uint64_t pending_limit;      /* POSTed ids remembered until seen in the table, default 1000000 */
+    uint64_t pending_limit;      /* POSTed ids remembered until seen in the table */
+    uint64_t pending_max_bytes;  /* bytes of POSTed ids the journal may hold */
+    unsigned pending_ttl;        /* seconds a journal entry lives without a COPY showing it */
+    double max_staleness;        /* seconds; 0 = never degrade */
+    double probe_interval;       /* seconds between follower round trips */
+    unsigned min_rebuild_interval; /* seconds between the end of a rebuild and the next start */
     /* [auth] */
     char *uri_templates[CONFIG_MAX_TEMPLATES]; /* key "uri_template", repeatable: each occurrence appends; default none. Each starts with '/' and holds "{id}" exactly once, no other '{' '}' and no whitespace */
     unsigned n_uri_templates;

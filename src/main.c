@@ -19,6 +19,7 @@
 #include "notify.h"
 #include "source.h"
 #include "stats.h"
+#include "token.h"
 
 #define DEFAULT_CONFIG SYSCONFDIR "/bloomguard/bloomguard.conf"
 
@@ -27,7 +28,8 @@ enum { EXIT_OK = 0, EXIT_CONFIG = 1, EXIT_STARTUP = 2 };
 
 struct hooks_ctx {
     struct log *lg;
-    atomic_bool reload_pending;     /* SIGHUP sent RELOADING=1, READY=1 owed */
+    /* SIGHUP sent RELOADING=1: READY=1 is owed once rebuild reload_id has finished. */
+    _Atomic uint64_t reload_id;     /* 0: none owed */
 };
 
 static void usage(FILE *out)
@@ -58,10 +60,10 @@ static void on_progress(void *arg, uint64_t rows, bool first)
      * systemd times a SIGHUP rebuild like the start: from RELOADING=1 to
      * READY=1 within TimeoutStartSec.  Both get more time while rows arrive.
      */
-    notify_progress(rows, first, first || atomic_load(&h->reload_pending));
+    notify_progress(rows, first, first || atomic_load(&h->reload_id) != 0);
 }
 
-static void on_done(void *arg, bool ok, bool first, uint64_t rows, double seconds)
+static void on_done(void *arg, uint64_t id, bool ok, bool first, uint64_t rows, double seconds)
 {
     struct hooks_ctx *h = arg;
     char status[128];
@@ -69,7 +71,11 @@ static void on_done(void *arg, bool ok, bool first, uint64_t rows, double second
              (unsigned long long)rows, seconds);
     if (first)
         log_info(h->lg, "ready: %llu ids loaded in %.3f s", (unsigned long long)rows, seconds);
-    if (first || atomic_exchange(&h->reload_pending, false))
+    /* The rebuild the signal asked for (or a later one), not one already running before it. */
+    uint64_t owed = atomic_load(&h->reload_id);
+    bool reloaded = owed != 0 && id >= owed
+                    && atomic_compare_exchange_strong(&h->reload_id, &owed, 0);
+    if (first || reloaded)
         notify_ready(status);
     else if (ok)
         notify_status(status);
@@ -137,8 +143,19 @@ int main(int argc, char **argv)
             return EXIT_CONFIG;
         }
     }
+    /* The write credential is configuration too: a bad one stops the start (and -t). */
+    char *admin_token = NULL, token_from[256] = "";
+    if (token_load(cfg.admin_token_file, getenv("CREDENTIALS_DIRECTORY"), &admin_token,
+                   token_from, sizeof token_from, err, sizeof err) == TOKEN_ERROR) {
+        fprintf(stderr, "bloomguard: %s: %s\n",
+                cfg.admin_token_file[0] ? "[server] admin_token_file" : "credential " TOKEN_CREDENTIAL,
+                err);
+        config_free(&cfg);
+        return EXIT_CONFIG;
+    }
     if (check_only) {
         printf("bloomguard: configuration %s is valid\n", file ? file : "(built-in defaults)");
+        token_free(admin_token);
         config_free(&cfg);
         return EXIT_OK;
     }
@@ -155,13 +172,15 @@ int main(int argc, char **argv)
     signal(SIGPIPE, SIG_IGN);
 
     struct hooks_ctx hctx = { .lg = &lg };
-    atomic_init(&hctx.reload_pending, false);
+    atomic_init(&hctx.reload_id, 0);
     struct source_hooks hooks = { .arg = &hctx, .progress = on_progress, .done = on_done };
-    struct app app = { .cfg = &cfg, .lg = &lg, .started = time(NULL) };
+    struct app app = { .cfg = &cfg, .lg = &lg, .started = time(NULL), .admin_token = admin_token };
+    if (admin_token != NULL)
+        log_info(&lg, "POST /ids and POST /reload need the admin token read from %s", token_from);
     struct http *http = NULL;
     app.guard = guard_new();
     app.stats = stats_new();
-    app.pending = pending_new(cfg.pending_limit);
+    app.pending = pending_new(cfg.pending_limit, cfg.pending_max_bytes, cfg.pending_ttl);
     if (app.guard == NULL || app.stats == NULL || app.pending == NULL || !api_init(&app)) {
         log_error(&lg, "out of memory");
         goto out;
@@ -191,12 +210,20 @@ int main(int argc, char **argv)
             continue;
         if (sig == SIGHUP) {
             /* RELOADING=1 first: systemd must see it before ExecReload= exits. */
-            if (guard_ready(app.guard)) {
-                atomic_store(&hctx.reload_pending, true);
+            bool owe = guard_ready(app.guard);
+            if (owe)
                 notify_reloading();
-            }
             log_info(&lg, "SIGHUP: rebuilding the filter from the table");
-            source_request_rebuild(app.source, "SIGHUP", NULL);
+            uint64_t id = source_request_rebuild(app.source, "SIGHUP", NULL);
+            if (owe) {
+                atomic_store(&hctx.reload_id, id);
+                /* It may have finished before the store: then on_done owed nothing. */
+                struct source_status ss;
+                source_status(app.source, &ss);
+                uint64_t want = id;
+                if (ss.completed_id >= id && atomic_compare_exchange_strong(&hctx.reload_id, &want, 0))
+                    notify_ready("serving");
+            }
             continue;
         }
         log_info(&lg, "%s: shutting down", strsignal(sig));
@@ -215,6 +242,7 @@ out:
     guard_free(app.guard);
     pending_free(app.pending);
     stats_free(app.stats);
+    token_free(admin_token);
     config_free(&cfg);
     if (rc == EXIT_OK)
         log_info(&lg, "stopped");
