@@ -55,8 +55,12 @@ static void usage(FILE *out)
 
 static void on_progress(void *arg, uint64_t rows, bool first)
 {
-    (void)arg;
-    notify_progress(rows, first);
+    struct hooks_ctx *h = arg;
+    /*
+     * systemd times a SIGHUP rebuild like the start: from RELOADING=1 to
+     * READY=1 within TimeoutStartSec.  Both get more time while rows arrive.
+     */
+    notify_progress(rows, first, first || atomic_load(&h->reload_id) != 0);
 }
 
 static void on_done(void *arg, uint64_t id, bool ok, bool first, uint64_t rows, double seconds)
@@ -205,10 +209,11 @@ int main(int argc, char **argv)
         if (sigwait(&sigs, &sig) != 0)
             continue;
         if (sig == SIGHUP) {
-            log_info(&lg, "SIGHUP: rebuilding the filter from the table");
+            /* RELOADING=1 first: systemd must see it before ExecReload= exits. */
             bool owe = guard_ready(app.guard);
             if (owe)
                 notify_reloading();
+            log_info(&lg, "SIGHUP: rebuilding the filter from the table");
             uint64_t id = source_request_rebuild(app.source, "SIGHUP", NULL);
             if (owe) {
                 atomic_store(&hctx.reload_id, id);

@@ -28,14 +28,13 @@ void notify_stopping(void)
     SEND("STOPPING=1\nSTATUS=stopping");
 }
 
-void notify_progress(uint64_t rows, int extend_timeout)
+void notify_progress(uint64_t rows, int first, int extend_timeout)
 {
-    /* Each progress step buys another 60 s of start-up time. */
-    if (extend_timeout)
-        SEND("STATUS=loading: %llu rows\nEXTEND_TIMEOUT_USEC=60000000", (unsigned long long)rows);
-    else
-        SEND("STATUS=rebuilding: %llu rows", (unsigned long long)rows);
+    /* Each progress step buys another 60 s for the start or the reload. */
+    SEND("STATUS=%s: %llu rows%s", first ? "loading" : "rebuilding", (unsigned long long)rows,
+         extend_timeout ? "\nEXTEND_TIMEOUT_USEC=60000000" : "");
     (void)rows;
+    (void)first;
     (void)extend_timeout;
 }
 

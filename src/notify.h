@@ -10,8 +10,13 @@
 void notify_ready(const char *status);
 void notify_reloading(void);
 void notify_stopping(void);
-/* STATUS= with load progress, and more start-up time so a long load is not killed. */
-void notify_progress(uint64_t rows, int extend_timeout);
+/*
+ * STATUS= with load progress ("loading" for the first load, else
+ * "rebuilding"); with extend_timeout also 60 s more for the job systemd is
+ * timing (the start, or a reload after RELOADING=1), so a long load is not
+ * killed or failed.
+ */
+void notify_progress(uint64_t rows, int first, int extend_timeout);
 void notify_status(const char *status);
 
 #endif

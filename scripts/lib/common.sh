@@ -15,8 +15,8 @@ bg_need_pkgs() {
     local sudo=
     [ "$(id -u)" -eq 0 ] || sudo=sudo
     export DEBIAN_FRONTEND=noninteractive
-    $sudo apt-get update -qq >/dev/null || bg_die "apt-get update failed"
-    $sudo apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null \
+    $sudo apt-get -o DPkg::Lock::Timeout=300 update -qq >/dev/null || bg_die "apt-get update failed"
+    $sudo apt-get -o DPkg::Lock::Timeout=300 install -y -qq --no-install-recommends "${missing[@]}" >/dev/null \
         || bg_die "apt-get install ${missing[*]} failed"
 }
 
@@ -28,6 +28,8 @@ BG_RUNTIME_PKGS="postgresql postgresql-client curl procps"
 BG_TEST_PKGS="nginx-light systemd prometheus groff-base man-db socat"
 # tests/caddy.test: the Caddyfile example behind a real Caddy.
 BG_TEST_PKGS="$BG_TEST_PKGS caddy"
+# What scripts/systemd-test needs to build the .deb and boot it.
+BG_DEB_PKGS="debhelper dpkg-dev lintian debootstrap systemd-container"
 
 # bg_build [configure args...]: autoreconf, configure and make in the top dir.
 bg_build() {
