@@ -84,6 +84,17 @@ enum token_result token_load(const char *file, const char *credentials_dir, char
     bool longer = len == TOKEN_MAX_BYTES + 8;
     while (len > 0 && strchr(" \t\r\n\v\f", buf[len - 1]) != NULL)
         len--;
+    /*
+     * An empty credential is "no token": the unit falls back to one when
+     * /etc/bloomguard/admin_token does not exist (systemd 252 fails a start
+     * whose LoadCredential= source is missing).  An empty admin_token_file
+     * the admin named is still a mistake.
+     */
+    bool credential = file == NULL || *file == '\0';
+    if (credential && len == 0 && !longer) {
+        free(buf);
+        return TOKEN_NONE;
+    }
     const char *why = token_problem(buf, len, longer);
     if (why != NULL) {
         snprintf(err, errlen, "%s: %s", path, why);

@@ -29,7 +29,8 @@ enum token_result {
  * Read the token from file when it is not empty; otherwise, when
  * credentials_dir (systemd's $CREDENTIALS_DIRECTORY, may be NULL or empty)
  * holds a file named TOKEN_CREDENTIAL, from that file; otherwise
- * TOKEN_NONE.  The file holds one line; trailing whitespace (the newline
+ * TOKEN_NONE; an empty credential is TOKEN_NONE too (the systemd unit's
+ * fallback when no token file exists).  The file holds one line; trailing whitespace (the newline
  * included) is stripped; what is left must be TOKEN_MIN_BYTES ..
  * TOKEN_MAX_BYTES of visible ASCII (0x21..0x7E), the characters a Bearer
  * token can carry in a header.  On TOKEN_LOADED, *from (if not NULL) gets

@@ -120,6 +120,14 @@ START_TEST(test_load_sources)
     ck_assert_str_eq(tok, GOOD "-cred");
     ck_assert_ptr_nonnull(strstr(from, TOKEN_CREDENTIAL));
     token_free(tok);
+    /* An empty credential (the unit's fallback when no token file exists): no token. */
+    put(TOKEN_CREDENTIAL, "\n", 1);
+    ck_assert_int_eq(load("", dir, &tok, err), TOKEN_NONE);
+    ck_assert_ptr_null(tok);
+    /* ...but an empty file the admin named is a mistake. */
+    const char *empty = put("empty", "\n", 1);
+    ck_assert_int_eq(load(empty, NULL, &tok, err), TOKEN_ERROR);
+    put(TOKEN_CREDENTIAL, GOOD "-cred\n", strlen(GOOD "-cred\n"));
     /* The configured file wins over the credential. */
     const char *p = put("file", GOOD "-file\n", strlen(GOOD "-file\n"));
     ck_assert_int_eq(load(p, dir, &tok, err), TOKEN_LOADED);
