@@ -144,11 +144,12 @@ struct reply api_exists(struct app *a, const char *raw, size_t len)
     enum id_error e = id_decode(raw, len, a->cfg->max_id_bytes, id, sizeof id, &idlen);
     if (e != ID_OK)
         return id_error_reply(e, "");
+    int64_t horizon = source_horizon(a->source);       /* before the lookup: see source.h */
     enum guard_answer ans = guard_lookup(a->guard, id, idlen);
     if (ans == GUARD_NOT_READY)
         return not_ready();
     /* An "absent" the horizon cannot back is only a "maybe". */
-    bool degraded = ans == GUARD_ABSENT && source_degraded(a->source);
+    bool degraded = ans == GUARD_ABSENT && source_stale(a->source, horizon);
     if (degraded) {
         ans = GUARD_MAYBE;
         stats_add(a->stats, ST_DEGRADED, 1);
@@ -310,6 +311,7 @@ struct reply api_exists_batch(struct app *a, enum body_type t, const char *body,
         idlist_free(&l);
         return (struct reply){ 500, NULL, false };
     }
+    int64_t horizon = source_horizon(a->source);       /* before the lookups: see source.h */
     if (!guard_lookup_many(a->guard, l.n, l.ids, l.lens, ans)) {
         free(ans);
         free(out);
@@ -319,7 +321,7 @@ struct reply api_exists_batch(struct app *a, enum body_type t, const char *body,
     size_t used = 0, hits = 0, absent = 0;
     for (size_t i = 0; i < l.n; i++)
         absent += !ans[i];
-    bool degraded = absent > 0 && source_degraded(a->source);
+    bool degraded = absent > 0 && source_stale(a->source, horizon);
     if (degraded) {
         for (size_t i = 0; i < l.n; i++)
             ans[i] = true;
@@ -424,6 +426,7 @@ struct reply api_auth(struct app *a, const char *uri, size_t len)
             stats_add(a->stats, ST_AUTH_MALFORMED, 1);
             return shared(cfg->allow_status, p->auth_allow[1]);
         }
+        int64_t horizon = source_horizon(a->source);   /* before the lookup: see source.h */
         enum guard_answer ans = guard_lookup(a->guard, id, idlen);
         if (ans == GUARD_NOT_READY) {
             stats_add(a->stats, ST_AUTH_NOT_READY, 1);
@@ -435,7 +438,7 @@ struct reply api_auth(struct app *a, const char *uri, size_t len)
             stats_add(a->stats, ST_AUTH_HIT, 1);
             return shared(cfg->allow_status, p->auth_allow[0]);
         }
-        if (source_degraded(a->source)) {
+        if (source_stale(a->source, horizon)) {
             stats_add(a->stats, ST_DEGRADED, 1);
             return shared(cfg->allow_status, p->auth_allow[3]);
         }

@@ -136,7 +136,7 @@ static const struct key_def keys[] = {
     K_BOOL("sync", "auto_grow", "yes", auto_grow,
            "rebuild a larger filter when the table outgrows the current one"),
     K_U64("sync", "pending_limit", "1000000", pending_limit, 0, 100000000,
-          "ids POSTed to /ids that are kept across rebuilds until the table holds them, 0 = none"),
+          "ids POSTed to /ids that are kept across rebuilds until the table holds them; 0 = none, so every POST /ids is refused (507)"),
     K_U64("sync", "pending_max_bytes", "67108864", pending_max_bytes, 0, UINT64_C(17179869184),
           "bytes of ids that journal may hold (at most 16 GiB); a POST that would exceed it or pending_limit is refused"),
     K_UINT("sync", "pending_ttl", "3600", pending_ttl, 1, 31536000,

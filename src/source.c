@@ -44,8 +44,13 @@
  */
 #define PROBE_DEAD_NS (15 * NS_PER_S)
 #define NS_PER_S INT64_C(1000000000)
-/* PostgreSQL refuses NOTIFY payloads of 8000 bytes or more. */
-#define NOTIFY_MAX_PAYLOAD 7999
+/*
+ * PostgreSQL refuses NOTIFY payloads of 8000 bytes or more, counted in the
+ * server's encoding; in UTF-8 such an ID may take as little as half that (a
+ * 4-byte GB18030 character is at least 2 bytes of UTF-8).  An ID shorter
+ * than this in UTF-8 always fits in a notification.
+ */
+#define NOTIFY_MIN_LONG_UTF8 4000
 
 struct source {
     const struct config *cfg;
@@ -80,19 +85,26 @@ struct source {
     struct source_status status;
 };
 
+/*
+ * The horizon's clock: CLOCK_BOOTTIME keeps counting while the machine is
+ * suspended (CLOCK_MONOTONIC stops), so a sleep never makes an old horizon
+ * look fresh.
+ */
 static int64_t now_ns(void)
 {
     struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
+    clock_gettime(CLOCK_BOOTTIME, &ts);
     return (int64_t)ts.tv_sec * NS_PER_S + ts.tv_nsec;
 }
 
-bool source_degraded(struct source *s)
+int64_t source_horizon(struct source *s)
 {
-    if (s->max_stale_ns == 0)
-        return false;
-    int64_t h = atomic_load_explicit(&s->horizon, memory_order_acquire);
-    return now_ns() - h > s->max_stale_ns;
+    return atomic_load_explicit(&s->horizon, memory_order_acquire);
+}
+
+bool source_stale(struct source *s, int64_t h)
+{
+    return s->max_stale_ns != 0 && now_ns() - h > s->max_stale_ns;
 }
 
 /* Degraded time in [accounted, now] under horizon h.  Caller holds mu. */
@@ -166,7 +178,12 @@ struct source *source_new(const struct config *cfg, struct guard *g, struct pend
         s->hooks = *hooks;
     atomic_init(&s->stop, false);
     pthread_mutex_init(&s->mu, NULL);
-    pthread_cond_init(&s->cv, NULL);
+    /* Naps end on a monotonic deadline: a wall-clock step must not stretch them. */
+    pthread_condattr_t ca;
+    pthread_condattr_init(&ca);
+    pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+    pthread_cond_init(&s->cv, &ca);
+    pthread_condattr_destroy(&ca);
     s->wanted = 1;                          /* the first load */
     snprintf(s->wanted_reason, sizeof s->wanted_reason, "start");
     s->status.state = SOURCE_CONNECTING;
@@ -231,7 +248,8 @@ void source_status(struct source *s, struct source_status *out)
     account_locked(s, h, now);
     *out = s->status;
     out->horizon_age = h ? (double)(now - h) / (double)NS_PER_S : -1;
-    out->degraded = s->max_stale_ns > 0 && h != 0 && now - h > s->max_stale_ns;
+    /* h == 0 after a load: a reconnect overtook the first load's epoch. */
+    out->degraded = s->max_stale_ns > 0 && s->ever_loaded && now - h > s->max_stale_ns;
     out->degraded_seconds = (double)s->degraded_ns / (double)NS_PER_S;
     out->next_rebuild_in = s->wanted > s->started ? hold_back_locked(s, now) : 0;
     pthread_mutex_unlock(&s->mu);
@@ -264,7 +282,7 @@ static void set_state(struct source *s, enum source_state st, const char *err)
 static void nap(struct source *s, unsigned ms)
 {
     struct timespec ts;
-    clock_gettime(CLOCK_REALTIME, &ts);
+    clock_gettime(CLOCK_MONOTONIC, &ts);
     ts.tv_sec += ms / 1000;
     ts.tv_nsec += (long)(ms % 1000) * 1000000L;
     if (ts.tv_nsec >= 1000000000L) {
@@ -327,7 +345,7 @@ static void apply_notifies(struct source *s, PGconn *conn, const char *del_chann
     if (added)
         stats_add(s->st, ST_NOTIFY_APPLIED, added);
     /* Only an ID that a request may carry can be a false negative. */
-    bool lookup_long = long_ids > 0 && s->cfg->max_id_bytes > NOTIFY_MAX_PAYLOAD;
+    bool lookup_long = long_ids > 0 && s->cfg->max_id_bytes >= NOTIFY_MIN_LONG_UTF8;
     pthread_mutex_lock(&s->mu);
     s->status.notifications += added;
     s->status.deletes += deleted;
@@ -559,21 +577,18 @@ static uint64_t plan_items(struct source *s, uint64_t table_rows)
 /*
  * The COPY must read the server the follower listens to: with a multi-host
  * conninfo the two connections could land on different servers (one a
- * lagging standby), and LISTEN-before-COPY would prove nothing.
+ * lagging standby), and LISTEN-before-COPY would prove nothing.  Checked in
+ * the same locked section that reads the feed epoch, so a follower that
+ * moves to another server afterwards starts a new epoch the COPY does not
+ * cover.  Caller holds mu.
  */
-static bool same_server(struct source *s, PGconn *conn, char *err, size_t errlen)
+static bool same_server_locked(struct source *s, const char *mine, char *err, size_t errlen)
 {
-    char mine[256], theirs[256];
-    if (!loader_server_id(conn, mine, sizeof mine, err, errlen))
-        return false;
-    pthread_mutex_lock(&s->mu);
-    snprintf(theirs, sizeof theirs, "%s", s->server_id);
-    pthread_mutex_unlock(&s->mu);
-    if (theirs[0] != '\0' && strcmp(mine, theirs) == 0)
+    if (s->server_id[0] != '\0' && strcmp(mine, s->server_id) == 0)
         return true;
     snprintf(err, errlen, "the COPY connection reached another server than the follower: "
              "[%.150s] against [%.150s]; set a single host in conninfo",
-             mine, theirs[0] ? theirs : "none");
+             mine, s->server_id[0] ? s->server_id : "none");
     return false;
 }
 
@@ -597,7 +612,8 @@ static bool run_load(struct source *s, uint64_t id, const char *reason, bool fir
         log_warn(s->lg, "table %s has no trigger: rows inserted from now on are only seen by "
                  "the next rebuild; install sql/notify.sql and run "
                  "SELECT bloomguard_watch('%s', '%s')", s->cfg->table, s->cfg->table, s->cfg->column);
-    if (s->cfg->sync_enabled && !same_server(s, conn, err, sizeof err))
+    char server[256] = "";
+    if (s->cfg->sync_enabled && !loader_server_id(conn, server, sizeof server, err, sizeof err))
         goto out;
     uint64_t items = plan_items(s, rows);
     enum filter_error fe;
@@ -627,11 +643,14 @@ static bool run_load(struct source *s, uint64_t id, const char *reason, bool fir
     pthread_mutex_lock(&s->mu);
     bool listening = !s->cfg->sync_enabled || s->status.listening;
     uint64_t copy_epoch = s->feed_epoch;
+    bool same = !s->cfg->sync_enabled || same_server_locked(s, server, err, sizeof err);
     pthread_mutex_unlock(&s->mu);
     if (!listening) {
         snprintf(err, sizeof err, "the follower is not listening: no COPY without LISTEN");
         goto out;
     }
+    if (!same)
+        goto out;
     int64_t copy_start = now_ns();
     struct progress_ctx pc = { s, first };
     struct load_result res;

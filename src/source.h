@@ -95,15 +95,22 @@ uint64_t source_request_rebuild(struct source *s, const char *reason, bool *coal
 void source_status(struct source *s, struct source_status *out);
 
 /*
- * Whether a "surely absent" answer cannot be trusted now: [sync]
- * max_staleness is not 0 and bloomguard cannot show that its filter holds
- * every row committed more than max_staleness ago (the follower is
- * disconnected or cut off, PostgreSQL is down, a long ID or a reconnect is
- * waiting for its rebuild).  Callers then answer "maybe".  Lock-free and
- * cheap (an atomic load and a clock read): call it only for answers that
- * would be "absent".
+ * Whether a "surely absent" answer cannot be trusted: [sync] max_staleness
+ * is not 0 and bloomguard cannot show that its filter holds every row
+ * committed more than max_staleness ago (the follower is disconnected or
+ * cut off, PostgreSQL is down, a long ID or a reconnect is waiting for its
+ * rebuild).  Callers then answer "maybe".
+ *
+ * Two steps, in this order: h = source_horizon(s) BEFORE looking the ID up
+ * in the guard, then, only if the filter said "absent",
+ * source_stale(s, h).  Every filter swap and notified add is published
+ * before the horizon that covers it, so a lookup made after reading h sees
+ * at least what h promises; reading the horizon after the lookup could pair
+ * an old filter with a new horizon.  Both lock-free: an atomic load, and a
+ * clock read.
  */
-bool source_degraded(struct source *s);
+int64_t source_horizon(struct source *s);
+bool source_stale(struct source *s, int64_t horizon);
 
 /* Stop the threads (interrupting a running load) and wait for them. */
 void source_stop(struct source *s);

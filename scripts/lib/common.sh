@@ -25,7 +25,7 @@ BG_BUILD_PKGS="autoconf automake pkg-config make gcc libc6-dev libmicrohttpd-dev
 libjansson-dev libpq-dev check libxxhash-dev libinih-dev libsystemd-dev"
 BG_RUNTIME_PKGS="postgresql postgresql-client curl procps"
 # What the tests of the unit, the man page and /metrics run.
-BG_TEST_PKGS="nginx-light systemd prometheus groff-base man-db socat"
+BG_TEST_PKGS="nginx-light systemd prometheus groff-base man-db socat pgbouncer"
 # tests/caddy.test: the Caddyfile example behind a real Caddy.
 BG_TEST_PKGS="$BG_TEST_PKGS caddy"
 # What scripts/systemd-test needs to build the .deb and boot it.
