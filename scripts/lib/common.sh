@@ -15,8 +15,9 @@ bg_need_pkgs() {
     local sudo=
     [ "$(id -u)" -eq 0 ] || sudo=sudo
     export DEBIAN_FRONTEND=noninteractive
-    $sudo apt-get update -qq >/dev/null || bg_die "apt-get update failed"
-    $sudo apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null \
+    # Wait for another apt or dpkg (unattended-upgrades) instead of failing.
+    $sudo apt-get -o DPkg::Lock::Timeout=600 update -qq >/dev/null || bg_die "apt-get update failed"
+    $sudo apt-get -o DPkg::Lock::Timeout=600 install -y -qq --no-install-recommends "${missing[@]}" >/dev/null \
         || bg_die "apt-get install ${missing[*]} failed"
 }
 
@@ -84,4 +85,36 @@ bg_pg_stop() {
 bg_pg_sample() {
     psql -qX -v ON_ERROR_STOP=1 -f "$BG_TOP/sql/schema.sql" >/dev/null || bg_die "schema.sql failed"
     psql -qX -v ON_ERROR_STOP=1 -v rows="$1" -f "$BG_TOP/sql/sample.sql" >/dev/null || bg_die "sample.sql failed"
+}
+
+# bg_free_port VAR: set VAR to a loopback TCP port nothing listens on, below
+# the usual ephemeral range (32768-60999), and not given out before by this
+# shell (a variable, not $(...), so that the subshell does not forget it).
+BG_USED_PORTS=" "
+bg_free_port() {
+    local p i
+    for ((i = 0; i < 1000; i++)); do
+        p=$((20000 + RANDOM % 12000))
+        case $BG_USED_PORTS in *" $p "*) continue ;; esac
+        awk -v p="$(printf ':%04X' "$p")" '$2 ~ p"$" { found = 1 } END { exit !found }' \
+            /proc/net/tcp /proc/net/tcp6 2>/dev/null && continue
+        BG_USED_PORTS+="$p "
+        printf -v "$1" %s "$p"
+        return 0
+    done
+    bg_die "no free port"
+}
+
+# bg_listen_port LOG: the port of the first "listening on
+# http://127.0.0.1:PORT" line that bloomguard or examples/user_service
+# (started with port 0) writes to LOG, waiting up to 30 s for it.
+bg_listen_port() {
+    local i p
+    for ((i = 0; i < 600; i++)); do
+        p=$(sed -n 's|.*listening on http://127\.0\.0\.1:\([0-9][0-9]*\).*|\1|p' "$1" 2>/dev/null | head -n 1)
+        [ -n "$p" ] && { echo "$p"; return 0; }
+        sleep 0.05
+    done
+    tail -n 20 "$1" >&2
+    bg_die "no 'listening on' line in $1"
 }
