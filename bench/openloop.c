@@ -11,10 +11,12 @@
  *
  * GET PREFIX<id> with ids uniform in [LO, HI] over CONNS keep-alive HTTP/1.1
  * connections (one request in flight on each; a due request waits for the
- * first free one).  A rate of 0 is a pause.  Prints one summary line;
+ * first free one; none is sent 100 ms after the schedule's end, and the
+ * answers outstanding are awaited up to the timeout).  A rate of 0 is a
+ * pause.  Prints one summary line;
  * with -o, one line per request: "<due ms since start> <latency us> <status>",
- * status 0 for a timeout, a closed connection or a request never sent.  The
- * first line of the summary gives the start as a CLOCK_REALTIME epoch so that
+ * status 0 for a timeout, a closed connection or a request never sent.  Its
+ * start_epoch is the start as a CLOCK_REALTIME epoch, so that
  * other samples can be put on the same time axis.
  */
 #include <errno.h>
@@ -313,8 +315,9 @@ int main(int argc, char **argv)
         int64_t t = now_ns() - t0;
         while (due < planned && due_ns(due) <= t)
             due++;
-        /* Hand due requests to free connections, oldest first. */
-        for (int i = 0; i < nconns && next < due; i++) {
+        /* Hand due requests to free connections, oldest first; none from
+         * 100 ms after the schedule's end (those left count as never sent). */
+        for (int i = 0; i < nconns && next < due && t <= end + 100000000; i++) {
             struct conn *c = &conns[i];
             if (c->state != C_IDLE && c->state != C_DOWN)
                 continue;
@@ -350,7 +353,7 @@ int main(int argc, char **argv)
                 }
             }
         }
-        if ((next == planned && !busy) || t > deadline)
+        if (((next == planned || t > end + 100000000) && !busy) || t > deadline)
             break;
 
         /* Sleep until the next request is due, or something happens. */
