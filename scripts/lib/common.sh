@@ -105,6 +105,19 @@ bg_free_port() {
     bg_die "no free port"
 }
 
+# bg_wait_ready URL PID LOG: poll URL/readyz (a bloomguard) until it answers
+# 200, for up to 30 minutes (a first load can be that long); die with LOG's
+# tail as soon as PID has exited.
+bg_wait_ready() {
+    local i
+    for ((i = 0; i < 36000; i++)); do
+        [ "$(curl -s -o /dev/null -w '%{http_code}' "$1/readyz")" = 200 ] && return 0
+        kill -0 "$2" 2>/dev/null || { tail -n 20 "$3" >&2; bg_die "bloomguard ($3) exited"; }
+        sleep 0.05
+    done
+    bg_die "bloomguard ($3) not ready after 30 minutes"
+}
+
 # bg_listen_port LOG: the port of the first "listening on
 # http://127.0.0.1:PORT" line that bloomguard or examples/user_service
 # (started with port 0) writes to LOG, waiting up to 30 s for it.
