@@ -21,7 +21,7 @@
 struct api_static {
     struct MHD_Response *healthz;
     struct MHD_Response *ready;
-    struct MHD_Response *auth_allow[3];    /* hit, bypass, not ready (fail open) */
+    struct MHD_Response *auth_allow[4];    /* hit, bypass, not ready (fail open), degraded */
     struct MHD_Response *auth_deny[2];     /* miss, not ready (fail closed) */
 };
 
@@ -59,10 +59,11 @@ bool api_init(struct app *a)
     p->auth_allow[0] = empty_response("hit");
     p->auth_allow[1] = empty_response("bypass");
     p->auth_allow[2] = empty_response("not-ready");
+    p->auth_allow[3] = empty_response("degraded");
     p->auth_deny[0] = empty_response("miss");
     p->auth_deny[1] = empty_response("not-ready");
     return p->healthz && p->auth_allow[0] && p->auth_allow[1] && p->auth_allow[2]
-        && p->auth_deny[0] && p->auth_deny[1];
+        && p->auth_allow[3] && p->auth_deny[0] && p->auth_deny[1];
 }
 
 void api_fini(struct app *a)
@@ -71,7 +72,8 @@ void api_fini(struct app *a)
     if (p == NULL)
         return;
     struct MHD_Response *all[] = { p->healthz, p->ready, p->auth_allow[0], p->auth_allow[1],
-                                   p->auth_allow[2], p->auth_deny[0], p->auth_deny[1] };
+                                   p->auth_allow[2], p->auth_allow[3], p->auth_deny[0],
+                                   p->auth_deny[1] };
     for (size_t i = 0; i < sizeof all / sizeof all[0]; i++)
         if (all[i] != NULL)
             MHD_destroy_response(all[i]);
@@ -119,11 +121,18 @@ struct reply api_exists(struct app *a, const char *raw, size_t len)
     enum guard_answer ans = guard_lookup(a->guard, id, idlen);
     if (ans == GUARD_NOT_READY)
         return not_ready();
+    /* An "absent" the horizon cannot back is only a "maybe". */
+    bool degraded = ans == GUARD_ABSENT && source_degraded(a->source);
+    if (degraded) {
+        ans = GUARD_MAYBE;
+        stats_add(a->stats, ST_DEGRADED, 1);
+    }
     stats_add(a->stats, ans == GUARD_MAYBE ? ST_LOOKUP_HIT : ST_LOOKUP_MISS, 1);
 
     /* {"id":"<escaped>","exists":false}: one small block, handed to MHD. */
     static const char head[] = "{\"id\":\"";
-    const char *tail = ans == GUARD_MAYBE ? "\",\"exists\":true}" : "\",\"exists\":false}";
+    const char *tail = degraded ? "\",\"exists\":true,\"degraded\":true}"
+                     : ans == GUARD_MAYBE ? "\",\"exists\":true}" : "\",\"exists\":false}";
     size_t tl = strlen(tail), cap = sizeof head - 1 + 6 * idlen + tl;
     char *out = malloc(cap);
     if (out == NULL)
@@ -268,7 +277,7 @@ struct reply api_exists_batch(struct app *a, enum body_type t, const char *body,
     if (err.status != 0)
         return err;
     bool *ans = malloc(l.n * sizeof(bool) + 1);
-    char *out = malloc(l.n * 6 + 32);
+    char *out = malloc(l.n * 6 + 48);
     if (ans == NULL || out == NULL) {
         free(ans);
         free(out);
@@ -281,7 +290,15 @@ struct reply api_exists_batch(struct app *a, enum body_type t, const char *body,
         idlist_free(&l);
         return not_ready();
     }
-    size_t used = 0, hits = 0;
+    size_t used = 0, hits = 0, absent = 0;
+    for (size_t i = 0; i < l.n; i++)
+        absent += !ans[i];
+    bool degraded = absent > 0 && source_degraded(a->source);
+    if (degraded) {
+        for (size_t i = 0; i < l.n; i++)
+            ans[i] = true;
+        stats_add(a->stats, ST_DEGRADED, absent);
+    }
     memcpy(out, "{\"exists\":[", 11);
     used = 11;
     for (size_t i = 0; i < l.n; i++) {
@@ -293,8 +310,11 @@ struct reply api_exists_batch(struct app *a, enum body_type t, const char *body,
         used += vl;
         hits += ans[i];
     }
-    memcpy(out + used, "]}", 2);
-    used += 2;
+    static const char deg[] = "],\"degraded\":true}";
+    const char *end = degraded ? deg : "]}";
+    size_t el = degraded ? sizeof deg - 1 : 2;
+    memcpy(out + used, end, el);
+    used += el;
     stats_add(a->stats, ST_LOOKUP_HIT, hits);
     stats_add(a->stats, ST_LOOKUP_MISS, l.n - hits);
     free(ans);
@@ -308,22 +328,48 @@ struct reply api_insert(struct app *a, enum body_type t, const char *body, size_
     struct reply err = parse_ids(a, t, body, len, true, &l);
     if (err.status != 0)
         return err;
-    /* All ids are valid: only now touch the filter. */
-    size_t n = 0;
-    for (size_t i = 0; i < l.n; i++) {
-        uint64_t h = filter_hash(l.ids[i], l.lens[i]);
-        /*
-         * Remember it before adding it: a rebuild that replays the list
-         * before this add is sure to see the add land in its new filter.
-         */
-        if (!guard_writable(a->guard))
-            break;
-        pending_add(a->pending, l.ids[i], l.lens[i], h);
-        n += guard_add_hash(a->guard, h);
+    if (!guard_writable(a->guard)) {
+        idlist_free(&l);
+        return not_ready();
     }
-    bool refused = n < l.n;
+    uint64_t *hs = malloc((l.n ? l.n : 1) * sizeof(*hs));
+    if (hs == NULL) {
+        idlist_free(&l);
+        return (struct reply){ 500, NULL, false };
+    }
+    for (size_t i = 0; i < l.n; i++)
+        hs[i] = filter_hash(l.ids[i], l.lens[i]);
+    /*
+     * Journal first, all or nothing: a rebuild that replays the journal
+     * before the adds below is sure to see them land in its new filter,
+     * and an ID the journal cannot keep is refused, never acknowledged.
+     */
+    struct timespec now;
+    clock_gettime(CLOCK_MONOTONIC, &now);
+    enum pending_result pr = pending_add_many(a->pending, l.n, l.ids, l.lens, hs,
+                                              (uint64_t)now.tv_sec);
+    size_t n = 0;
+    if (pr == PENDING_OK)
+        for (size_t i = 0; i < l.n; i++)
+            n += guard_add_hash(a->guard, hs[i]);
+    free(hs);
+    size_t want = l.n;
     idlist_free(&l);
-    if (refused)
+    if (pr == PENDING_FULL_COUNT || pr == PENDING_FULL_BYTES) {
+        stats_add(a->stats, ST_INSERTS_REFUSED, want);
+        struct pending_info pi;
+        pending_info(a->pending, &pi);
+        return pr == PENDING_FULL_COUNT
+            ? api_error(MHD_HTTP_INSUFFICIENT_STORAGE, "journal_full",
+                        "the POST journal holds pending_limit (%llu) ids: none of these %zu was added",
+                        (unsigned long long)pi.limit, want)
+            : api_error(MHD_HTTP_INSUFFICIENT_STORAGE, "journal_full",
+                        "the POST journal holds pending_max_bytes (%llu) bytes of ids: none of "
+                        "these %zu was added", (unsigned long long)pi.max_bytes, want);
+    }
+    if (pr != PENDING_OK)
+        return (struct reply){ 500, NULL, false };
+    if (n < want)
         return not_ready();
     stats_add(a->stats, ST_INSERTS, n);
     char out[64];
@@ -344,9 +390,13 @@ struct reply api_auth(struct app *a, const char *uri, size_t len)
         size_t idlen;
         enum id_error e = id_decode(raw, rawlen, cfg->max_id_bytes, id, sizeof id, &idlen);
         if (e != ID_OK) {
-            /* Undecodable or over-long: no row can have this id. */
-            stats_add(a->stats, ST_AUTH_MISS, 1);
-            return shared(cfg->deny_status, p->auth_deny[0]);
+            /*
+             * Over-long, or not what idcodec decodes: the service behind may
+             * still read it as an ID of its own (a stray '%' taken
+             * literally), so this is no proof of absence.
+             */
+            stats_add(a->stats, ST_AUTH_MALFORMED, 1);
+            return shared(cfg->allow_status, p->auth_allow[1]);
         }
         enum guard_answer ans = guard_lookup(a->guard, id, idlen);
         if (ans == GUARD_NOT_READY) {
@@ -358,6 +408,10 @@ struct reply api_auth(struct app *a, const char *uri, size_t len)
         if (ans == GUARD_MAYBE) {
             stats_add(a->stats, ST_AUTH_HIT, 1);
             return shared(cfg->allow_status, p->auth_allow[0]);
+        }
+        if (source_degraded(a->source)) {
+            stats_add(a->stats, ST_DEGRADED, 1);
+            return shared(cfg->allow_status, p->auth_allow[3]);
         }
         stats_add(a->stats, ST_AUTH_MISS, 1);
         return shared(cfg->deny_status, p->auth_deny[0]);
@@ -390,13 +444,29 @@ static json_t *source_json(struct app *a, const struct source_status *ss)
     return o;
 }
 
+/* The horizon: how far back every committed row is known to be in the filter. */
+static json_t *horizon_json(struct app *a, const struct source_status *ss, uint64_t answers)
+{
+    json_t *o = json_pack("{s:b, s:f, s:f, s:I}", "degraded", ss->degraded,
+                          "max_staleness_seconds", a->cfg->max_staleness,
+                          "degraded_seconds_total", ss->degraded_seconds,
+                          "degraded_answers", (json_int_t)answers);
+    if (o)
+        json_object_set_new(o, "age_seconds",
+                            ss->horizon_age >= 0 ? json_real(ss->horizon_age) : json_null());
+    return o;
+}
+
 struct reply api_readyz(struct app *a)
 {
     struct source_status ss;
     source_status(a->source, &ss);
     bool ready = guard_ready(a->guard);
-    json_t *o = json_pack("{s:s, s:o}", "status", ready ? "ready" : "loading",
-                          "source", source_json(a, &ss));
+    struct stats_snapshot snap;
+    stats_snapshot(a->stats, &snap);
+    json_t *o = json_pack("{s:s, s:b, s:o, s:o}", "status", ready ? "ready" : "loading",
+                          "degraded", ready && ss.degraded, "source", source_json(a, &ss),
+                          "horizon", horizon_json(a, &ss, snap.counter[ST_DEGRADED]));
     char *s = o ? json_dumps(o, JSON_COMPACT) : NULL;
     json_decref(o);
     return take_string(ready ? MHD_HTTP_OK : MHD_HTTP_SERVICE_UNAVAILABLE, s);
@@ -407,8 +477,10 @@ struct reply api_stats(struct app *a)
     struct stats_snapshot snap;
     struct source_status ss;
     struct filter_info fi;
+    struct pending_info pi;
     stats_snapshot(a->stats, &snap);
     source_status(a->source, &ss);
+    pending_info(a->pending, &pi);
     bool ready = guard_info(a->guard, &fi);
     if (!ready)
         memset(&fi, 0, sizeof fi);
@@ -440,6 +512,8 @@ struct reply api_stats(struct app *a)
                                 "completed_id", (json_int_t)ss.completed_id,
                                 "ok", (json_int_t)ss.rebuilds_ok,
                                 "failed", (json_int_t)ss.rebuilds_failed);
+    if (rebuild && ss.next_rebuild_in > 0)
+        json_object_set_new(rebuild, "starts_in_seconds", json_real(ss.next_rebuild_in));
     if (rebuild && ss.running) {
         char since[32];
         iso8601(ss.running_since, since, sizeof since);
@@ -450,9 +524,10 @@ struct reply api_stats(struct app *a)
     }
     json_t *o = json_pack(
         "{s:b, s:I, s:I, s:I, s:i, s:I, s:f, s:f, s:f,"
-        " s:{s:I, s:I, s:I}, s:I, s:{s:I, s:I, s:I, s:I},"
+        " s:{s:I, s:I, s:I}, s:I, s:{s:I, s:I, s:I, s:I, s:I},"
         " s:{s:I, s:I, s:I, s:I}, s:o,"
-        " s:{s:I, s:f, s:s?, s:s}, s:o, s:o, s:I, s:{s:I, s:I}, s:I, s:s}",
+        " s:{s:I, s:f, s:s?, s:s}, s:o, s:o, s:o, s:I, s:I, s:{s:I, s:I, s:I, s:I, s:I, s:I},"
+        " s:I, s:s}",
         "ready", ready,
         "items", (json_int_t)fi.items,
         "capacity", (json_int_t)fi.capacity,
@@ -469,6 +544,7 @@ struct reply api_stats(struct app *a)
                 "misses", (json_int_t)snap.counter[ST_AUTH_MISS],
                 "bypasses", (json_int_t)snap.counter[ST_AUTH_BYPASS],
                 "not_ready", (json_int_t)snap.counter[ST_AUTH_NOT_READY],
+                "malformed", (json_int_t)snap.counter[ST_AUTH_MALFORMED],
         "requests", "2xx", (json_int_t)by_class[2], "4xx", (json_int_t)by_class[4],
                     "5xx", (json_int_t)by_class[5], "total",
                     (json_int_t)(by_class[1] + by_class[2] + by_class[3] + by_class[4] + by_class[5]),
@@ -478,9 +554,12 @@ struct reply api_stats(struct app *a)
                      "reason", ss.last_reason,
         "rebuild", rebuild,
         "source", source_json(a, &ss),
+        "horizon", horizon_json(a, &ss, snap.counter[ST_DEGRADED]),
         "notifications", (json_int_t)ss.notifications,
-        "pending_posts", "count", (json_int_t)pending_count(a->pending),
-                         "dropped", (json_int_t)pending_dropped(a->pending),
+        "long_ids", (json_int_t)ss.long_ids,
+        "pending_posts", "count", (json_int_t)pi.count, "bytes", (json_int_t)pi.bytes,
+                         "refused", (json_int_t)pi.refused, "expired", (json_int_t)pi.expired,
+                         "limit", (json_int_t)pi.limit, "max_bytes", (json_int_t)pi.max_bytes,
         "uptime_seconds", (json_int_t)(time(NULL) - a->started),
         "version", PACKAGE_VERSION);
     char *s = o ? json_dumps(o, JSON_COMPACT) : NULL;
@@ -492,8 +571,11 @@ struct reply api_reload(struct app *a)
 {
     bool coalesced = false;
     uint64_t id = source_request_rebuild(a->source, "api", &coalesced);
-    json_t *o = json_pack("{s:s, s:I, s:b}", "status", "accepted", "rebuild_id", (json_int_t)id,
-                          "coalesced", coalesced);
+    struct source_status ss;
+    source_status(a->source, &ss);
+    /* Coalesced into the next rebuild min_rebuild_interval allows: never one COPY per request. */
+    json_t *o = json_pack("{s:s, s:I, s:b, s:f}", "status", "accepted", "rebuild_id", (json_int_t)id,
+                          "coalesced", coalesced, "starts_in_seconds", ss.next_rebuild_in);
     char *s = o ? json_dumps(o, JSON_COMPACT) : NULL;
     json_decref(o);
     return take_string(MHD_HTTP_ACCEPTED, s);

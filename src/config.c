@@ -4,6 +4,7 @@
  * listing, so every rule about a key lives in exactly one place.
  */
 #include "config.h"
+#include "filter.h"
 
 #include <arpa/inet.h>
 #include <ctype.h>
@@ -110,8 +111,9 @@ static const struct key_def keys[] = {
 
     K_U64("filter", "expected_items", "0", expected_items, 0, UINT64_C(1000000000000),
           "items the filter is sized for, 0 = table row count times headroom (at most 1e12)"),
-    K_DBL("filter", "false_positive_rate", "0.01", false_positive_rate, 0.0, true, 0.5, true,
-          "target false positive rate, greater than 0 and less than 0.5"),
+    K_DBL("filter", "false_positive_rate", "0.01", false_positive_rate,
+          FILTER_MIN_FPP, true, FILTER_MAX_FPP, true,
+          "target false positive rate, greater than 0.000001 and less than 0.5"),
     K_DBL("filter", "headroom", "2.0", headroom, 1.0, false, 100.0, false,
           "factor applied to the table row count when expected_items is 0 (1..100)"),
 
@@ -127,6 +129,17 @@ static const struct key_def keys[] = {
            "rebuild a larger filter when the table outgrows the current one"),
     K_U64("sync", "pending_limit", "1000000", pending_limit, 0, 100000000,
           "ids POSTed to /ids that are kept across rebuilds until the table holds them, 0 = none"),
+    K_U64("sync", "pending_max_bytes", "67108864", pending_max_bytes, 0, UINT64_C(17179869184),
+          "bytes of ids that journal may hold (at most 16 GiB); a POST that would exceed it or pending_limit is refused"),
+    K_UINT("sync", "pending_ttl", "3600", pending_ttl, 1, 31536000,
+           "seconds a POSTed id stays in the journal when no COPY shows it in the table (1..31536000)"),
+    K_DBL("sync", "max_staleness", "2", max_staleness, 0.0, false, 3600.0, false,
+          "seconds: when bloomguard cannot show that it has every row committed longer ago than this, "
+          "answers that would be 404 or deny become 200 or allow (degraded); 0 = never degrade"),
+    K_DBL("sync", "probe_interval", "0.2", probe_interval, 0.01, false, 60.0, false,
+          "seconds between the follower's round trips that prove it is up to date (0.01..60)"),
+    K_UINT("sync", "min_rebuild_interval", "30", min_rebuild_interval, 0, 86400,
+           "least seconds from the end of one rebuild to the start of the next (after the first load), 0 = none"),
 
     K_TYPED("auth", "uri_template", T_TEMPLATE, "", uri_templates,
             "request path with {id} where the id goes, e.g. /user/get/{id}; repeat the key for more"),

@@ -49,7 +49,7 @@ struct config {
     unsigned retry_max_seconds;  /* cap of reconnect backoff, default 30, 1..3600 */
     /* [filter] */
     uint64_t expected_items;     /* default 0 = size from table row count * headroom; max 1e12 */
-    double false_positive_rate;  /* default 0.01, must be in (0, 0.5) exclusive */
+    double false_positive_rate;  /* [filter] false_positive_rate (bounds: filter.h) */
     double headroom;             /* default 2.0, 1.0..100.0 */
     /* [sync] */
     bool sync_enabled;           /* key "enabled", default yes: LISTEN/NOTIFY follower */
@@ -57,7 +57,12 @@ struct config {
     unsigned rebuild_interval;   /* seconds, default 0 = off, max 31536000 */
     uint64_t rebuild_after_deletes; /* default 0 = off */
     bool auto_grow;              /* key "auto_grow", default yes */
-    uint64_t pending_limit;      /* POSTed ids remembered until seen in the table, default 1000000 */
+    uint64_t pending_limit;      /* POSTed ids remembered until seen in the table */
+    uint64_t pending_max_bytes;  /* bytes of POSTed ids the journal may hold */
+    unsigned pending_ttl;        /* seconds a journal entry lives without a COPY showing it */
+    double max_staleness;        /* seconds; 0 = never degrade */
+    double probe_interval;       /* seconds between follower round trips */
+    unsigned min_rebuild_interval; /* seconds between the end of a rebuild and the next start */
     /* [auth] */
     char *uri_templates[CONFIG_MAX_TEMPLATES]; /* key "uri_template", repeatable: each occurrence appends; default none. Each starts with '/' and holds "{id}" exactly once, no other '{' '}' and no whitespace */
     unsigned n_uri_templates;

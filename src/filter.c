@@ -145,7 +145,7 @@ static double fpp_at(double bits_per_key, unsigned k)
 
 enum filter_error filter_plan(uint64_t n, double p, struct filter_plan *out)
 {
-    if (!(p > 1e-6 && p < 0.5))     /* also rejects NaN */
+    if (!(p > FILTER_MIN_FPP && p < FILTER_MAX_FPP))     /* also rejects NaN */
         return FILTER_EINVAL_FPP;
     if (n > FILTER_MAX_ITEMS)
         return FILTER_ETOO_LARGE;
@@ -271,9 +271,15 @@ void filter_add_hash(struct filter *f, uint64_t h)
         uint64_t old = atomic_fetch_or_explicit(&b[w], mask[w], memory_order_release);
         added += bits_in(mask[w] & ~old);
     }
-    if (added)
+    /*
+     * A key that set no new bit was already in (or a false positive of) the
+     * filter: counting it again would let duplicates inflate the size of the
+     * next filter, which is planned from items.
+     */
+    if (added) {
         atomic_fetch_add_explicit(&f->bits_set, added, memory_order_relaxed);
-    atomic_fetch_add_explicit(&f->items, 1, memory_order_relaxed);
+        atomic_fetch_add_explicit(&f->items, 1, memory_order_relaxed);
+    }
 }
 
 /* How far ahead the bulk insert prefetches blocks. */
@@ -281,7 +287,7 @@ void filter_add_hash(struct filter *f, uint64_t h)
 
 void filter_add_hashes_exclusive(struct filter *f, const uint64_t *hs, size_t n)
 {
-    uint64_t added = 0;
+    uint64_t added = 0, fresh = 0;
     for (size_t i = 0; i < n; i++) {
         if (i + PREFETCH_AHEAD < n)
             __builtin_prefetch((const void *)block_of(f, hs[i + PREFETCH_AHEAD]), 1, 3);
@@ -292,14 +298,17 @@ void filter_add_hashes_exclusive(struct filter *f, const uint64_t *hs, size_t n)
          * Plain loads and stores (relaxed atomics compile to movs): no other
          * writer exists by contract, and readers see each word whole.
          */
+        uint64_t key_added = 0;
         for (unsigned w = 0; w < WORDS_PER_BLOCK; w++) {
             uint64_t old = atomic_load_explicit(&b[w], memory_order_relaxed);
-            added += bits_in(mask[w] & ~old);
+            key_added += bits_in(mask[w] & ~old);
             atomic_store_explicit(&b[w], old | mask[w], memory_order_relaxed);
         }
+        added += key_added;
+        fresh += key_added != 0;
     }
     atomic_fetch_add_explicit(&f->bits_set, added, memory_order_relaxed);
-    atomic_fetch_add_explicit(&f->items, n, memory_order_relaxed);
+    atomic_fetch_add_explicit(&f->items, fresh, memory_order_relaxed);
 }
 
 static bool contains_scalar(const struct filter *f, uint64_t h)

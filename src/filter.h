@@ -14,6 +14,14 @@ struct filter;
 
 /* Bits in one block: one cache line. */
 #define FILTER_BLOCK_BITS 512u
+/*
+ * False-positive rates filter_new accepts: strictly between these two.  The
+ * configuration takes its bounds from here, so a rate that `bloomguard -t`
+ * accepts is one every load can build.
+ */
+#define FILTER_MIN_FPP 1e-6
+#define FILTER_MAX_FPP 0.5
+
 /* Upper bound on expected items accepted by filter_new (10^12). */
 #define FILTER_MAX_ITEMS UINT64_C(1000000000000)
 /* Upper bound on the bit array (2^46 bytes = 64 TiB); larger is "absurd". */
@@ -22,7 +30,7 @@ struct filter;
 /* Why filter_new failed. */
 enum filter_error {
     FILTER_OK = 0,
-    FILTER_EINVAL_FPP,   /* false-positive rate outside (0, 0.5) or NaN */
+    FILTER_EINVAL_FPP,   /* false-positive rate outside (FILTER_MIN_FPP, FILTER_MAX_FPP) or NaN */
     FILTER_ETOO_LARGE,   /* expected items or resulting size beyond the limits above */
     FILTER_ENOMEM        /* the bit array could not be allocated */
 };
@@ -99,7 +107,8 @@ bool filter_use_simd(struct filter *f, bool on);
 
 /* A snapshot of the filter's figures; safe to take while others insert. */
 struct filter_info {
-    uint64_t items;        /* filter_add calls so far (duplicates counted) */
+    uint64_t items;        /* keys that set at least one new bit: distinct keys, less
+                              the few that were false positives when added */
     uint64_t capacity;     /* expected items the filter was sized for */
     uint64_t bits;         /* size of the bit array */
     uint64_t bits_set;     /* bits currently 1 */

@@ -27,8 +27,11 @@ PGconn *loader_connect(const struct config *cfg, char *err, size_t errlen)
      */
     const char *keys[] = { "connect_timeout", "keepalives", "keepalives_idle",
                            "keepalives_interval", "keepalives_count",
-                           "fallback_application_name", "dbname", NULL };
-    const char *vals[] = { "10", "1", "10", "5", "3", "bloomguard", cfg->conninfo, NULL };
+                           "fallback_application_name", "target_session_attrs",
+                           "dbname", NULL };
+    /* LISTEN needs a primary, and the COPY must read the follower's server. */
+    const char *vals[] = { "10", "1", "10", "5", "3", "bloomguard",
+                           cfg->sync_enabled ? "primary" : "any", cfg->conninfo, NULL };
     PGconn *conn = PQconnectdbParams(keys, vals, 1);
     if (conn == NULL) {
         snprintf(err, errlen, "cannot connect to PostgreSQL: out of memory");
@@ -39,7 +42,39 @@ PGconn *loader_connect(const struct config *cfg, char *err, size_t errlen)
         PQfinish(conn);
         return NULL;
     }
+    /*
+     * One text form for an ID, whatever the server's or the role's defaults:
+     * COPY and sql/notify.sql's trigger (which pins the same settings with
+     * SET clauses) must render every ID identically, in UTF-8.  Keep this
+     * list and the trigger's in step.
+     */
+    PGresult *r = PQexec(conn, LOADER_SESSION_SETTINGS);
+    bool ok = PQresultStatus(r) == PGRES_COMMAND_OK;
+    PQclear(r);
+    if (!ok) {
+        set_err(err, errlen, "cannot set the session's encoding and formats", conn);
+        PQfinish(conn);
+        return NULL;
+    }
     return conn;
+}
+
+bool loader_server_id(PGconn *conn, char *out, size_t outlen, char *err, size_t errlen)
+{
+    PGresult *r = PQexec(conn, "SELECT pg_is_in_recovery(), pg_postmaster_start_time(), "
+                               "coalesce(inet_server_addr()::text, 'local'), "
+                               "coalesce(inet_server_port(), 0), current_database()");
+    bool ok = PQresultStatus(r) == PGRES_TUPLES_OK && PQntuples(r) == 1 && PQnfields(r) == 5;
+    if (!ok)
+        set_err(err, errlen, "cannot identify the server", conn);
+    else if (strcmp(PQgetvalue(r, 0, 0), "t") == 0) {
+        snprintf(err, errlen, "the server is a standby (in recovery): bloomguard needs the primary");
+        ok = false;
+    } else
+        snprintf(out, outlen, "started %s, address %s port %s, database %s", PQgetvalue(r, 0, 1),
+                 PQgetvalue(r, 0, 2), PQgetvalue(r, 0, 3), PQgetvalue(r, 0, 4));
+    PQclear(r);
+    return ok;
 }
 
 bool loader_quote_names(PGconn *conn, const struct config *cfg, char **tbl, char **col,

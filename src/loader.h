@@ -25,6 +25,23 @@
 PGconn *loader_connect(const struct config *cfg, char *err, size_t errlen);
 
 /*
+ * The settings every bloomguard session runs with (client encoding and the
+ * output formats of dates, times, floats, bytea and intervals), so an ID's
+ * text form does not depend on the server's or role's defaults.
+ * sql/notify.sql's trigger function pins the same ones.
+ */
+#define LOADER_SESSION_SETTINGS \
+    "SET client_encoding = 'UTF8'; SET DateStyle = 'ISO, MDY'; SET TimeZone = 'UTC'; " \
+    "SET IntervalStyle = 'postgres'; SET extra_float_digits = 1; SET bytea_output = 'hex'"
+
+/*
+ * Who the connection reached: the server's start time, address, port and
+ * database in out, e.g. to check that two connections reach one server.
+ * False (with the reason) when it cannot be read or the server is a standby.
+ */
+bool loader_server_id(PGconn *conn, char *out, size_t outlen, char *err, size_t errlen);
+
+/*
  * The quoted, schema-qualified table name and quoted column for SQL, built
  * with PQescapeIdentifier so no name can inject SQL.  Writes "tbl" and "col"
  * (caller frees both with free()) or an error.

@@ -27,7 +27,8 @@ enum { EXIT_OK = 0, EXIT_CONFIG = 1, EXIT_STARTUP = 2 };
 
 struct hooks_ctx {
     struct log *lg;
-    atomic_bool reload_pending;     /* SIGHUP sent RELOADING=1, READY=1 owed */
+    /* SIGHUP sent RELOADING=1: READY=1 is owed once rebuild reload_id has finished. */
+    _Atomic uint64_t reload_id;     /* 0: none owed */
 };
 
 static void usage(FILE *out)
@@ -57,7 +58,7 @@ static void on_progress(void *arg, uint64_t rows, bool first)
     notify_progress(rows, first);
 }
 
-static void on_done(void *arg, bool ok, bool first, uint64_t rows, double seconds)
+static void on_done(void *arg, uint64_t id, bool ok, bool first, uint64_t rows, double seconds)
 {
     struct hooks_ctx *h = arg;
     char status[128];
@@ -65,7 +66,11 @@ static void on_done(void *arg, bool ok, bool first, uint64_t rows, double second
              (unsigned long long)rows, seconds);
     if (first)
         log_info(h->lg, "ready: %llu ids loaded in %.3f s", (unsigned long long)rows, seconds);
-    if (first || atomic_exchange(&h->reload_pending, false))
+    /* The rebuild the signal asked for (or a later one), not one already running before it. */
+    uint64_t owed = atomic_load(&h->reload_id);
+    bool reloaded = owed != 0 && id >= owed
+                    && atomic_compare_exchange_strong(&h->reload_id, &owed, 0);
+    if (first || reloaded)
         notify_ready(status);
     else if (ok)
         notify_status(status);
@@ -151,13 +156,13 @@ int main(int argc, char **argv)
     signal(SIGPIPE, SIG_IGN);
 
     struct hooks_ctx hctx = { .lg = &lg };
-    atomic_init(&hctx.reload_pending, false);
+    atomic_init(&hctx.reload_id, 0);
     struct source_hooks hooks = { .arg = &hctx, .progress = on_progress, .done = on_done };
     struct app app = { .cfg = &cfg, .lg = &lg, .started = time(NULL) };
     struct http *http = NULL;
     app.guard = guard_new();
     app.stats = stats_new();
-    app.pending = pending_new(cfg.pending_limit);
+    app.pending = pending_new(cfg.pending_limit, cfg.pending_max_bytes, cfg.pending_ttl);
     if (app.guard == NULL || app.stats == NULL || app.pending == NULL || !api_init(&app)) {
         log_error(&lg, "out of memory");
         goto out;
@@ -187,11 +192,19 @@ int main(int argc, char **argv)
             continue;
         if (sig == SIGHUP) {
             log_info(&lg, "SIGHUP: rebuilding the filter from the table");
-            if (guard_ready(app.guard)) {
-                atomic_store(&hctx.reload_pending, true);
+            bool owe = guard_ready(app.guard);
+            if (owe)
                 notify_reloading();
+            uint64_t id = source_request_rebuild(app.source, "SIGHUP", NULL);
+            if (owe) {
+                atomic_store(&hctx.reload_id, id);
+                /* It may have finished before the store: then on_done owed nothing. */
+                struct source_status ss;
+                source_status(app.source, &ss);
+                uint64_t want = id;
+                if (ss.completed_id >= id && atomic_compare_exchange_strong(&hctx.reload_id, &want, 0))
+                    notify_ready("serving");
             }
-            source_request_rebuild(app.source, "SIGHUP", NULL);
             continue;
         }
         log_info(&lg, "%s: shutting down", strsignal(sig));

@@ -84,15 +84,38 @@ struct reply api_metrics(struct app *a)
             (unsigned long long)snap.counter[ST_AUTH_BYPASS]);
     fprintf(o, "bloomguard_auth_decisions_total{result=\"not_ready\"} %llu\n",
             (unsigned long long)snap.counter[ST_AUTH_NOT_READY]);
+    fprintf(o, "bloomguard_auth_decisions_total{result=\"malformed\"} %llu\n",
+            (unsigned long long)snap.counter[ST_AUTH_MALFORMED]);
+    fprintf(o, "bloomguard_auth_decisions_total{result=\"degraded\"} %llu\n",
+            (unsigned long long)snap.counter[ST_DEGRADED]);
     head(o, "notifications_applied_total", "counter", "IDs added from PostgreSQL NOTIFY.");
     fprintf(o, "bloomguard_notifications_applied_total %llu\n",
             (unsigned long long)snap.counter[ST_NOTIFY_APPLIED]);
 
-    head(o, "pending_posts", "gauge", "POSTed ids kept across rebuilds until the table holds them.");
-    fprintf(o, "bloomguard_pending_posts %llu\n", (unsigned long long)pending_count(a->pending));
-    head(o, "pending_posts_dropped_total", "counter", "POSTed ids not kept because pending_limit was reached.");
-    fprintf(o, "bloomguard_pending_posts_dropped_total %llu\n",
-            (unsigned long long)pending_dropped(a->pending));
+    struct pending_info pi;
+    pending_info(a->pending, &pi);
+    head(o, "pending_posts", "gauge", "POSTed ids kept across rebuilds until a COPY shows them in the table.");
+    fprintf(o, "bloomguard_pending_posts %llu\n", (unsigned long long)pi.count);
+    head(o, "pending_posts_bytes", "gauge", "Bytes of the POSTed ids in the journal.");
+    fprintf(o, "bloomguard_pending_posts_bytes %llu\n", (unsigned long long)pi.bytes);
+    head(o, "pending_posts_refused_total", "counter",
+         "POSTed ids refused (507) because the journal was full.");
+    fprintf(o, "bloomguard_pending_posts_refused_total %llu\n", (unsigned long long)pi.refused);
+    head(o, "pending_posts_expired_total", "counter", "Journal entries dropped after pending_ttl.");
+    fprintf(o, "bloomguard_pending_posts_expired_total %llu\n", (unsigned long long)pi.expired);
+
+    head(o, "degraded", "gauge",
+         "1 while absent answers are given as maybe: the horizon is older than max_staleness.");
+    fprintf(o, "bloomguard_degraded %d\n", ready && ss.degraded ? 1 : 0);
+    head(o, "degraded_seconds_total", "counter", "Time spent degraded.");
+    fprintf(o, "bloomguard_degraded_seconds_total %.6f\n", ss.degraded_seconds);
+    head(o, "degraded_answers_total", "counter",
+         "Answers that would have been 404 or deny, given as 200 or allow while degraded.");
+    fprintf(o, "bloomguard_degraded_answers_total %llu\n",
+            (unsigned long long)snap.counter[ST_DEGRADED]);
+    head(o, "horizon_age_seconds", "gauge",
+         "Seconds since the horizon: every row committed before it is in the filter (-1: none yet).");
+    fprintf(o, "bloomguard_horizon_age_seconds %.6f\n", ss.horizon_age);
 
     head(o, "rebuilds_total", "counter", "Filter loads and rebuilds, by result.");
     fprintf(o, "bloomguard_rebuilds_total{result=\"ok\"} %llu\n", (unsigned long long)ss.rebuilds_ok);
@@ -109,7 +132,7 @@ struct reply api_metrics(struct app *a)
 
     head(o, "ready", "gauge", "1 once a filter is loaded and served.");
     fprintf(o, "bloomguard_ready %d\n", ready ? 1 : 0);
-    head(o, "filter_items", "gauge", "IDs added to the live filter (duplicates counted).");
+    head(o, "filter_items", "gauge", "Distinct IDs added to the live filter (duplicates not counted).");
     fprintf(o, "bloomguard_filter_items %llu\n", (unsigned long long)fi.items);
     head(o, "filter_capacity", "gauge", "IDs the live filter was sized for.");
     fprintf(o, "bloomguard_filter_capacity %llu\n", (unsigned long long)fi.capacity);

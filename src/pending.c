@@ -14,6 +14,7 @@ struct entry {
     uint64_t h;
     char *id;                   /* NULL: free (never used, or deleted if dead) */
     size_t len;
+    uint64_t expires;           /* on the caller's clock */
     bool dead;                  /* a tombstone: keeps probe chains intact */
 };
 
@@ -22,20 +23,26 @@ struct pending {
     struct entry *slots;
     size_t cap;                 /* power of two */
     size_t used;                /* live + tombstones */
-    uint64_t limit;
+    uint64_t limit, max_bytes, ttl;
     _Atomic uint64_t count;
-    _Atomic uint64_t dropped;
+    _Atomic uint64_t bytes;
+    _Atomic uint64_t refused;
+    _Atomic uint64_t expired;
 };
 
-struct pending *pending_new(uint64_t limit)
+struct pending *pending_new(uint64_t limit, uint64_t max_bytes, uint64_t ttl)
 {
     struct pending *p = calloc(1, sizeof(*p));
     if (p == NULL)
         return NULL;
     pthread_mutex_init(&p->mu, NULL);
     p->limit = limit;
+    p->max_bytes = max_bytes;
+    p->ttl = ttl;
     atomic_init(&p->count, 0);
-    atomic_init(&p->dropped, 0);
+    atomic_init(&p->bytes, 0);
+    atomic_init(&p->refused, 0);
+    atomic_init(&p->expired, 0);
     return p;
 }
 
@@ -50,7 +57,7 @@ void pending_free(struct pending *p)
     free(p);
 }
 
-/* The slot holding id, or the first free one on its probe path.  Caller locks. */
+/* The slot holding id, or the first free one on its probe path.  Caller locks; cap > 0. */
 static struct entry *find(struct pending *p, const char *id, size_t len, uint64_t h, bool *found)
 {
     struct entry *free_slot = NULL;
@@ -95,33 +102,103 @@ static bool grow(struct pending *p)
     return true;
 }
 
-bool pending_add(struct pending *p, const char *id, size_t len, uint64_t h)
+/* Turn a live entry into a tombstone.  Caller locks. */
+static void drop(struct pending *p, struct entry *e)
 {
-    bool ok = false, found;
+    atomic_fetch_sub(&p->bytes, e->len);
+    atomic_fetch_sub(&p->count, 1);
+    free(e->id);
+    *e = (struct entry){ .dead = true };
+}
+
+static void expire_locked(struct pending *p, uint64_t now)
+{
+    uint64_t n = 0;
+    for (size_t i = 0; i < p->cap; i++) {
+        struct entry *e = &p->slots[i];
+        if (e->id != NULL && e->expires <= now) {
+            drop(p, e);
+            n++;
+        }
+    }
+    if (n)
+        atomic_fetch_add(&p->expired, n);
+}
+
+/* Room the IDs not yet remembered would take.  Caller locks. */
+static void room_needed(struct pending *p, size_t n, const char *const *ids, const size_t *lens,
+                        const uint64_t *hashes, uint64_t *count, uint64_t *bytes)
+{
+    *count = *bytes = 0;
+    for (size_t i = 0; i < n; i++) {
+        bool found = false;
+        if (p->cap > 0)
+            find(p, ids[i], lens[i], hashes[i], &found);
+        if (!found) {       /* a duplicate inside the batch counts twice: refuses early, never late */
+            (*count)++;
+            *bytes += lens[i];
+        }
+    }
+}
+
+static enum pending_result fits(const struct pending *p, uint64_t count, uint64_t bytes)
+{
+    if (atomic_load(&p->count) + count > p->limit)
+        return PENDING_FULL_COUNT;
+    if (atomic_load(&p->bytes) + bytes > p->max_bytes)
+        return PENDING_FULL_BYTES;
+    return PENDING_OK;
+}
+
+enum pending_result pending_add_many(struct pending *p, size_t n, const char *const *ids,
+                                     const size_t *lens, const uint64_t *hashes, uint64_t now)
+{
+    enum pending_result r;
+    uint64_t need, need_bytes;
     pthread_mutex_lock(&p->mu);
-    if ((p->used + 1) * 4 > p->cap * 3 && !grow(p))
-        goto out;
-    struct entry *e = find(p, id, len, h, &found);
-    if (found) {
-        ok = true;
+    room_needed(p, n, ids, lens, hashes, &need, &need_bytes);
+    r = fits(p, need, need_bytes);
+    if (r != PENDING_OK) {
+        /* Expired entries hold room only until someone needs it. */
+        expire_locked(p, now);
+        r = fits(p, need, need_bytes);
+    }
+    if (r != PENDING_OK) {
+        atomic_fetch_add(&p->refused, n);
         goto out;
     }
-    if (atomic_load(&p->count) >= p->limit)
-        goto out;
-    char *copy = malloc(len ? len : 1);
-    if (copy == NULL)
-        goto out;
-    memcpy(copy, id, len);
-    if (!e->dead)
-        p->used++;
-    *e = (struct entry){ h, copy, len, false };
-    atomic_fetch_add(&p->count, 1);
-    ok = true;
+    for (size_t i = 0; i < n; i++) {
+        bool found;
+        if ((p->used + 1) * 4 > p->cap * 3 && !grow(p)) {
+            r = PENDING_NOMEM;
+            goto out;
+        }
+        struct entry *e = find(p, ids[i], lens[i], hashes[i], &found);
+        if (found) {
+            e->expires = now + p->ttl;
+            continue;
+        }
+        char *copy = malloc(lens[i] ? lens[i] : 1);
+        if (copy == NULL) {
+            r = PENDING_NOMEM;
+            goto out;
+        }
+        memcpy(copy, ids[i], lens[i]);
+        if (!e->dead)
+            p->used++;
+        *e = (struct entry){ hashes[i], copy, lens[i], now + p->ttl, false };
+        atomic_fetch_add(&p->count, 1);
+        atomic_fetch_add(&p->bytes, lens[i]);
+    }
 out:
     pthread_mutex_unlock(&p->mu);
-    if (!ok)
-        atomic_fetch_add(&p->dropped, 1);
-    return ok;
+    return r;
+}
+
+enum pending_result pending_add(struct pending *p, const char *id, size_t len, uint64_t h,
+                                uint64_t now)
+{
+    return pending_add_many(p, 1, &id, &len, &h, now);
 }
 
 void pending_seen(struct pending *p, const char *id, size_t len, uint64_t h)
@@ -132,12 +209,18 @@ void pending_seen(struct pending *p, const char *id, size_t len, uint64_t h)
     pthread_mutex_lock(&p->mu);
     if (p->cap > 0) {
         struct entry *e = find(p, id, len, h, &found);
-        if (found) {
-            free(e->id);
-            *e = (struct entry){ 0, NULL, 0, true };
-            atomic_fetch_sub(&p->count, 1);
-        }
+        if (found)
+            drop(p, e);
     }
+    pthread_mutex_unlock(&p->mu);
+}
+
+void pending_expire(struct pending *p, uint64_t now)
+{
+    if (atomic_load_explicit(&p->count, memory_order_relaxed) == 0)
+        return;
+    pthread_mutex_lock(&p->mu);
+    expire_locked(p, now);
     pthread_mutex_unlock(&p->mu);
 }
 
@@ -150,12 +233,13 @@ void pending_replay(struct pending *p, struct filter *f)
     pthread_mutex_unlock(&p->mu);
 }
 
-uint64_t pending_count(struct pending *p)
+void pending_info(struct pending *p, struct pending_info *out)
 {
-    return atomic_load(&p->count);
-}
-
-uint64_t pending_dropped(struct pending *p)
-{
-    return atomic_load(&p->dropped);
+    out->count = atomic_load(&p->count);
+    out->bytes = atomic_load(&p->bytes);
+    out->refused = atomic_load(&p->refused);
+    out->expired = atomic_load(&p->expired);
+    out->limit = p->limit;
+    out->max_bytes = p->max_bytes;
+    out->ttl = p->ttl;
 }

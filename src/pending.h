@@ -1,9 +1,13 @@
 /*
- * IDs POSTed to /ids that the table has not shown us yet.  A rebuild copies
- * the table, so without this list it would drop a POSTed ID whose row is not
- * committed yet (or never will be); the rebuild replays the list into the new
- * filter instead, and an ID leaves the list once a COPY or a NOTIFY shows it
- * in the table.
+ * The POST journal: IDs POSTed to /ids that no COPY has shown in the table
+ * yet.  A rebuild copies the table, so without this journal it would drop a
+ * POSTed ID whose row is not committed yet (or never will be); the rebuild
+ * replays the journal into the new filter instead.  An entry leaves only
+ * when a COPY shows its ID in the table or when it expires (ttl): a
+ * notification never removes one, since any database role may send one.
+ * The journal is bounded in entries and in bytes; what does not fit is
+ * refused as a whole, so the caller can refuse the POST instead of
+ * acknowledging an ID it would forget.
  */
 #ifndef BLOOMGUARD_PENDING_H
 #define BLOOMGUARD_PENDING_H
@@ -16,27 +20,55 @@
 
 struct pending;
 
-/* A set holding at most limit IDs (0: always empty).  NULL on no memory. */
-struct pending *pending_new(uint64_t limit);
+/*
+ * A journal holding at most limit IDs and max_bytes bytes of IDs (0: always
+ * empty), each kept ttl seconds unless a COPY shows it first.  NULL on no
+ * memory.  pending_free(NULL) is a no-op.
+ */
+struct pending *pending_new(uint64_t limit, uint64_t max_bytes, uint64_t ttl);
 void pending_free(struct pending *p);
 
-/*
- * Remember an ID (h = filter_hash of it).  False when the set is full or out
- * of memory: the ID is then only in the live filter.  Thread-safe.
- */
-bool pending_add(struct pending *p, const char *id, size_t len, uint64_t h);
+enum pending_result {
+    PENDING_OK = 0,
+    PENDING_FULL_COUNT,     /* more than limit entries */
+    PENDING_FULL_BYTES,     /* more than max_bytes bytes */
+    PENDING_NOMEM
+};
 
 /*
- * The table holds this ID: forget it.  Cheap when the set is empty (one
- * atomic load), so the loader may call it for every row.  Thread-safe.
+ * Remember n IDs (hashes[i] = filter_hash of ids[i]) at time now (seconds on
+ * any monotonic clock; the same clock for every call).  All of them or, when
+ * they would not fit (expired entries are dropped first to make room), none:
+ * PENDING_FULL_*.  An ID already there gets a fresh expiry and takes no more
+ * room.  PENDING_NOMEM may leave some of them remembered.  Thread-safe.
+ */
+enum pending_result pending_add_many(struct pending *p, size_t n, const char *const *ids,
+                                     const size_t *lens, const uint64_t *hashes, uint64_t now);
+/* One ID; the same rules. */
+enum pending_result pending_add(struct pending *p, const char *id, size_t len, uint64_t h,
+                                uint64_t now);
+
+/*
+ * A COPY shows this ID in the table: forget it.  Cheap when the journal is
+ * empty (one atomic load), so the loader may call it for every row.
+ * Thread-safe.
  */
 void pending_seen(struct pending *p, const char *id, size_t len, uint64_t h);
+
+/* Drop entries whose time is up at now.  Thread-safe. */
+void pending_expire(struct pending *p, uint64_t now);
 
 /* Add every remembered ID to f.  Thread-safe. */
 void pending_replay(struct pending *p, struct filter *f);
 
-/* IDs remembered now, and IDs refused because the set was full. */
-uint64_t pending_count(struct pending *p);
-uint64_t pending_dropped(struct pending *p);
+/* Figures for /stats and /metrics; each read atomically. */
+struct pending_info {
+    uint64_t count;         /* IDs remembered now */
+    uint64_t bytes;         /* their bytes */
+    uint64_t refused;       /* IDs refused because the journal was full */
+    uint64_t expired;       /* entries dropped by ttl */
+    uint64_t limit, max_bytes, ttl;
+};
+void pending_info(struct pending *p, struct pending_info *out);
 
 #endif

@@ -5,6 +5,18 @@
  * A rebuild's COPY starts only while the follower is listening, so a row
  * committed at any moment is either in the COPY's snapshot or notified to a
  * follower that adds it to both filters.
+ *
+ * The horizon.  PostgreSQL delivers to a listening session, before the
+ * result of its next query, every notification of a transaction whose
+ * commit was acknowledged before that query started.  So each time the
+ * follower's probe (SELECT 1, every probe_interval) comes back and the
+ * notifications that came with it are applied, every row committed before
+ * the probe was sent is in the filter: the horizon H moves to the send time.
+ * That holds only while the feed is whole: a new connection (notifications
+ * were lost while away) or a row whose ID did not fit in a notification
+ * starts a new feed epoch, and H stays put until a rebuild whose COPY
+ * started in that epoch is live.  When now - H exceeds max_staleness the
+ * guard is degraded and "absent" answers become "maybe".
  */
 #include "source.h"
 
@@ -16,6 +28,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "loader.h"
 
@@ -23,6 +36,16 @@
 #define TICK_MS 500
 /* Smallest filter worth building: a fresh table still gets room to grow. */
 #define MIN_CAPACITY 1024
+/*
+ * A probe unanswered this long means the connection is gone (a partition
+ * that drops packets never closes it).  Degraded answers start long before;
+ * this only decides when to give up on the connection, which costs a
+ * rebuild, so it is generous: a short network hiccup heals by itself.
+ */
+#define PROBE_DEAD_NS (15 * NS_PER_S)
+#define NS_PER_S INT64_C(1000000000)
+/* PostgreSQL refuses NOTIFY payloads of 8000 bytes or more. */
+#define NOTIFY_MAX_PAYLOAD 7999
 
 struct source {
     const struct config *cfg;
@@ -36,6 +59,10 @@ struct source {
     pthread_t rebuilder, follower;
     bool rebuilder_started, follower_started;
 
+    /* Monotonic ns: every row committed before it is in the live filter; 0 = none. */
+    _Atomic int64_t horizon;
+    int64_t max_stale_ns;       /* 0: never degraded */
+
     pthread_mutex_t mu;
     pthread_cond_t cv;          /* rebuild wanted, stop, or follower state change */
     /* Everything below is guarded by mu. */
@@ -43,9 +70,75 @@ struct source {
     uint64_t started;           /* id of the rebuild running or last started */
     char wanted_reason[32];
     bool ever_loaded;
-    time_t last_attempt_end;
+    int64_t last_rebuild_end;   /* monotonic ns; 0: none yet */
+    uint64_t feed_epoch;        /* bumped by each new LISTEN and each long ID */
+    uint64_t covered_epoch;     /* the epoch the live filter's COPY started in */
+    char server_id[256];        /* the follower's server (see loader_server_id) */
+    int64_t degraded_ns;        /* time spent degraded, counted up to accounted */
+    int64_t accounted;
+    unsigned rng;               /* jitter for backoffs */
     struct source_status status;
 };
+
+static int64_t now_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (int64_t)ts.tv_sec * NS_PER_S + ts.tv_nsec;
+}
+
+bool source_degraded(struct source *s)
+{
+    if (s->max_stale_ns == 0)
+        return false;
+    int64_t h = atomic_load_explicit(&s->horizon, memory_order_acquire);
+    return now_ns() - h > s->max_stale_ns;
+}
+
+/* Degraded time in [accounted, now] under horizon h.  Caller holds mu. */
+static void account_locked(struct source *s, int64_t h, int64_t now)
+{
+    if (s->max_stale_ns == 0 || h == 0)
+        return;
+    int64_t from = h + s->max_stale_ns;
+    if (from < s->accounted)
+        from = s->accounted;
+    if (now > from)
+        s->degraded_ns += now - from;
+    s->accounted = now;
+}
+
+/*
+ * Move the horizon to t if the live filter covers the current feed epoch.
+ * Caller holds mu and has applied every notification that arrived before
+ * the round trip that proved t.
+ */
+static void advance_locked(struct source *s, int64_t t)
+{
+    if (s->covered_epoch != s->feed_epoch)
+        return;
+    int64_t h = atomic_load(&s->horizon);
+    if (t <= h)
+        return;
+    account_locked(s, h, now_ns());
+    atomic_store_explicit(&s->horizon, t, memory_order_release);
+}
+
+/* A start of a new feed epoch: the horizon waits for a rebuild.  Caller holds mu. */
+static void new_epoch_locked(struct source *s)
+{
+    s->feed_epoch++;
+}
+
+/* Backoff with +-25% jitter, so that a fleet does not reconnect in step. */
+static unsigned jitter_ms(struct source *s, unsigned seconds)
+{
+    pthread_mutex_lock(&s->mu);
+    unsigned r = (unsigned)rand_r(&s->rng);
+    pthread_mutex_unlock(&s->mu);
+    double f = 0.75 + 0.5 * (double)(r % 1000) / 1000.0;
+    return (unsigned)((double)seconds * 1000.0 * f);
+}
 
 const char *source_state_name(enum source_state s)
 {
@@ -79,6 +172,11 @@ struct source *source_new(const struct config *cfg, struct guard *g, struct pend
     s->status.state = SOURCE_CONNECTING;
     s->status.state_since = time(NULL);
     s->status.requested_id = 1;
+    atomic_init(&s->horizon, 0);
+    s->max_stale_ns = (int64_t)(cfg->max_staleness * (double)NS_PER_S);
+    s->feed_epoch = 1;
+    s->covered_epoch = 0;
+    s->rng = (unsigned)now_ns() ^ (unsigned)getpid();
     return s;
 }
 
@@ -116,11 +214,38 @@ uint64_t source_request_rebuild(struct source *s, const char *reason, bool *coal
     return id;
 }
 
+/* Seconds min_rebuild_interval still holds a wanted rebuild back.  Caller holds mu. */
+static double hold_back_locked(const struct source *s, int64_t now)
+{
+    if (!s->ever_loaded || s->last_rebuild_end == 0)
+        return 0;
+    int64_t until = s->last_rebuild_end + (int64_t)s->cfg->min_rebuild_interval * NS_PER_S;
+    return until > now ? (double)(until - now) / (double)NS_PER_S : 0;
+}
+
 void source_status(struct source *s, struct source_status *out)
 {
+    int64_t now = now_ns();
     pthread_mutex_lock(&s->mu);
+    int64_t h = atomic_load(&s->horizon);
+    account_locked(s, h, now);
     *out = s->status;
+    out->horizon_age = h ? (double)(now - h) / (double)NS_PER_S : -1;
+    out->degraded = s->max_stale_ns > 0 && h != 0 && now - h > s->max_stale_ns;
+    out->degraded_seconds = (double)s->degraded_ns / (double)NS_PER_S;
+    out->next_rebuild_in = s->wanted > s->started ? hold_back_locked(s, now) : 0;
     pthread_mutex_unlock(&s->mu);
+}
+
+/*
+ * The public part of an error: the text before the first ": ", where
+ * loader.c and this file put the detail from libpq (hosts, socket paths,
+ * role names), which only the log shows.
+ */
+static void set_public_error_locked(struct source *s, const char *err)
+{
+    size_t n = strcspn(err, ":");
+    snprintf(s->status.last_error, sizeof s->status.last_error, "%.*s", (int)n, err);
 }
 
 static void set_state(struct source *s, enum source_state st, const char *err)
@@ -131,7 +256,7 @@ static void set_state(struct source *s, enum source_state st, const char *err)
         s->status.state_since = time(NULL);
     }
     if (err)
-        snprintf(s->status.last_error, sizeof s->status.last_error, "%s", err);
+        set_public_error_locked(s, err);
     pthread_mutex_unlock(&s->mu);
 }
 
@@ -181,42 +306,123 @@ static bool listen_on(PGconn *conn, const char *channel, char *err, size_t errle
 static void apply_notifies(struct source *s, PGconn *conn, const char *del_channel)
 {
     PGnotify *n;
-    uint64_t added = 0, deleted = 0;
+    uint64_t added = 0, deleted = 0, long_ids = 0;
     while ((n = PQnotifies(conn)) != NULL) {
         if (strcmp(n->relname, del_channel) == 0) {
             deleted++;
         } else if (n->extra != NULL && n->extra[0] != '\0') {
-            size_t len = strlen(n->extra);
-            uint64_t h = filter_hash(n->extra, len);
-            guard_add_hash(s->g, h);
-            pending_seen(s->pending, n->extra, len, h);   /* the table has it now */
+            /*
+             * Added to the filter only: the journal keeps POSTed IDs until
+             * a COPY shows them, since any role may send a notification.
+             */
+            guard_add(s->g, n->extra, strlen(n->extra));
             added++;
+        } else {
+            long_ids++;         /* sql/notify.sql's marker for an ID too long to notify */
         }
         PQfreemem(n);
     }
-    if (added == 0 && deleted == 0)
+    if (added == 0 && deleted == 0 && long_ids == 0)
         return;
     if (added)
         stats_add(s->st, ST_NOTIFY_APPLIED, added);
+    /* Only an ID that a request may carry can be a false negative. */
+    bool lookup_long = long_ids > 0 && s->cfg->max_id_bytes > NOTIFY_MAX_PAYLOAD;
     pthread_mutex_lock(&s->mu);
     s->status.notifications += added;
     s->status.deletes += deleted;
+    s->status.long_ids += long_ids;
     uint64_t limit = s->cfg->rebuild_after_deletes;
     bool rebuild = limit > 0 && deleted > 0 && s->status.deletes >= limit;
     if (rebuild) {
         s->status.deletes = 0;
         request_locked(s, "deletes", NULL);
     }
+    if (lookup_long) {
+        new_epoch_locked(s);
+        request_locked(s, "long id", NULL);
+    }
     pthread_mutex_unlock(&s->mu);
     if (rebuild)
         log_info(s->lg, "%llu deletes since the last rebuild: rebuilding",
                  (unsigned long long)limit);
+    if (lookup_long)
+        log_warn(s->lg, "a row's id was too long for a notification: degraded until a rebuild "
+                 "copies it");
+}
+
+/*
+ * Follow one connection until it fails or stop: apply notifications and
+ * probe every probe_interval.  Returns with the reason in err.
+ */
+static void follow(struct source *s, PGconn *conn, const char *del_channel, char *err,
+                   size_t errlen)
+{
+    int64_t interval = (int64_t)(s->cfg->probe_interval * (double)NS_PER_S);
+    int64_t sent = 0, next_probe = now_ns();
+    bool in_flight = false;
+
+    while (!atomic_load(&s->stop)) {
+        int64_t now = now_ns();
+        if (!in_flight && now >= next_probe) {
+            sent = now;             /* before the query leaves: H may move only this far */
+            if (!PQsendQuery(conn, "SELECT 1")) {
+                snprintf(err, errlen, "probe failed: %s", PQerrorMessage(conn));
+                return;
+            }
+            in_flight = true;
+            next_probe = sent + interval;
+        }
+        if (in_flight && now - sent > PROBE_DEAD_NS) {
+            snprintf(err, errlen, "connection lost: no answer to a probe in %lld s",
+                     (long long)(PROBE_DEAD_NS / NS_PER_S));
+            return;
+        }
+        int64_t wait = in_flight ? 100 * 1000000 : next_probe - now;
+        if (wait > TICK_MS * 1000000LL)
+            wait = TICK_MS * 1000000LL;
+        struct pollfd pfd = { .fd = PQsocket(conn), .events = POLLIN };
+        if (PQflush(conn) == 1)
+            pfd.events |= POLLOUT;
+        int pr = poll(&pfd, 1, (int)(wait / 1000000) + 1);
+        if (pr < 0 && errno != EINTR) {
+            snprintf(err, errlen, "connection lost: poll: %s", strerror(errno));
+            return;
+        }
+        if (pr > 0 && !PQconsumeInput(conn)) {
+            snprintf(err, errlen, "connection lost: %s", PQerrorMessage(conn));
+            return;
+        }
+        apply_notifies(s, conn, del_channel);
+        if (in_flight && !PQisBusy(conn)) {
+            bool ok = true;
+            PGresult *r;
+            while ((r = PQgetResult(conn)) != NULL) {
+                ok = ok && PQresultStatus(r) == PGRES_TUPLES_OK;
+                PQclear(r);
+            }
+            if (!ok) {
+                snprintf(err, errlen, "probe failed: %s", PQerrorMessage(conn));
+                return;
+            }
+            in_flight = false;
+            /* Everything that came before the answer is applied: H may move to sent. */
+            apply_notifies(s, conn, del_channel);
+            pthread_mutex_lock(&s->mu);
+            advance_locked(s, sent);
+            pthread_mutex_unlock(&s->mu);
+        }
+        if (PQstatus(conn) != CONNECTION_OK) {
+            snprintf(err, errlen, "connection lost: %s", PQerrorMessage(conn));
+            return;
+        }
+    }
 }
 
 static void *follower_main(void *arg)
 {
     struct source *s = arg;
-    char err[512], del_channel[80];
+    char err[512], del_channel[80], sid[256];
     unsigned backoff = 1;
     bool had_connection = false;
 
@@ -224,11 +430,12 @@ static void *follower_main(void *arg)
     while (!atomic_load(&s->stop)) {
         PGconn *conn = loader_connect(s->cfg, err, sizeof err);
         if (conn == NULL || !listen_on(conn, s->cfg->channel, err, sizeof err)
-            || !listen_on(conn, del_channel, err, sizeof err)) {
+            || !listen_on(conn, del_channel, err, sizeof err)
+            || !loader_server_id(conn, sid, sizeof sid, err, sizeof err)) {
             PQfinish(conn);
             set_state(s, had_connection ? SOURCE_RECONNECTING : SOURCE_CONNECTING, err);
             log_warn(s->lg, "follower: %s; retrying in %u s", err, backoff);
-            nap(s, backoff * 1000);
+            nap(s, jitter_ms(s, backoff));
             backoff = next_backoff(s, backoff);
             continue;
         }
@@ -239,7 +446,9 @@ static void *follower_main(void *arg)
             s->status.state = SOURCE_CONNECTED;
             s->status.state_since = time(NULL);
         }
-        /* Notifications sent while we were away are lost: reload everything. */
+        snprintf(s->server_id, sizeof s->server_id, "%s", sid);
+        /* Notifications sent while we were away are lost: only a new COPY covers them. */
+        new_epoch_locked(s);
         if (had_connection)
             request_locked(s, "reconnect", NULL);
         pthread_cond_broadcast(&s->cv);
@@ -247,27 +456,15 @@ static void *follower_main(void *arg)
         log_info(s->lg, "follower: listening on channel \"%s\"", s->cfg->channel);
         had_connection = true;
 
-        while (!atomic_load(&s->stop)) {
-            struct pollfd pfd = { .fd = PQsocket(conn), .events = POLLIN };
-            int pr = poll(&pfd, 1, TICK_MS);
-            if (pr < 0 && errno != EINTR)
-                break;
-            if (pr > 0 && !PQconsumeInput(conn))
-                break;
-            apply_notifies(s, conn, del_channel);
-            if (PQstatus(conn) != CONNECTION_OK)
-                break;
-        }
-        if (atomic_load(&s->stop)) {
-            PQfinish(conn);
+        follow(s, conn, del_channel, err, sizeof err);
+        PQfinish(conn);
+        if (atomic_load(&s->stop))
             break;
-        }
-        snprintf(err, sizeof err, "connection lost: %s", PQerrorMessage(conn));
         for (size_t i = strlen(err); i > 0 && err[i - 1] == '\n'; i--)
             err[i - 1] = '\0';
-        PQfinish(conn);
         pthread_mutex_lock(&s->mu);
         s->status.listening = false;
+        s->server_id[0] = '\0';
         pthread_mutex_unlock(&s->mu);
         set_state(s, SOURCE_RECONNECTING, err);
         log_warn(s->lg, "follower: %s; reconnecting", err);
@@ -315,6 +512,27 @@ static uint64_t plan_items(struct source *s, uint64_t table_rows)
     return (uint64_t)want;
 }
 
+/*
+ * The COPY must read the server the follower listens to: with a multi-host
+ * conninfo the two connections could land on different servers (one a
+ * lagging standby), and LISTEN-before-COPY would prove nothing.
+ */
+static bool same_server(struct source *s, PGconn *conn, char *err, size_t errlen)
+{
+    char mine[256], theirs[256];
+    if (!loader_server_id(conn, mine, sizeof mine, err, errlen))
+        return false;
+    pthread_mutex_lock(&s->mu);
+    snprintf(theirs, sizeof theirs, "%s", s->server_id);
+    pthread_mutex_unlock(&s->mu);
+    if (theirs[0] != '\0' && strcmp(mine, theirs) == 0)
+        return true;
+    snprintf(err, errlen, "the COPY connection reached another server than the follower: "
+             "[%.150s] against [%.150s]; set a single host in conninfo",
+             mine, theirs[0] ? theirs : "none");
+    return false;
+}
+
 static bool run_load(struct source *s, uint64_t id, const char *reason, bool first,
                      uint64_t *rows_out, double *secs_out)
 {
@@ -335,6 +553,8 @@ static bool run_load(struct source *s, uint64_t id, const char *reason, bool fir
         log_warn(s->lg, "table %s has no trigger: rows inserted from now on are only seen by "
                  "the next rebuild; install sql/notify.sql and run "
                  "SELECT bloomguard_watch('%s', '%s')", s->cfg->table, s->cfg->table, s->cfg->column);
+    if (s->cfg->sync_enabled && !same_server(s, conn, err, sizeof err))
+        goto out;
     uint64_t items = plan_items(s, rows);
     enum filter_error fe;
     f = filter_new(items, s->cfg->false_positive_rate, &fe);
@@ -355,6 +575,20 @@ static bool run_load(struct source *s, uint64_t id, const char *reason, bool fir
      */
     guard_begin_bulk(s->g, f);
     began = true;
+    /*
+     * The COPY's snapshot holds every row committed before copy_start, and
+     * the follower of copy_epoch hears of every later one, if that epoch
+     * still holds when the copy has started.
+     */
+    pthread_mutex_lock(&s->mu);
+    bool listening = !s->cfg->sync_enabled || s->status.listening;
+    uint64_t copy_epoch = s->feed_epoch;
+    pthread_mutex_unlock(&s->mu);
+    if (!listening) {
+        snprintf(err, sizeof err, "the follower is not listening: no COPY without LISTEN");
+        goto out;
+    }
+    int64_t copy_start = now_ns();
     struct progress_ctx pc = { s, first };
     struct load_result res;
     if (!loader_copy(conn, s->cfg, f, s->pending, &s->stop, on_progress, &pc, &res, err, sizeof err))
@@ -363,11 +597,16 @@ static bool run_load(struct source *s, uint64_t id, const char *reason, bool fir
         snprintf(err, sizeof err, "out of memory for the inserts made during the load");
         goto out;
     }
-    /* POSTed ids the table does not hold (yet) must survive the swap. */
+    /* POSTed ids the table does not hold (yet) must survive the swap, until they expire. */
+    pending_expire(s->pending, (uint64_t)(now_ns() / NS_PER_S));
     pending_replay(s->pending, f);
     guard_commit(s->g);
     began = false;
     f = NULL;
+    pthread_mutex_lock(&s->mu);
+    s->covered_epoch = copy_epoch;
+    advance_locked(s, copy_start);
+    pthread_mutex_unlock(&s->mu);
     *rows_out = res.rows;
     *secs_out = res.seconds;
     ok = true;
@@ -379,7 +618,7 @@ out:
     PQfinish(conn);
     if (!ok) {
         pthread_mutex_lock(&s->mu);
-        snprintf(s->status.last_error, sizeof s->status.last_error, "%s", err);
+        set_public_error_locked(s, err);
         pthread_mutex_unlock(&s->mu);
         log_error(s->lg, "rebuild %llu (%s) failed: %s", (unsigned long long)id, reason, err);
     }
@@ -425,6 +664,14 @@ static void *rebuilder_main(void *arg)
             nap(s, TICK_MS);
             continue;
         }
+        /* Nothing (a /reload loop, forged delete notifications) may copy the table back to back. */
+        pthread_mutex_lock(&s->mu);
+        double hold = hold_back_locked(s, now_ns());
+        pthread_mutex_unlock(&s->mu);
+        if (hold > 0) {
+            nap(s, hold * 1000 < TICK_MS ? (unsigned)(hold * 1000) + 1 : TICK_MS);
+            continue;
+        }
 
         pthread_mutex_lock(&s->mu);
         uint64_t id = s->started = s->wanted;
@@ -444,6 +691,7 @@ static void *rebuilder_main(void *arg)
 
         pthread_mutex_lock(&s->mu);
         s->status.running = false;
+        s->last_rebuild_end = now_ns();
         if (ok) {
             s->ever_loaded = true;
             s->status.completed_id = id;
@@ -474,14 +722,14 @@ static void *rebuilder_main(void *arg)
         pthread_mutex_unlock(&s->mu);
 
         if (s->hooks.done)
-            s->hooks.done(s->hooks.arg, ok, ok && first, rows, secs);
+            s->hooks.done(s->hooks.arg, id, ok, ok && first, rows, secs);
         if (ok) {
             log_info(s->lg, "rebuild %llu (%s) done: %llu rows in %.3f s", (unsigned long long)id,
                      reason, (unsigned long long)rows, secs);
             backoff = 1;
         } else if (!atomic_load(&s->stop)) {
-            log_info(s->lg, "retrying the load in %u s", backoff);
-            nap(s, backoff * 1000);
+            log_info(s->lg, "retrying the load in about %u s", backoff);
+            nap(s, jitter_ms(s, backoff));
             backoff = next_backoff(s, backoff);
         }
     }

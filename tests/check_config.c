@@ -17,6 +17,7 @@
  * would find autoconf's config.h instead.
  */
 #include "../src/config.h"
+#include "../src/filter.h"
 
 #define ERRLEN 256
 #define MAX_FILES 8
@@ -407,12 +408,21 @@ START_TEST(test_double_values)
     ck_assert(config_defaults(&c));
     ck_assert(set_one(&c, "filter", "false_positive_rate", "0.4999", err));
     ck_assert_double_eq(c.false_positive_rate, 0.4999);
-    ck_assert(set_one(&c, "filter", "false_positive_rate", "1e-9", err));
-    ck_assert_double_eq(c.false_positive_rate, 1e-9);
+    /* The bounds are filter.h's: -t refuses what no load could build. */
+    ck_assert(!set_one(&c, "filter", "false_positive_rate", "1e-9", err));
+    ck_assert(!set_one(&c, "filter", "false_positive_rate", "0.0000001", err));
+    ck_assert_str_eq(err, "[filter] false_positive_rate: 0.0000001 is out of range (must be > 1e-06 and < 0.5)");
+    ck_assert(!set_one(&c, "filter", "false_positive_rate", "0.000001", err));
+    static const char *const accepted[] = { "0.0000011", "0.00001", "0.01", "0.4999" };
+    for (size_t i = 0; i < sizeof accepted / sizeof accepted[0]; i++) {
+        struct filter_plan plan;
+        ck_assert(set_one(&c, "filter", "false_positive_rate", accepted[i], err));
+        ck_assert_int_eq(filter_plan(1000, c.false_positive_rate, &plan), FILTER_OK);
+    }
     ck_assert(set_one(&c, "filter", "false_positive_rate", ".25", err));
     ck_assert_double_eq(c.false_positive_rate, 0.25);
     ck_assert(!set_one(&c, "filter", "false_positive_rate", "0", err));
-    ck_assert_str_eq(err, "[filter] false_positive_rate: 0 is out of range (must be > 0 and < 0.5)");
+    ck_assert_str_eq(err, "[filter] false_positive_rate: 0 is out of range (must be > 1e-06 and < 0.5)");
     ck_assert(!set_one(&c, "filter", "false_positive_rate", "0.5", err));
     assert_contains(err, "out of range");
     ck_assert(!set_one(&c, "filter", "false_positive_rate", "0.0", err));

@@ -87,7 +87,7 @@ static void *poster(void *arg)
         pace(w, i);
         size_t n = key_of(k, sizeof k, "p", i);
         uint64_t h = filter_hash(k, n);
-        pending_add(w->p, k, n, h);         /* the api's order: journal, then filter */
+        ck_assert_int_eq(pending_add(w->p, k, n, h, 0), PENDING_OK);   /* the api's order: journal, then filter */
         guard_add_hash(w->g, h);
         atomic_store(&w->posted, i + 1);
     }
@@ -104,8 +104,7 @@ static void *committer(void *arg)
         atomic_store(&w->table_rows, i + 1);            /* commit */
         size_t n = key_of(k, sizeof k, "t", i);
         uint64_t h = filter_hash(k, n);
-        guard_add_hash(w->g, h);                        /* NOTIFY applied */
-        pending_seen(w->p, k, n, h);
+        guard_add_hash(w->g, h);                        /* NOTIFY applied (never touches the journal) */
         atomic_store(&w->notified, i + 1);
     }
     return NULL;
@@ -166,7 +165,7 @@ static void race(bool bulk)
     memset(&w, 0, sizeof w);
     w.bulk = bulk;
     w.g = guard_new();
-    w.p = pending_new(10 * KEYS);
+    w.p = pending_new(10 * KEYS, UINT64_MAX, 3600);
     guard_begin(w.g, filter_new(4 * KEYS, 0.01, NULL));
     guard_commit(w.g);
 
@@ -196,7 +195,9 @@ static void race(bool bulk)
     ck_assert_uint_eq(false_neg, 0);
     ck_assert_uint_eq(missing, 0);
     /* Table rows left the journal; POST-only keys stayed. */
-    ck_assert_uint_eq(pending_count(w.p), KEYS);
+    struct pending_info pi;
+    pending_info(w.p, &pi);
+    ck_assert_uint_eq(pi.count, KEYS);
     pending_free(w.p);
     guard_free(w.g);
 }
@@ -211,20 +212,26 @@ END_TEST
 
 START_TEST(test_pending_set)
 {
-    struct pending *p = pending_new(3);
+    struct pending *p = pending_new(3, 1000, 60);
+    struct pending_info pi;
     ck_assert_ptr_nonnull(p);
     const char *ids[] = { "a", "bb", "ccc", "dddd" };
     for (int i = 0; i < 3; i++)
-        ck_assert(pending_add(p, ids[i], strlen(ids[i]), filter_hash(ids[i], strlen(ids[i]))));
-    ck_assert(pending_add(p, "a", 1, filter_hash("a", 1)));           /* already there */
-    ck_assert(!pending_add(p, "dddd", 4, filter_hash("dddd", 4)));    /* full */
-    ck_assert_uint_eq(pending_count(p), 3);
-    ck_assert_uint_eq(pending_dropped(p), 1);
+        ck_assert_int_eq(pending_add(p, ids[i], strlen(ids[i]), filter_hash(ids[i], strlen(ids[i])), 0),
+                         PENDING_OK);
+    ck_assert_int_eq(pending_add(p, "a", 1, filter_hash("a", 1), 0), PENDING_OK);   /* already there */
+    ck_assert_int_eq(pending_add(p, "dddd", 4, filter_hash("dddd", 4), 0), PENDING_FULL_COUNT);
+    pending_info(p, &pi);
+    ck_assert_uint_eq(pi.count, 3);
+    ck_assert_uint_eq(pi.bytes, 6);
+    ck_assert_uint_eq(pi.refused, 1);
 
     pending_seen(p, "bb", 2, filter_hash("bb", 2));
     pending_seen(p, "zz", 2, filter_hash("zz", 2));                   /* not there */
-    ck_assert_uint_eq(pending_count(p), 2);
-    ck_assert(pending_add(p, "dddd", 4, filter_hash("dddd", 4)));     /* room again */
+    pending_info(p, &pi);
+    ck_assert_uint_eq(pi.count, 2);
+    ck_assert_uint_eq(pi.bytes, 4);
+    ck_assert_int_eq(pending_add(p, "dddd", 4, filter_hash("dddd", 4), 0), PENDING_OK);  /* room again */
 
     struct filter *f = filter_new(100, 0.01, NULL);
     pending_replay(p, f);
@@ -235,30 +242,68 @@ START_TEST(test_pending_set)
     filter_info(f, &fi);
     ck_assert_uint_eq(fi.items, 3);
     filter_free(f);
+
+    /* Expiry: "a" was renewed at 0, the others added at 0; all expire at 60. */
+    pending_expire(p, 59);
+    pending_info(p, &pi);
+    ck_assert_uint_eq(pi.count, 3);
+    ck_assert_int_eq(pending_add(p, "a", 1, filter_hash("a", 1), 30), PENDING_OK);   /* renewed to 90 */
+    pending_expire(p, 60);
+    pending_info(p, &pi);
+    ck_assert_uint_eq(pi.count, 1);
+    ck_assert_uint_eq(pi.expired, 2);
+    pending_free(p);
+
+    /* A full journal makes room from expired entries before refusing. */
+    p = pending_new(2, 1000, 10);
+    ck_assert_int_eq(pending_add(p, "x", 1, filter_hash("x", 1), 0), PENDING_OK);
+    ck_assert_int_eq(pending_add(p, "y", 1, filter_hash("y", 1), 5), PENDING_OK);
+    ck_assert_int_eq(pending_add(p, "z", 1, filter_hash("z", 1), 9), PENDING_FULL_COUNT);
+    ck_assert_int_eq(pending_add(p, "z", 1, filter_hash("z", 1), 10), PENDING_OK);  /* x expired */
+    pending_free(p);
+
+    /* Bytes bound, and a batch is all or nothing. */
+    p = pending_new(100, 10, 60);
+    const char *batch[] = { "1234", "5678", "abc" };
+    size_t lens[] = { 4, 4, 3 };
+    uint64_t hs[3];
+    for (int i = 0; i < 3; i++)
+        hs[i] = filter_hash(batch[i], lens[i]);
+    ck_assert_int_eq(pending_add_many(p, 3, batch, lens, hs, 0), PENDING_FULL_BYTES);
+    pending_info(p, &pi);
+    ck_assert_uint_eq(pi.count, 0);
+    ck_assert_uint_eq(pi.refused, 3);
+    ck_assert_int_eq(pending_add_many(p, 2, batch, lens, hs, 0), PENDING_OK);
+    ck_assert_int_eq(pending_add_many(p, 2, batch, lens, hs, 0), PENDING_OK);       /* no new room */
+    pending_info(p, &pi);
+    ck_assert_uint_eq(pi.bytes, 8);
     pending_free(p);
 
     /* Many adds and removes: growth and tombstone reuse keep it exact. */
-    p = pending_new(1000000);
+    p = pending_new(1000000, UINT64_MAX, 60);
     char k[32];
     for (unsigned i = 0; i < 50000; i++) {
         size_t n = key_of(k, sizeof k, "x", i);
-        ck_assert(pending_add(p, k, n, filter_hash(k, n)));
+        ck_assert_int_eq(pending_add(p, k, n, filter_hash(k, n), 0), PENDING_OK);
         if (i % 2 == 0)
             pending_seen(p, k, n, filter_hash(k, n));
     }
-    ck_assert_uint_eq(pending_count(p), 25000);
+    pending_info(p, &pi);
+    ck_assert_uint_eq(pi.count, 25000);
     for (unsigned i = 0; i < 50000; i++) {
         size_t n = key_of(k, sizeof k, "x", i);
         pending_seen(p, k, n, filter_hash(k, n));
     }
-    ck_assert_uint_eq(pending_count(p), 0);
+    pending_info(p, &pi);
+    ck_assert_uint_eq(pi.count, 0);
+    ck_assert_uint_eq(pi.bytes, 0);
     pending_free(p);
 
-    p = pending_new(0);                                 /* disabled */
-    ck_assert(!pending_add(p, "a", 1, filter_hash("a", 1)));
-    ck_assert_uint_eq(pending_count(p), 0);
+    p = pending_new(0, 0, 60);                          /* no journal: every POST refused */
+    ck_assert_int_eq(pending_add(p, "a", 1, filter_hash("a", 1), 0), PENDING_FULL_COUNT);
+    pending_info(p, &pi);
+    ck_assert_uint_eq(pi.count, 0);
     pending_free(p);
-    pending_free(NULL);
 }
 END_TEST
 

@@ -345,6 +345,35 @@ assert_error() {
     fi
 }
 
+# wait_stat KEY VALUE SECONDS: poll /stats until KEY has the raw VALUE
+# (e.g. wait_stat horizon.degraded true 5); false on timeout.
+wait_stat() {
+    local i
+    for ((i = 0; i < $3 * 10; i++)); do
+        [ "$(stats_get "$1")" = "$2" ] && return 0
+        sleep 0.1
+    done
+    return 1
+}
+
+# wait_rebuild_after ID SECONDS: poll /stats until a rebuild newer than ID finished.
+wait_rebuild_after() {
+    local i
+    for ((i = 0; i < $2 * 10; i++)); do
+        [ "$(stats_get rebuild.completed_id)" -gt "$1" ] && return 0
+        sleep 0.1
+    done
+    return 1
+}
+
+# reload_and_wait: POST /reload, then wait (30 s at most) until that rebuild finished.
+reload_and_wait() {
+    http POST /reload
+    local id
+    id=$(json_get "$HTTP_BODY" rebuild_id)
+    [ -n "$id" ] && wait_rebuild_after $((id - 1)) 30
+}
+
 # ------------------------------------------------------------------ JSON --
 
 # json_get JSON KEY: print the raw text of KEY's value (a string with its
@@ -488,4 +517,200 @@ stats_get() {
     http GET /stats
     STATS_BODY=$HTTP_BODY
     for k in "$@"; do json_get "$STATS_BODY" "$k"; echo; done
+}
+
+# ----------------------------------------------------------------- proxies --
+# A real reverse proxy (nginx, Caddy) with a shipped example config in front
+# of examples/user_service, bloomguard as its guard: tests/nginx.test and
+# tests/caddy.test.
+
+# require_tool WHY: skip (77) with WHY when WHY is not empty, or fail when
+# BLOOMGUARD_REQUIRE_PG=1 (scripts/test installs every tool a test needs).
+require_tool() {
+    [ -n "$1" ] || return 0
+    if [ "${BLOOMGUARD_REQUIRE_PG:-0}" = 1 ]; then
+        printf 'FAIL: %s, and BLOOMGUARD_REQUIRE_PG=1\n' "$1"
+        exit 1
+    fi
+    printf 'SKIP: %s\n' "$1"
+    exit 77
+}
+
+# free_port: a TCP port no socket is bound to right now (for servers that
+# cannot bind port 0 and tell which port they got; start_proxy retries).
+free_port() {
+    local p i
+    for ((i = 0; i < 1000; i++)); do
+        # Below the usual ephemeral range (32768-60999), and bound by nothing.
+        p=$((20000 + RANDOM % 12000))
+        awk -v p="$(printf ':%04X' "$p")" '$2 ~ p"$" { found = 1 } END { exit !found }' \
+            /proc/net/tcp /proc/net/tcp6 2>/dev/null || { echo "$p"; return 0; }
+    done
+    return 1
+}
+
+# start_service NAME: examples/user_service on port 0 against $BG_DB; sets
+# BG_PID/BG_PORT/BG_LOG[NAME] like start_daemon (cleanup stops it).
+start_service() {
+    local name=$1 log=$BG_WORK/$1.log port='' i
+    local bin=$top_builddir/examples/user_service
+    [ -x "$bin" ] || bail "$bin does not exist: build it first (make)"
+    # Created here: the background child opens it only when it gets to run.
+    : >"$log"
+    "$bin" --listen 127.0.0.1:0 --conninfo "dbname=$BG_DB" --threads 2 </dev/null >"$log" 2>&1 &
+    BG_PID[$name]=$!
+    BG_LOG[$name]=$log
+    for ((i = 0; i < 100; i++)); do
+        port=$(sed -n 's|.*listening on http://127\.0\.0\.1:\([0-9][0-9]*\).*|\1|p' "$log" | head -n 1)
+        [ -n "$port" ] && break
+        kill -0 "${BG_PID[$name]}" 2>/dev/null || { sed 's/^/#   /' "$log"; bail "$name exited"; }
+        sleep 0.1
+    done
+    [ -n "$port" ] || bail "$name logged no 'listening on' line within 10 s"
+    BG_PORT[$name]=$port
+    note "$name: pid ${BG_PID[$name]}, http://127.0.0.1:$port"
+}
+
+# start_proxy NAME CONFIGURE: start a proxy on a free loopback port.
+# CONFIGURE PORT writes its config for that port and sets PROXY_CMD (the
+# command, run in the foreground) and PROXY_LOG (its log file, if it does
+# not log to stderr).  Waits (10 s at most) until GET /_probe gets any HTTP
+# answer; tries 3 ports when one chosen was taken meanwhile.  Sets
+# BG_PID/BG_PORT/BG_LOG[NAME] and PROXY_URL; cleanup stops it.
+start_proxy() {
+    local name=$1 configure=$2 out=$BG_WORK/$1.out try port i
+    for try in 1 2 3; do
+        port=$(free_port) || bail "no free port for $name"
+        PROXY_CMD=() PROXY_LOG=
+        "$configure" "$port"
+        "${PROXY_CMD[@]}" </dev/null >"$out" 2>&1 &
+        BG_PID[$name]=$!
+        BG_LOG[$name]=${PROXY_LOG:-$out}
+        PROXY_URL=http://127.0.0.1:$port
+        for ((i = 0; i < 100; i++)); do
+            kill -0 "${BG_PID[$name]}" 2>/dev/null || break
+            if curl -s -o /dev/null --max-time 2 "$PROXY_URL/_probe"; then
+                BG_PORT[$name]=$port
+                note "$name: pid ${BG_PID[$name]}, $PROXY_URL"
+                return 0
+            fi
+            sleep 0.1
+        done
+        stop_pid "${BG_PID[$name]}" TERM >/dev/null
+        unset "BG_PID[$name]"
+        grep -qi 'address already in use' "${BG_LOG[$name]}" "$out" 2>/dev/null || break
+    done
+    sed 's/^/#   /' "${BG_LOG[$name]}" "$out" 2>/dev/null | sort -u || true
+    bail "$name did not start"
+}
+
+# svc_stat KEY: a counter from start_service's service's /stats (the one
+# named "service").
+svc_stat() {
+    local body
+    body=$(curl -sS --max-time 10 "http://127.0.0.1:${BG_PORT[service]}/stats")
+    json_get "$body" "$1"
+}
+
+# via_proxy PATH [curl args...]: one GET through PROXY_URL; sets HTTP_*.
+via_proxy() { local keep=$BG_URL; BG_URL=$PROXY_URL; http GET "$@"; BG_URL=$keep; }
+
+# run_many FILE-OF-PATHS OUT: GET each path through PROXY_URL with one curl
+# (keep-alive); OUT gets one line per request: body TAB status TAB verdict.
+run_many() {
+    sed "s|.*|url = \"$PROXY_URL&\"|" "$1" >"$BG_WORK/many.cfg"
+    timeout 80 curl -sS --path-as-is --max-time 15 -K "$BG_WORK/many.cfg" \
+        -w '\t%{http_code}\t%header{x-bloomguard}\n' >"$2" 2>"$BG_WORK/many.err" || true
+}
+
+# absent_seg PREFIX: PREFIX (a raw, percent-encoded path segment) followed
+# by the first n >= 1 for which bloomguard (BG_PORT[main]) says the decoded
+# id surely does not exist, so that a filter's false positive never makes a
+# check below flaky.
+absent_seg() {
+    local n
+    for ((n = 1; n < 100; n++)); do
+        BG_URL=http://127.0.0.1:${BG_PORT[main]} http GET "/exists/$1$n"
+        [ "$(json_get "$HTTP_BODY" exists)" = false ] && { printf '%s%s\n' "$1" "$n"; return 0; }
+    done
+    bail "bloomguard calls every id $1<n> present"
+}
+
+# expect_denied DESC SEG [curl args...]: GET /user/get/SEG through the
+# proxy (with the curl args: the client's tricks) is answered by the proxy
+# itself: 404, X-Bloomguard: miss, {"id":...,"exists":false}; the service
+# sent no query to PostgreSQL, and (when the test defines service_hits, the
+# requests the proxy sent to the service) was not asked at all.
+expect_denied() { expect_stopped_as '^404 miss \{"id":"[^"\\[:cntrl:]]*","exists":false\}$' "$@"; }
+
+# expect_refused DESC SEG [curl args...]: like expect_denied, but a 414
+# from the proxy (a URI longer than it takes) is as good as a miss.
+expect_refused() {
+    expect_stopped_as '^(404 miss \{"id":"[^"\\[:cntrl:]]*","exists":false\}|414 .*)$' "$@"
+}
+
+# expect_stopped_as ERE DESC SEG [curl args...]: expect_denied with
+# "STATUS VERDICT BODY" matching ERE.
+expect_stopped_as() {
+    local re=$1 desc=$2 seg=$3 q0 q1 h0=0 h1=0 hits=no; shift 3
+    declare -F service_hits >/dev/null && hits=yes
+    q0=$(svc_stat queries)
+    [ $hits = no ] || h0=$(service_hits)
+    via_proxy "/user/get/$seg" "$@"
+    q1=$(svc_stat queries)
+    [ $hits = no ] || h1=$(service_hits)
+    check_match "$desc: stopped by the proxy ($HTTP_STATUS)" "$HTTP_STATUS $(header X-Bloomguard) $HTTP_BODY" "$re"
+    if [ $hits = yes ]; then
+        check_eq "$desc: no query, no request reached the service" "0 0" "$((q1 - q0)) $((h1 - h0))"
+    else
+        check_eq "$desc: no query reached the database" 0 "$((q1 - q0))"
+    fi
+}
+
+# expect_no_5xx DESC PATH [curl args...]: something bloomguard may not be
+# able to decode: through the proxy, any answer but a 5xx (or none), and
+# bloomguard still answers /healthz.
+expect_no_5xx() {
+    local desc=$1 path=$2 st; shift 2
+    via_proxy "$path" "$@"
+    st=$HTTP_STATUS
+    note "$desc: $st $(header X-Bloomguard)"
+    BG_URL=http://127.0.0.1:${BG_PORT[main]} http GET /healthz
+    check_match "$desc: an answer, not a 5xx; bloomguard still serving" "$st $HTTP_STATUS" '^[234][0-9][0-9] 200$'
+}
+
+# hostile_clients: the header and encoding tricks of an attacker who wants
+# absent ids to reach the service, through the proxy at PROXY_URL with
+# bloomguard (BG_PORT[main], [auth] uri_template = /user/get/{id}) in front
+# of examples/user_service (BG_PORT[service]).
+hostile_clients() {
+    local m pad i
+    m=$(absent_seg hostile)
+    pad=$(head -c 9000 /dev/zero | tr '\0' c)
+    expect_denied "absent id, 7.9 KB Cookie" "$m" -H "Cookie: s=${pad:0:7900}"
+    for ((i = 0; i < 4; i++)); do printf 'X-Pad-%d: %s\n' "$i" "${pad:0:7400}"; done >"$BG_WORK/30k.hdr"
+    expect_denied "absent id, 30 KB of headers" "$m" -H "@$BG_WORK/30k.hdr"
+    for ((i = 0; i < 200; i++)); do printf 'X-Many-%d: %s\n' "$i" "${pad:0:40}"; done >"$BG_WORK/200.hdr"
+    expect_denied "absent id, 200 headers" "$m" -H "@$BG_WORK/200.hdr"
+    expect_denied "absent id, forged X-Original-URI and X-Forwarded-Uri naming id 1" "$m" \
+        -H 'X-Original-URI: /user/get/1' -H 'X-Forwarded-Uri: /user/get/1' -H 'X-Forwarded-Method: GET'
+    expect_denied "absent id, 7 KB query string" "$m?q=${pad:0:7000}"
+    for i in 8100 8150 8170 8180; do
+        expect_refused "absent id, a URI of $((i + 13 + ${#m})) bytes" "$m?q=${pad:0:i}"
+    done
+    expect_denied "absent id with %2F" "$(absent_seg sl%2Fash)"
+    expect_denied "absent id with %2E%2E%2F" "$(absent_seg %2E%2E%2F)"
+    expect_denied "absent id, upper-case and needless escapes" "$(absent_seg %68%6F%73%74%69%6C%65)"
+    expect_denied "absent id, 400 bytes" "$(absent_seg "${pad:0:400}")"
+    expect_no_5xx "'%' not followed by two hex digits" "/user/get/$m%zz"
+    # --request-target: curl would percent-encode raw bytes in a URL.
+    expect_no_5xx "raw non-UTF-8 bytes" / --request-target "/user/get/$m"$'\xff\xfe'
+    expect_no_5xx "raw UTF-8 cut mid-character" / --request-target "/user/get/$m"$'\xc3'
+    expect_no_5xx "a raw non-UTF-8 byte in the method" "/user/get/$m" -X $'GE\xffT'
+    expect_no_5xx "UTF-8 cut mid-character" "/user/get/$m%C3"
+    expect_no_5xx "'..' segments" "/user/get/x/../$m"
+    expect_no_5xx "'..' as the id" "/user/get/.."
+    expect_no_5xx "%2E%2E as the id" "/user/get/%2E%2E"
+    expect_no_5xx "7.9 KB id" "/user/get/${pad:0:7880}"
+    expect_refused "absent id, a 9 KB URI" "$m?q=$pad"
 }

@@ -10,6 +10,19 @@
  *                                   through SQL only, and a checker re-checks
  *                                   every acknowledged id: any 404 for an
  *                                   acknowledged id is a false negative
+ *   syncprobe stale -m MAX -t SECS -f STOPFILE -u URL
+ *                                   the README's contract through faults the
+ *                                   test makes meanwhile: insert a row with
+ *                                   SQL every 20 ms (reconnecting whenever
+ *                                   PostgreSQL is away) and ask GET /exists
+ *                                   and /auth (template /user/get/{id}) about
+ *                                   recent and older rows every 10 ms; a 404
+ *                                   or deny for a row whose commit was
+ *                                   acknowledged more than MAX seconds ago
+ *                                   breaks the contract.  Runs until STOPFILE
+ *                                   exists (or SECS pass); prints the longest
+ *                                   false-negative window (acknowledged to
+ *                                   last 404) and the answers it got.
  *
  * The table is users(id text primary key, name text) of the PG* database.
  * Exit status 0 when every promise held, 1 otherwise.
@@ -439,14 +452,132 @@ static int cmd_race(int rebuilds, int min_seconds, const char *url)
     return ok ? 0 : 1;
 }
 
+/* ---- stale ------------------------------------------------------------- */
+
+#define STALE_MAX 200000
+
+struct stale {
+    double max_staleness;
+    atomic_bool stop;
+    atomic_int n;                   /* rows acknowledged: st-0 .. st-(n-1) */
+    double acked_at[STALE_MAX];
+    atomic_ulong insert_errors;
+};
+
+static void *stale_inserter(void *arg)
+{
+    struct stale *st = arg;
+    PGconn *p = NULL;
+    while (!atomic_load(&st->stop)) {
+        int i = atomic_load(&st->n);
+        if (i >= STALE_MAX)
+            break;
+        if (p == NULL || PQstatus(p) != CONNECTION_OK) {
+            PQfinish(p);
+            p = PQconnectdb("connect_timeout=2");
+            if (PQstatus(p) != CONNECTION_OK) {
+                atomic_fetch_add(&st->insert_errors, 1);
+                msleep(50);
+                continue;
+            }
+        }
+        char id[32];
+        snprintf(id, sizeof id, "st-%d", i);
+        const char *params[1] = { id };
+        PGresult *r = PQexecParams(p, "INSERT INTO users (id, name) VALUES ($1, 'stale')", 1,
+                                   NULL, params, NULL, NULL, 0);
+        bool ok = PQresultStatus(r) == PGRES_COMMAND_OK;
+        PQclear(r);
+        if (ok) {
+            st->acked_at[i] = now_s();          /* the commit is acknowledged now */
+            atomic_store(&st->n, i + 1);
+        } else {
+            atomic_fetch_add(&st->insert_errors, 1);
+            PQfinish(p);                        /* the id may still have committed: skip it */
+            p = NULL;
+            atomic_store(&st->n, i + 1);
+            st->acked_at[i] = -1;
+        }
+        msleep(20);
+    }
+    PQfinish(p);
+    return NULL;
+}
+
+static int cmd_stale(double max_staleness, double seconds, const char *stopfile, const char *url)
+{
+    static struct stale st;
+    struct conn c;
+    if (!parse_url(url, &c)) {
+        fprintf(stderr, "syncprobe: bad URL %s\n", url);
+        return 2;
+    }
+    st.max_staleness = max_staleness;
+    pthread_t t;
+    pthread_create(&t, NULL, stale_inserter, &st);
+    unsigned long checks = 0, ok200 = 0, absent = 0, violations = 0, errors = 0;
+    unsigned long degraded = 0;
+    double worst = 0, t0 = now_s(), worst_violation = 0;
+    unsigned seed = 1;
+    char body[256];
+    while (now_s() - t0 < seconds && access(stopfile, F_OK) != 0) {
+        int n = atomic_load(&st.n);
+        /* The newest rows, where a false negative would show first, and a random older one. */
+        for (int k = 0; k < 6 && n > 0; k++) {
+            int i = k < 5 ? n - 1 - k : (int)(rand_r(&seed) % (unsigned)n);
+            if (i < 0 || st.acked_at[i] < 0)
+                continue;
+            char path[64];
+            for (int ep = 0; ep < 2; ep++) {
+                snprintf(path, sizeof path, ep ? "/auth/user/get/st-%d" : "/exists/st-%d", i);
+                int status = request(&c, "GET", path, NULL, NULL, body, sizeof body);
+                double now = now_s();
+                checks++;
+                if (status == 200 || status == 204) {
+                    ok200++;
+                    degraded += strstr(body, "\"degraded\":true") != NULL;
+                } else if (status == 404 || status == 403) {
+                    absent++;
+                    double w = now - st.acked_at[i];
+                    if (w > worst)
+                        worst = w;
+                    if (w > max_staleness) {
+                        violations++;
+                        if (w > worst_violation)
+                            worst_violation = w;
+                        fprintf(stderr, "syncprobe: %s answered %d %.3f s after its commit\n",
+                                path, status, w);
+                    }
+                } else {
+                    errors++;
+                    fprintf(stderr, "syncprobe: %s answered %d\n", path, status);
+                }
+            }
+        }
+        msleep(10);
+    }
+    atomic_store(&st.stop, true);
+    pthread_join(t, NULL);
+    printf("syncprobe stale: rows=%d checks=%lu maybe=%lu (degraded %lu) absent=%lu "
+           "longest_false_negative_window=%.3fs max_staleness=%.3fs violations=%lu errors=%lu "
+           "insert_errors=%lu seconds=%.1f\n",
+           atomic_load(&st.n), checks, ok200, degraded, absent, worst, max_staleness, violations,
+           errors, (unsigned long)atomic_load(&st.insert_errors), now_s() - t0);
+    return violations == 0 && errors == 0 ? 0 : 1;
+}
+
 int main(int argc, char **argv)
 {
+    if (argc == 10 && strcmp(argv[1], "stale") == 0 && strcmp(argv[2], "-m") == 0
+        && strcmp(argv[4], "-t") == 0 && strcmp(argv[6], "-f") == 0 && strcmp(argv[8], "-u") == 0)
+        return cmd_stale(atof(argv[3]), atof(argv[5]), argv[7], argv[9]);
     if (argc >= 4 && strcmp(argv[1], "latency") == 0 && strcmp(argv[2], "-n") == 0)
         return cmd_latency(atoi(argv[3]), argc - 4, argv + 4);
     if (argc == 7 && strcmp(argv[1], "race") == 0 && strcmp(argv[2], "-r") == 0
         && strcmp(argv[4], "-s") == 0)
         return cmd_race(atoi(argv[3]), atoi(argv[5]), argv[6]);
     fprintf(stderr, "usage: syncprobe latency -n N URL...\n"
-                    "       syncprobe race -r REBUILDS -s MIN_SECONDS URL\n");
+                    "       syncprobe race -r REBUILDS -s MIN_SECONDS URL\n"
+                    "       syncprobe stale -m MAX_STALENESS -t SECONDS -f STOPFILE -u URL\n");
     return 2;
 }

@@ -26,7 +26,9 @@ BG_BUILD_PKGS="autoconf automake pkg-config make gcc libc6-dev libmicrohttpd-dev
 libjansson-dev libpq-dev check libxxhash-dev libinih-dev libsystemd-dev"
 BG_RUNTIME_PKGS="postgresql postgresql-client curl procps"
 # What the tests of the unit, the man page and /metrics run.
-BG_TEST_PKGS="nginx-light systemd prometheus groff-base man-db"
+BG_TEST_PKGS="nginx-light systemd prometheus groff-base man-db socat"
+# tests/caddy.test: the Caddyfile example behind a real Caddy.
+BG_TEST_PKGS="$BG_TEST_PKGS caddy"
 
 # bg_build [configure args...]: autoreconf, configure and make in the top dir.
 bg_build() {

@@ -1,0 +1,170 @@
+/*
+ * tcprelay: a TCP-to-unix-socket relay that can freeze like a silent network
+ * partition, for the tests: packets stop, nothing is closed, no RST.
+ *
+ *   tcprelay PORTFILE UNIX-SOCKET
+ *
+ * Listens on 127.0.0.1 (a free port, written to PORTFILE once listening) and
+ * relays each connection to UNIX-SOCKET (e.g. PostgreSQL's
+ * /dir/.s.PGSQL.5432).  SIGUSR1 freezes: no byte moves in either direction
+ * and new connections are neither accepted nor refused (they wait in the
+ * backlog), exactly what a client sees when a firewall starts dropping
+ * packets.  SIGUSR2 thaws: what was queued flows again.  SIGHUP closes the
+ * listening socket: new connections are refused while those open go on.
+ * SIGTERM exits.
+ */
+#include <errno.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+#define MAX_PAIRS 64
+
+static volatile sig_atomic_t frozen, done, refuse;
+
+static void on_signal(int sig)
+{
+    if (sig == SIGUSR1)
+        frozen = 1;
+    else if (sig == SIGUSR2)
+        frozen = 0;
+    else if (sig == SIGHUP)
+        refuse = 1;
+    else
+        done = 1;
+}
+
+struct pair {
+    int a, b;           /* client side, server side; -1: unused */
+};
+
+static int connect_unix(const char *path)
+{
+    struct sockaddr_un sa = { .sun_family = AF_UNIX };
+    if (strlen(path) >= sizeof sa.sun_path)
+        return -1;
+    strcpy(sa.sun_path, path);
+    int fd = socket(AF_UNIX, SOCK_STREAM, 0);
+    if (fd >= 0 && connect(fd, (struct sockaddr *)&sa, sizeof sa) != 0) {
+        close(fd);
+        fd = -1;
+    }
+    return fd;
+}
+
+/* Move what is readable from one side to the other; false when either side ended. */
+static bool pump(int from, int to)
+{
+    char buf[65536];
+    ssize_t n = read(from, buf, sizeof buf);
+    if (n <= 0)
+        return false;
+    for (ssize_t off = 0; off < n;) {
+        ssize_t w = write(to, buf + off, (size_t)(n - off));
+        if (w < 0) {
+            if (errno == EINTR)
+                continue;
+            return false;
+        }
+        off += w;
+    }
+    return true;
+}
+
+int main(int argc, char **argv)
+{
+    if (argc != 3) {
+        fprintf(stderr, "usage: tcprelay PORTFILE UNIX-SOCKET\n");
+        return 2;
+    }
+    struct sigaction sa = { .sa_handler = on_signal };
+    sigemptyset(&sa.sa_mask);
+    sigaction(SIGUSR1, &sa, NULL);
+    sigaction(SIGUSR2, &sa, NULL);
+    sigaction(SIGHUP, &sa, NULL);
+    sigaction(SIGTERM, &sa, NULL);
+    sigaction(SIGINT, &sa, NULL);
+    signal(SIGPIPE, SIG_IGN);
+
+    int ls = socket(AF_INET, SOCK_STREAM, 0);
+    int one = 1;
+    setsockopt(ls, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
+    struct sockaddr_in in = { .sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK) };
+    socklen_t len = sizeof in;
+    if (bind(ls, (struct sockaddr *)&in, sizeof in) != 0 || listen(ls, 64) != 0
+        || getsockname(ls, (struct sockaddr *)&in, &len) != 0) {
+        perror("tcprelay: listen");
+        return 1;
+    }
+    FILE *pf = fopen(argv[1], "w");
+    if (pf == NULL || fprintf(pf, "%u\n", ntohs(in.sin_port)) < 0 || fclose(pf) != 0) {
+        perror("tcprelay: port file");
+        return 1;
+    }
+
+    struct pair pairs[MAX_PAIRS];
+    for (int i = 0; i < MAX_PAIRS; i++)
+        pairs[i].a = pairs[i].b = -1;
+    while (!done) {
+        struct pollfd pfd[1 + 2 * MAX_PAIRS];
+        int n = 0;
+        if (refuse && ls >= 0) {
+            close(ls);
+            ls = -1;
+        }
+        /* pfd[0] is the listening socket (fd -1, ignored by poll, once closed). */
+        if (!frozen)
+            pfd[n++] = (struct pollfd){ .fd = ls, .events = POLLIN };
+        for (int i = 0; i < MAX_PAIRS && !frozen; i++)
+            if (pairs[i].a >= 0) {
+                pfd[n++] = (struct pollfd){ .fd = pairs[i].a, .events = POLLIN };
+                pfd[n++] = (struct pollfd){ .fd = pairs[i].b, .events = POLLIN };
+            }
+        /* Frozen: wait for a signal and touch nothing. */
+        int pr = poll(pfd, (nfds_t)n, 200);
+        if (pr <= 0 || frozen)
+            continue;
+        int k = 1;
+        if (ls >= 0 && (pfd[0].revents & POLLIN)) {
+            int c = accept(ls, NULL, NULL);
+            int s = c >= 0 ? connect_unix(argv[2]) : -1;
+            int slot = -1;
+            for (int i = 0; i < MAX_PAIRS && slot < 0; i++)
+                if (pairs[i].a < 0)
+                    slot = i;
+            if (c >= 0 && s >= 0 && slot >= 0) {
+                pairs[slot] = (struct pair){ c, s };
+            } else {
+                if (c >= 0)
+                    close(c);
+                if (s >= 0)
+                    close(s);
+            }
+        }
+        for (; k < n; k += 2) {
+            int i;
+            for (i = 0; i < MAX_PAIRS && pairs[i].a != pfd[k].fd; i++)
+                ;
+            if (i == MAX_PAIRS)
+                continue;
+            bool ok = true;
+            if (pfd[k].revents & (POLLIN | POLLHUP | POLLERR))
+                ok = pump(pairs[i].a, pairs[i].b);
+            if (ok && (pfd[k + 1].revents & (POLLIN | POLLHUP | POLLERR)))
+                ok = pump(pairs[i].b, pairs[i].a);
+            if (!ok) {
+                close(pairs[i].a);
+                close(pairs[i].b);
+                pairs[i].a = pairs[i].b = -1;
+            }
+        }
+    }
+    return 0;
+}
