@@ -3,10 +3,18 @@
  * GET /user/get/{id} runs one real SELECT on the users table and answers the
  * row as JSON (200) or {"id":...,"exists":false} (404), so every request for
  * an absent id that gets past the guard costs a database round trip; GET
- * /stats counts the queries sent.  Used by the nginx tests, the nginx
+ * /stats counts the queries sent.  Used by the nginx tests, the attack
  * benchmark and `scripts/demo --nginx`.
  *
  *   user_service [--listen HOST:PORT] [--conninfo STR] [--threads N]
+ *                [--pool N] [--query-delay USEC]
+ *
+ * By default each worker thread has its own PostgreSQL connection.  --pool
+ * shares N connections among all workers instead, as a service with a
+ * connection pool does, and --query-delay holds the connection that much
+ * longer per query: the round trip to a database on another host, which
+ * bench/attack uses to make the pool the bottleneck that a flood of absent
+ * ids saturates.
  */
 #include <errno.h>
 #include <getopt.h>
@@ -24,6 +32,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "idcodec.h"
@@ -34,10 +43,21 @@
 #define STMT_SQL "SELECT * FROM users WHERE id = $1"
 #define JSON_TYPE "application/json"
 #define MAX_THREADS 256
+#define MAX_POOL 1024
+#define MAX_DELAY_US 1000000
 
 struct service {
     const char *conninfo;
-    pthread_key_t conn_key;                 /* each MHD worker's own PGconn */
+    pthread_key_t conn_key;                 /* without a pool: each MHD worker's own PGconn * slot */
+    unsigned long delay_us;                 /* held per query, with the connection */
+    /* With a pool: pool_size connection slots, the free ones' indexes on a stack. */
+    unsigned long pool_size;
+    PGconn **pool;
+    unsigned *pool_free;
+    unsigned pool_nfree;
+    pthread_mutex_t pool_mu;
+    pthread_cond_t pool_cv;
+    atomic_uint_fast64_t pool_waits;        /* lookups that found every pooled connection busy */
     atomic_uint_fast64_t queries;           /* lookups PostgreSQL answered, rows or not */
     atomic_uint_fast64_t found;
     atomic_uint_fast64_t not_found;
@@ -51,35 +71,77 @@ static void usage(FILE *out)
 {
     fprintf(out,
             "usage: user_service [--listen HOST:PORT] [--conninfo STR] [--threads N]\n"
+            "                    [--pool N] [--query-delay USEC]\n"
             "\n"
             "  --listen HOST:PORT  address to serve on (default 127.0.0.1:8081; port 0 picks one)\n"
             "  --conninfo STR      libpq connection string (default \"\": PG* environment)\n"
             "  --threads N         worker threads, one PostgreSQL connection each\n"
             "                      (default: number of CPUs, at most %d)\n"
+            "  --pool N            share N PostgreSQL connections among the workers\n"
+            "                      instead (a lookup waits for a free one; 1..%d)\n"
+            "  --query-delay USEC  hold the connection USEC microseconds longer per query,\n"
+            "                      as a database on another host would (default 0)\n"
             "\n"
             "  GET /user/get/{id}  the users row as JSON, or 404\n"
             "  GET /stats          {\"queries\":N,...}\n",
-            MAX_THREADS);
+            MAX_THREADS, MAX_POOL);
 }
 
-static void conn_free(void *p)
+static void slot_free(void *p)
 {
-    PQfinish(p);
+    PGconn **slot = p;
+    PQfinish(*slot);
+    free(slot);
 }
 
 /*
- * The calling worker thread's connection with the lookup prepared on it,
- * made on first use and again after the server dropped it.  Each MHD worker
- * serves its own clients, so a connection is never shared between threads.
+ * The slot holding the connection this lookup may use: the worker thread's
+ * own, or a pooled one taken until slot_release.  Either way no other thread
+ * uses it meanwhile.  NULL when out of memory.
  */
-static PGconn *worker_conn(struct service *s)
+static PGconn **slot_take(struct service *s)
 {
-    PGconn *c = pthread_getspecific(s->conn_key);
+    if (s->pool_size == 0) {
+        PGconn **slot = pthread_getspecific(s->conn_key);
+        if (slot == NULL && (slot = calloc(1, sizeof *slot)) != NULL &&
+            pthread_setspecific(s->conn_key, slot) != 0) {
+            free(slot);
+            slot = NULL;
+        }
+        return slot;
+    }
+    pthread_mutex_lock(&s->pool_mu);
+    if (s->pool_nfree == 0)
+        atomic_fetch_add(&s->pool_waits, 1);
+    while (s->pool_nfree == 0)
+        pthread_cond_wait(&s->pool_cv, &s->pool_mu);
+    PGconn **slot = &s->pool[s->pool_free[--s->pool_nfree]];
+    pthread_mutex_unlock(&s->pool_mu);
+    return slot;
+}
+
+static void slot_release(struct service *s, PGconn **slot)
+{
+    if (s->pool_size == 0)
+        return;
+    pthread_mutex_lock(&s->pool_mu);
+    s->pool_free[s->pool_nfree++] = (unsigned)(slot - s->pool);
+    pthread_cond_signal(&s->pool_cv);
+    pthread_mutex_unlock(&s->pool_mu);
+}
+
+/*
+ * The slot's connection with the lookup prepared on it, made on first use
+ * and again after the server dropped it.
+ */
+static PGconn *slot_conn(struct service *s, PGconn **slot)
+{
+    PGconn *c = *slot;
     if (c != NULL && PQstatus(c) == CONNECTION_OK)
         return c;
     if (c != NULL) {
         PQfinish(c);
-        pthread_setspecific(s->conn_key, NULL);
+        *slot = NULL;
     }
     c = PQconnectdb(s->conninfo);
     if (PQstatus(c) != CONNECTION_OK) {
@@ -99,33 +161,50 @@ static PGconn *worker_conn(struct service *s)
     }
     if (atomic_exchange(&s->db_down, false))
         fprintf(stderr, "user_service: connected to PostgreSQL again\n");
-    pthread_setspecific(s->conn_key, c);
+    *slot = c;
     atomic_fetch_add(&s->connections, 1);
     return c;
 }
 
+/* Sleep the configured per-query delay (the time on the wire to a remote
+ * database), holding whatever the caller holds. */
+static void query_delay(const struct service *s)
+{
+    if (s->delay_us == 0)
+        return;
+    struct timespec ts = { (time_t)(s->delay_us / 1000000), (long)(s->delay_us % 1000000) * 1000 };
+    while (clock_nanosleep(CLOCK_MONOTONIC, 0, &ts, &ts) == EINTR) {}
+}
+
 /*
- * Run the lookup for id on this thread's connection.  A connection the
- * server has dropped (a restart, an idle timeout) is replaced and the query
- * sent once more.  Returns the result (the caller PQclears it; it may hold
- * an SQL error), or NULL when PostgreSQL cannot be reached.
+ * Run the lookup for id on this thread's connection, or on a pooled one.  A
+ * connection the server has dropped (a restart, an idle timeout) is replaced
+ * and the query sent once more.  Returns the result (the caller PQclears it;
+ * it may hold an SQL error), or NULL when PostgreSQL cannot be reached.
  */
 static PGresult *lookup(struct service *s, const char *id)
 {
     const char *params[1] = { id };
+    PGconn **slot = slot_take(s);
+    PGresult *r = NULL;
+    if (slot == NULL)
+        return NULL;
     for (int attempt = 0; attempt < 2; attempt++) {
-        PGconn *c = worker_conn(s);
+        PGconn *c = slot_conn(s, slot);
         if (c == NULL)
-            return NULL;
-        PGresult *r = PQexecPrepared(c, STMT_NAME, 1, params, NULL, NULL, 0);
+            break;
+        query_delay(s);
+        r = PQexecPrepared(c, STMT_NAME, 1, params, NULL, NULL, 0);
         if (PQstatus(c) == CONNECTION_OK) {
             atomic_fetch_add(&s->queries, 1);
-            return r;
+            break;
         }
         fprintf(stderr, "user_service: connection lost: %s", PQerrorMessage(c));
         PQclear(r);
+        r = NULL;
     }
-    return NULL;
+    slot_release(s, slot);
+    return r;
 }
 
 /* A JSON response that owns body (freed by MHD; also on failure here). */
@@ -240,11 +319,12 @@ static enum MHD_Result get_stats(struct service *s, struct MHD_Connection *conn)
     char buf[256];
     snprintf(buf, sizeof buf,
              "{\"queries\":%llu,\"found\":%llu,\"not_found\":%llu,\"errors\":%llu,"
-             "\"connections\":%llu,\"http_connections\":%llu}",
+             "\"connections\":%llu,\"http_connections\":%llu,\"pool_waits\":%llu}",
              (unsigned long long)atomic_load(&s->queries), (unsigned long long)atomic_load(&s->found),
              (unsigned long long)atomic_load(&s->not_found), (unsigned long long)atomic_load(&s->errors),
              (unsigned long long)atomic_load(&s->connections),
-             (unsigned long long)atomic_load(&s->http_connections));
+             (unsigned long long)atomic_load(&s->http_connections),
+             (unsigned long long)atomic_load(&s->pool_waits));
     return send_response(conn, MHD_HTTP_OK, json_response(strdup(buf)));
 }
 
@@ -331,6 +411,8 @@ int main(int argc, char **argv)
         { "listen", required_argument, NULL, 'l' },
         { "conninfo", required_argument, NULL, 'c' },
         { "threads", required_argument, NULL, 't' },
+        { "pool", required_argument, NULL, 'p' },
+        { "query-delay", required_argument, NULL, 'd' },
         { "help", no_argument, NULL, 'h' },
         { NULL, 0, NULL, 0 },
     };
@@ -342,7 +424,7 @@ int main(int argc, char **argv)
     unsigned long threads = ncpu > 0 ? (unsigned long)ncpu : 1;
     int opt;
 
-    while ((opt = getopt_long(argc, argv, "l:c:t:h", opts, NULL)) != -1) {
+    while ((opt = getopt_long(argc, argv, "l:c:t:p:d:h", opts, NULL)) != -1) {
         char *end;
         switch (opt) {
         case 'l':
@@ -355,6 +437,20 @@ int main(int argc, char **argv)
             threads = strtoul(optarg, &end, 10);
             if (*optarg == '\0' || *end != '\0' || threads < 1 || threads > MAX_THREADS) {
                 fprintf(stderr, "user_service: --threads must be 1..%d\n", MAX_THREADS);
+                return 1;
+            }
+            break;
+        case 'p':
+            s.pool_size = strtoul(optarg, &end, 10);
+            if (*optarg == '\0' || *end != '\0' || s.pool_size < 1 || s.pool_size > MAX_POOL) {
+                fprintf(stderr, "user_service: --pool must be 1..%d\n", MAX_POOL);
+                return 1;
+            }
+            break;
+        case 'd':
+            s.delay_us = strtoul(optarg, &end, 10);
+            if (*optarg == '\0' || *end != '\0' || s.delay_us > MAX_DELAY_US) {
+                fprintf(stderr, "user_service: --query-delay must be 0..%d microseconds\n", MAX_DELAY_US);
                 return 1;
             }
             break;
@@ -392,9 +488,21 @@ int main(int argc, char **argv)
     sigaddset(&stop, SIGTERM);
     pthread_sigmask(SIG_BLOCK, &stop, NULL);
     signal(SIGPIPE, SIG_IGN);
-    if (pthread_key_create(&s.conn_key, conn_free) != 0) {
+    if (pthread_key_create(&s.conn_key, slot_free) != 0) {
         fprintf(stderr, "user_service: pthread_key_create failed\n");
         return 1;
+    }
+    if (s.pool_size > 0) {
+        s.pool = calloc(s.pool_size, sizeof *s.pool);
+        s.pool_free = calloc(s.pool_size, sizeof *s.pool_free);
+        if (s.pool == NULL || s.pool_free == NULL) {
+            fprintf(stderr, "user_service: out of memory\n");
+            return 1;
+        }
+        for (unsigned i = 0; i < s.pool_size; i++)
+            s.pool_free[s.pool_nfree++] = i;
+        pthread_mutex_init(&s.pool_mu, NULL);
+        pthread_cond_init(&s.pool_cv, NULL);
     }
 
     unsigned flags = MHD_USE_EPOLL_INTERNAL_THREAD | MHD_USE_ERROR_LOG | (v6 ? MHD_USE_IPv6 : 0);
@@ -416,8 +524,13 @@ int main(int argc, char **argv)
         close(fd);
         return 1;
     }
-    fprintf(stderr, "user_service: listening on http://%s%s%s:%u (threads: %lu)\n",
-            v6 ? "[" : "", host, v6 ? "]" : "", port, threads);
+    fprintf(stderr, "user_service: listening on http://%s%s%s:%u (threads: %lu", v6 ? "[" : "",
+            host, v6 ? "]" : "", port, threads);
+    if (s.pool_size > 0)
+        fprintf(stderr, ", pool: %lu connections", s.pool_size);
+    if (s.delay_us > 0)
+        fprintf(stderr, ", query delay: %lu us", s.delay_us);
+    fprintf(stderr, ")\n");
 
     int sig;
     sigwait(&stop, &sig);
@@ -425,5 +538,9 @@ int main(int argc, char **argv)
     /* Joins the workers, whose key destructor closes their PostgreSQL connections. */
     MHD_stop_daemon(d);
     pthread_key_delete(s.conn_key);
+    for (unsigned long i = 0; i < s.pool_size; i++)
+        PQfinish(s.pool[i]);
+    free(s.pool);
+    free(s.pool_free);
     return 0;
 }

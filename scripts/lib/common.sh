@@ -15,8 +15,9 @@ bg_need_pkgs() {
     local sudo=
     [ "$(id -u)" -eq 0 ] || sudo=sudo
     export DEBIAN_FRONTEND=noninteractive
-    $sudo apt-get -o DPkg::Lock::Timeout=300 update -qq >/dev/null || bg_die "apt-get update failed"
-    $sudo apt-get -o DPkg::Lock::Timeout=300 install -y -qq --no-install-recommends "${missing[@]}" >/dev/null \
+    # Wait for another apt or dpkg (unattended-upgrades) instead of failing.
+    $sudo apt-get -o DPkg::Lock::Timeout=600 update -qq >/dev/null || bg_die "apt-get update failed"
+    $sudo apt-get -o DPkg::Lock::Timeout=600 install -y -qq --no-install-recommends "${missing[@]}" >/dev/null \
         || bg_die "apt-get install ${missing[*]} failed"
 }
 
@@ -111,4 +112,49 @@ bg_pg_stop() {
 bg_pg_sample() {
     psql -qX -v ON_ERROR_STOP=1 -f "$BG_TOP/sql/schema.sql" >/dev/null || bg_die "schema.sql failed"
     psql -qX -v ON_ERROR_STOP=1 -v rows="$1" -f "$BG_TOP/sql/sample.sql" >/dev/null || bg_die "sample.sql failed"
+}
+
+# bg_free_port VAR: set VAR to a loopback TCP port nothing listens on, below
+# the usual ephemeral range (32768-60999), and not given out before by this
+# shell (a variable, not $(...), so that the subshell does not forget it).
+BG_USED_PORTS=" "
+bg_free_port() {
+    local p i
+    for ((i = 0; i < 1000; i++)); do
+        p=$((20000 + RANDOM % 12000))
+        case $BG_USED_PORTS in *" $p "*) continue ;; esac
+        awk -v p="$(printf ':%04X' "$p")" '$2 ~ p"$" { found = 1 } END { exit !found }' \
+            /proc/net/tcp /proc/net/tcp6 2>/dev/null && continue
+        BG_USED_PORTS+="$p "
+        printf -v "$1" %s "$p"
+        return 0
+    done
+    bg_die "no free port"
+}
+
+# bg_wait_ready URL PID LOG: poll URL/readyz (a bloomguard) until it answers
+# 200, for up to 30 minutes (a first load can be that long); die with LOG's
+# tail as soon as PID has exited.
+bg_wait_ready() {
+    local i
+    for ((i = 0; i < 36000; i++)); do
+        [ "$(curl -s -o /dev/null -w '%{http_code}' "$1/readyz")" = 200 ] && return 0
+        kill -0 "$2" 2>/dev/null || { tail -n 20 "$3" >&2; bg_die "bloomguard ($3) exited"; }
+        sleep 0.05
+    done
+    bg_die "bloomguard ($3) not ready after 30 minutes"
+}
+
+# bg_listen_port LOG: the port of the first "listening on
+# http://127.0.0.1:PORT" line that bloomguard or examples/user_service
+# (started with port 0) writes to LOG, waiting up to 30 s for it.
+bg_listen_port() {
+    local i p
+    for ((i = 0; i < 600; i++)); do
+        p=$(sed -n 's|.*listening on http://127\.0\.0\.1:\([0-9][0-9]*\).*|\1|p' "$1" 2>/dev/null | head -n 1)
+        [ -n "$p" ] && { echo "$p"; return 0; }
+        sleep 0.05
+    done
+    tail -n 20 "$1" >&2
+    bg_die "no 'listening on' line in $1"
 }
