@@ -42,26 +42,6 @@ static void setup(void)
     FUZZ_CHECK(stats != NULL && unready != NULL);
 }
 
-/*
- * The loaded guard, replaced by an empty one now and then so that "absent"
- * answers stay meaningful; not per input, as sizing a filter (filter_plan)
- * costs more than a thousand inputs.
- */
-static struct guard *loaded_guard(void)
-{
-    static struct guard *g;
-    struct filter_info fi;
-    if (g != NULL && guard_info(g, &fi) && fi.items < 2000)
-        return g;
-    guard_free(g);
-    g = guard_new();
-    struct filter *f = filter_new(10000, 0.01, NULL);
-    FUZZ_CHECK(g != NULL && f != NULL);
-    guard_begin(g, f);
-    guard_commit(g);
-    return g;
-}
-
 /* The IDs of a body the handler accepted, found again without its help. */
 static size_t ids_of(enum body_type t, const char *body, size_t len, json_t **doc,
                      const char **ids, size_t *lens)
@@ -119,7 +99,7 @@ FUZZ_TARGET(body)
     size_t len = size - 1;
 
     struct app a = { .cfg = &cfg, .lg = &lg, .stats = stats };
-    a.guard = ready ? loaded_guard() : unready;
+    a.guard = ready ? fuzz_loaded_guard() : unready;
     /* Never started: its horizon only matters to lookups, with max_staleness 0 (setup). */
     a.source = source_new(&cfg, a.guard, NULL, stats, &lg, NULL);
     FUZZ_CHECK(a.source != NULL);

@@ -55,4 +55,27 @@ int fuzz_filter_keys(const uint8_t *data, size_t size);
         }                                                                   \
     } while (0)
 
+/*
+ * For the harnesses that call the handlers (body, request): a loaded guard,
+ * replaced by an empty one now and then so that "absent" answers stay
+ * meaningful; not per input, as sizing a filter (filter_plan) costs more
+ * than a thousand inputs.  One per harness (a static in each).
+ */
+#ifdef BLOOMGUARD_GUARD_H
+static inline struct guard *fuzz_loaded_guard(void)
+{
+    static struct guard *g;
+    struct filter_info fi;
+    if (g != NULL && guard_info(g, &fi) && fi.items < 2000)
+        return g;
+    guard_free(g);
+    g = guard_new();
+    struct filter *f = filter_new(10000, 0.01, NULL);
+    FUZZ_CHECK(g != NULL && f != NULL);
+    guard_begin(g, f);
+    guard_commit(g);
+    return g;
+}
+#endif
+
 #endif /* BLOOMGUARD_FUZZ_H */

@@ -46,22 +46,6 @@ static void setup(void)
     FUZZ_CHECK(api_init(&base));
 }
 
-/* As in fuzz/body.c: a loaded guard, renewed before it fills up. */
-static struct guard *loaded_guard(void)
-{
-    static struct guard *g;
-    struct filter_info fi;
-    if (g != NULL && guard_info(g, &fi) && fi.items < 2000)
-        return g;
-    guard_free(g);
-    g = guard_new();
-    struct filter *f = filter_new(10000, 0.01, NULL);
-    FUZZ_CHECK(g != NULL && f != NULL);
-    guard_begin(g, f);
-    guard_commit(g);
-    return g;
-}
-
 /* The first template that matches, and the ID it gives, decoded. */
 static bool auth_id(const char *uri, size_t len, char *id, size_t *idlen, bool *matched)
 {
@@ -87,7 +71,7 @@ FUZZ_TARGET(request)
     const char *uri = (const char *)data + 1;
     size_t len = size - 1;
     struct app a = base;
-    a.guard = ready ? loaded_guard() : unready;
+    a.guard = ready ? fuzz_loaded_guard() : unready;
 
     static char id[CONFIG_MAX_ID_BYTES + 1];
     size_t idlen = 0;
