@@ -87,6 +87,25 @@ static struct reply shared(unsigned status, struct MHD_Response *r)
 }
 
 /*
+ * head, then s escaped for a JSON string, then tail, in one heap block for
+ * MHD (6 bytes per byte of s is the worst case).  *len gets the length
+ * (without the NUL that ends it).  NULL when memory runs out.
+ */
+static char *json_around(const char *head, const char *s, size_t n, const char *tail, size_t *len)
+{
+    size_t hl = strlen(head), tl = strlen(tail), cap = hl + 6 * n + tl + 1;
+    char *out = malloc(cap);
+    if (out == NULL)
+        return NULL;
+    size_t used = hl;
+    memcpy(out, head, hl);
+    json_escape_append(out, cap, &used, s, n);
+    memcpy(out + used, tail, tl + 1);
+    *len = used + tl;
+    return out;
+}
+
+/*
  * Built by hand, not with jansson: messages quote what clients sent (a URL,
  * a method, jansson's own error text about a body), and jansson refuses
  * text that is not UTF-8, which would turn a 4xx into a 500.
@@ -95,8 +114,7 @@ static struct reply shared(unsigned status, struct MHD_Response *r)
  */
 struct reply api_error(unsigned status, const char *code, const char *fmt, ...)
 {
-    static const char head[] = "{\"error\":\"", mid[] = "\",\"message\":\"", tail[] = "\"}";
-    char msg[512];
+    char msg[512], head[96];
     va_list ap;
     va_start(ap, fmt);
     int w = vsnprintf(msg, sizeof msg, fmt, ap);
@@ -110,19 +128,10 @@ struct reply api_error(unsigned status, const char *code, const char *fmt, ...)
         memcpy(msg + len, "...", 3);
         len += 3;
     }
-    size_t clen = strlen(code);
-    size_t cap = sizeof head + sizeof mid + sizeof tail + 6 * (clen + len);
-    char *out = malloc(cap);
-    if (out == NULL)
-        return (struct reply){ 500, NULL, false };
-    size_t used = sizeof head - 1;
-    memcpy(out, head, used);
-    json_escape_append(out, cap, &used, code, clen);    /* 6 bytes per byte is the worst case */
-    memcpy(out + used, mid, sizeof mid - 1);
-    used += sizeof mid - 1;
-    json_escape_append(out, cap, &used, msg, len);
-    memcpy(out + used, tail, sizeof tail);               /* with the NUL */
-    return take_string(status, out);
+    /* code is one of ours ([a-z_]+): it needs no escaping. */
+    snprintf(head, sizeof head, "{\"error\":\"%s\",\"message\":\"", code);
+    size_t used;
+    return take_string(status, json_around(head, msg, len, "\"}", &used));
 }
 
 static struct reply not_ready(void)
@@ -157,18 +166,12 @@ struct reply api_exists(struct app *a, const char *raw, size_t len)
     stats_add(a->stats, ans == GUARD_MAYBE ? ST_LOOKUP_HIT : ST_LOOKUP_MISS, 1);
 
     /* {"id":"<escaped>","exists":false}: one small block, handed to MHD. */
-    static const char head[] = "{\"id\":\"";
     const char *tail = degraded ? "\",\"exists\":true,\"degraded\":true}"
                      : ans == GUARD_MAYBE ? "\",\"exists\":true}" : "\",\"exists\":false}";
-    size_t tl = strlen(tail), cap = sizeof head - 1 + 6 * idlen + tl;
-    char *out = malloc(cap);
+    size_t used;
+    char *out = json_around("{\"id\":\"", id, idlen, tail, &used);
     if (out == NULL)
         return (struct reply){ 500, NULL, false };
-    size_t used = sizeof head - 1;
-    memcpy(out, head, used);
-    json_escape_append(out, cap, &used, id, idlen);   /* 6 bytes per byte is the worst case */
-    memcpy(out + used, tail, tl);
-    used += tl;
     /* For HEAD, MHD sends the same headers (Content-Length too) and no body. */
     unsigned status = ans == GUARD_MAYBE ? MHD_HTTP_OK : MHD_HTTP_NOT_FOUND;
     return (struct reply){ status, json_response(out, used, MHD_RESPMEM_MUST_FREE), false };
