@@ -98,15 +98,17 @@ FUZZ_TARGET(body)
     const char *body = (const char *)data + 1;
     size_t len = size - 1;
 
-    struct app a = { .cfg = &cfg, .lg = &lg, .stats = stats };
-    a.guard = ready ? fuzz_loaded_guard() : unready;
+    static struct filter_config fconf = { .name = "default", .table = "users", .column = "id",
+                                          .channel = "bloomguard" };
+    struct source_table tbl = { .fc = &fconf, .g = ready ? fuzz_loaded_guard() : unready };
+    struct app a = { .cfg = &cfg, .lg = &lg, .stats = stats, .tables = &tbl, .n_tables = 1 };
     /* Never started: its horizon only matters to lookups, with max_staleness 0 (setup). */
-    a.source = source_new(&cfg, a.guard, NULL, stats, &lg, NULL);
+    a.source = source_new(&cfg, &tbl, 1, stats, &lg, NULL);
     FUZZ_CHECK(a.source != NULL);
-    a.pending = pending_new(1000, UINT64_MAX, 3600);
-    FUZZ_CHECK(a.pending != NULL);
+    tbl.pending = pending_new(1000, UINT64_MAX, 3600);
+    FUZZ_CHECK(tbl.pending != NULL);
     struct filter_info fi = { 0 };
-    FUZZ_CHECK(guard_info(a.guard, &fi) == ready);
+    FUZZ_CHECK(guard_info(tbl.g, &fi) == ready);
     uint64_t items_before = fi.items;
 
     struct reply r = insert ? api_insert(&a, t, body, len) : api_exists_batch(&a, t, body, len);
@@ -119,10 +121,10 @@ FUZZ_TARGET(body)
         MHD_destroy_response(r.resp);
     FUZZ_CHECK(ready || insert || r.status != 200);   /* an empty insert may say 200 */
 
-    FUZZ_CHECK(guard_info(a.guard, &fi) == ready);
+    FUZZ_CHECK(guard_info(tbl.g, &fi) == ready);
     uint64_t added = fi.items - items_before;
     struct pending_info pi;
-    pending_info(a.pending, &pi);
+    pending_info(tbl.pending, &pi);
     if (!insert || r.status != 200) {
         /* Lookups and refused bodies write nothing. */
         FUZZ_CHECK(added == 0 && pi.count == 0);
@@ -134,14 +136,14 @@ FUZZ_TARGET(body)
         for (size_t i = 0; i < n; i++) {
             /* An acknowledged insert is never answered "absent". */
             FUZZ_CHECK(id_check(ids[i], lens[i], MAX_ID) == ID_OK);
-            FUZZ_CHECK(guard_lookup(a.guard, ids[i], lens[i]) == GUARD_MAYBE);
+            FUZZ_CHECK(guard_lookup(tbl.g, ids[i], lens[i]) == GUARD_MAYBE);
         }
         /* items counts keys that set a new bit: never more than the distinct ids. */
         FUZZ_CHECK(added <= distinct(n, ids, lens));
         FUZZ_CHECK(pi.count == distinct(n, ids, lens));
         json_decref(doc);
     }
-    pending_free(a.pending);
+    pending_free(tbl.pending);
     source_free(a.source);
     return 0;
 }

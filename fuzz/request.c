@@ -24,6 +24,9 @@ static struct log lg;
 static struct stats *stats;
 static struct guard *unready;
 static struct app base;
+static struct filter_config fconf = { .name = "default", .table = "users", .column = "id",
+                                      .channel = "bloomguard" };
+static struct source_table table;
 
 static void setup(void)
 {
@@ -40,8 +43,9 @@ static void setup(void)
     stats = stats_new();
     unready = guard_new();
     FUZZ_CHECK(stats != NULL && unready != NULL);
-    base = (struct app){ .cfg = &cfg, .lg = &lg, .stats = stats };
-    base.source = source_new(&cfg, unready, NULL, stats, &lg, NULL);
+    table = (struct source_table){ .fc = &fconf, .g = unready };
+    base = (struct app){ .cfg = &cfg, .lg = &lg, .stats = stats, .tables = &table, .n_tables = 1 };
+    base.source = source_new(&cfg, &table, 1, stats, &lg, NULL);
     FUZZ_CHECK(base.source != NULL);
     FUZZ_CHECK(api_init(&base));
 }
@@ -71,7 +75,8 @@ FUZZ_TARGET(request)
     const char *uri = (const char *)data + 1;
     size_t len = size - 1;
     struct app a = base;
-    a.guard = ready ? fuzz_loaded_guard() : unready;
+    struct source_table tbl = { .fc = &fconf, .g = ready ? fuzz_loaded_guard() : unready };
+    a.tables = &tbl;
 
     static char id[CONFIG_MAX_ID_BYTES + 1];
     size_t idlen = 0;
@@ -81,7 +86,7 @@ FUZZ_TARGET(request)
     else
         valid = auth_id(uri, len, id, &idlen, &matched);
     if (add && valid && ready)
-        FUZZ_CHECK(guard_add(a.guard, id, idlen));
+        FUZZ_CHECK(guard_add(tbl.g, id, idlen));
 
     struct reply r = exists ? api_exists(&a, uri, len) : api_auth(&a, uri, len);
     FUZZ_CHECK(r.resp != NULL);         /* NULL means "answer 500" */

@@ -153,8 +153,8 @@ struct reply api_exists(struct app *a, const char *raw, size_t len)
     enum id_error e = id_decode(raw, len, a->cfg->max_id_bytes, id, sizeof id, &idlen);
     if (e != ID_OK)
         return id_error_reply(e, "");
-    int64_t horizon = source_horizon(a->source);       /* before the lookup: see source.h */
-    enum guard_answer ans = guard_lookup(a->guard, id, idlen);
+    int64_t horizon = source_horizon(a->source, 0);       /* before the lookup: see source.h */
+    enum guard_answer ans = guard_lookup(a->tables[0].g, id, idlen);
     if (ans == GUARD_NOT_READY)
         return not_ready();
     /* An "absent" the horizon cannot back is only a "maybe". */
@@ -314,8 +314,8 @@ struct reply api_exists_batch(struct app *a, enum body_type t, const char *body,
         idlist_free(&l);
         return (struct reply){ 500, NULL, false };
     }
-    int64_t horizon = source_horizon(a->source);       /* before the lookups: see source.h */
-    if (!guard_lookup_many(a->guard, l.n, l.ids, l.lens, ans)) {
+    int64_t horizon = source_horizon(a->source, 0);       /* before the lookups: see source.h */
+    if (!guard_lookup_many(a->tables[0].g, l.n, l.ids, l.lens, ans)) {
         free(ans);
         free(out);
         idlist_free(&l);
@@ -359,7 +359,7 @@ struct reply api_insert(struct app *a, enum body_type t, const char *body, size_
     struct reply err = parse_ids(a, t, body, len, true, &l);
     if (err.status != 0)
         return err;
-    if (!guard_writable(a->guard)) {
+    if (!guard_writable(a->tables[0].g)) {
         idlist_free(&l);
         return not_ready();
     }
@@ -377,19 +377,19 @@ struct reply api_insert(struct app *a, enum body_type t, const char *body, size_
      */
     struct timespec now;
     clock_gettime(CLOCK_MONOTONIC, &now);
-    enum pending_result pr = pending_add_many(a->pending, l.n, l.ids, l.lens, hs,
+    enum pending_result pr = pending_add_many(a->tables[0].pending, l.n, l.ids, l.lens, hs,
                                               (uint64_t)now.tv_sec);
     size_t n = 0;
     if (pr == PENDING_OK)
         for (size_t i = 0; i < l.n; i++)
-            n += guard_add_hash(a->guard, hs[i]);
+            n += guard_add_hash(a->tables[0].g, hs[i]);
     free(hs);
     size_t want = l.n;
     idlist_free(&l);
     if (pr == PENDING_FULL_COUNT || pr == PENDING_FULL_BYTES) {
         stats_add(a->stats, ST_INSERTS_REFUSED, want);
         struct pending_info pi;
-        pending_info(a->pending, &pi);
+        pending_info(a->tables[0].pending, &pi);
         return pr == PENDING_FULL_COUNT
             ? api_error(MHD_HTTP_INSUFFICIENT_STORAGE, "journal_full",
                         "the POST journal holds pending_limit (%llu) ids: none of these %zu was added",
@@ -429,8 +429,8 @@ struct reply api_auth(struct app *a, const char *uri, size_t len)
             stats_add(a->stats, ST_AUTH_MALFORMED, 1);
             return shared(cfg->allow_status, p->auth_allow[1]);
         }
-        int64_t horizon = source_horizon(a->source);   /* before the lookup: see source.h */
-        enum guard_answer ans = guard_lookup(a->guard, id, idlen);
+        int64_t horizon = source_horizon(a->source, 0);   /* before the lookup: see source.h */
+        enum guard_answer ans = guard_lookup(a->tables[0].g, id, idlen);
         if (ans == GUARD_NOT_READY) {
             stats_add(a->stats, ST_AUTH_NOT_READY, 1);
             if (cfg->fail_open)
@@ -492,8 +492,8 @@ static json_t *horizon_json(struct app *a, const struct source_status *ss, uint6
 struct reply api_readyz(struct app *a)
 {
     struct source_status ss;
-    source_status(a->source, &ss);
-    bool ready = guard_ready(a->guard);
+    source_status(a->source, 0, &ss);
+    bool ready = guard_ready(a->tables[0].g);
     struct stats_snapshot snap;
     stats_snapshot(a->stats, &snap);
     json_t *o = json_pack("{s:s, s:b, s:o, s:o}", "status", ready ? "ready" : "loading",
@@ -511,9 +511,9 @@ struct reply api_stats(struct app *a)
     struct filter_info fi;
     struct pending_info pi;
     stats_snapshot(a->stats, &snap);
-    source_status(a->source, &ss);
-    pending_info(a->pending, &pi);
-    bool ready = guard_info(a->guard, &fi);
+    source_status(a->source, 0, &ss);
+    pending_info(a->tables[0].pending, &pi);
+    bool ready = guard_info(a->tables[0].g, &fi);
     if (!ready)
         memset(&fi, 0, sizeof fi);
 
@@ -568,7 +568,7 @@ struct reply api_stats(struct app *a)
         "memory_bytes", (json_int_t)fi.memory_bytes,
         "fill_ratio", fi.fill_ratio,
         "estimated_fpp", fi.estimated_fpp,
-        "target_fpp", a->cfg->false_positive_rate,
+        "target_fpp", a->tables[0].fc->false_positive_rate,
         "lookups", "total", (json_int_t)(hits + misses), "hits", (json_int_t)hits,
                    "misses", (json_int_t)misses,
         "inserts", (json_int_t)snap.counter[ST_INSERTS],
@@ -602,9 +602,9 @@ struct reply api_stats(struct app *a)
 struct reply api_reload(struct app *a)
 {
     bool coalesced = false;
-    uint64_t id = source_request_rebuild(a->source, "api", &coalesced);
+    uint64_t id = source_request_rebuild(a->source, 0, "api", &coalesced);
     struct source_status ss;
-    source_status(a->source, &ss);
+    source_status(a->source, 0, &ss);
     /* Coalesced into the next rebuild min_rebuild_interval allows: never one COPY per request. */
     json_t *o = json_pack("{s:s, s:I, s:b, s:f}", "status", "accepted", "rebuild_id", (json_int_t)id,
                           "coalesced", coalesced, "starts_in_seconds", ss.next_rebuild_in);

@@ -21,8 +21,8 @@
 struct app {
     const struct config *cfg;
     const struct log *lg;
-    struct guard *guard;
-    struct pending *pending;    /* POSTed ids kept across rebuilds */
+    struct source_table *tables; /* the guarded tables: filter, journal; [0] is the default */
+    unsigned n_tables;
     struct stats *stats;
     struct source *source;
     time_t started;             /* wall clock at start, for uptime */

@@ -27,6 +27,17 @@ enum auth_uri_source {
 /* Most [auth] uri_template entries one configuration may hold. */
 #define CONFIG_MAX_TEMPLATES 32
 
+/* The per-table keys: the global sections give their defaults, [filter NAME] overrides them. */
+struct filter_config {
+    char *name;                   /* "default" for the filter the global keys define */
+    char *table, *column;         /* [postgres] table, column */
+    char *channel;                /* [sync] channel */
+    uint64_t expected_items; double false_positive_rate; double headroom;      /* [filter] */
+    unsigned rebuild_interval; uint64_t rebuild_after_deletes; bool auto_grow;  /* [sync] */
+    uint64_t pending_limit, pending_max_bytes; unsigned pending_ttl;            /* [sync] */
+};
+#define CONFIG_MAX_FILTERS 64
+
 /*
  * Every char * below is owned by the struct (heap, NUL-terminated, never
  * NULL after config_defaults) and released by config_free.  Replace a
@@ -76,6 +87,9 @@ struct config {
     bool metrics_enabled;        /* key "enabled", default yes */
     /* [log] */
     enum log_level log_level;    /* key "level": error|warn|info|debug, default info */
+    /* TEMPORARY shim until the config branch lands: filled by main from the globals. */
+    struct filter_config filters[CONFIG_MAX_FILTERS];
+    unsigned n_filters;
 };
 
 /*

@@ -77,20 +77,20 @@ bool loader_server_id(PGconn *conn, char *out, size_t outlen, char *err, size_t 
     return ok;
 }
 
-bool loader_quote_names(PGconn *conn, const struct config *cfg, char **tbl, char **col,
+bool loader_quote_names(PGconn *conn, const struct filter_config *fc, char **tbl, char **col,
                         char *err, size_t errlen)
 {
     char *schema = NULL, *name = NULL, *c = NULL, *out = NULL;
-    const char *dot = strchr(cfg->table, '.');
+    const char *dot = strchr(fc->table, '.');
 
     *tbl = *col = NULL;
     if (dot != NULL) {
-        schema = PQescapeIdentifier(conn, cfg->table, (size_t)(dot - cfg->table));
+        schema = PQescapeIdentifier(conn, fc->table, (size_t)(dot - fc->table));
         name = PQescapeIdentifier(conn, dot + 1, strlen(dot + 1));
     } else {
-        name = PQescapeIdentifier(conn, cfg->table, strlen(cfg->table));
+        name = PQescapeIdentifier(conn, fc->table, strlen(fc->table));
     }
-    c = PQescapeIdentifier(conn, cfg->column, strlen(cfg->column));
+    c = PQescapeIdentifier(conn, fc->column, strlen(fc->column));
     if (name == NULL || c == NULL || (dot != NULL && schema == NULL)) {
         set_err(err, errlen, "cannot quote table or column name", conn);
         goto fail;
@@ -132,14 +132,14 @@ static bool query_u64(PGconn *conn, const char *sql, int nparams, const char *pa
     return ok;
 }
 
-bool loader_estimate_rows(PGconn *conn, const struct config *cfg, uint64_t *rows,
+bool loader_estimate_rows(PGconn *conn, const struct filter_config *fc, uint64_t *rows,
                           char *err, size_t errlen)
 {
     char *tbl = NULL, *col = NULL, *sql = NULL;
     int64_t n = -1;
     bool ok = false;
 
-    if (!loader_quote_names(conn, cfg, &tbl, &col, err, errlen))
+    if (!loader_quote_names(conn, fc, &tbl, &col, err, errlen))
         return false;
     /* Fails cleanly (no such table, no permission) before any COPY starts. */
     if (!query_u64(conn, "SELECT c.reltuples::bigint FROM pg_class c WHERE c.oid = $1::regclass",
@@ -166,12 +166,12 @@ done:
     return ok;
 }
 
-bool loader_has_trigger(PGconn *conn, const struct config *cfg, bool *has,
+bool loader_has_trigger(PGconn *conn, const struct filter_config *fc, bool *has,
                         char *err, size_t errlen)
 {
     char *tbl = NULL, *col = NULL;
     int64_t n = 0;
-    if (!loader_quote_names(conn, cfg, &tbl, &col, err, errlen))
+    if (!loader_quote_names(conn, fc, &tbl, &col, err, errlen))
         return false;
     bool ok = query_u64(conn, "SELECT count(*) FROM pg_trigger "
                         "WHERE tgrelid = $1::regclass AND NOT tgisinternal AND tgenabled <> 'D'",
@@ -232,7 +232,7 @@ static double now_s(void)
     return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
 }
 
-bool loader_copy(PGconn *conn, const struct config *cfg, struct filter *f,
+bool loader_copy(PGconn *conn, const struct filter_config *fc, struct filter *f,
                  struct pending *seen, atomic_bool *stop, loader_progress_fn progress, void *arg,
                  struct load_result *res, char *err, size_t errlen)
 {
@@ -242,7 +242,7 @@ bool loader_copy(PGconn *conn, const struct config *cfg, struct filter *f,
     uint64_t rows = 0;
     double t0 = now_s();
 
-    if (!loader_quote_names(conn, cfg, &tbl, &col, err, errlen))
+    if (!loader_quote_names(conn, fc, &tbl, &col, err, errlen))
         return false;
     size_t len = strlen(tbl) + 2 * strlen(col) + 96;
     sql = malloc(len);

@@ -46,7 +46,7 @@ bool loader_server_id(PGconn *conn, char *out, size_t outlen, char *err, size_t 
  * with PQescapeIdentifier so no name can inject SQL.  Writes "tbl" and "col"
  * (caller frees both with free()) or an error.
  */
-bool loader_quote_names(PGconn *conn, const struct config *cfg, char **tbl, char **col,
+bool loader_quote_names(PGconn *conn, const struct filter_config *fc, char **tbl, char **col,
                         char *err, size_t errlen);
 
 /*
@@ -54,7 +54,7 @@ bool loader_quote_names(PGconn *conn, const struct config *cfg, char **tbl, char
  * analysed (instant), else by count(*).  Fails if the table does not exist or
  * cannot be read.
  */
-bool loader_estimate_rows(PGconn *conn, const struct config *cfg, uint64_t *rows,
+bool loader_estimate_rows(PGconn *conn, const struct filter_config *fc, uint64_t *rows,
                           char *err, size_t errlen);
 
 /*
@@ -62,7 +62,7 @@ bool loader_estimate_rows(PGconn *conn, const struct config *cfg, uint64_t *rows
  * installs one), for a warning when the change feed cannot work.  Sets
  * *has and returns true, or false with an error.
  */
-bool loader_has_trigger(PGconn *conn, const struct config *cfg, bool *has,
+bool loader_has_trigger(PGconn *conn, const struct filter_config *fc, bool *has,
                         char *err, size_t errlen);
 
 /* Called every LOADER_PROGRESS_ROWS rows with the rows copied so far. */
@@ -83,7 +83,7 @@ struct load_result {
  * true.  progress may be NULL.  After a failure the connection may be left
  * inside the COPY: PQfinish it.
  */
-bool loader_copy(PGconn *conn, const struct config *cfg, struct filter *f,
+bool loader_copy(PGconn *conn, const struct filter_config *fc, struct filter *f,
                  struct pending *seen, atomic_bool *stop, loader_progress_fn progress, void *arg,
                  struct load_result *res, char *err, size_t errlen);
 

@@ -3,6 +3,7 @@
  * notifications.  Wiring only; the work happens in the modules.
  */
 #include <errno.h>
+#include <pthread.h>
 #include <signal.h>
 #include <stdatomic.h>
 #include <stdio.h>
@@ -26,10 +27,20 @@
 /* Exit codes (documented in bloomguard(8)). */
 enum { EXIT_OK = 0, EXIT_CONFIG = 1, EXIT_STARTUP = 2 };
 
+/*
+ * Readiness across tables, for sd_notify.  The hooks run on the rebuild
+ * thread, SIGHUP on the main thread; mu orders them (taken before the
+ * source's own lock, never after).
+ */
 struct hooks_ctx {
     struct log *lg;
-    /* SIGHUP sent RELOADING=1: READY=1 is owed once rebuild reload_id has finished. */
-    _Atomic uint64_t reload_id;     /* 0: none owed */
+    unsigned n;
+    pthread_mutex_t mu;
+    bool ready_sent;                /* the start's READY=1 */
+    uint64_t loaded, attempted;     /* bit t: table t loaded / finished a first load */
+    /* SIGHUP sent RELOADING=1: READY=1 is owed once each table's rebuild owed[t] has finished. */
+    uint64_t owed[CONFIG_MAX_FILTERS];  /* 0: none owed */
+    unsigned owing;                 /* tables with owed[t] != 0 */
 };
 
 static void usage(FILE *out)
@@ -53,32 +64,85 @@ static void usage(FILE *out)
     }
 }
 
-static void on_progress(void *arg, uint64_t rows, bool first)
+static void on_progress(void *arg, unsigned t, uint64_t rows, bool first)
 {
     struct hooks_ctx *h = arg;
+    (void)t;
+    pthread_mutex_lock(&h->mu);
+    bool reloading = h->owing > 0;
+    pthread_mutex_unlock(&h->mu);
     /*
      * systemd times a SIGHUP rebuild like the start: from RELOADING=1 to
      * READY=1 within TimeoutStartSec.  Both get more time while rows arrive.
      */
-    notify_progress(rows, first, first || atomic_load(&h->reload_id) != 0);
+    notify_progress(rows, first, first || reloading);
 }
 
-static void on_done(void *arg, uint64_t id, bool ok, bool first, uint64_t rows, double seconds)
+/*
+ * READY=1 at the start once every table is loaded, or once one is and every
+ * other has failed its first try (a missing table must not keep the others
+ * from serving, nor systemd from seeing the service up; /readyz says which
+ * is not loaded).  After SIGHUP, once the rebuild it asked of each table
+ * (or a later one) has finished.
+ */
+static void on_done(void *arg, unsigned t, uint64_t id, bool ok, bool first, uint64_t rows,
+                    double seconds)
 {
     struct hooks_ctx *h = arg;
+    uint64_t all = h->n == 64 ? UINT64_MAX : (UINT64_C(1) << h->n) - 1;
     char status[128];
     snprintf(status, sizeof status, "%s: %llu rows in %.1f s", ok ? "serving" : "load failed",
              (unsigned long long)rows, seconds);
     if (first)
         log_info(h->lg, "ready: %llu ids loaded in %.3f s", (unsigned long long)rows, seconds);
+    pthread_mutex_lock(&h->mu);
+    if (ok)
+        h->loaded |= UINT64_C(1) << t;
+    h->attempted |= UINT64_C(1) << t;
+    bool ready = !h->ready_sent && (h->loaded == all || (h->loaded != 0 && h->attempted == all));
+    if (ready)
+        h->ready_sent = true;
     /* The rebuild the signal asked for (or a later one), not one already running before it. */
-    uint64_t owed = atomic_load(&h->reload_id);
-    bool reloaded = owed != 0 && id >= owed
-                    && atomic_compare_exchange_strong(&h->reload_id, &owed, 0);
-    if (first || reloaded)
+    bool reloaded = false;
+    if (h->owed[t] != 0 && id >= h->owed[t]) {
+        h->owed[t] = 0;
+        reloaded = --h->owing == 0;
+    }
+    pthread_mutex_unlock(&h->mu);
+    if (h->n > 1)
+        snprintf(status, sizeof status, "serving %u of %u tables", __builtin_popcountll(h->loaded),
+                 h->n);
+    if (ready || reloaded)
         notify_ready(status);
     else if (ok)
         notify_status(status);
+}
+
+/* SIGHUP: rebuild every table; READY=1 is owed when all have (if the start's was sent). */
+static void reload_tables(struct hooks_ctx *h, struct source *src)
+{
+    pthread_mutex_lock(&h->mu);
+    bool owe = h->ready_sent;
+    /* RELOADING=1 first: systemd must see it before ExecReload= exits. */
+    if (owe)
+        notify_reloading();
+    for (unsigned t = 0; t < h->n; t++) {
+        uint64_t id = source_request_rebuild(src, t, "SIGHUP", NULL);
+        if (!owe)
+            continue;
+        /* It may have finished already (a coalesced request): then nothing is owed. */
+        struct source_status ss;
+        source_status(src, t, &ss);
+        if (ss.completed_id >= id)
+            continue;
+        if (h->owed[t] == 0)
+            h->owing++;
+        h->owed[t] = id;
+    }
+    bool done = owe && h->owing == 0;
+    pthread_mutex_unlock(&h->mu);
+    if (done)
+        notify_ready("serving");
 }
 
 int main(int argc, char **argv)
@@ -171,21 +235,38 @@ int main(int argc, char **argv)
     pthread_sigmask(SIG_BLOCK, &sigs, NULL);
     signal(SIGPIPE, SIG_IGN);
 
-    struct hooks_ctx hctx = { .lg = &lg };
-    atomic_init(&hctx.reload_id, 0);
+    /* TEMPORARY until the config branch lands: the one table of the global keys. */
+    cfg.n_filters = 1;
+    cfg.filters[0] = (struct filter_config){
+        .name = "default", .table = cfg.table, .column = cfg.column, .channel = cfg.channel,
+        .expected_items = cfg.expected_items, .false_positive_rate = cfg.false_positive_rate,
+        .headroom = cfg.headroom, .rebuild_interval = cfg.rebuild_interval,
+        .rebuild_after_deletes = cfg.rebuild_after_deletes, .auto_grow = cfg.auto_grow,
+        .pending_limit = cfg.pending_limit, .pending_max_bytes = cfg.pending_max_bytes,
+        .pending_ttl = cfg.pending_ttl };
+
+    struct hooks_ctx hctx = { .lg = &lg, .n = cfg.n_filters };
+    pthread_mutex_init(&hctx.mu, NULL);
     struct source_hooks hooks = { .arg = &hctx, .progress = on_progress, .done = on_done };
-    struct app app = { .cfg = &cfg, .lg = &lg, .started = time(NULL), .admin_token = admin_token };
+    struct source_table tables[CONFIG_MAX_FILTERS] = { { NULL, NULL, NULL } };
+    struct app app = { .cfg = &cfg, .lg = &lg, .started = time(NULL), .admin_token = admin_token,
+                       .tables = tables, .n_tables = cfg.n_filters };
     if (admin_token != NULL)
         log_info(&lg, "POST /ids and POST /reload need the admin token read from %s", token_from);
     struct http *http = NULL;
-    app.guard = guard_new();
-    app.stats = stats_new();
-    app.pending = pending_new(cfg.pending_limit, cfg.pending_max_bytes, cfg.pending_ttl);
-    if (app.guard == NULL || app.stats == NULL || app.pending == NULL || !api_init(&app)) {
+    bool oom = (app.stats = stats_new()) == NULL;
+    for (unsigned t = 0; t < cfg.n_filters; t++) {
+        const struct filter_config *fc = &cfg.filters[t];
+        tables[t].fc = fc;
+        tables[t].g = guard_new();
+        tables[t].pending = pending_new(fc->pending_limit, fc->pending_max_bytes, fc->pending_ttl);
+        oom = oom || tables[t].g == NULL || tables[t].pending == NULL;
+    }
+    if (oom || !api_init(&app)) {
         log_error(&lg, "out of memory");
         goto out;
     }
-    app.source = source_new(&cfg, app.guard, app.pending, app.stats, &lg, &hooks);
+    app.source = source_new(&cfg, tables, cfg.n_filters, app.stats, &lg, &hooks);
     if (app.source == NULL) {
         log_error(&lg, "out of memory");
         goto out;
@@ -209,21 +290,8 @@ int main(int argc, char **argv)
         if (sigwait(&sigs, &sig) != 0)
             continue;
         if (sig == SIGHUP) {
-            /* RELOADING=1 first: systemd must see it before ExecReload= exits. */
-            bool owe = guard_ready(app.guard);
-            if (owe)
-                notify_reloading();
-            log_info(&lg, "SIGHUP: rebuilding the filter from the table");
-            uint64_t id = source_request_rebuild(app.source, "SIGHUP", NULL);
-            if (owe) {
-                atomic_store(&hctx.reload_id, id);
-                /* It may have finished before the store: then on_done owed nothing. */
-                struct source_status ss;
-                source_status(app.source, &ss);
-                uint64_t want = id;
-                if (ss.completed_id >= id && atomic_compare_exchange_strong(&hctx.reload_id, &want, 0))
-                    notify_ready("serving");
-            }
+            log_info(&lg, "SIGHUP: rebuilding the filters from their tables");
+            reload_tables(&hctx, app.source);
             continue;
         }
         log_info(&lg, "%s: shutting down", strsignal(sig));
@@ -239,8 +307,11 @@ out:
     http_stop(http);
     source_free(app.source);
     api_fini(&app);
-    guard_free(app.guard);
-    pending_free(app.pending);
+    for (unsigned t = 0; t < CONFIG_MAX_FILTERS; t++) {
+        guard_free(tables[t].g);
+        pending_free(tables[t].pending);
+    }
+    pthread_mutex_destroy(&hctx.mu);
     stats_free(app.stats);
     token_free(admin_token);
     config_free(&cfg);

@@ -29,8 +29,8 @@ struct reply api_metrics(struct app *a)
         return (struct reply){ 500, NULL, false };
 
     stats_snapshot(a->stats, &snap);
-    source_status(a->source, &ss);
-    bool ready = guard_info(a->guard, &fi);
+    source_status(a->source, 0, &ss);
+    bool ready = guard_info(a->tables[0].g, &fi);
     if (!ready)
         memset(&fi, 0, sizeof fi);
 
@@ -93,7 +93,7 @@ struct reply api_metrics(struct app *a)
             (unsigned long long)snap.counter[ST_NOTIFY_APPLIED]);
 
     struct pending_info pi;
-    pending_info(a->pending, &pi);
+    pending_info(a->tables[0].pending, &pi);
     head(o, "pending_posts", "gauge", "POSTed ids kept across rebuilds until a COPY shows them in the table.");
     fprintf(o, "bloomguard_pending_posts %llu\n", (unsigned long long)pi.count);
     head(o, "pending_posts_bytes", "gauge", "Bytes of the POSTed ids in the journal.");
@@ -146,7 +146,7 @@ struct reply api_metrics(struct app *a)
     head(o, "filter_estimated_fpp", "gauge", "False-positive rate estimated from the fill ratio.");
     fprintf(o, "bloomguard_filter_estimated_fpp %.8f\n", fi.estimated_fpp);
     head(o, "filter_target_fpp", "gauge", "Configured false-positive rate.");
-    fprintf(o, "bloomguard_filter_target_fpp %.8f\n", a->cfg->false_positive_rate);
+    fprintf(o, "bloomguard_filter_target_fpp %.8f\n", a->tables[0].fc->false_positive_rate);
 
     head(o, "source_state", "gauge", "PostgreSQL source state (1 for the current one).");
     for (enum source_state st = SOURCE_CONNECTING; st <= SOURCE_RECONNECTING; st++)

@@ -1,7 +1,10 @@
 /*
- * Two threads keep the filter true to the table.  The follower holds a
- * LISTEN connection and adds every notified ID to the guard; the rebuilder
- * builds a fresh filter with COPY whenever one is wanted and swaps it in.
+ * Two threads keep every table's filter true to its table.  The follower
+ * holds one LISTEN connection for all of them and adds every notified ID to
+ * the guard of the table whose channel it came on; the rebuilder builds a
+ * fresh filter with COPY whenever one is wanted and swaps it in, one table
+ * at a time, so a restart never runs every COPY at once, and a table that
+ * fails retries on its own backoff without holding up the others.
  * A rebuild's COPY starts only while the follower is listening, so a row
  * committed at any moment is either in the COPY's snapshot or notified to a
  * follower that adds it to both filters.
@@ -13,9 +16,9 @@
  * notifications that came with it are applied, every row committed before
  * the probe was sent is in the filter: the horizon H moves to the send time.
  * That holds only while the feed is whole: a new connection (notifications
- * were lost while away) or a row whose ID did not fit in a notification
- * starts a new feed epoch, and H stays put until a rebuild whose COPY
- * started in that epoch is live.  When now - H exceeds max_staleness the
+ * were lost while away: every table) or a row whose ID did not fit in a
+ * notification (its table) starts a new feed epoch, and that table's H
+ * stays put until a rebuild whose COPY started in that epoch is live.  When now - H exceeds max_staleness the
  * guard is degraded and "absent" answers become "maybe".
  */
 #include "source.h"
@@ -52,37 +55,57 @@
  */
 #define NOTIFY_MIN_LONG_UTF8 4000
 
-struct source {
-    const struct config *cfg;
+/* One guarded table.  Fields after "under mu" are guarded by source.mu. */
+struct table {
+    struct source *s;
+    unsigned idx;
+    const struct filter_config *fc;
     struct guard *g;
     struct pending *pending;
-    struct stats *st;
-    const struct log *lg;
-    struct source_hooks hooks;
-
-    atomic_bool stop;
-    pthread_t rebuilder, follower;
-    bool rebuilder_started, follower_started;
+    char del_channel[80];       /* <channel>_deleted */
 
     /* Monotonic ns: every row committed before it is in the live filter; 0 = none. */
     _Atomic int64_t horizon;
-    int64_t max_stale_ns;       /* 0: never degraded */
 
-    pthread_mutex_t mu;
-    pthread_cond_t cv;          /* rebuild wanted, stop, or follower state change */
-    /* Everything below is guarded by mu. */
+    /* under mu */
     uint64_t wanted;            /* newest requested rebuild id */
     uint64_t started;           /* id of the rebuild running or last started */
     char wanted_reason[32];
     bool ever_loaded;
     int64_t last_rebuild_end;   /* monotonic ns; 0: none yet */
+    int64_t retry_at;           /* monotonic ns before which a failed load is not retried */
+    unsigned backoff;           /* seconds, for the next failure */
     uint64_t feed_epoch;        /* bumped by each new LISTEN and each long ID */
     uint64_t covered_epoch;     /* the epoch the live filter's COPY started in */
-    char server_id[256];        /* the follower's server (see loader_server_id) */
     int64_t degraded_ns;        /* time spent degraded, counted up to accounted */
     int64_t accounted;
+    struct source_status status;    /* the table's part; the connection's is in source */
+};
+
+struct source {
+    const struct config *cfg;
+    struct stats *st;
+    const struct log *lg;
+    struct source_hooks hooks;
+    struct table *t;
+    unsigned n;
+
+    atomic_bool stop;
+    pthread_t rebuilder, follower;
+    bool rebuilder_started, follower_started;
+
+    int64_t max_stale_ns;       /* 0: never degraded */
+
+    pthread_mutex_t mu;
+    pthread_cond_t cv;          /* rebuild wanted, stop, or follower state change */
+    /* Everything below is guarded by mu. */
+    enum source_state state;
+    time_t state_since;
+    bool listening;
+    char conn_error[128];       /* the follower's last failure (public part) */
+    char server_id[256];        /* the follower's server (see loader_server_id) */
     unsigned rng;               /* jitter for backoffs */
-    struct source_status status;
+    unsigned next_pick;         /* where the rebuilder's round robin resumes */
 };
 
 /*
@@ -97,9 +120,9 @@ static int64_t now_ns(void)
     return (int64_t)ts.tv_sec * NS_PER_S + ts.tv_nsec;
 }
 
-int64_t source_horizon(struct source *s)
+int64_t source_horizon(struct source *s, unsigned t)
 {
-    return atomic_load_explicit(&s->horizon, memory_order_acquire);
+    return atomic_load_explicit(&s->t[t].horizon, memory_order_acquire);
 }
 
 bool source_stale(struct source *s, int64_t h)
@@ -108,38 +131,39 @@ bool source_stale(struct source *s, int64_t h)
 }
 
 /* Degraded time in [accounted, now] under horizon h.  Caller holds mu. */
-static void account_locked(struct source *s, int64_t h, int64_t now)
+static void account_locked(struct table *t, int64_t h, int64_t now)
 {
-    if (s->max_stale_ns == 0 || h == 0)
+    int64_t max_stale = t->s->max_stale_ns;
+    if (max_stale == 0 || h == 0)
         return;
-    int64_t from = h + s->max_stale_ns;
-    if (from < s->accounted)
-        from = s->accounted;
+    int64_t from = h + max_stale;
+    if (from < t->accounted)
+        from = t->accounted;
     if (now > from)
-        s->degraded_ns += now - from;
-    s->accounted = now;
+        t->degraded_ns += now - from;
+    t->accounted = now;
 }
 
 /*
- * Move the horizon to t if the live filter covers the current feed epoch.
- * Caller holds mu and has applied every notification that arrived before
- * the round trip that proved t.
+ * Move the horizon to when if the live filter covers the current feed
+ * epoch.  Caller holds mu and has applied every notification that arrived
+ * before the round trip that proved when.
  */
-static void advance_locked(struct source *s, int64_t t)
+static void advance_locked(struct table *t, int64_t when)
 {
-    if (s->covered_epoch != s->feed_epoch)
+    if (t->covered_epoch != t->feed_epoch)
         return;
-    int64_t h = atomic_load(&s->horizon);
-    if (t <= h)
+    int64_t h = atomic_load(&t->horizon);
+    if (when <= h)
         return;
-    account_locked(s, h, now_ns());
-    atomic_store_explicit(&s->horizon, t, memory_order_release);
+    account_locked(t, h, now_ns());
+    atomic_store_explicit(&t->horizon, when, memory_order_release);
 }
 
 /* A start of a new feed epoch: the horizon waits for a rebuild.  Caller holds mu. */
-static void new_epoch_locked(struct source *s)
+static void new_epoch_locked(struct table *t)
 {
-    s->feed_epoch++;
+    t->feed_epoch++;
 }
 
 /* Backoff with +-25% jitter, so that a fleet does not reconnect in step. */
@@ -162,16 +186,22 @@ const char *source_state_name(enum source_state s)
     return "unknown";
 }
 
-struct source *source_new(const struct config *cfg, struct guard *g, struct pending *pending,
-                          struct stats *st, const struct log *lg,
+struct source *source_new(const struct config *cfg, const struct source_table *tables,
+                          unsigned n, struct stats *st, const struct log *lg,
                           const struct source_hooks *hooks)
 {
+    if (n == 0 || n > CONFIG_MAX_FILTERS)
+        return NULL;
     struct source *s = calloc(1, sizeof(*s));
     if (s == NULL)
         return NULL;
+    s->t = calloc(n, sizeof *s->t);
+    if (s->t == NULL) {
+        free(s);
+        return NULL;
+    }
+    s->n = n;
     s->cfg = cfg;
-    s->g = g;
-    s->pending = pending;
     s->st = st;
     s->lg = lg;
     if (hooks)
@@ -184,17 +214,32 @@ struct source *source_new(const struct config *cfg, struct guard *g, struct pend
     pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
     pthread_cond_init(&s->cv, &ca);
     pthread_condattr_destroy(&ca);
-    s->wanted = 1;                          /* the first load */
-    snprintf(s->wanted_reason, sizeof s->wanted_reason, "start");
-    s->status.state = SOURCE_CONNECTING;
-    s->status.state_since = time(NULL);
-    s->status.requested_id = 1;
-    atomic_init(&s->horizon, 0);
+    s->state = SOURCE_CONNECTING;
+    s->state_since = time(NULL);
     s->max_stale_ns = (int64_t)(cfg->max_staleness * (double)NS_PER_S);
-    s->feed_epoch = 1;
-    s->covered_epoch = 0;
     s->rng = (unsigned)now_ns() ^ (unsigned)getpid();
+    for (unsigned i = 0; i < n; i++) {
+        struct table *t = &s->t[i];
+        t->s = s;
+        t->idx = i;
+        t->fc = tables[i].fc;
+        t->g = tables[i].g;
+        t->pending = tables[i].pending;
+        snprintf(t->del_channel, sizeof t->del_channel, "%s_deleted", t->fc->channel);
+        t->wanted = 1;                      /* the first load */
+        snprintf(t->wanted_reason, sizeof t->wanted_reason, "start");
+        t->status.requested_id = 1;
+        t->backoff = 1;
+        atomic_init(&t->horizon, 0);
+        t->feed_epoch = 1;
+        t->covered_epoch = 0;
+    }
     return s;
+}
+
+unsigned source_tables(const struct source *s)
+{
+    return s->n;
 }
 
 void source_free(struct source *s)
@@ -203,55 +248,64 @@ void source_free(struct source *s)
         return;
     pthread_mutex_destroy(&s->mu);
     pthread_cond_destroy(&s->cv);
+    free(s->t);
     free(s);
 }
 
 /* Caller holds mu. */
-static uint64_t request_locked(struct source *s, const char *reason, bool *coalesced)
+static uint64_t request_locked(struct table *t, const char *reason, bool *coalesced)
 {
-    bool pending = s->wanted > s->started;
+    bool pending = t->wanted > t->started;
     if (!pending) {
-        s->wanted = s->started + 1;
-        snprintf(s->wanted_reason, sizeof s->wanted_reason, "%s", reason);
-        s->status.requested_id = s->wanted;
-        pthread_cond_broadcast(&s->cv);
+        t->wanted = t->started + 1;
+        snprintf(t->wanted_reason, sizeof t->wanted_reason, "%s", reason);
+        t->status.requested_id = t->wanted;
+        pthread_cond_broadcast(&t->s->cv);
     }
     if (coalesced)
         *coalesced = pending;
-    return s->wanted;
+    return t->wanted;
 }
 
-uint64_t source_request_rebuild(struct source *s, const char *reason, bool *coalesced)
+uint64_t source_request_rebuild(struct source *s, unsigned i, const char *reason,
+                                bool *coalesced)
 {
+    struct table *t = &s->t[i];
     pthread_mutex_lock(&s->mu);
-    uint64_t id = request_locked(s, reason, coalesced);
+    uint64_t id = request_locked(t, reason, coalesced);
     pthread_mutex_unlock(&s->mu);
-    log_info(s->lg, "rebuild %llu requested (%s)%s", (unsigned long long)id, reason,
-             coalesced && *coalesced ? ", coalesced with the pending one" : "");
+    log_info(s->lg, "%s: rebuild %llu requested (%s)%s", t->fc->name, (unsigned long long)id,
+             reason, coalesced && *coalesced ? ", coalesced with the pending one" : "");
     return id;
 }
 
 /* Seconds min_rebuild_interval still holds a wanted rebuild back.  Caller holds mu. */
-static double hold_back_locked(const struct source *s, int64_t now)
+static double hold_back_locked(const struct table *t, int64_t now)
 {
-    if (!s->ever_loaded || s->last_rebuild_end == 0)
+    if (!t->ever_loaded || t->last_rebuild_end == 0)
         return 0;
-    int64_t until = s->last_rebuild_end + (int64_t)s->cfg->min_rebuild_interval * NS_PER_S;
+    int64_t until = t->last_rebuild_end + (int64_t)t->s->cfg->min_rebuild_interval * NS_PER_S;
     return until > now ? (double)(until - now) / (double)NS_PER_S : 0;
 }
 
-void source_status(struct source *s, struct source_status *out)
+void source_status(struct source *s, unsigned i, struct source_status *out)
 {
+    struct table *t = &s->t[i];
     int64_t now = now_ns();
     pthread_mutex_lock(&s->mu);
-    int64_t h = atomic_load(&s->horizon);
-    account_locked(s, h, now);
-    *out = s->status;
+    int64_t h = atomic_load(&t->horizon);
+    account_locked(t, h, now);
+    *out = t->status;
+    out->state = s->state;
+    out->state_since = s->state_since;
+    out->listening = s->listening;
+    if (out->last_error[0] == '\0')
+        snprintf(out->last_error, sizeof out->last_error, "%s", s->conn_error);
     out->horizon_age = h ? (double)(now - h) / (double)NS_PER_S : -1;
     /* h == 0 after a load: a reconnect overtook the first load's epoch. */
-    out->degraded = s->max_stale_ns > 0 && s->ever_loaded && now - h > s->max_stale_ns;
-    out->degraded_seconds = (double)s->degraded_ns / (double)NS_PER_S;
-    out->next_rebuild_in = s->wanted > s->started ? hold_back_locked(s, now) : 0;
+    out->degraded = s->max_stale_ns > 0 && t->ever_loaded && now - h > s->max_stale_ns;
+    out->degraded_seconds = (double)t->degraded_ns / (double)NS_PER_S;
+    out->next_rebuild_in = t->wanted > t->started ? hold_back_locked(t, now) : 0;
     pthread_mutex_unlock(&s->mu);
 }
 
@@ -260,21 +314,22 @@ void source_status(struct source *s, struct source_status *out)
  * loader.c and this file put the detail from libpq (hosts, socket paths,
  * role names), which only the log shows.
  */
-static void set_public_error_locked(struct source *s, const char *err)
+static void public_error(char *out, size_t outlen, const char *err)
 {
     size_t n = strcspn(err, ":");
-    snprintf(s->status.last_error, sizeof s->status.last_error, "%.*s", (int)n, err);
+    snprintf(out, outlen, "%.*s", (int)n, err);
 }
 
+/* The follower's connection state, shared by every table. */
 static void set_state(struct source *s, enum source_state st, const char *err)
 {
     pthread_mutex_lock(&s->mu);
-    if (s->status.state != st) {
-        s->status.state = st;
-        s->status.state_since = time(NULL);
+    if (s->state != st) {
+        s->state = st;
+        s->state_since = time(NULL);
     }
     if (err)
-        set_public_error_locked(s, err);
+        public_error(s->conn_error, sizeof s->conn_error, err);
     pthread_mutex_unlock(&s->mu);
 }
 
@@ -321,52 +376,86 @@ static bool listen_on(PGconn *conn, const char *channel, char *err, size_t errle
     return ok;
 }
 
-static void apply_notifies(struct source *s, PGconn *conn, const char *del_channel)
+/* The table whose channel (or <channel>_deleted, *deleted) a notification came on. */
+static struct table *table_of(struct source *s, const char *relname, bool *deleted)
+{
+    for (unsigned i = 0; i < s->n; i++) {
+        if (strcmp(relname, s->t[i].fc->channel) == 0) {
+            *deleted = false;
+            return &s->t[i];
+        }
+        if (strcmp(relname, s->t[i].del_channel) == 0) {
+            *deleted = true;
+            return &s->t[i];
+        }
+    }
+    return NULL;
+}
+
+/* What one batch of notifications did to one table. */
+struct notified {
+    uint64_t added, deleted, long_ids;
+};
+
+static void apply_notifies(struct source *s, PGconn *conn, struct notified *per)
 {
     PGnotify *n;
-    uint64_t added = 0, deleted = 0, long_ids = 0;
+    bool any = false;
+    memset(per, 0, s->n * sizeof *per);
     while ((n = PQnotifies(conn)) != NULL) {
-        if (strcmp(n->relname, del_channel) == 0) {
-            deleted++;
+        bool deleted = false;
+        struct table *t = table_of(s, n->relname, &deleted);
+        if (t == NULL) {
+            /* LISTEN only names our channels; nothing else can arrive. */
+        } else if (deleted) {
+            per[t->idx].deleted++;
+            any = true;
         } else if (n->extra != NULL && n->extra[0] != '\0') {
             /*
              * Added to the filter only: the journal keeps POSTed IDs until
              * a COPY shows them, since any role may send a notification.
              */
-            guard_add(s->g, n->extra, strlen(n->extra));
-            added++;
+            guard_add(t->g, n->extra, strlen(n->extra));
+            per[t->idx].added++;
+            any = true;
         } else {
-            long_ids++;         /* sql/notify.sql's marker for an ID too long to notify */
+            per[t->idx].long_ids++;     /* sql/notify.sql's marker for an ID too long to notify */
+            any = true;
         }
         PQfreemem(n);
     }
-    if (added == 0 && deleted == 0 && long_ids == 0)
+    if (!any)
         return;
-    if (added)
-        stats_add(s->st, ST_NOTIFY_APPLIED, added);
     /* Only an ID that a request may carry can be a false negative. */
-    bool lookup_long = long_ids > 0 && s->cfg->max_id_bytes >= NOTIFY_MIN_LONG_UTF8;
+    bool long_matters = s->cfg->max_id_bytes >= NOTIFY_MIN_LONG_UTF8;
+    uint64_t added = 0;
     pthread_mutex_lock(&s->mu);
-    s->status.notifications += added;
-    s->status.deletes += deleted;
-    s->status.long_ids += long_ids;
-    uint64_t limit = s->cfg->rebuild_after_deletes;
-    bool rebuild = limit > 0 && deleted > 0 && s->status.deletes >= limit;
-    if (rebuild) {
-        s->status.deletes = 0;
-        request_locked(s, "deletes", NULL);
-    }
-    if (lookup_long) {
-        new_epoch_locked(s);
-        request_locked(s, "long id", NULL);
+    for (unsigned i = 0; i < s->n; i++) {
+        struct table *t = &s->t[i];
+        struct notified *p = &per[i];
+        if (p->added == 0 && p->deleted == 0 && p->long_ids == 0)
+            continue;
+        added += p->added;
+        t->status.notifications += p->added;
+        t->status.deletes += p->deleted;
+        t->status.long_ids += p->long_ids;
+        uint64_t limit = t->fc->rebuild_after_deletes;
+        if (limit > 0 && p->deleted > 0 && t->status.deletes >= limit) {
+            t->status.deletes = 0;
+            request_locked(t, "deletes", NULL);
+            log_info(s->lg, "%s: %llu deletes since the last rebuild: rebuilding", t->fc->name,
+                     (unsigned long long)limit);
+        }
+        if (p->long_ids > 0 && long_matters) {
+            new_epoch_locked(t);
+            request_locked(t, "long id", NULL);
+            log_warn(s->lg, "%s: a row's id was too long for a notification: degraded until a "
+                     "rebuild copies it", t->fc->name);
+        }
     }
     pthread_mutex_unlock(&s->mu);
-    if (rebuild)
-        log_info(s->lg, "%llu deletes since the last rebuild: rebuilding",
-                 (unsigned long long)limit);
-    if (lookup_long)
-        log_warn(s->lg, "a row's id was too long for a notification: degraded until a rebuild "
-                 "copies it");
+    if (added)
+        stats_add(s->st, ST_NOTIFY_APPLIED, added);
 }
 
 /*
@@ -376,10 +465,10 @@ static void apply_notifies(struct source *s, PGconn *conn, const char *del_chann
  * dropped, so the follower insists on a direct connection: the backend pid
  * the server reports must be the one libpq got at connect (a pooler sends
  * its own), and each probe checks that it still runs on that session and
- * that the session still listens.  Writes the probe's SQL into probe.
+ * that the session still listens on every table's channel.  Returns the
+ * probe's SQL (free it) or NULL with the reason in err.
  */
-static bool direct_session(PGconn *conn, const char *channel, char *probe, size_t probelen,
-                           char *err, size_t errlen)
+static char *direct_session(struct source *s, PGconn *conn, char *err, size_t errlen)
 {
     PGresult *r = PQexec(conn, "SELECT pg_backend_pid()");
     bool ok = PQresultStatus(r) == PGRES_TUPLES_OK && PQntuples(r) == 1;
@@ -387,30 +476,42 @@ static bool direct_session(PGconn *conn, const char *channel, char *probe, size_
     PQclear(r);
     if (!ok) {
         snprintf(err, errlen, "cannot read the backend pid: %s", PQerrorMessage(conn));
-        return false;
+        return NULL;
     }
     if (pid != PQbackendPID(conn)) {
         snprintf(err, errlen, "the follower's connection goes through a connection pooler "
                  "(backend pid %ld, connection says %d): LISTEN needs a direct connection to "
                  "PostgreSQL", pid, PQbackendPID(conn));
-        return false;
+        return NULL;
     }
-    char *lit = PQescapeLiteral(conn, channel, strlen(channel));
-    if (lit == NULL) {
-        snprintf(err, errlen, "cannot quote the channel: %s", PQerrorMessage(conn));
-        return false;
+    /* Channels are identifiers of at most 55 bytes: quoted, each fits in 64. */
+    size_t cap = 160 + (size_t)s->n * 64;
+    char *probe = malloc(cap);
+    if (probe == NULL) {
+        snprintf(err, errlen, "out of memory");
+        return NULL;
     }
-    snprintf(probe, probelen, "SELECT pg_backend_pid() = %ld AND %s = ANY (ARRAY(SELECT "
-             "pg_listening_channels()))", pid, lit);
-    PQfreemem(lit);
-    return true;
+    size_t len = (size_t)snprintf(probe, cap, "SELECT pg_backend_pid() = %ld AND ARRAY[", pid);
+    for (unsigned i = 0; i < s->n; i++) {
+        const char *ch = s->t[i].fc->channel;
+        char *lit = PQescapeLiteral(conn, ch, strlen(ch));
+        if (lit == NULL) {
+            snprintf(err, errlen, "cannot quote the channel: %s", PQerrorMessage(conn));
+            free(probe);
+            return NULL;
+        }
+        len += (size_t)snprintf(probe + len, cap - len, "%s%s", i ? ", " : "", lit);
+        PQfreemem(lit);
+    }
+    snprintf(probe + len, cap - len, "]::text[] <@ ARRAY(SELECT pg_listening_channels())");
+    return probe;
 }
 
 /*
  * Follow one connection until it fails or stop: apply notifications and
  * probe every probe_interval.  Returns with the reason in err.
  */
-static void follow(struct source *s, PGconn *conn, const char *del_channel, const char *probe,
+static void follow(struct source *s, PGconn *conn, const char *probe, struct notified *per,
                    char *err, size_t errlen)
 {
     int64_t interval = (int64_t)(s->cfg->probe_interval * (double)NS_PER_S);
@@ -448,7 +549,7 @@ static void follow(struct source *s, PGconn *conn, const char *del_channel, cons
             snprintf(err, errlen, "connection lost: %s", PQerrorMessage(conn));
             return;
         }
-        apply_notifies(s, conn, del_channel);
+        apply_notifies(s, conn, per);
         if (in_flight && !PQisBusy(conn)) {
             bool ok = true, same = true;
             PGresult *r;
@@ -468,9 +569,10 @@ static void follow(struct source *s, PGconn *conn, const char *del_channel, cons
             }
             in_flight = false;
             /* Everything that came before the answer is applied: H may move to sent. */
-            apply_notifies(s, conn, del_channel);
+            apply_notifies(s, conn, per);
             pthread_mutex_lock(&s->mu);
-            advance_locked(s, sent);
+            for (unsigned i = 0; i < s->n; i++)
+                advance_locked(&s->t[i], sent);
             pthread_mutex_unlock(&s->mu);
         }
         if (PQstatus(conn) != CONNECTION_OK) {
@@ -480,21 +582,37 @@ static void follow(struct source *s, PGconn *conn, const char *del_channel, cons
     }
 }
 
+/* LISTEN on every table's two channels. */
+static bool listen_all(struct source *s, PGconn *conn, char *err, size_t errlen)
+{
+    for (unsigned i = 0; i < s->n; i++)
+        if (!listen_on(conn, s->t[i].fc->channel, err, errlen)
+            || !listen_on(conn, s->t[i].del_channel, err, errlen))
+            return false;
+    return true;
+}
+
 static void *follower_main(void *arg)
 {
     struct source *s = arg;
-    char err[512], del_channel[80], sid[256], probe[256];
+    char err[512], sid[256];
     unsigned backoff = 1;
     bool had_connection = false;
+    struct notified *per = calloc(s->n, sizeof *per);
 
-    snprintf(del_channel, sizeof del_channel, "%s_deleted", s->cfg->channel);
+    if (per == NULL) {
+        set_state(s, SOURCE_CONNECTING, "out of memory");
+        log_error(s->lg, "follower: out of memory");
+        return NULL;
+    }
     while (!atomic_load(&s->stop)) {
+        char *probe = NULL;
         PGconn *conn = loader_connect(s->cfg, err, sizeof err);
-        if (conn == NULL || !listen_on(conn, s->cfg->channel, err, sizeof err)
-            || !listen_on(conn, del_channel, err, sizeof err)
-            || !direct_session(conn, s->cfg->channel, probe, sizeof probe, err, sizeof err)
+        if (conn == NULL || !listen_all(s, conn, err, sizeof err)
+            || (probe = direct_session(s, conn, err, sizeof err)) == NULL
             || !loader_server_id(conn, sid, sizeof sid, err, sizeof err)) {
             PQfinish(conn);
+            free(probe);
             set_state(s, had_connection ? SOURCE_RECONNECTING : SOURCE_CONNECTING, err);
             log_warn(s->lg, "follower: %s; retrying in %u s", err, backoff);
             nap(s, jitter_ms(s, backoff));
@@ -503,70 +621,79 @@ static void *follower_main(void *arg)
         }
         backoff = 1;
         pthread_mutex_lock(&s->mu);
-        s->status.listening = true;
-        if (s->status.state != SOURCE_CONNECTED) {
-            s->status.state = SOURCE_CONNECTED;
-            s->status.state_since = time(NULL);
+        s->listening = true;
+        if (s->state != SOURCE_CONNECTED) {
+            s->state = SOURCE_CONNECTED;
+            s->state_since = time(NULL);
         }
+        s->conn_error[0] = '\0';
         snprintf(s->server_id, sizeof s->server_id, "%s", sid);
-        /* Notifications sent while we were away are lost: only a new COPY covers them. */
-        new_epoch_locked(s);
-        if (had_connection)
-            request_locked(s, "reconnect", NULL);
+        for (unsigned i = 0; i < s->n; i++) {
+            /* Notifications sent while we were away are lost: only a new COPY covers them. */
+            new_epoch_locked(&s->t[i]);
+            if (had_connection)
+                request_locked(&s->t[i], "reconnect", NULL);
+        }
         pthread_cond_broadcast(&s->cv);
         pthread_mutex_unlock(&s->mu);
-        log_info(s->lg, "follower: listening on channel \"%s\"", s->cfg->channel);
+        if (s->n == 1)
+            log_info(s->lg, "follower: listening on channel \"%s\"", s->t[0].fc->channel);
+        else
+            log_info(s->lg, "follower: listening on the channels of %u tables", s->n);
         had_connection = true;
 
-        follow(s, conn, del_channel, probe, err, sizeof err);
+        follow(s, conn, probe, per, err, sizeof err);
         PQfinish(conn);
+        free(probe);
         if (atomic_load(&s->stop))
             break;
         for (size_t i = strlen(err); i > 0 && err[i - 1] == '\n'; i--)
             err[i - 1] = '\0';
         pthread_mutex_lock(&s->mu);
-        s->status.listening = false;
+        s->listening = false;
         s->server_id[0] = '\0';
         pthread_mutex_unlock(&s->mu);
         set_state(s, SOURCE_RECONNECTING, err);
         log_warn(s->lg, "follower: %s; reconnecting", err);
     }
+    free(per);
     return NULL;
 }
 
 /* ---- the rebuilder --------------------------------------------------- */
 
 struct progress_ctx {
-    struct source *s;
+    struct table *t;
     bool first;
 };
 
 static void on_progress(void *arg, uint64_t rows)
 {
     struct progress_ctx *p = arg;
-    pthread_mutex_lock(&p->s->mu);
-    p->s->status.running_rows = rows;
-    pthread_mutex_unlock(&p->s->mu);
-    if (p->s->hooks.progress)
-        p->s->hooks.progress(p->s->hooks.arg, rows, p->first);
+    struct source *s = p->t->s;
+    pthread_mutex_lock(&s->mu);
+    p->t->status.running_rows = rows;
+    pthread_mutex_unlock(&s->mu);
+    if (s->hooks.progress)
+        s->hooks.progress(s->hooks.arg, p->t->idx, rows, p->first);
 }
 
 /* Items to size the next filter for: the table, or what we already hold. */
-static uint64_t plan_items(struct source *s, uint64_t table_rows)
+static uint64_t plan_items(struct table *t, uint64_t table_rows)
 {
-    const struct config *cfg = s->cfg;
-    if (cfg->expected_items > 0)
-        return cfg->expected_items;
+    const struct filter_config *fc = t->fc;
+    if (fc->expected_items > 0)
+        return fc->expected_items;
     uint64_t base = table_rows;
     struct filter_info fi;
-    pthread_mutex_lock(&s->mu);
-    if (s->status.last_rows > base)
-        base = s->status.last_rows;
-    pthread_mutex_unlock(&s->mu);
+    pthread_mutex_lock(&t->s->mu);
+    if (t->status.last_rows > base)
+        base = t->status.last_rows;
+    pthread_mutex_unlock(&t->s->mu);
     /* Statistics may be stale; never size below what the live filter took in. */
-    if (guard_info(s->g, &fi) && fi.items > base)
+    if (guard_info(t->g, &fi) && fi.items > base)
         base = fi.items;
-    double want = ceil((double)base * cfg->headroom);
+    double want = ceil((double)base * fc->headroom);
     if (want < MIN_CAPACITY)
         want = MIN_CAPACITY;
     if (want > (double)FILTER_MAX_ITEMS)
@@ -592,9 +719,11 @@ static bool same_server_locked(struct source *s, const char *mine, char *err, si
     return false;
 }
 
-static bool run_load(struct source *s, uint64_t id, const char *reason, bool first,
+static bool run_load(struct table *t, uint64_t id, const char *reason, bool first,
                      uint64_t *rows_out, double *secs_out)
 {
+    struct source *s = t->s;
+    const struct filter_config *fc = t->fc;
     char err[512];
     PGconn *conn = NULL;
     struct filter *f = NULL;
@@ -604,20 +733,21 @@ static bool run_load(struct source *s, uint64_t id, const char *reason, bool fir
     conn = loader_connect(s->cfg, err, sizeof err);
     if (conn == NULL)
         goto out;
-    if (!loader_estimate_rows(conn, s->cfg, &rows, err, sizeof err))
+    if (!loader_estimate_rows(conn, fc, &rows, err, sizeof err))
         goto out;
     bool has_trigger = true;
-    if (first && s->cfg->sync_enabled && loader_has_trigger(conn, s->cfg, &has_trigger, err, sizeof err)
+    if (first && s->cfg->sync_enabled && loader_has_trigger(conn, fc, &has_trigger, err, sizeof err)
         && !has_trigger)
-        log_warn(s->lg, "table %s has no trigger: rows inserted from now on are only seen by "
+        log_warn(s->lg, "%s: table %s has no trigger: rows inserted from now on are only seen by "
                  "the next rebuild; install sql/notify.sql and run "
-                 "SELECT bloomguard_watch('%s', '%s')", s->cfg->table, s->cfg->table, s->cfg->column);
+                 "SELECT bloomguard_watch('%s', '%s', '%s')", fc->name, fc->table, fc->table,
+                 fc->column, fc->channel);
     char server[256] = "";
     if (s->cfg->sync_enabled && !loader_server_id(conn, server, sizeof server, err, sizeof err))
         goto out;
-    uint64_t items = plan_items(s, rows);
+    uint64_t items = plan_items(t, rows);
     enum filter_error fe;
-    f = filter_new(items, s->cfg->false_positive_rate, &fe);
+    f = filter_new(items, fc->false_positive_rate, &fe);
     if (f == NULL) {
         snprintf(err, sizeof err, "cannot create a filter for %llu items: %s",
                  (unsigned long long)items, filter_strerror(fe));
@@ -625,15 +755,15 @@ static bool run_load(struct source *s, uint64_t id, const char *reason, bool fir
     }
     struct filter_info fi;
     filter_info(f, &fi);
-    log_info(s->lg, "rebuild %llu (%s): loading %s.%s, about %llu rows, filter for %llu items "
-             "(%.1f KiB, k=%u)", (unsigned long long)id, reason, s->cfg->table, s->cfg->column,
-             (unsigned long long)rows, (unsigned long long)items,
+    log_info(s->lg, "%s: rebuild %llu (%s): loading %s.%s, about %llu rows, filter for %llu "
+             "items (%.1f KiB, k=%u)", fc->name, (unsigned long long)id, reason, fc->table,
+             fc->column, (unsigned long long)rows, (unsigned long long)items,
              (double)fi.memory_bytes / 1024.0, fi.probes);
     /*
      * From here every insert also reaches f (through the backlog while the
      * copy is f's only writer); then the snapshot is taken.
      */
-    guard_begin_bulk(s->g, f);
+    guard_begin_bulk(t->g, f);
     began = true;
     /*
      * The COPY's snapshot holds every row committed before copy_start, and
@@ -641,8 +771,8 @@ static bool run_load(struct source *s, uint64_t id, const char *reason, bool fir
      * still holds when the copy has started.
      */
     pthread_mutex_lock(&s->mu);
-    bool listening = !s->cfg->sync_enabled || s->status.listening;
-    uint64_t copy_epoch = s->feed_epoch;
+    bool listening = !s->cfg->sync_enabled || s->listening;
+    uint64_t copy_epoch = t->feed_epoch;
     bool same = !s->cfg->sync_enabled || same_server_locked(s, server, err, sizeof err);
     pthread_mutex_unlock(&s->mu);
     if (!listening) {
@@ -652,149 +782,174 @@ static bool run_load(struct source *s, uint64_t id, const char *reason, bool fir
     if (!same)
         goto out;
     int64_t copy_start = now_ns();
-    struct progress_ctx pc = { s, first };
+    struct progress_ctx pc = { t, first };
     struct load_result res;
-    if (!loader_copy(conn, s->cfg, f, s->pending, &s->stop, on_progress, &pc, &res, err, sizeof err))
+    if (!loader_copy(conn, fc, f, t->pending, &s->stop, on_progress, &pc, &res, err, sizeof err))
         goto out;
-    if (!guard_end_bulk(s->g)) {
+    if (!guard_end_bulk(t->g)) {
         snprintf(err, sizeof err, "out of memory for the inserts made during the load");
         goto out;
     }
     /* POSTed ids the table does not hold (yet) must survive the swap, until they expire. */
-    pending_expire(s->pending, (uint64_t)(now_ns() / NS_PER_S));
-    pending_replay(s->pending, f);
-    guard_commit(s->g);
+    pending_expire(t->pending, (uint64_t)(now_ns() / NS_PER_S));
+    pending_replay(t->pending, f);
+    guard_commit(t->g);
     began = false;
     f = NULL;
     pthread_mutex_lock(&s->mu);
-    s->covered_epoch = copy_epoch;
-    advance_locked(s, copy_start);
+    t->covered_epoch = copy_epoch;
+    advance_locked(t, copy_start);
     pthread_mutex_unlock(&s->mu);
     *rows_out = res.rows;
     *secs_out = res.seconds;
     ok = true;
 out:
     if (began)
-        guard_abort(s->g);              /* frees f */
+        guard_abort(t->g);              /* frees f */
     else
         filter_free(f);
     PQfinish(conn);
     if (!ok) {
         pthread_mutex_lock(&s->mu);
-        set_public_error_locked(s, err);
+        public_error(t->status.last_error, sizeof t->status.last_error, err);
         pthread_mutex_unlock(&s->mu);
-        log_error(s->lg, "rebuild %llu (%s) failed: %s", (unsigned long long)id, reason, err);
+        log_error(s->lg, "%s: rebuild %llu (%s) failed: %s", fc->name, (unsigned long long)id,
+                  reason, err);
     }
     return ok;
 }
 
-/* Whether a timer or growth wants a rebuild now; caller holds mu. */
-static void check_triggers_locked(struct source *s)
+/* Whether a timer or growth wants a rebuild of t now; caller holds mu. */
+static void check_triggers_locked(struct table *t)
 {
     time_t now = time(NULL);
-    const struct config *cfg = s->cfg;
-    if (s->wanted > s->started || !s->ever_loaded)
+    const struct filter_config *fc = t->fc;
+    if (t->wanted > t->started || !t->ever_loaded)
         return;
-    if (cfg->rebuild_interval > 0 && s->status.last_finished > 0
-        && now - s->status.last_finished >= (time_t)cfg->rebuild_interval) {
-        request_locked(s, "interval", NULL);
+    if (fc->rebuild_interval > 0 && t->status.last_finished > 0
+        && now - t->status.last_finished >= (time_t)fc->rebuild_interval) {
+        request_locked(t, "interval", NULL);
         return;
     }
     struct filter_info fi;
-    if (cfg->auto_grow && cfg->expected_items == 0 && guard_info(s->g, &fi)
+    if (fc->auto_grow && fc->expected_items == 0 && guard_info(t->g, &fi)
         && fi.estimated_fpp > fi.target_fpp) {
-        request_locked(s, "growth", NULL);
+        request_locked(t, "growth", NULL);
     }
+}
+
+/*
+ * The next table whose rebuild may start now, round robin so that one
+ * table's rebuilds cannot starve another's; NULL if none.  *wait_ms gets
+ * how long until the earliest one held back may go.  Caller holds mu.
+ */
+static struct table *pick_locked(struct source *s, unsigned *wait_ms)
+{
+    int64_t now = now_ns();
+    *wait_ms = TICK_MS;
+    /* No COPY without LISTEN: rows committed meanwhile would be missed. */
+    if (s->cfg->sync_enabled && !s->listening)
+        return NULL;
+    for (unsigned k = 0; k < s->n; k++) {
+        struct table *t = &s->t[(s->next_pick + k) % s->n];
+        check_triggers_locked(t);
+        if (t->wanted <= t->started)
+            continue;
+        /* Nothing (a /reload loop, forged delete notifications) may copy a table back to back. */
+        int64_t until = t->retry_at;
+        double hold = hold_back_locked(t, now);
+        if (hold > 0 && now + (int64_t)(hold * (double)NS_PER_S) > until)
+            until = now + (int64_t)(hold * (double)NS_PER_S);
+        if (until > now) {
+            int64_t ms = (until - now) / 1000000 + 1;
+            if (ms < *wait_ms)
+                *wait_ms = (unsigned)ms;
+            continue;
+        }
+        s->next_pick = (t->idx + 1) % s->n;
+        return t;
+    }
+    return NULL;
 }
 
 static void *rebuilder_main(void *arg)
 {
     struct source *s = arg;
-    unsigned backoff = 1;
 
     while (!atomic_load(&s->stop)) {
+        unsigned wait_ms;
         pthread_mutex_lock(&s->mu);
-        check_triggers_locked(s);
-        bool due = s->wanted > s->started;
-        bool listening = !s->cfg->sync_enabled || s->status.listening;
-        pthread_mutex_unlock(&s->mu);
-        if (!due) {
-            nap(s, TICK_MS);
+        struct table *t = pick_locked(s, &wait_ms);
+        if (t == NULL) {
+            pthread_mutex_unlock(&s->mu);
+            nap(s, wait_ms);
             continue;
         }
-        if (!listening) {
-            /* No COPY without LISTEN: rows committed meanwhile would be missed. */
-            nap(s, TICK_MS);
-            continue;
-        }
-        /* Nothing (a /reload loop, forged delete notifications) may copy the table back to back. */
-        pthread_mutex_lock(&s->mu);
-        double hold = hold_back_locked(s, now_ns());
-        pthread_mutex_unlock(&s->mu);
-        if (hold > 0) {
-            nap(s, hold * 1000 < TICK_MS ? (unsigned)(hold * 1000) + 1 : TICK_MS);
-            continue;
-        }
-
-        pthread_mutex_lock(&s->mu);
-        uint64_t id = s->started = s->wanted;
-        bool first = !s->ever_loaded;
+        uint64_t id = t->started = t->wanted;
+        bool first = !t->ever_loaded;
         char reason[32];
-        snprintf(reason, sizeof reason, "%s", s->wanted_reason);
-        s->status.running = true;
-        s->status.running_id = id;
-        s->status.running_rows = 0;
-        s->status.running_since = time(NULL);
-        snprintf(s->status.running_reason, sizeof s->status.running_reason, "%s", reason);
+        snprintf(reason, sizeof reason, "%s", t->wanted_reason);
+        t->status.running = true;
+        t->status.running_id = id;
+        t->status.running_rows = 0;
+        t->status.running_since = time(NULL);
+        snprintf(t->status.running_reason, sizeof t->status.running_reason, "%s", reason);
         pthread_mutex_unlock(&s->mu);
 
         uint64_t rows = 0;
         double secs = 0;
-        bool ok = run_load(s, id, reason, first, &rows, &secs);
+        bool ok = run_load(t, id, reason, first, &rows, &secs);
 
+        /* backoff and retry_at are only ever written by this thread. */
+        unsigned backoff = t->backoff;
+        unsigned retry_ms = ok ? 0 : jitter_ms(s, backoff);
         pthread_mutex_lock(&s->mu);
-        s->status.running = false;
-        s->last_rebuild_end = now_ns();
+        t->status.running = false;
+        t->status.attempted = true;
+        t->last_rebuild_end = now_ns();
         if (ok) {
-            s->ever_loaded = true;
-            s->status.completed_id = id;
-            s->status.rebuilds_ok++;
-            s->status.rebuild_seconds_sum += secs;
-            s->status.last_rows = rows;
-            s->status.last_seconds = secs;
-            s->status.last_finished = time(NULL);
-            s->status.last_error[0] = '\0';
-            s->status.deletes = 0;
-            snprintf(s->status.last_reason, sizeof s->status.last_reason, "%s", reason);
-            if (!s->cfg->sync_enabled && s->status.state != SOURCE_CONNECTED) {
-                s->status.state = SOURCE_CONNECTED;
-                s->status.state_since = time(NULL);
+            t->ever_loaded = true;
+            t->backoff = 1;
+            t->retry_at = 0;
+            t->status.completed_id = id;
+            t->status.rebuilds_ok++;
+            t->status.rebuild_seconds_sum += secs;
+            t->status.last_rows = rows;
+            t->status.last_seconds = secs;
+            t->status.last_finished = time(NULL);
+            t->status.last_error[0] = '\0';
+            t->status.deletes = 0;
+            snprintf(t->status.last_reason, sizeof t->status.last_reason, "%s", reason);
+            if (!s->cfg->sync_enabled && s->state != SOURCE_CONNECTED) {
+                s->state = SOURCE_CONNECTED;
+                s->state_since = time(NULL);
             }
         } else {
-            s->status.rebuilds_failed++;
-            /* The request is still wanted: make it pending again. */
-            s->started = id - 1;
+            t->status.rebuilds_failed++;
+            /* The request is still wanted: make it pending again, after a backoff of its own. */
+            t->started = id - 1;
+            t->retry_at = now_ns() + (int64_t)retry_ms * 1000000;
+            t->backoff = next_backoff(s, t->backoff);
             if (!s->cfg->sync_enabled) {
-                enum source_state st = s->ever_loaded ? SOURCE_RECONNECTING : SOURCE_CONNECTING;
-                if (s->status.state != st) {
-                    s->status.state = st;
-                    s->status.state_since = time(NULL);
+                bool any = false;
+                for (unsigned i = 0; i < s->n; i++)
+                    any = any || s->t[i].ever_loaded;
+                enum source_state st = any ? SOURCE_RECONNECTING : SOURCE_CONNECTING;
+                if (s->state != st) {
+                    s->state = st;
+                    s->state_since = time(NULL);
                 }
             }
         }
         pthread_mutex_unlock(&s->mu);
 
         if (s->hooks.done)
-            s->hooks.done(s->hooks.arg, id, ok, ok && first, rows, secs);
-        if (ok) {
-            log_info(s->lg, "rebuild %llu (%s) done: %llu rows in %.3f s", (unsigned long long)id,
-                     reason, (unsigned long long)rows, secs);
-            backoff = 1;
-        } else if (!atomic_load(&s->stop)) {
-            log_info(s->lg, "retrying the load in about %u s", backoff);
-            nap(s, jitter_ms(s, backoff));
-            backoff = next_backoff(s, backoff);
-        }
+            s->hooks.done(s->hooks.arg, t->idx, id, ok, ok && first, rows, secs);
+        if (ok)
+            log_info(s->lg, "%s: rebuild %llu (%s) done: %llu rows in %.3f s", t->fc->name,
+                     (unsigned long long)id, reason, (unsigned long long)rows, secs);
+        else if (!atomic_load(&s->stop))
+            log_info(s->lg, "%s: retrying the load in about %u s", t->fc->name, backoff);
     }
     return NULL;
 }

@@ -1,9 +1,10 @@
 /*
- * Keeping the guard in step with PostgreSQL: the first load, rebuilds (on
- * request, on a timer, after reconnects, for growth) and the LISTEN/NOTIFY
- * follower that adds new rows as they are committed.  It also keeps the
- * horizon: a time H such that every row committed before H is in the
- * filter, which is what lets a 404 be trusted (see source_degraded).
+ * Keeping every guarded table's filter in step with PostgreSQL: first
+ * loads, rebuilds (on request, on a timer, after reconnects, for growth),
+ * one at a time across tables, and one LISTEN/NOTIFY follower connection
+ * that adds new rows of every table as they are committed.  It also keeps,
+ * per table, the horizon: a time H such that every row committed before H
+ * is in the filter, which is what lets a 404 be trusted (see source_stale).
  */
 #ifndef BLOOMGUARD_SOURCE_H
 #define BLOOMGUARD_SOURCE_H
@@ -20,13 +21,24 @@
 
 struct source;
 
-/* Callbacks into the process (sd_notify); each may be NULL. */
+/*
+ * Callbacks into the process (sd_notify); each may be NULL.  t is the
+ * table's index; both run on the rebuild thread.
+ */
 struct source_hooks {
     void *arg;
     /* Rows copied so far by the running load (every LOADER_PROGRESS_ROWS). */
-    void (*progress)(void *arg, uint64_t rows, bool first);
-    /* Rebuild id finished (ok or not); first = it was the first successful one. */
-    void (*done)(void *arg, uint64_t id, bool ok, bool first, uint64_t rows, double seconds);
+    void (*progress)(void *arg, unsigned t, uint64_t rows, bool first);
+    /* Rebuild id of table t finished (ok or not); first = its first successful one. */
+    void (*done)(void *arg, unsigned t, uint64_t id, bool ok, bool first, uint64_t rows,
+                 double seconds);
+};
+
+/* One guarded table: what to read, the filter it feeds and its POST journal. */
+struct source_table {
+    const struct filter_config *fc;
+    struct guard *g;
+    struct pending *pending;
 };
 
 enum source_state {
@@ -36,10 +48,12 @@ enum source_state {
 };
 const char *source_state_name(enum source_state s);
 
+/* One table's figures; the connection's (state, listening) are shared by all. */
 struct source_status {
     enum source_state state;
     time_t state_since;
     bool listening;                 /* follower LISTEN is active */
+    bool attempted;                 /* a first load has finished, ok or not */
     /*
      * Why the last attempt failed, without hosts, paths or role names (it is
      * shown on unauthenticated endpoints; the log has the detail).  Empty if
@@ -65,43 +79,48 @@ struct source_status {
     uint64_t deletes;               /* delete notifications since the last rebuild */
     uint64_t long_ids;              /* rows whose ID did not fit in a notification */
     double next_rebuild_in;         /* seconds min_rebuild_interval still holds a wanted rebuild back */
-    /* The horizon (see source_degraded). */
+    /* The horizon (see source_stale). */
     double horizon_age;             /* seconds since H; negative: no H yet */
     bool degraded;
     double degraded_seconds;        /* total time spent degraded */
 };
 
 /*
- * Create (nothing runs yet).  cfg, g, pending, st and lg must outlive the
- * source.  Rebuilds replay pending into each new filter before the swap.
- * NULL on allocation failure.
+ * Create (nothing runs yet) for n tables (1..CONFIG_MAX_FILTERS), copied
+ * from tables[]; cfg, what each table points to, st and lg must outlive the
+ * source.  Rebuilds replay a table's journal into each new filter before the
+ * swap.  NULL on allocation failure.
  */
-struct source *source_new(const struct config *cfg, struct guard *g, struct pending *pending,
-                          struct stats *st, const struct log *lg,
+struct source *source_new(const struct config *cfg, const struct source_table *tables,
+                          unsigned n, struct stats *st, const struct log *lg,
                           const struct source_hooks *hooks);
+
+/* Number of tables. */
+unsigned source_tables(const struct source *s);
 
 /* Start the rebuild thread (which begins the first load at once) and, when
  * [sync] enabled, the follower.  False if a thread could not start. */
 bool source_start(struct source *s);
 
 /*
- * Ask for a rebuild; reason is a short word for logs ("SIGHUP", "api").
- * Returns the id of the rebuild that will satisfy the request: requests made
- * while one is already pending share its id (coalesced, *coalesced = true).
- * Thread-safe.
+ * Ask for a rebuild of table t; reason is a short word for logs ("SIGHUP",
+ * "api").  Returns the id (counted per table) of the rebuild that will
+ * satisfy the request: requests made while one is already pending share its
+ * id (coalesced, *coalesced = true).  Thread-safe.
  */
-uint64_t source_request_rebuild(struct source *s, const char *reason, bool *coalesced);
+uint64_t source_request_rebuild(struct source *s, unsigned t, const char *reason,
+                                bool *coalesced);
 
-void source_status(struct source *s, struct source_status *out);
+void source_status(struct source *s, unsigned t, struct source_status *out);
 
 /*
- * Whether a "surely absent" answer cannot be trusted: [sync] max_staleness
+ * Whether a "surely absent" answer from table t's filter cannot be trusted: [sync] max_staleness
  * is not 0 and bloomguard cannot show that its filter holds every row
  * committed more than max_staleness ago (the follower is disconnected or
  * cut off, PostgreSQL is down, a long ID or a reconnect is waiting for its
  * rebuild).  Callers then answer "maybe".
  *
- * Two steps, in this order: h = source_horizon(s) BEFORE looking the ID up
+ * Two steps, in this order: h = source_horizon(s, t) BEFORE looking the ID up
  * in the guard, then, only if the filter said "absent",
  * source_stale(s, h).  Every filter swap and notified add is published
  * before the horizon that covers it, so a lookup made after reading h sees
@@ -109,7 +128,7 @@ void source_status(struct source *s, struct source_status *out);
  * an old filter with a new horizon.  Both lock-free: an atomic load, and a
  * clock read.
  */
-int64_t source_horizon(struct source *s);
+int64_t source_horizon(struct source *s, unsigned t);
 bool source_stale(struct source *s, int64_t horizon);
 
 /* Stop the threads (interrupting a running load) and wait for them. */
