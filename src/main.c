@@ -179,7 +179,7 @@ int main(int argc, char **argv)
         log_info(&lg, "POST /ids and POST /reload need the admin token read from %s", token_from);
     struct http *http = NULL;
     app.guard = guard_new();
-    app.stats = stats_new();
+    app.stats = api_stats_new();
     app.pending = pending_new(cfg.pending_limit, cfg.pending_max_bytes, cfg.pending_ttl);
     if (app.guard == NULL || app.stats == NULL || app.pending == NULL || !api_init(&app)) {
         log_error(&lg, "out of memory");
