@@ -585,8 +585,10 @@ void api_allow_header(unsigned methods, char *out, size_t cap)
     for (size_t i = 0; i < sizeof m / sizeof m[0]; i++)
         if (methods & m[i].bit) {
             int w = snprintf(out + used, cap - used, "%s%s", used ? ", " : "", m[i].name);
-            if (w < 0 || (size_t)w >= cap - used)
+            if (w < 0 || (size_t)w >= cap - used) {
+                out[used] = '\0';       /* whole names only */
                 return;
+            }
             used += (size_t)w;
         }
 }
