@@ -5,10 +5,11 @@
  * announced body size) and refuses there, so MHD never reads a refused
  * body (nor sends 100 Continue for it) and closes the connection; bodies
  * are gathered up to max_body_bytes; the final call hands the request to
- * its route's handler (api.c's table) and queues the response.  Connections are counted at accept (over the limit
- * they are closed at once, instead of waiting in the kernel's backlog), a
- * sweeper thread closes those that do not deliver their request headers in
- * time, and per-connection warnings are rate-limited.
+ * its route's handler (api.c's table) and queues the response.
+ * Connections are counted at accept (over the limit they are closed at
+ * once, instead of waiting in the kernel's backlog), a sweeper thread
+ * closes those that do not deliver their request headers in time, and
+ * per-connection warnings are rate-limited.
  */
 #include "http.h"
 #include "api.h"
