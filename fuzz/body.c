@@ -14,6 +14,12 @@
 #include <string.h>
 
 #include "api.h"
+#include "config.h"
+#include "guard.h"
+#include "log.h"
+#include "pending.h"
+#include "source.h"
+#include "stats.h"
 #include "fuzz.h"
 #include "idcodec.h"
 
@@ -37,7 +43,7 @@ static void setup(void)
     FUZZ_CHECK(config_override(&cfg, "server.max_id_bytes=" STR(MAX_ID), err, sizeof err));
     FUZZ_CHECK(config_override(&cfg, "sync.max_staleness=0", err, sizeof err));
     lg.level = LOG_LVL_ERROR;
-    stats = stats_new();
+    stats = api_stats_new();
     unready = guard_new();
     FUZZ_CHECK(stats != NULL && unready != NULL);
 }
@@ -111,7 +117,9 @@ FUZZ_TARGET(body)
     FUZZ_CHECK(guard_info(tbl.g, &fi) == ready);
     uint64_t items_before = fi.items;
 
-    struct reply r = insert ? api_insert(&a, t, body, len) : api_exists_batch(&a, t, body, len);
+    struct api_request rq = { .method = "POST", .path = "", .rest = "", .body_type = t,
+                              .body = body, .body_len = len };
+    struct reply r = insert ? api_insert(&a, &rq) : api_exists_batch(&a, &rq);
     FUZZ_CHECK(r.resp != NULL);         /* NULL means "answer 500" */
     FUZZ_CHECK(r.status == 200 || r.status == 400 || r.status == 413 || r.status == 414
                || r.status == 503 || r.status == 507);

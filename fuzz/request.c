@@ -15,6 +15,11 @@
 #include <string.h>
 
 #include "api.h"
+#include "config.h"
+#include "guard.h"
+#include "log.h"
+#include "source.h"
+#include "stats.h"
 #include "fuzz.h"
 #include "idcodec.h"
 #include "uritmpl.h"
@@ -40,7 +45,7 @@ static void setup(void)
     for (size_t i = 0; i < sizeof overrides / sizeof overrides[0]; i++)
         FUZZ_CHECK(config_override(&cfg, overrides[i], err, sizeof err));
     lg.level = LOG_LVL_ERROR;
-    stats = stats_new();
+    stats = api_stats_new();
     unready = guard_new();
     FUZZ_CHECK(stats != NULL && unready != NULL);
     table = (struct source_table){ .fc = &fconf, .g = unready };
@@ -88,7 +93,9 @@ FUZZ_TARGET(request)
     if (add && valid && ready)
         FUZZ_CHECK(guard_add(tbl.g, id, idlen));
 
-    struct reply r = exists ? api_exists(&a, uri, len) : api_auth(&a, uri, len);
+    /* No connection, so no headers: /auth takes the URI from the path (uri_source auto). */
+    struct api_request rq = { .method = "GET", .path = "", .rest = uri, .rest_len = len };
+    struct reply r = exists ? api_exists(&a, &rq) : api_auth(&a, &rq);
     FUZZ_CHECK(r.resp != NULL);         /* NULL means "answer 500" */
     const char *verdict = MHD_get_response_header(r.resp, "X-Bloomguard");
     if (exists) {

@@ -1,7 +1,9 @@
 /*
- * Endpoint handlers.  Lookups build their small JSON answers by hand into one
- * buffer handed to MHD (no jansson on the hot path); request bodies and the
- * larger documents (/stats) go through jansson.
+ * The route table and the endpoint handlers, side by side: adding an
+ * endpoint is one row in api_routes[] and one handler (see docs/HACKING.md).
+ * Lookups build their small JSON answers by hand into one buffer handed to
+ * MHD (no jansson on the hot path); request bodies go through jansson.  The
+ * status documents (/stats, /readyz, /metrics) are status.c's.
  */
 #include "api.h"
 
@@ -11,8 +13,15 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
+#include "config.h"
+#include "guard.h"
 #include "idcodec.h"
+#include "pending.h"
+#include "source.h"
+#include "stats.h"
+#include "status.h"
 #include "uritmpl.h"
 
 #define JSON_TYPE "application/json"
@@ -20,7 +29,6 @@
 /* Responses that never change, queued again and again. */
 struct api_static {
     struct MHD_Response *healthz;
-    struct MHD_Response *ready;
     struct MHD_Response *auth_allow[4];    /* hit, bypass, not ready (fail open), degraded */
     struct MHD_Response *auth_deny[2];     /* miss, not ready (fail closed) */
 };
@@ -41,7 +49,7 @@ static struct MHD_Response *empty_response(const char *verdict)
     return r;
 }
 
-static struct reply take_string(unsigned status, char *body)
+struct reply api_json_take(unsigned status, char *body)
 {
     if (body == NULL)
         return (struct reply){ 500, NULL, false };
@@ -71,7 +79,7 @@ void api_fini(struct app *a)
     struct api_static *p = a->prebuilt;
     if (p == NULL)
         return;
-    struct MHD_Response *all[] = { p->healthz, p->ready, p->auth_allow[0], p->auth_allow[1],
+    struct MHD_Response *all[] = { p->healthz, p->auth_allow[0], p->auth_allow[1],
                                    p->auth_allow[2], p->auth_allow[3], p->auth_deny[0],
                                    p->auth_deny[1] };
     for (size_t i = 0; i < sizeof all / sizeof all[0]; i++)
@@ -131,7 +139,7 @@ struct reply api_error(unsigned status, const char *code, const char *fmt, ...)
     /* code is one of ours ([a-z_]+): it needs no escaping. */
     snprintf(head, sizeof head, "{\"error\":\"%s\",\"message\":\"", code);
     size_t used;
-    return take_string(status, json_around(head, msg, len, "\"}", &used));
+    return api_json_take(status, json_around(head, msg, len, "\"}", &used));
 }
 
 static struct reply not_ready(void)
@@ -146,15 +154,15 @@ static struct reply id_error_reply(enum id_error e, const char *where)
     return api_error(status, id_error_code(e), "%s%s", id_strerror(e), where);
 }
 
-struct reply api_exists(struct app *a, const char *raw, size_t len)
+struct reply api_exists(struct app *a, const struct api_request *rq)
 {
     char id[CONFIG_MAX_ID_BYTES + 1];   /* on the stack: nothing to free on errors */
     size_t idlen = 0;
-    enum id_error e = id_decode(raw, len, a->cfg->max_id_bytes, id, sizeof id, &idlen);
+    enum id_error e = id_decode(rq->rest, rq->rest_len, a->cfg->max_id_bytes, id, sizeof id, &idlen);
     if (e != ID_OK)
         return id_error_reply(e, "");
-    int64_t horizon = source_horizon(a->source, 0);       /* before the lookup: see source.h */
-    enum guard_answer ans = guard_lookup(a->tables[0].g, id, idlen);
+    int64_t horizon = source_horizon(a->source);       /* before the lookup: see source.h */
+    enum guard_answer ans = guard_lookup(a->guard, id, idlen);
     if (ans == GUARD_NOT_READY)
         return not_ready();
     /* An "absent" the horizon cannot back is only a "maybe". */
@@ -300,10 +308,10 @@ oom:
     return (struct reply){ 500, NULL, false };
 }
 
-struct reply api_exists_batch(struct app *a, enum body_type t, const char *body, size_t len)
+struct reply api_exists_batch(struct app *a, const struct api_request *rq)
 {
     struct idlist l;
-    struct reply err = parse_ids(a, t, body, len, false, &l);
+    struct reply err = parse_ids(a, rq->body_type, rq->body, rq->body_len, false, &l);
     if (err.status != 0)
         return err;
     bool *ans = malloc(l.n * sizeof(bool) + 1);
@@ -314,8 +322,8 @@ struct reply api_exists_batch(struct app *a, enum body_type t, const char *body,
         idlist_free(&l);
         return (struct reply){ 500, NULL, false };
     }
-    int64_t horizon = source_horizon(a->source, 0);       /* before the lookups: see source.h */
-    if (!guard_lookup_many(a->tables[0].g, l.n, l.ids, l.lens, ans)) {
+    int64_t horizon = source_horizon(a->source);       /* before the lookups: see source.h */
+    if (!guard_lookup_many(a->guard, l.n, l.ids, l.lens, ans)) {
         free(ans);
         free(out);
         idlist_free(&l);
@@ -353,13 +361,13 @@ struct reply api_exists_batch(struct app *a, enum body_type t, const char *body,
     return (struct reply){ MHD_HTTP_OK, json_response(out, used, MHD_RESPMEM_MUST_FREE), false };
 }
 
-struct reply api_insert(struct app *a, enum body_type t, const char *body, size_t len)
+struct reply api_insert(struct app *a, const struct api_request *rq)
 {
     struct idlist l;
-    struct reply err = parse_ids(a, t, body, len, true, &l);
+    struct reply err = parse_ids(a, rq->body_type, rq->body, rq->body_len, true, &l);
     if (err.status != 0)
         return err;
-    if (!guard_writable(a->tables[0].g)) {
+    if (!guard_writable(a->guard)) {
         idlist_free(&l);
         return not_ready();
     }
@@ -377,19 +385,19 @@ struct reply api_insert(struct app *a, enum body_type t, const char *body, size_
      */
     struct timespec now;
     clock_gettime(CLOCK_MONOTONIC, &now);
-    enum pending_result pr = pending_add_many(a->tables[0].pending, l.n, l.ids, l.lens, hs,
+    enum pending_result pr = pending_add_many(a->pending, l.n, l.ids, l.lens, hs,
                                               (uint64_t)now.tv_sec);
     size_t n = 0;
     if (pr == PENDING_OK)
         for (size_t i = 0; i < l.n; i++)
-            n += guard_add_hash(a->tables[0].g, hs[i]);
+            n += guard_add_hash(a->guard, hs[i]);
     free(hs);
     size_t want = l.n;
     idlist_free(&l);
     if (pr == PENDING_FULL_COUNT || pr == PENDING_FULL_BYTES) {
         stats_add(a->stats, ST_INSERTS_REFUSED, want);
         struct pending_info pi;
-        pending_info(a->tables[0].pending, &pi);
+        pending_info(a->pending, &pi);
         return pr == PENDING_FULL_COUNT
             ? api_error(MHD_HTTP_INSUFFICIENT_STORAGE, "journal_full",
                         "the POST journal holds pending_limit (%llu) ids: none of these %zu was added",
@@ -405,10 +413,11 @@ struct reply api_insert(struct app *a, enum body_type t, const char *body, size_
     stats_add(a->stats, ST_INSERTS, n);
     char out[64];
     snprintf(out, sizeof out, "{\"inserted\":%zu}", n);
-    return take_string(MHD_HTTP_OK, strdup(out));
+    return api_json_take(MHD_HTTP_OK, strdup(out));
 }
 
-struct reply api_auth(struct app *a, const char *uri, size_t len)
+/* The decision for one original URI (raw). */
+static struct reply auth_decide(struct app *a, const char *uri, size_t len)
 {
     const struct config *cfg = a->cfg;
     struct api_static *p = a->prebuilt;
@@ -429,8 +438,8 @@ struct reply api_auth(struct app *a, const char *uri, size_t len)
             stats_add(a->stats, ST_AUTH_MALFORMED, 1);
             return shared(cfg->allow_status, p->auth_allow[1]);
         }
-        int64_t horizon = source_horizon(a->source, 0);   /* before the lookup: see source.h */
-        enum guard_answer ans = guard_lookup(a->tables[0].g, id, idlen);
+        int64_t horizon = source_horizon(a->source);   /* before the lookup: see source.h */
+        enum guard_answer ans = guard_lookup(a->guard, id, idlen);
         if (ans == GUARD_NOT_READY) {
             stats_add(a->stats, ST_AUTH_NOT_READY, 1);
             if (cfg->fail_open)
@@ -452,163 +461,144 @@ struct reply api_auth(struct app *a, const char *uri, size_t len)
     return shared(cfg->allow_status, p->auth_allow[1]);
 }
 
-struct reply api_healthz(struct app *a)
+static const char *header(const struct api_request *rq, const char *name)
 {
+    return rq->conn != NULL ? MHD_lookup_connection_value(rq->conn, MHD_HEADER_KIND, name) : NULL;
+}
+
+/*
+ * The original URI: X-Original-URI (nginx), X-Forwarded-Uri (Traefik), or
+ * the path after /auth (Envoy's path_prefix), as [auth] uri_source says.
+ * An empty string when the chosen header is absent (it matches no template).
+ */
+struct reply api_auth(struct app *a, const struct api_request *rq)
+{
+    enum auth_uri_source src = a->cfg->uri_source;
+    const char *u = NULL;
+    size_t len;
+    if (src == URI_SOURCE_AUTO || src == URI_SOURCE_X_ORIGINAL_URI)
+        u = header(rq, "X-Original-URI");
+    if (u == NULL && (src == URI_SOURCE_AUTO || src == URI_SOURCE_X_FORWARDED_URI))
+        u = header(rq, "X-Forwarded-Uri");
+    if (u != NULL)
+        len = strlen(u);
+    else if (src == URI_SOURCE_AUTO || src == URI_SOURCE_PATH)
+        u = rq->rest, len = rq->rest_len;       /* "/auth/user/get/1" -> "/user/get/1" */
+    else
+        u = "", len = 0;
+    return auth_decide(a, u, len);
+}
+
+static struct reply healthz(struct app *a, const struct api_request *rq)
+{
+    (void)rq;
     return shared(MHD_HTTP_OK, a->prebuilt->healthz);
 }
 
-static void iso8601(time_t t, char *out, size_t cap)
+static struct reply reload(struct app *a, const struct api_request *rq)
 {
-    struct tm tm;
-    gmtime_r(&t, &tm);
-    strftime(out, cap, "%Y-%m-%dT%H:%M:%SZ", &tm);
-}
-
-static json_t *source_json(struct app *a, const struct source_status *ss)
-{
-    char since[32];
-    iso8601(ss->state_since, since, sizeof since);
-    json_t *o = json_pack("{s:s, s:s, s:b}", "state", source_state_name(ss->state),
-                          "since", since, "listening", ss->listening);
-    if (o && ss->last_error[0])
-        json_object_set_new(o, "last_error", json_string(ss->last_error));
-    (void)a;
-    return o;
-}
-
-/* The horizon: how far back every committed row is known to be in the filter. */
-static json_t *horizon_json(struct app *a, const struct source_status *ss, uint64_t answers)
-{
-    json_t *o = json_pack("{s:b, s:f, s:f, s:I}", "degraded", ss->degraded,
-                          "max_staleness_seconds", a->cfg->max_staleness,
-                          "degraded_seconds_total", ss->degraded_seconds,
-                          "degraded_answers", (json_int_t)answers);
-    if (o)
-        json_object_set_new(o, "age_seconds",
-                            ss->horizon_age >= 0 ? json_real(ss->horizon_age) : json_null());
-    return o;
-}
-
-struct reply api_readyz(struct app *a)
-{
-    struct source_status ss;
-    source_status(a->source, 0, &ss);
-    bool ready = guard_ready(a->tables[0].g);
-    struct stats_snapshot snap;
-    stats_snapshot(a->stats, &snap);
-    json_t *o = json_pack("{s:s, s:b, s:o, s:o}", "status", ready ? "ready" : "loading",
-                          "degraded", ready && ss.degraded, "source", source_json(a, &ss),
-                          "horizon", horizon_json(a, &ss, snap.counter[ST_DEGRADED]));
-    char *s = o ? json_dumps(o, JSON_COMPACT) : NULL;
-    json_decref(o);
-    return take_string(ready ? MHD_HTTP_OK : MHD_HTTP_SERVICE_UNAVAILABLE, s);
-}
-
-struct reply api_stats(struct app *a)
-{
-    struct stats_snapshot snap;
-    struct source_status ss;
-    struct filter_info fi;
-    struct pending_info pi;
-    stats_snapshot(a->stats, &snap);
-    source_status(a->source, 0, &ss);
-    pending_info(a->tables[0].pending, &pi);
-    bool ready = guard_info(a->tables[0].g, &fi);
-    if (!ready)
-        memset(&fi, 0, sizeof fi);
-
-    uint64_t by_class[6] = { 0 };
-    json_t *by_endpoint = json_object();
-    for (unsigned e = 0; e < EP_COUNT; e++) {
-        json_t *codes = json_object();
-        for (unsigned k = 0; k < SS_COUNT; k++) {
-            uint64_t n = snap.requests[e][k];
-            if (n == 0)
-                continue;
-            unsigned code = stats_status_code(k);
-            char key[16];
-            snprintf(key, sizeof key, "%u", code ? code : 999);
-            json_object_set_new(codes, code ? key : "other", json_integer((json_int_t)n));
-            by_class[code ? code / 100 : 5] += n;
-        }
-        json_object_set_new(by_endpoint, stats_endpoint_name(e), codes);
-    }
-    uint64_t hits = snap.counter[ST_LOOKUP_HIT], misses = snap.counter[ST_LOOKUP_MISS];
-    char finished[32] = "";
-    if (ss.last_finished)
-        iso8601(ss.last_finished, finished, sizeof finished);
-
-    json_t *rebuild = json_pack("{s:b, s:I, s:I, s:I, s:I}",
-                                "running", ss.running,
-                                "requested_id", (json_int_t)ss.requested_id,
-                                "completed_id", (json_int_t)ss.completed_id,
-                                "ok", (json_int_t)ss.rebuilds_ok,
-                                "failed", (json_int_t)ss.rebuilds_failed);
-    if (rebuild && ss.next_rebuild_in > 0)
-        json_object_set_new(rebuild, "starts_in_seconds", json_real(ss.next_rebuild_in));
-    if (rebuild && ss.running) {
-        char since[32];
-        iso8601(ss.running_since, since, sizeof since);
-        json_object_set_new(rebuild, "id", json_integer((json_int_t)ss.running_id));
-        json_object_set_new(rebuild, "reason", json_string(ss.running_reason));
-        json_object_set_new(rebuild, "rows_copied", json_integer((json_int_t)ss.running_rows));
-        json_object_set_new(rebuild, "started_at", json_string(since));
-    }
-    json_t *o = json_pack(
-        "{s:b, s:I, s:I, s:I, s:i, s:I, s:f, s:f, s:f,"
-        " s:{s:I, s:I, s:I}, s:I, s:{s:I, s:I, s:I, s:I, s:I},"
-        " s:{s:I, s:I, s:I, s:I}, s:o,"
-        " s:{s:I, s:f, s:s?, s:s}, s:o, s:o, s:o, s:I, s:I, s:{s:I, s:I, s:I, s:I, s:I, s:I},"
-        " s:I, s:s}",
-        "ready", ready,
-        "items", (json_int_t)fi.items,
-        "capacity", (json_int_t)fi.capacity,
-        "bits", (json_int_t)fi.bits,
-        "probes", (int)fi.probes,
-        "memory_bytes", (json_int_t)fi.memory_bytes,
-        "fill_ratio", fi.fill_ratio,
-        "estimated_fpp", fi.estimated_fpp,
-        "target_fpp", a->tables[0].fc->false_positive_rate,
-        "lookups", "total", (json_int_t)(hits + misses), "hits", (json_int_t)hits,
-                   "misses", (json_int_t)misses,
-        "inserts", (json_int_t)snap.counter[ST_INSERTS],
-        "auth", "hits", (json_int_t)snap.counter[ST_AUTH_HIT],
-                "misses", (json_int_t)snap.counter[ST_AUTH_MISS],
-                "bypasses", (json_int_t)snap.counter[ST_AUTH_BYPASS],
-                "not_ready", (json_int_t)snap.counter[ST_AUTH_NOT_READY],
-                "malformed", (json_int_t)snap.counter[ST_AUTH_MALFORMED],
-        "requests", "2xx", (json_int_t)by_class[2], "4xx", (json_int_t)by_class[4],
-                    "5xx", (json_int_t)by_class[5], "total",
-                    (json_int_t)(by_class[1] + by_class[2] + by_class[3] + by_class[4] + by_class[5]),
-        "requests_by_endpoint", by_endpoint,
-        "last_load", "rows", (json_int_t)ss.last_rows, "seconds", ss.last_seconds,
-                     "finished_at", ss.last_finished ? finished : NULL,
-                     "reason", ss.last_reason,
-        "rebuild", rebuild,
-        "source", source_json(a, &ss),
-        "horizon", horizon_json(a, &ss, snap.counter[ST_DEGRADED]),
-        "notifications", (json_int_t)ss.notifications,
-        "long_ids", (json_int_t)ss.long_ids,
-        "pending_posts", "count", (json_int_t)pi.count, "bytes", (json_int_t)pi.bytes,
-                         "refused", (json_int_t)pi.refused, "expired", (json_int_t)pi.expired,
-                         "limit", (json_int_t)pi.limit, "max_bytes", (json_int_t)pi.max_bytes,
-        "uptime_seconds", (json_int_t)(time(NULL) - a->started),
-        "version", PACKAGE_VERSION);
-    char *s = o ? json_dumps(o, JSON_COMPACT) : NULL;
-    json_decref(o);
-    return take_string(MHD_HTTP_OK, s);
-}
-
-struct reply api_reload(struct app *a)
-{
+    (void)rq;
     bool coalesced = false;
-    uint64_t id = source_request_rebuild(a->source, 0, "api", &coalesced);
+    uint64_t id = source_request_rebuild(a->source, "api", &coalesced);
     struct source_status ss;
-    source_status(a->source, 0, &ss);
+    source_status(a->source, &ss);
     /* Coalesced into the next rebuild min_rebuild_interval allows: never one COPY per request. */
     json_t *o = json_pack("{s:s, s:I, s:b, s:f}", "status", "accepted", "rebuild_id", (json_int_t)id,
                           "coalesced", coalesced, "starts_in_seconds", ss.next_rebuild_in);
     char *s = o ? json_dumps(o, JSON_COMPACT) : NULL;
     json_decref(o);
-    return take_string(MHD_HTTP_ACCEPTED, s);
+    return api_json_take(MHD_HTTP_ACCEPTED, s);
+}
+
+/* ---------------------------------------------------------- the routes -- */
+
+/*
+ * Every endpoint, one row each.  The order is the order of /stats
+ * requests_by_endpoint and of the endpoint="" series of /metrics, and the
+ * order of matching: the hot routes (/exists/{id}, /auth) come first.
+ * Names are what /stats and /metrics show: never rename one.
+ */
+const struct route api_routes[] = {
+    /* path         match          methods   name            admin  body   raw_path  handler */
+    { "/exists/",   ROUTE_PREFIX,  API_READ, "exists",       false, false, false, api_exists },
+    { "/exists",    ROUTE_EXACT,   API_POST, "exists_batch", false, true,  false, api_exists_batch },
+    { "/ids",       ROUTE_EXACT,   API_POST, "ids",          true,  true,  false, api_insert },
+    /* Any method: proxies forward the original one.  The path may be the original URI. */
+    { "/auth",      ROUTE_PREFIX,  API_ANY,  "auth",         false, false, true,  api_auth },
+    { "/healthz",   ROUTE_EXACT,   API_READ, "healthz",      false, false, false, healthz },
+    { "/readyz",    ROUTE_EXACT,   API_READ, "readyz",       false, false, false, status_readyz },
+    { "/stats",     ROUTE_EXACT,   API_READ, "stats",        false, false, false, status_stats },
+    { "/metrics",   ROUTE_EXACT,   API_READ, "metrics",      false, false, false, status_metrics },
+    { "/reload",    ROUTE_EXACT,   API_POST, "reload",       true,  false, false, reload },
+};
+const unsigned api_route_count = sizeof api_routes / sizeof api_routes[0];
+
+/*
+ * Does path take route r?  One pass over the route's path, stopping at the
+ * first difference: most rows are ruled out by their second byte.
+ */
+static bool route_takes(const struct route *r, const char *path, size_t *rest_off)
+{
+    size_t i = 0;
+    while (r->path[i] != '\0' && r->path[i] == path[i])
+        i++;
+    if (r->path[i] != '\0')
+        return false;
+    if (r->match == ROUTE_EXACT) {
+        *rest_off = i;
+        return path[i] == '\0';
+    }
+    /* "/auth" takes "/auth" and "/auth/...", "/exists/" anything after it. */
+    if (r->path[i - 1] != '/' && path[i] != '\0' && path[i] != '/')
+        return false;
+    *rest_off = i;
+    return true;
+}
+
+const struct route *api_route_find(const char *path, size_t *rest_off)
+{
+    for (unsigned i = 0; i < api_route_count; i++)
+        if (route_takes(&api_routes[i], path, rest_off))
+            return &api_routes[i];
+    *rest_off = 0;
+    return NULL;
+}
+
+unsigned api_method_bit(const char *method)
+{
+    if (strcmp(method, MHD_HTTP_METHOD_GET) == 0)
+        return API_GET;
+    if (strcmp(method, MHD_HTTP_METHOD_HEAD) == 0)
+        return API_HEAD;
+    if (strcmp(method, MHD_HTTP_METHOD_POST) == 0)
+        return API_POST;
+    return API_OTHER;
+}
+
+void api_allow_header(unsigned methods, char *out, size_t cap)
+{
+    static const struct { unsigned bit; const char *name; } m[] = {
+        { API_GET, "GET" }, { API_HEAD, "HEAD" }, { API_POST, "POST" },
+    };
+    size_t used = 0;
+    out[0] = '\0';
+    for (size_t i = 0; i < sizeof m / sizeof m[0]; i++)
+        if (methods & m[i].bit) {
+            int w = snprintf(out + used, cap - used, "%s%s", used ? ", " : "", m[i].name);
+            if (w < 0 || (size_t)w >= cap - used) {
+                out[used] = '\0';       /* whole names only */
+                return;
+            }
+            used += (size_t)w;
+        }
+}
+
+struct stats *api_stats_new(void)
+{
+    return stats_new(api_route_count + 1);
+}
+
+const char *api_slot_name(unsigned slot)
+{
+    return slot < api_route_count ? api_routes[slot].name : "other";
 }

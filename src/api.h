@@ -1,6 +1,8 @@
 /*
- * The HTTP API: one function per endpoint, each turning a parsed request into
- * a status and an MHD response.  Routing, bodies and limits live in http.c.
+ * The HTTP API: the route table (one row per endpoint: path, methods, name,
+ * handler) and the handlers of the ID endpoints.  http.c matches requests
+ * against the table and enforces what a row says (methods, admin token,
+ * body); status.c renders /stats, /readyz and /metrics.
  */
 #ifndef BLOOMGUARD_API_H
 #define BLOOMGUARD_API_H
@@ -8,28 +10,8 @@
 #include <microhttpd.h>
 #include <stdbool.h>
 #include <stddef.h>
-#include <time.h>
 
-#include "config.h"
-#include "guard.h"
-#include "log.h"
-#include "pending.h"
-#include "source.h"
-#include "stats.h"
-
-/* Everything a handler may use; owned by main, shared by all threads. */
-struct app {
-    const struct config *cfg;
-    const struct log *lg;
-    struct source_table *tables; /* the guarded tables: filter, journal; [0] is the default */
-    unsigned n_tables;
-    struct stats *stats;
-    struct source *source;
-    time_t started;             /* wall clock at start, for uptime */
-    double started_mono;        /* monotonic seconds at start */
-    struct api_static *prebuilt; /* constant responses, built by api_init */
-    const char *admin_token;    /* what POST /ids and /reload need (http.c checks); NULL: none */
-};
+#include "app.h"
 
 /*
  * What a handler answers: a status and a response.  The caller destroys resp
@@ -44,6 +26,74 @@ struct reply {
 
 enum body_type { BODY_NONE, BODY_JSON, BODY_TEXT, BODY_OTHER };
 
+/*
+ * One request as a handler sees it, borrowed for the call.  Paths are raw:
+ * still percent-encoded (ids are decoded strictly by idcodec, not by MHD).
+ */
+struct api_request {
+    const char *method;
+    const char *path;
+    const char *rest;           /* the path after a prefix route's path; "" for exact routes */
+    size_t rest_len;
+    enum body_type body_type;   /* body routes: JSON or TEXT (http.c refused the others) */
+    const char *body;           /* body routes: never empty */
+    size_t body_len;
+    struct MHD_Connection *conn;    /* for request headers; NULL in fuzzers (no headers) */
+};
+
+typedef struct reply api_handler(struct app *a, const struct api_request *rq);
+
+/* Methods a route takes; others get 405 with an Allow header made from these. */
+enum {
+    API_GET = 1, API_HEAD = 2, API_POST = 4, API_OTHER = 8,
+    API_READ = API_GET | API_HEAD,
+    API_ANY = API_GET | API_HEAD | API_POST | API_OTHER
+};
+
+enum route_match {
+    ROUTE_EXACT,    /* the path and nothing else */
+    /*
+     * The path and everything below it: "/auth" takes /auth and /auth/...
+     * (not /authx); a path ending in '/' needs something after it
+     * ("/exists/" takes /exists/..., not /exists).  rest is what follows.
+     */
+    ROUTE_PREFIX
+};
+
+struct route {
+    const char *path;
+    enum route_match match;
+    unsigned methods;           /* API_* bits */
+    const char *name;           /* in /stats requests_by_endpoint and the endpoint="" label */
+    bool admin;                 /* needs the write credential (the admin token) */
+    bool body;                  /* reads a request body (JSON or text/plain, up to max_body_bytes) */
+    bool raw_path;              /* the path bytes are not checked for UTF-8 (another service's URI) */
+    api_handler *handler;
+};
+
+/* The table, in the order /stats and /metrics list the routes. */
+extern const struct route api_routes[];
+extern const unsigned api_route_count;
+
+/*
+ * The route taking path (first match in table order; the hot routes come
+ * first), or NULL.  *rest_off gets the offset of the rest of the path.
+ */
+const struct route *api_route_find(const char *path, size_t *rest_off);
+
+/* A method's API_* bit (API_OTHER for any but GET, HEAD and POST). */
+unsigned api_method_bit(const char *method);
+
+/* "GET, HEAD", "POST", ...: the Allow header of methods (at most 32 bytes). */
+void api_allow_header(unsigned methods, char *out, size_t cap);
+
+/*
+ * Request counters for every route, plus one slot, api_route_count, for
+ * requests no route took: named by api_slot_name.  NULL on allocation failure.
+ */
+struct stats *api_stats_new(void);
+const char *api_slot_name(unsigned slot);     /* a route's name, or "other" */
+
 /* Build the constant responses once; false on allocation failure. */
 bool api_init(struct app *a);
 void api_fini(struct app *a);
@@ -52,18 +102,19 @@ void api_fini(struct app *a);
 struct reply api_error(unsigned status, const char *code, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
 
-/* GET/HEAD /exists/{raw}: raw is the still percent-encoded rest of the path. */
-struct reply api_exists(struct app *a, const char *raw, size_t len);
-/* POST /exists: body of ids, JSON {"ids":[...]} or text/plain lines. */
-struct reply api_exists_batch(struct app *a, enum body_type t, const char *body, size_t len);
-/* POST /ids: {"id":...}, {"ids":[...]} or text/plain lines. */
-struct reply api_insert(struct app *a, enum body_type t, const char *body, size_t len);
-/* /auth: uri is the original request URI (raw) from a header or the path. */
-struct reply api_auth(struct app *a, const char *uri, size_t len);
-struct reply api_healthz(struct app *a);
-struct reply api_readyz(struct app *a);
-struct reply api_stats(struct app *a);
-struct reply api_metrics(struct app *a);
-struct reply api_reload(struct app *a);
+/* A JSON document already rendered: body (malloc'd) is taken; NULL answers 500. */
+struct reply api_json_take(unsigned status, char *body);
+
+/*
+ * The ID endpoints, exported for the fuzzers.  GET/HEAD /exists/{id}: rest
+ * is the raw ID.  POST /exists and POST /ids: a body of ids, JSON
+ * {"ids":[...]} (/ids also {"id":...}) or text/plain lines.  /auth: the
+ * original URI from X-Original-URI, X-Forwarded-Uri or rest ([auth]
+ * uri_source).
+ */
+struct reply api_exists(struct app *a, const struct api_request *rq);
+struct reply api_exists_batch(struct app *a, const struct api_request *rq);
+struct reply api_insert(struct app *a, const struct api_request *rq);
+struct reply api_auth(struct app *a, const struct api_request *rq);
 
 #endif

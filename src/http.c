@@ -4,15 +4,20 @@
  * (framing headers, method and path bytes, route, write credential,
  * announced body size) and refuses there, so MHD never reads a refused
  * body (nor sends 100 Continue for it) and closes the connection; bodies
- * are gathered up to max_body_bytes; the final call routes to a handler and
- * queues its response.  Connections are counted at accept (over the limit
- * they are closed at once, instead of waiting in the kernel's backlog), a
- * sweeper thread closes those that do not deliver their request headers in
- * time, and per-connection warnings are rate-limited.
+ * are gathered up to max_body_bytes; the final call hands the request to
+ * its route's handler (api.c's table) and queues the response.
+ * Connections are counted at accept (over the limit they are closed at
+ * once, instead of waiting in the kernel's backlog), a sweeper thread
+ * closes those that do not deliver their request headers in time, and
+ * per-connection warnings are rate-limited.
  */
 #include "http.h"
+#include "api.h"
+#include "config.h"
 #include "idcodec.h"
 #include "listen.h"
+#include "log.h"
+#include "stats.h"
 #include "token.h"
 
 #include <netinet/in.h>
@@ -75,7 +80,8 @@ enum write_policy {
  */
 struct request {
     uint64_t t0;            /* monotonic ns at the first call; 0 = not timed */
-    enum stat_endpoint route;   /* the endpoint is the route */
+    const struct route *route;  /* NULL: none (404, or refused before routing) */
+    size_t rest_off;        /* where the rest of the path starts, for prefix routes */
     struct reply early;     /* an answer decided before the body (status 0: none) */
     char *body;
     size_t len, cap;
@@ -192,16 +198,6 @@ static void mhd_log(void *cls, const char *fmt, va_list ap)
 
 /* ------------------------------------------------------------- routing -- */
 
-static bool is_get(const char *m)
-{
-    return strcmp(m, MHD_HTTP_METHOD_GET) == 0 || strcmp(m, MHD_HTTP_METHOD_HEAD) == 0;
-}
-
-static bool is_auth_path(const char *url)
-{
-    return strcmp(url, "/auth") == 0 || strncmp(url, "/auth/", 6) == 0;
-}
-
 /*
  * How many bytes of s an error message quotes: at most max, and never half
  * of a UTF-8 character (the message says "..." after a cut).
@@ -219,54 +215,21 @@ static int quote_len(const char *s, size_t max)
 
 #define QUOTE_URL 96        /* bytes of a path an error message quotes */
 
-static struct reply method_not_allowed(const char *allow, const char *method)
+/* The refusal of a request its route does not take: 404, or 405 with Allow. */
+static struct reply route_refusal(const struct route *r, const char *url, const char *method)
 {
-    struct reply r = api_error(MHD_HTTP_METHOD_NOT_ALLOWED, "method_not_allowed",
-                               "%.32s is not allowed here; use %s", method, allow);
-    if (r.resp != NULL)
-        MHD_add_response_header(r.resp, MHD_HTTP_HEADER_ALLOW, allow);
-    return r;
-}
-
-/*
- * Route by path and method; a wrong method gives an early 405.  *admin is
- * set for the write endpoints, which need the admin credential.
- */
-static enum stat_endpoint route_of(const char *url, const char *method, struct reply *early,
-                                   bool *admin)
-{
-    static const struct {
-        const char *path;
-        enum stat_endpoint route;
-        bool post;
-        bool admin;
-    } exact[] = {
-        { "/exists", EP_EXISTS_BATCH, true, false }, { "/ids", EP_IDS, true, true },
-        { "/healthz", EP_HEALTHZ, false, false },    { "/readyz", EP_READYZ, false, false },
-        { "/stats", EP_STATS, false, false },        { "/metrics", EP_METRICS, false, false },
-        { "/reload", EP_RELOAD, true, true },
-    };
-    *admin = false;
-    if (strncmp(url, "/exists/", 8) == 0) {
-        if (!is_get(method))
-            *early = method_not_allowed("GET, HEAD", method);
-        return EP_EXISTS;
+    if (r == NULL) {
+        int q = quote_len(url, QUOTE_URL);
+        return api_error(MHD_HTTP_NOT_FOUND, "no_route", "no such endpoint: %.32s %.*s%s", method,
+                         q, url, url[q] ? "..." : "");
     }
-    if (is_auth_path(url))
-        return EP_AUTH;                  /* any method: proxies forward the original one */
-    for (size_t i = 0; i < sizeof exact / sizeof exact[0]; i++) {
-        if (strcmp(url, exact[i].path) != 0)
-            continue;
-        if (exact[i].post ? strcmp(method, MHD_HTTP_METHOD_POST) != 0 : !is_get(method))
-            *early = method_not_allowed(exact[i].post ? "POST" : "GET, HEAD", method);
-        else
-            *admin = exact[i].admin;
-        return exact[i].route;
-    }
-    int q = quote_len(url, QUOTE_URL);
-    *early = api_error(MHD_HTTP_NOT_FOUND, "no_route", "no such endpoint: %.32s %.*s%s", method,
-                       q, url, url[q] ? "..." : "");
-    return EP_OTHER;
+    char allow[32];
+    api_allow_header(r->methods, allow, sizeof allow);
+    struct reply rep = api_error(MHD_HTTP_METHOD_NOT_ALLOWED, "method_not_allowed",
+                                 "%.32s is not allowed here; use %s", method, allow);
+    if (rep.resp != NULL)
+        MHD_add_response_header(rep.resp, MHD_HTTP_HEADER_ALLOW, allow);
+    return rep;
 }
 
 /* ----------------------------------------------------- request checks -- */
@@ -322,7 +285,7 @@ static bool is_token(const char *s)
     return true;
 }
 
-/* POST /ids, /reload: does the request carry the right to write? */
+/* An admin route (POST /ids, /reload): does the request carry the right to write? */
 static struct reply check_write(struct http *h, struct MHD_Connection *c)
 {
     switch (h->writes) {
@@ -363,7 +326,7 @@ static bool first_checks(struct http *h, struct request *rq, struct MHD_Connecti
     const struct config *cfg = h->a->cfg;
     struct framing f = { 0, 0, false, false, NULL };
     MHD_get_connection_values(c, MHD_HEADER_KIND, count_framing, &f);
-    rq->route = EP_OTHER;
+    rq->route = NULL;
     /* Two readers that pick different lengths are how requests get smuggled. */
     const char *framing = NULL;
     if (f.content_length > 1)
@@ -383,18 +346,22 @@ static bool first_checks(struct http *h, struct request *rq, struct MHD_Connecti
     uint64_t announced = f.length != NULL ? strtoull(f.length, NULL, 10) : 0;  /* MHD checked the digits */
     bool body = announced > 0 || f.chunked;
 
+    size_t rest_off;
+    const struct route *r = api_route_find(url, &rest_off);
     if (!is_token(method))
         rq->early = api_error(MHD_HTTP_BAD_REQUEST, "bad_method",
                               "the request method is not an HTTP token (RFC 9110)");
-    /* /auth is exempt: there the path may be the original URI, judged by api_auth. */
-    else if (!is_auth_path(url) && !is_ascii(url) && !id_utf8_valid(url, strlen(url)))
+    /* Raw-path routes (/auth) are exempt: there the path may be the original URI. */
+    else if ((r == NULL || !r->raw_path) && !is_ascii(url) && !id_utf8_valid(url, strlen(url)))
         rq->early = api_error(MHD_HTTP_BAD_REQUEST, "bad_utf8", "the request path is not valid UTF-8");
     if (rq->early.status != 0)
         return body;
 
-    bool admin;
-    rq->route = route_of(url, method, &rq->early, &admin);
-    if (rq->early.status == 0 && admin)
+    rq->route = r;
+    rq->rest_off = rest_off;
+    if (r == NULL || !(r->methods & api_method_bit(method)))
+        rq->early = route_refusal(r, url, method);
+    else if (r->admin)
         rq->early = check_write(h, c);
     if (rq->early.status == 0 && announced > cfg->max_body_bytes)
         rq->early = api_error(MHD_HTTP_CONTENT_TOO_LARGE, "body_too_large",
@@ -418,64 +385,32 @@ static enum body_type body_type_of(struct MHD_Connection *c)
     return BODY_OTHER;
 }
 
-/*
- * The original URI for /auth: X-Original-URI (nginx), X-Forwarded-Uri
- * (Traefik), or the path after /auth (Envoy's path_prefix), as
- * [auth] uri_source says.  An empty string when the chosen header is absent
- * (it matches no template).
- */
-static const char *auth_uri(struct MHD_Connection *c, enum auth_uri_source src, const char *url,
-                            size_t *len)
-{
-    const char *u = NULL;
-    if (src == URI_SOURCE_AUTO || src == URI_SOURCE_X_ORIGINAL_URI)
-        u = MHD_lookup_connection_value(c, MHD_HEADER_KIND, "X-Original-URI");
-    if (u == NULL && (src == URI_SOURCE_AUTO || src == URI_SOURCE_X_FORWARDED_URI))
-        u = MHD_lookup_connection_value(c, MHD_HEADER_KIND, "X-Forwarded-Uri");
-    if (u == NULL && (src == URI_SOURCE_AUTO || src == URI_SOURCE_PATH))
-        u = url + 5;                    /* "/auth/user/get/1" -> "/user/get/1" */
-    if (u == NULL)
-        u = "";
-    *len = strlen(u);
-    return u;
-}
-
+/* The final call: the request as its handler sees it, body checked first. */
 static struct reply dispatch(struct app *a, struct request *rq, struct MHD_Connection *c,
-                             const char *url)
+                             const char *url, const char *method)
 {
-    switch (rq->route) {
-    case EP_EXISTS:
-        return api_exists(a, url + 8, strlen(url + 8));
-    case EP_AUTH: {
-        size_t len;
-        const char *uri = auth_uri(c, a->cfg->uri_source, url, &len);
-        return api_auth(a, uri, len);
-    }
-    case EP_HEALTHZ: return api_healthz(a);
-    case EP_READYZ: return api_readyz(a);
-    case EP_STATS: return api_stats(a);
-    case EP_METRICS: return api_metrics(a);
-    case EP_RELOAD: return api_reload(a);
-    case EP_EXISTS_BATCH:
-    case EP_IDS: {
+    const struct route *r = rq->route;
+    if (r == NULL)                      /* refused by first_checks: not reached */
+        return route_refusal(NULL, url, method);
+    struct api_request v = {
+        .method = method, .path = url, .rest = url + rq->rest_off,
+        .rest_len = strlen(url + rq->rest_off), .body_type = BODY_NONE, .conn = c,
+    };
+    if (r->body) {
         if (rq->too_large)
             return api_error(MHD_HTTP_CONTENT_TOO_LARGE, "body_too_large",
                              "request body is larger than max_body_bytes (%llu)",
                              (unsigned long long)a->cfg->max_body_bytes);
-        enum body_type t = body_type_of(c);
-        if (t == BODY_OTHER)
+        v.body_type = body_type_of(c);
+        if (v.body_type == BODY_OTHER)
             return api_error(MHD_HTTP_UNSUPPORTED_MEDIA_TYPE, "unsupported_media_type",
                              "Content-Type must be application/json or text/plain");
         if (rq->len == 0)
             return api_error(MHD_HTTP_BAD_REQUEST, "empty_body", "the request body is empty");
-        return rq->route == EP_IDS ? api_insert(a, t, rq->body, rq->len)
-                                   : api_exists_batch(a, t, rq->body, rq->len);
+        v.body = rq->body;
+        v.body_len = rq->len;
     }
-    case EP_OTHER:
-    case EP_COUNT:
-        break;
-    }
-    return api_error(MHD_HTTP_NOT_FOUND, "no_route", "no such endpoint");
+    return r->handler(a, &v);
 }
 
 static bool append_body(struct request *rq, const char *data, size_t n)
@@ -511,7 +446,9 @@ static enum MHD_Result queue(struct http *h, struct request *rq, struct MHD_Conn
         MHD_destroy_response(r.resp);
     uint64_t dt = rq->t0 ? now_ns() - rq->t0 : 0;
     if (h->a->cfg->metrics_enabled)
-        stats_request(h->a->stats, rq->route, r.status, dt ? dt : 1);
+        stats_request(h->a->stats, rq->route != NULL ? (unsigned)(rq->route - api_routes)
+                                                     : api_route_count,
+                      r.status, dt ? dt : 1);
     return ret;
 }
 
@@ -569,7 +506,7 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
             rq->too_large = true;
             return MHD_YES;
         }
-        if (rq->early.status == 0 && (rq->route == EP_IDS || rq->route == EP_EXISTS_BATCH)
+        if (rq->early.status == 0 && rq->route != NULL && rq->route->body
             && !append_body(rq, upload_data, n))
             return MHD_NO;
         return MHD_YES;
@@ -579,7 +516,7 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
         rq->early.status = 0;
         return queue(h, rq, c, r);
     }
-    return queue(h, rq, c, dispatch(a, rq, c, url));
+    return queue(h, rq, c, dispatch(a, rq, c, url, method));
 }
 
 /* The headers of the next request on a kept-alive connection are due by then. */

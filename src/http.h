@@ -1,6 +1,7 @@
 /*
- * The HTTP server: libmicrohttpd with an epoll thread pool, routing, request
- * bodies and limits.  Handlers are in api.c.
+ * The HTTP server: libmicrohttpd with an epoll thread pool, request bodies
+ * and limits, routing by api.c's route table (which also holds what each
+ * route needs: methods, admin token, body).
  */
 #ifndef BLOOMGUARD_HTTP_H
 #define BLOOMGUARD_HTTP_H
@@ -8,7 +9,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 
-#include "api.h"
+#include "app.h"
 
 struct http;
 

@@ -254,7 +254,7 @@ int main(int argc, char **argv)
     if (admin_token != NULL)
         log_info(&lg, "POST /ids and POST /reload need the admin token read from %s", token_from);
     struct http *http = NULL;
-    bool oom = (app.stats = stats_new()) == NULL;
+    bool oom = (app.stats = api_stats_new()) == NULL;
     for (unsigned t = 0; t < cfg.n_filters; t++) {
         const struct filter_config *fc = &cfg.filters[t];
         tables[t].fc = fc;

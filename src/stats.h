@@ -1,18 +1,15 @@
 /*
  * Request and event counters, cheap enough for the hot path: relaxed atomic
  * adds on per-thread-ish stripes, summed only when someone asks (/stats,
- * /metrics).
+ * /metrics).  Requests are counted by route index, a number the caller
+ * gives meaning to (http.c: the index of the route in api_routes[], the
+ * last slot for requests no route took); stats knows no paths or names.
  */
 #ifndef BLOOMGUARD_STATS_H
 #define BLOOMGUARD_STATS_H
 
 #include <stdbool.h>
 #include <stdint.h>
-
-enum stat_endpoint {
-    EP_EXISTS, EP_EXISTS_BATCH, EP_IDS, EP_AUTH, EP_HEALTHZ, EP_READYZ,
-    EP_STATS, EP_METRICS, EP_RELOAD, EP_OTHER, EP_COUNT
-};
 
 /* Status codes the daemon answers with, counted one by one. */
 enum stat_status {
@@ -35,25 +32,41 @@ extern const double stats_bucket_bounds[STATS_BUCKETS];
 
 struct stats;
 
-/* NULL on allocation failure.  stats_free(NULL) is a no-op. */
-struct stats *stats_new(void);
+/*
+ * Counters for requests in `slots` route slots (0 .. slots-1).  NULL on
+ * allocation failure or slots == 0.  stats_free(NULL) is a no-op.
+ */
+struct stats *stats_new(unsigned slots);
 void stats_free(struct stats *s);
 
-/* Thread-safe, lock-free. */
+/* Thread-safe, lock-free.  A slot out of range counts in the last one. */
 void stats_add(struct stats *s, enum stat_counter c, uint64_t n);
-void stats_request(struct stats *s, enum stat_endpoint ep, unsigned status, uint64_t nanos);
+void stats_request(struct stats *s, unsigned slot, unsigned status, uint64_t nanos);
 
-/* A consistent-enough sum of all stripes (each counter read atomically). */
+/* The requests of one route slot. */
+struct stats_route {
+    uint64_t requests[SS_COUNT];
+    uint64_t latency_bucket[STATS_BUCKETS + 1];     /* not cumulative; last is +Inf */
+    uint64_t latency_sum_ns;
+};
+
+/*
+ * A consistent-enough sum of all stripes (each counter read atomically).
+ * route is allocated (slots entries): free it with stats_snapshot_free,
+ * also after a failure (false: out of memory; counters are still filled,
+ * route is NULL and slots 0).
+ */
 struct stats_snapshot {
     uint64_t counter[ST_COUNT];
-    uint64_t requests[EP_COUNT][SS_COUNT];
-    uint64_t latency_bucket[EP_COUNT][STATS_BUCKETS + 1];   /* not cumulative; last is +Inf */
-    uint64_t latency_sum_ns[EP_COUNT];
+    unsigned slots;
+    struct stats_route *route;
 };
-void stats_snapshot(struct stats *s, struct stats_snapshot *out);
+bool stats_snapshot(struct stats *s, struct stats_snapshot *out);
+void stats_snapshot_free(struct stats_snapshot *out);
 
-/* Names used in JSON and Prometheus labels. */
-const char *stats_endpoint_name(enum stat_endpoint ep);
+/* Only the event counters: no allocation (for /readyz). */
+void stats_counters(struct stats *s, uint64_t out[ST_COUNT]);
+
 unsigned stats_status_code(enum stat_status st);   /* 0 for SS_OTHER */
 enum stat_status stats_status_index(unsigned code);
 

@@ -1,0 +1,35 @@
+/*
+ * The daemon's shared state: what main builds and every handler may use.
+ * Its own header so that the modules that only pass it along (http.c) or
+ * read a part of it (status.c) need not see the handlers' declarations.
+ */
+#ifndef BLOOMGUARD_APP_H
+#define BLOOMGUARD_APP_H
+
+#include <time.h>
+
+struct api_static;
+struct config;
+struct log;
+struct source;
+struct source_table;
+struct stats;
+
+/*
+ * Owned by main, shared by all threads; the pointers are set before
+ * http_start and never change while requests are served.  Each pointee
+ * states its own thread-safety.
+ */
+struct app {
+    const struct config *cfg;
+    const struct log *lg;
+    struct source_table *tables; /* the guarded tables (filter, journal); [0] is the default */
+    unsigned n_tables;
+    struct stats *stats;        /* sized by api_stats_new: one slot per route */
+    struct source *source;
+    time_t started;             /* wall clock at start, for uptime */
+    struct api_static *prebuilt; /* constant responses, built by api_init */
+    const char *admin_token;    /* what the admin routes need (http.c checks); NULL: none */
+};
+
+#endif

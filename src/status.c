@@ -1,0 +1,539 @@
+/*
+ * /stats, /readyz and /metrics: one snapshot of the daemon's state (struct
+ * status), rendered as JSON section by section and as Prometheus text from
+ * a table with one row per metric family, so that a figure is read in one
+ * place and a metric name is written once.
+ */
+#include "status.h"
+
+#include <jansson.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "config.h"
+#include "guard.h"
+
+bool status_take(struct app *a, struct status *st, bool full)
+{
+    memset(st, 0, sizeof(*st));
+    st->now = time(NULL);
+    st->started = a->started;
+    st->max_staleness = a->cfg->max_staleness;
+    st->filter.target_fpp = a->cfg->false_positive_rate;
+    source_status(a->source, &st->source);
+    if (!full) {
+        st->filter.ready = guard_ready(a->guard);
+        st->degraded = st->filter.ready && st->source.degraded;
+        stats_counters(a->stats, st->stats.counter);
+        return true;
+    }
+    st->filter.ready = guard_info(a->guard, &st->filter.info);
+    if (!st->filter.ready)
+        memset(&st->filter.info, 0, sizeof st->filter.info);
+    st->degraded = st->filter.ready && st->source.degraded;
+    pending_info(a->pending, &st->pending);
+    return stats_snapshot(a->stats, &st->stats);
+}
+
+void status_release(struct status *st)
+{
+    stats_snapshot_free(&st->stats);
+}
+
+/* ---------------------------------------------------------------- JSON -- */
+
+/*
+ * Helpers that build a document in place.  Each is a no-op on a NULL
+ * object (jansson's set functions are); the first allocation that fails
+ * marks the whole document failed, and the handler answers 500.
+ */
+struct doc {
+    json_t *root;
+    bool failed;
+};
+
+static void put(struct doc *d, json_t *o, const char *key, json_t *v)
+{
+    if (json_object_set_new(o, key, v) != 0)
+        d->failed = true;
+}
+
+static void put_u64(struct doc *d, json_t *o, const char *key, uint64_t v)
+{
+    put(d, o, key, json_integer((json_int_t)v));
+}
+
+static void put_real(struct doc *d, json_t *o, const char *key, double v)
+{
+    put(d, o, key, json_real(v));
+}
+
+static void put_bool(struct doc *d, json_t *o, const char *key, bool v)
+{
+    put(d, o, key, json_boolean(v));
+}
+
+/* NULL puts a JSON null. */
+static void put_str(struct doc *d, json_t *o, const char *key, const char *v)
+{
+    put(d, o, key, v != NULL ? json_string(v) : json_null());
+}
+
+static void put_time(struct doc *d, json_t *o, const char *key, time_t t)
+{
+    char buf[32];
+    struct tm tm;
+    gmtime_r(&t, &tm);
+    strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%SZ", &tm);
+    put_str(d, o, key, buf);
+}
+
+/* A new object under key; NULL if it could not be made (d is then failed). */
+static json_t *put_object(struct doc *d, json_t *o, const char *key)
+{
+    json_t *c = json_object();
+    put(d, o, key, c);
+    return d->failed ? NULL : c;
+}
+
+/* The answer: the document as compact JSON, or 500 if any part failed. */
+static struct reply doc_reply(struct doc *d, unsigned status)
+{
+    char *s = d->failed || d->root == NULL ? NULL : json_dumps(d->root, JSON_COMPACT);
+    json_decref(d->root);
+    return api_json_take(status, s);
+}
+
+/* One filter's figures, into o (the top level of /stats while there is one filter). */
+static void filter_section(struct doc *d, json_t *o, const struct status_filter *f)
+{
+    put_bool(d, o, "ready", f->ready);
+    put_u64(d, o, "items", f->info.items);
+    put_u64(d, o, "capacity", f->info.capacity);
+    put_u64(d, o, "bits", f->info.bits);
+    put_u64(d, o, "probes", f->info.probes);
+    put_u64(d, o, "memory_bytes", f->info.memory_bytes);
+    put_real(d, o, "fill_ratio", f->info.fill_ratio);
+    put_real(d, o, "estimated_fpp", f->info.estimated_fpp);
+    put_real(d, o, "target_fpp", f->target_fpp);
+}
+
+static void lookups_section(struct doc *d, json_t *o, const struct status *st)
+{
+    uint64_t hits = st->stats.counter[ST_LOOKUP_HIT], misses = st->stats.counter[ST_LOOKUP_MISS];
+    put_u64(d, o, "total", hits + misses);
+    put_u64(d, o, "hits", hits);
+    put_u64(d, o, "misses", misses);
+}
+
+static void auth_section(struct doc *d, json_t *o, const struct status *st)
+{
+    const uint64_t *c = st->stats.counter;
+    put_u64(d, o, "hits", c[ST_AUTH_HIT]);
+    put_u64(d, o, "misses", c[ST_AUTH_MISS]);
+    put_u64(d, o, "bypasses", c[ST_AUTH_BYPASS]);
+    put_u64(d, o, "not_ready", c[ST_AUTH_NOT_READY]);
+    put_u64(d, o, "malformed", c[ST_AUTH_MALFORMED]);
+}
+
+/* "requests" (by status class) and "requests_by_endpoint" (by route, then code). */
+static void requests_sections(struct doc *d, json_t *o, const struct status *st)
+{
+    uint64_t by_class[6] = { 0 };
+    json_t *routes = json_object();
+    for (unsigned e = 0; e < st->stats.slots; e++) {
+        json_t *codes = json_object();
+        for (unsigned k = 0; k < SS_COUNT; k++) {
+            uint64_t n = st->stats.route[e].requests[k];
+            if (n == 0)
+                continue;
+            unsigned code = stats_status_code(k);
+            char key[16];
+            snprintf(key, sizeof key, "%u", code);
+            put_u64(d, codes, code ? key : "other", n);
+            by_class[code ? code / 100 : 5] += n;
+        }
+        put(d, routes, api_slot_name(e), codes);
+    }
+    json_t *classes = put_object(d, o, "requests");
+    put_u64(d, classes, "2xx", by_class[2]);
+    put_u64(d, classes, "4xx", by_class[4]);
+    put_u64(d, classes, "5xx", by_class[5]);
+    put_u64(d, classes, "total", by_class[1] + by_class[2] + by_class[3] + by_class[4] + by_class[5]);
+    put(d, o, "requests_by_endpoint", routes);
+}
+
+static void last_load_section(struct doc *d, json_t *o, const struct source_status *ss)
+{
+    put_u64(d, o, "rows", ss->last_rows);
+    put_real(d, o, "seconds", ss->last_seconds);
+    if (ss->last_finished)
+        put_time(d, o, "finished_at", ss->last_finished);
+    else
+        put_str(d, o, "finished_at", NULL);
+    put_str(d, o, "reason", ss->last_reason);
+}
+
+static void rebuild_section(struct doc *d, json_t *o, const struct source_status *ss)
+{
+    put_bool(d, o, "running", ss->running);
+    put_u64(d, o, "requested_id", ss->requested_id);
+    put_u64(d, o, "completed_id", ss->completed_id);
+    put_u64(d, o, "ok", ss->rebuilds_ok);
+    put_u64(d, o, "failed", ss->rebuilds_failed);
+    if (ss->next_rebuild_in > 0)
+        put_real(d, o, "starts_in_seconds", ss->next_rebuild_in);
+    if (ss->running) {
+        put_u64(d, o, "id", ss->running_id);
+        put_str(d, o, "reason", ss->running_reason);
+        put_u64(d, o, "rows_copied", ss->running_rows);
+        put_time(d, o, "started_at", ss->running_since);
+    }
+}
+
+static void source_section(struct doc *d, json_t *o, const struct source_status *ss)
+{
+    put_str(d, o, "state", source_state_name(ss->state));
+    put_time(d, o, "since", ss->state_since);
+    put_bool(d, o, "listening", ss->listening);
+    if (ss->last_error[0])
+        put_str(d, o, "last_error", ss->last_error);
+}
+
+/* The horizon: how far back every committed row is known to be in the filter. */
+static void horizon_section(struct doc *d, json_t *o, const struct status *st)
+{
+    const struct source_status *ss = &st->source;
+    put_bool(d, o, "degraded", ss->degraded);
+    put_real(d, o, "max_staleness_seconds", st->max_staleness);
+    put_real(d, o, "degraded_seconds_total", ss->degraded_seconds);
+    put_u64(d, o, "degraded_answers", st->stats.counter[ST_DEGRADED]);
+    put(d, o, "age_seconds", ss->horizon_age >= 0 ? json_real(ss->horizon_age) : json_null());
+}
+
+static void pending_section(struct doc *d, json_t *o, const struct pending_info *pi)
+{
+    put_u64(d, o, "count", pi->count);
+    put_u64(d, o, "bytes", pi->bytes);
+    put_u64(d, o, "refused", pi->refused);
+    put_u64(d, o, "expired", pi->expired);
+    put_u64(d, o, "limit", pi->limit);
+    put_u64(d, o, "max_bytes", pi->max_bytes);
+}
+
+/* The /stats document; the key order is the documented one. */
+static void stats_doc(struct doc *d, const struct status *st)
+{
+    json_t *o = d->root = json_object();
+    if (o == NULL) {
+        d->failed = true;
+        return;
+    }
+    filter_section(d, o, &st->filter);
+    lookups_section(d, put_object(d, o, "lookups"), st);
+    put_u64(d, o, "inserts", st->stats.counter[ST_INSERTS]);
+    auth_section(d, put_object(d, o, "auth"), st);
+    requests_sections(d, o, st);
+    last_load_section(d, put_object(d, o, "last_load"), &st->source);
+    rebuild_section(d, put_object(d, o, "rebuild"), &st->source);
+    source_section(d, put_object(d, o, "source"), &st->source);
+    horizon_section(d, put_object(d, o, "horizon"), st);
+    put_u64(d, o, "notifications", st->source.notifications);
+    put_u64(d, o, "long_ids", st->source.long_ids);
+    pending_section(d, put_object(d, o, "pending_posts"), &st->pending);
+    put_u64(d, o, "uptime_seconds", (uint64_t)(st->now - st->started));
+    put_str(d, o, "version", PACKAGE_VERSION);
+}
+
+static void readyz_doc(struct doc *d, const struct status *st)
+{
+    json_t *o = d->root = json_object();
+    if (o == NULL) {
+        d->failed = true;
+        return;
+    }
+    put_str(d, o, "status", st->filter.ready ? "ready" : "loading");
+    put_bool(d, o, "degraded", st->degraded);
+    source_section(d, put_object(d, o, "source"), &st->source);
+    horizon_section(d, put_object(d, o, "horizon"), st);
+}
+
+struct reply status_stats(struct app *a, const struct api_request *rq)
+{
+    struct status st;
+    struct doc d = { NULL, false };
+    (void)rq;
+    if (status_take(a, &st, true))
+        stats_doc(&d, &st);
+    else
+        d.failed = true;
+    status_release(&st);
+    return doc_reply(&d, MHD_HTTP_OK);
+}
+
+struct reply status_readyz(struct app *a, const struct api_request *rq)
+{
+    struct status st;
+    struct doc d = { NULL, false };
+    (void)rq;
+    status_take(a, &st, false);
+    readyz_doc(&d, &st);
+    status_release(&st);
+    return doc_reply(&d, st.filter.ready ? MHD_HTTP_OK : MHD_HTTP_SERVICE_UNAVAILABLE);
+}
+
+/* ---------------------------------------------------------- Prometheus -- */
+
+enum mtype { MT_COUNTER, MT_GAUGE, MT_HISTOGRAM };
+
+/* How a value is read from the snapshot and written. */
+enum vkind {
+    V_END,          /* no more samples */
+    V_U64,          /* uint64_t */
+    V_BOOL,         /* bool, as 0 or 1 */
+    V_TIME,         /* time_t, Unix seconds */
+    V_SEC,          /* double, 6 decimals */
+    V_FPP,          /* double, 8 decimals */
+    V_ONE           /* the constant 1 (info metrics); no field */
+};
+
+/*
+ * Where a sample's offset points: the snapshot, or a filter's section of
+ * it (with named filters, such rows get one series per filter, labelled).
+ */
+enum vbase { IN_STATUS, IN_FILTER };
+
+struct sample {
+    const char *labels;     /* what goes between the braces; NULL: no labels */
+    enum vkind kind;
+    size_t off;             /* of the value in its base */
+};
+
+struct metric {
+    const char *name;       /* without the bloomguard_ prefix */
+    enum mtype type;
+    const char *help;
+    enum vbase base;
+    struct sample sample[6];    /* up to the first V_END */
+    /* Families whose series come from a loop: writes them instead of sample[]. */
+    void (*series)(FILE *o, const char *name, const struct status *st);
+};
+
+static void requests_series(FILE *o, const char *name, const struct status *st)
+{
+    for (unsigned e = 0; e < st->stats.slots; e++)
+        for (unsigned k = 0; k < SS_COUNT; k++) {
+            uint64_t n = st->stats.route[e].requests[k];
+            if (n == 0)
+                continue;
+            unsigned code = stats_status_code(k);
+            fprintf(o, "bloomguard_%s{endpoint=\"%s\",code=\"%s%.0u\"} %llu\n", name,
+                    api_slot_name(e), code ? "" : "other", code, (unsigned long long)n);
+        }
+}
+
+static void duration_series(FILE *o, const char *name, const struct status *st)
+{
+    for (unsigned e = 0; e < st->stats.slots; e++) {
+        const struct stats_route *r = &st->stats.route[e];
+        uint64_t cum = 0;
+        for (unsigned b = 0; b <= STATS_BUCKETS; b++)
+            cum += r->latency_bucket[b];
+        if (cum == 0)
+            continue;
+        const char *ep = api_slot_name(e);
+        cum = 0;
+        for (unsigned b = 0; b < STATS_BUCKETS; b++) {
+            cum += r->latency_bucket[b];
+            fprintf(o, "bloomguard_%s_bucket{endpoint=\"%s\",le=\"%g\"} %llu\n", name, ep,
+                    stats_bucket_bounds[b], (unsigned long long)cum);
+        }
+        cum += r->latency_bucket[STATS_BUCKETS];
+        fprintf(o, "bloomguard_%s_bucket{endpoint=\"%s\",le=\"+Inf\"} %llu\n", name, ep,
+                (unsigned long long)cum);
+        fprintf(o, "bloomguard_%s_sum{endpoint=\"%s\"} %.9f\n", name, ep,
+                (double)r->latency_sum_ns * 1e-9);
+        fprintf(o, "bloomguard_%s_count{endpoint=\"%s\"} %llu\n", name, ep, (unsigned long long)cum);
+    }
+}
+
+static void source_state_series(FILE *o, const char *name, const struct status *st)
+{
+    for (enum source_state s = SOURCE_CONNECTING; s <= SOURCE_RECONNECTING; s++)
+        fprintf(o, "bloomguard_%s{state=\"%s\"} %d\n", name, source_state_name(s),
+                st->source.state == s ? 1 : 0);
+}
+
+#define S(field) offsetof(struct status, field)
+#define F(field) offsetof(struct status_filter, field)
+#define COUNTER(c) V_U64, S(stats.counter[c])
+
+/* Every metric family, in the order of the exposition. */
+static const struct metric metrics[] = {
+    { "requests_total", MT_COUNTER, "HTTP requests answered, by endpoint and status code.",
+      IN_STATUS, { { 0 } }, requests_series },
+    { "request_duration_seconds", MT_HISTOGRAM,
+      "Time from the first byte of a request to its response being queued.",
+      IN_STATUS, { { 0 } }, duration_series },
+    { "lookups_total", MT_COUNTER, "IDs looked up (single and batch), by result.", IN_STATUS,
+      { { "result=\"hit\"", COUNTER(ST_LOOKUP_HIT) }, { "result=\"miss\"", COUNTER(ST_LOOKUP_MISS) } },
+      NULL },
+    { "inserts_total", MT_COUNTER, "IDs inserted through POST /ids.", IN_STATUS,
+      { { NULL, COUNTER(ST_INSERTS) } }, NULL },
+    { "auth_decisions_total", MT_COUNTER, "/auth answers, by decision.", IN_STATUS,
+      { { "result=\"hit\"", COUNTER(ST_AUTH_HIT) },
+        { "result=\"miss\"", COUNTER(ST_AUTH_MISS) },
+        { "result=\"bypass\"", COUNTER(ST_AUTH_BYPASS) },
+        { "result=\"not_ready\"", COUNTER(ST_AUTH_NOT_READY) },
+        { "result=\"malformed\"", COUNTER(ST_AUTH_MALFORMED) },
+        { "result=\"degraded\"", COUNTER(ST_DEGRADED) } }, NULL },
+    { "notifications_applied_total", MT_COUNTER, "IDs added from PostgreSQL NOTIFY.", IN_STATUS,
+      { { NULL, COUNTER(ST_NOTIFY_APPLIED) } }, NULL },
+    { "pending_posts", MT_GAUGE,
+      "POSTed ids kept across rebuilds until a COPY shows them in the table.", IN_STATUS,
+      { { NULL, V_U64, S(pending.count) } }, NULL },
+    { "pending_posts_bytes", MT_GAUGE, "Bytes of the POSTed ids in the journal.", IN_STATUS,
+      { { NULL, V_U64, S(pending.bytes) } }, NULL },
+    { "pending_posts_refused_total", MT_COUNTER,
+      "POSTed ids refused (507) because the journal was full.", IN_STATUS,
+      { { NULL, V_U64, S(pending.refused) } }, NULL },
+    { "pending_posts_expired_total", MT_COUNTER, "Journal entries dropped after pending_ttl.",
+      IN_STATUS, { { NULL, V_U64, S(pending.expired) } }, NULL },
+    { "degraded", MT_GAUGE,
+      "1 while absent answers are given as maybe: the horizon is older than max_staleness.",
+      IN_STATUS, { { NULL, V_BOOL, S(degraded) } }, NULL },
+    { "degraded_seconds_total", MT_COUNTER, "Time spent degraded.", IN_STATUS,
+      { { NULL, V_SEC, S(source.degraded_seconds) } }, NULL },
+    { "degraded_answers_total", MT_COUNTER,
+      "Answers that would have been 404 or deny, given as 200 or allow while degraded.",
+      IN_STATUS, { { NULL, COUNTER(ST_DEGRADED) } }, NULL },
+    { "horizon_age_seconds", MT_GAUGE,
+      "Seconds since the horizon: every row committed before it is in the filter (-1: none yet).",
+      IN_STATUS, { { NULL, V_SEC, S(source.horizon_age) } }, NULL },
+    { "rebuilds_total", MT_COUNTER, "Filter loads and rebuilds, by result.", IN_STATUS,
+      { { "result=\"ok\"", V_U64, S(source.rebuilds_ok) },
+        { "result=\"failed\"", V_U64, S(source.rebuilds_failed) } }, NULL },
+    { "rebuild_duration_seconds_total", MT_COUNTER, "Time spent copying IDs in successful rebuilds.",
+      IN_STATUS, { { NULL, V_SEC, S(source.rebuild_seconds_sum) } }, NULL },
+    { "last_rebuild_duration_seconds", MT_GAUGE, "Duration of the last successful rebuild.",
+      IN_STATUS, { { NULL, V_SEC, S(source.last_seconds) } }, NULL },
+    { "last_rebuild_rows", MT_GAUGE, "Rows loaded by the last successful rebuild.", IN_STATUS,
+      { { NULL, V_U64, S(source.last_rows) } }, NULL },
+    { "rebuild_running", MT_GAUGE, "1 while a rebuild runs.", IN_STATUS,
+      { { NULL, V_BOOL, S(source.running) } }, NULL },
+    { "ready", MT_GAUGE, "1 once a filter is loaded and served.", IN_FILTER,
+      { { NULL, V_BOOL, F(ready) } }, NULL },
+    { "filter_items", MT_GAUGE, "Distinct IDs added to the live filter (duplicates not counted).",
+      IN_FILTER, { { NULL, V_U64, F(info.items) } }, NULL },
+    { "filter_capacity", MT_GAUGE, "IDs the live filter was sized for.", IN_FILTER,
+      { { NULL, V_U64, F(info.capacity) } }, NULL },
+    /* Not "filter_bits": promtool rejects "bits" as a unit (bytes is the base unit). */
+    { "filter_bit_array_size", MT_GAUGE, "Number of bits in the live filter's bit array.",
+      IN_FILTER, { { NULL, V_U64, F(info.bits) } }, NULL },
+    { "filter_memory_bytes", MT_GAUGE, "Memory held by the live filter.", IN_FILTER,
+      { { NULL, V_U64, F(info.memory_bytes) } }, NULL },
+    { "filter_fill_ratio", MT_GAUGE, "Share of the live filter's bits that are set.", IN_FILTER,
+      { { NULL, V_SEC, F(info.fill_ratio) } }, NULL },
+    { "filter_estimated_fpp", MT_GAUGE, "False-positive rate estimated from the fill ratio.",
+      IN_FILTER, { { NULL, V_FPP, F(info.estimated_fpp) } }, NULL },
+    { "filter_target_fpp", MT_GAUGE, "Configured false-positive rate.", IN_FILTER,
+      { { NULL, V_FPP, F(target_fpp) } }, NULL },
+    { "source_state", MT_GAUGE, "PostgreSQL source state (1 for the current one).", IN_STATUS,
+      { { 0 } }, source_state_series },
+    { "source_state_since_seconds", MT_GAUGE, "Unix time the source entered its state.",
+      IN_STATUS, { { NULL, V_TIME, S(source.state_since) } }, NULL },
+    { "process_start_time_seconds", MT_GAUGE, "Unix time the process started.", IN_STATUS,
+      { { NULL, V_TIME, S(started) } }, NULL },
+    { "build_info", MT_GAUGE, "Always 1; the version is a label.", IN_STATUS,
+      { { "version=\"" PACKAGE_VERSION "\"", V_ONE, 0 } }, NULL },
+};
+
+#undef COUNTER
+#undef F
+#undef S
+
+static void write_value(FILE *o, enum vkind kind, const char *p)
+{
+    switch (kind) {
+    case V_U64: {
+        uint64_t v;
+        memcpy(&v, p, sizeof v);
+        fprintf(o, "%llu\n", (unsigned long long)v);
+        break;
+    }
+    case V_BOOL: {
+        bool v;
+        memcpy(&v, p, sizeof v);
+        fprintf(o, "%d\n", v ? 1 : 0);
+        break;
+    }
+    case V_TIME: {
+        time_t v;
+        memcpy(&v, p, sizeof v);
+        fprintf(o, "%lld\n", (long long)v);
+        break;
+    }
+    case V_SEC:
+    case V_FPP: {
+        double v;
+        memcpy(&v, p, sizeof v);
+        fprintf(o, kind == V_SEC ? "%.6f\n" : "%.8f\n", v);
+        break;
+    }
+    case V_ONE:
+    case V_END:
+        fputs("1\n", o);
+        break;
+    }
+}
+
+static void write_family(FILE *o, const struct metric *m, const struct status *st)
+{
+    static const char *const type[] = { "counter", "gauge", "histogram" };
+    fprintf(o, "# HELP bloomguard_%s %s\n# TYPE bloomguard_%s %s\n", m->name, m->help, m->name,
+            type[m->type]);
+    if (m->series != NULL) {
+        m->series(o, m->name, st);
+        return;
+    }
+    const char *base = m->base == IN_FILTER ? (const char *)&st->filter : (const char *)st;
+    for (const struct sample *s = m->sample; s < m->sample + 6 && s->kind != V_END; s++) {
+        if (s->labels != NULL)
+            fprintf(o, "bloomguard_%s{%s} ", m->name, s->labels);
+        else
+            fprintf(o, "bloomguard_%s ", m->name);
+        write_value(o, s->kind, base + s->off);
+    }
+}
+
+struct reply status_metrics(struct app *a, const struct api_request *rq)
+{
+    (void)rq;
+    /* With [metrics] enabled = no the counters are not kept: do not serve zeros. */
+    if (!a->cfg->metrics_enabled)
+        return api_error(MHD_HTTP_NOT_FOUND, "no_route",
+                         "metrics are disabled ([metrics] enabled = no)");
+    struct status st;
+    char *text = NULL;
+    size_t len = 0;
+    FILE *o = NULL;
+    if (status_take(a, &st, true))
+        o = open_memstream(&text, &len);
+    if (o == NULL) {
+        status_release(&st);
+        return (struct reply){ 500, NULL, false };
+    }
+    for (size_t i = 0; i < sizeof metrics / sizeof metrics[0]; i++)
+        write_family(o, &metrics[i], &st);
+    status_release(&st);
+    if (fclose(o) != 0) {
+        free(text);
+        return (struct reply){ 500, NULL, false };
+    }
+    struct MHD_Response *r = MHD_create_response_from_buffer(len, text, MHD_RESPMEM_MUST_FREE);
+    if (r != NULL)
+        MHD_add_response_header(r, MHD_HTTP_HEADER_CONTENT_TYPE, "text/plain; version=0.0.4; charset=utf-8");
+    return (struct reply){ MHD_HTTP_OK, r, false };
+}

@@ -1,0 +1,171 @@
+/*
+ * Unit tests of the route table (api_routes[] in src/api.c) and of the
+ * per-route request counters: which paths each row takes and what rest it
+ * hands its handler, that no row hides another, the Allow header a row's
+ * methods give, and that stats counts each route in its own slot.  The
+ * HTTP behaviour around them (404, 405, admin, bodies) is tests/edge.test's.
+ */
+#include <check.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "api.h"
+#include "stats.h"
+
+/* path, the name of the route that takes it (NULL: none), the rest it gets */
+static const struct {
+    const char *path, *name, *rest;
+} finds[] = {
+    { "/exists/abc", "exists", "abc" },
+    { "/exists/a%2Fb/c", "exists", "a%2Fb/c" },
+    { "/exists/", "exists", "" },
+    { "/exists", "exists_batch", "" },
+    { "/existsx", NULL, NULL },
+    { "/exist", NULL, NULL },
+    { "/ids", "ids", "" },
+    { "/ids/", NULL, NULL },
+    { "/ids/1", NULL, NULL },
+    { "/auth", "auth", "" },
+    { "/auth/", "auth", "/" },
+    { "/auth/user/get/1", "auth", "/user/get/1" },
+    { "/authx", NULL, NULL },
+    { "/auth%2F", NULL, NULL },
+    { "/healthz", "healthz", "" },
+    { "/healthz/", NULL, NULL },
+    { "/readyz", "readyz", "" },
+    { "/stats", "stats", "" },
+    { "/stats/x", NULL, NULL },
+    { "/metrics", "metrics", "" },
+    { "/reload", "reload", "" },
+    { "/", NULL, NULL },
+    { "", NULL, NULL },
+    { "/EXISTS/1", NULL, NULL },
+};
+
+START_TEST(test_find)
+{
+    size_t off = 99;
+    const struct route *r = api_route_find(finds[_i].path, &off);
+    if (finds[_i].name == NULL) {
+        ck_assert_msg(r == NULL, "%s: taken by %s", finds[_i].path, r ? r->name : "");
+        return;
+    }
+    ck_assert_msg(r != NULL, "%s: no route", finds[_i].path);
+    ck_assert_str_eq(r->name, finds[_i].name);
+    ck_assert_str_eq(finds[_i].path + off, finds[_i].rest);
+}
+END_TEST
+
+/* Every row takes its own path: no earlier row hides it. */
+START_TEST(test_no_row_hidden)
+{
+    for (unsigned i = 0; i < api_route_count; i++) {
+        size_t off;
+        const struct route *r = api_route_find(api_routes[i].path, &off);
+        ck_assert_msg(r == &api_routes[i], "%s is taken by row %s", api_routes[i].path,
+                      r ? r->name : "(none)");
+    }
+}
+END_TEST
+
+/* Names key /stats requests_by_endpoint and label /metrics: unique, not "other". */
+START_TEST(test_rows_well_formed)
+{
+    ck_assert_uint_ge(api_route_count, 9);
+    for (unsigned i = 0; i < api_route_count; i++) {
+        const struct route *r = &api_routes[i];
+        ck_assert_msg(r->path[0] == '/', "row %u: path %s", i, r->path);
+        ck_assert_ptr_nonnull(r->handler);
+        ck_assert_uint_ne(r->methods, 0);
+        ck_assert_str_ne(r->name, "other");
+        ck_assert_str_eq(api_slot_name(i), r->name);
+        for (unsigned j = 0; j < i; j++)
+            ck_assert_msg(strcmp(api_routes[j].name, r->name) != 0, "name %s twice", r->name);
+        /* Admin and body routes are POST only: a GET must never read a body or write. */
+        if (r->admin || r->body)
+            ck_assert_uint_eq(r->methods, API_POST);
+    }
+    ck_assert_str_eq(api_slot_name(api_route_count), "other");
+}
+END_TEST
+
+START_TEST(test_methods)
+{
+    char allow[32];
+    ck_assert_uint_eq(api_method_bit("GET"), API_GET);
+    ck_assert_uint_eq(api_method_bit("HEAD"), API_HEAD);
+    ck_assert_uint_eq(api_method_bit("POST"), API_POST);
+    ck_assert_uint_eq(api_method_bit("get"), API_OTHER);     /* methods are case-sensitive */
+    ck_assert_uint_eq(api_method_bit("PUT"), API_OTHER);
+    api_allow_header(API_READ, allow, sizeof allow);
+    ck_assert_str_eq(allow, "GET, HEAD");
+    api_allow_header(API_POST, allow, sizeof allow);
+    ck_assert_str_eq(allow, "POST");
+    api_allow_header(API_ANY, allow, sizeof allow);
+    ck_assert_str_eq(allow, "GET, HEAD, POST");
+    api_allow_header(API_ANY, allow, 8);                     /* cut, but terminated */
+    ck_assert_str_eq(allow, "GET");
+}
+END_TEST
+
+START_TEST(test_stats_slots)
+{
+    ck_assert_ptr_null(stats_new(0));
+    struct stats *s = stats_new(3);
+    ck_assert_ptr_nonnull(s);
+    stats_request(s, 0, 200, 1000);             /* 1 us */
+    stats_request(s, 1, 404, 2000000000);       /* 2 s: past the last bound */
+    stats_request(s, 1, 404, 0);                /* not timed */
+    stats_request(s, 2, 999, 1);
+    stats_request(s, 7, 200, 1);                /* out of range: the last slot */
+    stats_add(s, ST_INSERTS, 5);
+    struct stats_snapshot snap;
+    ck_assert(stats_snapshot(s, &snap));
+    ck_assert_uint_eq(snap.slots, 3);
+    ck_assert_uint_eq(snap.counter[ST_INSERTS], 5);
+    ck_assert_uint_eq(snap.route[0].requests[SS_200], 1);
+    ck_assert_uint_eq(snap.route[0].latency_bucket[0], 1);
+    ck_assert_uint_eq(snap.route[0].latency_sum_ns, 1000);
+    ck_assert_uint_eq(snap.route[1].requests[SS_404], 2);
+    ck_assert_uint_eq(snap.route[1].latency_bucket[STATS_BUCKETS], 1);
+    ck_assert_uint_eq(snap.route[2].requests[SS_OTHER], 1);
+    ck_assert_uint_eq(snap.route[2].requests[SS_200], 1);
+    uint64_t c[ST_COUNT];
+    stats_counters(s, c);
+    ck_assert_uint_eq(c[ST_INSERTS], 5);
+    stats_snapshot_free(&snap);
+    ck_assert_ptr_null(snap.route);
+    stats_free(s);
+
+    s = api_stats_new();
+    ck_assert_ptr_nonnull(s);
+    ck_assert(stats_snapshot(s, &snap));
+    ck_assert_uint_eq(snap.slots, api_route_count + 1);
+    stats_snapshot_free(&snap);
+    stats_free(s);
+}
+END_TEST
+
+static Suite *routes_suite(void)
+{
+    Suite *s = suite_create("routes");
+    TCase *tc = tcase_create("table");
+    tcase_add_loop_test(tc, test_find, 0, (int)(sizeof finds / sizeof finds[0]));
+    tcase_add_test(tc, test_no_row_hidden);
+    tcase_add_test(tc, test_rows_well_formed);
+    tcase_add_test(tc, test_methods);
+    suite_add_tcase(s, tc);
+    tc = tcase_create("stats");
+    tcase_add_test(tc, test_stats_slots);
+    suite_add_tcase(s, tc);
+    return s;
+}
+
+int main(void)
+{
+    SRunner *sr = srunner_create(routes_suite());
+    srunner_run_all(sr, CK_NORMAL);
+    int failed = srunner_ntests_failed(sr);
+    srunner_free(sr);
+    return failed == 0 ? EXIT_SUCCESS : EXIT_FAILURE;
+}
