@@ -445,6 +445,20 @@ static enum snapshot_status io_status(enum snapshot_status st, char *why, size_t
     return say(why, whylen, st, "reading the %s: %s", what, strerror(err));
 }
 
+/*
+ * A stored string fit for a log line: a peer's snapshot may hold any bytes,
+ * so control characters, quotes and backslashes become '?'.
+ */
+static void printable(char *dst, size_t cap, const char *src, size_t len)
+{
+    size_t n = len < cap - 1 ? len : cap - 1;
+    for (size_t i = 0; i < n; i++) {
+        unsigned char c = (unsigned char)src[i];
+        dst[i] = c < 0x20 || c == 0x7f || c == '"' || c == '\\' ? '?' : (char)c;
+    }
+    dst[n] = '\0';
+}
+
 /* Whether the stored string s[0..len) equals want (NULL: anything goes). */
 static bool same(const char *want, const char *s, size_t len)
 {
@@ -563,8 +577,10 @@ static enum snapshot_status read_input(struct input *in, const struct snapshot_e
             goto fail;
         }
         if (!same(want[i], str, slen[i])) {
-            st = say(why, whylen, other[i], "snapshot of %s \"%.*s\", not \"%s\"", what[i],
-                     (int)slen[i], str, want[i]);
+            char shown[SNAPSHOT_MAX_STRING + 1];
+            printable(shown, sizeof shown, str, slen[i]);
+            st = say(why, whylen, other[i], "snapshot of %s \"%s\", not \"%s\"", what[i],
+                     shown, want[i]);
             goto fail;
         }
         str += slen[i];

@@ -599,6 +599,19 @@ START_TEST(test_other_identity_and_params)
     ck_assert_int_eq(snapshot_read_mem(buf, len, &e, &s, why, sizeof why), SNAPSHOT_OTHER_PARAMS);
     ck_assert_ptr_nonnull(strstr(why, "false_positive_rate 0.01, not 0.001"));
     ck_assert_str_eq(snapshot_strstatus(SNAPSHOT_OTHER_TABLE), "other table");
+    /* A name from the file is shown fit for a log line. */
+    {
+        struct filter *f = filter_new(10, 0.01, NULL);
+        struct snapshot_meta m = META;
+        m.table = "evil\n\"t\\";
+        size_t elen;
+        unsigned char *evil = stream_all(&m, f, NULL, 0, 4096, &elen);
+        ck_assert_int_eq(snapshot_read_mem(evil, elen, &EXPECT, &s, why, sizeof why),
+                         SNAPSHOT_OTHER_TABLE);
+        ck_assert_str_eq(why, "snapshot of table \"evil??t?\", not \"public.users\"");
+        free(evil);
+        filter_free(f);
+    }
     /* The capacity is not part of the expectation: any NULL/0 field accepts. */
     e = (struct snapshot_expect){ .table = "public.users" };
     ck_assert_int_eq(snapshot_read_mem(buf, len, &e, &s, why, sizeof why), SNAPSHOT_OK);
