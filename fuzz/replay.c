@@ -26,6 +26,7 @@ static const struct {
     { "config", fuzz_config },
     { "filter", fuzz_filter },
     { "filter_keys", fuzz_filter_keys },
+    { "snapshot", fuzz_snapshot },
 };
 #define NTARGETS (sizeof targets / sizeof targets[0])
 

@@ -5,6 +5,7 @@
  */
 #include "filter.h"
 
+#include <endian.h>
 #include <math.h>
 #include <stdlib.h>
 #include <stdatomic.h>
@@ -51,6 +52,8 @@ const char *filter_strerror(enum filter_error e)
         return "false-positive rate must be greater than 0.000001 and less than 0.5";
     case FILTER_ETOO_LARGE: return "filter size is out of range";
     case FILTER_ENOMEM: return "not enough memory for the filter";
+    case FILTER_EGEOMETRY:
+        return "filter geometry is not the one sized for its capacity and false-positive rate";
     }
     return "unknown filter error";
 }
@@ -188,36 +191,37 @@ enum filter_error filter_plan(uint64_t n, double p, struct filter_plan *out)
     return FILTER_OK;
 }
 
-struct filter *filter_new(uint64_t n, double p, enum filter_error *err)
+/*
+ * An empty filter of a plan that filter_plan made: the one constructor
+ * behind filter_new and filter_new_from.  NULL only on no memory.
+ */
+static struct filter *build(const struct filter_plan *plan)
 {
-    struct filter_plan plan;
-    struct filter *f = NULL;
-    enum filter_error e = filter_plan(n, p, &plan);
-    if (e != FILTER_OK)
-        goto fail;
-
-    e = FILTER_ENOMEM;
-    f = calloc(1, sizeof(*f));
+    uint64_t n = plan->capacity;
+    double p = plan->target_fpp;
+    struct filter *f = calloc(1, sizeof(*f));
     if (f == NULL)
-        goto fail;
-    f->blocks = plan.blocks;
-    f->probes = plan.probes;
+        return NULL;
+    f->blocks = plan->blocks;
+    f->probes = plan->probes;
 #if defined(__x86_64__)
     f->avx2 = __builtin_cpu_supports("avx2");
 #endif
     for (unsigned w = 0; w < WORDS_PER_BLOCK; w++) {
-        unsigned r = probes_in_word(plan.probes, w);
+        unsigned r = probes_in_word(plan->probes, w);
         f->first[w] = r >= 1 ? UINT64_MAX : 0;
         f->second[w] = r >= 2 ? UINT64_MAX : 0;
     }
     f->capacity = n;
     f->target_fpp = p;
-    f->map_bytes = (size_t)(plan.blocks * 64u);
+    f->map_bytes = (size_t)(plan->blocks * 64u);
     /* mmap gives zeroed, page-aligned memory that is only touched on use. */
     void *mem = mmap(NULL, f->map_bytes, PROT_READ | PROT_WRITE,
                      MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
-    if (mem == MAP_FAILED)
-        goto fail;
+    if (mem == MAP_FAILED) {
+        free(f);
+        return NULL;
+    }
 #ifdef MADV_HUGEPAGE
     if (f->map_bytes >= (size_t)2 << 20)
         (void)madvise(mem, f->map_bytes, MADV_HUGEPAGE);   /* fewer TLB misses */
@@ -225,15 +229,102 @@ struct filter *filter_new(uint64_t n, double p, enum filter_error *err)
     f->words = mem;
     atomic_init(&f->items, 0);
     atomic_init(&f->bits_set, 0);
-    if (err)
-        *err = FILTER_OK;
     return f;
+}
 
-fail:
-    free(f);
+struct filter *filter_new(uint64_t n, double p, enum filter_error *err)
+{
+    struct filter_plan plan;
+    struct filter *f = NULL;
+    enum filter_error e = filter_plan(n, p, &plan);
+    if (e == FILTER_OK && (f = build(&plan)) == NULL)
+        e = FILTER_ENOMEM;
     if (err)
         *err = e;
-    return NULL;
+    return f;
+}
+
+void filter_export(const struct filter *f, struct filter_params *out)
+{
+    out->capacity = f->capacity;
+    out->target_fpp = f->target_fpp;
+    out->blocks = f->blocks;
+    out->probes = f->probes;
+    out->items = atomic_load_explicit(&((struct filter *)f)->items, memory_order_relaxed);
+}
+
+/*
+ * Geometry is checked against filter_plan itself rather than against bounds
+ * of its own: one rule in one place, and a filter read back behaves (rate,
+ * growth, lookups) exactly like one this build sized.
+ */
+struct filter *filter_new_from(const struct filter_params *p, enum filter_error *err)
+{
+    struct filter_plan plan;
+    struct filter *f = NULL;
+    enum filter_error e = filter_plan(p->capacity, p->target_fpp, &plan);
+    if (e == FILTER_OK && (plan.blocks != p->blocks || plan.probes != p->probes))
+        e = FILTER_EGEOMETRY;
+    if (e == FILTER_OK && (f = build(&plan)) == NULL)
+        e = FILTER_ENOMEM;
+    if (f != NULL)
+        atomic_store_explicit(&f->items, p->items, memory_order_relaxed);
+    if (err)
+        *err = e;
+    return f;
+}
+
+/* Whether [offset, offset + len) lies inside the image; no overflow. */
+static bool in_image(const struct filter *f, uint64_t offset, size_t len)
+{
+    uint64_t size = f->blocks * FILTER_BLOCK_BYTES;
+    return offset <= size && (uint64_t)len <= size - offset;
+}
+
+bool filter_bits_read(const struct filter *f, uint64_t offset, void *buf, size_t len)
+{
+    if (!in_image(f, offset, len))
+        return false;
+    unsigned char *out = buf;
+    while (len > 0) {
+        /* One whole-word atomic load per word: never a torn word. */
+        uint64_t w = atomic_load_explicit(&f->words[offset / 8], memory_order_acquire);
+        uint64_t le = htole64(w);
+        size_t at = (size_t)(offset % 8), n = 8 - at;
+        if (n > len)
+            n = len;
+        memcpy(out, (const unsigned char *)&le + at, n);
+        out += n;
+        offset += n;
+        len -= n;
+    }
+    return true;
+}
+
+bool filter_bits_write(struct filter *f, uint64_t offset, const void *buf, size_t len)
+{
+    if (!in_image(f, offset, len))
+        return false;
+    const unsigned char *in = buf;
+    uint64_t added = 0;
+    while (len > 0) {
+        size_t at = (size_t)(offset % 8), n = 8 - at;
+        if (n > len)
+            n = len;
+        uint64_t le = 0;
+        memcpy((unsigned char *)&le + at, in, n);
+        uint64_t w = le64toh(le);
+        if (w != 0) {
+            uint64_t old = atomic_fetch_or_explicit(&f->words[offset / 8], w,
+                                                    memory_order_release);
+            added += (uint64_t)__builtin_popcountll(w & ~old);
+        }
+        in += n;
+        offset += n;
+        len -= n;
+    }
+    atomic_fetch_add_explicit(&f->bits_set, added, memory_order_relaxed);
+    return true;
 }
 
 void filter_free(struct filter *f)

@@ -39,7 +39,9 @@ enum filter_error {
     FILTER_OK = 0,
     FILTER_EINVAL_FPP,   /* false-positive rate outside (FILTER_MIN_FPP, FILTER_MAX_FPP) or NaN */
     FILTER_ETOO_LARGE,   /* expected items or resulting size beyond the limits above */
-    FILTER_ENOMEM        /* the bit array could not be allocated */
+    FILTER_ENOMEM,       /* the bit array could not be allocated */
+    FILTER_EGEOMETRY     /* filter_new_from: blocks or probes are not what filter_plan
+                            chooses for that capacity and rate */
 };
 
 /* Human text for an error code (static storage). */
@@ -126,6 +128,62 @@ struct filter_info {
     double estimated_fpp;  /* false-positive rate estimated from fill_ratio */
 };
 void filter_info(const struct filter *f, struct filter_info *out);
+
+/*
+ * Serialising a filter (snapshots) without a second copy of its bits.
+ *
+ * filter_export gives the parameters a filter is rebuilt from; the bit array
+ * itself is read out in chunks of any size by filter_bits_read, straight
+ * from the live filter, while other threads keep calling filter_add.  Its
+ * byte image is FILTER_BLOCK_BITS / 8 bytes per block, block after block;
+ * inside a block, eight 64-bit words, each stored little-endian (the same
+ * bytes on every machine).
+ *
+ * The contract of a copy taken during inserts: inserts only ever set bits,
+ * and each 64-bit word is read whole (an atomic load).  So the bytes a
+ * sequence of filter_bits_read calls returns hold every bit that was set
+ * when the first call began: every key whose filter_add returned before it
+ * (in a thread that synchronises with the reader) is in the copy.  A key
+ * added while the copy runs may be in it, absent, or in it in part (some of
+ * its words copied before the insert reached them); a caller that needs
+ * those keys must replay them from a position taken before the copy began.
+ * The same holds for items as filter_export reads it: it may lag the bits.
+ *
+ * filter_new_from builds an empty filter of exactly these parameters after
+ * checking them: the geometry must be the one filter_plan chooses for
+ * (capacity, target_fpp), so a filter read back is one this build could have
+ * made (FILTER_EGEOMETRY otherwise; filter_plan's errors for the rate and
+ * capacity).  It costs one filter_plan.  filter_bits_write then ORs the
+ * bytes of the image in; it is safe beside concurrent filter_add (atomic
+ * ORs), so keys may flow into the new filter while it is being filled.
+ */
+struct filter_params {
+    uint64_t capacity;     /* expected items the filter was sized for */
+    double target_fpp;     /* p it was sized for */
+    uint64_t blocks;       /* 512-bit blocks: the image is blocks * 64 bytes */
+    unsigned probes;       /* bits set per key */
+    uint64_t items;        /* as filter_info's items */
+};
+void filter_export(const struct filter *f, struct filter_params *out);
+
+/* Bytes of the image of a filter with these parameters: blocks * 64. */
+#define FILTER_BLOCK_BYTES (FILTER_BLOCK_BITS / 8u)
+
+/*
+ * Copy len bytes of the image from byte offset on into buf.  False (nothing
+ * copied) when [offset, offset + len) is not inside the image.  Lock-free,
+ * never blocks inserts or lookups.
+ */
+bool filter_bits_read(const struct filter *f, uint64_t offset, void *buf, size_t len);
+
+struct filter *filter_new_from(const struct filter_params *p, enum filter_error *err);
+
+/*
+ * OR len bytes of an image into f from byte offset on (bits_set follows).
+ * False (nothing written) when the range is not inside the image.  Safe
+ * beside filter_add, filter_contains and other filter_bits_write calls.
+ */
+bool filter_bits_write(struct filter *f, uint64_t offset, const void *buf, size_t len);
 
 /*
  * Index math, exposed for tests: the block a hash selects among nblocks

@@ -150,8 +150,14 @@ static enum pending_result fits(const struct pending *p, uint64_t count, uint64_
     return PENDING_OK;
 }
 
-enum pending_result pending_add_many(struct pending *p, size_t n, const char *const *ids,
-                                     const size_t *lens, const uint64_t *hashes, uint64_t now)
+/*
+ * The one insert path, for POSTs and restored snapshots: expires[i], or
+ * now + ttl when expires is NULL.  An ID already there keeps the later of
+ * its two expiries (for a POST the new one: the clock is monotonic).
+ */
+static enum pending_result add_until(struct pending *p, size_t n, const char *const *ids,
+                                     const size_t *lens, const uint64_t *hashes,
+                                     const uint64_t *expires, uint64_t now)
 {
     enum pending_result r;
     uint64_t need, need_bytes;
@@ -173,9 +179,11 @@ enum pending_result pending_add_many(struct pending *p, size_t n, const char *co
             r = PENDING_NOMEM;
             goto out;
         }
+        uint64_t until = expires ? expires[i] : now + p->ttl;
         struct entry *e = find(p, ids[i], lens[i], hashes[i], &found);
         if (found) {
-            e->expires = now + p->ttl;
+            if (until > e->expires)
+                e->expires = until;
             continue;
         }
         char *copy = malloc(lens[i] ? lens[i] : 1);
@@ -186,13 +194,47 @@ enum pending_result pending_add_many(struct pending *p, size_t n, const char *co
         memcpy(copy, ids[i], lens[i]);
         if (!e->dead)
             p->used++;
-        *e = (struct entry){ hashes[i], copy, lens[i], now + p->ttl, false };
+        *e = (struct entry){ hashes[i], copy, lens[i], until, false };
         atomic_fetch_add(&p->count, 1);
         atomic_fetch_add(&p->bytes, lens[i]);
     }
 out:
     pthread_mutex_unlock(&p->mu);
     return r;
+}
+
+enum pending_result pending_add_many(struct pending *p, size_t n, const char *const *ids,
+                                     const size_t *lens, const uint64_t *hashes, uint64_t now)
+{
+    return add_until(p, n, ids, lens, hashes, NULL, now);
+}
+
+enum pending_result pending_restore(struct pending *p, const char *id, size_t len, uint64_t h,
+                                    uint64_t ttl_left, uint64_t now)
+{
+    uint64_t until = now + (ttl_left < p->ttl ? ttl_left : p->ttl);
+    return add_until(p, 1, &id, &len, &h, &until, now);
+}
+
+bool pending_export(struct pending *p, uint64_t now, pending_count_fn count,
+                    pending_each_fn each, void *ctx)
+{
+    bool ok = true;
+    uint64_t n = 0, bytes = 0;
+    pthread_mutex_lock(&p->mu);
+    for (size_t i = 0; i < p->cap; i++)
+        if (p->slots[i].id != NULL && p->slots[i].expires > now) {
+            n++;
+            bytes += p->slots[i].len;
+        }
+    ok = count(ctx, n, bytes);
+    for (size_t i = 0; ok && i < p->cap; i++) {
+        const struct entry *e = &p->slots[i];
+        if (e->id != NULL && e->expires > now)
+            ok = each(ctx, e->id, e->len, e->expires - now);
+    }
+    pthread_mutex_unlock(&p->mu);
+    return ok;
 }
 
 enum pending_result pending_add(struct pending *p, const char *id, size_t len, uint64_t h,

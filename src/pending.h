@@ -61,6 +61,34 @@ void pending_expire(struct pending *p, uint64_t now);
 /* Add every remembered ID to f.  Thread-safe. */
 void pending_replay(struct pending *p, struct filter *f);
 
+/*
+ * Snapshots.  The journal's clock is monotonic and restarts with the
+ * machine, so an entry travels as the seconds it has left (ttl_left), never
+ * as its expiry time.
+ *
+ * pending_export calls each(ctx, id, len, ttl_left) for every entry not
+ * expired at now, under the journal's lock (POSTs wait meanwhile: keep each
+ * cheap, e.g. a memcpy; it must not call back into this journal).  Before
+ * the first entry it calls count(ctx, n, bytes) with exactly the number of
+ * entries and bytes of IDs that will follow, so the caller can size its
+ * buffer once.  Either callback returning false stops the export, which
+ * then returns false.  Thread-safe.
+ */
+typedef bool (*pending_count_fn)(void *ctx, uint64_t n, uint64_t bytes);
+typedef bool (*pending_each_fn)(void *ctx, const char *id, size_t len, uint64_t ttl_left);
+bool pending_export(struct pending *p, uint64_t now, pending_count_fn count,
+                    pending_each_fn each, void *ctx);
+
+/*
+ * Put back an exported entry at time now: it expires after
+ * min(ttl_left, this journal's ttl) seconds (the configured ttl may have
+ * shrunk since), or later if the ID is already there with a later expiry.
+ * The room rules of pending_add apply (PENDING_FULL_* when the limits,
+ * which may have shrunk too, leave no room).  Thread-safe.
+ */
+enum pending_result pending_restore(struct pending *p, const char *id, size_t len, uint64_t h,
+                                    uint64_t ttl_left, uint64_t now);
+
 /* Figures for /stats and /metrics; each read atomically. */
 struct pending_info {
     uint64_t count;         /* IDs remembered now */

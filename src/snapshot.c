@@ -1,0 +1,751 @@
+/*
+ * Snapshot files and streams (format in snapshot.h).  One generator makes
+ * the bytes for a file and for a peer alike, reading the filter's bits
+ * straight from the live filter, so a snapshot never needs a second copy of
+ * the filter; one parser reads a file, a socket or memory, and trusts no
+ * length before it has checked it against the size of its input.
+ */
+#include "snapshot.h"
+
+#include <dirent.h>
+#include <endian.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/random.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#define XXH_INLINE_ALL
+#include <xxhash.h>
+
+/* Bytes of a journal entry besides its id: ttl_left and id_len. */
+#define ENTRY_HEAD 12u
+/* The header checksum and the trailer. */
+#define SUM_LEN 8u
+/* Chunk size for copying the bulk between the filter and a file. */
+#define CHUNK ((size_t)1 << 20)
+
+/* Offsets of the fixed header fields (the table in snapshot.h). */
+enum {
+    OFF_MAGIC = 0, OFF_VERSION = 8, OFF_HEADER_LEN = 12, OFF_TOTAL_LEN = 16,
+    OFF_POSITION = 24, OFF_CREATED = 32, OFF_CAPACITY = 40, OFF_FPP = 48,
+    OFF_BLOCKS = 56, OFF_PROBES = 64, OFF_RESERVED1 = 68, OFF_ITEMS = 72,
+    OFF_FILTER_LEN = 80, OFF_JOURNAL_COUNT = 88, OFF_JOURNAL_LEN = 96,
+    OFF_NAME_LEN = 104, OFF_TABLE_LEN = 106, OFF_COLUMN_LEN = 108, OFF_RESERVED2 = 110
+};
+
+static void put16(unsigned char *p, uint16_t v) { v = htole16(v); memcpy(p, &v, 2); }
+static void put32(unsigned char *p, uint32_t v) { v = htole32(v); memcpy(p, &v, 4); }
+static void put64(unsigned char *p, uint64_t v) { v = htole64(v); memcpy(p, &v, 8); }
+static uint16_t get16(const unsigned char *p) { uint16_t v; memcpy(&v, p, 2); return le16toh(v); }
+static uint32_t get32(const unsigned char *p) { uint32_t v; memcpy(&v, p, 4); return le32toh(v); }
+static uint64_t get64(const unsigned char *p) { uint64_t v; memcpy(&v, p, 8); return le64toh(v); }
+
+static uint64_t fpp_bits(double p) { uint64_t v; memcpy(&v, &p, 8); return v; }
+static double bits_fpp(uint64_t v) { double p; memcpy(&p, &v, 8); return p; }
+
+const char *snapshot_strstatus(enum snapshot_status st)
+{
+    switch (st) {
+    case SNAPSHOT_OK: return "ok";
+    case SNAPSHOT_MISSING: return "missing";
+    case SNAPSHOT_IO: return "unreadable";
+    case SNAPSHOT_TRUNCATED: return "truncated";
+    case SNAPSHOT_BAD_MAGIC: return "not a snapshot";
+    case SNAPSHOT_OTHER_VERSION: return "other format version";
+    case SNAPSHOT_BAD_CHECKSUM: return "checksum mismatch";
+    case SNAPSHOT_CORRUPT: return "corrupt";
+    case SNAPSHOT_OTHER_NAME: return "other filter name";
+    case SNAPSHOT_OTHER_TABLE: return "other table";
+    case SNAPSHOT_OTHER_COLUMN: return "other column";
+    case SNAPSHOT_OTHER_PARAMS: return "other filter parameters";
+    case SNAPSHOT_NOMEM: return "out of memory";
+    }
+    return "unknown snapshot status";
+}
+
+/* ================================================================ writing */
+
+struct snapshot_stream {
+    const struct filter *f;
+    unsigned char *head;        /* the whole header */
+    size_t head_len;
+    uint64_t filter_len;
+    unsigned char *journal;     /* the journal section, serialised */
+    size_t journal_len, journal_used;
+    uint64_t journal_count;
+    uint64_t pos, total;
+    XXH64_state_t sum;          /* of every byte produced before the trailer */
+    unsigned char trailer[SUM_LEN];
+};
+
+static bool journal_count(void *ctx, uint64_t n, uint64_t bytes)
+{
+    struct snapshot_stream *s = ctx;
+    /* Bounded by the journal's limits (10^8 entries, 16 GiB): no overflow. */
+    uint64_t len = n * ENTRY_HEAD + bytes;
+    if (len > SIZE_MAX)
+        return false;
+    s->journal = malloc(len ? (size_t)len : 1);
+    s->journal_len = (size_t)len;
+    s->journal_count = n;
+    return s->journal != NULL;
+}
+
+static bool journal_entry(void *ctx, const char *id, size_t len, uint64_t ttl_left)
+{
+    struct snapshot_stream *s = ctx;
+    /* An id longer than 4 GiB cannot be stored (the journal never holds one). */
+    if (len > UINT32_MAX || s->journal_len - s->journal_used < ENTRY_HEAD + len)
+        return false;
+    unsigned char *p = s->journal + s->journal_used;
+    put64(p, ttl_left);
+    put32(p + 8, (uint32_t)len);
+    memcpy(p + ENTRY_HEAD, id, len);
+    s->journal_used += ENTRY_HEAD + len;
+    return true;
+}
+
+struct snapshot_stream *snapshot_stream_new(const struct snapshot_meta *m, const struct filter *f,
+                                            struct pending *journal, uint64_t now)
+{
+    const char *str[3] = { m->name ? m->name : "", m->table ? m->table : "",
+                           m->column ? m->column : "" };
+    size_t len[3];
+    for (int i = 0; i < 3; i++) {
+        len[i] = strlen(str[i]);
+        if (len[i] > SNAPSHOT_MAX_STRING) {
+            errno = EINVAL;
+            return NULL;
+        }
+    }
+    struct snapshot_stream *s = calloc(1, sizeof(*s));
+    if (s == NULL)
+        goto nomem;
+    s->f = f;
+    /*
+     * The journal first, then (as the caller reads) the bits: an ID is in
+     * the journal before it is in the filter (api.c's order), and the reader
+     * replays the journal into the filter, so an ID POSTed while the bits
+     * are copied is either in both or in neither.
+     */
+    if (journal != NULL) {
+        if (!pending_export(journal, now, journal_count, journal_entry, s)
+            || s->journal_used != s->journal_len)
+            goto nomem;
+    } else if (!journal_count(s, 0, 0)) {
+        goto nomem;
+    }
+    struct filter_params fp;
+    filter_export(f, &fp);
+    s->filter_len = fp.blocks * FILTER_BLOCK_BYTES;
+    s->head_len = SNAPSHOT_FIXED_LEN + len[0] + len[1] + len[2] + SUM_LEN;
+    s->head = calloc(1, s->head_len);
+    if (s->head == NULL)
+        goto nomem;
+    s->total = s->head_len + s->filter_len + s->journal_len + SUM_LEN;
+
+    unsigned char *h = s->head;
+    memcpy(h + OFF_MAGIC, SNAPSHOT_MAGIC, SNAPSHOT_MAGIC_LEN);
+    put32(h + OFF_VERSION, SNAPSHOT_VERSION);
+    put32(h + OFF_HEADER_LEN, (uint32_t)s->head_len);
+    put64(h + OFF_TOTAL_LEN, s->total);
+    put64(h + OFF_POSITION, m->position);
+    put64(h + OFF_CREATED, m->created);
+    put64(h + OFF_CAPACITY, fp.capacity);
+    put64(h + OFF_FPP, fpp_bits(fp.target_fpp));
+    put64(h + OFF_BLOCKS, fp.blocks);
+    put32(h + OFF_PROBES, fp.probes);
+    put64(h + OFF_ITEMS, fp.items);
+    put64(h + OFF_FILTER_LEN, s->filter_len);
+    put64(h + OFF_JOURNAL_COUNT, s->journal_count);
+    put64(h + OFF_JOURNAL_LEN, s->journal_len);
+    put16(h + OFF_NAME_LEN, (uint16_t)len[0]);
+    put16(h + OFF_TABLE_LEN, (uint16_t)len[1]);
+    put16(h + OFF_COLUMN_LEN, (uint16_t)len[2]);
+    size_t at = SNAPSHOT_FIXED_LEN;
+    for (int i = 0; i < 3; i++) {
+        memcpy(h + at, str[i], len[i]);
+        at += len[i];
+    }
+    put64(h + at, XXH64(h, at, 0));
+    XXH64_reset(&s->sum, 0);
+    return s;
+
+nomem:
+    snapshot_stream_free(s);
+    errno = ENOMEM;
+    return NULL;
+}
+
+uint64_t snapshot_stream_size(const struct snapshot_stream *s)
+{
+    return s->total;
+}
+
+size_t snapshot_stream_read(struct snapshot_stream *s, void *buf, size_t cap)
+{
+    unsigned char *out = buf;
+    size_t done = 0;
+    uint64_t bits_end = s->head_len + s->filter_len;
+    uint64_t journal_end = bits_end + s->journal_len;
+    while (done < cap && s->pos < s->total) {
+        size_t want = cap - done;
+        uint64_t pos = s->pos, n;
+        if (pos < s->head_len) {
+            n = s->head_len - pos < want ? s->head_len - pos : want;
+            memcpy(out + done, s->head + pos, (size_t)n);
+        } else if (pos < bits_end) {
+            n = bits_end - pos < want ? bits_end - pos : want;
+            filter_bits_read(s->f, pos - s->head_len, out + done, (size_t)n);
+        } else if (pos < journal_end) {
+            n = journal_end - pos < want ? journal_end - pos : want;
+            memcpy(out + done, s->journal + (pos - bits_end), (size_t)n);
+        } else {
+            if (pos == journal_end)     /* every byte before it is summed */
+                put64(s->trailer, XXH64_digest(&s->sum));
+            n = s->total - pos < want ? s->total - pos : want;
+            memcpy(out + done, s->trailer + (pos - journal_end), (size_t)n);
+        }
+        if (pos < journal_end)
+            XXH64_update(&s->sum, out + done, (size_t)n);
+        done += (size_t)n;
+        s->pos += n;
+    }
+    return done;
+}
+
+void snapshot_stream_free(struct snapshot_stream *s)
+{
+    if (s == NULL)
+        return;
+    free(s->head);
+    free(s->journal);
+    free(s);
+}
+
+int snapshot_write_to(snapshot_write_fn write_fn, void *ctx, const struct snapshot_meta *m,
+                      const struct filter *f, struct pending *journal, uint64_t now)
+{
+    int err = 0;
+    unsigned char *buf = NULL;
+    struct snapshot_stream *s = snapshot_stream_new(m, f, journal, now);
+    if (s == NULL)
+        return errno;
+    buf = malloc(CHUNK);
+    if (buf == NULL) {
+        err = ENOMEM;
+        goto out;
+    }
+    size_t n;
+    while ((n = snapshot_stream_read(s, buf, CHUNK)) > 0) {
+        errno = 0;
+        if (!write_fn(ctx, buf, n)) {
+            err = errno ? errno : EIO;
+            goto out;
+        }
+    }
+out:
+    free(buf);
+    snapshot_stream_free(s);
+    return err;
+}
+
+static bool write_fd(void *ctx, const void *buf, size_t len)
+{
+    int fd = *(const int *)ctx;
+    const char *p = buf;
+    while (len > 0) {
+        ssize_t w = write(fd, p, len);
+        if (w < 0 && errno == EINTR)
+            continue;
+        if (w <= 0) {
+            if (w == 0)
+                errno = ENOSPC;
+            return false;
+        }
+        p += w;
+        len -= (size_t)w;
+    }
+    return true;
+}
+
+/* The directory of path ("." for a bare name): malloc'ed, NULL on no memory. */
+static char *dir_of(const char *path)
+{
+    const char *slash = strrchr(path, '/');
+    if (slash == NULL)
+        return strdup(".");
+    if (slash == path)
+        return strdup("/");
+    return strndup(path, (size_t)(slash - path));
+}
+
+static uint64_t random64(void)
+{
+    uint64_t r;
+    if (getrandom(&r, sizeof r, GRND_NONBLOCK) == (ssize_t)sizeof r)
+        return r;
+    /* Uniqueness, not secrecy: O_EXCL catches the rare collision. */
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_nsec * UINT64_C(0x9e3779b97f4a7c15) ^ (uint64_t)ts.tv_sec;
+}
+
+int snapshot_write(const char *path, const struct snapshot_meta *m, const struct filter *f,
+                   struct pending *journal, uint64_t now)
+{
+    int err = 0, fd = -1;
+    size_t tmplen = strlen(path) + 64;
+    char *tmp = malloc(tmplen), *dir = dir_of(path);
+    if (tmp == NULL || dir == NULL) {
+        err = ENOMEM;
+        goto out;
+    }
+    for (int tries = 0; fd < 0 && tries < 8; tries++) {
+        snprintf(tmp, tmplen, "%s.tmp.%ld.%016llx", path, (long)getpid(),
+                 (unsigned long long)random64());
+        fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+        if (fd < 0 && errno != EEXIST) {
+            err = errno;
+            goto out;           /* nothing created */
+        }
+    }
+    if (fd < 0) {
+        err = EEXIST;
+        goto out;
+    }
+    err = snapshot_write_to(write_fd, &fd, m, f, journal, now);
+    /* The data must be on disk before the name points at it. */
+    if (err == 0 && fsync(fd) != 0)
+        err = errno;
+    if (close(fd) != 0 && err == 0)
+        err = errno;
+    fd = -1;
+    if (err == 0 && rename(tmp, path) != 0)
+        err = errno;
+    if (err != 0) {
+        unlink(tmp);
+        goto out;
+    }
+    /* And the rename on disk before we say the snapshot is written. */
+    int dfd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (dfd < 0 || fsync(dfd) != 0)
+        err = errno;
+    if (dfd >= 0)
+        close(dfd);
+out:
+    free(tmp);
+    free(dir);
+    return err;
+}
+
+/* Whether name is base + ".tmp." + digits + "." + 16 hex digits. */
+static bool is_temp_of(const char *name, const char *base)
+{
+    size_t bl = strlen(base);
+    if (strncmp(name, base, bl) != 0 || strncmp(name + bl, ".tmp.", 5) != 0)
+        return false;
+    const char *p = name + bl + 5;
+    if (*p < '0' || *p > '9')
+        return false;
+    while (*p >= '0' && *p <= '9')
+        p++;
+    if (*p++ != '.')
+        return false;
+    size_t hex = strspn(p, "0123456789abcdef");
+    return hex == 16 && p[16] == '\0';
+}
+
+int snapshot_clean_temps(const char *path)
+{
+    char *dir = dir_of(path);
+    if (dir == NULL) {
+        errno = ENOMEM;
+        return -1;
+    }
+    const char *slash = strrchr(path, '/');
+    const char *base = slash ? slash + 1 : path;
+    DIR *d = opendir(dir);
+    free(dir);
+    if (d == NULL)
+        return -1;
+    int n = 0;
+    struct dirent *de;
+    while ((de = readdir(d)) != NULL)
+        if (is_temp_of(de->d_name, base) && unlinkat(dirfd(d), de->d_name, 0) == 0)
+            n++;
+    closedir(d);
+    return n;
+}
+
+/* ================================================================ reading */
+
+/* An input of known size: a descriptor or memory. */
+struct input {
+    int fd;                     /* -1: memory */
+    const unsigned char *mem;
+    uint64_t size, pos;
+    XXH64_state_t sum;          /* of every byte read so far */
+};
+
+/*
+ * Read len bytes (the caller has checked that they lie within size) and sum
+ * them.  TRUNCATED if the input ends first (a file that shrank, a peer that
+ * hung up), IO on a read error.
+ */
+static enum snapshot_status take(struct input *in, void *buf, size_t len)
+{
+    if (len == 0)
+        return SNAPSHOT_OK;
+    if (in->fd < 0) {
+        memcpy(buf, in->mem + in->pos, len);
+    } else {
+        size_t got = 0;
+        while (got < len) {
+            ssize_t r = read(in->fd, (char *)buf + got, len - got);
+            if (r < 0 && errno == EINTR)
+                continue;
+            if (r < 0)
+                return SNAPSHOT_IO;
+            if (r == 0)
+                return SNAPSHOT_TRUNCATED;
+            got += (size_t)r;
+        }
+    }
+    XXH64_update(&in->sum, buf, len);
+    in->pos += len;
+    return SNAPSHOT_OK;
+}
+
+static enum snapshot_status say(char *why, size_t whylen, enum snapshot_status st,
+                                const char *fmt, ...) __attribute__((format(printf, 4, 5)));
+static enum snapshot_status say(char *why, size_t whylen, enum snapshot_status st,
+                                const char *fmt, ...)
+{
+    if (why != NULL && whylen > 0) {
+        va_list ap;
+        va_start(ap, fmt);
+        vsnprintf(why, whylen, fmt, ap);
+        va_end(ap);
+    }
+    return st;
+}
+
+static enum snapshot_status io_status(enum snapshot_status st, char *why, size_t whylen,
+                                      const char *what, int err)
+{
+    if (st == SNAPSHOT_TRUNCATED)
+        return say(why, whylen, st, "the input ended inside the %s", what);
+    return say(why, whylen, st, "reading the %s: %s", what, strerror(err));
+}
+
+/*
+ * A stored string fit for a log line: a peer's snapshot may hold any bytes,
+ * so control characters, quotes and backslashes become '?'.
+ */
+static void printable(char *dst, size_t cap, const char *src, size_t len)
+{
+    size_t n = len < cap - 1 ? len : cap - 1;
+    for (size_t i = 0; i < n; i++) {
+        unsigned char c = (unsigned char)src[i];
+        dst[i] = c < 0x20 || c == 0x7f || c == '"' || c == '\\' ? '?' : (char)c;
+    }
+    dst[n] = '\0';
+}
+
+/* Whether the stored string s[0..len) equals want (NULL: anything goes). */
+static bool same(const char *want, const char *s, size_t len)
+{
+    return want == NULL || (strlen(want) == len && memcmp(want, s, len) == 0);
+}
+
+/*
+ * Walk a journal section: every entry inside it, exactly journal_count of
+ * them, nothing left over.  With f, add each id to f.
+ */
+static bool journal_walk(const unsigned char *j, uint64_t len, uint64_t count, struct filter *f)
+{
+    uint64_t at = 0;
+    for (uint64_t i = 0; i < count; i++) {
+        if (len - at < ENTRY_HEAD)
+            return false;
+        uint32_t idlen = get32(j + at + 8);
+        if (len - at - ENTRY_HEAD < idlen)
+            return false;
+        if (f != NULL)
+            filter_add(f, j + at + ENTRY_HEAD, idlen);
+        at += ENTRY_HEAD + idlen;
+    }
+    return at == len;
+}
+
+static enum snapshot_status read_input(struct input *in, const struct snapshot_expect *expect,
+                                       struct snapshot *out, char *why, size_t whylen)
+{
+    static const struct snapshot_expect any;
+    enum snapshot_status st;
+    unsigned char fixed[SNAPSHOT_FIXED_LEN], *head = NULL, *chunk = NULL;
+    struct snapshot s = { 0 };
+    if (expect == NULL)
+        expect = &any;
+    memset(out, 0, sizeof(*out));
+    XXH64_reset(&in->sum, 0);
+
+    /* Magic and version, each only as far as the input goes. */
+    size_t have = in->size < SNAPSHOT_MAGIC_LEN ? (size_t)in->size : SNAPSHOT_MAGIC_LEN;
+    if ((st = take(in, fixed, have)) != SNAPSHOT_OK)
+        return io_status(st, why, whylen, "magic", errno);
+    if (memcmp(fixed, SNAPSHOT_MAGIC, have) != 0)
+        return say(why, whylen, SNAPSHOT_BAD_MAGIC, "not a bloomguard snapshot (bad magic)");
+    if (have < SNAPSHOT_MAGIC_LEN || in->size < OFF_HEADER_LEN)
+        return say(why, whylen, SNAPSHOT_TRUNCATED, "%llu bytes: shorter than a header",
+                   (unsigned long long)in->size);
+    if ((st = take(in, fixed + OFF_VERSION, 4)) != SNAPSHOT_OK)
+        return io_status(st, why, whylen, "version", errno);
+    uint32_t version = get32(fixed + OFF_VERSION);
+    if (version != SNAPSHOT_VERSION)
+        return say(why, whylen, SNAPSHOT_OTHER_VERSION, "format version %u, this build reads %u",
+                   version, SNAPSHOT_VERSION);
+    if (in->size < SNAPSHOT_FIXED_LEN)
+        return say(why, whylen, SNAPSHOT_TRUNCATED, "%llu bytes: shorter than a header",
+                   (unsigned long long)in->size);
+    if ((st = take(in, fixed + OFF_HEADER_LEN, SNAPSHOT_FIXED_LEN - OFF_HEADER_LEN)) != SNAPSHOT_OK)
+        return io_status(st, why, whylen, "header", errno);
+
+    /* The header's own length follows from the string lengths. */
+    size_t slen[3] = { get16(fixed + OFF_NAME_LEN), get16(fixed + OFF_TABLE_LEN),
+                       get16(fixed + OFF_COLUMN_LEN) };
+    uint32_t header_len = get32(fixed + OFF_HEADER_LEN);
+    if (slen[0] > SNAPSHOT_MAX_STRING || slen[1] > SNAPSHOT_MAX_STRING
+        || slen[2] > SNAPSHOT_MAX_STRING
+        || header_len != SNAPSHOT_FIXED_LEN + slen[0] + slen[1] + slen[2] + SUM_LEN)
+        return say(why, whylen, SNAPSHOT_CORRUPT, "the header's lengths disagree");
+    if (header_len > in->size)
+        return say(why, whylen, SNAPSHOT_TRUNCATED, "%llu bytes: shorter than its %u-byte header",
+                   (unsigned long long)in->size, header_len);
+    head = malloc(header_len);          /* at most 112 + 3 KiB + 8 */
+    if (head == NULL)
+        return say(why, whylen, SNAPSHOT_NOMEM, "no memory for the header");
+    memcpy(head, fixed, SNAPSHOT_FIXED_LEN);
+    if ((st = take(in, head + SNAPSHOT_FIXED_LEN, header_len - SNAPSHOT_FIXED_LEN)) != SNAPSHOT_OK) {
+        st = io_status(st, why, whylen, "header", errno);
+        goto fail;
+    }
+    if (XXH64(head, header_len - SUM_LEN, 0) != get64(head + header_len - SUM_LEN)) {
+        st = say(why, whylen, SNAPSHOT_BAD_CHECKSUM, "header checksum mismatch");
+        goto fail;
+    }
+
+    /* A header we can trust; do its lengths add up, and to the input's size? */
+    uint64_t total = get64(head + OFF_TOTAL_LEN), blocks = get64(head + OFF_BLOCKS);
+    uint64_t filter_len = get64(head + OFF_FILTER_LEN);
+    uint64_t jcount = get64(head + OFF_JOURNAL_COUNT), jlen = get64(head + OFF_JOURNAL_LEN);
+    if (get32(head + OFF_RESERVED1) != 0 || get16(head + OFF_RESERVED2) != 0
+        || blocks > FILTER_MAX_BYTES / FILTER_BLOCK_BYTES || filter_len != blocks * FILTER_BLOCK_BYTES
+        || jcount > jlen / ENTRY_HEAD || jlen > UINT64_MAX / 2 || filter_len > UINT64_MAX / 4
+        || total != header_len + filter_len + jlen + SUM_LEN) {
+        st = say(why, whylen, SNAPSHOT_CORRUPT, "the header's lengths disagree");
+        goto fail;
+    }
+    if (total > in->size) {
+        st = say(why, whylen, SNAPSHOT_TRUNCATED, "%llu bytes of the %llu its header says",
+                 (unsigned long long)in->size, (unsigned long long)total);
+        goto fail;
+    }
+    if (total < in->size) {
+        st = say(why, whylen, SNAPSHOT_CORRUPT, "%llu bytes after the end its header says",
+                 (unsigned long long)(in->size - total));
+        goto fail;
+    }
+
+    /* Whose snapshot is it? */
+    const char *str = (const char *)head + SNAPSHOT_FIXED_LEN;
+    const char *want[3] = { expect->name, expect->table, expect->column };
+    static const char *const what[3] = { "filter", "table", "column" };
+    static const enum snapshot_status other[3] = { SNAPSHOT_OTHER_NAME, SNAPSHOT_OTHER_TABLE,
+                                                   SNAPSHOT_OTHER_COLUMN };
+    char *copy[3] = { NULL, NULL, NULL };
+    for (int i = 0; i < 3; i++) {
+        if (memchr(str, '\0', slen[i]) != NULL) {
+            st = say(why, whylen, SNAPSHOT_CORRUPT, "a NUL byte in the %s name", what[i]);
+            goto fail;
+        }
+        if (!same(want[i], str, slen[i])) {
+            char shown[SNAPSHOT_MAX_STRING + 1];
+            printable(shown, sizeof shown, str, slen[i]);
+            st = say(why, whylen, other[i], "snapshot of %s \"%s\", not \"%s\"", what[i],
+                     shown, want[i]);
+            goto fail;
+        }
+        str += slen[i];
+    }
+    str = (const char *)head + SNAPSHOT_FIXED_LEN;
+    for (int i = 0; i < 3; i++) {
+        copy[i] = strndup(str, slen[i]);
+        str += slen[i];
+    }
+    s.name = copy[0];
+    s.table = copy[1];
+    s.column = copy[2];
+    if (s.name == NULL || s.table == NULL || s.column == NULL) {
+        st = say(why, whylen, SNAPSHOT_NOMEM, "no memory for the header");
+        goto fail;
+    }
+
+    s.params = (struct filter_params){
+        .capacity = get64(head + OFF_CAPACITY), .target_fpp = bits_fpp(get64(head + OFF_FPP)),
+        .blocks = blocks, .probes = get32(head + OFF_PROBES), .items = get64(head + OFF_ITEMS),
+    };
+    if (expect->target_fpp != 0 && s.params.target_fpp != expect->target_fpp) {
+        st = say(why, whylen, SNAPSHOT_OTHER_PARAMS,
+                 "snapshot of a filter for false_positive_rate %g, not %g",
+                 s.params.target_fpp, expect->target_fpp);
+        goto fail;
+    }
+    /* filter_len <= total == size: this allocation is what the input justifies. */
+    enum filter_error fe;
+    s.filter = filter_new_from(&s.params, &fe);
+    if (s.filter == NULL) {
+        st = fe == FILTER_ENOMEM
+            ? say(why, whylen, SNAPSHOT_NOMEM, "%s", filter_strerror(fe))
+            : say(why, whylen, SNAPSHOT_OTHER_PARAMS,
+                  "capacity %llu, rate %g, %llu blocks, %u probes: %s",
+                  (unsigned long long)s.params.capacity, s.params.target_fpp,
+                  (unsigned long long)blocks, s.params.probes, filter_strerror(fe));
+        goto fail;
+    }
+
+    /* The bulk: the bits straight into the filter, then the journal. */
+    if (in->fd < 0) {
+        filter_bits_write(s.filter, 0, in->mem + in->pos, (size_t)filter_len);
+        XXH64_update(&in->sum, in->mem + in->pos, (size_t)filter_len);
+        in->pos += filter_len;
+    } else {
+        chunk = malloc(CHUNK);
+        if (chunk == NULL) {
+            st = say(why, whylen, SNAPSHOT_NOMEM, "no memory for reading");
+            goto fail;
+        }
+        for (uint64_t at = 0; at < filter_len;) {
+            size_t n = filter_len - at < CHUNK ? (size_t)(filter_len - at) : CHUNK;
+            if ((st = take(in, chunk, n)) != SNAPSHOT_OK) {
+                st = io_status(st, why, whylen, "filter", errno);
+                goto fail;
+            }
+            filter_bits_write(s.filter, at, chunk, n);
+            at += n;
+        }
+    }
+    s.journal_count = jcount;
+    s.journal_len = jlen;
+    s.journal = malloc(jlen ? (size_t)jlen : 1);          /* jlen < total == size */
+    if (s.journal == NULL) {
+        st = say(why, whylen, SNAPSHOT_NOMEM, "no memory for the journal");
+        goto fail;
+    }
+    if ((st = take(in, s.journal, (size_t)jlen)) != SNAPSHOT_OK) {
+        st = io_status(st, why, whylen, "journal", errno);
+        goto fail;
+    }
+    uint64_t sum = XXH64_digest(&in->sum);
+    unsigned char trailer[SUM_LEN];
+    if ((st = take(in, trailer, SUM_LEN)) != SNAPSHOT_OK) {
+        st = io_status(st, why, whylen, "trailer", errno);
+        goto fail;
+    }
+    if (get64(trailer) != sum) {
+        st = say(why, whylen, SNAPSHOT_BAD_CHECKSUM, "checksum mismatch");
+        goto fail;
+    }
+    if (!journal_walk(s.journal, jlen, jcount, NULL)) {
+        st = say(why, whylen, SNAPSHOT_CORRUPT, "the journal's entries do not fill its %llu bytes",
+                 (unsigned long long)jlen);
+        goto fail;
+    }
+    /* An ID POSTed while the bits were copied is in the journal: add it. */
+    journal_walk(s.journal, jlen, jcount, s.filter);
+    s.position = get64(head + OFF_POSITION);
+    s.created = get64(head + OFF_CREATED);
+    free(head);
+    free(chunk);
+    *out = s;
+    return SNAPSHOT_OK;
+
+fail:
+    free(head);
+    free(chunk);
+    snapshot_release(&s);
+    return st;
+}
+
+enum snapshot_status snapshot_read_fd(int fd, uint64_t size, const struct snapshot_expect *expect,
+                                      struct snapshot *out, char *why, size_t whylen)
+{
+    struct input in = { .fd = fd, .size = size };
+    return read_input(&in, expect, out, why, whylen);
+}
+
+enum snapshot_status snapshot_read_mem(const void *buf, size_t size,
+                                       const struct snapshot_expect *expect,
+                                       struct snapshot *out, char *why, size_t whylen)
+{
+    struct input in = { .fd = -1, .mem = buf, .size = size };
+    return read_input(&in, expect, out, why, whylen);
+}
+
+enum snapshot_status snapshot_read(const char *path, const struct snapshot_expect *expect,
+                                   struct snapshot *out, char *why, size_t whylen)
+{
+    memset(out, 0, sizeof(*out));
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0)
+        return errno == ENOENT
+            ? say(why, whylen, SNAPSHOT_MISSING, "%s: no such file", path)
+            : say(why, whylen, SNAPSHOT_IO, "%s: %s", path, strerror(errno));
+    struct stat sb;
+    enum snapshot_status st;
+    if (fstat(fd, &sb) != 0)
+        st = say(why, whylen, SNAPSHOT_IO, "%s: %s", path, strerror(errno));
+    else if (!S_ISREG(sb.st_mode))
+        st = say(why, whylen, SNAPSHOT_IO, "%s: not a regular file", path);
+    else
+        st = snapshot_read_fd(fd, (uint64_t)sb.st_size, expect, out, why, whylen);
+    close(fd);
+    return st;
+}
+
+void snapshot_release(struct snapshot *s)
+{
+    if (s == NULL)
+        return;
+    filter_free(s->filter);
+    free(s->name);
+    free(s->table);
+    free(s->column);
+    free(s->journal);
+    memset(s, 0, sizeof(*s));
+}
+
+enum pending_result snapshot_restore_journal(const struct snapshot *s, struct pending *p,
+                                             uint64_t now)
+{
+    enum pending_result first = PENDING_OK;
+    uint64_t at = 0;
+    /* snapshot_read checked that the entries fill the section exactly. */
+    for (uint64_t i = 0; i < s->journal_count; i++) {
+        const unsigned char *e = s->journal + at;
+        uint32_t len = get32(e + 8);
+        const char *id = (const char *)e + ENTRY_HEAD;
+        enum pending_result r = pending_restore(p, id, len, filter_hash(id, len), get64(e), now);
+        if (r != PENDING_OK && first == PENDING_OK)
+            first = r;
+        at += ENTRY_HEAD + len;
+    }
+    return first;
+}

@@ -1,0 +1,229 @@
+/*
+ * Snapshots: the live filter, the POST journal and the change-feed position
+ * in one file (or one HTTP body), so that a restart or a new sidecar loads
+ * in a moment and reads from PostgreSQL only what changed since.  One format
+ * for a file and for a stream to a peer; the daemon decides when to write
+ * and what to do with a snapshot it read.  No logging, no globals.
+ *
+ * Format, version 1.  All integers little-endian; "xxh64" is XXH64 with
+ * seed 0.  Lengths are in bytes.
+ *
+ *   offset  size  field
+ *   ------  ----  -----------------------------------------------------
+ *        0     8  magic "BGSNAP\r\n" (the CR LF catches text-mode mangling)
+ *        8     4  format version (SNAPSHOT_VERSION)
+ *       12     4  header_len: 112 + name_len + table_len + column_len + 8
+ *       16     8  total_len: the whole snapshot, trailer included
+ *       24     8  position: change-feed position, opaque; 0 = none
+ *       32     8  created: wall-clock Unix seconds (for display only)
+ *       40     8  capacity: expected items the filter was sized for
+ *       48     8  target_fpp: IEEE 754 binary64
+ *       56     8  blocks: 512-bit blocks of the filter
+ *       64     4  probes: bits set per key
+ *       68     4  reserved, 0
+ *       72     8  items (filter_info's items, for sizing the next filter)
+ *       80     8  filter_len: blocks * 64
+ *       88     8  journal_count: entries in the journal section
+ *       96     8  journal_len: bytes of the journal section
+ *      104     2  name_len   (each at most SNAPSHOT_MAX_STRING,
+ *      106     2  table_len   no NUL byte inside)
+ *      108     2  column_len
+ *      110     2  reserved, 0
+ *      112     .  name, table, column: the bytes, no terminators
+ * header_len-8 8  header checksum: xxh64 of bytes [0, header_len - 8)
+ *   header_len .  filter: filter_len bytes, filter_bits_read's image
+ *            .    journal: journal_count times { ttl_left: 8 (seconds
+ *                 the entry had left), id_len: 4, the id: id_len }
+ * total_len-8  8  trailer: xxh64 of bytes [0, total_len - 8)
+ *
+ * The header checksum lets a reader trust the header (lengths, identity)
+ * before it allocates anything or reads the bulk; the trailer covers every
+ * byte.  A reader checks, in this order, and refuses with the first reason
+ * that applies (enum snapshot_status):
+ *   1. magic: bad magic (an input shorter than the magic that matches its
+ *      start is truncated instead);
+ *   2. version: another format version (before the rest of the header, whose
+ *      layout a later version may change);
+ *   3. the string lengths and header_len agree, else corrupt; the input
+ *      holds the header, else truncated; header checksum, else bad checksum;
+ *   4. a header with a good checksum whose lengths do not add up to
+ *      total_len or whose reserved fields are set: corrupt; total_len beyond
+ *      the input: truncated; bytes after total_len: corrupt;
+ *   5. identity: other name, other table, other column;
+ *   6. parameters: other parameters (rate, then geometry, see below);
+ *   7. the bulk: truncated if the input ends early (a file that shrank, a
+ *      peer that hung up), then the trailer: bad checksum; then the journal
+ *      entries must fill their section exactly, else corrupt.
+ * So every proper prefix of a snapshot is "truncated", and no length is
+ * used before it has been checked against the size of the input: nothing
+ * is allocated beyond what that size justifies (the header, at most 3 KiB;
+ * a filter of filter_len <= size bytes; a journal of journal_len bytes).
+ * snapshot_read says "missing" before all this when there is no file.
+ *
+ * Which parameters must match (struct snapshot_expect): the false-positive
+ * rate, when the caller gives one.  The capacity (and so the geometry) may
+ * differ: the daemon sizes a filter from the table's row count, which moves
+ * all the time, and a snapshot sized for fewer rows is still exact (no
+ * false negatives), only fuller; the daemon's growth rule rebuilds a larger
+ * one when items outgrow capacity, as after any load.  The geometry must
+ * still be the one filter_plan gives for the stored capacity and rate
+ * (filter_new_from), or the snapshot counts as other parameters: it was
+ * sized by another sizing rule.
+ */
+#ifndef BLOOMGUARD_SNAPSHOT_H
+#define BLOOMGUARD_SNAPSHOT_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "filter.h"
+#include "pending.h"
+
+#define SNAPSHOT_MAGIC "BGSNAP\r\n"
+#define SNAPSHOT_MAGIC_LEN 8
+#define SNAPSHOT_VERSION 1u
+/* Longest name, table or column stored. */
+#define SNAPSHOT_MAX_STRING 1024u
+/* Bytes of the fixed part of the header, before the strings. */
+#define SNAPSHOT_FIXED_LEN 112u
+/* Room for a reason's text, as snapshot_read fills it. */
+#define SNAPSHOT_WHY_LEN 512
+
+/* What the writer stores beside the filter and the journal. */
+struct snapshot_meta {
+    const char *name;       /* the filter's name; NULL = "" */
+    const char *table;      /* the table it was loaded from; NULL = "" */
+    const char *column;     /* and the column; NULL = "" */
+    uint64_t position;      /* change-feed position, 0 = none (see below) */
+    uint64_t created;       /* wall-clock Unix seconds */
+};
+
+/*
+ * ------------------------------------------------------------- writing --
+ * What a snapshot holds, given that inserts continue while it is written:
+ *   - the journal as it was when the stream was created (it is copied then:
+ *     at most pending_max_bytes + 12 bytes per entry, for the stream's
+ *     life), and every entry of it is replayed into the filter on reading;
+ *   - every bit of the filter that was set when the stream was created
+ *     (filter_bits_read's contract): every key whose insert returned
+ *     before;
+ *   - the position as the caller gives it.  To be exact, take it before
+ *     creating the stream: every change after the position is then either
+ *     in the snapshot or read again by the feed on resume.
+ * The filter must stay alive and unfreed for the stream's life (the caller
+ * holds it, e.g. by keeping rebuilds from swapping it out); the journal
+ * only during snapshot_stream_new.
+ */
+struct snapshot_stream;
+
+/*
+ * A snapshot as a stream of bytes, produced on demand: suited to a pull
+ * API such as libmicrohttpd's content reader.  journal may be NULL (no
+ * entries); now is the journal's clock.  NULL with errno ENOMEM, or EINVAL
+ * when a string is longer than SNAPSHOT_MAX_STRING.  One thread at a time
+ * per stream; any number of streams may read one filter.
+ */
+struct snapshot_stream *snapshot_stream_new(const struct snapshot_meta *m, const struct filter *f,
+                                            struct pending *journal, uint64_t now);
+/* Bytes the whole stream produces (total_len): a Content-Length. */
+uint64_t snapshot_stream_size(const struct snapshot_stream *s);
+/* Fill buf with up to cap next bytes; returns how many, 0 at the end. */
+size_t snapshot_stream_read(struct snapshot_stream *s, void *buf, size_t cap);
+void snapshot_stream_free(struct snapshot_stream *s);
+
+/*
+ * Push form: the whole snapshot through write(ctx, buf, len), which returns
+ * false on failure (with errno set).  Returns 0, or an errno value: that of
+ * the failing write (EIO if it left errno 0), ENOMEM or EINVAL as above.
+ */
+typedef bool (*snapshot_write_fn)(void *ctx, const void *buf, size_t len);
+int snapshot_write_to(snapshot_write_fn write, void *ctx, const struct snapshot_meta *m,
+                      const struct filter *f, struct pending *journal, uint64_t now);
+
+/*
+ * Write a snapshot to path atomically: into a new temporary file in the
+ * same directory (path + ".tmp.<pid>.<random>", created O_EXCL, mode 0600),
+ * fsync, rename over path, fsync the directory.  After a crash at any point
+ * path holds the old snapshot or the new one, whole; on any error (ENOSPC,
+ * EDQUOT, EACCES, ...) the temporary file is removed, path is untouched, and
+ * the errno value is returned (0 on success).  A crash can leave a
+ * temporary file behind: snapshot_clean_temps removes those.  Not meant for
+ * two concurrent writers of one path (the later rename wins, whole).
+ */
+int snapshot_write(const char *path, const struct snapshot_meta *m, const struct filter *f,
+                   struct pending *journal, uint64_t now);
+
+/*
+ * Remove the temporary files a crashed snapshot_write of path left in its
+ * directory.  Call it when no writer of path runs (e.g. at start).  Returns
+ * how many it removed, or -1 with errno when the directory cannot be read.
+ */
+int snapshot_clean_temps(const char *path);
+
+/* ------------------------------------------------------------- reading -- */
+enum snapshot_status {
+    SNAPSHOT_OK = 0,
+    SNAPSHOT_MISSING,        /* no such file */
+    SNAPSHOT_IO,             /* the input could not be read (errno in the text) */
+    SNAPSHOT_TRUNCATED,      /* shorter than its header (or a header) says */
+    SNAPSHOT_BAD_MAGIC,      /* not a snapshot */
+    SNAPSHOT_OTHER_VERSION,  /* a snapshot of another format version */
+    SNAPSHOT_BAD_CHECKSUM,   /* header or trailer checksum mismatch */
+    SNAPSHOT_CORRUPT,        /* checksums fine, contents inconsistent */
+    SNAPSHOT_OTHER_NAME,     /* of another filter name */
+    SNAPSHOT_OTHER_TABLE,    /* of another table */
+    SNAPSHOT_OTHER_COLUMN,   /* of another column */
+    SNAPSHOT_OTHER_PARAMS,   /* another false-positive rate, or a geometry this build
+                                would not choose */
+    SNAPSHOT_NOMEM           /* no memory for the filter or the journal */
+};
+/* A short name for a status ("truncated", "other table", ...): static. */
+const char *snapshot_strstatus(enum snapshot_status st);
+
+/* What the caller requires of a snapshot; NULL or 0 fields accept any. */
+struct snapshot_expect {
+    const char *name, *table, *column;
+    double target_fpp;      /* 0: any */
+};
+
+/* A snapshot read back.  The caller owns it: snapshot_release. */
+struct snapshot {
+    struct filter *filter;  /* holds every journal entry too; take it and set NULL */
+    struct filter_params params;
+    uint64_t position, created;
+    char *name, *table, *column;
+    uint64_t journal_count;
+    /* The journal section, checked: see snapshot_restore_journal. */
+    unsigned char *journal;
+    uint64_t journal_len;
+};
+void snapshot_release(struct snapshot *s);
+
+/*
+ * Read the snapshot at path.  SNAPSHOT_OK fills *out; any other status
+ * leaves *out empty (snapshot_release is still safe on it) and, when why is
+ * not NULL, writes a sentence naming the reason into why (whylen bytes,
+ * SNAPSHOT_WHY_LEN is enough), e.g. 'snapshot of table "a", not "b"'.
+ */
+enum snapshot_status snapshot_read(const char *path, const struct snapshot_expect *expect,
+                                   struct snapshot *out, char *why, size_t whylen);
+/*
+ * The same from an open descriptor (a socket: reads exactly size bytes,
+ * e.g. the Content-Length, and no more), and from memory.
+ */
+enum snapshot_status snapshot_read_fd(int fd, uint64_t size, const struct snapshot_expect *expect,
+                                      struct snapshot *out, char *why, size_t whylen);
+enum snapshot_status snapshot_read_mem(const void *buf, size_t size,
+                                       const struct snapshot_expect *expect,
+                                       struct snapshot *out, char *why, size_t whylen);
+
+/*
+ * Put the journal of a snapshot back into p at time now (pending_restore
+ * for each entry).  Returns PENDING_OK or the first failure; the entries
+ * that failed are still in s->filter, but a rebuild would not keep them.
+ */
+enum pending_result snapshot_restore_journal(const struct snapshot *s, struct pending *p,
+                                             uint64_t now);
+
+#endif

@@ -1,0 +1,902 @@
+/*
+ * Unit tests of snapshots (src/snapshot.c) and of what they build on in the
+ * filter (filter_bits_read/write, filter_new_from) and the journal
+ * (pending_export/restore): round trips through files, memory and the pull
+ * stream; every truncation and every flipped byte refused; the reasons
+ * named; an old snapshot surviving failed writes; a copy taken while other
+ * threads insert.
+ */
+#include <check.h>
+#include <dirent.h>
+#include <endian.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/resource.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#define XXH_INLINE_ALL
+#include <xxhash.h>
+
+#include "filter.h"
+#include "pending.h"
+#include "snapshot.h"
+
+static const struct snapshot_meta META = {
+    .name = "users", .table = "public.users", .column = "id",
+    .position = UINT64_C(0x0123456789abcdef), .created = 1700000000,
+};
+static const struct snapshot_expect EXPECT = {
+    .name = "users", .table = "public.users", .column = "id", .target_fpp = 0.01,
+};
+
+static size_t key(char *buf, size_t cap, const char *prefix, uint64_t i)
+{
+    return (size_t)snprintf(buf, cap, "%s-%llu", prefix, (unsigned long long)i);
+}
+
+static char *tmpdir(void)
+{
+    char *d = strdup("/tmp/check_snapshot.XXXXXX");
+    ck_assert_ptr_nonnull(d);
+    ck_assert_ptr_nonnull(mkdtemp(d));
+    return d;
+}
+
+static char *join(const char *dir, const char *name)
+{
+    char *p = malloc(strlen(dir) + strlen(name) + 2);
+    ck_assert_ptr_nonnull(p);
+    sprintf(p, "%s/%s", dir, name);
+    return p;
+}
+
+/* Files in dir, "." and ".." aside. */
+static int files_in(const char *dir)
+{
+    DIR *d = opendir(dir);
+    ck_assert_ptr_nonnull(d);
+    int n = 0;
+    struct dirent *de;
+    while ((de = readdir(d)) != NULL)
+        n += strcmp(de->d_name, ".") != 0 && strcmp(de->d_name, "..") != 0;
+    closedir(d);
+    return n;
+}
+
+static void rm_rf(const char *dir)
+{
+    DIR *d = opendir(dir);
+    if (d == NULL)
+        return;
+    chmod(dir, 0700);
+    struct dirent *de;
+    while ((de = readdir(d)) != NULL)
+        if (strcmp(de->d_name, ".") != 0 && strcmp(de->d_name, "..") != 0)
+            unlinkat(dirfd(d), de->d_name, 0);
+    closedir(d);
+    rmdir(dir);
+}
+
+static unsigned char *slurp(const char *path, size_t *len)
+{
+    FILE *f = fopen(path, "rb");
+    ck_assert_ptr_nonnull(f);
+    fseek(f, 0, SEEK_END);
+    long n = ftell(f);
+    rewind(f);
+    unsigned char *buf = malloc((size_t)n + 1);
+    ck_assert_ptr_nonnull(buf);
+    ck_assert_uint_eq(fread(buf, 1, (size_t)n, f), (size_t)n);
+    fclose(f);
+    *len = (size_t)n;
+    return buf;
+}
+
+static void spit(const char *path, const void *buf, size_t len)
+{
+    FILE *f = fopen(path, "wb");
+    ck_assert_ptr_nonnull(f);
+    ck_assert_uint_eq(fwrite(buf, 1, len, f), len);
+    ck_assert_int_eq(fclose(f), 0);
+}
+
+/* A whole snapshot in memory, through the pull stream, cap bytes at a time. */
+static unsigned char *stream_all(const struct snapshot_meta *m, const struct filter *f,
+                                 struct pending *p, uint64_t now, size_t cap, size_t *len)
+{
+    struct snapshot_stream *s = snapshot_stream_new(m, f, p, now);
+    ck_assert_ptr_nonnull(s);
+    uint64_t size = snapshot_stream_size(s);
+    unsigned char *buf = malloc((size_t)size + 1);
+    ck_assert_ptr_nonnull(buf);
+    size_t at = 0, n;
+    while ((n = snapshot_stream_read(s, buf + at, cap)) > 0) {
+        ck_assert_uint_le(n, cap);
+        at += n;
+        ck_assert_uint_le(at, size);
+    }
+    ck_assert_uint_eq(at, size);
+    ck_assert_uint_eq(snapshot_stream_read(s, buf, cap), 0);
+    snapshot_stream_free(s);
+    *len = at;
+    return buf;
+}
+
+/* A small snapshot (one block, three journal entries): cheap to mangle. */
+static unsigned char *small_snapshot(size_t *len)
+{
+    char k[64];
+    struct filter *f = filter_new(10, 0.01, NULL);
+    struct pending *p = pending_new(100, 1 << 20, 3600);
+    ck_assert_ptr_nonnull(f);
+    ck_assert_ptr_nonnull(p);
+    for (uint64_t i = 0; i < 10; i++)
+        filter_add(f, k, key(k, sizeof k, "small", i));
+    for (uint64_t i = 0; i < 3; i++) {
+        size_t n = key(k, sizeof k, "posted", i);
+        ck_assert_int_eq(pending_add(p, k, n, filter_hash(k, n), 50), PENDING_OK);
+    }
+    unsigned char *buf = stream_all(&META, f, p, 60, 1 << 16, len);
+    pending_free(p);
+    filter_free(f);
+    return buf;
+}
+
+/* Rewrite the header checksum after a test changed a header field. */
+static void reseal_header(unsigned char *buf)
+{
+    uint32_t hl;
+    memcpy(&hl, buf + 12, 4);
+    hl = le32toh(hl);
+    uint64_t h = htole64(XXH64(buf, hl - 8, 0));
+    memcpy(buf + hl - 8, &h, 8);
+}
+
+static void put_le64(unsigned char *p, uint64_t v)
+{
+    v = htole64(v);
+    memcpy(p, &v, 8);
+}
+
+/* --------------------------------------------------------------- filter -- */
+
+START_TEST(test_filter_image)
+{
+    char k[64];
+    struct filter *f = filter_new(1000, 0.01, NULL);
+    ck_assert_ptr_nonnull(f);
+    for (uint64_t i = 0; i < 1000; i++)
+        filter_add(f, k, key(k, sizeof k, "img", i));
+    struct filter_params fp;
+    filter_export(f, &fp);
+    struct filter_info fi;
+    filter_info(f, &fi);
+    ck_assert_uint_eq(fp.blocks * FILTER_BLOCK_BITS, fi.bits);
+    ck_assert_uint_eq(fp.items, fi.items);
+    ck_assert_uint_eq(fp.capacity, 1000);
+    uint64_t size = fp.blocks * FILTER_BLOCK_BYTES;
+
+    /* Chunks of odd sizes at odd offsets read the same image as one read. */
+    unsigned char *whole = malloc(size), *parts = malloc(size);
+    ck_assert(filter_bits_read(f, 0, whole, size));
+    for (uint64_t at = 0; at < size;) {
+        size_t n = (size_t)(at % 13) + 1;
+        if (n > size - at)
+            n = size - at;
+        ck_assert(filter_bits_read(f, at, parts + at, n));
+        at += n;
+    }
+    ck_assert_mem_eq(whole, parts, size);
+    ck_assert(!filter_bits_read(f, size - 3, parts, 4));
+    ck_assert(!filter_bits_read(f, UINT64_MAX - 1, parts, 4));
+    ck_assert(filter_bits_read(f, size, parts, 0));
+
+    /* Written back in odd pieces: the same filter, the same figures. */
+    enum filter_error e = FILTER_ENOMEM;
+    struct filter *g = filter_new_from(&fp, &e);
+    ck_assert_ptr_nonnull(g);
+    ck_assert_int_eq(e, FILTER_OK);
+    for (uint64_t at = 0; at < size;) {
+        size_t n = (size_t)(at % 7) + 1;
+        if (n > size - at)
+            n = size - at;
+        ck_assert(filter_bits_write(g, at, whole + at, n));
+        at += n;
+    }
+    ck_assert(!filter_bits_write(g, size, whole, 1));
+    struct filter_info gi;
+    filter_info(g, &gi);
+    ck_assert_uint_eq(gi.bits_set, fi.bits_set);
+    ck_assert_uint_eq(gi.items, fi.items);
+    ck_assert_uint_eq(gi.probes, fi.probes);
+    ck_assert(filter_bits_read(g, 0, parts, size));
+    ck_assert_mem_eq(whole, parts, size);
+    for (uint64_t i = 0; i < 5000; i++) {
+        size_t n = key(k, sizeof k, i < 1000 ? "img" : "other", i);
+        ck_assert_int_eq(filter_contains(g, k, n), filter_contains(f, k, n));
+    }
+    /* Writing the same image again sets nothing new. */
+    ck_assert(filter_bits_write(g, 0, whole, size));
+    filter_info(g, &gi);
+    ck_assert_uint_eq(gi.bits_set, fi.bits_set);
+    free(whole);
+    free(parts);
+    filter_free(g);
+    filter_free(f);
+}
+END_TEST
+
+START_TEST(test_filter_new_from_checks_geometry)
+{
+    struct filter_plan plan;
+    ck_assert_int_eq(filter_plan(5000, 0.01, &plan), FILTER_OK);
+    struct filter_params ok = { plan.capacity, plan.target_fpp, plan.blocks, plan.probes, 7 };
+    enum filter_error e;
+    struct filter *f = filter_new_from(&ok, &e);
+    ck_assert_ptr_nonnull(f);
+    struct filter_info fi;
+    filter_info(f, &fi);
+    ck_assert_uint_eq(fi.items, 7);
+    ck_assert_uint_eq(fi.bits, plan.bits);
+    filter_free(f);
+
+    struct filter_params bad = ok;
+    bad.blocks++;
+    ck_assert_ptr_null(filter_new_from(&bad, &e));
+    ck_assert_int_eq(e, FILTER_EGEOMETRY);
+    bad = ok;
+    bad.probes++;
+    ck_assert_ptr_null(filter_new_from(&bad, &e));
+    ck_assert_int_eq(e, FILTER_EGEOMETRY);
+    bad = ok;
+    bad.blocks = UINT64_MAX;
+    ck_assert_ptr_null(filter_new_from(&bad, &e));
+    ck_assert_int_eq(e, FILTER_EGEOMETRY);
+    bad = ok;
+    bad.target_fpp = 0.7;
+    ck_assert_ptr_null(filter_new_from(&bad, &e));
+    ck_assert_int_eq(e, FILTER_EINVAL_FPP);
+    bad = ok;
+    bad.capacity = FILTER_MAX_ITEMS + 1;
+    ck_assert_ptr_null(filter_new_from(&bad, &e));
+    ck_assert_int_eq(e, FILTER_ETOO_LARGE);
+    ck_assert_str_eq(filter_strerror(FILTER_EGEOMETRY),
+                     "filter geometry is not the one sized for its capacity and false-positive rate");
+}
+END_TEST
+
+/* -------------------------------------------------------------- journal -- */
+
+struct collected {
+    uint64_t n, bytes, seen;
+    char ids[8][32];
+    uint64_t ttl[8];
+};
+
+static bool collect_count(void *ctx, uint64_t n, uint64_t bytes)
+{
+    struct collected *c = ctx;
+    c->n = n;
+    c->bytes = bytes;
+    return true;
+}
+
+static bool collect_each(void *ctx, const char *id, size_t len, uint64_t ttl_left)
+{
+    struct collected *c = ctx;
+    ck_assert_uint_lt(c->seen, 8);
+    ck_assert_uint_lt(len, 32);
+    memcpy(c->ids[c->seen], id, len);
+    c->ids[c->seen][len] = '\0';
+    c->ttl[c->seen++] = ttl_left;
+    return true;
+}
+
+START_TEST(test_pending_export_restore)
+{
+    struct pending *p = pending_new(100, 1000, 100);
+    ck_assert_int_eq(pending_add(p, "a", 1, filter_hash("a", 1), 10), PENDING_OK);   /* until 110 */
+    ck_assert_int_eq(pending_add(p, "bb", 2, filter_hash("bb", 2), 50), PENDING_OK); /* until 150 */
+    struct collected c = { 0 };
+    ck_assert(pending_export(p, 60, collect_count, collect_each, &c));
+    ck_assert_uint_eq(c.n, 2);
+    ck_assert_uint_eq(c.bytes, 3);
+    ck_assert_uint_eq(c.seen, 2);
+    for (int i = 0; i < 2; i++)
+        ck_assert_uint_eq(c.ttl[i], strcmp(c.ids[i], "a") == 0 ? 50 : 90);
+    /* An entry whose time is up is not exported. */
+    memset(&c, 0, sizeof c);
+    ck_assert(pending_export(p, 110, collect_count, collect_each, &c));
+    ck_assert_uint_eq(c.n, 1);
+    ck_assert_str_eq(c.ids[0], "bb");
+    ck_assert_uint_eq(c.ttl[0], 40);
+
+    /* Restored on another clock: the seconds left, capped by this journal's ttl. */
+    struct pending *q = pending_new(100, 1000, 30);
+    ck_assert_int_eq(pending_restore(q, "a", 1, filter_hash("a", 1), 20, 1000), PENDING_OK);
+    ck_assert_int_eq(pending_restore(q, "bb", 2, filter_hash("bb", 2), 500, 1000), PENDING_OK);
+    /* Again with less time left: the later expiry stays. */
+    ck_assert_int_eq(pending_restore(q, "a", 1, filter_hash("a", 1), 5, 1000), PENDING_OK);
+    struct pending_info pi;
+    pending_info(q, &pi);
+    ck_assert_uint_eq(pi.count, 2);
+    ck_assert_uint_eq(pi.bytes, 3);
+    pending_expire(q, 1019);
+    pending_info(q, &pi);
+    ck_assert_uint_eq(pi.count, 2);
+    pending_expire(q, 1020);
+    pending_info(q, &pi);
+    ck_assert_uint_eq(pi.count, 1);
+    pending_expire(q, 1030);        /* 500 s were capped to 30 */
+    pending_info(q, &pi);
+    ck_assert_uint_eq(pi.count, 0);
+    /* The room rules apply. */
+    struct pending *tiny = pending_new(1, 1000, 30);
+    ck_assert_int_eq(pending_restore(tiny, "a", 1, filter_hash("a", 1), 20, 0), PENDING_OK);
+    ck_assert_int_eq(pending_restore(tiny, "c", 1, filter_hash("c", 1), 20, 0), PENDING_FULL_COUNT);
+    pending_free(tiny);
+    pending_free(q);
+    pending_free(p);
+}
+END_TEST
+
+/* ------------------------------------------------------------ round trip -- */
+
+START_TEST(test_round_trip)
+{
+    char k[64];
+    char *dir = tmpdir(), *path = join(dir, "users.snap");
+    struct filter *f = filter_new(5000, 0.01, NULL);
+    struct pending *p = pending_new(1000, 1 << 20, 3600);
+    for (uint64_t i = 0; i < 3000; i++)
+        filter_add(f, k, key(k, sizeof k, "in", i));
+    /* Five POSTed ids, as api.c does it: journal, then filter. */
+    for (uint64_t i = 0; i < 5; i++) {
+        size_t n = key(k, sizeof k, "posted", i);
+        ck_assert_int_eq(pending_add(p, k, n, filter_hash(k, n), 100), PENDING_OK);
+        filter_add(f, k, n);
+    }
+    /* A sixth whose filter_add had not happened yet when the snapshot began. */
+    ck_assert_int_eq(pending_add(p, "late", 4, filter_hash("late", 4), 100), PENDING_OK);
+    ck_assert(!filter_contains(f, "late", 4));
+
+    ck_assert_int_eq(snapshot_write(path, &META, f, p, 1100), 0);
+    ck_assert_int_eq(files_in(dir), 1);        /* no temporary file left */
+    struct stat sb;
+    ck_assert_int_eq(stat(path, &sb), 0);
+    ck_assert_uint_eq(sb.st_mode & 0777, 0600);
+
+    struct snapshot s;
+    char why[SNAPSHOT_WHY_LEN] = "";
+    ck_assert_int_eq(snapshot_read(path, &EXPECT, &s, why, sizeof why), SNAPSHOT_OK);
+    ck_assert_ptr_nonnull(s.filter);
+    ck_assert_uint_eq(s.position, META.position);
+    ck_assert_uint_eq(s.created, META.created);
+    ck_assert_str_eq(s.name, "users");
+    ck_assert_str_eq(s.table, "public.users");
+    ck_assert_str_eq(s.column, "id");
+    ck_assert_uint_eq(s.journal_count, 6);
+    struct filter_params fp;
+    filter_export(f, &fp);
+    ck_assert_uint_eq(s.params.capacity, fp.capacity);
+    ck_assert_uint_eq(s.params.blocks, fp.blocks);
+    ck_assert_uint_eq(s.params.probes, fp.probes);
+    ck_assert_uint_eq(s.params.items, fp.items);
+    ck_assert(s.params.target_fpp == 0.01);
+
+    /* Lookups identical for present and absent keys. */
+    for (uint64_t i = 0; i < 3000; i++) {
+        size_t n = key(k, sizeof k, "in", i);
+        ck_assert(filter_contains(s.filter, k, n));
+    }
+    uint64_t differ = 0, fp_count = 0;
+    for (uint64_t i = 0; i < 20000; i++) {
+        size_t n = key(k, sizeof k, "out", i);
+        differ += filter_contains(s.filter, k, n) != filter_contains(f, k, n);
+        fp_count += filter_contains(s.filter, k, n);
+    }
+    ck_assert_uint_eq(differ, 0);
+    ck_assert_uint_lt(fp_count, 20000 / 50);
+    /* The journal is replayed into the filter read back: "late" is in it. */
+    ck_assert(filter_contains(s.filter, "late", 4));
+
+    /* Journal entries survive, with the seconds they had left. */
+    struct pending *q = pending_new(1000, 1 << 20, 3600);
+    ck_assert_int_eq(snapshot_restore_journal(&s, q, 7), PENDING_OK);
+    struct pending_info pi;
+    pending_info(q, &pi);
+    ck_assert_uint_eq(pi.count, 6);
+    ck_assert_uint_eq(pi.bytes, 5 * strlen("posted-0") + 4);
+    pending_expire(q, 7 + 2599);               /* 3600 - (1100 - 100) = 2600 s left */
+    pending_info(q, &pi);
+    ck_assert_uint_eq(pi.count, 6);
+    pending_seen(q, "late", 4, filter_hash("late", 4));
+    for (uint64_t i = 0; i < 5; i++) {
+        size_t n = key(k, sizeof k, "posted", i);
+        pending_seen(q, k, n, filter_hash(k, n));
+    }
+    pending_info(q, &pi);
+    ck_assert_uint_eq(pi.count, 0);            /* each one was there, under its own id */
+    pending_free(q);
+    snapshot_release(&s);
+    ck_assert_ptr_null(s.filter);
+    snapshot_release(&s);                      /* twice is harmless */
+
+    /* The pull stream, read 7 bytes at a time, gives the file's bytes. */
+    size_t flen, slen;
+    unsigned char *file = slurp(path, &flen);
+    unsigned char *strm = stream_all(&META, f, p, 1100, 7, &slen);
+    ck_assert_uint_eq(flen, slen);
+    ck_assert_mem_eq(file, strm, flen);
+    ck_assert_int_eq(snapshot_read_mem(strm, slen, &EXPECT, &s, NULL, 0), SNAPSHOT_OK);
+    ck_assert(filter_contains(s.filter, "in-42", 5));
+    snapshot_release(&s);
+
+    /* From a descriptor (as from a socket): exactly size bytes. */
+    int pfd[2];
+    ck_assert_int_eq(pipe(pfd), 0);
+    pid_t child = fork();
+    if (child == 0) {
+        close(pfd[0]);
+        ssize_t w = write(pfd[1], file, flen);
+        _exit(w == (ssize_t)flen ? 0 : 1);
+    }
+    close(pfd[1]);
+    ck_assert_int_eq(snapshot_read_fd(pfd[0], flen, &EXPECT, &s, NULL, 0), SNAPSHOT_OK);
+    ck_assert(filter_contains(s.filter, "in-7", 4));
+    snapshot_release(&s);
+    close(pfd[0]);
+    free(file);
+    free(strm);
+
+    /* No journal at all; an expectation of NULL accepts any snapshot. */
+    ck_assert_int_eq(snapshot_write(path, &(struct snapshot_meta){ 0 }, f, NULL, 0), 0);
+    ck_assert_int_eq(snapshot_read(path, NULL, &s, NULL, 0), SNAPSHOT_OK);
+    ck_assert_uint_eq(s.journal_count, 0);
+    ck_assert_str_eq(s.table, "");
+    ck_assert_uint_eq(s.position, 0);
+    snapshot_release(&s);
+
+    pending_free(p);
+    filter_free(f);
+    rm_rf(dir);
+    free(path);
+    free(dir);
+}
+END_TEST
+
+/* -------------------------------------------------------------- refusals -- */
+
+START_TEST(test_missing_and_not_a_snapshot)
+{
+    char *dir = tmpdir(), *path = join(dir, "none.snap");
+    struct snapshot s;
+    char why[SNAPSHOT_WHY_LEN];
+    ck_assert_int_eq(snapshot_read(path, &EXPECT, &s, why, sizeof why), SNAPSHOT_MISSING);
+    ck_assert_ptr_nonnull(strstr(why, "no such file"));
+    spit(path, "[snapshot]\npath = x\n", 20);
+    ck_assert_int_eq(snapshot_read(path, &EXPECT, &s, why, sizeof why), SNAPSHOT_BAD_MAGIC);
+    ck_assert_str_eq(snapshot_strstatus(SNAPSHOT_BAD_MAGIC), "not a snapshot");
+    spit(path, "BG", 2);                       /* a prefix of the magic: cut short */
+    ck_assert_int_eq(snapshot_read(path, &EXPECT, &s, why, sizeof why), SNAPSHOT_TRUNCATED);
+    ck_assert_int_eq(snapshot_read(dir, &EXPECT, &s, why, sizeof why), SNAPSHOT_IO);
+    ck_assert_ptr_null(s.filter);
+    rm_rf(dir);
+    free(path);
+    free(dir);
+}
+END_TEST
+
+START_TEST(test_truncated_every_prefix)
+{
+    size_t len;
+    unsigned char *buf = small_snapshot(&len);
+    char *dir = tmpdir(), *path = join(dir, "cut.snap");
+    struct snapshot s;
+    char why[SNAPSHOT_WHY_LEN];
+    ck_assert_int_eq(snapshot_read_mem(buf, len, &EXPECT, &s, NULL, 0), SNAPSHOT_OK);
+    snapshot_release(&s);
+    for (size_t cut = 0; cut < len; cut++) {
+        /* An exact-size copy, so that a read past the prefix would be caught by ASan. */
+        unsigned char *pre = malloc(cut ? cut : 1);
+        memcpy(pre, buf, cut);
+        enum snapshot_status st = snapshot_read_mem(pre, cut, &EXPECT, &s, why, sizeof why);
+        ck_assert_msg(st == SNAPSHOT_TRUNCATED, "prefix of %zu/%zu bytes: %s (%s)", cut, len,
+                      snapshot_strstatus(st), why);
+        ck_assert_ptr_null(s.filter);
+        free(pre);
+        spit(path, buf, cut);
+        st = snapshot_read(path, &EXPECT, &s, why, sizeof why);
+        ck_assert_msg(st == SNAPSHOT_TRUNCATED, "file of %zu/%zu bytes: %s (%s)", cut, len,
+                      snapshot_strstatus(st), why);
+    }
+    /* One byte too many is not a snapshot this header describes either. */
+    unsigned char *more = malloc(len + 1);
+    memcpy(more, buf, len);
+    more[len] = 0;
+    ck_assert_int_eq(snapshot_read_mem(more, len + 1, &EXPECT, &s, why, sizeof why), SNAPSHOT_CORRUPT);
+    ck_assert_ptr_nonnull(strstr(why, "1 bytes after the end"));
+    free(more);
+    free(buf);
+    rm_rf(dir);
+    free(path);
+    free(dir);
+}
+END_TEST
+
+START_TEST(test_every_flipped_byte)
+{
+    size_t len;
+    unsigned char *buf = small_snapshot(&len);
+    uint32_t header_len;
+    memcpy(&header_len, buf + 12, 4);
+    header_len = le32toh(header_len);
+    struct snapshot s;
+    char why[SNAPSHOT_WHY_LEN];
+    int counts[SNAPSHOT_NOMEM + 1] = { 0 };
+    for (size_t i = 0; i < len; i++) {
+        /*
+         * The lowest and the highest bit of each header byte; one bit of the
+         * bulk, each of whose flips costs a filter_plan (~20 ms).
+         */
+        for (int bit = 0; bit < (i < header_len ? 8 : 1); bit += 7) {
+            buf[i] ^= (unsigned char)(1u << bit);
+            enum snapshot_status st = snapshot_read_mem(buf, len, &EXPECT, &s, why, sizeof why);
+            buf[i] ^= (unsigned char)(1u << bit);
+            ck_assert_msg(st != SNAPSHOT_OK, "byte %zu bit %d flipped: accepted", i, bit);
+            ck_assert_ptr_null(s.filter);
+            /* Which check catches it depends only on where the byte is. */
+            if (i < 8)
+                ck_assert_int_eq(st, SNAPSHOT_BAD_MAGIC);
+            else if (i < 12)
+                ck_assert_int_eq(st, SNAPSHOT_OTHER_VERSION);
+            else if ((i >= 12 && i < 16) || (i >= 104 && i < 110))     /* header and string lengths */
+                ck_assert_msg(st == SNAPSHOT_CORRUPT || st == SNAPSHOT_TRUNCATED,
+                              "byte %zu: %s", i, snapshot_strstatus(st));
+            else
+                ck_assert_msg(st == SNAPSHOT_BAD_CHECKSUM, "byte %zu: %s (%s)", i,
+                              snapshot_strstatus(st), why);
+            counts[st]++;
+        }
+    }
+    ck_assert_int_gt(counts[SNAPSHOT_BAD_CHECKSUM], (int)len);
+    ck_assert_int_eq(snapshot_read_mem(buf, len, &EXPECT, &s, NULL, 0), SNAPSHOT_OK);
+    snapshot_release(&s);
+    free(buf);
+}
+END_TEST
+
+START_TEST(test_other_identity_and_params)
+{
+    size_t len;
+    unsigned char *buf = small_snapshot(&len);
+    struct snapshot s;
+    char why[SNAPSHOT_WHY_LEN];
+    struct snapshot_expect e = EXPECT;
+    e.table = "public.accounts";
+    ck_assert_int_eq(snapshot_read_mem(buf, len, &e, &s, why, sizeof why), SNAPSHOT_OTHER_TABLE);
+    ck_assert_str_eq(why, "snapshot of table \"public.users\", not \"public.accounts\"");
+    e = EXPECT;
+    e.column = "email";
+    ck_assert_int_eq(snapshot_read_mem(buf, len, &e, &s, why, sizeof why), SNAPSHOT_OTHER_COLUMN);
+    ck_assert_str_eq(why, "snapshot of column \"id\", not \"email\"");
+    e = EXPECT;
+    e.name = "users2";
+    ck_assert_int_eq(snapshot_read_mem(buf, len, &e, &s, why, sizeof why), SNAPSHOT_OTHER_NAME);
+    ck_assert_str_eq(why, "snapshot of filter \"users\", not \"users2\"");
+    e = EXPECT;
+    e.column = "";                             /* empty is a value, not "any" */
+    ck_assert_int_eq(snapshot_read_mem(buf, len, &e, &s, why, sizeof why), SNAPSHOT_OTHER_COLUMN);
+    e = EXPECT;
+    e.target_fpp = 0.001;
+    ck_assert_int_eq(snapshot_read_mem(buf, len, &e, &s, why, sizeof why), SNAPSHOT_OTHER_PARAMS);
+    ck_assert_ptr_nonnull(strstr(why, "false_positive_rate 0.01, not 0.001"));
+    ck_assert_str_eq(snapshot_strstatus(SNAPSHOT_OTHER_TABLE), "other table");
+    /* A name from the file is shown fit for a log line. */
+    {
+        struct filter *f = filter_new(10, 0.01, NULL);
+        struct snapshot_meta m = META;
+        m.table = "evil\n\"t\\";
+        size_t elen;
+        unsigned char *evil = stream_all(&m, f, NULL, 0, 4096, &elen);
+        ck_assert_int_eq(snapshot_read_mem(evil, elen, &EXPECT, &s, why, sizeof why),
+                         SNAPSHOT_OTHER_TABLE);
+        ck_assert_str_eq(why, "snapshot of table \"evil??t?\", not \"public.users\"");
+        free(evil);
+        filter_free(f);
+    }
+    /* The capacity is not part of the expectation: any NULL/0 field accepts. */
+    e = (struct snapshot_expect){ .table = "public.users" };
+    ck_assert_int_eq(snapshot_read_mem(buf, len, &e, &s, why, sizeof why), SNAPSHOT_OK);
+    snapshot_release(&s);
+
+    /* A geometry this build would not choose, under a good header checksum. */
+    unsigned char *mod = malloc(len);
+    memcpy(mod, buf, len);
+    mod[64] ^= 1;                              /* probes */
+    reseal_header(mod);
+    ck_assert_int_eq(snapshot_read_mem(mod, len, &EXPECT, &s, why, sizeof why), SNAPSHOT_OTHER_PARAMS);
+    ck_assert_ptr_nonnull(strstr(why, "filter geometry"));
+    /* Lengths that disagree, under a good header checksum. */
+    memcpy(mod, buf, len);
+    put_le64(mod + 96, 1000);                  /* journal_len */
+    reseal_header(mod);
+    ck_assert_int_eq(snapshot_read_mem(mod, len, &EXPECT, &s, why, sizeof why), SNAPSHOT_CORRUPT);
+    /* A reserved field set. */
+    memcpy(mod, buf, len);
+    mod[68] = 1;
+    reseal_header(mod);
+    ck_assert_int_eq(snapshot_read_mem(mod, len, &EXPECT, &s, why, sizeof why), SNAPSHOT_CORRUPT);
+    /* A journal whose entries overrun it, under good checksums. */
+    memcpy(mod, buf, len);
+    {
+        uint32_t hl;
+        memcpy(&hl, mod + 12, 4);
+        uint64_t flen;
+        memcpy(&flen, mod + 80, 8);
+        size_t j = le32toh(hl) + (size_t)le64toh(flen);   /* the first entry */
+        mod[j + 8] = 0xff;                                  /* id_len */
+        put_le64(mod + len - 8, XXH64(mod, len - 8, 0));
+    }
+    ck_assert_int_eq(snapshot_read_mem(mod, len, &EXPECT, &s, why, sizeof why), SNAPSHOT_CORRUPT);
+    ck_assert_ptr_nonnull(strstr(why, "journal"));
+    free(mod);
+    free(buf);
+}
+END_TEST
+
+START_TEST(test_other_version)
+{
+    size_t len;
+    unsigned char *buf = small_snapshot(&len);
+    struct snapshot s;
+    char why[SNAPSHOT_WHY_LEN];
+    buf[8] = SNAPSHOT_VERSION + 1;
+    reseal_header(buf);
+    put_le64(buf + len - 8, XXH64(buf, len - 8, 0));
+    ck_assert_int_eq(snapshot_read_mem(buf, len, &EXPECT, &s, why, sizeof why), SNAPSHOT_OTHER_VERSION);
+    ck_assert_str_eq(why, "format version 2, this build reads 1");
+    /* Even one too short to hold a version 1 header. */
+    ck_assert_int_eq(snapshot_read_mem(buf, 20, &EXPECT, &s, why, sizeof why), SNAPSHOT_OTHER_VERSION);
+    free(buf);
+}
+END_TEST
+
+/* ------------------------------------------------------- failed writes -- */
+
+struct failing {
+    size_t budget;      /* bytes accepted before the "disk" is full */
+    size_t written;
+};
+
+static bool failing_write(void *ctx, const void *buf, size_t len)
+{
+    (void)buf;
+    struct failing *w = ctx;
+    if (w->written + len > w->budget) {
+        errno = ENOSPC;
+        return false;
+    }
+    w->written += len;
+    return true;
+}
+
+/* Whether path still reads as the snapshot of "old-*" keys. */
+static void assert_old_snapshot(const char *path)
+{
+    char k[64];
+    struct snapshot s;
+    char why[SNAPSHOT_WHY_LEN] = "";
+    ck_assert_msg(snapshot_read(path, &EXPECT, &s, why, sizeof why) == SNAPSHOT_OK, "%s", why);
+    for (uint64_t i = 0; i < 500; i++)
+        ck_assert(filter_contains(s.filter, k, key(k, sizeof k, "old", i)));
+    ck_assert_uint_eq(s.params.capacity, 1000);
+    snapshot_release(&s);
+}
+
+START_TEST(test_failed_writes_keep_the_old_snapshot)
+{
+    char k[64];
+    char *dir = tmpdir(), *path = join(dir, "users.snap");
+    struct filter *old = filter_new(1000, 0.01, NULL), *f = filter_new(200000, 0.01, NULL);
+    for (uint64_t i = 0; i < 500; i++)
+        filter_add(old, k, key(k, sizeof k, "old", i));
+    for (uint64_t i = 0; i < 1000; i++)
+        filter_add(f, k, key(k, sizeof k, "new", i));
+    ck_assert_int_eq(snapshot_write(path, &META, old, NULL, 0), 0);
+    assert_old_snapshot(path);
+
+    /* A write callback that fails part way: its errno comes back. */
+    struct failing w = { .budget = 5000 };
+    ck_assert_int_eq(snapshot_write_to(failing_write, &w, &META, f, NULL, 0), ENOSPC);
+    ck_assert_uint_le(w.written, 5000);
+    w = (struct failing){ .budget = SIZE_MAX };
+    ck_assert_int_eq(snapshot_write_to(failing_write, &w, &META, f, NULL, 0), 0);
+    ck_assert_uint_gt(w.written, 200000 * 9 / 8);
+
+    /*
+     * A real failing write: a file size limit makes write() fail with EFBIG
+     * part way, as a full disk fails it with ENOSPC.
+     */
+    signal(SIGXFSZ, SIG_IGN);
+    struct rlimit saved, lim;
+    ck_assert_int_eq(getrlimit(RLIMIT_FSIZE, &saved), 0);
+    lim = saved;
+    lim.rlim_cur = 64 * 1024;
+    ck_assert_int_eq(setrlimit(RLIMIT_FSIZE, &lim), 0);
+    int err = snapshot_write(path, &META, f, NULL, 0);
+    ck_assert_int_eq(setrlimit(RLIMIT_FSIZE, &saved), 0);
+    ck_assert_int_eq(err, EFBIG);
+    ck_assert_int_eq(files_in(dir), 1);        /* the temporary file is gone */
+    assert_old_snapshot(path);
+
+    /* Strings too long for the format: refused before anything is written. */
+    char *longname = malloc(SNAPSHOT_MAX_STRING + 2);
+    memset(longname, 'x', SNAPSHOT_MAX_STRING + 1);
+    longname[SNAPSHOT_MAX_STRING + 1] = '\0';
+    struct snapshot_meta lm = META;
+    lm.table = longname;
+    ck_assert_int_eq(snapshot_write(path, &lm, f, NULL, 0), EINVAL);
+    ck_assert_int_eq(files_in(dir), 1);
+    free(longname);
+    assert_old_snapshot(path);
+
+    /* A read-only directory (not for root, whom permissions do not stop). */
+    ck_assert_int_eq(chmod(dir, 0555), 0);
+    if (access(dir, W_OK) != 0) {
+        ck_assert_int_eq(snapshot_write(path, &META, f, NULL, 0), EACCES);
+        assert_old_snapshot(path);
+    }
+    ck_assert_int_eq(chmod(dir, 0700), 0);
+
+    /* The rename itself failing: the target is a non-empty directory. */
+    char *blocker = join(dir, "blocked.snap"), *inside = join(blocker, "x");
+    ck_assert_int_eq(mkdir(blocker, 0700), 0);
+    spit(inside, "x", 1);
+    err = snapshot_write(blocker, &META, f, NULL, 0);
+    ck_assert(err == EISDIR || err == ENOTEMPTY || err == EEXIST);
+    ck_assert_int_eq(files_in(dir), 2);        /* users.snap and blocked.snap only */
+    unlink(inside);
+    rmdir(blocker);
+    free(inside);
+    free(blocker);
+
+    /* And then a write that succeeds replaces it whole. */
+    ck_assert_int_eq(snapshot_write(path, &META, f, NULL, 0), 0);
+    struct snapshot s;
+    ck_assert_int_eq(snapshot_read(path, &EXPECT, &s, NULL, 0), SNAPSHOT_OK);
+    ck_assert_uint_eq(s.params.capacity, 200000);
+    ck_assert(filter_contains(s.filter, "new-999", 7));
+    snapshot_release(&s);
+
+    filter_free(old);
+    filter_free(f);
+    rm_rf(dir);
+    free(path);
+    free(dir);
+}
+END_TEST
+
+START_TEST(test_clean_temps)
+{
+    char *dir = tmpdir(), *path = join(dir, "users.snap");
+    const char *names[] = { "users.snap.tmp.123.0123456789abcdef", "users.snap.tmp.1.fedcba9876543210",
+                            "users.snap.tmp.x.0123456789abcdef", "users.snap.tmp.1.0123",
+                            "other.snap.tmp.1.0123456789abcdef", "users.snap" };
+    for (size_t i = 0; i < sizeof names / sizeof names[0]; i++) {
+        char *p = join(dir, names[i]);
+        spit(p, "x", 1);
+        free(p);
+    }
+    ck_assert_int_eq(snapshot_clean_temps(path), 2);
+    ck_assert_int_eq(files_in(dir), 4);
+    ck_assert_int_eq(snapshot_clean_temps(path), 0);
+    char *gone = join(dir, "nodir/users.snap");
+    ck_assert_int_eq(snapshot_clean_temps(gone), -1);
+    free(gone);
+    rm_rf(dir);
+    free(path);
+    free(dir);
+}
+END_TEST
+
+/* ------------------------------------------------- concurrent inserts -- */
+
+#define PRE_KEYS 200000u
+
+struct inserter {
+    struct filter *f;
+    atomic_bool stop;
+    _Atomic uint64_t done;      /* keys "during-0" .. "during-(done-1)" are in */
+};
+
+static void *insert_loop(void *arg)
+{
+    struct inserter *in = arg;
+    char k[64];
+    for (uint64_t i = 0; !atomic_load(&in->stop); i++) {
+        filter_add(in->f, k, key(k, sizeof k, "during", i));
+        atomic_store(&in->done, i + 1);
+    }
+    return NULL;
+}
+
+START_TEST(test_concurrent_inserts_while_writing)
+{
+    char k[64];
+    char *dir = tmpdir(), *path = join(dir, "users.snap");
+    struct inserter in = { .f = filter_new(4 * 1000 * 1000, 0.01, NULL) };
+    atomic_init(&in.stop, false);
+    atomic_init(&in.done, 0);
+    for (uint64_t i = 0; i < PRE_KEYS; i++)
+        filter_add(in.f, k, key(k, sizeof k, "pre", i));
+    pthread_t t;
+    ck_assert_int_eq(pthread_create(&t, NULL, insert_loop, &in), 0);
+    while (atomic_load(&in.done) < 1000)
+        ;                                       /* the inserter is running */
+    uint64_t before = atomic_load(&in.done);
+    ck_assert_int_eq(snapshot_write(path, &META, in.f, NULL, 0), 0);
+    uint64_t after = atomic_load(&in.done);
+    atomic_store(&in.stop, true);
+    pthread_join(t, NULL);
+    fprintf(stderr, "inserted %llu keys while the snapshot was written\n",
+            (unsigned long long)(after - before));
+
+    struct snapshot s;
+    ck_assert_int_eq(snapshot_read(path, &EXPECT, &s, NULL, 0), SNAPSHOT_OK);
+    uint64_t missing = 0;
+    for (uint64_t i = 0; i < PRE_KEYS; i++)
+        missing += !filter_contains(s.filter, k, key(k, sizeof k, "pre", i));
+    for (uint64_t i = 0; i < before; i++)
+        missing += !filter_contains(s.filter, k, key(k, sizeof k, "during", i));
+    ck_assert_uint_eq(missing, 0);
+    /* Nothing the live filter lacks: the copy is a subset of its bits. */
+    struct filter_info live, back;
+    filter_info(in.f, &live);
+    filter_info(s.filter, &back);
+    ck_assert_uint_le(back.bits_set, live.bits_set);
+    ck_assert_uint_ge(back.bits_set, 1);
+    snapshot_release(&s);
+    filter_free(in.f);
+    rm_rf(dir);
+    free(path);
+    free(dir);
+}
+END_TEST
+
+static Suite *snapshot_suite(void)
+{
+    Suite *s = suite_create("snapshot");
+    TCase *tc = tcase_create("core");
+    tcase_set_timeout(tc, 120);
+    tcase_add_test(tc, test_filter_image);
+    tcase_add_test(tc, test_filter_new_from_checks_geometry);
+    tcase_add_test(tc, test_pending_export_restore);
+    tcase_add_test(tc, test_round_trip);
+    tcase_add_test(tc, test_missing_and_not_a_snapshot);
+    tcase_add_test(tc, test_truncated_every_prefix);
+    tcase_add_test(tc, test_every_flipped_byte);
+    tcase_add_test(tc, test_other_identity_and_params);
+    tcase_add_test(tc, test_other_version);
+    tcase_add_test(tc, test_failed_writes_keep_the_old_snapshot);
+    tcase_add_test(tc, test_clean_temps);
+    tcase_add_test(tc, test_concurrent_inserts_while_writing);
+    suite_add_tcase(s, tc);
+    return s;
+}
+
+int main(void)
+{
+    SRunner *sr = srunner_create(snapshot_suite());
+    srunner_run_all(sr, CK_NORMAL);
+    int failed = srunner_ntests_failed(sr);
+    srunner_free(sr);
+    return failed == 0 ? EXIT_SUCCESS : EXIT_FAILURE;
+}
