@@ -154,15 +154,55 @@ static struct reply id_error_reply(enum id_error e, const char *where)
     return api_error(status, id_error_code(e), "%s%s", id_strerror(e), where);
 }
 
+/*
+ * The table a path names: "NAME" (exactly) among the configured filters.
+ * -1 with a 404 unknown_filter reply when there is none of that name.
+ */
+static int table_named(struct app *a, const char *name, size_t len, struct reply *err)
+{
+    for (unsigned i = 0; i < a->n_tables; i++) {
+        const char *n = a->tables[i].fc->name;
+        if (strlen(n) == len && memcmp(n, name, len) == 0)
+            return (int)i;
+    }
+    int q = len > 64 ? 64 : (int)len;
+    *err = api_error(MHD_HTTP_NOT_FOUND, "unknown_filter", "no filter named \"%.*s%s\"", q, name,
+                     len > 64 ? "..." : "");
+    return -1;
+}
+
+/*
+ * The table of a batch or reload path: the rest after "/exists", "/ids" or
+ * "/reload" is "" (the default table) or "/NAME".
+ */
+static int table_of_rest(struct app *a, const struct api_request *rq, struct reply *err)
+{
+    if (rq->rest_len == 0)
+        return 0;
+    return table_named(a, rq->rest + 1, rq->rest_len - 1, err);
+}
+
 struct reply api_exists(struct app *a, const struct api_request *rq)
 {
     char id[CONFIG_MAX_ID_BYTES + 1];   /* on the stack: nothing to free on errors */
     size_t idlen = 0;
-    enum id_error e = id_decode(rq->rest, rq->rest_len, a->cfg->max_id_bytes, id, sizeof id, &idlen);
+    /* "/exists/ID" asks the default table, "/exists/NAME/ID" table NAME (a '/' in an ID is %2F). */
+    const char *raw = rq->rest;
+    size_t rawlen = rq->rest_len;
+    int t = 0;
+    const char *slash = memchr(raw, '/', rawlen);
+    if (slash != NULL) {
+        struct reply err;
+        if ((t = table_named(a, raw, (size_t)(slash - raw), &err)) < 0)
+            return err;
+        rawlen -= (size_t)(slash + 1 - raw);
+        raw = slash + 1;
+    }
+    enum id_error e = id_decode(raw, rawlen, a->cfg->max_id_bytes, id, sizeof id, &idlen);
     if (e != ID_OK)
         return id_error_reply(e, "");
-    int64_t horizon = source_horizon(a->source);       /* before the lookup: see source.h */
-    enum guard_answer ans = guard_lookup(a->guard, id, idlen);
+    int64_t horizon = source_horizon(a->source, (unsigned)t);  /* before the lookup: see source.h */
+    enum guard_answer ans = guard_lookup(a->tables[t].g, id, idlen);
     if (ans == GUARD_NOT_READY)
         return not_ready();
     /* An "absent" the horizon cannot back is only a "maybe". */
@@ -311,7 +351,11 @@ oom:
 struct reply api_exists_batch(struct app *a, const struct api_request *rq)
 {
     struct idlist l;
-    struct reply err = parse_ids(a, rq->body_type, rq->body, rq->body_len, false, &l);
+    struct reply err;
+    int t = table_of_rest(a, rq, &err);
+    if (t < 0)
+        return err;
+    err = parse_ids(a, rq->body_type, rq->body, rq->body_len, false, &l);
     if (err.status != 0)
         return err;
     bool *ans = malloc(l.n * sizeof(bool) + 1);
@@ -322,8 +366,8 @@ struct reply api_exists_batch(struct app *a, const struct api_request *rq)
         idlist_free(&l);
         return (struct reply){ 500, NULL, false };
     }
-    int64_t horizon = source_horizon(a->source);       /* before the lookups: see source.h */
-    if (!guard_lookup_many(a->guard, l.n, l.ids, l.lens, ans)) {
+    int64_t horizon = source_horizon(a->source, (unsigned)t);  /* before the lookups: see source.h */
+    if (!guard_lookup_many(a->tables[t].g, l.n, l.ids, l.lens, ans)) {
         free(ans);
         free(out);
         idlist_free(&l);
@@ -364,10 +408,15 @@ struct reply api_exists_batch(struct app *a, const struct api_request *rq)
 struct reply api_insert(struct app *a, const struct api_request *rq)
 {
     struct idlist l;
-    struct reply err = parse_ids(a, rq->body_type, rq->body, rq->body_len, true, &l);
+    struct reply err;
+    int ti = table_of_rest(a, rq, &err);
+    if (ti < 0)
+        return err;
+    const struct source_table *t = &a->tables[ti];
+    err = parse_ids(a, rq->body_type, rq->body, rq->body_len, true, &l);
     if (err.status != 0)
         return err;
-    if (!guard_writable(a->guard)) {
+    if (!guard_writable(t->g)) {
         idlist_free(&l);
         return not_ready();
     }
@@ -385,19 +434,19 @@ struct reply api_insert(struct app *a, const struct api_request *rq)
      */
     struct timespec now;
     clock_gettime(CLOCK_MONOTONIC, &now);
-    enum pending_result pr = pending_add_many(a->pending, l.n, l.ids, l.lens, hs,
+    enum pending_result pr = pending_add_many(t->pending, l.n, l.ids, l.lens, hs,
                                               (uint64_t)now.tv_sec);
     size_t n = 0;
     if (pr == PENDING_OK)
         for (size_t i = 0; i < l.n; i++)
-            n += guard_add_hash(a->guard, hs[i]);
+            n += guard_add_hash(t->g, hs[i]);
     free(hs);
     size_t want = l.n;
     idlist_free(&l);
     if (pr == PENDING_FULL_COUNT || pr == PENDING_FULL_BYTES) {
         stats_add(a->stats, ST_INSERTS_REFUSED, want);
         struct pending_info pi;
-        pending_info(a->pending, &pi);
+        pending_info(t->pending, &pi);
         return pr == PENDING_FULL_COUNT
             ? api_error(MHD_HTTP_INSUFFICIENT_STORAGE, "journal_full",
                         "the POST journal holds pending_limit (%llu) ids: none of these %zu was added",
@@ -438,8 +487,9 @@ static struct reply auth_decide(struct app *a, const char *uri, size_t len)
             stats_add(a->stats, ST_AUTH_MALFORMED, 1);
             return shared(cfg->allow_status, p->auth_allow[1]);
         }
-        int64_t horizon = source_horizon(a->source);   /* before the lookup: see source.h */
-        enum guard_answer ans = guard_lookup(a->guard, id, idlen);
+        unsigned t = cfg->uri_template_filter[i];
+        int64_t horizon = source_horizon(a->source, t);    /* before the lookup: see source.h */
+        enum guard_answer ans = guard_lookup(a->tables[t].g, id, idlen);
         if (ans == GUARD_NOT_READY) {
             stats_add(a->stats, ST_AUTH_NOT_READY, 1);
             if (cfg->fail_open)
@@ -495,16 +545,39 @@ static struct reply healthz(struct app *a, const struct api_request *rq)
     return shared(MHD_HTTP_OK, a->prebuilt->healthz);
 }
 
+/* POST /reload rebuilds every table; POST /reload/NAME that one. */
 static struct reply reload(struct app *a, const struct api_request *rq)
 {
-    (void)rq;
+    struct reply err;
+    int t = table_of_rest(a, rq, &err);
+    if (t < 0)
+        return err;
+    unsigned from = rq->rest_len ? (unsigned)t : 0, to = rq->rest_len ? (unsigned)t + 1 : a->n_tables;
     bool coalesced = false;
-    uint64_t id = source_request_rebuild(a->source, "api", &coalesced);
-    struct source_status ss;
-    source_status(a->source, &ss);
-    /* Coalesced into the next rebuild min_rebuild_interval allows: never one COPY per request. */
-    json_t *o = json_pack("{s:s, s:I, s:b, s:f}", "status", "accepted", "rebuild_id", (json_int_t)id,
-                          "coalesced", coalesced, "starts_in_seconds", ss.next_rebuild_in);
+    uint64_t id = 0;
+    double starts_in = 0;
+    json_t *filters = json_object();
+    for (unsigned i = from; i < to; i++) {
+        bool c = false;
+        uint64_t one = source_request_rebuild(a->source, i, "api", &c);
+        struct source_status ss;
+        source_status(a->source, i, &ss);
+        if (i == from) {
+            id = one;
+            coalesced = c;
+            starts_in = ss.next_rebuild_in;
+        }
+        json_object_set_new(filters, a->tables[i].fc->name,
+                            json_pack("{s:I, s:b, s:f}", "rebuild_id", (json_int_t)one,
+                                      "coalesced", c, "starts_in_seconds", ss.next_rebuild_in));
+    }
+    /*
+     * Coalesced into the next rebuild min_rebuild_interval allows: never one
+     * COPY per request.  The top-level figures are the first table's.
+     */
+    json_t *o = json_pack("{s:s, s:I, s:b, s:f, s:o}", "status", "accepted", "rebuild_id",
+                          (json_int_t)id, "coalesced", coalesced, "starts_in_seconds", starts_in,
+                          "filters", filters);
     char *s = o ? json_dumps(o, JSON_COMPACT) : NULL;
     json_decref(o);
     return api_json_take(MHD_HTTP_ACCEPTED, s);
@@ -521,15 +594,16 @@ static struct reply reload(struct app *a, const struct api_request *rq)
 const struct route api_routes[] = {
     /* path         match          methods   name            admin  body   raw_path  handler */
     { "/exists/",   ROUTE_PREFIX,  API_READ, "exists",       false, false, false, api_exists },
-    { "/exists",    ROUTE_EXACT,   API_POST, "exists_batch", false, true,  false, api_exists_batch },
-    { "/ids",       ROUTE_EXACT,   API_POST, "ids",          true,  true,  false, api_insert },
+    /* POST /exists and POST /exists/{filter}: the table is in the path, as for GET. */
+    { "/exists",    ROUTE_PREFIX,  API_POST, "exists_batch", false, true,  false, api_exists_batch },
+    { "/ids",       ROUTE_PREFIX,  API_POST, "ids",          true,  true,  false, api_insert },
     /* Any method: proxies forward the original one.  The path may be the original URI. */
     { "/auth",      ROUTE_PREFIX,  API_ANY,  "auth",         false, false, true,  api_auth },
     { "/healthz",   ROUTE_EXACT,   API_READ, "healthz",      false, false, false, healthz },
     { "/readyz",    ROUTE_EXACT,   API_READ, "readyz",       false, false, false, status_readyz },
     { "/stats",     ROUTE_EXACT,   API_READ, "stats",        false, false, false, status_stats },
     { "/metrics",   ROUTE_EXACT,   API_READ, "metrics",      false, false, false, status_metrics },
-    { "/reload",    ROUTE_EXACT,   API_POST, "reload",       true,  false, false, reload },
+    { "/reload",    ROUTE_PREFIX,  API_POST, "reload",       true,  false, false, reload },
 };
 const unsigned api_route_count = sizeof api_routes / sizeof api_routes[0];
 
@@ -555,13 +629,27 @@ static bool route_takes(const struct route *r, const char *path, size_t *rest_of
     return true;
 }
 
-const struct route *api_route_find(const char *path, size_t *rest_off)
+const struct route *api_route_find(const char *path, unsigned method, size_t *rest_off,
+                                   unsigned *allowed)
 {
-    for (unsigned i = 0; i < api_route_count; i++)
-        if (route_takes(&api_routes[i], path, rest_off))
+    const struct route *first = NULL;
+    size_t first_off = 0, off;
+    *allowed = 0;
+    for (unsigned i = 0; i < api_route_count; i++) {
+        if (!route_takes(&api_routes[i], path, &off))
+            continue;
+        *allowed |= api_routes[i].methods;
+        if (api_routes[i].methods & method) {
+            *rest_off = off;
             return &api_routes[i];
-    *rest_off = 0;
-    return NULL;
+        }
+        if (first == NULL) {
+            first = &api_routes[i];
+            first_off = off;
+        }
+    }
+    *rest_off = first_off;
+    return first;
 }
 
 unsigned api_method_bit(const char *method)

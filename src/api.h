@@ -76,10 +76,14 @@ extern const struct route api_routes[];
 extern const unsigned api_route_count;
 
 /*
- * The route taking path (first match in table order; the hot routes come
- * first), or NULL.  *rest_off gets the offset of the rest of the path.
+ * The route taking path and method (an API_* bit): the first row in table
+ * order (the hot routes come first) that takes both; else the first that
+ * takes the path (the caller answers 405), else NULL.  *rest_off gets the
+ * offset of the rest of the path, *allowed the methods of every row taking
+ * the path (for the Allow header).
  */
-const struct route *api_route_find(const char *path, size_t *rest_off);
+const struct route *api_route_find(const char *path, unsigned method, size_t *rest_off,
+                                   unsigned *allowed);
 
 /* A method's API_* bit (API_OTHER for any but GET, HEAD and POST). */
 unsigned api_method_bit(const char *method);

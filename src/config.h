@@ -78,6 +78,7 @@ struct config {
     unsigned min_rebuild_interval; /* seconds between the end of a rebuild and the next start */
     /* [auth] */
     char *uri_templates[CONFIG_MAX_TEMPLATES]; /* key "uri_template", repeatable: each occurrence appends; default none. Each starts with '/' and holds "{id}" exactly once, no other '{' '}' and no whitespace */
+    unsigned uri_template_filter[CONFIG_MAX_TEMPLATES]; /* TEMPORARY shim: the filter each template checks */
     unsigned n_uri_templates;
     unsigned deny_status;        /* default 403; allowed values 401, 403, 404, 410 */
     unsigned allow_status;       /* default 204; 200 or 204 (Envoy's ext_authz allows only on 200) */

@@ -216,7 +216,8 @@ static int quote_len(const char *s, size_t max)
 #define QUOTE_URL 96        /* bytes of a path an error message quotes */
 
 /* The refusal of a request its route does not take: 404, or 405 with Allow. */
-static struct reply route_refusal(const struct route *r, const char *url, const char *method)
+static struct reply route_refusal(const struct route *r, unsigned allowed, const char *url,
+                                  const char *method)
 {
     if (r == NULL) {
         int q = quote_len(url, QUOTE_URL);
@@ -224,7 +225,7 @@ static struct reply route_refusal(const struct route *r, const char *url, const 
                          q, url, url[q] ? "..." : "");
     }
     char allow[32];
-    api_allow_header(r->methods, allow, sizeof allow);
+    api_allow_header(allowed, allow, sizeof allow);
     struct reply rep = api_error(MHD_HTTP_METHOD_NOT_ALLOWED, "method_not_allowed",
                                  "%.32s is not allowed here; use %s", method, allow);
     if (rep.resp != NULL)
@@ -347,7 +348,8 @@ static bool first_checks(struct http *h, struct request *rq, struct MHD_Connecti
     bool body = announced > 0 || f.chunked;
 
     size_t rest_off;
-    const struct route *r = api_route_find(url, &rest_off);
+    unsigned allowed;
+    const struct route *r = api_route_find(url, api_method_bit(method), &rest_off, &allowed);
     if (!is_token(method))
         rq->early = api_error(MHD_HTTP_BAD_REQUEST, "bad_method",
                               "the request method is not an HTTP token (RFC 9110)");
@@ -360,7 +362,7 @@ static bool first_checks(struct http *h, struct request *rq, struct MHD_Connecti
     rq->route = r;
     rq->rest_off = rest_off;
     if (r == NULL || !(r->methods & api_method_bit(method)))
-        rq->early = route_refusal(r, url, method);
+        rq->early = route_refusal(r, allowed, url, method);
     else if (r->admin)
         rq->early = check_write(h, c);
     if (rq->early.status == 0 && announced > cfg->max_body_bytes)
@@ -391,7 +393,7 @@ static struct reply dispatch(struct app *a, struct request *rq, struct MHD_Conne
 {
     const struct route *r = rq->route;
     if (r == NULL)                      /* refused by first_checks: not reached */
-        return route_refusal(NULL, url, method);
+        return route_refusal(NULL, 0, url, method);
     struct api_request v = {
         .method = method, .path = url, .rest = url + rq->rest_off,
         .rest_len = strlen(url + rq->rest_off), .body_type = BODY_NONE, .conn = c,

@@ -84,7 +84,6 @@ struct table {
 
 struct source {
     const struct config *cfg;
-    struct stats *st;
     const struct log *lg;
     struct source_hooks hooks;
     struct table *t;
@@ -187,7 +186,7 @@ const char *source_state_name(enum source_state s)
 }
 
 struct source *source_new(const struct config *cfg, const struct source_table *tables,
-                          unsigned n, struct stats *st, const struct log *lg,
+                          unsigned n, const struct log *lg,
                           const struct source_hooks *hooks)
 {
     if (n == 0 || n > CONFIG_MAX_FILTERS)
@@ -202,7 +201,6 @@ struct source *source_new(const struct config *cfg, const struct source_table *t
     }
     s->n = n;
     s->cfg = cfg;
-    s->st = st;
     s->lg = lg;
     if (hooks)
         s->hooks = *hooks;
@@ -428,14 +426,12 @@ static void apply_notifies(struct source *s, PGconn *conn, struct notified *per)
         return;
     /* Only an ID that a request may carry can be a false negative. */
     bool long_matters = s->cfg->max_id_bytes >= NOTIFY_MIN_LONG_UTF8;
-    uint64_t added = 0;
     pthread_mutex_lock(&s->mu);
     for (unsigned i = 0; i < s->n; i++) {
         struct table *t = &s->t[i];
         struct notified *p = &per[i];
         if (p->added == 0 && p->deleted == 0 && p->long_ids == 0)
             continue;
-        added += p->added;
         t->status.notifications += p->added;
         t->status.deletes += p->deleted;
         t->status.long_ids += p->long_ids;
@@ -454,8 +450,6 @@ static void apply_notifies(struct source *s, PGconn *conn, struct notified *per)
         }
     }
     pthread_mutex_unlock(&s->mu);
-    if (added)
-        stats_add(s->st, ST_NOTIFY_APPLIED, added);
 }
 
 /*

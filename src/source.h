@@ -17,7 +17,6 @@
 #include "guard.h"
 #include "log.h"
 #include "pending.h"
-#include "stats.h"
 
 struct source;
 
@@ -87,12 +86,12 @@ struct source_status {
 
 /*
  * Create (nothing runs yet) for n tables (1..CONFIG_MAX_FILTERS), copied
- * from tables[]; cfg, what each table points to, st and lg must outlive the
+ * from tables[]; cfg, what each table points to and lg must outlive the
  * source.  Rebuilds replay a table's journal into each new filter before the
  * swap.  NULL on allocation failure.
  */
 struct source *source_new(const struct config *cfg, const struct source_table *tables,
-                          unsigned n, struct stats *st, const struct log *lg,
+                          unsigned n, const struct log *lg,
                           const struct source_hooks *hooks);
 
 /* Number of tables. */

@@ -19,7 +19,7 @@ enum stat_status {
 
 enum stat_counter {
     ST_LOOKUP_HIT, ST_LOOKUP_MISS, ST_INSERTS, ST_AUTH_HIT, ST_AUTH_MISS,
-    ST_AUTH_BYPASS, ST_AUTH_NOT_READY, ST_NOTIFY_APPLIED,
+    ST_AUTH_BYPASS, ST_AUTH_NOT_READY,
     ST_AUTH_MALFORMED,      /* /auth: the template matched but the ID is not well-formed: allowed */
     ST_DEGRADED,            /* answers that would have been 404 or deny, given as 200 or allow */
     ST_INSERTS_REFUSED,     /* IDs of POSTs refused because the journal was full */

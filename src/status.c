@@ -17,23 +17,36 @@
 
 bool status_take(struct app *a, struct status *st, bool full)
 {
-    memset(st, 0, sizeof(*st));
     st->now = time(NULL);
     st->started = a->started;
     st->max_staleness = a->cfg->max_staleness;
-    st->filter.target_fpp = a->cfg->false_positive_rate;
-    source_status(a->source, &st->source);
+    st->n = a->n_tables;
+    st->ready = true;
+    st->degraded = false;
+    memset(&st->stats, 0, sizeof st->stats);
+    for (unsigned i = 0; i < st->n; i++) {
+        const struct source_table *t = &a->tables[i];
+        struct status_filter *f = &st->filters[i];
+        memset(f, 0, sizeof *f);
+        f->name = t->fc->name;
+        f->target_fpp = t->fc->false_positive_rate;
+        source_status(a->source, i, &f->source);
+        if (full) {
+            f->ready = guard_info(t->g, &f->info);
+            if (!f->ready)
+                memset(&f->info, 0, sizeof f->info);
+            pending_info(t->pending, &f->pending);
+        } else {
+            f->ready = guard_ready(t->g);
+        }
+        f->degraded = f->ready && f->source.degraded;
+        st->ready = st->ready && f->ready;
+        st->degraded = st->degraded || f->degraded;
+    }
     if (!full) {
-        st->filter.ready = guard_ready(a->guard);
-        st->degraded = st->filter.ready && st->source.degraded;
         stats_counters(a->stats, st->stats.counter);
         return true;
     }
-    st->filter.ready = guard_info(a->guard, &st->filter.info);
-    if (!st->filter.ready)
-        memset(&st->filter.info, 0, sizeof st->filter.info);
-    st->degraded = st->filter.ready && st->source.degraded;
-    pending_info(a->pending, &st->pending);
     return stats_snapshot(a->stats, &st->stats);
 }
 
@@ -106,7 +119,7 @@ static struct reply doc_reply(struct doc *d, unsigned status)
     return api_json_take(status, s);
 }
 
-/* One filter's figures, into o (the top level of /stats while there is one filter). */
+/* One filter's figures, into o. */
 static void filter_section(struct doc *d, json_t *o, const struct status_filter *f)
 {
     put_bool(d, o, "ready", f->ready);
@@ -203,9 +216,10 @@ static void source_section(struct doc *d, json_t *o, const struct source_status 
 }
 
 /* The horizon: how far back every committed row is known to be in the filter. */
-static void horizon_section(struct doc *d, json_t *o, const struct status *st)
+static void horizon_section(struct doc *d, json_t *o, const struct status *st,
+                            const struct status_filter *f)
 {
-    const struct source_status *ss = &st->source;
+    const struct source_status *ss = &f->source;
     put_bool(d, o, "degraded", ss->degraded);
     put_real(d, o, "max_staleness_seconds", st->max_staleness);
     put_real(d, o, "degraded_seconds_total", ss->degraded_seconds);
@@ -223,30 +237,53 @@ static void pending_section(struct doc *d, json_t *o, const struct pending_info 
     put_u64(d, o, "max_bytes", pi->max_bytes);
 }
 
+/*
+ * A table's own sections: the filter's figures, its loads, its horizon and
+ * its journal.  At the top level of /stats for the default table (so a
+ * one-table daemon's /stats reads as it always did), and under
+ * "filters"."NAME" for each table.
+ */
+static void table_sections(struct doc *d, json_t *o, const struct status *st,
+                           const struct status_filter *f)
+{
+    filter_section(d, o, f);
+    last_load_section(d, put_object(d, o, "last_load"), &f->source);
+    rebuild_section(d, put_object(d, o, "rebuild"), &f->source);
+    horizon_section(d, put_object(d, o, "horizon"), st, f);
+    put_u64(d, o, "notifications", f->source.notifications);
+    put_u64(d, o, "long_ids", f->source.long_ids);
+    pending_section(d, put_object(d, o, "pending_posts"), &f->pending);
+}
+
 /* The /stats document; the key order is the documented one. */
 static void stats_doc(struct doc *d, const struct status *st)
 {
+    const struct status_filter *def = &st->filters[0];
     json_t *o = d->root = json_object();
     if (o == NULL) {
         d->failed = true;
         return;
     }
-    filter_section(d, o, &st->filter);
+    filter_section(d, o, def);
     lookups_section(d, put_object(d, o, "lookups"), st);
     put_u64(d, o, "inserts", st->stats.counter[ST_INSERTS]);
     auth_section(d, put_object(d, o, "auth"), st);
     requests_sections(d, o, st);
-    last_load_section(d, put_object(d, o, "last_load"), &st->source);
-    rebuild_section(d, put_object(d, o, "rebuild"), &st->source);
-    source_section(d, put_object(d, o, "source"), &st->source);
-    horizon_section(d, put_object(d, o, "horizon"), st);
-    put_u64(d, o, "notifications", st->source.notifications);
-    put_u64(d, o, "long_ids", st->source.long_ids);
-    pending_section(d, put_object(d, o, "pending_posts"), &st->pending);
+    last_load_section(d, put_object(d, o, "last_load"), &def->source);
+    rebuild_section(d, put_object(d, o, "rebuild"), &def->source);
+    source_section(d, put_object(d, o, "source"), &def->source);
+    horizon_section(d, put_object(d, o, "horizon"), st, def);
+    put_u64(d, o, "notifications", def->source.notifications);
+    put_u64(d, o, "long_ids", def->source.long_ids);
+    pending_section(d, put_object(d, o, "pending_posts"), &def->pending);
+    json_t *all = put_object(d, o, "filters");
+    for (unsigned i = 0; i < st->n; i++)
+        table_sections(d, put_object(d, all, st->filters[i].name), st, &st->filters[i]);
     put_u64(d, o, "uptime_seconds", (uint64_t)(st->now - st->started));
     put_str(d, o, "version", PACKAGE_VERSION);
 }
 
+/* Ready when every table is; "not_ready" names those that are not. */
 static void readyz_doc(struct doc *d, const struct status *st)
 {
     json_t *o = d->root = json_object();
@@ -254,10 +291,25 @@ static void readyz_doc(struct doc *d, const struct status *st)
         d->failed = true;
         return;
     }
-    put_str(d, o, "status", st->filter.ready ? "ready" : "loading");
+    put_str(d, o, "status", st->ready ? "ready" : "loading");
     put_bool(d, o, "degraded", st->degraded);
-    source_section(d, put_object(d, o, "source"), &st->source);
-    horizon_section(d, put_object(d, o, "horizon"), st);
+    if (!st->ready) {
+        json_t *names = json_array();
+        for (unsigned i = 0; i < st->n; i++)
+            if (!st->filters[i].ready && json_array_append_new(names, json_string(st->filters[i].name)))
+                d->failed = true;
+        put(d, o, "not_ready", names);
+    }
+    source_section(d, put_object(d, o, "source"), &st->filters[0].source);
+    horizon_section(d, put_object(d, o, "horizon"), st, &st->filters[0]);
+    if (st->n > 1) {
+        json_t *all = put_object(d, o, "filters");
+        for (unsigned i = 0; i < st->n; i++) {
+            json_t *f = put_object(d, all, st->filters[i].name);
+            put_bool(d, f, "ready", st->filters[i].ready);
+            put_bool(d, f, "degraded", st->filters[i].degraded);
+        }
+    }
 }
 
 struct reply status_stats(struct app *a, const struct api_request *rq)
@@ -281,7 +333,7 @@ struct reply status_readyz(struct app *a, const struct api_request *rq)
     status_take(a, &st, false);
     readyz_doc(&d, &st);
     status_release(&st);
-    return doc_reply(&d, st.filter.ready ? MHD_HTTP_OK : MHD_HTTP_SERVICE_UNAVAILABLE);
+    return doc_reply(&d, st.ready ? MHD_HTTP_OK : MHD_HTTP_SERVICE_UNAVAILABLE);
 }
 
 /* ---------------------------------------------------------- Prometheus -- */
@@ -300,8 +352,8 @@ enum vkind {
 };
 
 /*
- * Where a sample's offset points: the snapshot, or a filter's section of
- * it (with named filters, such rows get one series per filter, labelled).
+ * Where a sample's offset points: the snapshot, or a table's section of it
+ * (such rows get one series per table, labelled filter="NAME").
  */
 enum vbase { IN_STATUS, IN_FILTER };
 
@@ -363,7 +415,7 @@ static void source_state_series(FILE *o, const char *name, const struct status *
 {
     for (enum source_state s = SOURCE_CONNECTING; s <= SOURCE_RECONNECTING; s++)
         fprintf(o, "bloomguard_%s{state=\"%s\"} %d\n", name, source_state_name(s),
-                st->source.state == s ? 1 : 0);
+                st->filters[0].source.state == s ? 1 : 0);
 }
 
 #define S(field) offsetof(struct status, field)
@@ -389,40 +441,40 @@ static const struct metric metrics[] = {
         { "result=\"not_ready\"", COUNTER(ST_AUTH_NOT_READY) },
         { "result=\"malformed\"", COUNTER(ST_AUTH_MALFORMED) },
         { "result=\"degraded\"", COUNTER(ST_DEGRADED) } }, NULL },
-    { "notifications_applied_total", MT_COUNTER, "IDs added from PostgreSQL NOTIFY.", IN_STATUS,
-      { { NULL, COUNTER(ST_NOTIFY_APPLIED) } }, NULL },
+    { "notifications_applied_total", MT_COUNTER, "IDs added from PostgreSQL NOTIFY.", IN_FILTER,
+      { { NULL, V_U64, F(source.notifications) } }, NULL },
     { "pending_posts", MT_GAUGE,
-      "POSTed ids kept across rebuilds until a COPY shows them in the table.", IN_STATUS,
-      { { NULL, V_U64, S(pending.count) } }, NULL },
-    { "pending_posts_bytes", MT_GAUGE, "Bytes of the POSTed ids in the journal.", IN_STATUS,
-      { { NULL, V_U64, S(pending.bytes) } }, NULL },
+      "POSTed ids kept across rebuilds until a COPY shows them in the table.", IN_FILTER,
+      { { NULL, V_U64, F(pending.count) } }, NULL },
+    { "pending_posts_bytes", MT_GAUGE, "Bytes of the POSTed ids in the journal.", IN_FILTER,
+      { { NULL, V_U64, F(pending.bytes) } }, NULL },
     { "pending_posts_refused_total", MT_COUNTER,
-      "POSTed ids refused (507) because the journal was full.", IN_STATUS,
-      { { NULL, V_U64, S(pending.refused) } }, NULL },
+      "POSTed ids refused (507) because the journal was full.", IN_FILTER,
+      { { NULL, V_U64, F(pending.refused) } }, NULL },
     { "pending_posts_expired_total", MT_COUNTER, "Journal entries dropped after pending_ttl.",
-      IN_STATUS, { { NULL, V_U64, S(pending.expired) } }, NULL },
+      IN_FILTER, { { NULL, V_U64, F(pending.expired) } }, NULL },
     { "degraded", MT_GAUGE,
       "1 while absent answers are given as maybe: the horizon is older than max_staleness.",
-      IN_STATUS, { { NULL, V_BOOL, S(degraded) } }, NULL },
-    { "degraded_seconds_total", MT_COUNTER, "Time spent degraded.", IN_STATUS,
-      { { NULL, V_SEC, S(source.degraded_seconds) } }, NULL },
+      IN_FILTER, { { NULL, V_BOOL, F(degraded) } }, NULL },
+    { "degraded_seconds_total", MT_COUNTER, "Time spent degraded.", IN_FILTER,
+      { { NULL, V_SEC, F(source.degraded_seconds) } }, NULL },
     { "degraded_answers_total", MT_COUNTER,
       "Answers that would have been 404 or deny, given as 200 or allow while degraded.",
       IN_STATUS, { { NULL, COUNTER(ST_DEGRADED) } }, NULL },
     { "horizon_age_seconds", MT_GAUGE,
       "Seconds since the horizon: every row committed before it is in the filter (-1: none yet).",
-      IN_STATUS, { { NULL, V_SEC, S(source.horizon_age) } }, NULL },
-    { "rebuilds_total", MT_COUNTER, "Filter loads and rebuilds, by result.", IN_STATUS,
-      { { "result=\"ok\"", V_U64, S(source.rebuilds_ok) },
-        { "result=\"failed\"", V_U64, S(source.rebuilds_failed) } }, NULL },
+      IN_FILTER, { { NULL, V_SEC, F(source.horizon_age) } }, NULL },
+    { "rebuilds_total", MT_COUNTER, "Filter loads and rebuilds, by result.", IN_FILTER,
+      { { "result=\"ok\"", V_U64, F(source.rebuilds_ok) },
+        { "result=\"failed\"", V_U64, F(source.rebuilds_failed) } }, NULL },
     { "rebuild_duration_seconds_total", MT_COUNTER, "Time spent copying IDs in successful rebuilds.",
-      IN_STATUS, { { NULL, V_SEC, S(source.rebuild_seconds_sum) } }, NULL },
+      IN_FILTER, { { NULL, V_SEC, F(source.rebuild_seconds_sum) } }, NULL },
     { "last_rebuild_duration_seconds", MT_GAUGE, "Duration of the last successful rebuild.",
-      IN_STATUS, { { NULL, V_SEC, S(source.last_seconds) } }, NULL },
-    { "last_rebuild_rows", MT_GAUGE, "Rows loaded by the last successful rebuild.", IN_STATUS,
-      { { NULL, V_U64, S(source.last_rows) } }, NULL },
-    { "rebuild_running", MT_GAUGE, "1 while a rebuild runs.", IN_STATUS,
-      { { NULL, V_BOOL, S(source.running) } }, NULL },
+      IN_FILTER, { { NULL, V_SEC, F(source.last_seconds) } }, NULL },
+    { "last_rebuild_rows", MT_GAUGE, "Rows loaded by the last successful rebuild.", IN_FILTER,
+      { { NULL, V_U64, F(source.last_rows) } }, NULL },
+    { "rebuild_running", MT_GAUGE, "1 while a rebuild runs.", IN_FILTER,
+      { { NULL, V_BOOL, F(source.running) } }, NULL },
     { "ready", MT_GAUGE, "1 once a filter is loaded and served.", IN_FILTER,
       { { NULL, V_BOOL, F(ready) } }, NULL },
     { "filter_items", MT_GAUGE, "Distinct IDs added to the live filter (duplicates not counted).",
@@ -443,7 +495,7 @@ static const struct metric metrics[] = {
     { "source_state", MT_GAUGE, "PostgreSQL source state (1 for the current one).", IN_STATUS,
       { { 0 } }, source_state_series },
     { "source_state_since_seconds", MT_GAUGE, "Unix time the source entered its state.",
-      IN_STATUS, { { NULL, V_TIME, S(source.state_since) } }, NULL },
+      IN_STATUS, { { NULL, V_TIME, S(filters[0].source.state_since) } }, NULL },
     { "process_start_time_seconds", MT_GAUGE, "Unix time the process started.", IN_STATUS,
       { { NULL, V_TIME, S(started) } }, NULL },
     { "build_info", MT_GAUGE, "Always 1; the version is a label.", IN_STATUS,
@@ -498,13 +550,20 @@ static void write_family(FILE *o, const struct metric *m, const struct status *s
         m->series(o, m->name, st);
         return;
     }
-    const char *base = m->base == IN_FILTER ? (const char *)&st->filter : (const char *)st;
-    for (const struct sample *s = m->sample; s < m->sample + 6 && s->kind != V_END; s++) {
-        if (s->labels != NULL)
-            fprintf(o, "bloomguard_%s{%s} ", m->name, s->labels);
-        else
-            fprintf(o, "bloomguard_%s ", m->name);
-        write_value(o, s->kind, base + s->off);
+    /* A table's figures: one series per table, labelled filter="NAME". */
+    unsigned n = m->base == IN_FILTER ? st->n : 1;
+    for (unsigned i = 0; i < n; i++) {
+        const char *base = m->base == IN_FILTER ? (const char *)&st->filters[i] : (const char *)st;
+        for (const struct sample *s = m->sample; s < m->sample + 6 && s->kind != V_END; s++) {
+            if (m->base == IN_FILTER)
+                fprintf(o, "bloomguard_%s{filter=\"%s\"%s%s} ", m->name, st->filters[i].name,
+                        s->labels ? "," : "", s->labels ? s->labels : "");
+            else if (s->labels != NULL)
+                fprintf(o, "bloomguard_%s{%s} ", m->name, s->labels);
+            else
+                fprintf(o, "bloomguard_%s ", m->name);
+            write_value(o, s->kind, base + s->off);
+        }
     }
 }
 

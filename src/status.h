@@ -10,29 +10,31 @@
 #include <time.h>
 
 #include "api.h"
+#include "config.h"
 #include "filter.h"
 #include "pending.h"
 #include "source.h"
 #include "stats.h"
 
-/*
- * One filter's figures.  There is one filter today; a section per filter
- * (issue 13: named filters) is then a loop over an array of these.
- */
+/* One guarded table's figures: its filter, its sync state, its journal. */
 struct status_filter {
+    const char *name;           /* [filter NAME], "default" for the global keys' */
     bool ready;                 /* loaded and served */
+    bool degraded;              /* ready and source.degraded: absent answers are "maybe" now */
     struct filter_info info;    /* zeros until ready (and in a light snapshot) */
     double target_fpp;          /* configured false_positive_rate */
+    struct source_status source;    /* the connection's fields are the same for every table */
+    struct pending_info pending;    /* zeros in a light snapshot */
 };
 
 /* Everything the status documents show, read once. */
 struct status {
     time_t now, started;
     double max_staleness;       /* [sync] max_staleness, seconds */
-    struct status_filter filter;
-    struct source_status source;
-    bool degraded;              /* ready and source.degraded: absent answers are "maybe" now */
-    struct pending_info pending;
+    unsigned n;                 /* tables; filters[0] is the default one */
+    struct status_filter filters[CONFIG_MAX_FILTERS];
+    bool ready;                 /* every table is */
+    bool degraded;              /* some table is */
     struct stats_snapshot stats;    /* requests by route: a full snapshot only */
 };
 

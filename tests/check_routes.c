@@ -12,40 +12,52 @@
 #include "api.h"
 #include "stats.h"
 
-/* path, the name of the route that takes it (NULL: none), the rest it gets */
+/*
+ * path and method (API_* bit), the name of the route that takes them (NULL:
+ * none), the rest it gets.  A route that takes the path but not the method
+ * is returned too (for the 405): its name is listed.
+ */
 static const struct {
-    const char *path, *name, *rest;
+    const char *path;
+    unsigned method;
+    const char *name, *rest;
 } finds[] = {
-    { "/exists/abc", "exists", "abc" },
-    { "/exists/a%2Fb/c", "exists", "a%2Fb/c" },
-    { "/exists/", "exists", "" },
-    { "/exists", "exists_batch", "" },
-    { "/existsx", NULL, NULL },
-    { "/exist", NULL, NULL },
-    { "/ids", "ids", "" },
-    { "/ids/", NULL, NULL },
-    { "/ids/1", NULL, NULL },
-    { "/auth", "auth", "" },
-    { "/auth/", "auth", "/" },
-    { "/auth/user/get/1", "auth", "/user/get/1" },
-    { "/authx", NULL, NULL },
-    { "/auth%2F", NULL, NULL },
-    { "/healthz", "healthz", "" },
-    { "/healthz/", NULL, NULL },
-    { "/readyz", "readyz", "" },
-    { "/stats", "stats", "" },
-    { "/stats/x", NULL, NULL },
-    { "/metrics", "metrics", "" },
-    { "/reload", "reload", "" },
-    { "/", NULL, NULL },
-    { "", NULL, NULL },
-    { "/EXISTS/1", NULL, NULL },
+    { "/exists/abc", API_GET, "exists", "abc" },
+    { "/exists/a%2Fb/c", API_GET, "exists", "a%2Fb/c" },
+    { "/exists/users/42", API_HEAD, "exists", "users/42" },
+    { "/exists/", API_GET, "exists", "" },
+    { "/exists", API_POST, "exists_batch", "" },
+    { "/exists/users", API_POST, "exists_batch", "/users" },
+    { "/exists", API_GET, "exists_batch", "" },       /* 405: POST only */
+    { "/existsx", API_GET, NULL, NULL },
+    { "/exist", API_GET, NULL, NULL },
+    { "/ids", API_POST, "ids", "" },
+    { "/ids/", API_POST, "ids", "/" },
+    { "/ids/orders", API_POST, "ids", "/orders" },
+    { "/idsx", API_POST, NULL, NULL },
+    { "/auth", API_GET, "auth", "" },
+    { "/auth/", API_OTHER, "auth", "/" },
+    { "/auth/user/get/1", API_GET, "auth", "/user/get/1" },
+    { "/authx", API_GET, NULL, NULL },
+    { "/auth%2F", API_GET, NULL, NULL },
+    { "/healthz", API_GET, "healthz", "" },
+    { "/healthz/", API_GET, NULL, NULL },
+    { "/readyz", API_GET, "readyz", "" },
+    { "/stats", API_GET, "stats", "" },
+    { "/stats/x", API_GET, NULL, NULL },
+    { "/metrics", API_GET, "metrics", "" },
+    { "/reload", API_POST, "reload", "" },
+    { "/reload/users", API_POST, "reload", "/users" },
+    { "/", API_GET, NULL, NULL },
+    { "", API_GET, NULL, NULL },
+    { "/EXISTS/1", API_GET, NULL, NULL },
 };
 
 START_TEST(test_find)
 {
     size_t off = 99;
-    const struct route *r = api_route_find(finds[_i].path, &off);
+    unsigned allowed;
+    const struct route *r = api_route_find(finds[_i].path, finds[_i].method, &off, &allowed);
     if (finds[_i].name == NULL) {
         ck_assert_msg(r == NULL, "%s: taken by %s", finds[_i].path, r ? r->name : "");
         return;
@@ -61,7 +73,8 @@ START_TEST(test_no_row_hidden)
 {
     for (unsigned i = 0; i < api_route_count; i++) {
         size_t off;
-        const struct route *r = api_route_find(api_routes[i].path, &off);
+        unsigned allowed, m = api_routes[i].methods & -api_routes[i].methods;   /* its first method */
+        const struct route *r = api_route_find(api_routes[i].path, m, &off, &allowed);
         ck_assert_msg(r == &api_routes[i], "%s is taken by row %s", api_routes[i].path,
                       r ? r->name : "(none)");
     }
