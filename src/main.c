@@ -44,12 +44,18 @@ static void usage(FILE *out)
             "  -h                   this help, with every configuration key\n"
             "  --section.key=value  override a configuration key\n"
             "\n"
-            "keys (section.key = default):\n",
+            "keys (section.key = default), what they accept, and whether SIGHUP applies\n"
+            "a new value or it needs a restart:\n",
             DEFAULT_CONFIG);
     for (size_t i = 0; i < config_key_count(); i++) {
         const char *sec, *name, *def, *help;
-        if (config_key_at(i, &sec, &name, &def, &help))
-            fprintf(out, "  %s.%s = %s\n      %s\n", sec, name, def, help);
+        char values[256];
+        if (!config_key_at(i, &sec, &name, &def, &help))
+            continue;
+        config_key_values(i, values, sizeof values);
+        fprintf(out, "  %s.%s = %s\n      %s\n      %s%s%s\n", sec, name, def, help,
+                values, values[0] ? "; " : "",
+                config_key_reloads(i) ? "SIGHUP applies it" : "needs a restart");
     }
 }
 

@@ -18,6 +18,7 @@
  */
 #include "../src/config.h"
 #include "../src/filter.h"
+#include "../src/uritmpl.h"
 
 #define ERRLEN 256
 #define MAX_FILES 8
@@ -538,7 +539,7 @@ START_TEST(test_enum_values)
     ck_assert(set_one(&c, "log", "level", "info", err));
     ck_assert_int_eq(c.log_level, LOG_LVL_INFO);
     ck_assert(!set_one(&c, "log", "level", "verbose", err));
-    ck_assert_str_eq(err, "[log] level: \"verbose\" is not a log level (use error, warn, info or debug)");
+    ck_assert_str_eq(err, "[log] level: \"verbose\" is not one of error, warn, info, debug");
     ck_assert(!set_one(&c, "log", "level", "", err));
     ck_assert_int_eq(c.log_level, LOG_LVL_INFO);
     ck_assert_str_eq(config_log_level_name(LOG_LVL_WARN), "warn");
@@ -551,11 +552,32 @@ START_TEST(test_enum_values)
         ck_assert_uint_eq(c.deny_status, ok_status[i]);
     }
     ck_assert(!set_one(&c, "auth", "deny_status", "200", err));
-    assert_contains(err, "401, 403, 404 or 410");
+    /* The message lists the enum table of the key. */
+    ck_assert_str_eq(err, "[auth] deny_status: \"200\" is not one of 401, 403, 404, 410");
     ck_assert(!set_one(&c, "auth", "deny_status", "402", err));
     ck_assert(!set_one(&c, "auth", "deny_status", "forbidden", err));
     ck_assert(!set_one(&c, "auth", "deny_status", "-403", err));
+    ck_assert(!set_one(&c, "auth", "deny_status", "0403", err));
     ck_assert_uint_eq(c.deny_status, 410);
+
+    ck_assert(set_one(&c, "auth", "allow_status", "200", err));
+    ck_assert_uint_eq(c.allow_status, 200);
+    ck_assert(set_one(&c, "auth", "allow_status", "204", err));
+    ck_assert_uint_eq(c.allow_status, 204);
+    ck_assert(!set_one(&c, "auth", "allow_status", "403", err));
+    ck_assert_str_eq(err, "[auth] allow_status: \"403\" is not one of 200, 204");
+    ck_assert_uint_eq(c.allow_status, 204);
+
+    ck_assert(set_one(&c, "auth", "uri_source", "X-Forwarded-Uri", err));
+    ck_assert_int_eq(c.uri_source, URI_SOURCE_X_FORWARDED_URI);
+    ck_assert(set_one(&c, "auth", "uri_source", "path", err));
+    ck_assert_int_eq(c.uri_source, URI_SOURCE_PATH);
+    ck_assert(set_one(&c, "auth", "uri_source", "x-original-uri", err));
+    ck_assert_int_eq(c.uri_source, URI_SOURCE_X_ORIGINAL_URI);
+    ck_assert(!set_one(&c, "auth", "uri_source", "header", err));
+    ck_assert_str_eq(err, "[auth] uri_source: \"header\" is not one of auto, x-original-uri, "
+                          "x-forwarded-uri, path");
+    ck_assert_int_eq(c.uri_source, URI_SOURCE_X_ORIGINAL_URI);
     config_free(&c);
 }
 END_TEST
@@ -655,6 +677,161 @@ START_TEST(test_templates)
     ck_assert_uint_eq(c.n_uri_templates, CONFIG_MAX_TEMPLATES);
     config_free(&c);            /* valgrind: all 32 freed */
     ck_assert_uint_eq(c.n_uri_templates, 0);
+}
+END_TEST
+
+/*
+ * Issue 12's two former bugs: a rule checked by config and again by its
+ * owner, with the copies drifted apart.  Now the owner decides.
+ */
+START_TEST(test_owner_rules)
+{
+    struct config c;
+    char err[ERRLEN];
+    const char *why = NULL;
+    struct filter_plan plan;
+    char v[64];
+
+    ck_assert(config_defaults(&c));
+    /* uritmpl says a template with a query never matches: config refuses it. */
+    ck_assert(!uritmpl_valid("/a?x={id}", &why));
+    ck_assert(!config_override(&c, "auth.uri_template=/a?x={id}", err, sizeof err));
+    ck_assert_str_eq(err, "--auth.uri_template=/a?x={id}: [auth] uri_template: \"/a?x={id}\" "
+                          "must not contain '?' or '#'");
+    assert_contains(err, why);
+    ck_assert_uint_eq(c.n_uri_templates, 0);
+    /* ... and takes what uritmpl takes. */
+    ck_assert(uritmpl_valid("/a/{id}/b", NULL));
+    ck_assert_msg(config_override(&c, "auth.uri_template=/a/{id}/b", err, sizeof err), "%s", err);
+
+    /* A rate filter_new cannot build is refused: 1e-7 < FILTER_MIN_FPP. */
+    ck_assert_int_eq(filter_plan(1000, 0.0000001, &plan), FILTER_EINVAL_FPP);
+    ck_assert(!set_one(&c, "filter", "false_positive_rate", "0.0000001", err));
+    assert_contains(err, "out of range");
+
+    /* Every bound config enforces is filter.h's, and filter_plan agrees at each. */
+    snprintf(v, sizeof v, "%.17g", FILTER_MIN_FPP);
+    ck_assert(!set_one(&c, "filter", "false_positive_rate", v, err));
+    ck_assert_int_eq(filter_plan(1000, FILTER_MIN_FPP, &plan), FILTER_EINVAL_FPP);
+    snprintf(v, sizeof v, "%.17g", FILTER_MIN_FPP * 1.0001);
+    ck_assert_msg(set_one(&c, "filter", "false_positive_rate", v, err), "%s", err);
+    ck_assert_int_eq(filter_plan(1000, c.false_positive_rate, &plan), FILTER_OK);
+    snprintf(v, sizeof v, "%.17g", FILTER_MAX_FPP);
+    ck_assert(!set_one(&c, "filter", "false_positive_rate", v, err));
+    ck_assert_int_eq(filter_plan(1000, FILTER_MAX_FPP, &plan), FILTER_EINVAL_FPP);
+    snprintf(v, sizeof v, "%.17g", FILTER_MAX_FPP * 0.9999);
+    ck_assert_msg(set_one(&c, "filter", "false_positive_rate", v, err), "%s", err);
+    ck_assert_int_eq(filter_plan(1000, c.false_positive_rate, &plan), FILTER_OK);
+
+    snprintf(v, sizeof v, "%llu", (unsigned long long)FILTER_MAX_ITEMS);
+    ck_assert_msg(set_one(&c, "filter", "expected_items", v, err), "%s", err);
+    ck_assert_uint_eq(c.expected_items, FILTER_MAX_ITEMS);
+    snprintf(v, sizeof v, "%llu", (unsigned long long)FILTER_MAX_ITEMS + 1);
+    ck_assert(!set_one(&c, "filter", "expected_items", v, err));
+    ck_assert_uint_eq(c.expected_items, FILTER_MAX_ITEMS);
+    config_free(&c);
+}
+END_TEST
+
+/* The listing's ranges come from the rows, and each row says whether SIGHUP applies it. */
+START_TEST(test_key_values_and_reload_flags)
+{
+    char buf[128];
+    bool seen_level = false, seen_table = false;
+
+    for (size_t i = 0; i < config_key_count(); i++) {
+        const char *s, *k;
+        ck_assert(config_key_at(i, &s, &k, NULL, NULL));
+        config_key_values(i, buf, sizeof buf);
+        if (strcmp(s, "log") == 0 && strcmp(k, "level") == 0) {
+            ck_assert_str_eq(buf, "error | warn | info | debug");
+            ck_assert(config_key_reloads(i));
+            seen_level = true;
+        } else if (strcmp(s, "server") == 0 && strcmp(k, "threads") == 0) {
+            ck_assert_str_eq(buf, "0..256");
+            ck_assert(!config_key_reloads(i));
+        } else if (strcmp(s, "auth") == 0 && strcmp(k, "deny_status") == 0) {
+            ck_assert_str_eq(buf, "401 | 403 | 404 | 410");
+            ck_assert(config_key_reloads(i));
+        } else if (strcmp(s, "filter") == 0 && strcmp(k, "false_positive_rate") == 0) {
+            ck_assert_str_eq(buf, "> 1e-06 and < 0.5");
+        } else if (strcmp(s, "postgres") == 0 && strcmp(k, "table") == 0) {
+            ck_assert_str_eq(buf, "");
+            ck_assert(!config_key_reloads(i));
+            seen_table = true;
+        }
+    }
+    ck_assert(seen_level && seen_table);
+    ck_assert(!config_key_reloads(config_key_count()));
+    config_key_values(config_key_count(), buf, sizeof buf);
+    ck_assert_str_eq(buf, "");
+}
+END_TEST
+
+START_TEST(test_copy)
+{
+    struct config a, b;
+    char err[ERRLEN];
+
+    ck_assert(config_defaults(&a));
+    ck_assert(load(&a, "[auth]\nuri_template = /u/{id}\nuri_template = /v/{id}\n"
+                       "deny_status = 404\n[postgres]\ntable = s.t\n", err));
+    ck_assert(config_copy(&b, &a));
+    assert_config_eq(&a, &b);
+    ck_assert_ptr_ne(a.table, b.table);
+    ck_assert_ptr_ne(a.uri_templates[1], b.uri_templates[1]);
+    config_free(&a);
+    ck_assert_str_eq(b.table, "s.t");               /* b owns its own strings */
+    ck_assert_str_eq(b.uri_templates[1], "/v/{id}");
+    config_free(&b);
+}
+END_TEST
+
+struct changes {
+    char text[512];
+    int n;
+};
+
+static void note_change(void *arg, const char *section, const char *name)
+{
+    struct changes *ch = arg;
+    size_t len = strlen(ch->text);
+    snprintf(ch->text + len, sizeof ch->text - len, "[%s] %s;", section, name);
+    ch->n++;
+}
+
+START_TEST(test_keep_restart_keys)
+{
+    struct config cur, next;
+    struct changes ch = { "", 0 };
+    char err[ERRLEN];
+
+    ck_assert(config_defaults(&cur));
+    ck_assert(config_defaults(&next));
+    ck_assert(load(&next, "[server]\nlisten = 127.0.0.1:9999\nmax_batch = 7\n"
+                          "[postgres]\ntable = other\n[filter]\nheadroom = 3\n"
+                          "[auth]\nuri_template = /n/{id}\ndeny_status = 404\n"
+                          "[log]\nlevel = debug\n", err));
+    ck_assert(config_keep_restart_keys(&next, &cur, note_change, &ch));
+    ck_assert_str_eq(ch.text, "[server] listen;[postgres] table;[filter] headroom;");
+    ck_assert_int_eq(ch.n, 3);
+    /* Restart-only keys are back to cur's values ... */
+    ck_assert_str_eq(next.listen_host, "127.0.0.1");
+    ck_assert_uint_eq(next.listen_port, 8080);
+    ck_assert_str_eq(next.table, "users");
+    ck_assert_double_eq(next.headroom, 2.0);
+    /* ... the others keep the new ones. */
+    ck_assert_uint_eq(next.max_batch, 7);
+    ck_assert_uint_eq(next.deny_status, 404);
+    ck_assert_int_eq(next.log_level, LOG_LVL_DEBUG);
+    ck_assert_uint_eq(next.n_uri_templates, 1);
+    /* Now nothing restart-only differs. */
+    ch.n = 0;
+    ck_assert(config_keep_restart_keys(&next, &cur, note_change, &ch));
+    ck_assert_int_eq(ch.n, 0);
+    ck_assert(config_keep_restart_keys(&next, &cur, NULL, NULL));
+    config_free(&next);
+    config_free(&cur);
 }
 END_TEST
 
@@ -785,7 +962,7 @@ START_TEST(test_file_syntax)
                   "%s", err);
     ck_assert_int_eq(c.log_level, LOG_LVL_DEBUG);
     ck_assert(!config_load_string(&c, "inline", "\n[log]\nlevel = loud\n", err, sizeof err));
-    ck_assert_str_eq(err, "inline:3: [log] level: \"loud\" is not a log level (use error, warn, info or debug)");
+    ck_assert_str_eq(err, "inline:3: [log] level: \"loud\" is not one of error, warn, info, debug");
     ck_assert(config_load_string(&c, "empty", "", err, sizeof err));
     config_free(&c);
 }
@@ -896,6 +1073,10 @@ static Suite *config_suite(void)
     tcase_add_test(tc, test_enum_values);
     tcase_add_test(tc, test_string_values);
     tcase_add_test(tc, test_templates);
+    tcase_add_test(tc, test_owner_rules);
+    tcase_add_test(tc, test_key_values_and_reload_flags);
+    tcase_add_test(tc, test_copy);
+    tcase_add_test(tc, test_keep_restart_keys);
     tcase_add_test(tc, test_error_names_file_line_key);
     tcase_add_test(tc, test_syntax_errors);
     tcase_add_test(tc, test_file_syntax);
