@@ -12,14 +12,22 @@
 
 #include "config.h"
 #include "guard.h"
+#include "live.h"
 #include "log.h"
 #include "pending.h"
 #include "source.h"
 #include "stats.h"
 
-/* Everything a handler may use; owned by main, shared by all threads. */
+/*
+ * Everything a handler may use; owned by main, shared by all threads.
+ * http.c hands each request callback a copy whose cfg and admin_token are
+ * the generation of live in force (see live.h), so handlers read a->cfg as
+ * before.  In the shared struct, cfg is the configuration at start: right
+ * for keys that need a restart, stale for the others after a SIGHUP.
+ */
 struct app {
     const struct config *cfg;
+    struct live *live;          /* the configuration in force (SIGHUP replaces it) */
     const struct log *lg;
     struct guard *guard;
     struct pending *pending;    /* POSTed ids kept across rebuilds */
