@@ -568,7 +568,7 @@ struct reply api_stats(struct app *a)
         "memory_bytes", (json_int_t)fi.memory_bytes,
         "fill_ratio", fi.fill_ratio,
         "estimated_fpp", fi.estimated_fpp,
-        "target_fpp", a->cfg->false_positive_rate,
+        "target_fpp", a->cfg->filters[0].false_positive_rate,
         "lookups", "total", (json_int_t)(hits + misses), "hits", (json_int_t)hits,
                    "misses", (json_int_t)misses,
         "inserts", (json_int_t)snap.counter[ST_INSERTS],

@@ -89,6 +89,9 @@ struct parse_state {
     int err_line;
     char msg[256];
     int *seen;                  /* per key: line it was set on, 0 = not yet */
+    int cur_filter;             /* index of the [filter NAME] being read, -1: another section */
+    int filter_line[CONFIG_MAX_FILTERS];        /* line of each [filter NAME] header */
+    int template_line[CONFIG_MAX_TEMPLATES];    /* line of each uri_template */
 };
 
 static void parse_fail(struct parse_state *st, const char *fmt, ...)
@@ -142,7 +145,21 @@ static bool check_line(struct parse_state *st, const char *line)
         }
         memcpy(section, line + 1, len);
         section[len] = '\0';
-        if (!config_section_known(section)) {
+        st->cur_filter = -1;
+        if (strncmp(section, "filter ", 7) == 0) {
+            /* Made here, not on its first key: a section without keys is a filter too. */
+            const char *name = section + 7;
+            char msg[200];
+            int f;
+            while (*name == ' ')
+                name++;
+            if ((f = config_filter_add(st->c, name, msg, sizeof msg)) < 0) {
+                parse_fail(st, "%s", msg);
+                return false;
+            }
+            st->cur_filter = f;
+            st->filter_line[f] = st->lineno;
+        } else if (!config_section_known(section)) {
             parse_fail(st, "unknown section [%s]", section);
             return false;
         }
@@ -229,6 +246,27 @@ static int on_key(void *user, const char *section, const char *name, const char 
         parse_fail(st, "key %s appears before any [section]", name);
         return 0;
     }
+    if (st->cur_filter >= 0) {
+        unsigned f = (unsigned)st->cur_filter;
+        i = config_filter_key_find(name);
+        if (i < 0) {
+            parse_fail(st, "unknown key [%s] %s (a [filter NAME] takes only per-filter keys: "
+                       "bloomguard -h lists them)", section, name);
+            return 0;
+        }
+        if ((st->c->filter_set[f] >> i & 1) != 0) {
+            parse_fail(st, "[%s] %s: set twice in this section", section, name);
+            return 0;
+        }
+        v = config_normalize_value(value, true, msg, sizeof msg);
+        if (v == NULL || !config_key_apply_filter(st->c, f, (size_t)i, v, msg, sizeof msg)) {
+            parse_fail(st, "[%s] %s: %s", section, name, msg);
+            free(v);
+            return 0;
+        }
+        free(v);
+        return 1;
+    }
     i = config_key_find(section, name);
     if (i < 0) {
         parse_fail(st, "unknown key [%s] %s", section, name);
@@ -246,6 +284,8 @@ static int on_key(void *user, const char *section, const char *name, const char 
         return 0;
     }
     free(v);
+    if (config_key_repeatable((size_t)i) && st->c->n_uri_templates > 0)
+        st->template_line[st->c->n_uri_templates - 1] = st->lineno;
     return 1;
 }
 
@@ -262,11 +302,23 @@ static bool parse_buffer(struct config *c, const char *name, const char *text, s
         return false;
     }
     st->c = c;
+    st->cur_filter = -1;
     st->name = name;
     st->pos = text;
     st->end = text + len;
     r = ini_parse_stream(read_line, st, on_key, st);
-    if (st->failed)
+    if (r == 0 && !st->failed) {
+        /* Filters take the global keys from anywhere in the file: resolve once it is all read. */
+        int bf, bt;
+        if (!config_resolve(c, &bf, &bt, st->msg, sizeof st->msg)) {
+            st->failed = true;
+            st->err_line = bf >= 0 ? st->filter_line[bf]
+                         : bt >= 0 && bt < CONFIG_MAX_TEMPLATES ? st->template_line[bt] : 0;
+        }
+    }
+    if (st->failed && st->err_line == 0)
+        errf(err, errlen, "%s: %s", name, st->msg);
+    else if (st->failed)
         errf(err, errlen, "%s:%d: %s", name, st->err_line, st->msg);
     else if (r > 0)             /* a syntax error read_line did not foresee */
         errf(err, errlen, "%s:%d: syntax error", name, r);

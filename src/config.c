@@ -50,11 +50,12 @@ struct key_def {
     enum key_type type;
     const char *def;            /* parsed like a file value by config_defaults */
     bool reload;                /* a SIGHUP applies a new value; else it needs a restart */
+    bool per_filter;            /* offset is into struct filter_config; [filter NAME] may set it */
     uint64_t min, max;          /* T_UINT, T_UINT64 */
     double dmin, dmax;          /* T_DOUBLE */
     bool dmin_open, dmax_open;  /* T_DOUBLE: the bound itself is rejected */
     const struct enum_name *names; /* T_ENUM: the allowed values, ended by a NULL name */
-    size_t offset;              /* field in struct config (not T_LISTEN, T_TEMPLATE) */
+    size_t offset;              /* field in struct config or filter_config (not T_LISTEN, T_TEMPLATE) */
     bool (*check)(const char *value, char *err, size_t errlen); /* T_STRING */
     const char *help;           /* what the key means; ranges and allowed values come from the row */
 };
@@ -63,33 +64,34 @@ struct key_def {
 #define RELOAD true
 #define RESTART false
 
-#define FIELD(f) offsetof(struct config, f)
-#define K_STR(s, k, d, r, f, chk, h) \
+/* Where a key's value goes: CF in struct config, FF in struct filter_config (a per-filter key). */
+#define CF(f) .offset = offsetof(struct config, f)
+#define FF(f) .per_filter = true, .offset = offsetof(struct filter_config, f)
+#define K_STR(s, k, d, r, at, chk, h) \
     { .section = (s), .name = (k), .type = T_STRING, .def = (d), .reload = (r), \
-      .offset = FIELD(f), .check = (chk), .help = (h) }
-#define K_UINT(s, k, d, r, f, lo, hi, h) \
+      at, .check = (chk), .help = (h) }
+#define K_UINT(s, k, d, r, at, lo, hi, h) \
     { .section = (s), .name = (k), .type = T_UINT, .def = (d), .reload = (r), \
-      .min = (lo), .max = (hi), .offset = FIELD(f), .help = (h) }
-#define K_U64(s, k, d, r, f, lo, hi, h) \
+      .min = (lo), .max = (hi), at, .help = (h) }
+#define K_U64(s, k, d, r, at, lo, hi, h) \
     { .section = (s), .name = (k), .type = T_UINT64, .def = (d), .reload = (r), \
-      .min = (lo), .max = (hi), .offset = FIELD(f), .help = (h) }
-#define K_DBL(s, k, d, r, f, lo, lo_open, hi, hi_open, h) \
+      .min = (lo), .max = (hi), at, .help = (h) }
+#define K_DBL(s, k, d, r, at, lo, lo_open, hi, hi_open, h) \
     { .section = (s), .name = (k), .type = T_DOUBLE, .def = (d), .reload = (r), \
       .dmin = (lo), .dmin_open = (lo_open), .dmax = (hi), .dmax_open = (hi_open), \
-      .offset = FIELD(f), .help = (h) }
-#define K_BOOL(s, k, d, r, f, h) \
+      at, .help = (h) }
+#define K_BOOL(s, k, d, r, at, h) \
     { .section = (s), .name = (k), .type = T_BOOL, .def = (d), .reload = (r), \
-      .offset = FIELD(f), .help = (h) }
+      at, .help = (h) }
 /* The field must be int-sized: apply stores the table's int into it. */
 #define K_ENUM(s, k, d, r, f, tbl, h) \
     { .section = (s), .name = (k), .type = T_ENUM, .def = (d), .reload = (r), \
       .names = (tbl), .help = (h), \
-      .offset = FIELD(f) + 0 * sizeof(struct { \
+      .offset = offsetof(struct config, f) + 0 * sizeof(struct { \
           _Static_assert(sizeof(((struct config *)0)->f) == sizeof(int), #f " is not int-sized"); \
           int dummy; }) }
-#define K_TYPED(s, k, t, d, r, f, h) \
-    { .section = (s), .name = (k), .type = (t), .def = (d), .reload = (r), \
-      .offset = FIELD(f), .help = (h) }
+#define K_TYPED(s, k, t, d, r, h) \
+    { .section = (s), .name = (k), .type = (t), .def = (d), .reload = (r), .help = (h) }
 
 static bool check_table(const char *v, char *err, size_t errlen);
 static bool check_column(const char *v, char *err, size_t errlen);
@@ -123,81 +125,81 @@ static const struct enum_name uri_sources[] = {
  * to the follower; [metrics] enabled decides what is counted from the start.
  */
 static const struct key_def keys[] = {
-    K_TYPED("server", "listen", T_LISTEN, "127.0.0.1:8080", RESTART, listen_host,
+    K_TYPED("server", "listen", T_LISTEN, "127.0.0.1:8080", RESTART,
             "address to listen on, host:port or [ipv6]:port; port 0 picks a free port"),
-    K_UINT("server", "threads", "0", RESTART, threads, 0, 256,
+    K_UINT("server", "threads", "0", RESTART, CF(threads), 0, 256,
            "worker threads, 0 = one per CPU"),
-    K_UINT("server", "max_connections", "10000", RESTART, max_connections, 1, 1000000,
+    K_UINT("server", "max_connections", "10000", RESTART, CF(max_connections), 1, 1000000,
            "most client connections open at once; more are closed at once"),
-    K_UINT("server", "connection_timeout", "30", RESTART, connection_timeout, 0, 86400,
+    K_UINT("server", "connection_timeout", "30", RESTART, CF(connection_timeout), 0, 86400,
            "seconds an idle client connection is kept, 0 = forever"),
-    K_U64("server", "max_body_bytes", "1048576", RELOAD, max_body_bytes, 1, 1073741824,
+    K_U64("server", "max_body_bytes", "1048576", RELOAD, CF(max_body_bytes), 1, 1073741824,
           "largest request body accepted, in bytes"),
-    K_UINT("server", "max_batch", "10000", RELOAD, max_batch, 1, 10000000,
+    K_UINT("server", "max_batch", "10000", RELOAD, CF(max_batch), 1, 10000000,
            "most ids accepted in one batch request"),
-    K_UINT("server", "max_id_bytes", "512", RESTART, max_id_bytes, 1, CONFIG_MAX_ID_BYTES,
+    K_UINT("server", "max_id_bytes", "512", RESTART, CF(max_id_bytes), 1, CONFIG_MAX_ID_BYTES,
            "longest id accepted, in bytes"),
-    K_UINT("server", "header_timeout", "5", RESTART, header_timeout, 0, 3600,
+    K_UINT("server", "header_timeout", "5", RESTART, CF(header_timeout), 0, 3600,
            "seconds a client may take to send a request's headers, 0 = no limit"),
-    K_STR("server", "admin_token_file", "", RELOAD, admin_token_file, NULL,
+    K_STR("server", "admin_token_file", "", RELOAD, CF(admin_token_file), NULL,
           "file holding the token POST /ids and POST /reload need (Authorization: Bearer); "
           "empty: systemd credential admin_token if any, else writes only on loopback; "
           "SIGHUP reads the token again"),
 
-    K_STR("postgres", "conninfo", "", RESTART, conninfo, NULL,
+    K_STR("postgres", "conninfo", "", RESTART, CF(conninfo), NULL,
           "libpq connection string; empty uses the libpq defaults and PG* environment variables"),
-    K_STR("postgres", "table", "users", RESTART, table, check_table,
+    K_STR("postgres", "table", "users", RESTART, FF(table), check_table,
           "table holding the ids, optionally schema-qualified as schema.table"),
-    K_STR("postgres", "column", "id", RESTART, column, check_column,
+    K_STR("postgres", "column", "id", RESTART, FF(column), check_column,
           "column of that table holding the ids"),
-    K_UINT("postgres", "retry_max_seconds", "30", RESTART, retry_max_seconds, 1, 3600,
+    K_UINT("postgres", "retry_max_seconds", "30", RESTART, CF(retry_max_seconds), 1, 3600,
            "longest wait between reconnection attempts, in seconds"),
 
-    K_U64("filter", "expected_items", "0", RESTART, expected_items, 0, FILTER_MAX_ITEMS,
+    K_U64("filter", "expected_items", "0", RESTART, FF(expected_items), 0, FILTER_MAX_ITEMS,
           "items the filter is sized for, 0 = table row count times headroom"),
-    K_DBL("filter", "false_positive_rate", "0.01", RESTART, false_positive_rate,
+    K_DBL("filter", "false_positive_rate", "0.01", RESTART, FF(false_positive_rate),
           FILTER_MIN_FPP, true, FILTER_MAX_FPP, true,
           "target false positive rate"),
-    K_DBL("filter", "headroom", "2.0", RESTART, headroom, 1.0, false, 100.0, false,
+    K_DBL("filter", "headroom", "2.0", RESTART, FF(headroom), 1.0, false, 100.0, false,
           "factor applied to the table row count when expected_items is 0"),
 
-    K_BOOL("sync", "enabled", "yes", RESTART, sync_enabled,
+    K_BOOL("sync", "enabled", "yes", RESTART, CF(sync_enabled),
            "follow changes to the table with LISTEN/NOTIFY"),
-    K_STR("sync", "channel", "bloomguard", RESTART, channel, check_channel,
+    K_STR("sync", "channel", "bloomguard", RESTART, FF(channel), check_channel,
           "NOTIFY channel, an identifier [A-Za-z_][A-Za-z0-9_]*; deletes use <channel>_deleted"),
-    K_UINT("sync", "rebuild_interval", "0", RESTART, rebuild_interval, 0, 31536000,
+    K_UINT("sync", "rebuild_interval", "0", RESTART, FF(rebuild_interval), 0, 31536000,
            "rebuild the filter from the table every this many seconds, 0 = never"),
-    K_U64("sync", "rebuild_after_deletes", "0", RESTART, rebuild_after_deletes, 0, UINT64_MAX,
+    K_U64("sync", "rebuild_after_deletes", "0", RESTART, FF(rebuild_after_deletes), 0, UINT64_MAX,
           "rebuild the filter after this many deletes, 0 = never"),
-    K_BOOL("sync", "auto_grow", "yes", RESTART, auto_grow,
+    K_BOOL("sync", "auto_grow", "yes", RESTART, FF(auto_grow),
            "rebuild a larger filter when the table outgrows the current one"),
-    K_U64("sync", "pending_limit", "1000000", RESTART, pending_limit, 0, 100000000,
+    K_U64("sync", "pending_limit", "1000000", RESTART, FF(pending_limit), 0, 100000000,
           "ids POSTed to /ids that are kept across rebuilds until the table holds them; 0 = none, so every POST /ids is refused (507)"),
-    K_U64("sync", "pending_max_bytes", "67108864", RESTART, pending_max_bytes, 0, UINT64_C(17179869184),
+    K_U64("sync", "pending_max_bytes", "67108864", RESTART, FF(pending_max_bytes), 0, UINT64_C(17179869184),
           "bytes of ids that journal may hold; a POST that would exceed it or pending_limit is refused"),
-    K_UINT("sync", "pending_ttl", "3600", RESTART, pending_ttl, 1, 31536000,
+    K_UINT("sync", "pending_ttl", "3600", RESTART, FF(pending_ttl), 1, 31536000,
            "seconds a POSTed id stays in the journal when no COPY shows it in the table"),
-    K_DBL("sync", "max_staleness", "2", RESTART, max_staleness, 0.0, false, 3600.0, false,
+    K_DBL("sync", "max_staleness", "2", RESTART, CF(max_staleness), 0.0, false, 3600.0, false,
           "seconds: when bloomguard cannot show that it has every row committed longer ago than this, "
           "answers that would be 404 or deny become 200 or allow (degraded); 0 = never degrade"),
-    K_DBL("sync", "probe_interval", "0.2", RESTART, probe_interval, 0.01, false, 60.0, false,
+    K_DBL("sync", "probe_interval", "0.2", RESTART, CF(probe_interval), 0.01, false, 60.0, false,
           "seconds between the follower's round trips that prove it is up to date"),
-    K_UINT("sync", "min_rebuild_interval", "30", RESTART, min_rebuild_interval, 0, 86400,
+    K_UINT("sync", "min_rebuild_interval", "30", RESTART, CF(min_rebuild_interval), 0, 86400,
            "least seconds from the end of one rebuild to the start of the next (after the first load), 0 = none"),
 
-    K_TYPED("auth", "uri_template", T_TEMPLATE, "", RELOAD, uri_templates,
+    K_TYPED("auth", "uri_template", T_TEMPLATE, "", RELOAD,
             "request path with {id} where the id goes, e.g. /user/get/{id}; repeat the key for more"),
     K_ENUM("auth", "deny_status", "403", RELOAD, deny_status, deny_statuses,
            "HTTP status for an unknown id"),
     K_ENUM("auth", "allow_status", "204", RELOAD, allow_status, allow_statuses,
            "HTTP status for an id that may exist or a URI no template matches: 204, or 200 for Envoy"),
-    K_BOOL("auth", "fail_open", "yes", RELOAD, fail_open,
+    K_BOOL("auth", "fail_open", "yes", RELOAD, CF(fail_open),
            "allow requests while no filter is loaded, instead of denying them"),
     K_ENUM("auth", "uri_source", "auto", RELOAD, uri_source, uri_sources,
            "where the original URI comes from: x-original-uri (nginx), x-forwarded-uri (Traefik), "
            "path (Envoy) or auto (the first of these present)"),
 
-    K_BOOL("metrics", "enabled", "yes", RESTART, metrics_enabled,
+    K_BOOL("metrics", "enabled", "yes", RESTART, CF(metrics_enabled),
            "serve the metrics endpoint"),
 
     K_ENUM("log", "level", "info", RELOAD, log_level, log_levels,
@@ -523,14 +525,263 @@ static bool parse_enum(const struct key_def *k, const char *v, int *out, char *e
     return false;
 }
 
-/*
- * Store one already-unquoted value.  Everything is parsed into locals first
- * so that *c changes only on success.
- */
-static bool apply(struct config *c, const struct key_def *k, const char *v,
-                  char *err, size_t errlen)
+_Static_assert(sizeof keys / sizeof keys[0] <= 64, "filter_set has one bit per key");
+
+/* --- filters --- */
+
+bool config_filter_name_valid(const char *name, char *err, size_t errlen)
 {
-    void *field = (char *)c + k->offset;
+    size_t len = strlen(name);
+
+    if (len == 0 || len >= CONFIG_FILTER_NAME_MAX + 1 || !(name[0] >= 'a' && name[0] <= 'z')
+        || strspn(name, "abcdefghijklmnopqrstuvwxyz0123456789_") != len) {
+        errf(err, errlen, "\"%.*s\" is not a filter name ([a-z][a-z0-9_]{0,%d})", ERR_VALUE_MAX,
+             name, CONFIG_FILTER_NAME_MAX - 1);
+        return false;
+    }
+    return true;
+}
+
+/* The strings of a filter_config, to free or copy them all. */
+#define FC_STRINGS(fc) { &(fc)->name, &(fc)->table, &(fc)->column, &(fc)->channel }
+
+static void fc_free(struct filter_config *fc)
+{
+    char **strs[] = FC_STRINGS(fc);
+    for (size_t i = 0; i < sizeof strs / sizeof strs[0]; i++) {
+        free(*strs[i]);
+        *strs[i] = NULL;
+    }
+}
+
+/* Replace *dst by a copy of src (NULL stays NULL); false if out of memory. */
+static bool copy_string(char **dst, const char *src)
+{
+    char *s = NULL;
+
+    if (src != NULL && (s = strdup(src)) == NULL)
+        return false;
+    free(*dst);
+    *dst = s;
+    return true;
+}
+
+/* dst (its strings not owned: overwritten) becomes a deep copy of src; on failure dst is freed. */
+static bool fc_copy(struct filter_config *dst, const struct filter_config *src)
+{
+    struct filter_config tmp = *src;
+    char **strs[] = FC_STRINGS(dst);
+    char *const *from[] = FC_STRINGS(&tmp);
+    bool ok = true;
+
+    *dst = *src;
+    for (size_t i = 0; i < sizeof strs / sizeof strs[0]; i++)
+        *strs[i] = NULL;
+    for (size_t i = 0; ok && i < sizeof strs / sizeof strs[0]; i++)
+        ok = copy_string(strs[i], *from[i]);
+    if (!ok)
+        fc_free(dst);
+    return ok;
+}
+
+int config_filter_find(const struct config *c, const char *name)
+{
+    for (unsigned i = 0; i < c->n_filters; i++)
+        if (c->filters[i].name != NULL && strcmp(c->filters[i].name, name) == 0)
+            return (int)i;
+    return -1;
+}
+
+int config_filter_add(struct config *c, const char *name, char *err, size_t errlen)
+{
+    struct filter_config *fc;
+
+    if (!config_filter_name_valid(name, err, errlen))
+        return -1;
+    if (!c->named_filters) {
+        /* The first [filter NAME] replaces the filter the global keys made. */
+        for (unsigned i = 0; i < c->n_filters; i++)
+            fc_free(&c->filters[i]);
+        c->n_filters = 0;
+        c->named_filters = true;
+    }
+    if (config_filter_find(c, name) >= 0) {
+        errf(err, errlen, "[filter %s] appears twice", name);
+        return -1;
+    }
+    if (c->n_filters >= CONFIG_MAX_FILTERS) {
+        errf(err, errlen, "too many [filter NAME] sections (at most %d)", CONFIG_MAX_FILTERS);
+        return -1;
+    }
+    fc = &c->filters[c->n_filters];
+    memset(fc, 0, sizeof *fc);
+    if ((fc->name = strdup(name)) == NULL) {
+        errf(err, errlen, "out of memory");
+        return -1;
+    }
+    c->filter_set[c->n_filters] = 0;
+    return (int)c->n_filters++;
+}
+
+int config_filter_key_find(const char *name)
+{
+    for (size_t i = 0; i < KEY_COUNT; i++)
+        if (keys[i].per_filter && strcmp(keys[i].name, name) == 0)
+            return (int)i;
+    return -1;
+}
+
+/* Where key k's value lives: in c, or for a per-filter key in fc (NULL: the global base). */
+static void *field_of(struct config *c, struct filter_config *fc, const struct key_def *k)
+{
+    if (!k->per_filter)
+        return (char *)c + k->offset;
+    return (char *)(fc != NULL ? fc : &c->base) + k->offset;
+}
+
+/* Copy the value of per-filter key k from src to dst (strings duplicated). */
+static bool copy_field(const struct key_def *k, struct filter_config *dst,
+                       const struct filter_config *src)
+{
+    void *d = (char *)dst + k->offset;
+    const void *f = (const char *)src + k->offset;
+
+    switch (k->type) {
+    case T_STRING:
+        return copy_string((char **)d, *(char *const *)f);
+    case T_UINT:
+        *(unsigned *)d = *(const unsigned *)f;
+        return true;
+    case T_UINT64:
+        *(uint64_t *)d = *(const uint64_t *)f;
+        return true;
+    case T_DOUBLE:
+        *(double *)d = *(const double *)f;
+        return true;
+    case T_BOOL:
+        *(bool *)d = *(const bool *)f;
+        return true;
+    case T_ENUM:
+        memcpy(d, f, sizeof(int));
+        return true;
+    case T_LISTEN:
+    case T_TEMPLATE:
+        break;
+    }
+    return false;
+}
+
+/* Whether per-filter key k is equal in a and b. */
+static bool same_field(const struct key_def *k, const struct filter_config *a,
+                       const struct filter_config *b)
+{
+    const void *fa = (const char *)a + k->offset, *fb = (const char *)b + k->offset;
+
+    switch (k->type) {
+    case T_STRING:
+        return strcmp(*(char *const *)fa, *(char *const *)fb) == 0;
+    case T_UINT:
+        return *(const unsigned *)fa == *(const unsigned *)fb;
+    case T_UINT64:
+        return *(const uint64_t *)fa == *(const uint64_t *)fb;
+    case T_DOUBLE:
+        return *(const double *)fa == *(const double *)fb;
+    case T_BOOL:
+        return *(const bool *)fa == *(const bool *)fb;
+    case T_ENUM:
+        return memcmp(fa, fb, sizeof(int)) == 0;
+    case T_LISTEN:
+    case T_TEMPLATE:
+        break;
+    }
+    return false;
+}
+
+/* Each template's filter index from its name; false (blaming the template) for an unknown name. */
+static bool resolve_templates(struct config *c, int *blame_template, char *err, size_t errlen)
+{
+    for (unsigned t = 0; t < c->n_uri_templates; t++) {
+        int f = 0;
+        if (c->uri_template_names[t] != NULL
+            && (f = config_filter_find(c, c->uri_template_names[t])) < 0) {
+            *blame_template = (int)t;
+            errf(err, errlen, "[auth] uri_template: %s names the filter \"%s\", but there is no "
+                 "[filter %s]", c->uri_templates[t], c->uri_template_names[t],
+                 c->uri_template_names[t]);
+            return false;
+        }
+        c->uri_template_filter[t] = (unsigned)f;
+    }
+    return true;
+}
+
+bool config_resolve(struct config *c, int *blame_filter, int *blame_template,
+                    char *err, size_t errlen)
+{
+    *blame_filter = *blame_template = -1;
+    if (!c->named_filters) {
+        fc_free(&c->filters[0]);
+        if (!fc_copy(&c->filters[0], &c->base) || !copy_string(&c->filters[0].name, "default"))
+            goto oom;
+        c->n_filters = 1;
+        c->filter_set[0] = 0;
+    }
+    for (unsigned i = 0; c->named_filters && i < c->n_filters; i++) {
+        struct filter_config *fc = &c->filters[i];
+        for (size_t k = 0; k < KEY_COUNT; k++) {
+            if (!keys[k].per_filter || (c->filter_set[i] >> k & 1) != 0)
+                continue;
+            if (keys[k].offset == offsetof(struct filter_config, channel)) {
+                /* Each filter its own channel: one trigger per table notifies only its filter. */
+                char ch[256], msg[200];
+                snprintf(ch, sizeof ch, "%s_%s", c->base.channel, fc->name);
+                if (!check_channel(ch, msg, sizeof msg)) {
+                    *blame_filter = (int)i;
+                    errf(err, errlen, "[filter %s] channel: the default %s is too long: set channel",
+                         fc->name, ch);
+                    return false;
+                }
+                if (!copy_string(&fc->channel, ch))
+                    goto oom;
+            } else if (!copy_field(&keys[k], fc, &c->base)) {
+                goto oom;
+            }
+        }
+    }
+    for (unsigned i = 0; i < c->n_filters; i++) {
+        const struct filter_config *a = &c->filters[i];
+        for (unsigned j = 0; j < i; j++) {
+            const struct filter_config *b = &c->filters[j];
+            *blame_filter = (int)i;
+            if (strcmp(a->table, b->table) == 0 && strcmp(a->column, b->column) == 0) {
+                errf(err, errlen, "[filter %s] reads the same table and column as [filter %s] "
+                     "(table %s, column %s)", a->name, b->name, a->table, a->column);
+                return false;
+            }
+            if (strcmp(a->channel, b->channel) == 0) {
+                errf(err, errlen, "[filter %s] listens on the same channel as [filter %s] (%s)",
+                     a->name, b->name, a->channel);
+                return false;
+            }
+        }
+    }
+    *blame_filter = -1;
+    return resolve_templates(c, blame_template, err, errlen);
+
+oom:
+    errf(err, errlen, "out of memory");
+    return false;
+}
+
+/*
+ * Store one already-unquoted value in c, or for a per-filter key in fc
+ * (NULL: the global value).  Everything is parsed into locals first so
+ * that *c changes only on success.
+ */
+static bool apply(struct config *c, struct filter_config *fc, const struct key_def *k,
+                  const char *v, char *err, size_t errlen)
+{
+    void *field = field_of(c, fc, k);
     uint64_t u = 0;
 
     switch (k->type) {
@@ -576,20 +827,31 @@ static bool apply(struct config *c, const struct key_def *k, const char *v,
         return true;
     }
     case T_TEMPLATE: {
-        char *s;
-        if (!check_template(v, err, errlen))
-            return false;
+        /* "TEMPLATE [FILTER]": uritmpl_valid refuses whitespace, so the first blank splits. */
+        size_t tlen = strcspn(v, " \t");
+        const char *name = v + tlen;
+        char *t = NULL, *n = NULL;
+        while (*name == ' ' || *name == '\t')
+            name++;
+        if ((t = strndup(v, tlen)) == NULL || (*name != '\0' && (n = strdup(name)) == NULL)) {
+            errf(err, errlen, "out of memory");
+            goto template_fail;
+        }
+        if (!check_template(t, err, errlen)
+            || (n != NULL && !config_filter_name_valid(n, err, errlen)))
+            goto template_fail;
         if (c->n_uri_templates >= CONFIG_MAX_TEMPLATES) {
             errf(err, errlen, "too many templates (at most %d)", CONFIG_MAX_TEMPLATES);
-            return false;
+            goto template_fail;
         }
-        s = strdup(v);
-        if (s == NULL) {
-            errf(err, errlen, "out of memory");
-            return false;
-        }
-        c->uri_templates[c->n_uri_templates++] = s;
+        c->uri_templates[c->n_uri_templates] = t;
+        c->uri_template_names[c->n_uri_templates] = n;
+        c->uri_template_filter[c->n_uri_templates++] = 0;    /* config_resolve sets it */
         return true;
+    template_fail:
+        free(t);
+        free(n);
+        return false;
     }
     }
     errf(err, errlen, "internal error: bad key type");
@@ -602,17 +864,45 @@ bool config_key_apply(struct config *c, size_t i, const char *value, char *err, 
         errf(err, errlen, "internal error: no key %zu", i);
         return false;
     }
-    return apply(c, &keys[i], value, err, errlen);
+    return apply(c, NULL, &keys[i], value, err, errlen);
+}
+
+bool config_key_apply_filter(struct config *c, unsigned f, size_t i, const char *value,
+                             char *err, size_t errlen)
+{
+    if (i >= KEY_COUNT || !keys[i].per_filter || f >= c->n_filters) {
+        errf(err, errlen, "internal error: no per-filter key %zu", i);
+        return false;
+    }
+    if (!apply(c, &c->filters[f], &keys[i], value, err, errlen))
+        return false;
+    c->filter_set[f] |= UINT64_C(1) << i;
+    return true;
 }
 
 bool config_set(struct config *c, const char *section, const char *key,
                 const char *value, char *err, size_t errlen)
 {
-    const struct key_def *k = find_key(section, key);
+    const struct key_def *k = NULL;
+    int f = -1, bf, bt;
     char msg[256];
     char *v = NULL;
+    struct config next;
 
-    if (k == NULL) {
+    if (strncmp(section, "filter ", 7) == 0) {
+        f = config_filter_find(c, section + 7);
+        int i = config_filter_key_find(key);
+        if (f < 0 || !c->named_filters) {
+            errf(err, errlen, "unknown section [%s]", section);
+            return false;
+        }
+        if (i < 0) {
+            errf(err, errlen, "unknown key [%s] %s (a [filter NAME] takes only per-filter keys)",
+                 section, key);
+            return false;
+        }
+        k = &keys[i];
+    } else if ((k = find_key(section, key)) == NULL) {
         if (config_section_known(section))
             errf(err, errlen, "unknown key [%s] %s", section, key);
         else
@@ -620,8 +910,21 @@ bool config_set(struct config *c, const char *section, const char *key,
         return false;
     }
     v = config_normalize_value(value, false, msg, sizeof msg);
-    if (v == NULL || !apply(c, k, v, msg, sizeof msg))
+    if (v == NULL)
         goto fail;
+    /* On a copy: a value that breaks the filters (two on one table) must leave *c unchanged. */
+    if (!config_copy(&next, c)) {
+        snprintf(msg, sizeof msg, "out of memory");
+        goto fail;
+    }
+    if ((f >= 0 ? !config_key_apply_filter(&next, (unsigned)f, (size_t)(k - keys), v, msg, sizeof msg)
+                : !apply(&next, NULL, k, v, msg, sizeof msg))
+        || !config_resolve(&next, &bf, &bt, msg, sizeof msg)) {
+        config_free(&next);
+        goto fail;
+    }
+    config_free(c);
+    *c = next;
     free(v);
     return true;
 
@@ -663,75 +966,90 @@ fail:
 
 bool config_defaults(struct config *c)
 {
+    int bf, bt;
+
     memset(c, 0, sizeof *c);
     for (size_t i = 0; i < KEY_COUNT; i++) {
         if (keys[i].type == T_TEMPLATE)
             continue;           /* no templates by default */
-        if (!apply(c, &keys[i], keys[i].def, NULL, 0))
+        if (!apply(c, NULL, &keys[i], keys[i].def, NULL, 0))
             return false;
     }
-    return true;
+    return config_resolve(c, &bf, &bt, NULL, 0);
 }
+
+/* The heap strings of c outside the filters. */
+static size_t global_strings(struct config *c, char ***out, size_t max)
+{
+    size_t n = 0;
+
+    out[n++] = &c->listen_host;
+    for (size_t i = 0; i < KEY_COUNT && n < max; i++)
+        if (keys[i].type == T_STRING && !keys[i].per_filter)
+            out[n++] = (char **)((char *)c + keys[i].offset);
+    for (size_t i = 0; i < CONFIG_MAX_TEMPLATES && n + 2 <= max; i++) {
+        out[n++] = &c->uri_templates[i];
+        out[n++] = &c->uri_template_names[i];
+    }
+    return n;
+}
+
+#define MAX_GLOBAL_STRINGS (1 + KEY_COUNT + 2 * CONFIG_MAX_TEMPLATES)
 
 void config_free(struct config *c)
 {
+    char **strs[MAX_GLOBAL_STRINGS];
+    size_t n;
+
     if (c == NULL)
         return;
-    free(c->listen_host);
-    c->listen_host = NULL;
-    for (size_t i = 0; i < KEY_COUNT; i++) {
-        if (keys[i].type == T_STRING) {
-            char **s = (char **)((char *)c + keys[i].offset);
-            free(*s);
-            *s = NULL;
-        }
+    n = global_strings(c, strs, MAX_GLOBAL_STRINGS);
+    for (size_t i = 0; i < n; i++) {
+        free(*strs[i]);
+        *strs[i] = NULL;
     }
-    /* Free every slot, not just n_uri_templates, in case the count was reset. */
-    for (size_t i = 0; i < CONFIG_MAX_TEMPLATES; i++) {
-        free(c->uri_templates[i]);
-        c->uri_templates[i] = NULL;
-    }
+    /* Every slot, not just n_uri_templates and n_filters, in case a count was reset. */
     c->n_uri_templates = 0;
-}
-
-/* Replace *dst by a copy of src (NULL stays NULL); false if out of memory. */
-static bool copy_string(char **dst, const char *src)
-{
-    char *s = NULL;
-
-    if (src != NULL && (s = strdup(src)) == NULL)
-        return false;
-    free(*dst);
-    *dst = s;
-    return true;
+    fc_free(&c->base);
+    for (size_t i = 0; i < CONFIG_MAX_FILTERS; i++)
+        fc_free(&c->filters[i]);
+    c->n_filters = 0;
 }
 
 bool config_copy(struct config *dst, const struct config *src)
 {
+    char **d[MAX_GLOBAL_STRINGS], **s[MAX_GLOBAL_STRINGS];
+    struct config *msrc = (struct config *)src;     /* only read */
+    size_t n;
     bool ok = true;
 
     memcpy(dst, src, sizeof *dst);
     /* The pointers are src's: clear them before copying, so a failure frees only copies. */
-    dst->listen_host = NULL;
-    for (size_t i = 0; i < KEY_COUNT; i++)
-        if (keys[i].type == T_STRING)
-            *(char **)((char *)dst + keys[i].offset) = NULL;
-    for (size_t i = 0; i < CONFIG_MAX_TEMPLATES; i++)
-        dst->uri_templates[i] = NULL;
-
-    ok = copy_string(&dst->listen_host, src->listen_host);
-    for (size_t i = 0; ok && i < KEY_COUNT; i++)
-        if (keys[i].type == T_STRING)
-            ok = copy_string((char **)((char *)dst + keys[i].offset),
-                             *(char *const *)((const char *)src + keys[i].offset));
-    for (size_t i = 0; ok && i < src->n_uri_templates; i++)
-        ok = copy_string(&dst->uri_templates[i], src->uri_templates[i]);
+    n = global_strings(dst, d, MAX_GLOBAL_STRINGS);
+    global_strings(msrc, s, MAX_GLOBAL_STRINGS);
+    for (size_t i = 0; i < n; i++)
+        *d[i] = NULL;
+    {
+        char **fs[] = FC_STRINGS(&dst->base);
+        for (size_t i = 0; i < sizeof fs / sizeof fs[0]; i++)
+            *fs[i] = NULL;
+        for (size_t f = 0; f < CONFIG_MAX_FILTERS; f++) {
+            char **ff[] = FC_STRINGS(&dst->filters[f]);
+            for (size_t i = 0; i < sizeof ff / sizeof ff[0]; i++)
+                *ff[i] = NULL;
+        }
+    }
+    for (size_t i = 0; ok && i < n; i++)
+        ok = copy_string(d[i], *s[i]);
+    ok = ok && fc_copy(&dst->base, &src->base);
+    for (size_t f = 0; ok && f < src->n_filters; f++)
+        ok = fc_copy(&dst->filters[f], &src->filters[f]);
     if (!ok)
         config_free(dst);
     return ok;
 }
 
-/* Whether key k holds the same value in a and b. */
+/* Whether key k holds the same value in a and b (not per-filter keys). */
 static bool same_value(const struct key_def *k, const struct config *a, const struct config *b)
 {
     const void *fa = (const char *)a + k->offset, *fb = (const char *)b + k->offset;
@@ -752,37 +1070,65 @@ static bool same_value(const struct key_def *k, const struct config *a, const st
     case T_LISTEN:
         return strcmp(a->listen_host, b->listen_host) == 0 && a->listen_port == b->listen_port;
     case T_TEMPLATE:
-        if (a->n_uri_templates != b->n_uri_templates)
-            return false;
-        for (unsigned i = 0; i < a->n_uri_templates; i++)
-            if (strcmp(a->uri_templates[i], b->uri_templates[i]) != 0)
-                return false;
-        return true;
+        return true;            /* always reloadable */
     }
     return false;
 }
 
+/* Report the filter keys that differ between next and cur; true if any does. */
+static bool filters_differ(const struct config *next, const struct config *cur,
+                           void (*changed)(void *arg, const char *section, const char *name),
+                           void *arg)
+{
+    bool any = false;
+
+    if (next->n_filters != cur->n_filters || next->named_filters != cur->named_filters) {
+        if (changed != NULL)
+            changed(arg, "filter NAME", "sections");
+        return true;
+    }
+    for (unsigned f = 0; f < cur->n_filters; f++) {
+        char section[CONFIG_FILTER_NAME_MAX + 16];
+        if (strcmp(next->filters[f].name, cur->filters[f].name) != 0) {
+            if (changed != NULL)
+                changed(arg, "filter NAME", "sections");
+            return true;
+        }
+        for (size_t i = 0; i < KEY_COUNT; i++) {
+            if (!keys[i].per_filter || same_field(&keys[i], &next->filters[f], &cur->filters[f]))
+                continue;
+            any = true;
+            snprintf(section, sizeof section, "filter %s", cur->filters[f].name);
+            if (changed != NULL)
+                changed(arg, cur->named_filters ? section : keys[i].section, keys[i].name);
+        }
+    }
+    return any;
+}
+
 bool config_keep_restart_keys(struct config *next, const struct config *cur,
                               void (*changed)(void *arg, const char *section, const char *name),
-                              void *arg)
+                              void *arg, char *err, size_t errlen)
 {
+    int bt = -1;
+
     for (size_t i = 0; i < KEY_COUNT; i++) {
         const struct key_def *k = &keys[i];
         void *fn = (char *)next + k->offset;
         const void *fc = (const char *)cur + k->offset;
 
-        if (k->reload || same_value(k, next, cur))
+        if (k->reload || k->per_filter || same_value(k, next, cur))
             continue;
         if (changed != NULL)
             changed(arg, k->section, k->name);
         switch (k->type) {
         case T_STRING:
             if (!copy_string((char **)fn, *(char *const *)fc))
-                return false;
+                goto oom;
             break;
         case T_LISTEN:
             if (!copy_string(&next->listen_host, cur->listen_host))
-                return false;
+                goto oom;
             next->listen_port = cur->listen_port;
             break;
         case T_UINT:
@@ -801,10 +1147,36 @@ bool config_keep_restart_keys(struct config *next, const struct config *cur,
             memcpy(fn, fc, sizeof(int));
             break;
         case T_TEMPLATE:
-            break;              /* templates always reload */
+            break;
+        }
+    }
+    /* Every per-filter key needs a restart: the filters are cur's, wholesale. */
+    if (filters_differ(next, cur, changed, arg)) {
+        fc_free(&next->base);
+        for (unsigned f = 0; f < CONFIG_MAX_FILTERS; f++)
+            fc_free(&next->filters[f]);
+        next->n_filters = 0;
+        if (!fc_copy(&next->base, &cur->base))
+            goto oom;
+        for (unsigned f = 0; f < cur->n_filters; f++) {
+            if (!fc_copy(&next->filters[f], &cur->filters[f]))
+                goto oom;
+            next->n_filters = f + 1;
+        }
+        memcpy(next->filter_set, cur->filter_set, sizeof next->filter_set);
+        next->named_filters = cur->named_filters;
+        if (!resolve_templates(next, &bt, err, errlen)) {
+            size_t len = err != NULL ? strlen(err) : 0;
+            if (err != NULL && len < errlen)
+                snprintf(err + len, errlen - len, " in force (filters need a restart)");
+            return false;
         }
     }
     return true;
+
+oom:
+    errf(err, errlen, "out of memory");
+    return false;
 }
 
 size_t config_key_count(void)
@@ -831,6 +1203,11 @@ bool config_key_at(size_t i, const char **section, const char **name,
 bool config_key_reloads(size_t i)
 {
     return i < KEY_COUNT && keys[i].reload;
+}
+
+bool config_key_per_filter(size_t i)
+{
+    return i < KEY_COUNT && keys[i].per_filter;
 }
 
 void config_key_values(size_t i, char *buf, size_t len)

@@ -27,6 +27,31 @@ enum auth_uri_source {
 /* Most [auth] uri_template entries one configuration may hold. */
 #define CONFIG_MAX_TEMPLATES 32
 
+/* Most [filter NAME] sections; a name is [a-z][a-z0-9_]{0,31}. */
+#define CONFIG_MAX_FILTERS 64
+#define CONFIG_FILTER_NAME_MAX 32
+
+/*
+ * The per-table keys: the global sections give their defaults, [filter
+ * NAME] overrides them.  Strings as in struct config.
+ */
+struct filter_config {
+    char *name;                  /* "default" for the filter the global keys define */
+    char *table;                 /* [postgres] table: "name" or "schema.name", quote each part as an identifier */
+    char *column;                /* [postgres] column */
+    char *channel;               /* [sync] channel, an identifier; case is kept: quote it in LISTEN.
+                                    In [filter NAME] it defaults to <global channel>_<NAME> */
+    uint64_t expected_items;     /* [filter]; 0 = size from table row count * headroom */
+    double false_positive_rate;  /* [filter]; bounds: filter.h */
+    double headroom;             /* [filter] */
+    unsigned rebuild_interval;   /* [sync] seconds; 0 = off */
+    uint64_t rebuild_after_deletes; /* [sync]; 0 = off */
+    bool auto_grow;              /* [sync] */
+    uint64_t pending_limit;      /* [sync] POSTed ids remembered until seen in the table */
+    uint64_t pending_max_bytes;  /* [sync] bytes of POSTed ids the journal may hold */
+    unsigned pending_ttl;        /* [sync] seconds a journal entry lives without a COPY showing it */
+};
+
 /*
  * Every char * below is owned by the struct (heap, NUL-terminated, never
  * NULL after config_defaults) and released by config_free.  Replace a
@@ -48,27 +73,31 @@ struct config {
     char *admin_token_file;      /* "" = systemd credential admin_token, else no token */
     /* [postgres] */
     char *conninfo;              /* "" = libpq defaults / PG* env */
-    char *table;                 /* "name" or "schema.name": quote each part as an identifier */
-    char *column;
     unsigned retry_max_seconds;  /* cap of reconnect backoff */
-    /* [filter] */
-    uint64_t expected_items;     /* 0 = size from table row count * headroom */
-    double false_positive_rate;  /* bounds: filter.h */
-    double headroom;
     /* [sync] */
     bool sync_enabled;           /* key "enabled": LISTEN/NOTIFY follower */
-    char *channel;               /* an identifier; case is kept: quote it in LISTEN */
-    unsigned rebuild_interval;   /* seconds; 0 = off */
-    uint64_t rebuild_after_deletes; /* 0 = off */
-    bool auto_grow;
-    uint64_t pending_limit;      /* POSTed ids remembered until seen in the table */
-    uint64_t pending_max_bytes;  /* bytes of POSTed ids the journal may hold */
-    unsigned pending_ttl;        /* seconds a journal entry lives without a COPY showing it */
     double max_staleness;        /* seconds; 0 = never degrade */
     double probe_interval;       /* seconds between follower round trips */
     unsigned min_rebuild_interval; /* seconds between the end of a rebuild and the next start */
+    /*
+     * The filters, in file order; filters[0] is the default one (GET
+     * /exists/{id}, templates that name none).  Without [filter NAME]
+     * sections there is exactly one, "default", made of the global keys.
+     */
+    struct filter_config filters[CONFIG_MAX_FILTERS];
+    unsigned n_filters;
+    /*
+     * Private to config.c: the per-filter keys as the global sections set
+     * them (each filter starts from these), and which keys each [filter
+     * NAME] section set itself (bit = index in the key table).
+     */
+    struct filter_config base;
+    uint64_t filter_set[CONFIG_MAX_FILTERS];
+    bool named_filters;          /* the file has [filter NAME] sections */
     /* [auth] */
     char *uri_templates[CONFIG_MAX_TEMPLATES]; /* key "uri_template", repeatable: each occurrence appends (uritmpl_valid holds) */
+    char *uri_template_names[CONFIG_MAX_TEMPLATES]; /* the filter named after the template, NULL: none */
+    unsigned uri_template_filter[CONFIG_MAX_TEMPLATES]; /* index into filters[] of each template's filter */
     unsigned n_uri_templates;
     unsigned deny_status;        /* HTTP status for an unknown id */
     unsigned allow_status;       /* HTTP status for a maybe-known id */
@@ -180,15 +209,29 @@ bool config_copy(struct config *dst, const struct config *src);
  * For a reload: every key that needs a restart and differs between next
  * (the configuration just read) and cur (the one in force) is reported to
  * changed (when not NULL) and set back to cur's value in next, so next can
- * replace cur.  Keys that apply at once keep next's values.  False when
- * memory runs out (next is then still valid for config_free).
+ * replace cur.  Keys that apply at once keep next's values.  Every filter
+ * key needs a restart: a changed per-filter key is reported as
+ * ("filter NAME", key) (or its global section without [filter NAME]
+ * sections), added, removed or renamed sections as ("filter NAME",
+ * "sections"), and next gets cur's filters.  False when memory runs out or
+ * a template of next names a filter cur does not have (err says which);
+ * next is then still valid for config_free.
  */
 bool config_keep_restart_keys(struct config *next, const struct config *cur,
                               void (*changed)(void *arg, const char *section, const char *name),
-                              void *arg);
+                              void *arg, char *err, size_t errlen);
 
 /* Whether key i takes a new value on SIGHUP (else it needs a restart). */
 bool config_key_reloads(size_t i);
+
+/*
+ * Whether key i is a per-filter key: its global value is every filter's
+ * default and a [filter NAME] section may set it by its bare name.
+ */
+bool config_key_per_filter(size_t i);
+
+/* Index into c->filters of the filter with that name, -1 if none. */
+int config_filter_find(const struct config *c, const char *name);
 
 /*
  * The values key i accepts, from its row: "1..256", "> 1e-06 and < 0.5",

@@ -54,10 +54,19 @@ static void usage(FILE *out)
         if (!config_key_at(i, &sec, &name, &def, &help))
             continue;
         config_key_values(i, values, sizeof values);
-        fprintf(out, "  %s.%s = %s\n      %s\n      %s%s%s\n", sec, name, def, help,
+        fprintf(out, "  %s.%s = %s\n      %s\n      %s%s%s%s\n", sec, name, def, help,
                 values, values[0] ? "; " : "",
-                config_key_reloads(i) ? "SIGHUP applies it" : "needs a restart");
+                config_key_reloads(i) ? "SIGHUP applies it" : "needs a restart",
+                config_key_per_filter(i) ? "; per filter" : "");
     }
+    fprintf(out,
+            "\n"
+            "[filter NAME] sections (NAME: [a-z][a-z0-9_]{0,31}) each declare a filter, on\n"
+            "its own table; inside one only the keys marked \"per filter\" may appear, by\n"
+            "bare name (table = orders).  Each starts from the global values of those keys,\n"
+            "except channel, which defaults to <[sync] channel>_<NAME>.  The first one is\n"
+            "the default filter (GET /exists/{id}); \"uri_template = /order/{id} orders\"\n"
+            "names the filter of a template.\n");
 }
 
 static void on_progress(void *arg, uint64_t rows, bool first)
@@ -160,8 +169,8 @@ static void reload_config(const struct cmdline *cl, struct live *live, struct lo
         log_error(lg, "SIGHUP: configuration not reloaded, nothing changed: %s", err);
         goto out;
     }
-    if (!config_keep_restart_keys(&next, cur, restart_needed, lg)) {
-        log_error(lg, "SIGHUP: configuration not reloaded: out of memory");
+    if (!config_keep_restart_keys(&next, cur, restart_needed, lg, err, sizeof err)) {
+        log_error(lg, "SIGHUP: configuration not reloaded, nothing changed: %s", err);
         goto out;
     }
     /* Whether writes need a token at all was decided at start, from the listen address too. */
@@ -278,7 +287,7 @@ int main(int argc, char **argv)
     }
     app.guard = guard_new();
     app.stats = stats_new();
-    app.pending = pending_new(cfg.pending_limit, cfg.pending_max_bytes, cfg.pending_ttl);
+    app.pending = pending_new(cfg.filters[0].pending_limit, cfg.filters[0].pending_max_bytes, cfg.filters[0].pending_ttl);
     if (app.live == NULL || app.guard == NULL || app.stats == NULL || app.pending == NULL
         || !api_init(&app)) {
         log_error(&lg, "out of memory");

@@ -146,7 +146,7 @@ struct reply api_metrics(struct app *a)
     head(o, "filter_estimated_fpp", "gauge", "False-positive rate estimated from the fill ratio.");
     fprintf(o, "bloomguard_filter_estimated_fpp %.8f\n", fi.estimated_fpp);
     head(o, "filter_target_fpp", "gauge", "Configured false-positive rate.");
-    fprintf(o, "bloomguard_filter_target_fpp %.8f\n", a->cfg->false_positive_rate);
+    fprintf(o, "bloomguard_filter_target_fpp %.8f\n", a->cfg->filters[0].false_positive_rate);
 
     head(o, "source_state", "gauge", "PostgreSQL source state (1 for the current one).");
     for (enum source_state st = SOURCE_CONNECTING; st <= SOURCE_RECONNECTING; st++)
