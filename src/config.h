@@ -148,6 +148,12 @@ void config_free(struct config *c);
  * (path is quoted as given).  On failure *c may be partly updated but stays
  * valid for config_free; the caller is expected to discard it.
  *
+ * "[filter NAME]" sections declare c->filters (see struct filter_config):
+ * once the whole file is read, each takes the global value of every
+ * per-filter key it does not set, and the filters and the templates' filter
+ * names are checked; such an error names the line of the section header
+ * or of the template.  config_set and config_override resolve again.
+ *
  * File syntax: "[section]" headers, "key = value" (or "key: value"), whole
  * line comments starting with ';' or '#', and trailing comments starting
  * with ';' or '#' after whitespace.  Leading indentation is ignored (there
