@@ -81,16 +81,16 @@ bool loader_quote_names(PGconn *conn, const struct config *cfg, char **tbl, char
                         char *err, size_t errlen)
 {
     char *schema = NULL, *name = NULL, *c = NULL, *out = NULL;
-    const char *dot = strchr(cfg->table, '.');
+    const char *dot = strchr(cfg->filters[0].table, '.');
 
     *tbl = *col = NULL;
     if (dot != NULL) {
-        schema = PQescapeIdentifier(conn, cfg->table, (size_t)(dot - cfg->table));
+        schema = PQescapeIdentifier(conn, cfg->filters[0].table, (size_t)(dot - cfg->filters[0].table));
         name = PQescapeIdentifier(conn, dot + 1, strlen(dot + 1));
     } else {
-        name = PQescapeIdentifier(conn, cfg->table, strlen(cfg->table));
+        name = PQescapeIdentifier(conn, cfg->filters[0].table, strlen(cfg->filters[0].table));
     }
-    c = PQescapeIdentifier(conn, cfg->column, strlen(cfg->column));
+    c = PQescapeIdentifier(conn, cfg->filters[0].column, strlen(cfg->filters[0].column));
     if (name == NULL || c == NULL || (dot != NULL && schema == NULL)) {
         set_err(err, errlen, "cannot quote table or column name", conn);
         goto fail;

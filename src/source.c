@@ -350,7 +350,7 @@ static void apply_notifies(struct source *s, PGconn *conn, const char *del_chann
     s->status.notifications += added;
     s->status.deletes += deleted;
     s->status.long_ids += long_ids;
-    uint64_t limit = s->cfg->rebuild_after_deletes;
+    uint64_t limit = s->cfg->filters[0].rebuild_after_deletes;
     bool rebuild = limit > 0 && deleted > 0 && s->status.deletes >= limit;
     if (rebuild) {
         s->status.deletes = 0;
@@ -487,12 +487,12 @@ static void *follower_main(void *arg)
     unsigned backoff = 1;
     bool had_connection = false;
 
-    snprintf(del_channel, sizeof del_channel, "%s_deleted", s->cfg->channel);
+    snprintf(del_channel, sizeof del_channel, "%s_deleted", s->cfg->filters[0].channel);
     while (!atomic_load(&s->stop)) {
         PGconn *conn = loader_connect(s->cfg, err, sizeof err);
-        if (conn == NULL || !listen_on(conn, s->cfg->channel, err, sizeof err)
+        if (conn == NULL || !listen_on(conn, s->cfg->filters[0].channel, err, sizeof err)
             || !listen_on(conn, del_channel, err, sizeof err)
-            || !direct_session(conn, s->cfg->channel, probe, sizeof probe, err, sizeof err)
+            || !direct_session(conn, s->cfg->filters[0].channel, probe, sizeof probe, err, sizeof err)
             || !loader_server_id(conn, sid, sizeof sid, err, sizeof err)) {
             PQfinish(conn);
             set_state(s, had_connection ? SOURCE_RECONNECTING : SOURCE_CONNECTING, err);
@@ -515,7 +515,7 @@ static void *follower_main(void *arg)
             request_locked(s, "reconnect", NULL);
         pthread_cond_broadcast(&s->cv);
         pthread_mutex_unlock(&s->mu);
-        log_info(s->lg, "follower: listening on channel \"%s\"", s->cfg->channel);
+        log_info(s->lg, "follower: listening on channel \"%s\"", s->cfg->filters[0].channel);
         had_connection = true;
 
         follow(s, conn, del_channel, probe, err, sizeof err);
@@ -555,8 +555,8 @@ static void on_progress(void *arg, uint64_t rows)
 static uint64_t plan_items(struct source *s, uint64_t table_rows)
 {
     const struct config *cfg = s->cfg;
-    if (cfg->expected_items > 0)
-        return cfg->expected_items;
+    if (cfg->filters[0].expected_items > 0)
+        return cfg->filters[0].expected_items;
     uint64_t base = table_rows;
     struct filter_info fi;
     pthread_mutex_lock(&s->mu);
@@ -566,7 +566,7 @@ static uint64_t plan_items(struct source *s, uint64_t table_rows)
     /* Statistics may be stale; never size below what the live filter took in. */
     if (guard_info(s->g, &fi) && fi.items > base)
         base = fi.items;
-    double want = ceil((double)base * cfg->headroom);
+    double want = ceil((double)base * cfg->filters[0].headroom);
     if (want < MIN_CAPACITY)
         want = MIN_CAPACITY;
     if (want > (double)FILTER_MAX_ITEMS)
@@ -611,13 +611,13 @@ static bool run_load(struct source *s, uint64_t id, const char *reason, bool fir
         && !has_trigger)
         log_warn(s->lg, "table %s has no trigger: rows inserted from now on are only seen by "
                  "the next rebuild; install sql/notify.sql and run "
-                 "SELECT bloomguard_watch('%s', '%s')", s->cfg->table, s->cfg->table, s->cfg->column);
+                 "SELECT bloomguard_watch('%s', '%s')", s->cfg->filters[0].table, s->cfg->filters[0].table, s->cfg->filters[0].column);
     char server[256] = "";
     if (s->cfg->sync_enabled && !loader_server_id(conn, server, sizeof server, err, sizeof err))
         goto out;
     uint64_t items = plan_items(s, rows);
     enum filter_error fe;
-    f = filter_new(items, s->cfg->false_positive_rate, &fe);
+    f = filter_new(items, s->cfg->filters[0].false_positive_rate, &fe);
     if (f == NULL) {
         snprintf(err, sizeof err, "cannot create a filter for %llu items: %s",
                  (unsigned long long)items, filter_strerror(fe));
@@ -626,7 +626,7 @@ static bool run_load(struct source *s, uint64_t id, const char *reason, bool fir
     struct filter_info fi;
     filter_info(f, &fi);
     log_info(s->lg, "rebuild %llu (%s): loading %s.%s, about %llu rows, filter for %llu items "
-             "(%.1f KiB, k=%u)", (unsigned long long)id, reason, s->cfg->table, s->cfg->column,
+             "(%.1f KiB, k=%u)", (unsigned long long)id, reason, s->cfg->filters[0].table, s->cfg->filters[0].column,
              (unsigned long long)rows, (unsigned long long)items,
              (double)fi.memory_bytes / 1024.0, fi.probes);
     /*
@@ -695,13 +695,13 @@ static void check_triggers_locked(struct source *s)
     const struct config *cfg = s->cfg;
     if (s->wanted > s->started || !s->ever_loaded)
         return;
-    if (cfg->rebuild_interval > 0 && s->status.last_finished > 0
-        && now - s->status.last_finished >= (time_t)cfg->rebuild_interval) {
+    if (cfg->filters[0].rebuild_interval > 0 && s->status.last_finished > 0
+        && now - s->status.last_finished >= (time_t)cfg->filters[0].rebuild_interval) {
         request_locked(s, "interval", NULL);
         return;
     }
     struct filter_info fi;
-    if (cfg->auto_grow && cfg->expected_items == 0 && guard_info(s->g, &fi)
+    if (cfg->filters[0].auto_grow && cfg->filters[0].expected_items == 0 && guard_info(s->g, &fi)
         && fi.estimated_fpp > fi.target_fpp) {
         request_locked(s, "growth", NULL);
     }

@@ -21,7 +21,7 @@ bool status_take(struct app *a, struct status *st, bool full)
     st->now = time(NULL);
     st->started = a->started;
     st->max_staleness = a->cfg->max_staleness;
-    st->filter.target_fpp = a->cfg->false_positive_rate;
+    st->filter.target_fpp = a->cfg->filters[0].false_positive_rate;
     source_status(a->source, &st->source);
     if (!full) {
         st->filter.ready = guard_ready(a->guard);
