@@ -122,29 +122,29 @@ static char *describe(const struct config *c, bool raw)
         else if (IS("postgres.conninfo"))
             ok &= put_string(o, c->conninfo, raw);
         else if (IS("postgres.table"))
-            ok &= put_string(o, c->table, raw);
+            ok &= put_string(o, c->filters[0].table, raw);
         else if (IS("postgres.column"))
-            ok &= put_string(o, c->column, raw);
+            ok &= put_string(o, c->filters[0].column, raw);
         else if (IS("postgres.retry_max_seconds"))
             fprintf(o, "%u", c->retry_max_seconds);
         else if (IS("filter.expected_items"))
-            fprintf(o, "%" PRIu64, c->expected_items);
+            fprintf(o, "%" PRIu64, c->filters[0].expected_items);
         else if (IS("filter.false_positive_rate"))
-            fprintf(o, "%.17g", c->false_positive_rate);
+            fprintf(o, "%.17g", c->filters[0].false_positive_rate);
         else if (IS("filter.headroom"))
-            fprintf(o, "%.17g", c->headroom);
+            fprintf(o, "%.17g", c->filters[0].headroom);
         else if (IS("sync.enabled"))
             fputs(yesno(c->sync_enabled), o);
         else if (IS("sync.channel"))
-            ok &= put_string(o, c->channel, raw);
+            ok &= put_string(o, c->filters[0].channel, raw);
         else if (IS("sync.rebuild_interval"))
-            fprintf(o, "%u", c->rebuild_interval);
+            fprintf(o, "%u", c->filters[0].rebuild_interval);
         else if (IS("sync.rebuild_after_deletes"))
-            fprintf(o, "%" PRIu64, c->rebuild_after_deletes);
+            fprintf(o, "%" PRIu64, c->filters[0].rebuild_after_deletes);
         else if (IS("sync.auto_grow"))
-            fputs(yesno(c->auto_grow), o);
+            fputs(yesno(c->filters[0].auto_grow), o);
         else if (IS("sync.pending_limit"))
-            fprintf(o, "%" PRIu64, c->pending_limit);
+            fprintf(o, "%" PRIu64, c->filters[0].pending_limit);
         else if (IS("auth.deny_status"))
             fprintf(o, "%u", c->deny_status);
         else if (IS("auth.allow_status"))
@@ -178,14 +178,14 @@ static void check_bounds(const struct config *c)
     FUZZ_CHECK(c->max_body_bytes >= 1 && c->max_body_bytes <= 1073741824);
     FUZZ_CHECK(c->max_batch >= 1 && c->max_batch <= 10000000);
     FUZZ_CHECK(c->max_id_bytes >= 1 && c->max_id_bytes <= CONFIG_MAX_ID_BYTES);
-    FUZZ_CHECK(c->conninfo != NULL && c->table != NULL && c->column != NULL && c->channel != NULL);
-    FUZZ_CHECK(strlen(c->column) >= 1 && strlen(c->column) <= 63);
-    FUZZ_CHECK(strlen(c->channel) >= 1 && strlen(c->channel) <= 55);
+    FUZZ_CHECK(c->conninfo != NULL && c->filters[0].table != NULL && c->filters[0].column != NULL && c->filters[0].channel != NULL);
+    FUZZ_CHECK(strlen(c->filters[0].column) >= 1 && strlen(c->filters[0].column) <= 63);
+    FUZZ_CHECK(strlen(c->filters[0].channel) >= 1 && strlen(c->filters[0].channel) <= 55);
     FUZZ_CHECK(c->retry_max_seconds >= 1 && c->retry_max_seconds <= 3600);
-    FUZZ_CHECK(c->expected_items <= FILTER_MAX_ITEMS);
-    FUZZ_CHECK(c->false_positive_rate > 0 && c->false_positive_rate < 0.5);
-    FUZZ_CHECK(c->headroom >= 1.0 && c->headroom <= 100.0);
-    FUZZ_CHECK(c->pending_limit <= 100000000);
+    FUZZ_CHECK(c->filters[0].expected_items <= FILTER_MAX_ITEMS);
+    FUZZ_CHECK(c->filters[0].false_positive_rate > 0 && c->filters[0].false_positive_rate < 0.5);
+    FUZZ_CHECK(c->filters[0].headroom >= 1.0 && c->filters[0].headroom <= 100.0);
+    FUZZ_CHECK(c->filters[0].pending_limit <= 100000000);
     FUZZ_CHECK(c->deny_status == 401 || c->deny_status == 403 || c->deny_status == 404
                || c->deny_status == 410);
     FUZZ_CHECK(c->allow_status == 200 || c->allow_status == 204);
@@ -199,7 +199,7 @@ static void check_bounds(const struct config *c)
      * promises (fuzz/filter holds filter_plan to it; calling filter_plan
      * here would cost more than the rest of an input).
      */
-    FUZZ_CHECK(c->false_positive_rate > FILTER_MIN_FPP && c->false_positive_rate < FILTER_MAX_FPP);
+    FUZZ_CHECK(c->filters[0].false_positive_rate > FILTER_MIN_FPP && c->filters[0].false_positive_rate < FILTER_MAX_FPP);
 }
 
 static void check_error(const char *err, const char *prefix)

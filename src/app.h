@@ -10,6 +10,7 @@
 
 struct api_static;
 struct config;
+struct live;
 struct log;
 struct source;
 struct source_table;
@@ -18,10 +19,15 @@ struct stats;
 /*
  * Owned by main, shared by all threads; the pointers are set before
  * http_start and never change while requests are served.  Each pointee
- * states its own thread-safety.
+ * states its own thread-safety.  http.c hands each request callback a copy
+ * whose cfg and admin_token are the generation of live in force (see
+ * live.h), so handlers read a->cfg.  In the shared struct, cfg is the
+ * configuration at start: right for keys that need a restart, stale for
+ * the others after a SIGHUP.
  */
 struct app {
     const struct config *cfg;
+    struct live *live;          /* the configuration in force (SIGHUP replaces it) */
     const struct log *lg;
     struct source_table *tables; /* the guarded tables (filter, journal); [0] is the default */
     unsigned n_tables;

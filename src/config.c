@@ -1,15 +1,15 @@
 /*
- * Configuration loading for bloomguard: a table with one row per key drives
- * defaults, INI parsing (libinih), --section.key=value overrides and the key
- * listing, so every rule about a key lives in exactly one place.
+ * The configuration's key table: one row per key drives defaults,
+ * validation, --section.key=value overrides, reload rules and the key
+ * listing, so every rule about a key lives in exactly one place.  Reading
+ * INI files (libinih) is conffile.c's job; it hands each key here.
  */
 #include "config.h"
-#include "filter.h"
+#include "config_int.h"
 
 #include <arpa/inet.h>
 #include <ctype.h>
 #include <errno.h>
-#include <ini.h>
 #include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -20,10 +20,8 @@
 #include "filter.h"
 #include "uritmpl.h"
 
-/* A config file bigger than this is surely a mistake (wrong path). */
-#define CONFIG_MAX_FILE_BYTES (1024 * 1024)
 /* Longest value quoted back in an error message. */
-#define ERR_VALUE_MAX 80
+#define ERR_VALUE_MAX CONFIG_ERR_VALUE_MAX
 /* PostgreSQL's NAMEDATALEN - 1. */
 #define PG_IDENT_MAX 63
 /* Deletes are notified on "<channel>_deleted", which must fit in 63 bytes too. */
@@ -35,12 +33,15 @@ enum key_type {
     T_UINT64,   /* uint64_t, min..max */
     T_DOUBLE,   /* double, dmin..dmax, either bound open or closed */
     T_BOOL,     /* bool */
+    T_ENUM,     /* an int-sized field (enum or unsigned) set from key_def.names */
     T_LISTEN,   /* listen_host + listen_port */
-    T_LOGLEVEL, /* enum log_level */
-    T_TEMPLATE, /* appends to uri_templates */
-    T_STATUS,   /* unsigned HTTP deny status from a fixed set */
-    T_ALLOW,    /* unsigned HTTP allow status: 200 or 204 */
-    T_URISRC    /* enum auth_uri_source */
+    T_TEMPLATE  /* appends to uri_templates */
+};
+
+/* One allowed text of a T_ENUM key and the value it stands for. */
+struct enum_name {
+    const char *name;           /* matched case-insensitively */
+    int value;
 };
 
 struct key_def {
@@ -48,137 +49,166 @@ struct key_def {
     const char *name;
     enum key_type type;
     const char *def;            /* parsed like a file value by config_defaults */
+    bool reload;                /* a SIGHUP applies a new value; else it needs a restart */
+    bool per_filter;            /* offset is into struct filter_config; [filter NAME] may set it */
     uint64_t min, max;          /* T_UINT, T_UINT64 */
     double dmin, dmax;          /* T_DOUBLE */
     bool dmin_open, dmax_open;  /* T_DOUBLE: the bound itself is rejected */
-    size_t offset;              /* field in struct config (not T_LISTEN, T_TEMPLATE) */
+    const struct enum_name *names; /* T_ENUM: the allowed values, ended by a NULL name */
+    size_t offset;              /* field in struct config or filter_config (not T_LISTEN, T_TEMPLATE) */
     bool (*check)(const char *value, char *err, size_t errlen); /* T_STRING */
-    const char *help;
+    const char *help;           /* what the key means; ranges and allowed values come from the row */
 };
 
-#define FIELD(f) offsetof(struct config, f)
-#define K_STR(s, k, d, f, chk, h) \
-    { .section = (s), .name = (k), .type = T_STRING, .def = (d), \
-      .offset = FIELD(f), .check = (chk), .help = (h) }
-#define K_UINT(s, k, d, f, lo, hi, h) \
-    { .section = (s), .name = (k), .type = T_UINT, .def = (d), \
-      .min = (lo), .max = (hi), .offset = FIELD(f), .help = (h) }
-#define K_U64(s, k, d, f, lo, hi, h) \
-    { .section = (s), .name = (k), .type = T_UINT64, .def = (d), \
-      .min = (lo), .max = (hi), .offset = FIELD(f), .help = (h) }
-#define K_DBL(s, k, d, f, lo, lo_open, hi, hi_open, h) \
-    { .section = (s), .name = (k), .type = T_DOUBLE, .def = (d), \
+/* Whether a new value takes effect on SIGHUP (see config_keep_restart_keys). */
+#define RELOAD true
+#define RESTART false
+
+/* Where a key's value goes: CF in struct config, FF in struct filter_config (a per-filter key). */
+#define CF(f) .offset = offsetof(struct config, f)
+#define FF(f) .per_filter = true, .offset = offsetof(struct filter_config, f)
+#define K_STR(s, k, d, r, at, chk, h) \
+    { .section = (s), .name = (k), .type = T_STRING, .def = (d), .reload = (r), \
+      at, .check = (chk), .help = (h) }
+#define K_UINT(s, k, d, r, at, lo, hi, h) \
+    { .section = (s), .name = (k), .type = T_UINT, .def = (d), .reload = (r), \
+      .min = (lo), .max = (hi), at, .help = (h) }
+#define K_U64(s, k, d, r, at, lo, hi, h) \
+    { .section = (s), .name = (k), .type = T_UINT64, .def = (d), .reload = (r), \
+      .min = (lo), .max = (hi), at, .help = (h) }
+#define K_DBL(s, k, d, r, at, lo, lo_open, hi, hi_open, h) \
+    { .section = (s), .name = (k), .type = T_DOUBLE, .def = (d), .reload = (r), \
       .dmin = (lo), .dmin_open = (lo_open), .dmax = (hi), .dmax_open = (hi_open), \
-      .offset = FIELD(f), .help = (h) }
-#define K_BOOL(s, k, d, f, h) \
-    { .section = (s), .name = (k), .type = T_BOOL, .def = (d), \
-      .offset = FIELD(f), .help = (h) }
-#define K_TYPED(s, k, t, d, f, h) \
-    { .section = (s), .name = (k), .type = (t), .def = (d), \
-      .offset = FIELD(f), .help = (h) }
+      at, .help = (h) }
+#define K_BOOL(s, k, d, r, at, h) \
+    { .section = (s), .name = (k), .type = T_BOOL, .def = (d), .reload = (r), \
+      at, .help = (h) }
+/* The field must be int-sized: apply stores the table's int into it. */
+#define K_ENUM(s, k, d, r, f, tbl, h) \
+    { .section = (s), .name = (k), .type = T_ENUM, .def = (d), .reload = (r), \
+      .names = (tbl), .help = (h), \
+      .offset = offsetof(struct config, f) + 0 * sizeof(struct { \
+          _Static_assert(sizeof(((struct config *)0)->f) == sizeof(int), #f " is not int-sized"); \
+          int dummy; }) }
+#define K_TYPED(s, k, t, d, r, h) \
+    { .section = (s), .name = (k), .type = (t), .def = (d), .reload = (r), .help = (h) }
 
 static bool check_table(const char *v, char *err, size_t errlen);
 static bool check_column(const char *v, char *err, size_t errlen);
 static bool check_channel(const char *v, char *err, size_t errlen);
 
+static const struct enum_name log_levels[] = {
+    { "error", LOG_LVL_ERROR }, { "warn", LOG_LVL_WARN },
+    { "info", LOG_LVL_INFO }, { "debug", LOG_LVL_DEBUG }, { NULL, 0 }
+};
+static const struct enum_name deny_statuses[] = {
+    { "401", 401 }, { "403", 403 }, { "404", 404 }, { "410", 410 }, { NULL, 0 }
+};
+/* Envoy's ext_authz allows a request only on 200. */
+static const struct enum_name allow_statuses[] = { { "200", 200 }, { "204", 204 }, { NULL, 0 } };
+static const struct enum_name uri_sources[] = {
+    { "auto", URI_SOURCE_AUTO }, { "x-original-uri", URI_SOURCE_X_ORIGINAL_URI },
+    { "x-forwarded-uri", URI_SOURCE_X_FORWARDED_URI }, { "path", URI_SOURCE_PATH }, { NULL, 0 }
+};
+
 /*
  * The one list of keys.  Keep it grouped by section in the order of the
- * sample config; conf/bloomguard.conf must mention every row (a test
- * checks).  Defaults are text so they go through the same validation as
- * user input.
+ * sample config; conf/bloomguard.conf and docs/bloomguard.8 must mention
+ * every row (tests check).  Defaults are text so they go through the same
+ * validation as user input.
+ *
+ * RESTART rows are read once at start or by the follower threads, which
+ * keep the start configuration: [server] listen, threads, max_connections,
+ * connection_timeout (an MHD option), header_timeout (the HTTP layer's
+ * clock) and max_id_bytes (the follower decides from it whether an id too
+ * long to notify may be asked for); [postgres], [filter] and [sync] belong
+ * to the follower; [metrics] enabled decides what is counted from the start.
  */
 static const struct key_def keys[] = {
-    K_TYPED("server", "listen", T_LISTEN, "127.0.0.1:8080", listen_host,
+    K_TYPED("server", "listen", T_LISTEN, "127.0.0.1:8080", RESTART,
             "address to listen on, host:port or [ipv6]:port; port 0 picks a free port"),
-    K_UINT("server", "threads", "0", threads, 0, 256,
-           "worker threads, 0 = one per CPU (at most 256)"),
-    K_UINT("server", "max_connections", "10000", max_connections, 1, 1000000,
-           "most client connections open at once (1..1000000); more are closed at once"),
-    K_UINT("server", "connection_timeout", "30", connection_timeout, 0, 86400,
-           "seconds an idle client connection is kept, 0 = forever (at most 86400)"),
-    K_U64("server", "max_body_bytes", "1048576", max_body_bytes, 1, 1073741824,
-          "largest request body accepted, in bytes (1..1073741824)"),
-    K_UINT("server", "max_batch", "10000", max_batch, 1, 10000000,
-           "most ids accepted in one batch request (1..10000000)"),
-    K_UINT("server", "max_id_bytes", "512", max_id_bytes, 1, CONFIG_MAX_ID_BYTES,
-           "longest id accepted, in bytes (1..65536)"),
-    K_UINT("server", "header_timeout", "5", header_timeout, 0, 3600,
-           "seconds a client may take to send a request's headers, 0 = no limit (at most 3600)"),
-    K_STR("server", "admin_token_file", "", admin_token_file, NULL,
+    K_UINT("server", "threads", "0", RESTART, CF(threads), 0, 256,
+           "worker threads, 0 = one per CPU"),
+    K_UINT("server", "max_connections", "10000", RESTART, CF(max_connections), 1, 1000000,
+           "most client connections open at once; more are closed at once"),
+    K_UINT("server", "connection_timeout", "30", RESTART, CF(connection_timeout), 0, 86400,
+           "seconds an idle client connection is kept, 0 = forever"),
+    K_U64("server", "max_body_bytes", "1048576", RELOAD, CF(max_body_bytes), 1, 1073741824,
+          "largest request body accepted, in bytes"),
+    K_UINT("server", "max_batch", "10000", RELOAD, CF(max_batch), 1, 10000000,
+           "most ids accepted in one batch request"),
+    K_UINT("server", "max_id_bytes", "512", RESTART, CF(max_id_bytes), 1, CONFIG_MAX_ID_BYTES,
+           "longest id accepted, in bytes"),
+    K_UINT("server", "header_timeout", "5", RESTART, CF(header_timeout), 0, 3600,
+           "seconds a client may take to send a request's headers, 0 = no limit"),
+    K_STR("server", "admin_token_file", "", RELOAD, CF(admin_token_file), NULL,
           "file holding the token POST /ids and POST /reload need (Authorization: Bearer); "
-          "empty: systemd credential admin_token if any, else writes only on loopback"),
+          "empty: systemd credential admin_token if any, else writes only on loopback; "
+          "SIGHUP reads the token again"),
 
-    K_STR("postgres", "conninfo", "", conninfo, NULL,
+    K_STR("postgres", "conninfo", "", RESTART, CF(conninfo), NULL,
           "libpq connection string; empty uses the libpq defaults and PG* environment variables"),
-    K_STR("postgres", "table", "users", table, check_table,
+    K_STR("postgres", "table", "users", RESTART, FF(table), check_table,
           "table holding the ids, optionally schema-qualified as schema.table"),
-    K_STR("postgres", "column", "id", column, check_column,
+    K_STR("postgres", "column", "id", RESTART, FF(column), check_column,
           "column of that table holding the ids"),
-    K_UINT("postgres", "retry_max_seconds", "30", retry_max_seconds, 1, 3600,
-           "longest wait between reconnection attempts, in seconds (1..3600)"),
+    K_UINT("postgres", "retry_max_seconds", "30", RESTART, CF(retry_max_seconds), 1, 3600,
+           "longest wait between reconnection attempts, in seconds"),
 
-    K_U64("filter", "expected_items", "0", expected_items, 0, UINT64_C(1000000000000),
-          "items the filter is sized for, 0 = table row count times headroom (at most 1e12)"),
-    K_DBL("filter", "false_positive_rate", "0.01", false_positive_rate,
+    K_U64("filter", "expected_items", "0", RESTART, FF(expected_items), 0, FILTER_MAX_ITEMS,
+          "items the filter is sized for, 0 = table row count times headroom"),
+    K_DBL("filter", "false_positive_rate", "0.01", RESTART, FF(false_positive_rate),
           FILTER_MIN_FPP, true, FILTER_MAX_FPP, true,
-          "target false positive rate, greater than 0.000001 and less than 0.5"),
-    K_DBL("filter", "headroom", "2.0", headroom, 1.0, false, 100.0, false,
-          "factor applied to the table row count when expected_items is 0 (1..100)"),
+          "target false positive rate"),
+    K_DBL("filter", "headroom", "2.0", RESTART, FF(headroom), 1.0, false, 100.0, false,
+          "factor applied to the table row count when expected_items is 0"),
 
-    K_BOOL("sync", "enabled", "yes", sync_enabled,
+    K_BOOL("sync", "enabled", "yes", RESTART, CF(sync_enabled),
            "follow changes to the table with LISTEN/NOTIFY"),
-    K_STR("sync", "channel", "bloomguard", channel, check_channel,
-          "NOTIFY channel, an identifier of 1..55 characters [A-Za-z_][A-Za-z0-9_]*; deletes use <channel>_deleted"),
-    K_UINT("sync", "rebuild_interval", "0", rebuild_interval, 0, 31536000,
+    K_STR("sync", "channel", "bloomguard", RESTART, FF(channel), check_channel,
+          "NOTIFY channel, an identifier [A-Za-z_][A-Za-z0-9_]*; deletes use <channel>_deleted"),
+    K_UINT("sync", "rebuild_interval", "0", RESTART, FF(rebuild_interval), 0, 31536000,
            "rebuild the filter from the table every this many seconds, 0 = never"),
-    K_U64("sync", "rebuild_after_deletes", "0", rebuild_after_deletes, 0, UINT64_MAX,
+    K_U64("sync", "rebuild_after_deletes", "0", RESTART, FF(rebuild_after_deletes), 0, UINT64_MAX,
           "rebuild the filter after this many deletes, 0 = never"),
-    K_BOOL("sync", "auto_grow", "yes", auto_grow,
+    K_BOOL("sync", "auto_grow", "yes", RESTART, FF(auto_grow),
            "rebuild a larger filter when the table outgrows the current one"),
-    K_U64("sync", "pending_limit", "1000000", pending_limit, 0, 100000000,
+    K_U64("sync", "pending_limit", "1000000", RESTART, FF(pending_limit), 0, 100000000,
           "ids POSTed to /ids that are kept across rebuilds until the table holds them; 0 = none, so every POST /ids is refused (507)"),
-    K_U64("sync", "pending_max_bytes", "67108864", pending_max_bytes, 0, UINT64_C(17179869184),
-          "bytes of ids that journal may hold (at most 16 GiB); a POST that would exceed it or pending_limit is refused"),
-    K_UINT("sync", "pending_ttl", "3600", pending_ttl, 1, 31536000,
-           "seconds a POSTed id stays in the journal when no COPY shows it in the table (1..31536000)"),
-    K_DBL("sync", "max_staleness", "2", max_staleness, 0.0, false, 3600.0, false,
+    K_U64("sync", "pending_max_bytes", "67108864", RESTART, FF(pending_max_bytes), 0, UINT64_C(17179869184),
+          "bytes of ids that journal may hold; a POST that would exceed it or pending_limit is refused"),
+    K_UINT("sync", "pending_ttl", "3600", RESTART, FF(pending_ttl), 1, 31536000,
+           "seconds a POSTed id stays in the journal when no COPY shows it in the table"),
+    K_DBL("sync", "max_staleness", "2", RESTART, CF(max_staleness), 0.0, false, 3600.0, false,
           "seconds: when bloomguard cannot show that it has every row committed longer ago than this, "
           "answers that would be 404 or deny become 200 or allow (degraded); 0 = never degrade"),
-    K_DBL("sync", "probe_interval", "0.2", probe_interval, 0.01, false, 60.0, false,
-          "seconds between the follower's round trips that prove it is up to date (0.01..60)"),
-    K_UINT("sync", "min_rebuild_interval", "30", min_rebuild_interval, 0, 86400,
+    K_DBL("sync", "probe_interval", "0.2", RESTART, CF(probe_interval), 0.01, false, 60.0, false,
+          "seconds between the follower's round trips that prove it is up to date"),
+    K_UINT("sync", "min_rebuild_interval", "30", RESTART, CF(min_rebuild_interval), 0, 86400,
            "least seconds from the end of one rebuild to the start of the next (after the first load), 0 = none"),
 
-    K_TYPED("auth", "uri_template", T_TEMPLATE, "", uri_templates,
+    K_TYPED("auth", "uri_template", T_TEMPLATE, "", RELOAD,
             "request path with {id} where the id goes, e.g. /user/get/{id}; repeat the key for more"),
-    K_TYPED("auth", "deny_status", T_STATUS, "403", deny_status,
-            "HTTP status for an unknown id: 401, 403, 404 or 410"),
-    K_TYPED("auth", "allow_status", T_ALLOW, "204", allow_status,
-            "HTTP status for an id that may exist or a URI no template matches: 204, or 200 for Envoy"),
-    K_BOOL("auth", "fail_open", "yes", fail_open,
+    K_ENUM("auth", "deny_status", "403", RELOAD, deny_status, deny_statuses,
+           "HTTP status for an unknown id"),
+    K_ENUM("auth", "allow_status", "204", RELOAD, allow_status, allow_statuses,
+           "HTTP status for an id that may exist or a URI no template matches: 204, or 200 for Envoy"),
+    K_BOOL("auth", "fail_open", "yes", RELOAD, CF(fail_open),
            "allow requests while no filter is loaded, instead of denying them"),
-    K_TYPED("auth", "uri_source", T_URISRC, "auto", uri_source,
-            "where the original URI comes from: auto, x-original-uri (nginx), x-forwarded-uri (Traefik) or path (Envoy)"),
+    K_ENUM("auth", "uri_source", "auto", RELOAD, uri_source, uri_sources,
+           "where the original URI comes from: x-original-uri (nginx), x-forwarded-uri (Traefik), "
+           "path (Envoy) or auto (the first of these present)"),
 
-    K_BOOL("metrics", "enabled", "yes", metrics_enabled,
+    K_BOOL("metrics", "enabled", "yes", RESTART, CF(metrics_enabled),
            "serve the metrics endpoint"),
 
-    K_TYPED("log", "level", T_LOGLEVEL, "info", log_level,
-            "least severe messages logged: error, warn, info or debug"),
+    K_ENUM("log", "level", "info", RELOAD, log_level, log_levels,
+           "least severe messages logged"),
 };
 
 #define KEY_COUNT (sizeof keys / sizeof keys[0])
 
-static const unsigned deny_statuses[] = { 401, 403, 404, 410 };
-static const char *const level_names[] = {
-    [LOG_LVL_ERROR] = "error", [LOG_LVL_WARN] = "warn",
-    [LOG_LVL_INFO] = "info", [LOG_LVL_DEBUG] = "debug",
-};
-
-static void errf(char *err, size_t errlen, const char *fmt, ...)
-    __attribute__((format(printf, 3, 4)));
-
-static void errf(char *err, size_t errlen, const char *fmt, ...)
+void config_errf(char *err, size_t errlen, const char *fmt, ...)
 {
     va_list ap;
 
@@ -189,6 +219,8 @@ static void errf(char *err, size_t errlen, const char *fmt, ...)
     va_end(ap);
 }
 
+#define errf config_errf
+
 static const struct key_def *find_key(const char *section, const char *name)
 {
     for (size_t i = 0; i < KEY_COUNT; i++)
@@ -197,12 +229,23 @@ static const struct key_def *find_key(const char *section, const char *name)
     return NULL;
 }
 
-static bool section_known(const char *section)
+int config_key_find(const char *section, const char *name)
+{
+    const struct key_def *k = find_key(section, name);
+    return k == NULL ? -1 : (int)(k - keys);
+}
+
+bool config_section_known(const char *section)
 {
     for (size_t i = 0; i < KEY_COUNT; i++)
         if (strcmp(keys[i].section, section) == 0)
             return true;
     return false;
+}
+
+bool config_key_repeatable(size_t i)
+{
+    return i < KEY_COUNT && keys[i].type == T_TEMPLATE;
 }
 
 /* --- value parsers: each writes a message without the key prefix --- */
@@ -389,59 +432,6 @@ static bool parse_listen(const char *v, char **host, unsigned *port, char *err, 
     return true;
 }
 
-static bool parse_level(const char *v, enum log_level *out, char *err, size_t errlen)
-{
-    for (size_t i = 0; i < sizeof level_names / sizeof level_names[0]; i++) {
-        if (strcasecmp(v, level_names[i]) == 0) {
-            *out = (enum log_level)i;
-            return true;
-        }
-    }
-    errf(err, errlen, "\"%.*s\" is not a log level (use error, warn, info or debug)",
-         ERR_VALUE_MAX, v);
-    return false;
-}
-
-static bool parse_status(const char *v, unsigned *out, char *err, size_t errlen)
-{
-    uint64_t x = 0;
-
-    if (parse_u64(v, &x) == 0)
-        for (size_t i = 0; i < sizeof deny_statuses / sizeof deny_statuses[0]; i++)
-            if (x == deny_statuses[i]) {
-                *out = deny_statuses[i];
-                return true;
-            }
-    errf(err, errlen, "\"%.*s\" is not an allowed status (use 401, 403, 404 or 410)",
-         ERR_VALUE_MAX, v);
-    return false;
-}
-
-static bool parse_allow(const char *v, unsigned *out, char *err, size_t errlen)
-{
-    uint64_t x = 0;
-
-    if (parse_u64(v, &x) == 0 && (x == 200 || x == 204)) {
-        *out = (unsigned)x;
-        return true;
-    }
-    errf(err, errlen, "\"%.*s\" is not an allowed status (use 200 or 204)", ERR_VALUE_MAX, v);
-    return false;
-}
-
-static bool parse_uri_source(const char *v, enum auth_uri_source *out, char *err, size_t errlen)
-{
-    static const char *const names[] = { "auto", "x-original-uri", "x-forwarded-uri", "path" };
-    for (size_t i = 0; i < sizeof names / sizeof names[0]; i++)
-        if (strcasecmp(v, names[i]) == 0) {
-            *out = (enum auth_uri_source)i;
-            return true;
-        }
-    errf(err, errlen, "\"%.*s\" is not one of auto, x-original-uri, x-forwarded-uri, path",
-         ERR_VALUE_MAX, v);
-    return false;
-}
-
 /* uritmpl owns the rule: a template it rejects could never match. */
 static bool check_template(const char *v, char *err, size_t errlen)
 {
@@ -505,14 +495,293 @@ static bool check_channel(const char *v, char *err, size_t errlen)
     return true;
 }
 
-/*
- * Store one already-unquoted value.  Everything is parsed into locals first
- * so that *c changes only on success.
- */
-static bool apply(struct config *c, const struct key_def *k, const char *v,
-                  char *err, size_t errlen)
+/* "a, b, c" from an enum table, for error messages and the key listing. */
+static void enum_list(const struct enum_name *names, const char *sep, char *buf, size_t len)
 {
-    void *field = (char *)c + k->offset;
+    size_t off = 0;
+
+    if (len == 0)
+        return;
+    buf[0] = '\0';
+    for (const struct enum_name *n = names; n->name != NULL && off < len; n++) {
+        int w = snprintf(buf + off, len - off, "%s%s", n == names ? "" : sep, n->name);
+        if (w < 0)
+            break;
+        off += (size_t)w;
+    }
+}
+
+static bool parse_enum(const struct key_def *k, const char *v, int *out, char *err, size_t errlen)
+{
+    char allowed[256];
+
+    for (const struct enum_name *n = k->names; n->name != NULL; n++)
+        if (strcasecmp(v, n->name) == 0) {
+            *out = n->value;
+            return true;
+        }
+    enum_list(k->names, ", ", allowed, sizeof allowed);
+    errf(err, errlen, "\"%.*s\" is not one of %s", ERR_VALUE_MAX, v, allowed);
+    return false;
+}
+
+_Static_assert(sizeof keys / sizeof keys[0] <= 64, "filter_set has one bit per key");
+
+/* --- filters --- */
+
+bool config_filter_name_valid(const char *name, char *err, size_t errlen)
+{
+    size_t len = strlen(name);
+
+    if (len == 0 || len >= CONFIG_FILTER_NAME_MAX + 1 || !(name[0] >= 'a' && name[0] <= 'z')
+        || strspn(name, "abcdefghijklmnopqrstuvwxyz0123456789_") != len) {
+        errf(err, errlen, "\"%.*s\" is not a filter name ([a-z][a-z0-9_]{0,%d})", ERR_VALUE_MAX,
+             name, CONFIG_FILTER_NAME_MAX - 1);
+        return false;
+    }
+    return true;
+}
+
+/* The strings of a filter_config, to free or copy them all. */
+#define FC_STRINGS(fc) { &(fc)->name, &(fc)->table, &(fc)->column, &(fc)->channel }
+
+static void fc_free(struct filter_config *fc)
+{
+    char **strs[] = FC_STRINGS(fc);
+    for (size_t i = 0; i < sizeof strs / sizeof strs[0]; i++) {
+        free(*strs[i]);
+        *strs[i] = NULL;
+    }
+}
+
+/* Replace *dst by a copy of src (NULL stays NULL); false if out of memory. */
+static bool copy_string(char **dst, const char *src)
+{
+    char *s = NULL;
+
+    if (src != NULL && (s = strdup(src)) == NULL)
+        return false;
+    free(*dst);
+    *dst = s;
+    return true;
+}
+
+/* dst (its strings not owned: overwritten) becomes a deep copy of src; on failure dst is freed. */
+static bool fc_copy(struct filter_config *dst, const struct filter_config *src)
+{
+    struct filter_config tmp = *src;
+    char **strs[] = FC_STRINGS(dst);
+    char *const *from[] = FC_STRINGS(&tmp);
+    bool ok = true;
+
+    *dst = *src;
+    for (size_t i = 0; i < sizeof strs / sizeof strs[0]; i++)
+        *strs[i] = NULL;
+    for (size_t i = 0; ok && i < sizeof strs / sizeof strs[0]; i++)
+        ok = copy_string(strs[i], *from[i]);
+    if (!ok)
+        fc_free(dst);
+    return ok;
+}
+
+int config_filter_find(const struct config *c, const char *name)
+{
+    for (unsigned i = 0; i < c->n_filters; i++)
+        if (c->filters[i].name != NULL && strcmp(c->filters[i].name, name) == 0)
+            return (int)i;
+    return -1;
+}
+
+int config_filter_add(struct config *c, const char *name, char *err, size_t errlen)
+{
+    struct filter_config *fc;
+
+    if (!config_filter_name_valid(name, err, errlen))
+        return -1;
+    if (!c->named_filters) {
+        /* The first [filter NAME] replaces the filter the global keys made. */
+        for (unsigned i = 0; i < c->n_filters; i++)
+            fc_free(&c->filters[i]);
+        c->n_filters = 0;
+        c->named_filters = true;
+    }
+    if (config_filter_find(c, name) >= 0) {
+        errf(err, errlen, "[filter %s] appears twice", name);
+        return -1;
+    }
+    if (c->n_filters >= CONFIG_MAX_FILTERS) {
+        errf(err, errlen, "too many [filter NAME] sections (at most %d)", CONFIG_MAX_FILTERS);
+        return -1;
+    }
+    fc = &c->filters[c->n_filters];
+    memset(fc, 0, sizeof *fc);
+    if ((fc->name = strdup(name)) == NULL) {
+        errf(err, errlen, "out of memory");
+        return -1;
+    }
+    c->filter_set[c->n_filters] = 0;
+    return (int)c->n_filters++;
+}
+
+int config_filter_key_find(const char *name)
+{
+    for (size_t i = 0; i < KEY_COUNT; i++)
+        if (keys[i].per_filter && strcmp(keys[i].name, name) == 0)
+            return (int)i;
+    return -1;
+}
+
+/* Where key k's value lives: in c, or for a per-filter key in fc (NULL: the global base). */
+static void *field_of(struct config *c, struct filter_config *fc, const struct key_def *k)
+{
+    if (!k->per_filter)
+        return (char *)c + k->offset;
+    return (char *)(fc != NULL ? fc : &c->base) + k->offset;
+}
+
+/* Copy the value of per-filter key k from src to dst (strings duplicated). */
+static bool copy_field(const struct key_def *k, struct filter_config *dst,
+                       const struct filter_config *src)
+{
+    void *d = (char *)dst + k->offset;
+    const void *f = (const char *)src + k->offset;
+
+    switch (k->type) {
+    case T_STRING:
+        return copy_string((char **)d, *(char *const *)f);
+    case T_UINT:
+        *(unsigned *)d = *(const unsigned *)f;
+        return true;
+    case T_UINT64:
+        *(uint64_t *)d = *(const uint64_t *)f;
+        return true;
+    case T_DOUBLE:
+        *(double *)d = *(const double *)f;
+        return true;
+    case T_BOOL:
+        *(bool *)d = *(const bool *)f;
+        return true;
+    case T_ENUM:
+        memcpy(d, f, sizeof(int));
+        return true;
+    case T_LISTEN:
+    case T_TEMPLATE:
+        break;
+    }
+    return false;
+}
+
+/* Whether per-filter key k is equal in a and b. */
+static bool same_field(const struct key_def *k, const struct filter_config *a,
+                       const struct filter_config *b)
+{
+    const void *fa = (const char *)a + k->offset, *fb = (const char *)b + k->offset;
+
+    switch (k->type) {
+    case T_STRING:
+        return strcmp(*(char *const *)fa, *(char *const *)fb) == 0;
+    case T_UINT:
+        return *(const unsigned *)fa == *(const unsigned *)fb;
+    case T_UINT64:
+        return *(const uint64_t *)fa == *(const uint64_t *)fb;
+    case T_DOUBLE:
+        return *(const double *)fa == *(const double *)fb;
+    case T_BOOL:
+        return *(const bool *)fa == *(const bool *)fb;
+    case T_ENUM:
+        return memcmp(fa, fb, sizeof(int)) == 0;
+    case T_LISTEN:
+    case T_TEMPLATE:
+        break;
+    }
+    return false;
+}
+
+/* Each template's filter index from its name; false (blaming the template) for an unknown name. */
+static bool resolve_templates(struct config *c, int *blame_template, char *err, size_t errlen)
+{
+    for (unsigned t = 0; t < c->n_uri_templates; t++) {
+        int f = 0;
+        if (c->uri_template_names[t] != NULL
+            && (f = config_filter_find(c, c->uri_template_names[t])) < 0) {
+            *blame_template = (int)t;
+            errf(err, errlen, "[auth] uri_template: %s names the filter \"%s\", but there is no "
+                 "[filter %s]", c->uri_templates[t], c->uri_template_names[t],
+                 c->uri_template_names[t]);
+            return false;
+        }
+        c->uri_template_filter[t] = (unsigned)f;
+    }
+    return true;
+}
+
+bool config_resolve(struct config *c, int *blame_filter, int *blame_template,
+                    char *err, size_t errlen)
+{
+    *blame_filter = *blame_template = -1;
+    if (!c->named_filters) {
+        fc_free(&c->filters[0]);
+        if (!fc_copy(&c->filters[0], &c->base) || !copy_string(&c->filters[0].name, "default"))
+            goto oom;
+        c->n_filters = 1;
+        c->filter_set[0] = 0;
+    }
+    for (unsigned i = 0; c->named_filters && i < c->n_filters; i++) {
+        struct filter_config *fc = &c->filters[i];
+        for (size_t k = 0; k < KEY_COUNT; k++) {
+            if (!keys[k].per_filter || (c->filter_set[i] >> k & 1) != 0)
+                continue;
+            if (keys[k].offset == offsetof(struct filter_config, channel)) {
+                /* Each filter its own channel: one trigger per table notifies only its filter. */
+                char ch[256], msg[200];
+                snprintf(ch, sizeof ch, "%s_%s", c->base.channel, fc->name);
+                if (!check_channel(ch, msg, sizeof msg)) {
+                    *blame_filter = (int)i;
+                    errf(err, errlen, "[filter %s] channel: the default %s is too long: set channel",
+                         fc->name, ch);
+                    return false;
+                }
+                if (!copy_string(&fc->channel, ch))
+                    goto oom;
+            } else if (!copy_field(&keys[k], fc, &c->base)) {
+                goto oom;
+            }
+        }
+    }
+    for (unsigned i = 0; i < c->n_filters; i++) {
+        const struct filter_config *a = &c->filters[i];
+        for (unsigned j = 0; j < i; j++) {
+            const struct filter_config *b = &c->filters[j];
+            *blame_filter = (int)i;
+            if (strcmp(a->table, b->table) == 0 && strcmp(a->column, b->column) == 0) {
+                errf(err, errlen, "[filter %s] reads the same table and column as [filter %s] "
+                     "(table %s, column %s)", a->name, b->name, a->table, a->column);
+                return false;
+            }
+            if (strcmp(a->channel, b->channel) == 0) {
+                errf(err, errlen, "[filter %s] listens on the same channel as [filter %s] (%s)",
+                     a->name, b->name, a->channel);
+                return false;
+            }
+        }
+    }
+    *blame_filter = -1;
+    return resolve_templates(c, blame_template, err, errlen);
+
+oom:
+    errf(err, errlen, "out of memory");
+    return false;
+}
+
+/*
+ * Store one already-unquoted value in c, or for a per-filter key in fc
+ * (NULL: the global value).  Everything is parsed into locals first so
+ * that *c changes only on success.
+ */
+static bool apply(struct config *c, struct filter_config *fc, const struct key_def *k,
+                  const char *v, char *err, size_t errlen)
+{
+    void *field = field_of(c, fc, k);
     uint64_t u = 0;
 
     switch (k->type) {
@@ -540,6 +809,13 @@ static bool apply(struct config *c, const struct key_def *k, const char *v,
         return parse_double(k, v, (double *)field, err, errlen);
     case T_BOOL:
         return parse_bool(v, (bool *)field, err, errlen);
+    case T_ENUM: {
+        int x;
+        if (!parse_enum(k, v, &x, err, errlen))
+            return false;
+        memcpy(field, &x, sizeof x);    /* K_ENUM checked the field is int-sized */
+        return true;
+    }
     case T_LISTEN: {
         char *host = NULL;
         unsigned port = 0;
@@ -550,112 +826,105 @@ static bool apply(struct config *c, const struct key_def *k, const char *v,
         c->listen_port = port;
         return true;
     }
-    case T_LOGLEVEL:
-        return parse_level(v, (enum log_level *)field, err, errlen);
     case T_TEMPLATE: {
-        char *s;
-        if (!check_template(v, err, errlen))
-            return false;
+        /* "TEMPLATE [FILTER]": uritmpl_valid refuses whitespace, so the first blank splits. */
+        size_t tlen = strcspn(v, " \t");
+        const char *name = v + tlen;
+        char *t = NULL, *n = NULL;
+        while (*name == ' ' || *name == '\t')
+            name++;
+        if ((t = strndup(v, tlen)) == NULL || (*name != '\0' && (n = strdup(name)) == NULL)) {
+            errf(err, errlen, "out of memory");
+            goto template_fail;
+        }
+        if (!check_template(t, err, errlen)
+            || (n != NULL && !config_filter_name_valid(n, err, errlen)))
+            goto template_fail;
         if (c->n_uri_templates >= CONFIG_MAX_TEMPLATES) {
             errf(err, errlen, "too many templates (at most %d)", CONFIG_MAX_TEMPLATES);
-            return false;
+            goto template_fail;
         }
-        s = strdup(v);
-        if (s == NULL) {
-            errf(err, errlen, "out of memory");
-            return false;
-        }
-        c->uri_templates[c->n_uri_templates++] = s;
+        c->uri_templates[c->n_uri_templates] = t;
+        c->uri_template_names[c->n_uri_templates] = n;
+        c->uri_template_filter[c->n_uri_templates++] = 0;    /* config_resolve sets it */
         return true;
+    template_fail:
+        free(t);
+        free(n);
+        return false;
     }
-    case T_STATUS:
-        return parse_status(v, (unsigned *)field, err, errlen);
-    case T_ALLOW:
-        return parse_allow(v, (unsigned *)field, err, errlen);
-    case T_URISRC:
-        return parse_uri_source(v, (enum auth_uri_source *)field, err, errlen);
     }
     errf(err, errlen, "internal error: bad key type");
     return false;
 }
 
-/*
- * Turn raw value text into the value proper: trim, drop a trailing comment
- * (file syntax only) and one pair of double quotes.  Returns a heap copy.
- */
-static char *normalize_value(const char *raw, bool comments, char *err, size_t errlen)
+bool config_key_apply(struct config *c, size_t i, const char *value, char *err, size_t errlen)
 {
-    char *buf = strdup(raw);
-    char *s, *e;
-
-    if (buf == NULL) {
-        errf(err, errlen, "out of memory");
-        return NULL;
+    if (i >= KEY_COUNT) {
+        errf(err, errlen, "internal error: no key %zu", i);
+        return false;
     }
-    s = buf;
-    while (isspace((unsigned char)*s))
-        s++;
-    if (*s == '"') {
-        char *q = strchr(s + 1, '"');
-        char *rest;
+    return apply(c, NULL, &keys[i], value, err, errlen);
+}
 
-        if (q == NULL) {
-            errf(err, errlen, "unterminated quote in %.*s%s", ERR_VALUE_MAX, s,
-                 comments ? " (whitespace followed by ';' starts a comment even inside quotes)"
-                          : "");
-            goto fail;
-        }
-        rest = q + 1;
-        while (isspace((unsigned char)*rest))
-            rest++;
-        if (*rest != '\0' && !(comments && (*rest == '#' || *rest == ';'))) {
-            errf(err, errlen, "unexpected text after the closing quote in %.*s",
-                 ERR_VALUE_MAX, s);
-            goto fail;
-        }
-        *q = '\0';
-        s++;
-    } else {
-        /*
-         * libinih strips " ;comments" itself but not " #comments".  The
-         * value reaches us left-trimmed, so a leading '#' also followed
-         * whitespace in the file.
-         */
-        if (comments)
-            for (char *p = s; *p != '\0'; p++)
-                if ((*p == '#' || *p == ';') && (p == s || isspace((unsigned char)p[-1]))) {
-                    *p = '\0';
-                    break;
-                }
-        e = s + strlen(s);
-        while (e > s && isspace((unsigned char)e[-1]))
-            *--e = '\0';
+bool config_key_apply_filter(struct config *c, unsigned f, size_t i, const char *value,
+                             char *err, size_t errlen)
+{
+    if (i >= KEY_COUNT || !keys[i].per_filter || f >= c->n_filters) {
+        errf(err, errlen, "internal error: no per-filter key %zu", i);
+        return false;
     }
-    memmove(buf, s, strlen(s) + 1);
-    return buf;
-
-fail:
-    free(buf);
-    return NULL;
+    if (!apply(c, &c->filters[f], &keys[i], value, err, errlen))
+        return false;
+    c->filter_set[f] |= UINT64_C(1) << i;
+    return true;
 }
 
 bool config_set(struct config *c, const char *section, const char *key,
                 const char *value, char *err, size_t errlen)
 {
-    const struct key_def *k = find_key(section, key);
+    const struct key_def *k = NULL;
+    int f = -1, bf, bt;
     char msg[256];
     char *v = NULL;
+    struct config next;
 
-    if (k == NULL) {
-        if (section_known(section))
+    if (strncmp(section, "filter ", 7) == 0) {
+        f = config_filter_find(c, section + 7);
+        int i = config_filter_key_find(key);
+        if (f < 0 || !c->named_filters) {
+            errf(err, errlen, "unknown section [%s]", section);
+            return false;
+        }
+        if (i < 0) {
+            errf(err, errlen, "unknown key [%s] %s (a [filter NAME] takes only per-filter keys)",
+                 section, key);
+            return false;
+        }
+        k = &keys[i];
+    } else if ((k = find_key(section, key)) == NULL) {
+        if (config_section_known(section))
             errf(err, errlen, "unknown key [%s] %s", section, key);
         else
             errf(err, errlen, "unknown section [%s]", section);
         return false;
     }
-    v = normalize_value(value, false, msg, sizeof msg);
-    if (v == NULL || !apply(c, k, v, msg, sizeof msg))
+    v = config_normalize_value(value, false, msg, sizeof msg);
+    if (v == NULL)
         goto fail;
+    /* On a copy: a value that breaks the filters (two on one table) must leave *c unchanged. */
+    if (!config_copy(&next, c)) {
+        snprintf(msg, sizeof msg, "out of memory");
+        goto fail;
+    }
+    if ((f >= 0 ? !config_key_apply_filter(&next, (unsigned)f, (size_t)(k - keys), v, msg, sizeof msg)
+                : !apply(&next, NULL, k, v, msg, sizeof msg))
+        || !config_resolve(&next, &bf, &bt, msg, sizeof msg)) {
+        config_free(&next);
+        goto fail;
+    }
+    config_free(c);
+    *c = next;
     free(v);
     return true;
 
@@ -693,281 +962,221 @@ fail:
     return ok;
 }
 
-/* --- file parsing --- */
-
-struct parse_state {
-    struct config *c;
-    const char *name;           /* file name for messages */
-    const char *pos, *end;      /* unread input */
-    int lineno;                 /* line last handed to libinih */
-    bool failed;
-    int err_line;
-    char msg[256];
-    int seen[KEY_COUNT];        /* line a key was set on, 0 = not yet */
-};
-
-static void parse_fail(struct parse_state *st, const char *fmt, ...)
-    __attribute__((format(printf, 2, 3)));
-
-static void parse_fail(struct parse_state *st, const char *fmt, ...)
-{
-    va_list ap;
-
-    st->failed = true;
-    st->err_line = st->lineno;
-    va_start(ap, fmt);
-    vsnprintf(st->msg, sizeof st->msg, fmt, ap);
-    va_end(ap);
-}
-
-/* Like libinih's search: ';' starts a comment only after whitespace. */
-static const char *find_unless_comment(const char *s, const char *chars)
-{
-    for (const char *p = s; *p != '\0'; p++) {
-        if (*p == ';' && p > s && isspace((unsigned char)p[-1]))
-            return NULL;
-        if (strchr(chars, *p) != NULL)
-            return p;
-    }
-    return NULL;
-}
-
-/*
- * Structural checks libinih would only report as a bare line number, done
- * here so the message can say what is wrong; libinih still does the parse.
- */
-static bool check_line(struct parse_state *st, const char *line)
-{
-    if (*line == '\0' || *line == ';' || *line == '#')
-        return true;
-    if (*line == '[') {
-        const char *close = find_unless_comment(line + 1, "]");
-        const char *rest;
-        char section[64];
-        size_t len;
-
-        if (close == NULL) {
-            parse_fail(st, "missing ']' in section header");
-            return false;
-        }
-        len = (size_t)(close - line - 1);
-        if (len >= sizeof section) {
-            parse_fail(st, "unknown section [%.*s]", ERR_VALUE_MAX, line + 1);
-            return false;
-        }
-        memcpy(section, line + 1, len);
-        section[len] = '\0';
-        if (!section_known(section)) {
-            parse_fail(st, "unknown section [%s]", section);
-            return false;
-        }
-        for (rest = close + 1; isspace((unsigned char)*rest); rest++)
-            ;
-        if (*rest != '\0' && *rest != ';' && *rest != '#') {
-            parse_fail(st, "unexpected text after [%s]", section);
-            return false;
-        }
-        return true;
-    }
-    if (find_unless_comment(line, "=:") == NULL) {
-        parse_fail(st, "expected \"key = value\", \"[section]\" or a comment");
-        return false;
-    }
-    return true;
-}
-
-/*
- * libinih's fgets-like input.  Handing it one whole line at a time keeps
- * st->lineno in step with the line being parsed, and stopping here is the
- * only way to end a parse early.  Leading whitespace is dropped because
- * libinih would take an indented line as a continuation of the previous
- * value, which is never what an indented "key = value" means.
- */
-static char *read_line(char *buf, int num, void *stream)
-{
-    struct parse_state *st = stream;
-    const char *line, *nl;
-    size_t len;
-
-    if (st->failed || st->pos >= st->end)
-        return NULL;
-    line = st->pos;
-    nl = memchr(line, '\n', (size_t)(st->end - line));
-    len = nl != NULL ? (size_t)(nl - line) : (size_t)(st->end - line);
-    st->pos = line + len + (nl != NULL);
-    st->lineno++;
-
-    if (st->lineno == 1 && len >= 3 && memcmp(line, "\xEF\xBB\xBF", 3) == 0) {
-        line += 3;
-        len -= 3;
-    }
-    while (len > 0 && isspace((unsigned char)*line)) {
-        line++;
-        len--;
-    }
-    if (memchr(line, '\0', len) != NULL) {
-        parse_fail(st, "NUL byte in line");
-        return NULL;
-    }
-    /* Room for the line, '\n' and '\0'; libinih would split a longer one. */
-    if (num >= 2 && len > (size_t)num - 2 && (*line == '#' || *line == ';'))
-        len = 1;                /* a comment's text does not matter */
-    if (num < 2 || len > (size_t)num - 2) {
-        parse_fail(st, "line too long (at most %d bytes)", num - 2);
-        return NULL;
-    }
-    memcpy(buf, line, len);
-    buf[len] = '\0';
-    if (!check_line(st, buf))
-        return NULL;
-    buf[len] = '\n';
-    buf[len + 1] = '\0';
-    return buf;
-}
-
-static int on_key(void *user, const char *section, const char *name, const char *value)
-{
-    struct parse_state *st = user;
-    const struct key_def *k;
-    char msg[256];
-    char *v = NULL;
-    size_t i;
-
-    if (st->failed)
-        return 0;
-    if (name == NULL)
-        return 1;               /* new-section callback, if libinih was built with it */
-    if (value == NULL) {
-        parse_fail(st, "%s has no value", name);
-        return 0;
-    }
-    if (section[0] == '\0') {
-        parse_fail(st, "key %s appears before any [section]", name);
-        return 0;
-    }
-    k = find_key(section, name);
-    if (k == NULL) {
-        parse_fail(st, "unknown key [%s] %s", section, name);
-        return 0;
-    }
-    i = (size_t)(k - keys);
-    if (st->seen[i] != 0 && k->type != T_TEMPLATE) {
-        parse_fail(st, "[%s] %s: set twice (first on line %d)", section, name, st->seen[i]);
-        return 0;
-    }
-    st->seen[i] = st->lineno;
-    v = normalize_value(value, true, msg, sizeof msg);
-    if (v == NULL || !apply(st->c, k, v, msg, sizeof msg)) {
-        parse_fail(st, "[%s] %s: %s", section, name, msg);
-        free(v);
-        return 0;
-    }
-    free(v);
-    return 1;
-}
-
-static bool parse_buffer(struct config *c, const char *name, const char *text, size_t len,
-                         char *err, size_t errlen)
-{
-    struct parse_state *st = calloc(1, sizeof *st);
-    int r;
-    bool ok = false;
-
-    if (st == NULL) {
-        errf(err, errlen, "%s: out of memory", name);
-        return false;
-    }
-    st->c = c;
-    st->name = name;
-    st->pos = text;
-    st->end = text + len;
-    r = ini_parse_stream(read_line, st, on_key, st);
-    if (st->failed)
-        errf(err, errlen, "%s:%d: %s", name, st->err_line, st->msg);
-    else if (r > 0)             /* a syntax error read_line did not foresee */
-        errf(err, errlen, "%s:%d: syntax error", name, r);
-    else if (r < 0)
-        errf(err, errlen, "%s: out of memory", name);
-    else
-        ok = true;
-    free(st);
-    return ok;
-}
-
-bool config_load_string(struct config *c, const char *name, const char *text,
-                        char *err, size_t errlen)
-{
-    return parse_buffer(c, name, text, strlen(text), err, errlen);
-}
-
-bool config_load_file(struct config *c, const char *path, char *err, size_t errlen)
-{
-    FILE *f = fopen(path, "r");
-    char *text = NULL;
-    size_t len = 0, got;
-    bool ok = false;
-
-    if (f == NULL) {
-        errf(err, errlen, "cannot open %s: %s", path, strerror(errno));
-        return false;
-    }
-    /* One byte more than the limit tells "too large" from "exactly the limit". */
-    text = malloc(CONFIG_MAX_FILE_BYTES + 1);
-    if (text == NULL) {
-        errf(err, errlen, "%s: out of memory", path);
-        goto fail;
-    }
-    while ((got = fread(text + len, 1, CONFIG_MAX_FILE_BYTES + 1 - len, f)) > 0)
-        len += got;
-    if (ferror(f)) {
-        errf(err, errlen, "cannot read %s: %s", path, strerror(errno));
-        goto fail;
-    }
-    if (len > CONFIG_MAX_FILE_BYTES) {
-        errf(err, errlen, "%s: larger than %d bytes, not a config file?", path,
-             CONFIG_MAX_FILE_BYTES);
-        goto fail;
-    }
-    ok = parse_buffer(c, path, text, len, err, errlen);
-fail:
-    free(text);
-    fclose(f);
-    return ok;
-}
-
-/* --- defaults, cleanup, introspection --- */
+/* --- defaults, copies, reloads, cleanup, introspection --- */
 
 bool config_defaults(struct config *c)
 {
+    int bf, bt;
+
     memset(c, 0, sizeof *c);
     for (size_t i = 0; i < KEY_COUNT; i++) {
         if (keys[i].type == T_TEMPLATE)
             continue;           /* no templates by default */
-        if (!apply(c, &keys[i], keys[i].def, NULL, 0))
+        if (!apply(c, NULL, &keys[i], keys[i].def, NULL, 0))
             return false;
     }
-    return true;
+    return config_resolve(c, &bf, &bt, NULL, 0);
 }
+
+/* The heap strings of c outside the filters. */
+static size_t global_strings(struct config *c, char ***out, size_t max)
+{
+    size_t n = 0;
+
+    out[n++] = &c->listen_host;
+    for (size_t i = 0; i < KEY_COUNT && n < max; i++)
+        if (keys[i].type == T_STRING && !keys[i].per_filter)
+            out[n++] = (char **)((char *)c + keys[i].offset);
+    for (size_t i = 0; i < CONFIG_MAX_TEMPLATES && n + 2 <= max; i++) {
+        out[n++] = &c->uri_templates[i];
+        out[n++] = &c->uri_template_names[i];
+    }
+    return n;
+}
+
+#define MAX_GLOBAL_STRINGS (1 + KEY_COUNT + 2 * CONFIG_MAX_TEMPLATES)
 
 void config_free(struct config *c)
 {
+    char **strs[MAX_GLOBAL_STRINGS];
+    size_t n;
+
     if (c == NULL)
         return;
-    free(c->listen_host);
-    c->listen_host = NULL;
-    for (size_t i = 0; i < KEY_COUNT; i++) {
-        if (keys[i].type == T_STRING) {
-            char **s = (char **)((char *)c + keys[i].offset);
-            free(*s);
-            *s = NULL;
+    n = global_strings(c, strs, MAX_GLOBAL_STRINGS);
+    for (size_t i = 0; i < n; i++) {
+        free(*strs[i]);
+        *strs[i] = NULL;
+    }
+    /* Every slot, not just n_uri_templates and n_filters, in case a count was reset. */
+    c->n_uri_templates = 0;
+    fc_free(&c->base);
+    for (size_t i = 0; i < CONFIG_MAX_FILTERS; i++)
+        fc_free(&c->filters[i]);
+    c->n_filters = 0;
+}
+
+bool config_copy(struct config *dst, const struct config *src)
+{
+    char **d[MAX_GLOBAL_STRINGS], **s[MAX_GLOBAL_STRINGS];
+    struct config *msrc = (struct config *)src;     /* only read */
+    size_t n;
+    bool ok = true;
+
+    memcpy(dst, src, sizeof *dst);
+    /* The pointers are src's: clear them before copying, so a failure frees only copies. */
+    n = global_strings(dst, d, MAX_GLOBAL_STRINGS);
+    global_strings(msrc, s, MAX_GLOBAL_STRINGS);
+    for (size_t i = 0; i < n; i++)
+        *d[i] = NULL;
+    {
+        char **fs[] = FC_STRINGS(&dst->base);
+        for (size_t i = 0; i < sizeof fs / sizeof fs[0]; i++)
+            *fs[i] = NULL;
+        for (size_t f = 0; f < CONFIG_MAX_FILTERS; f++) {
+            char **ff[] = FC_STRINGS(&dst->filters[f]);
+            for (size_t i = 0; i < sizeof ff / sizeof ff[0]; i++)
+                *ff[i] = NULL;
         }
     }
-    /* Free every slot, not just n_uri_templates, in case the count was reset. */
-    for (size_t i = 0; i < CONFIG_MAX_TEMPLATES; i++) {
-        free(c->uri_templates[i]);
-        c->uri_templates[i] = NULL;
+    for (size_t i = 0; ok && i < n; i++)
+        ok = copy_string(d[i], *s[i]);
+    ok = ok && fc_copy(&dst->base, &src->base);
+    for (size_t f = 0; ok && f < src->n_filters; f++)
+        ok = fc_copy(&dst->filters[f], &src->filters[f]);
+    if (!ok)
+        config_free(dst);
+    return ok;
+}
+
+/* Whether key k holds the same value in a and b (not per-filter keys). */
+static bool same_value(const struct key_def *k, const struct config *a, const struct config *b)
+{
+    const void *fa = (const char *)a + k->offset, *fb = (const char *)b + k->offset;
+
+    switch (k->type) {
+    case T_STRING:
+        return strcmp(*(char *const *)fa, *(char *const *)fb) == 0;
+    case T_UINT:
+        return *(const unsigned *)fa == *(const unsigned *)fb;
+    case T_UINT64:
+        return *(const uint64_t *)fa == *(const uint64_t *)fb;
+    case T_DOUBLE:
+        return *(const double *)fa == *(const double *)fb;
+    case T_BOOL:
+        return *(const bool *)fa == *(const bool *)fb;
+    case T_ENUM:
+        return memcmp(fa, fb, sizeof(int)) == 0;
+    case T_LISTEN:
+        return strcmp(a->listen_host, b->listen_host) == 0 && a->listen_port == b->listen_port;
+    case T_TEMPLATE:
+        return true;            /* always reloadable */
     }
-    c->n_uri_templates = 0;
+    return false;
+}
+
+/* Report the filter keys that differ between next and cur; true if any does. */
+static bool filters_differ(const struct config *next, const struct config *cur,
+                           void (*changed)(void *arg, const char *section, const char *name),
+                           void *arg)
+{
+    bool any = false;
+
+    if (next->n_filters != cur->n_filters || next->named_filters != cur->named_filters) {
+        if (changed != NULL)
+            changed(arg, "filter NAME", "sections");
+        return true;
+    }
+    for (unsigned f = 0; f < cur->n_filters; f++) {
+        char section[CONFIG_FILTER_NAME_MAX + 16];
+        if (strcmp(next->filters[f].name, cur->filters[f].name) != 0) {
+            if (changed != NULL)
+                changed(arg, "filter NAME", "sections");
+            return true;
+        }
+        for (size_t i = 0; i < KEY_COUNT; i++) {
+            if (!keys[i].per_filter || same_field(&keys[i], &next->filters[f], &cur->filters[f]))
+                continue;
+            any = true;
+            snprintf(section, sizeof section, "filter %s", cur->filters[f].name);
+            if (changed != NULL)
+                changed(arg, cur->named_filters ? section : keys[i].section, keys[i].name);
+        }
+    }
+    return any;
+}
+
+bool config_keep_restart_keys(struct config *next, const struct config *cur,
+                              void (*changed)(void *arg, const char *section, const char *name),
+                              void *arg, char *err, size_t errlen)
+{
+    int bt = -1;
+
+    for (size_t i = 0; i < KEY_COUNT; i++) {
+        const struct key_def *k = &keys[i];
+        void *fn = (char *)next + k->offset;
+        const void *fc = (const char *)cur + k->offset;
+
+        if (k->reload || k->per_filter || same_value(k, next, cur))
+            continue;
+        if (changed != NULL)
+            changed(arg, k->section, k->name);
+        switch (k->type) {
+        case T_STRING:
+            if (!copy_string((char **)fn, *(char *const *)fc))
+                goto oom;
+            break;
+        case T_LISTEN:
+            if (!copy_string(&next->listen_host, cur->listen_host))
+                goto oom;
+            next->listen_port = cur->listen_port;
+            break;
+        case T_UINT:
+            *(unsigned *)fn = *(const unsigned *)fc;
+            break;
+        case T_UINT64:
+            *(uint64_t *)fn = *(const uint64_t *)fc;
+            break;
+        case T_DOUBLE:
+            *(double *)fn = *(const double *)fc;
+            break;
+        case T_BOOL:
+            *(bool *)fn = *(const bool *)fc;
+            break;
+        case T_ENUM:
+            memcpy(fn, fc, sizeof(int));
+            break;
+        case T_TEMPLATE:
+            break;
+        }
+    }
+    /* Every per-filter key needs a restart: the filters are cur's, wholesale. */
+    if (filters_differ(next, cur, changed, arg)) {
+        fc_free(&next->base);
+        for (unsigned f = 0; f < CONFIG_MAX_FILTERS; f++)
+            fc_free(&next->filters[f]);
+        next->n_filters = 0;
+        if (!fc_copy(&next->base, &cur->base))
+            goto oom;
+        for (unsigned f = 0; f < cur->n_filters; f++) {
+            if (!fc_copy(&next->filters[f], &cur->filters[f]))
+                goto oom;
+            next->n_filters = f + 1;
+        }
+        memcpy(next->filter_set, cur->filter_set, sizeof next->filter_set);
+        next->named_filters = cur->named_filters;
+        if (!resolve_templates(next, &bt, err, errlen)) {
+            size_t len = err != NULL ? strlen(err) : 0;
+            if (err != NULL && len < errlen)
+                snprintf(err + len, errlen - len, " in force (filters need a restart)");
+            return false;
+        }
+    }
+    return true;
+
+oom:
+    errf(err, errlen, "out of memory");
+    return false;
 }
 
 size_t config_key_count(void)
@@ -991,9 +1200,52 @@ bool config_key_at(size_t i, const char **section, const char **name,
     return true;
 }
 
+bool config_key_reloads(size_t i)
+{
+    return i < KEY_COUNT && keys[i].reload;
+}
+
+bool config_key_per_filter(size_t i)
+{
+    return i < KEY_COUNT && keys[i].per_filter;
+}
+
+void config_key_values(size_t i, char *buf, size_t len)
+{
+    const struct key_def *k;
+
+    if (len == 0)
+        return;
+    buf[0] = '\0';
+    if (i >= KEY_COUNT)
+        return;
+    k = &keys[i];
+    switch (k->type) {
+    case T_UINT:
+    case T_UINT64:
+        snprintf(buf, len, "%llu..%llu", (unsigned long long)k->min, (unsigned long long)k->max);
+        break;
+    case T_DOUBLE:
+        snprintf(buf, len, "%s %g and %s %g", k->dmin_open ? ">" : ">=", k->dmin,
+                 k->dmax_open ? "<" : "<=", k->dmax);
+        break;
+    case T_BOOL:
+        snprintf(buf, len, "yes or no");
+        break;
+    case T_ENUM:
+        enum_list(k->names, " | ", buf, len);
+        break;
+    case T_STRING:
+    case T_LISTEN:
+    case T_TEMPLATE:
+        break;
+    }
+}
+
 const char *config_log_level_name(enum log_level level)
 {
-    if ((unsigned)level < sizeof level_names / sizeof level_names[0])
-        return level_names[level];
+    for (const struct enum_name *n = log_levels; n->name != NULL; n++)
+        if (n->value == (int)level)
+            return n->name;
     return "?";
 }

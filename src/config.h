@@ -10,7 +10,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-enum log_level { LOG_LVL_ERROR, LOG_LVL_WARN, LOG_LVL_INFO, LOG_LVL_DEBUG };
+#include "log.h"                /* enum log_level */
 
 /*
  * Where /auth reads the original request URI.  AUTO tries X-Original-URI,
@@ -27,70 +27,86 @@ enum auth_uri_source {
 /* Most [auth] uri_template entries one configuration may hold. */
 #define CONFIG_MAX_TEMPLATES 32
 
-/* The per-table keys: the global sections give their defaults, [filter NAME] overrides them. */
-struct filter_config {
-    char *name;                   /* "default" for the filter the global keys define */
-    char *table, *column;         /* [postgres] table, column */
-    char *channel;                /* [sync] channel */
-    uint64_t expected_items; double false_positive_rate; double headroom;      /* [filter] */
-    unsigned rebuild_interval; uint64_t rebuild_after_deletes; bool auto_grow;  /* [sync] */
-    uint64_t pending_limit, pending_max_bytes; unsigned pending_ttl;            /* [sync] */
-};
+/* Most [filter NAME] sections; a name is [a-z][a-z0-9_]{0,31}. */
 #define CONFIG_MAX_FILTERS 64
+#define CONFIG_FILTER_NAME_MAX 32
+
+/*
+ * The per-table keys: the global sections give their defaults, [filter
+ * NAME] overrides them.  Strings as in struct config.
+ */
+struct filter_config {
+    char *name;                  /* "default" for the filter the global keys define */
+    char *table;                 /* [postgres] table: "name" or "schema.name", quote each part as an identifier */
+    char *column;                /* [postgres] column */
+    char *channel;               /* [sync] channel, an identifier; case is kept: quote it in LISTEN.
+                                    In [filter NAME] it defaults to <global channel>_<NAME> */
+    uint64_t expected_items;     /* [filter]; 0 = size from table row count * headroom */
+    double false_positive_rate;  /* [filter]; bounds: filter.h */
+    double headroom;             /* [filter] */
+    unsigned rebuild_interval;   /* [sync] seconds; 0 = off */
+    uint64_t rebuild_after_deletes; /* [sync]; 0 = off */
+    bool auto_grow;              /* [sync] */
+    uint64_t pending_limit;      /* [sync] POSTed ids remembered until seen in the table */
+    uint64_t pending_max_bytes;  /* [sync] bytes of POSTed ids the journal may hold */
+    unsigned pending_ttl;        /* [sync] seconds a journal entry lives without a COPY showing it */
+};
 
 /*
  * Every char * below is owned by the struct (heap, NUL-terminated, never
  * NULL after config_defaults) and released by config_free.  Replace a
- * string only through config_set so the old one is freed.
+ * string only through config_set so the old one is freed.  The comments say
+ * what a field means; defaults, ranges and allowed values are in the key
+ * table of config.c (bloomguard -h lists them).
  */
 struct config {
     /* [server] */
-    char *listen_host;           /* from listen "host:port", default 127.0.0.1:8080; "[::1]:8080" IPv6 form allowed (brackets stripped here); port 0..65535 (0 = pick a free port) */
-    unsigned listen_port;
-    unsigned threads;            /* 0 = number of CPUs; max 256 */
-    unsigned max_connections;    /* default 10000, 1..1000000 */
-    unsigned connection_timeout; /* seconds, default 30, 0..86400 (0 = none) */
-    uint64_t max_body_bytes;     /* default 1048576, 1..1073741824 */
-    unsigned max_batch;          /* default 10000, 1..10000000 */
-    unsigned max_id_bytes;       /* default 512, 1..65536 */
-    unsigned header_timeout;     /* seconds to send a request's headers, default 5, 0..3600 (0 = none) */
-    char *admin_token_file;      /* default "" (systemd credential admin_token, else no token) */
+    char *listen_host;           /* key "listen" = "host:port" or "[v6addr]:port": the host, brackets stripped */
+    unsigned listen_port;        /* ... and the port; 0 = pick a free one */
+    unsigned threads;            /* worker threads; 0 = number of CPUs */
+    unsigned max_connections;    /* client connections open at once */
+    unsigned connection_timeout; /* seconds an idle connection is kept; 0 = none */
+    uint64_t max_body_bytes;     /* largest request body */
+    unsigned max_batch;          /* most ids in one batch request */
+    unsigned max_id_bytes;       /* longest id (at most CONFIG_MAX_ID_BYTES) */
+    unsigned header_timeout;     /* seconds to send a request's headers; 0 = none */
+    char *admin_token_file;      /* "" = systemd credential admin_token, else no token */
     /* [postgres] */
-    char *conninfo;              /* default "" (libpq defaults / PG* env) */
-    char *table;                 /* default "users"; "name" or "schema.name", each part 1..63 bytes, no '"' or control characters: quote each part as an identifier */
-    char *column;                /* default "id"; 1..63 bytes, no '"' or control characters */
-    unsigned retry_max_seconds;  /* cap of reconnect backoff, default 30, 1..3600 */
-    /* [filter] */
-    uint64_t expected_items;     /* default 0 = size from table row count * headroom; max 1e12 */
-    double false_positive_rate;  /* [filter] false_positive_rate (bounds: filter.h) */
-    double headroom;             /* default 2.0, 1.0..100.0 */
+    char *conninfo;              /* "" = libpq defaults / PG* env */
+    unsigned retry_max_seconds;  /* cap of reconnect backoff */
     /* [sync] */
-    bool sync_enabled;           /* key "enabled", default yes: LISTEN/NOTIFY follower */
-    char *channel;               /* default "bloomguard"; a valid identifier 1..55 bytes [A-Za-z_][A-Za-z0-9_]* (case is kept: quote it in LISTEN) */
-    unsigned rebuild_interval;   /* seconds, default 0 = off, max 31536000 */
-    uint64_t rebuild_after_deletes; /* default 0 = off */
-    bool auto_grow;              /* key "auto_grow", default yes */
-    uint64_t pending_limit;      /* POSTed ids remembered until seen in the table */
-    uint64_t pending_max_bytes;  /* bytes of POSTed ids the journal may hold */
-    unsigned pending_ttl;        /* seconds a journal entry lives without a COPY showing it */
+    bool sync_enabled;           /* key "enabled": LISTEN/NOTIFY follower */
     double max_staleness;        /* seconds; 0 = never degrade */
     double probe_interval;       /* seconds between follower round trips */
     unsigned min_rebuild_interval; /* seconds between the end of a rebuild and the next start */
-    /* [auth] */
-    char *uri_templates[CONFIG_MAX_TEMPLATES]; /* key "uri_template", repeatable: each occurrence appends; default none. Each starts with '/' and holds "{id}" exactly once, no other '{' '}' and no whitespace */
-    unsigned uri_template_filter[CONFIG_MAX_TEMPLATES]; /* TEMPORARY shim: the filter each template checks */
-    unsigned n_uri_templates;
-    unsigned deny_status;        /* default 403; allowed values 401, 403, 404, 410 */
-    unsigned allow_status;       /* default 204; 200 or 204 (Envoy's ext_authz allows only on 200) */
-    enum auth_uri_source uri_source; /* key "uri_source", default auto */
-    bool fail_open;              /* default yes */
-    /* [metrics] */
-    bool metrics_enabled;        /* key "enabled", default yes */
-    /* [log] */
-    enum log_level log_level;    /* key "level": error|warn|info|debug, default info */
-    /* TEMPORARY shim until the config branch lands: filled by main from the globals. */
+    /*
+     * The filters, in file order; filters[0] is the default one (GET
+     * /exists/{id}, templates that name none).  Without [filter NAME]
+     * sections there is exactly one, "default", made of the global keys.
+     */
     struct filter_config filters[CONFIG_MAX_FILTERS];
     unsigned n_filters;
+    /*
+     * Private to config.c: the per-filter keys as the global sections set
+     * them (each filter starts from these), and which keys each [filter
+     * NAME] section set itself (bit = index in the key table).
+     */
+    struct filter_config base;
+    uint64_t filter_set[CONFIG_MAX_FILTERS];
+    bool named_filters;          /* the file has [filter NAME] sections */
+    /* [auth] */
+    char *uri_templates[CONFIG_MAX_TEMPLATES]; /* key "uri_template", repeatable: each occurrence appends (uritmpl_valid holds) */
+    char *uri_template_names[CONFIG_MAX_TEMPLATES]; /* the filter named after the template, NULL: none */
+    unsigned uri_template_filter[CONFIG_MAX_TEMPLATES]; /* index into filters[] of each template's filter */
+    unsigned n_uri_templates;
+    unsigned deny_status;        /* HTTP status for an unknown id */
+    unsigned allow_status;       /* HTTP status for a maybe-known id */
+    enum auth_uri_source uri_source; /* key "uri_source" */
+    bool fail_open;
+    /* [metrics] */
+    bool metrics_enabled;        /* key "enabled" */
+    /* [log] */
+    enum log_level log_level;    /* key "level" */
 };
 
 /*
@@ -131,6 +147,12 @@ void config_free(struct config *c);
  *     cannot open bloomguard.conf: No such file or directory
  * (path is quoted as given).  On failure *c may be partly updated but stays
  * valid for config_free; the caller is expected to discard it.
+ *
+ * "[filter NAME]" sections declare c->filters (see struct filter_config):
+ * once the whole file is read, each takes the global value of every
+ * per-filter key it does not set, and the filters and the templates' filter
+ * names are checked; such an error names the line of the section header
+ * or of the template.  config_set and config_override resolve again.
  *
  * File syntax: "[section]" headers, "key = value" (or "key: value"), whole
  * line comments starting with ';' or '#', and trailing comments starting
@@ -182,6 +204,47 @@ size_t config_key_count(void);
  */
 bool config_key_at(size_t i, const char **section, const char **name,
                    const char **default_value, const char **help);
+
+/*
+ * Copy src into dst (fresh or freed, as for config_defaults), strings
+ * included.  False when memory runs out; dst is then freed.
+ */
+bool config_copy(struct config *dst, const struct config *src);
+
+/*
+ * For a reload: every key that needs a restart and differs between next
+ * (the configuration just read) and cur (the one in force) is reported to
+ * changed (when not NULL) and set back to cur's value in next, so next can
+ * replace cur.  Keys that apply at once keep next's values.  Every filter
+ * key needs a restart: a changed per-filter key is reported as
+ * ("filter NAME", key) (or its global section without [filter NAME]
+ * sections), added, removed or renamed sections as ("filter NAME",
+ * "sections"), and next gets cur's filters.  False when memory runs out or
+ * a template of next names a filter cur does not have (err says which);
+ * next is then still valid for config_free.
+ */
+bool config_keep_restart_keys(struct config *next, const struct config *cur,
+                              void (*changed)(void *arg, const char *section, const char *name),
+                              void *arg, char *err, size_t errlen);
+
+/* Whether key i takes a new value on SIGHUP (else it needs a restart). */
+bool config_key_reloads(size_t i);
+
+/*
+ * Whether key i is a per-filter key: its global value is every filter's
+ * default and a [filter NAME] section may set it by its bare name.
+ */
+bool config_key_per_filter(size_t i);
+
+/* Index into c->filters of the filter with that name, -1 if none. */
+int config_filter_find(const struct config *c, const char *name);
+
+/*
+ * The values key i accepts, from its row: "1..256", "> 1e-06 and < 0.5",
+ * "401 | 403 | 404 | 410", "yes or no"; "" for strings.  Writes to buf,
+ * truncated to len.
+ */
+void config_key_values(size_t i, char *buf, size_t len);
 
 /* "error", "warn", "info" or "debug"; "?" for an invalid value. */
 const char *config_log_level_name(enum log_level level);

@@ -1,24 +1,16 @@
 /*
- * Read-copy-update for the served filter.  Readers announce themselves on a
- * striped, epoch-tagged counter (two atomic adds, no locks); a writer that
- * replaces a filter flips the epoch and waits for the readers of the old
- * epoch to leave before it frees anything.
+ * Read-copy-update for the served filter: lookups and inserts run in rcu.h
+ * read sections (two atomic adds, no locks); a writer that replaces a
+ * filter waits for a grace period before it frees anything.
  */
 #include "guard.h"
 
 #include <pthread.h>
-#include <sched.h>
 #include <stdatomic.h>
 #include <stdint.h>
 #include <stdlib.h>
-#include <time.h>
 
-/* Readers are spread over stripes so threads rarely share a cache line. */
-#define STRIPES 32
-
-struct stripe {
-    _Atomic long readers[2];    /* in-flight readers, by epoch parity */
-} __attribute__((aligned(64)));
+#include "rcu.h"
 
 struct guard {
     _Atomic(struct filter *) live;
@@ -28,71 +20,8 @@ struct guard {
     uint64_t *backlog;          /* hashes added while bulk, for next */
     size_t backlog_n, backlog_cap;
     bool backlog_oom;
-    _Atomic unsigned long epoch;
-    pthread_mutex_t writer;     /* one synchronize at a time */
-    struct stripe stripes[STRIPES];
+    struct rcu rcu;             /* readers of live and next */
 };
-
-struct read_token {
-    struct stripe *s;
-    unsigned parity;
-};
-
-static unsigned my_stripe(void)
-{
-    /* Thread identity mixed down to a stripe; stable for a thread's lifetime. */
-    uint64_t x = (uint64_t)(uintptr_t)pthread_self();
-    x ^= x >> 29;
-    x *= UINT64_C(0xbf58476d1ce4e5b9);
-    x ^= x >> 32;
-    return (unsigned)(x % STRIPES);
-}
-
-static struct read_token read_enter(struct guard *g)
-{
-    struct stripe *s = &g->stripes[my_stripe()];
-    for (;;) {
-        unsigned long e = atomic_load(&g->epoch);
-        unsigned parity = (unsigned)(e & 1);
-        atomic_fetch_add(&s->readers[parity], 1);
-        /*
-         * If the epoch moved between the load and the add, a writer may have
-         * finished waiting for this parity already: step back and retry.
-         * Otherwise the writer's flip is ordered after the add and it will
-         * wait for this reader (all seq_cst).
-         */
-        if (atomic_load(&g->epoch) == e)
-            return (struct read_token){ s, parity };
-        atomic_fetch_sub(&s->readers[parity], 1);
-    }
-}
-
-static void read_exit(struct read_token t)
-{
-    atomic_fetch_sub_explicit(&t.s->readers[t.parity], 1, memory_order_release);
-}
-
-/* Wait until every reader that may have seen the previous pointers has left. */
-static void synchronize(struct guard *g)
-{
-    pthread_mutex_lock(&g->writer);
-    unsigned long e = atomic_fetch_add(&g->epoch, 1);
-    unsigned parity = (unsigned)(e & 1);
-    for (unsigned spins = 0;; spins++) {
-        long busy = 0;
-        for (unsigned i = 0; i < STRIPES; i++)
-            busy += atomic_load(&g->stripes[i].readers[parity]);
-        if (busy == 0)
-            break;
-        if (spins < 100) {
-            sched_yield();
-        } else {
-            struct timespec ts = { 0, 100000 };   /* 0.1 ms */
-            nanosleep(&ts, NULL);
-        }
-    }
-    pthread_mutex_unlock(&g->writer);
-}
 
 struct guard *guard_new(void)
 {
@@ -101,17 +30,13 @@ struct guard *guard_new(void)
         return NULL;
     atomic_init(&g->live, NULL);
     atomic_init(&g->next, NULL);
-    atomic_init(&g->epoch, 0);
     atomic_init(&g->bulk, false);
     g->backlog = NULL;
     g->backlog_n = g->backlog_cap = 0;
     g->backlog_oom = false;
     pthread_mutex_init(&g->backlog_mu, NULL);
-    for (unsigned i = 0; i < STRIPES; i++) {
-        atomic_init(&g->stripes[i].readers[0], 0);
-        atomic_init(&g->stripes[i].readers[1], 0);
-    }
-    if (pthread_mutex_init(&g->writer, NULL) != 0) {
+    if (!rcu_init(&g->rcu)) {
+        pthread_mutex_destroy(&g->backlog_mu);
         free(g);
         return NULL;
     }
@@ -126,30 +51,30 @@ void guard_free(struct guard *g)
     filter_free(atomic_load(&g->next));
     free(g->backlog);
     pthread_mutex_destroy(&g->backlog_mu);
-    pthread_mutex_destroy(&g->writer);
+    rcu_destroy(&g->rcu);
     free(g);
 }
 
 enum guard_answer guard_lookup(struct guard *g, const void *key, size_t len)
 {
     uint64_t h = filter_hash(key, len);
-    struct read_token t = read_enter(g);
+    struct rcu_read t = rcu_read_enter(&g->rcu);
     struct filter *f = atomic_load_explicit(&g->live, memory_order_acquire);
     enum guard_answer a = f == NULL ? GUARD_NOT_READY
                         : filter_contains_hash(f, h) ? GUARD_MAYBE : GUARD_ABSENT;
-    read_exit(t);
+    rcu_read_exit(t);
     return a;
 }
 
 bool guard_lookup_many(struct guard *g, size_t n, const char *const *keys,
                        const size_t *lens, bool *answers)
 {
-    struct read_token t = read_enter(g);
+    struct rcu_read t = rcu_read_enter(&g->rcu);
     struct filter *f = atomic_load_explicit(&g->live, memory_order_acquire);
     if (f != NULL)
         for (size_t i = 0; i < n; i++)
             answers[i] = filter_contains(f, keys[i], lens[i]);
-    read_exit(t);
+    rcu_read_exit(t);
     return f != NULL;
 }
 
@@ -188,7 +113,7 @@ bool guard_add(struct guard *g, const void *key, size_t len)
 
 bool guard_add_hash(struct guard *g, uint64_t h)
 {
-    struct read_token t = read_enter(g);
+    struct rcu_read t = rcu_read_enter(&g->rcu);
     /*
      * next before live: guard_commit stores live = next before clearing next,
      * so a reader that finds next already cleared is sure to find the new live.
@@ -201,7 +126,7 @@ bool guard_add_hash(struct guard *g, uint64_t h)
         filter_add_hash(n, h);
     if (f != NULL && f != n)
         filter_add_hash(f, h);
-    read_exit(t);
+    rcu_read_exit(t);
     return n != NULL || f != NULL;
 }
 
@@ -209,7 +134,7 @@ void guard_begin(struct guard *g, struct filter *next)
 {
     struct filter *old = atomic_exchange(&g->next, next);
     /* Inserts that started before the store may have missed next: wait them out. */
-    synchronize(g);
+    rcu_synchronize(&g->rcu);
     filter_free(old);          /* only if a caller broke the protocol */
 }
 
@@ -225,7 +150,7 @@ bool guard_end_bulk(struct guard *g)
 {
     atomic_store(&g->bulk, false);
     /* Every insert that chose the backlog has finished appending. */
-    synchronize(g);
+    rcu_synchronize(&g->rcu);
     struct filter *next = atomic_load(&g->next);
     pthread_mutex_lock(&g->backlog_mu);
     bool ok = !g->backlog_oom;
@@ -243,14 +168,14 @@ void guard_commit(struct guard *g)
         return;
     struct filter *old = atomic_exchange(&g->live, next);
     atomic_store(&g->next, NULL);
-    synchronize(g);
+    rcu_synchronize(&g->rcu);
     filter_free(old);
 }
 
 void guard_abort(struct guard *g)
 {
     struct filter *next = atomic_exchange(&g->next, NULL);
-    synchronize(g);
+    rcu_synchronize(&g->rcu);
     atomic_store(&g->bulk, false);
     backlog_clear(g);
     filter_free(next);
@@ -268,11 +193,11 @@ bool guard_writable(struct guard *g)
 
 static bool info_of(struct guard *g, _Atomic(struct filter *) *slot, struct filter_info *out)
 {
-    struct read_token t = read_enter(g);
+    struct rcu_read t = rcu_read_enter(&g->rcu);
     struct filter *f = atomic_load(slot);
     if (f != NULL)
         filter_info(f, out);
-    read_exit(t);
+    rcu_read_exit(t);
     return f != NULL;
 }
 

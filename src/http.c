@@ -16,6 +16,7 @@
 #include "config.h"
 #include "idcodec.h"
 #include "listen.h"
+#include "live.h"
 #include "log.h"
 #include "stats.h"
 #include "token.h"
@@ -287,7 +288,7 @@ static bool is_token(const char *s)
 }
 
 /* An admin route (POST /ids, /reload): does the request carry the right to write? */
-static struct reply check_write(struct http *h, struct MHD_Connection *c)
+static struct reply check_write(struct http *h, const struct app *a, struct MHD_Connection *c)
 {
     switch (h->writes) {
     case WRITES_LOOPBACK:
@@ -299,7 +300,7 @@ static struct reply check_write(struct http *h, struct MHD_Connection *c)
     case WRITES_TOKEN: {
         const char *auth = MHD_lookup_connection_value(c, MHD_HEADER_KIND,
                                                        MHD_HTTP_HEADER_AUTHORIZATION);
-        if (token_check_bearer(h->a->admin_token, auth))
+        if (token_check_bearer(a->admin_token, auth))
             break;
         struct reply r = api_error(MHD_HTTP_UNAUTHORIZED, "unauthorized", "%s",
                                    auth == NULL ? "this endpoint needs Authorization: Bearer <admin token>"
@@ -321,10 +322,10 @@ static struct reply check_write(struct http *h, struct MHD_Connection *c)
  * 100 Continue) and closes the connection.  Without a body the answer waits
  * for the final call, which keeps the connection alive.
  */
-static bool first_checks(struct http *h, struct request *rq, struct MHD_Connection *c,
-                         const char *url, const char *method)
+static bool first_checks(struct http *h, const struct app *a, struct request *rq,
+                         struct MHD_Connection *c, const char *url, const char *method)
 {
-    const struct config *cfg = h->a->cfg;
+    const struct config *cfg = a->cfg;
     struct framing f = { 0, 0, false, false, NULL };
     MHD_get_connection_values(c, MHD_HEADER_KIND, count_framing, &f);
     rq->route = NULL;
@@ -364,7 +365,7 @@ static bool first_checks(struct http *h, struct request *rq, struct MHD_Connecti
     if (r == NULL || !(r->methods & api_method_bit(method)))
         rq->early = route_refusal(r, allowed, url, method);
     else if (r->admin)
-        rq->early = check_write(h, c);
+        rq->early = check_write(h, a, c);
     if (rq->early.status == 0 && announced > cfg->max_body_bytes)
         rq->early = api_error(MHD_HTTP_CONTENT_TOO_LARGE, "body_too_large",
                               "request body is larger than max_body_bytes (%llu)",
@@ -454,15 +455,12 @@ static enum MHD_Result queue(struct http *h, struct request *rq, struct MHD_Conn
     return ret;
 }
 
-static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const char *url,
-                                  const char *method, const char *version,
-                                  const char *upload_data, size_t *upload_data_size,
-                                  void **req_cls)
+static enum MHD_Result handle_request(struct http *h, struct app *a, struct MHD_Connection *c,
+                                      const char *url, const char *method,
+                                      const char *upload_data, size_t *upload_data_size,
+                                      void **req_cls)
 {
-    struct http *h = cls;
-    struct app *a = h->a;
     struct request *rq = *req_cls;
-    (void)version;
 
     if (rq == NULL) {
         const union MHD_ConnectionInfo *ci = MHD_get_connection_info(c, MHD_CONNECTION_INFO_SOCKET_CONTEXT);
@@ -480,7 +478,7 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
         if (a->cfg->metrics_enabled)
             rq->t0 = now_ns();
         *req_cls = rq;
-        if (first_checks(h, rq, c, url, method)) {
+        if (first_checks(h, a, rq, c, url, method)) {
             struct reply r = rq->early;
             rq->early.status = 0;
             return queue(h, rq, c, r);      /* MHD reads no body after this and closes */
@@ -519,6 +517,29 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
         return queue(h, rq, c, r);
     }
     return queue(h, rq, c, dispatch(a, rq, c, url, method));
+}
+
+/*
+ * Each callback reads one configuration generation from start to end, even
+ * if a SIGHUP publishes another meanwhile: the handlers get a copy of the
+ * shared app whose cfg and admin_token are that generation's.
+ */
+static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const char *url,
+                                  const char *method, const char *version,
+                                  const char *upload_data, size_t *upload_data_size,
+                                  void **req_cls)
+{
+    struct http *h = cls;
+    struct live_view v = live_enter(h->a->live);
+    struct app a = *h->a;
+    (void)version;
+
+    a.cfg = v.cfg;
+    a.admin_token = v.admin_token;
+    enum MHD_Result r = handle_request(h, &a, c, url, method, upload_data, upload_data_size,
+                                       req_cls);
+    live_exit(v);
+    return r;
 }
 
 /* The headers of the next request on a kept-alive connection are due by then. */

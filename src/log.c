@@ -5,6 +5,7 @@
 #include "log.h"
 
 #include <stdarg.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <string.h>
 #include <time.h>
@@ -12,8 +13,13 @@
 
 void log_init(struct log *lg, enum log_level level)
 {
-    lg->level = level;
+    atomic_init(&lg->level, level);
     lg->journal = !isatty(STDERR_FILENO);
+}
+
+void log_set_level(struct log *lg, enum log_level level)
+{
+    atomic_store_explicit(&lg->level, level, memory_order_relaxed);
 }
 
 void log_msg(const struct log *lg, enum log_level level, const char *fmt, ...)
@@ -24,7 +30,7 @@ void log_msg(const struct log *lg, enum log_level level, const char *fmt, ...)
     char line[2048];
     size_t n;
 
-    if (lg != NULL && level > lg->level)
+    if (lg != NULL && level > atomic_load_explicit(&lg->level, memory_order_relaxed))
         return;
     if (lg == NULL || lg->journal) {
         n = (size_t)snprintf(line, sizeof line, "<%d>", prio[level]);

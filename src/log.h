@@ -8,15 +8,20 @@
 
 #include <stdbool.h>
 
-#include "config.h"
+/* Most to least severe; a message is written when its level <= the configured one. */
+enum log_level { LOG_LVL_ERROR, LOG_LVL_WARN, LOG_LVL_INFO, LOG_LVL_DEBUG };
 
 struct log {
-    enum log_level level;   /* messages above this level are dropped */
+    /* Messages above this level are dropped.  Atomic: SIGHUP changes it while other threads log. */
+    _Atomic(enum log_level) level;
     bool journal;           /* "<N>" prefixes instead of timestamps */
 };
 
 /* Set up from the configured level; decides the prefix style from isatty(2). */
 void log_init(struct log *lg, enum log_level level);
+
+/* Change the level; thread-safe, takes effect for the next message of every thread. */
+void log_set_level(struct log *lg, enum log_level level);
 
 /* Thread-safe: each call is one write(2) of a whole line. */
 void log_msg(const struct log *lg, enum log_level level, const char *fmt, ...)

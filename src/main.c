@@ -16,6 +16,7 @@
 #include "config.h"
 #include "guard.h"
 #include "http.h"
+#include "live.h"
 #include "log.h"
 #include "notify.h"
 #include "source.h"
@@ -55,13 +56,28 @@ static void usage(FILE *out)
             "  -h                   this help, with every configuration key\n"
             "  --section.key=value  override a configuration key\n"
             "\n"
-            "keys (section.key = default):\n",
+            "keys (section.key = default), what they accept, and whether SIGHUP applies\n"
+            "a new value or it needs a restart:\n",
             DEFAULT_CONFIG);
     for (size_t i = 0; i < config_key_count(); i++) {
         const char *sec, *name, *def, *help;
-        if (config_key_at(i, &sec, &name, &def, &help))
-            fprintf(out, "  %s.%s = %s\n      %s\n", sec, name, def, help);
+        char values[256];
+        if (!config_key_at(i, &sec, &name, &def, &help))
+            continue;
+        config_key_values(i, values, sizeof values);
+        fprintf(out, "  %s.%s = %s\n      %s\n      %s%s%s%s\n", sec, name, def, help,
+                values, values[0] ? "; " : "",
+                config_key_reloads(i) ? "SIGHUP applies it" : "needs a restart",
+                config_key_per_filter(i) ? "; per filter" : "");
     }
+    fprintf(out,
+            "\n"
+            "[filter NAME] sections (NAME: [a-z][a-z0-9_]{0,31}) each declare a filter, on\n"
+            "its own table; inside one only the keys marked \"per filter\" may appear, by\n"
+            "bare name (table = orders).  Each starts from the global values of those keys,\n"
+            "except channel, which defaults to <[sync] channel>_<NAME>.  The first one is\n"
+            "the default filter (GET /exists/{id}); \"uri_template = /order/{id} orders\"\n"
+            "names the filter of a template.\n");
 }
 
 static void on_progress(void *arg, unsigned t, uint64_t rows, bool first)
@@ -118,14 +134,19 @@ static void on_done(void *arg, unsigned t, uint64_t id, bool ok, bool first, uin
         notify_status(status);
 }
 
-/* SIGHUP: rebuild every table; READY=1 is owed when all have (if the start's was sent). */
-static void reload_tables(struct hooks_ctx *h, struct source *src)
+/* Whether a SIGHUP owes READY=1: only once the start's has been sent. */
+static bool reload_owes_ready(struct hooks_ctx *h)
 {
     pthread_mutex_lock(&h->mu);
     bool owe = h->ready_sent;
-    /* RELOADING=1 first: systemd must see it before ExecReload= exits. */
-    if (owe)
-        notify_reloading();
+    pthread_mutex_unlock(&h->mu);
+    return owe;
+}
+
+/* SIGHUP: rebuild every table; if owe, READY=1 is owed when all have. */
+static void reload_tables(struct hooks_ctx *h, struct source *src, bool owe)
+{
+    pthread_mutex_lock(&h->mu);
     for (unsigned t = 0; t < h->n; t++) {
         uint64_t id = source_request_rebuild(src, t, "SIGHUP", NULL);
         if (!owe)
@@ -145,75 +166,152 @@ static void reload_tables(struct hooks_ctx *h, struct source *src)
         notify_ready("serving");
 }
 
+/* What the command line says about the configuration, for the start and every SIGHUP. */
+struct cmdline {
+    const char *path;           /* -c FILE, or NULL: DEFAULT_CONFIG if it exists */
+    char **argv;                /* its "--section.key=value" arguments are applied after the file */
+    int argc;
+};
+
+static bool is_override(const char *arg)
+{
+    return strncmp(arg, "--", 2) == 0 && arg[2] != '\0';
+}
+
+/*
+ * The file, then the overrides, over *c (filled by config_defaults).
+ * *file gets the file read (NULL: built-in defaults).  False with the
+ * reason in err; *c must then be freed.
+ */
+static bool read_config(const struct cmdline *cl, struct config *c, const char **file,
+                        char *err, size_t errlen)
+{
+    *file = cl->path ? cl->path : DEFAULT_CONFIG;
+    if (cl->path != NULL || access(*file, F_OK) == 0) {
+        if (!config_load_file(c, *file, err, errlen))
+            return false;
+    } else {
+        *file = NULL;
+    }
+    for (int i = 1; i < cl->argc; i++)
+        if (is_override(cl->argv[i]) && !config_override(c, cl->argv[i] + 2, err, errlen))
+            return false;
+    return true;
+}
+
+/* The write credential is configuration too: false (with the reason) stops a start or a reload. */
+static bool read_token(const struct config *c, char **token, char *from, size_t fromlen,
+                       char *err, size_t errlen)
+{
+    char why[256];
+    *token = NULL;
+    if (token_load(c->admin_token_file, getenv("CREDENTIALS_DIRECTORY"), token, from, fromlen,
+                   why, sizeof why) != TOKEN_ERROR)
+        return true;
+    snprintf(err, errlen, "%s: %s",
+             c->admin_token_file[0] ? "[server] admin_token_file" : "credential " TOKEN_CREDENTIAL, why);
+    return false;
+}
+
+static void restart_needed(void *arg, const char *section, const char *name)
+{
+    log_warn(arg, "SIGHUP: [%s] %s changed: needs a restart (the old value stays in force)",
+             section, name);
+}
+
+/*
+ * SIGHUP, as pgbouncer and nginx do: read the file and the command-line
+ * overrides again and put the keys that may change at once in force.  Keys
+ * that need a restart keep their values (each one changed is logged); a
+ * file or token that cannot be read changes nothing.
+ */
+static void reload_config(const struct cmdline *cl, struct live *live, struct log *lg)
+{
+    struct config next;
+    const struct config *cur = live_current(live);
+    const char *file = NULL;
+    char err[512] = "out of memory", from[256];
+    char *token = NULL;
+
+    if (!config_defaults(&next) || !read_config(cl, &next, &file, err, sizeof err)
+        || !read_token(&next, &token, from, sizeof from, err, sizeof err)) {
+        log_error(lg, "SIGHUP: configuration not reloaded, nothing changed: %s", err);
+        goto out;
+    }
+    if (!config_keep_restart_keys(&next, cur, restart_needed, lg, err, sizeof err)) {
+        log_error(lg, "SIGHUP: configuration not reloaded, nothing changed: %s", err);
+        goto out;
+    }
+    /* Whether writes need a token at all was decided at start, from the listen address too. */
+    if ((token == NULL) != (live_current_token(live) == NULL)) {
+        log_warn(lg, "SIGHUP: an admin token %s: needs a restart (the old one stays in force)",
+                 token == NULL ? "is no longer set" : "is now set");
+        token_free(token);
+        token = NULL;
+        if (live_current_token(live) != NULL && (token = strdup(live_current_token(live))) == NULL) {
+            log_error(lg, "SIGHUP: configuration not reloaded: out of memory");
+            goto out;
+        }
+    }
+    enum log_level level = next.log_level;
+    if (!live_publish(live, &next, token)) {
+        log_error(lg, "SIGHUP: configuration not reloaded: out of memory");
+        goto out;
+    }
+    token = NULL;                       /* the holder owns both now */
+    log_set_level(lg, level);
+    log_info(lg, "SIGHUP: configuration reloaded from %s", file ? file : "built-in defaults");
+out:
+    token_free(token);
+    config_free(&next);
+}
+
 int main(int argc, char **argv)
 {
     struct config cfg;
     struct log lg;
     char err[512];
-    const char *path = NULL;
+    struct cmdline cl = { .path = NULL, .argv = argv, .argc = argc };
+    const char *file = NULL;
     bool check_only = false;
     int rc = EXIT_STARTUP;
 
     memset(&cfg, 0, sizeof cfg);
-    if (!config_defaults(&cfg)) {
-        fprintf(stderr, "bloomguard: out of memory\n");
-        return EXIT_STARTUP;
-    }
     /* -c FILE, -t, -V, -h; every "--section.key=value" is an override, applied after the file. */
-    int first_override = argc;
     for (int i = 1; i < argc; i++) {
         const char *arg = argv[i];
-        if (strncmp(arg, "--", 2) == 0 && arg[2] != '\0') {
-            if (first_override == argc)
-                first_override = i;
+        if (is_override(arg))
             continue;
-        }
         if (strcmp(arg, "-c") == 0 && i + 1 < argc) {
-            path = argv[++i];
+            cl.path = argv[++i];
         } else if (strncmp(arg, "-c", 2) == 0 && arg[2] != '\0') {
-            path = arg + 2;
+            cl.path = arg + 2;
         } else if (strcmp(arg, "-t") == 0) {
             check_only = true;
         } else if (strcmp(arg, "-V") == 0) {
             printf("bloomguard %s\n", PACKAGE_VERSION);
-            config_free(&cfg);
             return EXIT_OK;
         } else if (strcmp(arg, "-h") == 0) {
             usage(stdout);
-            config_free(&cfg);
             return EXIT_OK;
         } else {
             fprintf(stderr, "bloomguard: unexpected argument \"%s\" (try -h)\n", arg);
-            config_free(&cfg);
             return EXIT_CONFIG;
         }
     }
-    const char *file = path ? path : DEFAULT_CONFIG;
-    if (path != NULL || access(file, F_OK) == 0) {
-        if (!config_load_file(&cfg, file, err, sizeof err)) {
-            fprintf(stderr, "bloomguard: %s\n", err);
-            config_free(&cfg);
-            return EXIT_CONFIG;
-        }
-    } else {
-        file = NULL;                    /* built-in defaults */
+    if (!config_defaults(&cfg)) {
+        fprintf(stderr, "bloomguard: out of memory\n");
+        config_free(&cfg);
+        return EXIT_STARTUP;
     }
-    for (int i = first_override; i < argc; i++) {
-        if (strncmp(argv[i], "--", 2) != 0 || argv[i][2] == '\0')
-            continue;
-        if (!config_override(&cfg, argv[i] + 2, err, sizeof err)) {
-            fprintf(stderr, "bloomguard: %s\n", err);
-            config_free(&cfg);
-            return EXIT_CONFIG;
-        }
+    if (!read_config(&cl, &cfg, &file, err, sizeof err)) {
+        fprintf(stderr, "bloomguard: %s\n", err);
+        config_free(&cfg);
+        return EXIT_CONFIG;
     }
-    /* The write credential is configuration too: a bad one stops the start (and -t). */
     char *admin_token = NULL, token_from[256] = "";
-    if (token_load(cfg.admin_token_file, getenv("CREDENTIALS_DIRECTORY"), &admin_token,
-                   token_from, sizeof token_from, err, sizeof err) == TOKEN_ERROR) {
-        fprintf(stderr, "bloomguard: %s: %s\n",
-                cfg.admin_token_file[0] ? "[server] admin_token_file" : "credential " TOKEN_CREDENTIAL,
-                err);
+    if (!read_token(&cfg, &admin_token, token_from, sizeof token_from, err, sizeof err)) {
+        fprintf(stderr, "bloomguard: %s\n", err);
         config_free(&cfg);
         return EXIT_CONFIG;
     }
@@ -235,26 +333,30 @@ int main(int argc, char **argv)
     pthread_sigmask(SIG_BLOCK, &sigs, NULL);
     signal(SIGPIPE, SIG_IGN);
 
-    /* TEMPORARY until the config branch lands: the one table of the global keys. */
-    cfg.n_filters = 1;
-    cfg.filters[0] = (struct filter_config){
-        .name = "default", .table = cfg.table, .column = cfg.column, .channel = cfg.channel,
-        .expected_items = cfg.expected_items, .false_positive_rate = cfg.false_positive_rate,
-        .headroom = cfg.headroom, .rebuild_interval = cfg.rebuild_interval,
-        .rebuild_after_deletes = cfg.rebuild_after_deletes, .auto_grow = cfg.auto_grow,
-        .pending_limit = cfg.pending_limit, .pending_max_bytes = cfg.pending_max_bytes,
-        .pending_ttl = cfg.pending_ttl };
-
     struct hooks_ctx hctx = { .lg = &lg, .n = cfg.n_filters };
     pthread_mutex_init(&hctx.mu, NULL);
     struct source_hooks hooks = { .arg = &hctx, .progress = on_progress, .done = on_done };
+    /*
+     * cfg stays the configuration at start until exit: what the follower,
+     * http_start and the keys that need a restart read.  The holder gets a
+     * copy, which SIGHUP replaces.
+     */
+    struct config live_cfg;
+    char *live_token = NULL;
     struct source_table tables[CONFIG_MAX_FILTERS] = { { NULL, NULL, NULL } };
     struct app app = { .cfg = &cfg, .lg = &lg, .started = time(NULL), .admin_token = admin_token,
                        .tables = tables, .n_tables = cfg.n_filters };
     if (admin_token != NULL)
         log_info(&lg, "POST /ids and POST /reload need the admin token read from %s", token_from);
     struct http *http = NULL;
-    bool oom = (app.stats = api_stats_new()) == NULL;
+    if (config_copy(&live_cfg, &cfg)) {
+        if ((admin_token == NULL || (live_token = strdup(admin_token)) != NULL)
+            && (app.live = live_new(&live_cfg, live_token)) != NULL)
+            live_token = NULL;
+        token_free(live_token);
+        config_free(&live_cfg);
+    }
+    bool oom = app.live == NULL || (app.stats = api_stats_new()) == NULL;
     for (unsigned t = 0; t < cfg.n_filters; t++) {
         const struct filter_config *fc = &cfg.filters[t];
         tables[t].fc = fc;
@@ -290,8 +392,13 @@ int main(int argc, char **argv)
         if (sigwait(&sigs, &sig) != 0)
             continue;
         if (sig == SIGHUP) {
+            /* RELOADING=1 first: systemd must see it before ExecReload= exits. */
+            bool owe = reload_owes_ready(&hctx);
+            if (owe)
+                notify_reloading();
+            reload_config(&cl, app.live, &lg);
             log_info(&lg, "SIGHUP: rebuilding the filters from their tables");
-            reload_tables(&hctx, app.source);
+            reload_tables(&hctx, app.source, owe);
             continue;
         }
         log_info(&lg, "%s: shutting down", strsignal(sig));
@@ -313,6 +420,7 @@ out:
     }
     pthread_mutex_destroy(&hctx.mu);
     stats_free(app.stats);
+    live_free(app.live);
     token_free(admin_token);
     config_free(&cfg);
     if (rc == EXIT_OK)

@@ -18,6 +18,7 @@
  */
 #include "../src/config.h"
 #include "../src/filter.h"
+#include "../src/uritmpl.h"
 
 #define ERRLEN 256
 #define MAX_FILES 8
@@ -114,17 +115,17 @@ static void assert_config_eq(const struct config *a, const struct config *b)
     ck_assert_uint_eq(a->max_batch, b->max_batch);
     ck_assert_uint_eq(a->max_id_bytes, b->max_id_bytes);
     ck_assert_str_eq(a->conninfo, b->conninfo);
-    ck_assert_str_eq(a->table, b->table);
-    ck_assert_str_eq(a->column, b->column);
+    ck_assert_str_eq(a->filters[0].table, b->filters[0].table);
+    ck_assert_str_eq(a->filters[0].column, b->filters[0].column);
     ck_assert_uint_eq(a->retry_max_seconds, b->retry_max_seconds);
-    ck_assert_uint_eq(a->expected_items, b->expected_items);
-    ck_assert_double_eq(a->false_positive_rate, b->false_positive_rate);
-    ck_assert_double_eq(a->headroom, b->headroom);
+    ck_assert_uint_eq(a->filters[0].expected_items, b->filters[0].expected_items);
+    ck_assert_double_eq(a->filters[0].false_positive_rate, b->filters[0].false_positive_rate);
+    ck_assert_double_eq(a->filters[0].headroom, b->filters[0].headroom);
     ck_assert_int_eq(a->sync_enabled, b->sync_enabled);
-    ck_assert_str_eq(a->channel, b->channel);
-    ck_assert_uint_eq(a->rebuild_interval, b->rebuild_interval);
-    ck_assert_uint_eq(a->rebuild_after_deletes, b->rebuild_after_deletes);
-    ck_assert_int_eq(a->auto_grow, b->auto_grow);
+    ck_assert_str_eq(a->filters[0].channel, b->filters[0].channel);
+    ck_assert_uint_eq(a->filters[0].rebuild_interval, b->filters[0].rebuild_interval);
+    ck_assert_uint_eq(a->filters[0].rebuild_after_deletes, b->filters[0].rebuild_after_deletes);
+    ck_assert_int_eq(a->filters[0].auto_grow, b->filters[0].auto_grow);
     ck_assert_uint_eq(a->n_uri_templates, b->n_uri_templates);
     for (unsigned i = 0; i < a->n_uri_templates; i++)
         ck_assert_str_eq(a->uri_templates[i], b->uri_templates[i]);
@@ -155,17 +156,17 @@ START_TEST(test_defaults)
     ck_assert_uint_eq(c.max_batch, 10000);
     ck_assert_uint_eq(c.max_id_bytes, 512);
     ck_assert_str_eq(c.conninfo, "");
-    ck_assert_str_eq(c.table, "users");
-    ck_assert_str_eq(c.column, "id");
+    ck_assert_str_eq(c.filters[0].table, "users");
+    ck_assert_str_eq(c.filters[0].column, "id");
     ck_assert_uint_eq(c.retry_max_seconds, 30);
-    ck_assert_uint_eq(c.expected_items, 0);
-    ck_assert_double_eq(c.false_positive_rate, 0.01);
-    ck_assert_double_eq(c.headroom, 2.0);
+    ck_assert_uint_eq(c.filters[0].expected_items, 0);
+    ck_assert_double_eq(c.filters[0].false_positive_rate, 0.01);
+    ck_assert_double_eq(c.filters[0].headroom, 2.0);
     ck_assert(c.sync_enabled);
-    ck_assert_str_eq(c.channel, "bloomguard");
-    ck_assert_uint_eq(c.rebuild_interval, 0);
-    ck_assert_uint_eq(c.rebuild_after_deletes, 0);
-    ck_assert(c.auto_grow);
+    ck_assert_str_eq(c.filters[0].channel, "bloomguard");
+    ck_assert_uint_eq(c.filters[0].rebuild_interval, 0);
+    ck_assert_uint_eq(c.filters[0].rebuild_after_deletes, 0);
+    ck_assert(c.filters[0].auto_grow);
     ck_assert_uint_eq(c.n_uri_templates, 0);
     ck_assert_ptr_null(c.uri_templates[0]);
     ck_assert_uint_eq(c.deny_status, 403);
@@ -343,7 +344,7 @@ START_TEST(test_uint_values)
     ck_assert(set_one(&c, "postgres", "retry_max_seconds", "3600", err));
     ck_assert_uint_eq(c.retry_max_seconds, 3600);
     ck_assert(set_one(&c, "sync", "rebuild_interval", "31536000", err));
-    ck_assert_uint_eq(c.rebuild_interval, 31536000);
+    ck_assert_uint_eq(c.filters[0].rebuild_interval, 31536000);
 
     ck_assert(!set_one(&c, "server", "threads", "257", err));
     ck_assert_str_eq(err, "[server] threads: 257 is out of range (0..256)");
@@ -386,16 +387,16 @@ START_TEST(test_uint64_values)
     ck_assert_str_eq(err, "[server] max_body_bytes: 1073741825 is out of range (1..1073741824)");
     ck_assert(!set_one(&c, "server", "max_body_bytes", "0", err));
     ck_assert(set_one(&c, "filter", "expected_items", "1000000000000", err));
-    ck_assert_uint_eq(c.expected_items, UINT64_C(1000000000000));
+    ck_assert_uint_eq(c.filters[0].expected_items, UINT64_C(1000000000000));
     ck_assert(!set_one(&c, "filter", "expected_items", "1000000000001", err));
     assert_contains(err, "(0..1000000000000)");
     ck_assert(set_one(&c, "sync", "rebuild_after_deletes", "18446744073709551615", err));
-    ck_assert_uint_eq(c.rebuild_after_deletes, UINT64_MAX);
+    ck_assert_uint_eq(c.filters[0].rebuild_after_deletes, UINT64_MAX);
     ck_assert(!set_one(&c, "sync", "rebuild_after_deletes", "18446744073709551616", err));
     assert_contains(err, "out of range");
-    ck_assert_uint_eq(c.rebuild_after_deletes, UINT64_MAX);
+    ck_assert_uint_eq(c.filters[0].rebuild_after_deletes, UINT64_MAX);
     ck_assert(!set_one(&c, "sync", "rebuild_after_deletes", "-1", err));
-    ck_assert_uint_eq(c.rebuild_after_deletes, UINT64_MAX);
+    ck_assert_uint_eq(c.filters[0].rebuild_after_deletes, UINT64_MAX);
     config_free(&c);
 }
 END_TEST
@@ -407,7 +408,7 @@ START_TEST(test_double_values)
 
     ck_assert(config_defaults(&c));
     ck_assert(set_one(&c, "filter", "false_positive_rate", "0.4999", err));
-    ck_assert_double_eq(c.false_positive_rate, 0.4999);
+    ck_assert_double_eq(c.filters[0].false_positive_rate, 0.4999);
     /* The bounds are filter.h's: -t refuses what no load could build. */
     ck_assert(!set_one(&c, "filter", "false_positive_rate", "1e-9", err));
     ck_assert(!set_one(&c, "filter", "false_positive_rate", "0.0000001", err));
@@ -417,10 +418,10 @@ START_TEST(test_double_values)
     for (size_t i = 0; i < sizeof accepted / sizeof accepted[0]; i++) {
         struct filter_plan plan;
         ck_assert(set_one(&c, "filter", "false_positive_rate", accepted[i], err));
-        ck_assert_int_eq(filter_plan(1000, c.false_positive_rate, &plan), FILTER_OK);
+        ck_assert_int_eq(filter_plan(1000, c.filters[0].false_positive_rate, &plan), FILTER_OK);
     }
     ck_assert(set_one(&c, "filter", "false_positive_rate", ".25", err));
-    ck_assert_double_eq(c.false_positive_rate, 0.25);
+    ck_assert_double_eq(c.filters[0].false_positive_rate, 0.25);
     ck_assert(!set_one(&c, "filter", "false_positive_rate", "0", err));
     ck_assert_str_eq(err, "[filter] false_positive_rate: 0 is out of range (must be > 1e-06 and < 0.5)");
     ck_assert(!set_one(&c, "filter", "false_positive_rate", "0.5", err));
@@ -436,12 +437,12 @@ START_TEST(test_double_values)
     ck_assert(!set_one(&c, "filter", "false_positive_rate", "1e999", err));
     ck_assert(!set_one(&c, "filter", "false_positive_rate", "", err));
     ck_assert(!set_one(&c, "filter", "false_positive_rate", "e", err));
-    ck_assert_double_eq(c.false_positive_rate, 0.25);
+    ck_assert_double_eq(c.filters[0].false_positive_rate, 0.25);
 
     ck_assert(set_one(&c, "filter", "headroom", "1", err));
-    ck_assert_double_eq(c.headroom, 1.0);
+    ck_assert_double_eq(c.filters[0].headroom, 1.0);
     ck_assert(set_one(&c, "filter", "headroom", "100.0", err));
-    ck_assert_double_eq(c.headroom, 100.0);
+    ck_assert_double_eq(c.filters[0].headroom, 100.0);
     ck_assert(!set_one(&c, "filter", "headroom", "0.99", err));
     ck_assert_str_eq(err, "[filter] headroom: 0.99 is out of range (must be >= 1 and <= 100)");
     ck_assert(!set_one(&c, "filter", "headroom", "100.01", err));
@@ -470,7 +471,7 @@ START_TEST(test_bool_values)
         ck_assert(c.fail_open);
     }
     ck_assert(set_one(&c, "sync", "auto_grow", "off", err));
-    ck_assert(!c.auto_grow);
+    ck_assert(!c.filters[0].auto_grow);
     ck_assert(set_one(&c, "auth", "fail_open", "false", err));
     ck_assert(!c.fail_open);
     ck_assert(set_one(&c, "metrics", "enabled", "0", err));
@@ -538,7 +539,7 @@ START_TEST(test_enum_values)
     ck_assert(set_one(&c, "log", "level", "info", err));
     ck_assert_int_eq(c.log_level, LOG_LVL_INFO);
     ck_assert(!set_one(&c, "log", "level", "verbose", err));
-    ck_assert_str_eq(err, "[log] level: \"verbose\" is not a log level (use error, warn, info or debug)");
+    ck_assert_str_eq(err, "[log] level: \"verbose\" is not one of error, warn, info, debug");
     ck_assert(!set_one(&c, "log", "level", "", err));
     ck_assert_int_eq(c.log_level, LOG_LVL_INFO);
     ck_assert_str_eq(config_log_level_name(LOG_LVL_WARN), "warn");
@@ -551,11 +552,32 @@ START_TEST(test_enum_values)
         ck_assert_uint_eq(c.deny_status, ok_status[i]);
     }
     ck_assert(!set_one(&c, "auth", "deny_status", "200", err));
-    assert_contains(err, "401, 403, 404 or 410");
+    /* The message lists the enum table of the key. */
+    ck_assert_str_eq(err, "[auth] deny_status: \"200\" is not one of 401, 403, 404, 410");
     ck_assert(!set_one(&c, "auth", "deny_status", "402", err));
     ck_assert(!set_one(&c, "auth", "deny_status", "forbidden", err));
     ck_assert(!set_one(&c, "auth", "deny_status", "-403", err));
+    ck_assert(!set_one(&c, "auth", "deny_status", "0403", err));
     ck_assert_uint_eq(c.deny_status, 410);
+
+    ck_assert(set_one(&c, "auth", "allow_status", "200", err));
+    ck_assert_uint_eq(c.allow_status, 200);
+    ck_assert(set_one(&c, "auth", "allow_status", "204", err));
+    ck_assert_uint_eq(c.allow_status, 204);
+    ck_assert(!set_one(&c, "auth", "allow_status", "403", err));
+    ck_assert_str_eq(err, "[auth] allow_status: \"403\" is not one of 200, 204");
+    ck_assert_uint_eq(c.allow_status, 204);
+
+    ck_assert(set_one(&c, "auth", "uri_source", "X-Forwarded-Uri", err));
+    ck_assert_int_eq(c.uri_source, URI_SOURCE_X_FORWARDED_URI);
+    ck_assert(set_one(&c, "auth", "uri_source", "path", err));
+    ck_assert_int_eq(c.uri_source, URI_SOURCE_PATH);
+    ck_assert(set_one(&c, "auth", "uri_source", "x-original-uri", err));
+    ck_assert_int_eq(c.uri_source, URI_SOURCE_X_ORIGINAL_URI);
+    ck_assert(!set_one(&c, "auth", "uri_source", "header", err));
+    ck_assert_str_eq(err, "[auth] uri_source: \"header\" is not one of auto, x-original-uri, "
+                          "x-forwarded-uri, path");
+    ck_assert_int_eq(c.uri_source, URI_SOURCE_X_ORIGINAL_URI);
     config_free(&c);
 }
 END_TEST
@@ -578,7 +600,7 @@ START_TEST(test_string_values)
     assert_contains(err, "unterminated quote");
 
     ck_assert(set_one(&c, "postgres", "table", "app.accounts", err));
-    ck_assert_str_eq(c.table, "app.accounts");
+    ck_assert_str_eq(c.filters[0].table, "app.accounts");
     ck_assert(set_one(&c, "postgres", "table", "Users", err));
     ck_assert(!set_one(&c, "postgres", "table", "", err));
     ck_assert(!set_one(&c, "postgres", "table", "a.b.c", err));
@@ -586,9 +608,9 @@ START_TEST(test_string_values)
     ck_assert(!set_one(&c, "postgres", "table", "a.", err));
     ck_assert(!set_one(&c, "postgres", "table", "x\"y", err));
     ck_assert(!set_one(&c, "postgres", "table", long_name, err));
-    ck_assert_str_eq(c.table, "Users");
+    ck_assert_str_eq(c.filters[0].table, "Users");
     ck_assert(set_one(&c, "postgres", "column", "user_id", err));
-    ck_assert_str_eq(c.column, "user_id");
+    ck_assert_str_eq(c.filters[0].column, "user_id");
     ck_assert(!set_one(&c, "postgres", "column", "", err));
     ck_assert(!set_one(&c, "postgres", "column", long_name, err));
 
@@ -598,13 +620,13 @@ START_TEST(test_string_values)
     long_name[55] = '\0';
     ck_assert(set_one(&c, "sync", "channel", long_name, err));
     ck_assert(set_one(&c, "sync", "channel", "_bg_2", err));
-    ck_assert_str_eq(c.channel, "_bg_2");
+    ck_assert_str_eq(c.filters[0].channel, "_bg_2");
     ck_assert(!set_one(&c, "sync", "channel", "", err));
     ck_assert(!set_one(&c, "sync", "channel", "1abc", err));
     ck_assert(!set_one(&c, "sync", "channel", "bad-name", err));
     ck_assert_str_eq(err, "[sync] channel: \"bad-name\" is not an identifier of 1..55 characters [A-Za-z_][A-Za-z0-9_]*");
     ck_assert(!set_one(&c, "sync", "channel", "a b", err));
-    ck_assert_str_eq(c.channel, "_bg_2");
+    ck_assert_str_eq(c.filters[0].channel, "_bg_2");
     config_free(&c);
 }
 END_TEST
@@ -655,6 +677,387 @@ START_TEST(test_templates)
     ck_assert_uint_eq(c.n_uri_templates, CONFIG_MAX_TEMPLATES);
     config_free(&c);            /* valgrind: all 32 freed */
     ck_assert_uint_eq(c.n_uri_templates, 0);
+}
+END_TEST
+
+/*
+ * Issue 12's two former bugs: a rule checked by config and again by its
+ * owner, with the copies drifted apart.  Now the owner decides.
+ */
+START_TEST(test_owner_rules)
+{
+    struct config c;
+    char err[ERRLEN];
+    const char *why = NULL;
+    struct filter_plan plan;
+    char v[64];
+
+    ck_assert(config_defaults(&c));
+    /* uritmpl says a template with a query never matches: config refuses it. */
+    ck_assert(!uritmpl_valid("/a?x={id}", &why));
+    ck_assert(!config_override(&c, "auth.uri_template=/a?x={id}", err, sizeof err));
+    ck_assert_str_eq(err, "--auth.uri_template=/a?x={id}: [auth] uri_template: \"/a?x={id}\" "
+                          "must not contain '?' or '#'");
+    assert_contains(err, why);
+    ck_assert_uint_eq(c.n_uri_templates, 0);
+    /* ... and takes what uritmpl takes. */
+    ck_assert(uritmpl_valid("/a/{id}/b", NULL));
+    ck_assert_msg(config_override(&c, "auth.uri_template=/a/{id}/b", err, sizeof err), "%s", err);
+
+    /* A rate filter_new cannot build is refused: 1e-7 < FILTER_MIN_FPP. */
+    ck_assert_int_eq(filter_plan(1000, 0.0000001, &plan), FILTER_EINVAL_FPP);
+    ck_assert(!set_one(&c, "filter", "false_positive_rate", "0.0000001", err));
+    assert_contains(err, "out of range");
+
+    /* Every bound config enforces is filter.h's, and filter_plan agrees at each. */
+    snprintf(v, sizeof v, "%.17g", FILTER_MIN_FPP);
+    ck_assert(!set_one(&c, "filter", "false_positive_rate", v, err));
+    ck_assert_int_eq(filter_plan(1000, FILTER_MIN_FPP, &plan), FILTER_EINVAL_FPP);
+    snprintf(v, sizeof v, "%.17g", FILTER_MIN_FPP * 1.0001);
+    ck_assert_msg(set_one(&c, "filter", "false_positive_rate", v, err), "%s", err);
+    ck_assert_int_eq(filter_plan(1000, c.filters[0].false_positive_rate, &plan), FILTER_OK);
+    snprintf(v, sizeof v, "%.17g", FILTER_MAX_FPP);
+    ck_assert(!set_one(&c, "filter", "false_positive_rate", v, err));
+    ck_assert_int_eq(filter_plan(1000, FILTER_MAX_FPP, &plan), FILTER_EINVAL_FPP);
+    snprintf(v, sizeof v, "%.17g", FILTER_MAX_FPP * 0.9999);
+    ck_assert_msg(set_one(&c, "filter", "false_positive_rate", v, err), "%s", err);
+    ck_assert_int_eq(filter_plan(1000, c.filters[0].false_positive_rate, &plan), FILTER_OK);
+
+    snprintf(v, sizeof v, "%llu", (unsigned long long)FILTER_MAX_ITEMS);
+    ck_assert_msg(set_one(&c, "filter", "expected_items", v, err), "%s", err);
+    ck_assert_uint_eq(c.filters[0].expected_items, FILTER_MAX_ITEMS);
+    snprintf(v, sizeof v, "%llu", (unsigned long long)FILTER_MAX_ITEMS + 1);
+    ck_assert(!set_one(&c, "filter", "expected_items", v, err));
+    ck_assert_uint_eq(c.filters[0].expected_items, FILTER_MAX_ITEMS);
+    config_free(&c);
+}
+END_TEST
+
+/* The listing's ranges come from the rows, and each row says whether SIGHUP applies it. */
+START_TEST(test_key_values_and_reload_flags)
+{
+    char buf[128];
+    bool seen_level = false, seen_table = false;
+
+    for (size_t i = 0; i < config_key_count(); i++) {
+        const char *s, *k;
+        ck_assert(config_key_at(i, &s, &k, NULL, NULL));
+        config_key_values(i, buf, sizeof buf);
+        if (strcmp(s, "log") == 0 && strcmp(k, "level") == 0) {
+            ck_assert_str_eq(buf, "error | warn | info | debug");
+            ck_assert(config_key_reloads(i));
+            seen_level = true;
+        } else if (strcmp(s, "server") == 0 && strcmp(k, "threads") == 0) {
+            ck_assert_str_eq(buf, "0..256");
+            ck_assert(!config_key_reloads(i));
+        } else if (strcmp(s, "auth") == 0 && strcmp(k, "deny_status") == 0) {
+            ck_assert_str_eq(buf, "401 | 403 | 404 | 410");
+            ck_assert(config_key_reloads(i));
+        } else if (strcmp(s, "filter") == 0 && strcmp(k, "false_positive_rate") == 0) {
+            ck_assert_str_eq(buf, "> 1e-06 and < 0.5");
+        } else if (strcmp(s, "postgres") == 0 && strcmp(k, "table") == 0) {
+            ck_assert_str_eq(buf, "");
+            ck_assert(!config_key_reloads(i));
+            seen_table = true;
+        }
+    }
+    ck_assert(seen_level && seen_table);
+    ck_assert(!config_key_reloads(config_key_count()));
+    config_key_values(config_key_count(), buf, sizeof buf);
+    ck_assert_str_eq(buf, "");
+}
+END_TEST
+
+START_TEST(test_copy)
+{
+    struct config a, b;
+    char err[ERRLEN];
+
+    ck_assert(config_defaults(&a));
+    ck_assert(load(&a, "[auth]\nuri_template = /u/{id}\nuri_template = /v/{id}\n"
+                       "deny_status = 404\n[postgres]\ntable = s.t\n", err));
+    ck_assert(config_copy(&b, &a));
+    assert_config_eq(&a, &b);
+    ck_assert_ptr_ne(a.filters[0].table, b.filters[0].table);
+    ck_assert_ptr_ne(a.uri_templates[1], b.uri_templates[1]);
+    config_free(&a);
+    ck_assert_str_eq(b.filters[0].table, "s.t");               /* b owns its own strings */
+    ck_assert_str_eq(b.uri_templates[1], "/v/{id}");
+    config_free(&b);
+}
+END_TEST
+
+struct changes {
+    char text[512];
+    int n;
+};
+
+static void note_change(void *arg, const char *section, const char *name)
+{
+    struct changes *ch = arg;
+    size_t len = strlen(ch->text);
+    snprintf(ch->text + len, sizeof ch->text - len, "[%s] %s;", section, name);
+    ch->n++;
+}
+
+START_TEST(test_keep_restart_keys)
+{
+    struct config cur, next;
+    struct changes ch = { "", 0 };
+    char err[ERRLEN];
+
+    ck_assert(config_defaults(&cur));
+    ck_assert(config_defaults(&next));
+    ck_assert(load(&next, "[server]\nlisten = 127.0.0.1:9999\nmax_batch = 7\n"
+                          "[postgres]\ntable = other\n[filter]\nheadroom = 3\n"
+                          "[auth]\nuri_template = /n/{id}\ndeny_status = 404\n"
+                          "[log]\nlevel = debug\n", err));
+    ck_assert(config_keep_restart_keys(&next, &cur, note_change, &ch, err, sizeof err));
+    ck_assert_str_eq(ch.text, "[server] listen;[postgres] table;[filter] headroom;");
+    ck_assert_int_eq(ch.n, 3);
+    /* Restart-only keys are back to cur's values ... */
+    ck_assert_str_eq(next.listen_host, "127.0.0.1");
+    ck_assert_uint_eq(next.listen_port, 8080);
+    ck_assert_str_eq(next.filters[0].table, "users");
+    ck_assert_double_eq(next.filters[0].headroom, 2.0);
+    /* ... the others keep the new ones. */
+    ck_assert_uint_eq(next.max_batch, 7);
+    ck_assert_uint_eq(next.deny_status, 404);
+    ck_assert_int_eq(next.log_level, LOG_LVL_DEBUG);
+    ck_assert_uint_eq(next.n_uri_templates, 1);
+    /* Now nothing restart-only differs. */
+    ch.n = 0;
+    ck_assert(config_keep_restart_keys(&next, &cur, note_change, &ch, err, sizeof err));
+    ck_assert_int_eq(ch.n, 0);
+    ck_assert(config_keep_restart_keys(&next, &cur, NULL, NULL, err, sizeof err));
+    config_free(&next);
+    config_free(&cur);
+}
+END_TEST
+
+/* --- [filter NAME] sections (issue 13) --- */
+
+START_TEST(test_filters_default)
+{
+    struct config c;
+    char err[ERRLEN];
+
+    ck_assert(config_defaults(&c));
+    ck_assert_uint_eq(c.n_filters, 1);
+    ck_assert_str_eq(c.filters[0].name, "default");
+    ck_assert_str_eq(c.filters[0].table, "users");
+    ck_assert_str_eq(c.filters[0].channel, "bloomguard");
+    ck_assert(load(&c, "[postgres]\ntable = accounts\n[sync]\nchannel = bg\n"
+                       "[auth]\nuri_template = /u/{id}\n", err));
+    ck_assert_uint_eq(c.n_filters, 1);
+    ck_assert_str_eq(c.filters[0].name, "default");
+    ck_assert_str_eq(c.filters[0].table, "accounts");
+    ck_assert_str_eq(c.filters[0].channel, "bg");      /* no _NAME suffix without sections */
+    ck_assert_uint_eq(c.uri_template_filter[0], 0);
+    ck_assert_ptr_null(c.uri_template_names[0]);
+    ck_assert(config_override(&c, "filter.headroom=3", err, sizeof err));
+    ck_assert_double_eq(c.filters[0].headroom, 3.0);
+    config_free(&c);
+}
+END_TEST
+
+START_TEST(test_filters_named)
+{
+    struct config c;
+    char err[ERRLEN];
+
+    ck_assert(config_defaults(&c));
+    ck_assert_msg(load(&c,
+        "[filter users]\n"
+        "[filter orders]\n"
+        "table = shop.orders\n"
+        "column = order_id\n"
+        "false_positive_rate = 0.001\n"
+        "[filter tags]\n"
+        "table = tags\n"
+        "channel = tagchan\n"
+        "auto_grow = no\n"
+        "[auth]\n"
+        "uri_template = /user/get/{id}\n"
+        "uri_template = /order/{id}   orders\n"
+        "uri_template = /tag/{id} tags\n"
+        "uri_template = /u2/{id} users\n"
+        /* global keys after the sections still give every filter its defaults */
+        "[postgres]\ntable = people\n"
+        "[filter]\nfalse_positive_rate = 0.02\nheadroom = 4\n"
+        "[sync]\nchannel = bgc\npending_ttl = 60\n", err), "%s", err);
+    ck_assert_uint_eq(c.n_filters, 3);
+    ck_assert_str_eq(c.filters[0].name, "users");
+    ck_assert_str_eq(c.filters[1].name, "orders");
+    ck_assert_str_eq(c.filters[2].name, "tags");
+    /* users: all global */
+    ck_assert_str_eq(c.filters[0].table, "people");
+    ck_assert_str_eq(c.filters[0].column, "id");
+    ck_assert_str_eq(c.filters[0].channel, "bgc_users");
+    ck_assert_double_eq(c.filters[0].false_positive_rate, 0.02);
+    ck_assert_double_eq(c.filters[0].headroom, 4.0);
+    ck_assert_uint_eq(c.filters[0].pending_ttl, 60);
+    ck_assert(c.filters[0].auto_grow);
+    /* orders: its own table, column and rate; the rest global */
+    ck_assert_str_eq(c.filters[1].table, "shop.orders");
+    ck_assert_str_eq(c.filters[1].column, "order_id");
+    ck_assert_double_eq(c.filters[1].false_positive_rate, 0.001);
+    ck_assert_double_eq(c.filters[1].headroom, 4.0);
+    ck_assert_str_eq(c.filters[1].channel, "bgc_orders");
+    /* tags: its own channel is kept */
+    ck_assert_str_eq(c.filters[2].channel, "tagchan");
+    ck_assert(!c.filters[2].auto_grow);
+    /* templates: no name -> the first (default) filter */
+    ck_assert_uint_eq(c.n_uri_templates, 4);
+    ck_assert_str_eq(c.uri_templates[1], "/order/{id}");
+    ck_assert_uint_eq(c.uri_template_filter[0], 0);
+    ck_assert_uint_eq(c.uri_template_filter[1], 1);
+    ck_assert_uint_eq(c.uri_template_filter[2], 2);
+    ck_assert_uint_eq(c.uri_template_filter[3], 0);
+    ck_assert_int_eq(config_filter_find(&c, "tags"), 2);
+    ck_assert_int_eq(config_filter_find(&c, "nope"), -1);
+
+    /* Overrides: a global one reaches the filters that inherit it, not the others. */
+    ck_assert_msg(config_override(&c, "filter.false_positive_rate=0.005", err, sizeof err), "%s", err);
+    ck_assert_double_eq(c.filters[0].false_positive_rate, 0.005);
+    ck_assert_double_eq(c.filters[1].false_positive_rate, 0.001);
+    ck_assert_msg(config_override(&c, "sync.channel=zz", err, sizeof err), "%s", err);
+    ck_assert_str_eq(c.filters[0].channel, "zz_users");
+    ck_assert_str_eq(c.filters[2].channel, "tagchan");
+    /* ... and one section's key by "filter NAME.key". */
+    ck_assert_msg(config_override(&c, "filter orders.headroom=9", err, sizeof err), "%s", err);
+    ck_assert_double_eq(c.filters[1].headroom, 9.0);
+    ck_assert_double_eq(c.filters[0].headroom, 4.0);
+    ck_assert(!config_override(&c, "filter nope.headroom=9", err, sizeof err));
+    ck_assert_str_eq(err, "--filter nope.headroom=9: unknown section [filter nope]");
+    ck_assert(!config_override(&c, "filter orders.listen=1.2.3.4:5", err, sizeof err));
+    assert_contains(err, "unknown key [filter orders] listen");
+    /* An override that puts two filters on one table fails and changes nothing. */
+    ck_assert(!config_override(&c, "postgres.table=tags", err, sizeof err));
+    assert_contains(err, "[filter tags] reads the same table and column as [filter users]");
+    ck_assert_str_eq(c.filters[0].table, "people");
+    ck_assert_msg(config_override(&c, "auth.uri_template=/x/{id} tags", err, sizeof err), "%s", err);
+    ck_assert_uint_eq(c.uri_template_filter[4], 2);
+    ck_assert(!config_override(&c, "auth.uri_template=/y/{id} ghost", err, sizeof err));
+    assert_contains(err, "names the filter \"ghost\", but there is no [filter ghost]");
+    ck_assert_uint_eq(c.n_uri_templates, 5);
+    config_free(&c);
+}
+END_TEST
+
+/* Each bad [filter NAME] file and the file:line it is reported at. */
+START_TEST(test_filters_errors)
+{
+    static const struct {
+        const char *text, *want;
+    } cases[] = {
+        { "[filter Users]\n", "test.conf:1: \"Users\" is not a filter name ([a-z][a-z0-9_]{0,31})" },
+        { "[filter 1a]\n", "test.conf:1: \"1a\" is not a filter name" },
+        { "[filter a-b]\n", "test.conf:1: \"a-b\" is not a filter name" },
+        { "[filter ]\n", "test.conf:1: \"\" is not a filter name" },
+        { "[filter abcdefghijabcdefghijabcdefghijabc]\n",
+          "test.conf:1: \"abcdefghijabcdefghijabcdefghijabc\" is not a filter name" },
+        { "[filter a]\ntable = a\n\n[filter a]\n", "test.conf:4: [filter a] appears twice" },
+        { "[filter a]\nlisten = 1.2.3.4:5\n",
+          "test.conf:2: unknown key [filter a] listen (a [filter NAME] takes only per-filter keys" },
+        { "[filter a]\nfoo = 1\n", "test.conf:2: unknown key [filter a] foo" },
+        { "[filter a]\ntable = t\ntable = u\n", "test.conf:3: [filter a] table: set twice in this section" },
+        { "[filter a]\nfalse_positive_rate = 0.0000001\n",
+          "test.conf:2: [filter a] false_positive_rate: 0.0000001 is out of range" },
+        /* two filters on the default table: blamed on the second header */
+        { "[filter a]\n[filter b]\n", "test.conf:2: [filter b] reads the same table and column as [filter a] (table users, column id)" },
+        { "[filter a]\ntable = t\n[filter b]\ntable = t\ncolumn = c\n[filter c]\ntable = t\ncolumn = c\n",
+          "test.conf:6: [filter c] reads the same table and column as [filter b]" },
+        { "[filter a]\ntable = a\nchannel = ch\n[filter b]\ntable = b\nchannel = ch\n",
+          "test.conf:4: [filter b] listens on the same channel as [filter a] (ch)" },
+        { "[filter a]\ntable = a\n[filter b]\ntable = b\nchannel = a_x\n[sync]\nchannel = a\n[filter x]\ntable = x\n",
+          "listens on the same channel" },
+        { "[auth]\nuri_template = /a/{id}\nuri_template = /b/{id} nope\n[filter a]\n",
+          "test.conf:3: [auth] uri_template: /b/{id} names the filter \"nope\", but there is no [filter nope]" },
+        { "[auth]\nuri_template = /b/{id} Bad\n", "test.conf:2: [auth] uri_template: \"Bad\" is not a filter name" },
+        { "[auth]\nuri_template = /b/{id} a b\n", "test.conf:2: [auth] uri_template: \"a b\" is not a filter name" },
+        { "[sync]\nchannel = cccccccccccccccccccccccccccccccccccccccccccccccccc\n[filter abcdef]\n",
+          "test.conf:3: [filter abcdef] channel: the default cccccccccccccccccccccccccccccccccccccccccccccccccc_abcdef is too long: set channel" },
+    };
+    char err[ERRLEN], text[8192];
+    size_t off = 0;
+    struct config c;
+
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        ck_assert(config_defaults(&c));
+        ck_assert_msg(!load(&c, cases[i].text, err), "case %zu loaded", i);
+        ck_assert_msg(strstr(err, cases[i].want) != NULL, "case %zu: \"%s\" lacks \"%s\"", i, err,
+                      cases[i].want);
+        config_free(&c);
+    }
+
+    /* CONFIG_MAX_FILTERS fit, one more does not. */
+    for (int i = 0; i <= CONFIG_MAX_FILTERS; i++)
+        off += (size_t)snprintf(text + off, sizeof text - off, "[filter f%d]\ntable = t%d\n", i, i);
+    ck_assert_uint_lt(off, sizeof text);
+    ck_assert(config_defaults(&c));
+    ck_assert(!load(&c, text, err));
+    assert_contains(err, "test.conf:129: too many [filter NAME] sections (at most 64)");
+    config_free(&c);
+    text[0] = '\0';
+    off = 0;
+    for (int i = 0; i < CONFIG_MAX_FILTERS; i++)
+        off += (size_t)snprintf(text + off, sizeof text - off, "[filter f%d]\ntable = t%d\n", i, i);
+    ck_assert(config_defaults(&c));
+    ck_assert_msg(load(&c, text, err), "%s", err);
+    ck_assert_uint_eq(c.n_filters, CONFIG_MAX_FILTERS);
+    ck_assert_str_eq(c.filters[63].channel, "bloomguard_f63");
+    config_free(&c);
+}
+END_TEST
+
+START_TEST(test_filters_copy_and_reload)
+{
+    struct config cur, next, cp;
+    struct changes ch = { "", 0 };
+    char err[ERRLEN];
+    static const char base[] = "[filter users]\n[filter orders]\ntable = orders\n"
+                               "[auth]\nuri_template = /o/{id} orders\n";
+
+    ck_assert(config_defaults(&cur));
+    ck_assert(load(&cur, base, err));
+    ck_assert(config_copy(&cp, &cur));
+    ck_assert_uint_eq(cp.n_filters, 2);
+    ck_assert_ptr_ne(cp.filters[1].table, cur.filters[1].table);
+    ck_assert_str_eq(cp.filters[1].table, "orders");
+    ck_assert_str_eq(cp.uri_template_names[0], "orders");
+    config_free(&cp);
+
+    /* A filter key changed: reported by section, kept as in force. */
+    ck_assert(config_defaults(&next));
+    ck_assert(load(&next, "[filter users]\n[filter orders]\ntable = orders2\n"
+                          "[auth]\nuri_template = /o/{id} orders\ndeny_status = 404\n", err));
+    ck_assert(config_keep_restart_keys(&next, &cur, note_change, &ch, err, sizeof err));
+    ck_assert_str_eq(ch.text, "[filter orders] table;");
+    ck_assert_str_eq(next.filters[1].table, "orders");
+    ck_assert_uint_eq(next.deny_status, 404);
+    ck_assert_uint_eq(next.uri_template_filter[0], 1);
+    config_free(&next);
+
+    /* A new section: sections need a restart; a template naming it cannot be kept. */
+    ch.text[0] = '\0';
+    ck_assert(config_defaults(&next));
+    ck_assert(load(&next, "[filter users]\n[filter orders]\ntable = orders\n[filter tags]\ntable = tags\n"
+                          "[auth]\nuri_template = /o/{id} orders\nuri_template = /t/{id} tags\n", err));
+    ck_assert(!config_keep_restart_keys(&next, &cur, note_change, &ch, err, sizeof err));
+    ck_assert_str_eq(ch.text, "[filter NAME] sections;");
+    assert_contains(err, "no [filter tags]");
+    config_free(&next);
+
+    /* Without the template it reloads, with the filters in force. */
+    ck_assert(config_defaults(&next));
+    ck_assert(load(&next, "[filter users]\n[filter orders]\ntable = orders\n[filter tags]\ntable = tags\n"
+                          "[auth]\nuri_template = /o/{id} orders\n", err));
+    ck_assert(config_keep_restart_keys(&next, &cur, NULL, NULL, err, sizeof err));
+    ck_assert_uint_eq(next.n_filters, 2);
+    ck_assert_uint_eq(next.uri_template_filter[0], 1);
+    config_free(&next);
+    config_free(&cur);
 }
 END_TEST
 
@@ -755,8 +1158,8 @@ START_TEST(test_file_syntax)
     ck_assert_str_eq(c.listen_host, "::1");
     ck_assert_uint_eq(c.listen_port, 0);
     ck_assert_str_eq(c.conninfo, "host=db #not a comment");
-    ck_assert_str_eq(c.table, "users#1");
-    ck_assert_str_eq(c.channel, "bg");
+    ck_assert_str_eq(c.filters[0].table, "users#1");
+    ck_assert_str_eq(c.filters[0].channel, "bg");
     ck_assert_uint_eq(c.max_id_bytes, 9);
     config_free(&c);
 
@@ -785,7 +1188,7 @@ START_TEST(test_file_syntax)
                   "%s", err);
     ck_assert_int_eq(c.log_level, LOG_LVL_DEBUG);
     ck_assert(!config_load_string(&c, "inline", "\n[log]\nlevel = loud\n", err, sizeof err));
-    ck_assert_str_eq(err, "inline:3: [log] level: \"loud\" is not a log level (use error, warn, info or debug)");
+    ck_assert_str_eq(err, "inline:3: [log] level: \"loud\" is not one of error, warn, info, debug");
     ck_assert(config_load_string(&c, "empty", "", err, sizeof err));
     config_free(&c);
 }
@@ -808,7 +1211,7 @@ START_TEST(test_overrides)
     ck_assert(config_override(&c, "postgres.conninfo=", err, sizeof err));
     ck_assert_str_eq(c.conninfo, "");
     ck_assert(config_override(&c, "postgres.table=app.users", err, sizeof err));
-    ck_assert_str_eq(c.table, "app.users");
+    ck_assert_str_eq(c.filters[0].table, "app.users");
     ck_assert(config_override(&c, "log.level=debug", err, sizeof err));
     ck_assert_int_eq(c.log_level, LOG_LVL_DEBUG);
     ck_assert(config_override(&c, "auth.uri_template=/u/{id}", err, sizeof err));
@@ -896,6 +1299,14 @@ static Suite *config_suite(void)
     tcase_add_test(tc, test_enum_values);
     tcase_add_test(tc, test_string_values);
     tcase_add_test(tc, test_templates);
+    tcase_add_test(tc, test_owner_rules);
+    tcase_add_test(tc, test_key_values_and_reload_flags);
+    tcase_add_test(tc, test_copy);
+    tcase_add_test(tc, test_keep_restart_keys);
+    tcase_add_test(tc, test_filters_default);
+    tcase_add_test(tc, test_filters_named);
+    tcase_add_test(tc, test_filters_errors);
+    tcase_add_test(tc, test_filters_copy_and_reload);
     tcase_add_test(tc, test_error_names_file_line_key);
     tcase_add_test(tc, test_syntax_errors);
     tcase_add_test(tc, test_file_syntax);

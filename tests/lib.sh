@@ -176,7 +176,8 @@ cleanup() {
 
 # start_daemon NAME [--section.key=value ...]: start the daemon on port 0
 # against $BG_DB with debug logging (an argument overriding conninfo, listen
-# or log.level replaces the default one), wait (30 s at most) for its
+# or log.level replaces the default one; BG_FILE_LOG_LEVEL=1 leaves the level
+# to the config file, as an override would outlive a SIGHUP), wait (30 s at most) for its
 # "listening on http://HOST:PORT" line (HOST may be 0.0.0.0: the tests still
 # connect to 127.0.0.1), set BG_PID/BG_PORT/BG_LOG[NAME]
 # and point BG_URL at it.  Must run in the test's own shell (not $(...)).
@@ -192,7 +193,7 @@ start_daemon() {
     done
     [ $have_listen = 1 ] || args+=(--server.listen=127.0.0.1:0)
     [ $have_ci = 1 ] || args+=(--postgres.conninfo="dbname=$BG_DB")
-    [ $have_level = 1 ] || args+=(--log.level=debug)
+    [ $have_level = 1 ] || [ "${BG_FILE_LOG_LEVEL:-0}" = 1 ] || args+=(--log.level=debug)
     local log=$BG_WORK/$name.log
     note "start $name: bloomguard ${args[*]} $*"
     # Created here: the background child opens it only when it gets to run.
