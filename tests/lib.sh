@@ -245,6 +245,45 @@ expect_no_5xx() {
     check_match "$desc: an answer, not a 5xx; bloomguard still serving" "$st $HTTP_STATUS" '^[234][0-9][0-9] 200$'
 }
 
+# guard_not_ready PROXY PORT MISS: bloomguard "main" restarted on PORT with
+# no filter (no table), once with fail_open = no, once with yes: the absent
+# id MISS through the proxy (named PROXY in the checks) is a 503 not_ready
+# from the proxy that never reaches the service, or passes on to it.
+# Uses the test's AUTH_ARGS.
+guard_not_ready() {
+    local proxy=$1 port=$2 miss=$3 fo q0
+    note "bloomguard without a filter (no table) on the same port"
+    for fo in no yes; do
+        start_daemon main "${AUTH_ARGS[@]}" --server.listen="127.0.0.1:$port" \
+            --postgres.table=no_such_table --auth.fail_open=$fo --log.level=info
+        q0=$(svc_stat .queries)
+        via_proxy "/user/get/$miss"
+        if [ $fo = no ]; then
+            check_eq "fail_open=no, not ready: 503 not_ready from $proxy" "503 not-ready \"not_ready\"" \
+                "$HTTP_STATUS $(header X-Bloomguard) $(json_get "$HTTP_BODY" .error)"
+            check_eq "fail_open=no, not ready: the service was not asked" 0 "$(($(svc_stat .queries) - q0))"
+        else
+            check_eq "fail_open=yes, not ready: passed on to the service" "404 not-ready" \
+                "$HTTP_STATUS $(header X-Bloomguard)"
+            check_eq "fail_open=yes, not ready: the service was asked" 1 "$(($(svc_stat .queries) - q0))"
+        fi
+        bg_stop main
+    done
+}
+
+# guard_uri_source_auto PORT MISS: bloomguard "main" restarted on PORT with
+# uri_source = auto (sized for the test's ITEMS): the proxy alone keeps the
+# client's forged X-Original-URI and X-Forwarded-Uri from it.
+guard_uri_source_auto() {
+    note "uri_source = auto: the proxy alone keeps the client's forged headers from bloomguard"
+    bg_stop main
+    start_daemon main '--auth.uri_template=/user/get/{id}' --auth.uri_source=auto \
+        --server.listen="127.0.0.1:$1" --filter.expected_items="$ITEMS" --log.level=info
+    wait_ready 30 || bail "/readyz did not answer 200 within 30 s"
+    expect_denied "uri_source=auto, forged X-Original-URI and X-Forwarded-Uri naming id 1" "$2" \
+        -H 'X-Original-URI: /user/get/1' -H 'X-Forwarded-Uri: /user/get/1'
+}
+
 # hostile_clients: the header and encoding tricks of an attacker who wants
 # absent ids to reach the service, through the proxy at PROXY_URL with
 # bloomguard (BG_PORT[main], [auth] uri_template = /user/get/{id}) in front
