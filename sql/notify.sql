@@ -252,10 +252,13 @@ BEGIN
          WHERE relid = tbl;
         RETURN;
     END IF;
-    -- A fresh statement snapshot, taken after the lock: every transaction
-    -- that wrote the table without this trigger has ended, so its id is
-    -- below this xmax, and every later writer has the trigger.
-    SELECT pg_snapshot_xmax(pg_current_snapshot()) INTO since;
+    -- A fresh statement snapshot, taken after the lock: every other
+    -- transaction that wrote the table without this trigger has ended, so
+    -- its id is below this xmax, and every later writer has the trigger.
+    -- This transaction may have written the table before, too: its own id
+    -- is below since as well.
+    SELECT greatest(pg_snapshot_xmax(pg_current_snapshot()),
+                    (pg_current_xact_id()::text::numeric + 1)::text::xid8) INTO since;
     DELETE FROM bloomguard_feed_log WHERE relid = tbl;
     INSERT INTO bloomguard_feed_tables (relid, colname, since, triggers)
     VALUES (tbl, col, since, bloomguard_feed_triggers(tbl))

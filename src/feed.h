@@ -34,7 +34,8 @@
  * installed, table not watched with the feed, another column, its trigger
  * disabled or replaced since bloomguard_watch, no permission).  Returns
  * false only on an error (err), e.g. the connection failed or the table does
- * not exist.  Must not be called inside a failed transaction.
+ * not exist.  Call it outside any transaction: a query that fails (no
+ * privilege) would abort the caller's.
  */
 bool feed_available(PGconn *conn, const char *table, const char *column, bool *available,
                     char *err, size_t errlen);
