@@ -80,17 +80,23 @@ bool loader_server_id(PGconn *conn, char *out, size_t outlen, char *err, size_t 
 bool loader_quote_names(PGconn *conn, const struct filter_config *fc, char **tbl, char **col,
                         char *err, size_t errlen)
 {
+    return loader_quote_table(conn, fc->table, fc->column, tbl, col, err, errlen);
+}
+
+bool loader_quote_table(PGconn *conn, const char *table, const char *column, char **tbl,
+                        char **col, char *err, size_t errlen)
+{
     char *schema = NULL, *name = NULL, *c = NULL, *out = NULL;
-    const char *dot = strchr(fc->table, '.');
+    const char *dot = strchr(table, '.');
 
     *tbl = *col = NULL;
     if (dot != NULL) {
-        schema = PQescapeIdentifier(conn, fc->table, (size_t)(dot - fc->table));
+        schema = PQescapeIdentifier(conn, table, (size_t)(dot - table));
         name = PQescapeIdentifier(conn, dot + 1, strlen(dot + 1));
     } else {
-        name = PQescapeIdentifier(conn, fc->table, strlen(fc->table));
+        name = PQescapeIdentifier(conn, table, strlen(table));
     }
-    c = PQescapeIdentifier(conn, fc->column, strlen(fc->column));
+    c = PQescapeIdentifier(conn, column, strlen(column));
     if (name == NULL || c == NULL || (dot != NULL && schema == NULL)) {
         set_err(err, errlen, "cannot quote table or column name", conn);
         goto fail;

@@ -49,6 +49,10 @@ bool loader_server_id(PGconn *conn, char *out, size_t outlen, char *err, size_t 
 bool loader_quote_names(PGconn *conn, const struct filter_config *fc, char **tbl, char **col,
                         char *err, size_t errlen);
 
+/* The same for any table ("name" or "schema.name") and column. */
+bool loader_quote_table(PGconn *conn, const char *table, const char *column, char **tbl,
+                        char **col, char *err, size_t errlen);
+
 /*
  * Rows the table holds, from the planner's statistics when the table has been
  * analysed (instant), else by count(*).  Fails if the table does not exist or

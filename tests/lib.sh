@@ -1,124 +1,47 @@
-# Shared helpers for bloomguard's integration tests (tests/*.test): a private
-# database and temp dir per test, daemons on port 0, an HTTP client built on
-# curl and assertions that print what they expected and what they got.
-# Source it after `set -euo pipefail`; do not run it.  Needs bash, curl, psql.
+# Glue for bloomguard's integration tests (tests/*.test): the shell library
+# of scripts/lib (checks.sh's checks, pg.sh, daemon.sh, http.sh, proxy.sh),
+# plus what only tests do: a temp dir and a database per test, cleaned up
+# however the test ends; bloomguard, examples/user_service and proxies on
+# fresh ports; the client tricks tests/nginx.test and tests/caddy.test
+# play through a proxy.  Source it after `set -euo pipefail`; do not run it.
+# Needs bash, curl, psql and jq.
 
 # Byte-wise string handling (ids are bytes, lengths are byte counts).
 export LC_ALL=C
 
 : "${top_srcdir:=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)}"
 : "${top_builddir:=$top_srcdir}"
+BG_TOP=$top_srcdir
+BG_NAME=$(basename "$0" .test)
+BG_SCRIPT=$BG_NAME
+# shellcheck source=scripts/lib/common.sh
+. "$top_srcdir/scripts/lib/common.sh"
+# shellcheck source=scripts/lib/checks.sh
+. "$top_srcdir/scripts/lib/checks.sh"
+# A helper of the library that cannot go on ends the test as a hard error.
+bg_die() { bail "$*"; }
+
 # BLOOMGUARD_BIN: test another build or an installed daemon instead.
 BG_BIN=${BLOOMGUARD_BIN:-$top_builddir/src/bloomguard}
 BG_CONF=$top_srcdir/conf/bloomguard.conf
-BG_NAME=$(basename "$0" .test)
 
-BG_FAILS=0
-BG_CHECKS=0
 BG_DB=
 BG_WORK=
 BG_URL=
-BG_CURL_TIMEOUT=15
-declare -A BG_PID=() BG_PORT=() BG_LOG=()
+# Background helpers without a name (relays, probes, socat): killed by cleanup.
 BG_BGPIDS=()
-
-note() { printf '# %s\n' "$*"; }
-
-# bail MSG: a hard error of the test itself (setup failed): exit 1 now.
-bail() { printf 'Bail out! %s\n' "$*"; exit 1; }
-
-# ---------------------------------------------------------------- checks --
-
-pass() { BG_CHECKS=$((BG_CHECKS + 1)); printf 'ok - %s\n' "$1"; }
-# fail DESC [DETAIL...]: one failed check; details are printed indented.
-fail() {
-    BG_CHECKS=$((BG_CHECKS + 1)); BG_FAILS=$((BG_FAILS + 1))
-    printf 'not ok - %s\n' "$1"; shift
-    local d
-    for d in "$@"; do printf '#   %s\n' "$d"; done
-}
-
-# check_eq DESC EXPECTED GOT
-check_eq() {
-    if [ "$2" == "$3" ]; then pass "$1"; else fail "$1" "expected: $(show "$2")" "     got: $(show "$3")"; fi
-}
-
-# check_cmd DESC COMMAND...: the command succeeds.
-check_cmd() {
-    local desc=$1; shift
-    if "$@"; then pass "$desc"; else fail "$desc" "command failed: $*"; fi
-}
-
-# check_match DESC STRING ERE
-check_match() {
-    if [[ $2 =~ $3 ]]; then pass "$1"; else fail "$1" "expected to match: $3" "              got: $(show "$2")"; fi
-}
-
-# check_num DESC A OP B: numeric (float) comparison with awk; OP is one of
-# == != < <= > >=.
-check_num() {
-    local desc=$1 a=$2 op=$3 b=$4
-    if num_cmp "$a" "$op" "$b"; then pass "$desc"; else fail "$desc" "expected: $(show "$a") $op $(show "$b")" "     got: false"; fi
-}
-num_cmp() {
-    [[ $1 =~ ^-?[0-9]+(\.[0-9]+)?([eE][-+]?[0-9]+)?$ ]] || return 1
-    [[ $3 =~ ^-?[0-9]+(\.[0-9]+)?([eE][-+]?[0-9]+)?$ ]] || return 1
-    awk -v a="$1" -v b="$3" -v op="$2" 'BEGIN {
-        if (op == "==") r = a + 0 == b + 0; else if (op == "!=") r = a + 0 != b + 0
-        else if (op == "<") r = a + 0 < b + 0; else if (op == "<=") r = a + 0 <= b + 0
-        else if (op == ">") r = a + 0 > b + 0; else if (op == ">=") r = a + 0 >= b + 0
-        else r = 0
-        exit !r }'
-}
-
-# check_contains DESC HAYSTACK NEEDLE (fixed string)
-check_contains() {
-    case $2 in
-        *"$3"*) pass "$1" ;;
-        *) fail "$1" "expected to contain: $(show "$3")" "                got: $(show "$2")" ;;
-    esac
-}
-
-# show STRING: a one-line, bounded rendering of a value for messages.
-show() {
-    local s=$1
-    s=${s//$'\r'/\\r}; s=${s//$'\n'/\\n}
-    if [ ${#s} -gt 300 ]; then s="${s:0:300}... (${#1} bytes)"; fi
-    printf "'%s'" "$s"
-}
-
-# finish: the test's exit status from the failure count.
-finish() {
-    if [ "$BG_FAILS" -gt 0 ]; then
-        printf '# %d of %d checks failed\n' "$BG_FAILS" "$BG_CHECKS"
-        exit 1
-    fi
-    printf '# all %d checks passed\n' "$BG_CHECKS"
-    exit 0
-}
 
 # ----------------------------------------------------------------- setup --
 
-# require_pg: PostgreSQL (via the PG* environment) must answer; else skip
-# (77), or fail when BLOOMGUARD_REQUIRE_PG=1.  Also requires the daemon and
-# curl.
+# require_pg: PostgreSQL (via the PG* environment) must answer, and curl,
+# psql and jq be there (prerequisite_missing otherwise); the daemon must be
+# built.
 require_pg() {
-    local why=
-    command -v curl >/dev/null || why="curl is not installed"
-    if [ -z "$why" ]; then
-        command -v psql >/dev/null || why="psql is not installed"
-    fi
-    if [ -z "$why" ] && ! psql -qXAt -c 'select 1' >/dev/null 2>&1; then
-        why="PostgreSQL is not reachable (PGHOST=${PGHOST:-} PGPORT=${PGPORT:-}): psql -c 'select 1' failed"
-    fi
-    if [ -n "$why" ]; then
-        if [ "${BLOOMGUARD_REQUIRE_PG:-0}" = 1 ]; then
-            printf 'FAIL: %s, and BLOOMGUARD_REQUIRE_PG=1\n' "$why"
-            exit 1
-        fi
-        printf 'SKIP: %s\n' "$why"
-        exit 77
-    fi
+    need_tool curl "curl is not installed"
+    need_tool psql "psql is not installed"
+    need_tool jq "jq is not installed"
+    psql -qXAt -c 'select 1' >/dev/null 2>&1 \
+        || prerequisite_missing "PostgreSQL is not reachable (PGHOST=${PGHOST:-} PGPORT=${PGPORT:-}): psql -c 'select 1' failed"
     [ -x "$BG_BIN" ] || bail "$BG_BIN does not exist: build it first (make)"
 }
 
@@ -133,19 +56,11 @@ setup_test() {
     trap 'exit 143' TERM
 }
 
-# make_db: create bgtest_<name>_<pid> (dropped by cleanup) and set BG_DB.
+# make_db: create bgtest_<name>_<pid> (dropped by cleanup) and set BG_DB,
+# the database of bg_psql and bg_pg_sample.
 make_db() {
     BG_DB=bgtest_${BG_NAME}_$$
     createdb "$BG_DB" || bail "createdb $BG_DB failed"
-}
-
-# psql_db ARGS...: psql on the test's database, stopping at the first error.
-psql_db() { psql -qX -v ON_ERROR_STOP=1 -d "$BG_DB" "$@"; }
-
-# load_sample ROWS: sql/schema.sql's users table with ids '1'..ROWS.
-load_sample() {
-    psql_db -f "$top_srcdir/sql/schema.sql" >/dev/null || bail "schema.sql failed"
-    psql_db -v rows="$1" -f "$top_srcdir/sql/sample.sql" >/dev/null || bail "sample.sql failed"
 }
 
 cleanup() {
@@ -154,9 +69,7 @@ cleanup() {
     # Under set -e a failing command would end a trap early: finish the job.
     set +e
     for pid in "${BG_BGPIDS[@]}"; do kill "$pid" 2>/dev/null || true; done
-    for name in "${!BG_PID[@]}"; do
-        stop_pid "${BG_PID[$name]}" TERM || true
-    done
+    bg_stop_all
     for pid in "${BG_BGPIDS[@]}"; do wait "$pid" 2>/dev/null || true; done
     if [ "$rc" -ne 0 ] && [ "$rc" -ne 77 ] && [ -n "$BG_WORK" ]; then
         for name in "${!BG_LOG[@]}"; do
@@ -179,8 +92,9 @@ cleanup() {
 # or log.level replaces the default one; BG_FILE_LOG_LEVEL=1 leaves the level
 # to the config file, as an override would outlive a SIGHUP), wait (30 s at most) for its
 # "listening on http://HOST:PORT" line (HOST may be 0.0.0.0: the tests still
-# connect to 127.0.0.1), set BG_PID/BG_PORT/BG_LOG[NAME]
-# and point BG_URL at it.  Must run in the test's own shell (not $(...)).
+# connect to 127.0.0.1), set BG_PID/BG_PORT/BG_LOG[NAME] (daemon.sh) and
+# point BG_URL at it.  Must run in the test's own shell (not $(...)); stop
+# it with bg_stop NAME [SIGNAL], which sets BG_EXIT.
 start_daemon() {
     local name=$1; shift
     local args=(-c "$BG_CONF") a have_ci=0 have_listen=0 have_level=0
@@ -196,381 +110,37 @@ start_daemon() {
     [ $have_level = 1 ] || [ "${BG_FILE_LOG_LEVEL:-0}" = 1 ] || args+=(--log.level=debug)
     local log=$BG_WORK/$name.log
     note "start $name: bloomguard ${args[*]} $*"
-    # Created here: the background child opens it only when it gets to run.
+    # A fresh log: its first "listening on" line is this start's.
     : >"$log"
-    "$BG_BIN" "${args[@]}" "$@" </dev/null >"$log.out" 2>>"$log" &
-    local pid=$!
-    BG_PID[$name]=$pid
-    BG_LOG[$name]=$log
-    local port='' i
-    for ((i = 0; i < 300; i++)); do
-        port=$(sed -n 's|.*listening on http://[^ ]*:\([0-9][0-9]*\) .*|\1|p' "$log" 2>/dev/null | head -n 1) || port=''
-        [ -f "$log" ] || bail "daemon $name: its log $log vanished (is something deleting $BG_WORK?)"
-        [ -n "$port" ] && break
-        if ! kill -0 "$pid" 2>/dev/null; then
-            sed 's/^/#   /' "$log" || true
-            bail "daemon $name exited before listening"
-        fi
-        sleep 0.1
-    done
-    [ -n "$port" ] || { sed 's/^/#   /' "$log" || true; bail "daemon $name logged no 'listening on http://127.0.0.1:PORT' line within 30 s"; }
-    BG_PORT[$name]=$port
-    BG_URL=http://127.0.0.1:$port
-    note "daemon $name: pid $pid, $BG_URL"
+    bg_spawn "$name" "$log" "$BG_BIN" "${args[@]}" "$@"
+    bg_listen_port "$name" 30
+    BG_URL=http://127.0.0.1:${BG_PORT[$name]}
+    note "daemon $name: pid ${BG_PID[$name]}, $BG_URL"
 }
 
 # use_daemon NAME: point BG_URL at that daemon.
 use_daemon() { BG_URL=http://127.0.0.1:${BG_PORT[$1]}; }
 
-daemon_alive() { kill -0 "${BG_PID[$1]}" 2>/dev/null; }
-
-# wait_ready [SECONDS]: poll /readyz until 200 (default 30 s); false on timeout.
-wait_ready() {
-    local limit=${1:-30} i
-    for ((i = 0; i < limit * 5; i++)); do
-        http GET /readyz
-        [ "$HTTP_STATUS" = 200 ] && return 0
-        sleep 0.2
-    done
-    return 1
-}
-
-# stop_pid PID SIG: signal PID, wait up to 10 s, SIGKILL if needed; sets
-# BG_EXIT to the exit status ("timeout" when it had to be killed).  Runs in
-# the test's own shell: only the parent can collect a child's status.
-stop_pid() {
-    local pid=$1 sig=$2 i
-    BG_EXIT=0
-    kill -s "$sig" "$pid" 2>/dev/null || true
-    for ((i = 0; i < 100; i++)); do
-        kill -0 "$pid" 2>/dev/null || break
-        sleep 0.1
-    done
-    if kill -0 "$pid" 2>/dev/null; then
-        kill -s KILL "$pid" 2>/dev/null || true
-        wait "$pid" 2>/dev/null || true
-        BG_EXIT=timeout
-        return 0
-    fi
-    wait "$pid" 2>/dev/null || BG_EXIT=$?
-}
-
-# stop_daemon NAME [SIGNAL]: stop it (default SIGTERM) and set BG_EXIT to
-# its exit status ("timeout" if it did not exit within 10 s).
-stop_daemon() {
-    local name=$1 sig=${2:-TERM}
-    stop_pid "${BG_PID[$name]}" "$sig"
-    unset "BG_PID[$name]"
-}
-
-# ------------------------------------------------------------------ HTTP --
-
-# http METHOD PATH [curl args...]: one request to $BG_URL$PATH (path sent
-# as is).  Sets HTTP_STATUS ("000" on a connection error), HTTP_BODY,
-# HTTP_HEADERS (CRs removed) and HTTP_CT (the Content-Type value).
-http() {
-    local method=$1 path=$2; shift 2
-    local m=(-X "$method")
-    [ "$method" = HEAD ] && m=(--head)
-    [ "$method" = GET ] && m=()
-    : >"$BG_WORK/body"; : >"$BG_WORK/headers"
-    HTTP_STATUS=$(curl -sS --path-as-is --max-time "$BG_CURL_TIMEOUT" "${m[@]}" \
-        -o "$BG_WORK/body" -D "$BG_WORK/headers" -w '%{http_code}' \
-        "$@" "$BG_URL$path" 2>"$BG_WORK/curl.err") || HTTP_STATUS=000
-    [ -n "$HTTP_STATUS" ] || HTTP_STATUS=000
-    if [ "$method" = HEAD ]; then HTTP_BODY=; else HTTP_BODY=$(cat "$BG_WORK/body"); fi
-    HTTP_HEADERS=$(tr -d '\r' <"$BG_WORK/headers")
-    HTTP_CT=$(header Content-Type)
-    if [ "$HTTP_STATUS" = 000 ]; then HTTP_BODY="curl error: $(cat "$BG_WORK/curl.err")"; fi
-}
-
-# header NAME: the value of a response header of the last http call.
-header() {
-    printf '%s\n' "$HTTP_HEADERS" | awk -v n="$1" 'BEGIN { n = tolower(n) }
-        { i = index($0, ":"); if (i && tolower(substr($0, 1, i - 1)) == n) { v = substr($0, i + 1); sub(/^[ \t]+/, "", v); sub(/[ \t]+$/, "", v); print v; exit } }'
-}
-
-# post_json PATH FILE-OR-STRING: POST a JSON body (@file or literal).
-post_json() { http POST "$1" -H 'Content-Type: application/json' --data-binary "$2"; }
-
-# assert_status DESC EXPECTED: the last response's status (shows the body).
-assert_status() {
-    if [ "$HTTP_STATUS" = "$2" ]; then
-        pass "$1"
-    else
-        fail "$1" "expected: status $2" "     got: status $HTTP_STATUS, body $(show "$HTTP_BODY")"
-    fi
-}
-
-# assert_json_field DESC KEY EXPECTED: the raw JSON value of KEY (see
-# json_get) in the last response body, e.g. '"ok"', 'true', '3'.
-assert_json_field() {
-    local got
-    got=$(json_get "$HTTP_BODY" "$2")
-    if [ "$got" == "$3" ]; then
-        pass "$1"
-    else
-        fail "$1" "expected: \"$2\": $3" "     got: \"$2\": $got in body $(show "$HTTP_BODY") (status $HTTP_STATUS)"
-    fi
-}
-
-# assert_json_ct DESC: Content-Type of the last response is application/json.
-assert_json_ct() {
-    case $HTTP_CT in
-        application/json|application/json\;*) pass "$1" ;;
-        *) fail "$1" "expected: Content-Type application/json" "     got: $(show "$HTTP_CT")" ;;
-    esac
-}
-
-# assert_error DESC STATUS [CODE]: an error response: STATUS, JSON content
-# type, a non-empty string "error" (equal to CODE if given) and a string
-# "message".
-assert_error() {
-    local desc=$1 st=$2 code=${3:-} err msg problems=()
-    err=$(json_get "$HTTP_BODY" error)
-    msg=$(json_get "$HTTP_BODY" message)
-    [ "$HTTP_STATUS" = "$st" ] || problems+=("status $HTTP_STATUS, expected $st")
-    if [ -n "$code" ]; then
-        [ "$err" = "\"$code\"" ] || problems+=("\"error\" is $(show "$err"), expected \"$code\"")
-    else
-        [[ $err =~ ^\".+\"$ ]] || problems+=("\"error\" is $(show "$err"), expected a non-empty string")
-    fi
-    [[ $msg =~ ^\".*\"$ ]] || problems+=("\"message\" is $(show "$msg"), expected a string")
-    case $HTTP_CT in
-        application/json|application/json\;*) ;;
-        *) problems+=("Content-Type $(show "$HTTP_CT"), expected application/json") ;;
-    esac
-    if [ ${#problems[@]} -eq 0 ]; then
-        pass "$desc"
-    else
-        fail "$desc" "${problems[@]}" "body: $(show "$HTTP_BODY")"
-    fi
-}
-
-# wait_stat KEY VALUE SECONDS: poll /stats until KEY has the raw VALUE
-# (e.g. wait_stat horizon.degraded true 5); false on timeout.
-wait_stat() {
-    local i
-    for ((i = 0; i < $3 * 10; i++)); do
-        [ "$(stats_get "$1")" = "$2" ] && return 0
-        sleep 0.1
-    done
-    return 1
-}
-
-# wait_rebuild_after ID SECONDS: poll /stats until a rebuild newer than ID finished.
-wait_rebuild_after() {
-    local i
-    for ((i = 0; i < $2 * 10; i++)); do
-        [ "$(stats_get rebuild.completed_id)" -gt "$1" ] && return 0
-        sleep 0.1
-    done
-    return 1
-}
-
-# reload_and_wait: POST /reload, then wait (30 s at most) until that rebuild finished.
-reload_and_wait() {
-    http POST /reload
-    local id
-    id=$(json_get "$HTTP_BODY" rebuild_id)
-    [ -n "$id" ] && wait_rebuild_after $((id - 1)) 30
-}
-
-# ------------------------------------------------------------------ JSON --
-
-# json_get JSON KEY: print the raw text of KEY's value (a string with its
-# quotes and escapes, a number, true/false/null, an array or an object);
-# KEY is a dotted path from the top-level object, e.g. "lookups.hits".
-# Prints nothing when the key is absent or the JSON is malformed.  A small
-# recursive-descent walk in awk: no jq or python on a fresh machine.
-json_get() {
-    printf '%s' "$1" | awk -v want="$2" '
-    function ws() { while (i <= n && index(" \t\r\n", substr(s, i, 1))) i++ }
-    function str(   st, c) {
-        st = i; i++
-        while (i <= n) {
-            c = substr(s, i, 1)
-            if (c == "\\") i += 2
-            else if (c == "\"") { i++; return substr(s, st, i - st) }
-            else i++
-        }
-        bad = 1; return ""
-    }
-    function val(path,   st, c, k, idx) {
-        ws(); st = i; c = substr(s, i, 1)
-        if (c == "{") {
-            i++; ws()
-            if (substr(s, i, 1) == "}") i++
-            else while (!bad) {
-                ws(); if (substr(s, i, 1) != "\"") { bad = 1; return }
-                k = str(); k = substr(k, 2, length(k) - 2)
-                ws(); if (substr(s, i, 1) != ":") { bad = 1; return }
-                i++; val(path == "" ? k : path "." k)
-                ws(); c = substr(s, i, 1); i++
-                if (c == "}") break
-                if (c != ",") { bad = 1; return }
-            }
-        } else if (c == "[") {
-            i++; ws()
-            if (substr(s, i, 1) == "]") i++
-            else for (idx = 0; !bad; idx++) {
-                val(path "[" idx "]")
-                ws(); c = substr(s, i, 1); i++
-                if (c == "]") break
-                if (c != ",") { bad = 1; return }
-            }
-        } else if (c == "\"") str()
-        else {
-            while (i <= n && index(",:{}[] \t\r\n\"", substr(s, i, 1)) == 0) i++
-            if (i == st) { bad = 1; return }
-        }
-        if (path == want && !found) { found = 1; out = substr(s, st, i - st) }
-    }
-    { s = s $0 "\n" }
-    END { n = length(s); i = 1; bad = 0; val(""); ws(); if (!bad && i > n && found) printf "%s", out }'
-}
-
-# json_bools JSON KEY: the elements of a flat array of booleans, one a line.
-json_bools() {
-    json_get "$1" "$2" | tr -d ' \t[]' | tr ',' '\n' | awk 'NF'
-}
-
-# json_str STRING: STRING as a JSON string literal.
-json_str() {
-    local s=$1
-    s=${s//\\/\\\\}; s=${s//\"/\\\"}
-    s=${s//$'\t'/\\t}; s=${s//$'\n'/\\n}; s=${s//$'\r'/\\r}
-    printf '"%s"' "$s"
-}
-
-# json_unescape LITERAL: the string a JSON string literal (with quotes)
-# stands for, as UTF-8 bytes.  Fails on a malformed literal.
-json_unescape() {
-    local s=$1 out='' c hi lo cp esc
-    [[ $s == \"*\" && ${#s} -ge 2 ]] || return 1
-    s=${s:1:${#s}-2}
-    while [ -n "$s" ]; do
-        c=${s:0:1}
-        if [ "$c" != '\' ]; then out+=$c; s=${s:1}; continue; fi
-        c=${s:1:1}
-        case $c in
-            '"'|'\'|/) out+=$c; s=${s:2} ;;
-            b) out+=$'\b'; s=${s:2} ;;
-            f) out+=$'\f'; s=${s:2} ;;
-            n) out+=$'\n'; s=${s:2} ;;
-            r) out+=$'\r'; s=${s:2} ;;
-            t) out+=$'\t'; s=${s:2} ;;
-            u)
-                [[ ${s:2:4} =~ ^[0-9a-fA-F]{4}$ ]] || return 1
-                hi=$((16#${s:2:4})); s=${s:6}
-                cp=$hi
-                if ((hi >= 0xD800 && hi <= 0xDBFF)) && [[ ${s:0:6} =~ ^\\u[dD][c-fC-F][0-9a-fA-F]{2}$ ]]; then
-                    lo=$((16#${s:2:4})); s=${s:6}
-                    cp=$((0x10000 + ((hi - 0xD800) << 10) + (lo - 0xDC00)))
-                fi
-                if ((cp < 0x80)); then esc=$(printf '\\x%02x' $cp)
-                elif ((cp < 0x800)); then esc=$(printf '\\x%02x\\x%02x' $((0xC0 | cp >> 6)) $((0x80 | (cp & 0x3F))))
-                elif ((cp < 0x10000)); then esc=$(printf '\\x%02x\\x%02x\\x%02x' $((0xE0 | cp >> 12)) $((0x80 | (cp >> 6 & 0x3F))) $((0x80 | (cp & 0x3F))))
-                else esc=$(printf '\\x%02x\\x%02x\\x%02x\\x%02x' $((0xF0 | cp >> 18)) $((0x80 | (cp >> 12 & 0x3F))) $((0x80 | (cp >> 6 & 0x3F))) $((0x80 | (cp & 0x3F))))
-                fi
-                printf -v c "$esc"
-                out+=$c
-                ;;
-            *) return 1 ;;
-        esac
-    done
-    printf '%s' "$out"
-}
-
-# urlencode STRING: percent-encode every byte but [A-Za-z0-9._~-].
-urlencode() {
-    local s=$1 out='' c i
-    for ((i = 0; i < ${#s}; i++)); do
-        c=${s:i:1}
-        case $c in
-            [A-Za-z0-9._~-]) out+=$c ;;
-            *) out+=$(printf '%%%02X' "'$c") ;;
-        esac
-    done
-    printf '%s' "$out"
-}
-
-# ids_json FILE: a {"ids":[...]} body from FILE's lines (plain ids without
-# '"' or '\'), on stdout.
-ids_json() { printf '{"ids":['; sed 's/.*/"&"/' "$1" | paste -sd, -; printf ']}'; }
-
-# batch_exists FILE: POST /exists with FILE's ids; sets BATCH_TRUE and
-# BATCH_FALSE (counts), BATCH_N (elements) and BATCH_RESULTS (file, one
-# true/false a line, in order).
-batch_exists() {
-    ids_json "$1" >"$BG_WORK/batch.json"
-    post_json /exists "@$BG_WORK/batch.json"
-    BATCH_RESULTS=$BG_WORK/batch.out
-    json_bools "$HTTP_BODY" exists >"$BATCH_RESULTS"
-    BATCH_N=$(wc -l <"$BATCH_RESULTS")
-    BATCH_TRUE=$(grep -cx true "$BATCH_RESULTS" || true)
-    BATCH_FALSE=$(grep -cx false "$BATCH_RESULTS" || true)
-}
-
-# stats_get KEY...: fetch /stats once, then print each KEY's raw value on
-# its own line (empty line when absent).  Sets STATS_BODY.
-stats_get() {
-    local k
-    http GET /stats
-    STATS_BODY=$HTTP_BODY
-    for k in "$@"; do json_get "$STATS_BODY" "$k"; echo; done
-}
+# wait_ready [SECONDS]: poll BG_URL's /readyz until 200 (default 30 s);
+# false on timeout, with the last answer in HTTP_*.
+wait_ready() { bg_wait_for "${1:-30}" _readyz_200; }
+_readyz_200() { http GET /readyz; [ "$HTTP_STATUS" = 200 ]; }
 
 # ----------------------------------------------------------------- proxies --
 # A real reverse proxy (nginx, Caddy) with a shipped example config in front
 # of examples/user_service, bloomguard as its guard: tests/nginx.test and
 # tests/caddy.test.
 
-# require_tool WHY: skip (77) with WHY when WHY is not empty, or fail when
-# BLOOMGUARD_REQUIRE_PG=1 (scripts/test installs every tool a test needs).
-require_tool() {
-    [ -n "$1" ] || return 0
-    if [ "${BLOOMGUARD_REQUIRE_PG:-0}" = 1 ]; then
-        printf 'FAIL: %s, and BLOOMGUARD_REQUIRE_PG=1\n' "$1"
-        exit 1
-    fi
-    printf 'SKIP: %s\n' "$1"
-    exit 77
-}
-
-# free_port: a TCP port no socket is bound to right now (for servers that
-# cannot bind port 0 and tell which port they got; start_proxy retries).
-free_port() {
-    local p i
-    for ((i = 0; i < 1000; i++)); do
-        # Below the usual ephemeral range (32768-60999), and bound by nothing.
-        p=$((20000 + RANDOM % 12000))
-        awk -v p="$(printf ':%04X' "$p")" '$2 ~ p"$" { found = 1 } END { exit !found }' \
-            /proc/net/tcp /proc/net/tcp6 2>/dev/null || { echo "$p"; return 0; }
-    done
-    return 1
-}
-
 # start_service NAME: examples/user_service on port 0 against $BG_DB; sets
 # BG_PID/BG_PORT/BG_LOG[NAME] like start_daemon (cleanup stops it).
 start_service() {
-    local name=$1 log=$BG_WORK/$1.log port='' i
+    local name=$1 log=$BG_WORK/$1.log
     local bin=$top_builddir/examples/user_service
     [ -x "$bin" ] || bail "$bin does not exist: build it first (make)"
-    # Created here: the background child opens it only when it gets to run.
     : >"$log"
-    "$bin" --listen 127.0.0.1:0 --conninfo "dbname=$BG_DB" --threads 2 </dev/null >"$log" 2>&1 &
-    BG_PID[$name]=$!
-    BG_LOG[$name]=$log
-    for ((i = 0; i < 100; i++)); do
-        port=$(sed -n 's|.*listening on http://127\.0\.0\.1:\([0-9][0-9]*\).*|\1|p' "$log" | head -n 1)
-        [ -n "$port" ] && break
-        kill -0 "${BG_PID[$name]}" 2>/dev/null || { sed 's/^/#   /' "$log"; bail "$name exited"; }
-        sleep 0.1
-    done
-    [ -n "$port" ] || bail "$name logged no 'listening on' line within 10 s"
-    BG_PORT[$name]=$port
-    note "$name: pid ${BG_PID[$name]}, http://127.0.0.1:$port"
+    bg_spawn "$name" "$log" "$bin" --listen 127.0.0.1:0 --conninfo "dbname=$BG_DB" --threads 2
+    bg_listen_port "$name" 10
+    note "$name: pid ${BG_PID[$name]}, http://127.0.0.1:${BG_PORT[$name]}"
 }
 
 # start_proxy NAME CONFIGURE: start a proxy on a free loopback port.
@@ -580,34 +150,29 @@ start_service() {
 # answer; tries 3 ports when one chosen was taken meanwhile.  Sets
 # BG_PID/BG_PORT/BG_LOG[NAME] and PROXY_URL; cleanup stops it.
 start_proxy() {
-    local name=$1 configure=$2 out=$BG_WORK/$1.out try port i
+    local name=$1 configure=$2 out=$BG_WORK/$1.out try port
     for try in 1 2 3; do
-        port=$(free_port) || bail "no free port for $name"
+        bg_free_port port
         PROXY_CMD=() PROXY_LOG=
         "$configure" "$port"
-        "${PROXY_CMD[@]}" </dev/null >"$out" 2>&1 &
-        BG_PID[$name]=$!
+        : >"$out"
+        bg_spawn "$name" "$out" "${PROXY_CMD[@]}"
         BG_LOG[$name]=${PROXY_LOG:-$out}
         PROXY_URL=http://127.0.0.1:$port
-        for ((i = 0; i < 100; i++)); do
-            kill -0 "${BG_PID[$name]}" 2>/dev/null || break
-            if curl -s -o /dev/null --max-time 2 "$PROXY_URL/_probe"; then
-                BG_PORT[$name]=$port
-                note "$name: pid ${BG_PID[$name]}, $PROXY_URL"
-                return 0
-            fi
-            sleep 0.1
-        done
-        stop_pid "${BG_PID[$name]}" TERM >/dev/null
-        unset "BG_PID[$name]"
+        if bg_wait_http "$PROXY_URL/_probe" "$name" 10; then
+            BG_PORT[$name]=$port
+            note "$name: pid ${BG_PID[$name]}, $PROXY_URL"
+            return 0
+        fi
+        bg_stop "$name" >/dev/null
         grep -qi 'address already in use' "${BG_LOG[$name]}" "$out" 2>/dev/null || break
     done
     sed 's/^/#   /' "${BG_LOG[$name]}" "$out" 2>/dev/null | sort -u || true
     bail "$name did not start"
 }
 
-# svc_stat KEY: a counter from start_service's service's /stats (the one
-# named "service").
+# svc_stat FILTER: a counter from start_service's service's /stats (the one
+# named "service"), e.g. svc_stat .queries.
 svc_stat() {
     local body
     body=$(curl -sS --max-time 10 "http://127.0.0.1:${BG_PORT[service]}/stats")
@@ -633,7 +198,7 @@ absent_seg() {
     local n
     for ((n = 1; n < 100; n++)); do
         BG_URL=http://127.0.0.1:${BG_PORT[main]} http GET "/exists/$1$n"
-        [ "$(json_get "$HTTP_BODY" exists)" = false ] && { printf '%s%s\n' "$1" "$n"; return 0; }
+        [ "$(json_get "$HTTP_BODY" .exists)" = false ] && { printf '%s%s\n' "$1" "$n"; return 0; }
     done
     bail "bloomguard calls every id $1<n> present"
 }
@@ -656,10 +221,10 @@ expect_refused() {
 expect_stopped_as() {
     local re=$1 desc=$2 seg=$3 q0 q1 h0=0 h1=0 hits=no; shift 3
     declare -F service_hits >/dev/null && hits=yes
-    q0=$(svc_stat queries)
+    q0=$(svc_stat .queries)
     [ $hits = no ] || h0=$(service_hits)
     via_proxy "/user/get/$seg" "$@"
-    q1=$(svc_stat queries)
+    q1=$(svc_stat .queries)
     [ $hits = no ] || h1=$(service_hits)
     check_match "$desc: stopped by the proxy ($HTTP_STATUS)" "$HTTP_STATUS $(header X-Bloomguard) $HTTP_BODY" "$re"
     if [ $hits = yes ]; then
@@ -679,6 +244,45 @@ expect_no_5xx() {
     note "$desc: $st $(header X-Bloomguard)"
     BG_URL=http://127.0.0.1:${BG_PORT[main]} http GET /healthz
     check_match "$desc: an answer, not a 5xx; bloomguard still serving" "$st $HTTP_STATUS" '^[234][0-9][0-9] 200$'
+}
+
+# guard_not_ready PROXY PORT MISS: bloomguard "main" restarted on PORT with
+# no filter (no table), once with fail_open = no, once with yes: the absent
+# id MISS through the proxy (named PROXY in the checks) is a 503 not_ready
+# from the proxy that never reaches the service, or passes on to it.
+# Uses the test's AUTH_ARGS.
+guard_not_ready() {
+    local proxy=$1 port=$2 miss=$3 fo q0
+    note "bloomguard without a filter (no table) on the same port"
+    for fo in no yes; do
+        start_daemon main "${AUTH_ARGS[@]}" --server.listen="127.0.0.1:$port" \
+            --postgres.table=no_such_table --auth.fail_open=$fo --log.level=info
+        q0=$(svc_stat .queries)
+        via_proxy "/user/get/$miss"
+        if [ $fo = no ]; then
+            check_eq "fail_open=no, not ready: 503 not_ready from $proxy" "503 not-ready \"not_ready\"" \
+                "$HTTP_STATUS $(header X-Bloomguard) $(json_get "$HTTP_BODY" .error)"
+            check_eq "fail_open=no, not ready: the service was not asked" 0 "$(($(svc_stat .queries) - q0))"
+        else
+            check_eq "fail_open=yes, not ready: passed on to the service" "404 not-ready" \
+                "$HTTP_STATUS $(header X-Bloomguard)"
+            check_eq "fail_open=yes, not ready: the service was asked" 1 "$(($(svc_stat .queries) - q0))"
+        fi
+        bg_stop main
+    done
+}
+
+# guard_uri_source_auto PORT MISS: bloomguard "main" restarted on PORT with
+# uri_source = auto (sized for the test's ITEMS): the proxy alone keeps the
+# client's forged X-Original-URI and X-Forwarded-Uri from it.
+guard_uri_source_auto() {
+    note "uri_source = auto: the proxy alone keeps the client's forged headers from bloomguard"
+    bg_stop main
+    start_daemon main '--auth.uri_template=/user/get/{id}' --auth.uri_source=auto \
+        --server.listen="127.0.0.1:$1" --filter.expected_items="$ITEMS" --log.level=info
+    wait_ready 30 || bail "/readyz did not answer 200 within 30 s"
+    expect_denied "uri_source=auto, forged X-Original-URI and X-Forwarded-Uri naming id 1" "$2" \
+        -H 'X-Original-URI: /user/get/1' -H 'X-Forwarded-Uri: /user/get/1'
 }
 
 # hostile_clients: the header and encoding tricks of an attacker who wants

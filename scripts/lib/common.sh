@@ -1,8 +1,32 @@
-# Shared helpers for bloomguard's scripts: package installs and a throwaway
-# PostgreSQL cluster on a private unix socket.  Source it; do not run it.
+# The entry of bloomguard's shell library, for scripts/, bench/ and (through
+# tests/lib.sh) tests/: logging, package installs and builds here, and the
+# rest of scripts/lib by concern: pg.sh (a throwaway PostgreSQL), daemon.sh
+# (processes, ports, readiness), http.sh (curl and jq), proxy.sh (private
+# nginx and Caddy).  checks.sh (tests) and bench.sh (benchmarks) are sourced
+# by those who need them.  Source it; do not run it.
+
+# shellcheck source-path=SCRIPTDIR
+# shellcheck disable=SC2034  # the package lists and tool names are the sourcing scripts'
+BG_LIB=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+: "${BG_TOP:=$(cd "$BG_LIB/../.." && pwd)}"
 
 bg_log() { printf '%s: %s\n' "${BG_SCRIPT:-bloomguard}" "$*" >&2; }
+# bg_die MSG: a fatal error.  Every helper of the library reports its
+# failures through it; tests/lib.sh makes it a TAP "Bail out!".
 bg_die() { bg_log "error: $*"; exit 1; }
+
+# bg_wait_for SECONDS COMMAND...: run COMMAND every 0.1 s until it succeeds
+# (return 0) or about SECONDS have passed (return 1).  In this shell, not a
+# subshell: COMMAND may set variables or call bg_die.
+bg_wait_for() {
+    local limit=$1 i
+    shift
+    for ((i = 0; i < limit * 10; i++)); do
+        "$@" && return 0
+        sleep 0.1
+    done
+    return 1
+}
 
 # bg_need_pkgs PKG...: install the Debian packages that are missing.
 bg_need_pkgs() {
@@ -25,6 +49,8 @@ bg_need_pkgs() {
 BG_BUILD_PKGS="autoconf automake pkg-config make gcc libc6-dev libmicrohttpd-dev
 libjansson-dev libpq-dev check libxxhash-dev libinih-dev libsystemd-dev"
 BG_RUNTIME_PKGS="postgresql postgresql-client curl procps"
+# jq: the JSON reader of http.sh (tests, bench, scripts).
+BG_RUNTIME_PKGS="$BG_RUNTIME_PKGS jq"
 # What the tests of the unit, the man page and /metrics run.
 BG_TEST_PKGS="nginx-light systemd prometheus groff-base man-db socat pgbouncer"
 # tests/caddy.test: the Caddyfile example behind a real Caddy.
@@ -62,99 +88,7 @@ bg_build_copy() {
         || { tail -n 30 "$dir.configure.log" >&2; bg_die "configure $* failed (see $dir.configure.log)"; }
 }
 
-BG_PG_BIN=
-bg_pg_bin() {
-    local d
-    for d in /usr/lib/postgresql/*/bin; do
-        [ -x "$d/initdb" ] && BG_PG_BIN=$d
-    done
-    [ -n "$BG_PG_BIN" ] || bg_die "PostgreSQL server binaries not found"
-}
-
-# Run a PostgreSQL server command as the postgres user when we are root
-# (initdb and pg_ctl refuse to run as root).
-bg_as_pg() {
-    if [ "$(id -u)" -eq 0 ]; then runuser -u postgres -- "$@"; else "$@"; fi
-}
-
-# bg_pg_start DIR: create and start a cluster in DIR/pg with its socket in
-# DIR; exports PGHOST, PGPORT, PGUSER, PGDATABASE for libpq and psql.
-bg_pg_start() {
-    local dir=$1
-    bg_pg_bin
-    mkdir -p "$dir/pg"
-    [ "$(id -u)" -eq 0 ] && chown postgres: "$dir" "$dir/pg"
-    chmod 755 "$dir"
-    bg_as_pg "$BG_PG_BIN/initdb" -D "$dir/pg" --locale=C.UTF-8 -U postgres -A trust >"$dir/initdb.log" 2>&1 \
-        || { cat "$dir/initdb.log" >&2; bg_die "initdb failed"; }
-    BG_PG_DIR=$dir
-    bg_pg_ctl start || { cat "$dir/pg.log" >&2; bg_die "PostgreSQL did not start"; }
-    export PGHOST=$dir PGPORT=5432 PGUSER=postgres PGDATABASE=postgres
-}
-
-# bg_pg_ctl start|stop: start or (fast) stop the cluster of bg_pg_start again.
-bg_pg_ctl() {
-    local dir=$BG_PG_DIR
-    case $1 in
-        start) bg_as_pg "$BG_PG_BIN/pg_ctl" -D "$dir/pg" -l "$dir/pg.log" -w -t 60 \
-                   -o "-k $dir -c listen_addresses='' -p 5432 -c fsync=off -c synchronous_commit=off -c full_page_writes=off -c max_connections=200" \
-                   start >/dev/null ;;
-        stop) bg_as_pg "$BG_PG_BIN/pg_ctl" -D "$dir/pg" -m fast -w -t 60 stop >/dev/null ;;
-    esac
-}
-
-bg_pg_stop() {
-    [ -n "${BG_PG_DIR:-}" ] && [ -d "$BG_PG_DIR/pg" ] || return 0
-    bg_as_pg "$BG_PG_BIN/pg_ctl" -D "$BG_PG_DIR/pg" -m immediate -w stop >/dev/null 2>&1 || true
-}
-
-# bg_pg_sample ROWS: create sql/schema.sql's users table with ROWS rows.
-bg_pg_sample() {
-    psql -qX -v ON_ERROR_STOP=1 -f "$BG_TOP/sql/schema.sql" >/dev/null || bg_die "schema.sql failed"
-    psql -qX -v ON_ERROR_STOP=1 -v rows="$1" -f "$BG_TOP/sql/sample.sql" >/dev/null || bg_die "sample.sql failed"
-}
-
-# bg_free_port VAR: set VAR to a loopback TCP port nothing listens on, below
-# the usual ephemeral range (32768-60999), and not given out before by this
-# shell (a variable, not $(...), so that the subshell does not forget it).
-BG_USED_PORTS=" "
-bg_free_port() {
-    local p i
-    for ((i = 0; i < 1000; i++)); do
-        p=$((20000 + RANDOM % 12000))
-        case $BG_USED_PORTS in *" $p "*) continue ;; esac
-        awk -v p="$(printf ':%04X' "$p")" '$2 ~ p"$" { found = 1 } END { exit !found }' \
-            /proc/net/tcp /proc/net/tcp6 2>/dev/null && continue
-        BG_USED_PORTS+="$p "
-        printf -v "$1" %s "$p"
-        return 0
-    done
-    bg_die "no free port"
-}
-
-# bg_wait_ready URL PID LOG: poll URL/readyz (a bloomguard) until it answers
-# 200, for up to 30 minutes (a first load can be that long); die with LOG's
-# tail as soon as PID has exited.
-bg_wait_ready() {
-    local i
-    for ((i = 0; i < 36000; i++)); do
-        [ "$(curl -s -o /dev/null -w '%{http_code}' "$1/readyz")" = 200 ] && return 0
-        kill -0 "$2" 2>/dev/null || { tail -n 20 "$3" >&2; bg_die "bloomguard ($3) exited"; }
-        sleep 0.05
-    done
-    bg_die "bloomguard ($3) not ready after 30 minutes"
-}
-
-# bg_listen_port LOG: the port of the first "listening on
-# http://127.0.0.1:PORT" line that bloomguard or examples/user_service
-# (started with port 0) writes to LOG, waiting up to 30 s for it.
-bg_listen_port() {
-    local i p
-    for ((i = 0; i < 600; i++)); do
-        p=$(sed -n 's|.*listening on http://127\.0\.0\.1:\([0-9][0-9]*\).*|\1|p' "$1" 2>/dev/null | head -n 1)
-        [ -n "$p" ] && { echo "$p"; return 0; }
-        sleep 0.05
-    done
-    tail -n 20 "$1" >&2
-    bg_die "no 'listening on' line in $1"
-}
+. "$BG_LIB/pg.sh"
+. "$BG_LIB/daemon.sh"
+. "$BG_LIB/http.sh"
+. "$BG_LIB/proxy.sh"

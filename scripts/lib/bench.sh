@@ -1,0 +1,95 @@
+# What bench/run and bench/attack share: figures as medians of interleaved
+# rounds, CPU ticks of the machine and of the run's own processes, the
+# "bench: NAME ours=... anchor=... ratio=... target=... met|MISSED" lines
+# and the notes of the results file, the cleanup of a run.  Source it after
+# common.sh; do not run it.
+# shellcheck disable=SC2034  # LINES, NOTES, R and hz are the sourcing scripts'
+
+# bench_help SCRIPT: print SCRIPT's opening comment (its --help).
+bench_help() { awk 'NR > 1 && /^#/ {sub(/^# ?/, ""); print; next} NR > 1 {exit}' "$1"; }
+
+# ---------------------------------------------------------------- numbers --
+
+# median NUMBER...: the median.
+median() { printf '%s\n' "$@" | sort -g | awk '{v[NR]=$1} END {print (NR%2) ? v[(NR+1)/2] : (v[NR/2]+v[NR/2+1])/2}'; }
+# ratio A B: A / B to 3 decimals (0 when B is 0).
+ratio() { awk -v a="$1" -v b="$2" 'BEGIN {printf "%.3f", (b > 0) ? a / b : 0}'; }
+# fmt PRINTF-FORMAT NUMBER
+fmt() { awk -v v="$2" -v f="$1" 'BEGIN {printf f, v}'; }
+now() { date +%s.%N; }
+# since T0: seconds from now's T0 until now.
+since() { awk -v a="$1" -v b="$(now)" 'BEGIN {printf "%.3f", b - a}'; }
+# rel VALUE...: the values on one line, space-separated.
+rel() { printf '%s\n' "$@" | tr '\n' ' ' | sed 's/ $//'; }
+# ver COMMAND...: the first line COMMAND prints (a version).
+ver() { "$@" 2>&1 | head -n 1; }
+
+# R[KEY]: the values of one figure, one per round.  add KEY VALUE; med KEY.
+declare -gA R=()
+add() { R[$1]="${R[$1]:-} $2"; }
+# shellcheck disable=SC2086  # the rounds' values are words
+med() { median ${R[$1]}; }
+
+# -------------------------------------------------------------------- CPU --
+# CPU time in USER_HZ ticks (user + system).  The machine's minus this run's
+# own is what other processes took from the measurements.  Clients that this
+# shell started count once reaped (in its children's time).  (Softirq counts
+# on both sides: a task's system time includes the loopback packet
+# processing done in its syscalls.)
+hz=$(getconf CLK_TCK)
+cpu_machine() { awk '/^cpu / {print $2 + $3 + $4 + $7 + $8}' /proc/stat; }
+# cpu_tree PID...: ticks of these processes and their live children.
+cpu_tree() {
+    local p
+    for p in "$@" $(for p in "$@"; do pgrep -P "$p"; done); do
+        awk '{print $14 + $15 + $16 + $17}' "/proc/$p/stat" 2>/dev/null || true
+    done | awk '{s += $1} END {print s + 0}'
+}
+# cpu_ours [PID...]: ticks of this shell (with its reaped children), of
+# every process of BG_PID and of the PIDs given, and of their live children.
+cpu_ours() {
+    echo $(( $(awk '{print $14 + $15 + $16 + $17}' /proc/$$/stat) + $(cpu_tree "${BG_PID[@]}" "$@") ))
+}
+# cpu_children: ticks of this shell's reaped children.
+cpu_children() { awk '{print $16 + $17}' /proc/$$/stat; }
+# core_frac A B SECONDS: B - A ticks as a fraction of one core over SECONDS.
+core_frac() { awk -v a="$1" -v b="$2" -v hz="$hz" -v d="$3" 'BEGIN {printf "%.2f", (b - a) / hz / d}'; }
+# foreign_pct M0 M1 O0 O1 SECONDS: other processes' share (%) of both cores
+# between the samples (M: cpu_machine, O: cpu_ours).
+foreign_pct() {
+    awk -v m="$(($2 - $1))" -v o="$(($4 - $3))" -v hz="$hz" -v el="$5" \
+        'BEGIN {f = (m - o) / hz / el / 2 * 100; printf "%.1f\n", f < 0 ? 0 : f}'
+}
+
+# ------------------------------------------------------------------ report --
+
+LINES=()
+NOTES=()
+# note TEXT: a line of the results file's notes (and of the log now).
+note() { NOTES+=("$*"); bg_log "note: $*"; }
+# line NAME OURS ANCHOR UNIT OP TARGET [PRINTF-FORMAT [TEXT]]: one "bench:"
+# line, printed and kept for the results file; OP "none" prints
+# "target=none" and TEXT instead of a verdict.  Format by default %.0f.
+line() {
+    local name=$1 ours=$2 anchor=$3 unit=$4 op=$5 target=$6 f=${7:-%.0f} r met l
+    r=$(ratio "$ours" "$anchor")
+    met=$(awk -v r="$r" -v t="$target" -v op="$op" 'BEGIN {ok = (op == "<=") ? r <= t : r >= t; print ok ? "met" : "MISSED"}')
+    l="bench: $name ours=$(fmt "$f" "$ours")$unit anchor=$(fmt "$f" "$anchor")$unit ratio=$r target=$op$target $met"
+    [ "$op" = none ] && l="bench: $name ours=$(fmt "$f" "$ours")$unit anchor=$(fmt "$f" "$anchor")$unit ratio=$r target=none${8:+ $8}"
+    LINES+=("$l")
+    echo "$l"
+}
+
+# bench_cleanup: the EXIT trap of a run in $work: bloomguard's last log
+# lines when it failed, every process of BG_PID stopped, the PostgreSQL of
+# bg_pg_start stopped, $work removed (kept with BG_BENCH_KEEP set).
+bench_cleanup() {
+    local rc=$?
+    if [ $rc -ne 0 ] && [ -s "${BG_LOG[bloomguard]:-}" ]; then
+        bg_log "bloomguard's log ends:"
+        tail -n 20 "${BG_LOG[bloomguard]}" >&2
+    fi
+    bg_stop_all
+    bg_pg_stop
+    if [ -n "${BG_BENCH_KEEP:-}" ]; then bg_log "kept $work"; else rm -rf "$work"; fi
+}

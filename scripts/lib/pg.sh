@@ -1,0 +1,67 @@
+# A throwaway PostgreSQL cluster on a private unix socket (scripts/test,
+# scripts/demo, bench), and the psql calls every script and test makes on
+# a database: bloomguard's schema, sample rows and NOTIFY triggers.
+# Sourced by common.sh; needs bg_die.
+
+BG_PG_BIN=
+bg_pg_bin() {
+    local d
+    for d in /usr/lib/postgresql/*/bin; do
+        [ -x "$d/initdb" ] && BG_PG_BIN=$d
+    done
+    [ -n "$BG_PG_BIN" ] || bg_die "PostgreSQL server binaries not found"
+}
+
+# Run a PostgreSQL server command as the postgres user when we are root
+# (initdb and pg_ctl refuse to run as root).
+bg_as_pg() {
+    if [ "$(id -u)" -eq 0 ]; then runuser -u postgres -- "$@"; else "$@"; fi
+}
+
+# bg_pg_start DIR: create and start a cluster in DIR/pg with its socket in
+# DIR; exports PGHOST, PGPORT, PGUSER, PGDATABASE for libpq and psql.
+bg_pg_start() {
+    local dir=$1
+    bg_pg_bin
+    mkdir -p "$dir/pg"
+    [ "$(id -u)" -eq 0 ] && chown postgres: "$dir" "$dir/pg"
+    chmod 755 "$dir"
+    bg_as_pg "$BG_PG_BIN/initdb" -D "$dir/pg" --locale=C.UTF-8 -U postgres -A trust >"$dir/initdb.log" 2>&1 \
+        || { cat "$dir/initdb.log" >&2; bg_die "initdb failed"; }
+    BG_PG_DIR=$dir
+    bg_pg_ctl start || { cat "$dir/pg.log" >&2; bg_die "PostgreSQL did not start"; }
+    export PGHOST=$dir PGPORT=5432 PGUSER=postgres PGDATABASE=postgres
+}
+
+# bg_pg_ctl start|stop: start or (fast) stop the cluster of bg_pg_start again.
+bg_pg_ctl() {
+    local dir=$BG_PG_DIR
+    case $1 in
+        start) bg_as_pg "$BG_PG_BIN/pg_ctl" -D "$dir/pg" -l "$dir/pg.log" -w -t 60 \
+                   -o "-k $dir -c listen_addresses='' -p 5432 -c fsync=off -c synchronous_commit=off -c full_page_writes=off -c max_connections=200" \
+                   start >/dev/null ;;
+        stop) bg_as_pg "$BG_PG_BIN/pg_ctl" -D "$dir/pg" -m fast -w -t 60 stop >/dev/null ;;
+    esac
+}
+
+bg_pg_stop() {
+    [ -n "${BG_PG_DIR:-}" ] && [ -d "$BG_PG_DIR/pg" ] || return 0
+    bg_as_pg "$BG_PG_BIN/pg_ctl" -D "$BG_PG_DIR/pg" -m immediate -w stop >/dev/null 2>&1 || true
+}
+
+# bg_psql ARGS...: psql on BG_DB (a test's own database; when empty,
+# libpq's default: PGDATABASE), quiet, stopping at the first error.
+bg_psql() { psql -qX -v ON_ERROR_STOP=1 ${BG_DB:+-d "$BG_DB"} "$@"; }
+
+# bg_pg_sample ROWS: sql/schema.sql's users table with ids '1'..ROWS.
+bg_pg_sample() {
+    bg_psql -f "$BG_TOP/sql/schema.sql" >/dev/null || bg_die "schema.sql failed"
+    bg_psql -v rows="$1" -f "$BG_TOP/sql/sample.sql" >/dev/null || bg_die "sample.sql failed"
+}
+
+# bg_pg_watch TABLE COLUMN: sql/notify.sql's triggers on TABLE, so that a
+# bloomguard follows COLUMN's inserts (LISTEN/NOTIFY).
+bg_pg_watch() {
+    bg_psql -f "$BG_TOP/sql/notify.sql" >/dev/null || bg_die "notify.sql failed"
+    bg_psql -c "SELECT bloomguard_watch('$1', '$2')" >/dev/null || bg_die "bloomguard_watch('$1', '$2') failed"
+}

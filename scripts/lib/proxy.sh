@@ -1,0 +1,82 @@
+# The reverse proxies of conf/ run privately: an nginx or a Caddy whose
+# config, state, logs and pid file all lie in one directory, with the
+# shipped example's placeholder addresses (bloomguard 127.0.0.1:8080, the
+# service 127.0.0.1:8081, Caddy's relay :8082, the proxy :8000) replaced.
+# For tests/nginx.test, tests/caddy.test, scripts/demo and bench.  Sourced by
+# common.sh; start the command it sets with bg_spawn.
+# shellcheck disable=SC2034  # the variables set here are for the sourcing scripts
+
+# bg_nginx_find: set BG_NGINX to an nginx with the auth_request module, or
+# return 1 with BG_WHY saying what is missing.
+bg_nginx_find() {
+    BG_NGINX=$(command -v nginx || echo /usr/sbin/nginx)
+    BG_WHY=
+    if [ ! -x "$BG_NGINX" ]; then
+        BG_WHY="nginx is not installed (apt-get install nginx-light)"
+    elif ! "$BG_NGINX" -V 2>&1 | grep -q http_auth_request; then
+        BG_WHY="$BG_NGINX has no auth_request module (apt-get install nginx-light)"
+    fi
+    [ -z "$BG_WHY" ]
+}
+
+# bg_nginx_conf DIR [ERROR_LOG_LEVEL [WORKER_CONNECTIONS]] <HTTP-BLOCK: write
+# DIR/nginx.conf, one worker (as root when we are root) whose pid file, error
+# log and temp paths are all in DIR, with stdin as the rest of its http {}
+# block (the caller's access_log, include and servers); set BG_NGINX_CMD to
+# run it in the foreground.  Defaults: level warn, 1024 connections.
+bg_nginx_conf() {
+    local dir=$1 level=${2:-warn} conns=${3:-1024}
+    mkdir -p "$dir"
+    {
+        echo "# A private nginx: everything in $dir; runs in the foreground."
+        [ "$(id -u)" -ne 0 ] || echo "user root;"
+        cat <<EOC
+worker_processes 1;
+pid $dir/nginx.pid;
+error_log $dir/error.log $level;
+events { worker_connections $conns; }
+http {
+    client_body_temp_path $dir/body;
+    proxy_temp_path $dir/proxy;
+    fastcgi_temp_path $dir/fastcgi;
+    uwsgi_temp_path $dir/uwsgi;
+    scgi_temp_path $dir/scgi;
+EOC
+        sed 's/^/    /'
+        echo "}"
+    } >"$dir/nginx.conf"
+    BG_NGINX_CMD=("$BG_NGINX" -p "$dir/" -c "$dir/nginx.conf" -e "$dir/error.log" -g 'daemon off;')
+}
+
+# bg_nginx_example DIR BLOOMGUARD [SERVICE [LISTEN]]: DIR/bloomguard.conf,
+# conf/nginx/bloomguard.conf with these HOST:PORT addresses put in (by
+# default the shipped ones), for bg_nginx_conf's http block to include.
+bg_nginx_example() {
+    mkdir -p "$1"
+    sed -e "s/127\.0\.0\.1:8080/$2/" -e "s/127\.0\.0\.1:8081/${3:-127.0.0.1:8081}/" \
+        -e "s/127\.0\.0\.1:8000/${4:-127.0.0.1:8000}/" "$BG_TOP/conf/nginx/bloomguard.conf" \
+        >"$1/bloomguard.conf"
+}
+
+# bg_caddy_find: set BG_CADDY to Caddy, or return 1 with BG_WHY.
+bg_caddy_find() {
+    BG_CADDY=$(command -v caddy || echo /usr/bin/caddy)
+    BG_WHY=
+    [ -x "$BG_CADDY" ] || BG_WHY="caddy is not installed (apt-get install caddy)"
+    [ -z "$BG_WHY" ]
+}
+
+# bg_caddy_example DIR BLOOMGUARD [SERVICE [RELAY-PORT [PORT]]]:
+# DIR/Caddyfile, conf/caddy/Caddyfile with bloomguard at BLOOMGUARD
+# (HOST:PORT), the service at SERVICE, its relay on RELAY-PORT and Caddy on
+# PORT (by default the shipped ones); set BG_CADDY_CMD to run it with its
+# state (autosave, certificate storage) in DIR: HOME and the XDG dirs.
+bg_caddy_example() {
+    local dir=$1 relay=${4:-8082} port=${5:-8000}
+    mkdir -p "$dir/home" "$dir/config" "$dir/data"
+    sed -e "s/127\.0\.0\.1:8080/$2/" -e "s/127\.0\.0\.1:8081/${3:-127.0.0.1:8081}/" \
+        -e "s/127\.0\.0\.1:8082/127.0.0.1:$relay/" -e "s|http://:8082|http://:$relay|" \
+        -e "s|http://:8000|http://:$port|" "$BG_TOP/conf/caddy/Caddyfile" >"$dir/Caddyfile"
+    BG_CADDY_CMD=(env HOME="$dir/home" XDG_CONFIG_HOME="$dir/config" XDG_DATA_HOME="$dir/data"
+                  "$BG_CADDY" run --config "$dir/Caddyfile" --adapter caddyfile)
+}

@@ -1,0 +1,87 @@
+/*
+ * The resumable change feed (sql/notify.sql's bloomguard_feed_log, design in
+ * docs/feed.md): what a restarted or reconnected bloomguard reads instead of
+ * copying the whole table again.  A position says "every row committed
+ * before it is already in the filter"; reading from it returns every ID
+ * committed since (and perhaps some again) and the position to resume from
+ * next time.
+ *
+ * Nothing here starts threads, logs or keeps state between calls.  Each call
+ * uses the connection it is given and nothing else; a connection must not be
+ * used by two threads at once (libpq's rule), so callers give each thread its
+ * own.  Errors and the reasons for "too old" and "unavailable" are written to
+ * err as text: a short public part, then ": " and the detail from libpq.
+ */
+#ifndef BLOOMGUARD_FEED_H
+#define BLOOMGUARD_FEED_H
+
+#include <libpq-fe.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+/*
+ * A position is an opaque NUL-terminated string shorter than FEED_POS_MAX
+ * ("<xmin>/<origin>"), to be stored as is (e.g. in a snapshot's header) and
+ * handed back to feed_read.
+ */
+#define FEED_POS_MAX 128
+
+/*
+ * Whether the feed is installed in the connection's database for table
+ * ("name" or "schema.name", as [postgres] table) and column, and this role
+ * may read it: sets *available.  When it is not, err says why (not
+ * installed, table not watched with the feed, another column, its trigger
+ * disabled or replaced since bloomguard_watch, no permission).  Returns
+ * false only on an error (err), e.g. the connection failed or the table does
+ * not exist.  Call it outside any transaction: a query that fails (no
+ * privilege) would abort the caller's.
+ */
+bool feed_available(PGconn *conn, const char *table, const char *column, bool *available,
+                    char *err, size_t errlen);
+
+/*
+ * The position of the connection's current snapshot, into pos
+ * (FEED_POS_MAX bytes).  For a full load: call it inside the COPY's
+ * REPEATABLE READ transaction, or before the COPY starts (a position taken
+ * earlier is only more cautious); never after a COPY that ran in its own
+ * snapshot.  False with err when the feed is not installed or on error.
+ */
+bool feed_position(PGconn *conn, char *pos, char *err, size_t errlen);
+
+/*
+ * Called with each ID read, NUL-terminated, len bytes (an ID may contain
+ * NUL bytes: use len).  The buffer is valid only during the call.  Return
+ * false to stop the read.
+ */
+typedef bool (*feed_id_fn)(void *arg, const char *id, size_t len);
+
+/*
+ * Stream every ID of table's column committed at or after position since
+ * to fn (IDs may come more than once, and some committed before since),
+ * in one REPEATABLE READ transaction of its own (conn must be idle, outside
+ * any transaction).  On success writes the position to resume from next
+ * time to next (FEED_POS_MAX bytes), *rows (may be NULL) to the IDs read,
+ * and returns true.  When the feed cannot resume from since (pruned past it,
+ * the table watched after it, the trigger changed, another cluster, the feed
+ * not installed) it reads nothing, sets *too_old, writes why to err and
+ * returns true: load the table instead.  Returns false with err on an error
+ * or when fn stopped the read; the connection may then be left inside a
+ * COPY: PQfinish it.
+ */
+bool feed_read(PGconn *conn, const char *table, const char *column, const char *since,
+               feed_id_fn fn, void *arg, char *next, uint64_t *rows, bool *too_old,
+               char *err, size_t errlen);
+
+/*
+ * Forget what is older than retention_seconds: bloomguard_feed_prune (which
+ * this role may only EXECUTE).  Positions younger than the retention stay
+ * valid; older ones may read as too old.  Writes the number of log rows
+ * deleted to *deleted (may be NULL).  Cheap and safe to call from every
+ * sidecar; each call also records the mark later prunes and post-crash
+ * resumes cut at, so call it regularly (docs/feed.md).
+ */
+bool feed_prune(PGconn *conn, double retention_seconds, uint64_t *deleted,
+                char *err, size_t errlen);
+
+#endif
