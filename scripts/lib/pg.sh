@@ -59,9 +59,12 @@ bg_pg_sample() {
     bg_psql -v rows="$1" -f "$BG_TOP/sql/sample.sql" >/dev/null || bg_die "sample.sql failed"
 }
 
-# bg_pg_watch TABLE COLUMN: sql/notify.sql's triggers on TABLE, so that a
-# bloomguard follows COLUMN's inserts (LISTEN/NOTIFY).
+# bg_pg_watch TABLE COLUMN [CHANNEL]: sql/notify.sql's triggers on TABLE, so
+# that a bloomguard follows COLUMN's inserts (LISTEN/NOTIFY on CHANNEL,
+# default bloomguard).
 bg_pg_watch() {
-    bg_psql -f "$BG_TOP/sql/notify.sql" >/dev/null || bg_die "notify.sql failed"
-    bg_psql -c "SELECT bloomguard_watch('$1', '$2')" >/dev/null || bg_die "bloomguard_watch('$1', '$2') failed"
+    PGOPTIONS='-c client_min_messages=warning' bg_psql -f "$BG_TOP/sql/notify.sql" >/dev/null \
+        || bg_die "notify.sql failed"
+    bg_psql -c "SELECT bloomguard_watch('$1', '$2', '${3:-bloomguard}')" >/dev/null \
+        || bg_die "bloomguard_watch('$1', '$2', '${3:-bloomguard}') failed"
 }
