@@ -26,13 +26,6 @@ struct filter;
 #define FILTER_MAX_ITEMS UINT64_C(1000000000000)
 /* Upper bound on the bit array (2^46 bytes = 64 TiB); larger is "absurd". */
 #define FILTER_MAX_BYTES (UINT64_C(1) << 46)
-/*
- * Rates a filter can be sized for: FILTER_MIN_FPP < p < 0.5.  Below the
- * minimum a blocked filter would need more bits per key than the sizing
- * search tries.  The config's false_positive_rate takes exactly this range.
- */
-#define FILTER_MIN_FPP 1e-6
-#define FILTER_MAX_FPP 0.5
 
 /* Why filter_new failed. */
 enum filter_error {
