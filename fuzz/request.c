@@ -85,10 +85,19 @@ FUZZ_TARGET(request)
 
     static char id[CONFIG_MAX_ID_BYTES + 1];
     size_t idlen = 0;
-    bool matched = false, valid;
-    if (exists)
-        valid = id_decode(uri, len, cfg.max_id_bytes, id, sizeof id, &idlen) == ID_OK;
-    else
+    bool matched = false, valid, unknown = false;
+    if (exists) {
+        /* "NAME/ID" names a filter: the only one here is fconf's; "ID" alone is the default. */
+        const char *raw = uri, *slash = memchr(uri, '/', len);
+        size_t rawlen = len;
+        if (slash != NULL) {
+            size_t nl = (size_t)(slash - uri);
+            unknown = nl != strlen(fconf.name) || memcmp(uri, fconf.name, nl) != 0;
+            raw = slash + 1;
+            rawlen = len - nl - 1;
+        }
+        valid = !unknown && id_decode(raw, rawlen, cfg.max_id_bytes, id, sizeof id, &idlen) == ID_OK;
+    } else
         valid = auth_id(uri, len, id, &idlen, &matched);
     if (add && valid && ready)
         FUZZ_CHECK(guard_add(tbl.g, id, idlen));
@@ -101,7 +110,9 @@ FUZZ_TARGET(request)
     if (exists) {
         const char *ct = MHD_get_response_header(r.resp, MHD_HTTP_HEADER_CONTENT_TYPE);
         FUZZ_CHECK(ct != NULL && strcmp(ct, "application/json") == 0);
-        if (!valid)
+        if (unknown)
+            FUZZ_CHECK(r.status == 404);        /* unknown_filter, whatever the ID */
+        else if (!valid)
             FUZZ_CHECK(r.status == 400 || r.status == 414);
         else if (!ready)
             FUZZ_CHECK(r.status == 503);
