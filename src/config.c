@@ -671,12 +671,13 @@ static bool copy_field(const struct key_def *k, struct filter_config *dst,
     return false;
 }
 
-/* Whether per-filter key k is equal in a and b. */
-static bool same_field(const struct key_def *k, const struct filter_config *a,
-                       const struct filter_config *b)
+/*
+ * Whether the value of key k at fa equals the one at fb (the field itself,
+ * in a struct config or a struct filter_config); listen addresses and
+ * templates are compared by same_value.
+ */
+static bool same_at(const struct key_def *k, const void *fa, const void *fb)
 {
-    const void *fa = (const char *)a + k->offset, *fb = (const char *)b + k->offset;
-
     switch (k->type) {
     case T_STRING:
         return strcmp(*(char *const *)fa, *(char *const *)fb) == 0;
@@ -695,6 +696,13 @@ static bool same_field(const struct key_def *k, const struct filter_config *a,
         break;
     }
     return false;
+}
+
+/* Whether per-filter key k is equal in a and b. */
+static bool same_field(const struct key_def *k, const struct filter_config *a,
+                       const struct filter_config *b)
+{
+    return same_at(k, (const char *)a + k->offset, (const char *)b + k->offset);
 }
 
 /* Each template's filter index from its name; false (blaming the template) for an unknown name. */
@@ -1052,27 +1060,11 @@ bool config_copy(struct config *dst, const struct config *src)
 /* Whether key k holds the same value in a and b (not per-filter keys). */
 static bool same_value(const struct key_def *k, const struct config *a, const struct config *b)
 {
-    const void *fa = (const char *)a + k->offset, *fb = (const char *)b + k->offset;
-
-    switch (k->type) {
-    case T_STRING:
-        return strcmp(*(char *const *)fa, *(char *const *)fb) == 0;
-    case T_UINT:
-        return *(const unsigned *)fa == *(const unsigned *)fb;
-    case T_UINT64:
-        return *(const uint64_t *)fa == *(const uint64_t *)fb;
-    case T_DOUBLE:
-        return *(const double *)fa == *(const double *)fb;
-    case T_BOOL:
-        return *(const bool *)fa == *(const bool *)fb;
-    case T_ENUM:
-        return memcmp(fa, fb, sizeof(int)) == 0;
-    case T_LISTEN:
+    if (k->type == T_LISTEN)
         return strcmp(a->listen_host, b->listen_host) == 0 && a->listen_port == b->listen_port;
-    case T_TEMPLATE:
+    if (k->type == T_TEMPLATE)
         return true;            /* always reloadable */
-    }
-    return false;
+    return same_at(k, (const char *)a + k->offset, (const char *)b + k->offset);
 }
 
 /* Report the filter keys that differ between next and cur; true if any does. */

@@ -241,19 +241,14 @@ static bool copy_ids(PGconn *conn, const char *relid, uint64_t from, feed_id_fn 
     PQclear(r);
     for (;;) {
         char *buf = NULL;
-        int len = PQgetCopyData(conn, &buf, 0);
-        if (len == -1)
+        size_t idlen;
+        int got = loader_copy_row(conn, &buf, &idlen);
+        if (got == 0)
             break;
-        if (len == -2) {
+        if (got < 0) {
             set_err(err, errlen, "cannot read the change feed", conn);
             return false;
         }
-        size_t idlen = (size_t)len;
-        if (idlen > 0 && buf[idlen - 1] == '\n')
-            idlen--;
-        if (memchr(buf, '\\', idlen) != NULL)
-            idlen = loader_unescape(buf, idlen);
-        buf[idlen] = '\0';
         bool more = fn(arg, buf, idlen);
         PQfreemem(buf);
         n++;

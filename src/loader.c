@@ -231,6 +231,24 @@ size_t loader_unescape(char *s, size_t len)
     return o;
 }
 
+int loader_copy_row(PGconn *conn, char **buf, size_t *len)
+{
+    int n = PQgetCopyData(conn, buf, 0);
+    if (n == -1)
+        return 0;
+    if (n < 0)
+        return -1;
+    /* Text format: one row per message, ending in '\n'. */
+    size_t l = (size_t)n;
+    if (l > 0 && (*buf)[l - 1] == '\n')
+        l--;
+    if (memchr(*buf, '\\', l) != NULL)
+        l = loader_unescape(*buf, l);
+    (*buf)[l] = '\0';
+    *len = l;
+    return 1;
+}
+
 static double now_s(void)
 {
     struct timespec ts;
@@ -271,19 +289,14 @@ bool loader_copy(PGconn *conn, const struct filter_config *fc, struct filter *f,
     size_t nb = 0;
     for (;;) {
         char *buf = NULL;
-        int n = PQgetCopyData(conn, &buf, 0);
-        if (n == -1)
+        size_t idlen;
+        int got = loader_copy_row(conn, &buf, &idlen);
+        if (got == 0)
             break;                              /* COPY done */
-        if (n == -2) {
+        if (got < 0) {
             set_err(err, errlen, "COPY failed", conn);
             goto done;
         }
-        /* Text format: one row per message, ending in '\n'. */
-        size_t idlen = (size_t)n;
-        if (idlen > 0 && buf[idlen - 1] == '\n')
-            idlen--;
-        if (memchr(buf, '\\', idlen) != NULL)
-            idlen = loader_unescape(buf, idlen);
         uint64_t h = filter_hash(buf, idlen);
         batch[nb++] = h;
         if (nb == sizeof batch / sizeof batch[0]) {

@@ -92,6 +92,14 @@ bool loader_copy(PGconn *conn, const struct filter_config *fc, struct filter *f,
                  struct load_result *res, char *err, size_t errlen);
 
 /*
+ * The next row of a single-column COPY ... TO STDOUT in text format: *buf
+ * (free it with PQfreemem) gets the value unescaped and NUL-terminated,
+ * *len its length.  1 for a row, 0 at the end of the COPY (collect its
+ * result with PQgetResult), -1 on failure (PQerrorMessage says why).
+ */
+int loader_copy_row(PGconn *conn, char **buf, size_t *len);
+
+/*
  * Undo COPY text-format escaping (\\, \n, \t, \r, \b, \f, \v, \NNN octal,
  * \xHH) in place; returns the new length.  Exposed for tests.
  */
