@@ -96,6 +96,7 @@ struct key_def {
 static bool check_table(const char *v, char *err, size_t errlen);
 static bool check_column(const char *v, char *err, size_t errlen);
 static bool check_channel(const char *v, char *err, size_t errlen);
+static bool check_peer(const char *v, char *err, size_t errlen);
 
 static const struct enum_name log_levels[] = {
     { "error", LOG_LVL_ERROR }, { "warn", LOG_LVL_WARN },
@@ -186,6 +187,26 @@ static const struct key_def keys[] = {
           "seconds between the follower's round trips that prove it is up to date"),
     K_UINT("sync", "min_rebuild_interval", "30", RESTART, CF(min_rebuild_interval), 0, 86400,
            "least seconds from the end of one rebuild to the start of the next (after the first load), 0 = none"),
+
+    K_STR("snapshot", "path", "", RESTART, CF(snapshot_path), NULL,
+          "directory of the snapshots: each filter's is <path>/<name>.snap, written after each load, "
+          "every interval and at stop, read at start; empty: no snapshots"),
+    K_UINT("snapshot", "interval", "300", RESTART, CF(snapshot_interval), 0, 86400,
+           "seconds between periodic snapshots (each first catches up with the change feed), "
+           "0 = only after loads and at stop"),
+    K_STR("snapshot", "bootstrap_from", "", RESTART, CF(bootstrap_from), check_peer,
+          "http://host:port of a peer bloomguard: a start without a snapshot file loads the peer's "
+          "(GET /snapshot, with this daemon's admin token) and reads only the changes since; "
+          "empty: none"),
+
+    K_BOOL("feed", "enabled", "yes", RESTART, CF(feed_enabled),
+           "where sql/notify.sql's change feed is installed, catch up from it after a restart or a "
+           "reconnect instead of copying the whole table"),
+    K_UINT("feed", "retention", "86400", RESTART, CF(feed_retention), 60, 31536000,
+           "seconds of changes the feed keeps (pruned by every bloomguard); a position older "
+           "than this may need a full load"),
+    K_UINT("feed", "prune_interval", "60", RESTART, CF(feed_prune_interval), 0, 86400,
+           "seconds between prunes of the feed's log, 0 = never prune from this daemon"),
 
     K_TYPED("auth", "uri_template", T_TEMPLATE, "", RELOAD,
             "request path with {id} where the id goes, e.g. /user/get/{id}; repeat the key for more"),
@@ -480,6 +501,19 @@ static bool check_table(const char *v, char *err, size_t errlen)
 static bool check_column(const char *v, char *err, size_t errlen)
 {
     return check_pg_name("column", v, strlen(v), err, errlen);
+}
+
+/* [snapshot] bootstrap_from: http://host[:port], nothing after (peer.c reads the rest). */
+static bool check_peer(const char *v, char *err, size_t errlen)
+{
+    size_t len = strlen(v);
+    if (len == 0)
+        return true;
+    if (strncmp(v, "http://", 7) != 0 || len == 7 || len > 255 || strpbrk(v + 7, "/?#@ \t") != NULL) {
+        errf(err, errlen, "\"%.*s\" is not http://host[:port] (no path, no https)", ERR_VALUE_MAX, v);
+        return false;
+    }
+    return true;
 }
 
 static bool check_channel(const char *v, char *err, size_t errlen)

@@ -79,6 +79,14 @@ struct config {
     double max_staleness;        /* seconds; 0 = never degrade */
     double probe_interval;       /* seconds between follower round trips */
     unsigned min_rebuild_interval; /* seconds between the end of a rebuild and the next start */
+    /* [snapshot] */
+    char *snapshot_path;         /* key "path": directory of <name>.snap files; "" = off */
+    unsigned snapshot_interval;  /* seconds between periodic snapshots; 0 = only after loads */
+    char *bootstrap_from;        /* "http://host[:port]" of a peer, "" = none */
+    /* [feed] */
+    bool feed_enabled;           /* key "enabled": catch up from the change feed where installed */
+    unsigned feed_retention;     /* seconds of changes bloomguard_feed_prune keeps */
+    unsigned feed_prune_interval; /* seconds between prunes; 0 = never */
     /*
      * The filters, in file order; filters[0] is the default one (GET
      * /exists/{id}, templates that name none).  Without [filter NAME]
