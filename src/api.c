@@ -432,10 +432,8 @@ struct reply api_insert(struct app *a, const struct api_request *rq)
      * before the adds below is sure to see them land in its new filter,
      * and an ID the journal cannot keep is refused, never acknowledged.
      */
-    struct timespec now;
-    clock_gettime(CLOCK_MONOTONIC, &now);
     enum pending_result pr = pending_add_many(t->pending, l.n, l.ids, l.lens, hs,
-                                              (uint64_t)now.tv_sec);
+                                              pending_clock());
     size_t n = 0;
     if (pr == PENDING_OK)
         for (size_t i = 0; i < l.n; i++)

@@ -9,6 +9,7 @@
 #include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 struct entry {
     uint64_t h;
@@ -29,6 +30,13 @@ struct pending {
     _Atomic uint64_t refused;
     _Atomic uint64_t expired;
 };
+
+uint64_t pending_clock(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_BOOTTIME, &ts);
+    return (uint64_t)ts.tv_sec;
+}
 
 struct pending *pending_new(uint64_t limit, uint64_t max_bytes, uint64_t ttl)
 {

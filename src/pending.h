@@ -28,6 +28,12 @@ struct pending;
 struct pending *pending_new(uint64_t limit, uint64_t max_bytes, uint64_t ttl);
 void pending_free(struct pending *p);
 
+/*
+ * The journal's clock, for every now below: seconds of CLOCK_BOOTTIME, which
+ * keeps counting while the machine sleeps (an entry's ttl is real time).
+ */
+uint64_t pending_clock(void);
+
 enum pending_result {
     PENDING_OK = 0,
     PENDING_FULL_COUNT,     /* more than limit entries */
@@ -36,8 +42,8 @@ enum pending_result {
 };
 
 /*
- * Remember n IDs (hashes[i] = filter_hash of ids[i]) at time now (seconds on
- * any monotonic clock; the same clock for every call).  All of them or, when
+ * Remember n IDs (hashes[i] = filter_hash of ids[i]) at time now
+ * (pending_clock).  All of them or, when
  * they would not fit (expired entries are dropped first to make room), none:
  * PENDING_FULL_*.  An ID already there gets a fresh expiry and takes no more
  * room.  PENDING_NOMEM may leave some of them remembered.  Thread-safe.

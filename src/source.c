@@ -785,7 +785,7 @@ static bool run_load(struct table *t, uint64_t id, const char *reason, bool firs
         goto out;
     }
     /* POSTed ids the table does not hold (yet) must survive the swap, until they expire. */
-    pending_expire(t->pending, (uint64_t)(now_ns() / NS_PER_S));
+    pending_expire(t->pending, pending_clock());
     pending_replay(t->pending, f);
     guard_commit(t->g);
     began = false;
