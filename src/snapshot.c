@@ -565,6 +565,13 @@ static enum snapshot_status read_input(struct input *in, const struct snapshot_e
         st = say(why, whylen, SNAPSHOT_CORRUPT, "the header's lengths disagree");
         goto fail;
     }
+    /* The position: opaque, but a C string, as the change feed takes it. */
+    const char *position = (const char *)head + SNAPSHOT_FIXED_LEN + slen[STR_NAME]
+                           + slen[STR_TABLE] + slen[STR_COLUMN];
+    if (memchr(position, '\0', slen[STR_POSITION]) != NULL) {
+        st = say(why, whylen, SNAPSHOT_CORRUPT, "a NUL byte in the change-feed position");
+        goto fail;
+    }
     if (total > in->size) {
         st = say(why, whylen, SNAPSHOT_TRUNCATED, "%llu bytes of the %llu its header says",
                  (unsigned long long)in->size, (unsigned long long)total);
@@ -576,15 +583,8 @@ static enum snapshot_status read_input(struct input *in, const struct snapshot_e
         goto fail;
     }
 
-    /* The position: opaque, but a C string, as the change feed takes it. */
-    const char *str = (const char *)head + SNAPSHOT_FIXED_LEN;
-    const char *position = str + slen[STR_NAME] + slen[STR_TABLE] + slen[STR_COLUMN];
-    if (memchr(position, '\0', slen[STR_POSITION]) != NULL) {
-        st = say(why, whylen, SNAPSHOT_CORRUPT, "a NUL byte in the change-feed position");
-        goto fail;
-    }
-
     /* Whose snapshot is it? */
+    const char *str = (const char *)head + SNAPSHOT_FIXED_LEN;
     const char *want[3] = { expect->name, expect->table, expect->column };
     static const char *const what[3] = { "filter", "table", "column" };
     static const enum snapshot_status other[3] = { SNAPSHOT_OTHER_NAME, SNAPSHOT_OTHER_TABLE,

@@ -669,6 +669,10 @@ START_TEST(test_other_identity_and_params)
     ck_assert_int_eq(snapshot_read_mem(mod, len, &EXPECT, &s, why, sizeof why), SNAPSHOT_CORRUPT);
     ck_assert_str_eq(why, "a NUL byte in the change-feed position");
     ck_assert_ptr_null(s.position);
+    /* A header check (step 4): before the input's size is compared. */
+    ck_assert_int_eq(snapshot_read_mem(mod, len - 1, &EXPECT, &s, why, sizeof why),
+                     SNAPSHOT_CORRUPT);
+    ck_assert_str_eq(why, "a NUL byte in the change-feed position");
     /* A journal whose entries overrun it, under good checksums. */
     memcpy(mod, buf, len);
     {
