@@ -3,8 +3,9 @@
  * file or a hostile peer may hand them over: it must never crash, leak or
  * read out of bounds, and it must accept only a snapshot that is whole:
  * good checksums, lengths that add up to the input's size, a geometry
- * filter_plan chooses, and a filter that holds every bit of the input's
- * image and every journal id.
+ * filter_plan chooses, a change-feed position that is the header's bytes
+ * as a C string, and a filter that holds every bit of the input's image
+ * and every journal id.
  *
  * Input: byte 0 is the mode, the rest the snapshot.  Mode bit 0: recompute
  * both checksums over the input first, so that the fuzzer explores what
@@ -30,6 +31,13 @@ static uint64_t le64_at(const uint8_t *p)
     uint64_t v;
     memcpy(&v, p, 8);
     return le64toh(v);
+}
+
+static uint16_t le16_at(const uint8_t *p)
+{
+    uint16_t v;
+    memcpy(&v, p, 2);
+    return le16toh(v);
 }
 
 static uint32_t le32_at(const uint8_t *p)
@@ -72,7 +80,8 @@ FUZZ_TARGET(snapshot)
                                                 why, sizeof why);
     FUZZ_CHECK(snapshot_strstatus(st) != NULL);
     if (st != SNAPSHOT_OK) {
-        FUZZ_CHECK(s.filter == NULL && s.journal == NULL && s.name == NULL);
+        FUZZ_CHECK(s.filter == NULL && s.journal == NULL && s.name == NULL
+                   && s.position == NULL);
         FUZZ_CHECK(why[0] != '\0');
         snapshot_release(&s);
         free(buf);
@@ -94,6 +103,10 @@ FUZZ_TARGET(snapshot)
     FUZZ_CHECK(hl + s.params.blocks * FILTER_BLOCK_BYTES + s.journal_len + 8 == n);
     if (mode & 2)
         FUZZ_CHECK(strcmp(s.table, "public.users") == 0 && s.params.target_fpp == 0.01);
+    /* The position: the last of the strings, whole, without a NUL inside. */
+    size_t plen = le16_at(buf + 110);
+    FUZZ_CHECK(s.position != NULL && plen <= SNAPSHOT_MAX_POSITION && strlen(s.position) == plen);
+    FUZZ_CHECK(memcmp(buf + hl - 8 - plen, s.position, plen) == 0);
 
     /* Every bit of the input's image is in the filter read back. */
     const uint8_t *image = buf + hl;

@@ -210,3 +210,8 @@ bool guard_next_info(struct guard *g, struct filter_info *out)
 {
     return info_of(g, &g->next, out);
 }
+
+const struct filter *guard_live(struct guard *g)
+{
+    return atomic_load_explicit(&g->live, memory_order_acquire);
+}

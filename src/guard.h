@@ -83,4 +83,12 @@ bool guard_writable(struct guard *g);
 bool guard_info(struct guard *g, struct filter_info *out);
 bool guard_next_info(struct guard *g, struct filter_info *out);
 
+/*
+ * The live filter (NULL if none), for the rebuilding thread only: valid
+ * until that thread's next guard_commit, which is the only thing that frees
+ * it.  Lets the rebuilder stream it to a snapshot while lookups and inserts
+ * go on.
+ */
+const struct filter *guard_live(struct guard *g);
+
 #endif

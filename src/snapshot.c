@@ -33,11 +33,16 @@
 /* Offsets of the fixed header fields (the table in snapshot.h). */
 enum {
     OFF_MAGIC = 0, OFF_VERSION = 8, OFF_HEADER_LEN = 12, OFF_TOTAL_LEN = 16,
-    OFF_POSITION = 24, OFF_CREATED = 32, OFF_CAPACITY = 40, OFF_FPP = 48,
+    OFF_HORIZON = 24, OFF_CREATED = 32, OFF_CAPACITY = 40, OFF_FPP = 48,
     OFF_BLOCKS = 56, OFF_PROBES = 64, OFF_RESERVED1 = 68, OFF_ITEMS = 72,
     OFF_FILTER_LEN = 80, OFF_JOURNAL_COUNT = 88, OFF_JOURNAL_LEN = 96,
-    OFF_NAME_LEN = 104, OFF_TABLE_LEN = 106, OFF_COLUMN_LEN = 108, OFF_RESERVED2 = 110
+    OFF_NAME_LEN = 104, OFF_TABLE_LEN = 106, OFF_COLUMN_LEN = 108, OFF_POSITION_LEN = 110
 };
+
+/* The strings after the fixed header, in this order. */
+enum { STR_NAME, STR_TABLE, STR_COLUMN, STR_POSITION, NSTR };
+static const size_t str_max[NSTR] = { SNAPSHOT_MAX_STRING, SNAPSHOT_MAX_STRING,
+                                      SNAPSHOT_MAX_STRING, SNAPSHOT_MAX_POSITION };
 
 static void put16(unsigned char *p, uint16_t v) { v = htole16(v); memcpy(p, &v, 2); }
 static void put32(unsigned char *p, uint32_t v) { v = htole32(v); memcpy(p, &v, 4); }
@@ -114,12 +119,13 @@ static bool journal_entry(void *ctx, const char *id, size_t len, uint64_t ttl_le
 struct snapshot_stream *snapshot_stream_new(const struct snapshot_meta *m, const struct filter *f,
                                             struct pending *journal, uint64_t now)
 {
-    const char *str[3] = { m->name ? m->name : "", m->table ? m->table : "",
-                           m->column ? m->column : "" };
-    size_t len[3];
-    for (int i = 0; i < 3; i++) {
-        len[i] = strlen(str[i]);
-        if (len[i] > SNAPSHOT_MAX_STRING) {
+    const char *str[NSTR] = { m->name ? m->name : "", m->table ? m->table : "",
+                              m->column ? m->column : "", m->position ? m->position : "" };
+    size_t len[NSTR];
+    for (int i = 0; i < NSTR; i++) {
+        /* A C string holds no NUL byte: only the length can be wrong. */
+        len[i] = strnlen(str[i], str_max[i] + 1);
+        if (len[i] > str_max[i]) {
             errno = EINVAL;
             return NULL;
         }
@@ -144,7 +150,8 @@ struct snapshot_stream *snapshot_stream_new(const struct snapshot_meta *m, const
     struct filter_params fp;
     filter_export(f, &fp);
     s->filter_len = fp.blocks * FILTER_BLOCK_BYTES;
-    s->head_len = SNAPSHOT_FIXED_LEN + len[0] + len[1] + len[2] + SUM_LEN;
+    s->head_len = SNAPSHOT_FIXED_LEN + len[STR_NAME] + len[STR_TABLE] + len[STR_COLUMN]
+                  + len[STR_POSITION] + SUM_LEN;
     s->head = calloc(1, s->head_len);
     if (s->head == NULL)
         goto nomem;
@@ -155,7 +162,7 @@ struct snapshot_stream *snapshot_stream_new(const struct snapshot_meta *m, const
     put32(h + OFF_VERSION, SNAPSHOT_VERSION);
     put32(h + OFF_HEADER_LEN, (uint32_t)s->head_len);
     put64(h + OFF_TOTAL_LEN, s->total);
-    put64(h + OFF_POSITION, m->position);
+    put64(h + OFF_HORIZON, m->horizon_ms);
     put64(h + OFF_CREATED, m->created);
     put64(h + OFF_CAPACITY, fp.capacity);
     put64(h + OFF_FPP, fpp_bits(fp.target_fpp));
@@ -165,11 +172,12 @@ struct snapshot_stream *snapshot_stream_new(const struct snapshot_meta *m, const
     put64(h + OFF_FILTER_LEN, s->filter_len);
     put64(h + OFF_JOURNAL_COUNT, s->journal_count);
     put64(h + OFF_JOURNAL_LEN, s->journal_len);
-    put16(h + OFF_NAME_LEN, (uint16_t)len[0]);
-    put16(h + OFF_TABLE_LEN, (uint16_t)len[1]);
-    put16(h + OFF_COLUMN_LEN, (uint16_t)len[2]);
+    put16(h + OFF_NAME_LEN, (uint16_t)len[STR_NAME]);
+    put16(h + OFF_TABLE_LEN, (uint16_t)len[STR_TABLE]);
+    put16(h + OFF_COLUMN_LEN, (uint16_t)len[STR_COLUMN]);
+    put16(h + OFF_POSITION_LEN, (uint16_t)len[STR_POSITION]);
     size_t at = SNAPSHOT_FIXED_LEN;
-    for (int i = 0; i < 3; i++) {
+    for (int i = 0; i < NSTR; i++) {
         memcpy(h + at, str[i], len[i]);
         at += len[i];
     }
@@ -519,17 +527,21 @@ static enum snapshot_status read_input(struct input *in, const struct snapshot_e
         return io_status(st, why, whylen, "header", errno);
 
     /* The header's own length follows from the string lengths. */
-    size_t slen[3] = { get16(fixed + OFF_NAME_LEN), get16(fixed + OFF_TABLE_LEN),
-                       get16(fixed + OFF_COLUMN_LEN) };
+    size_t slen[NSTR] = { get16(fixed + OFF_NAME_LEN), get16(fixed + OFF_TABLE_LEN),
+                          get16(fixed + OFF_COLUMN_LEN), get16(fixed + OFF_POSITION_LEN) };
     uint32_t header_len = get32(fixed + OFF_HEADER_LEN);
-    if (slen[0] > SNAPSHOT_MAX_STRING || slen[1] > SNAPSHOT_MAX_STRING
-        || slen[2] > SNAPSHOT_MAX_STRING
-        || header_len != SNAPSHOT_FIXED_LEN + slen[0] + slen[1] + slen[2] + SUM_LEN)
+    size_t strings = 0;
+    for (int i = 0; i < NSTR; i++) {
+        if (slen[i] > str_max[i])
+            return say(why, whylen, SNAPSHOT_CORRUPT, "the header's lengths disagree");
+        strings += slen[i];
+    }
+    if (header_len != SNAPSHOT_FIXED_LEN + strings + SUM_LEN)
         return say(why, whylen, SNAPSHOT_CORRUPT, "the header's lengths disagree");
     if (header_len > in->size)
         return say(why, whylen, SNAPSHOT_TRUNCATED, "%llu bytes: shorter than its %u-byte header",
                    (unsigned long long)in->size, header_len);
-    head = malloc(header_len);          /* at most 112 + 3 KiB + 8 */
+    head = malloc(header_len);          /* at most 112 + 3 KiB + 127 + 8 */
     if (head == NULL)
         return say(why, whylen, SNAPSHOT_NOMEM, "no memory for the header");
     memcpy(head, fixed, SNAPSHOT_FIXED_LEN);
@@ -546,11 +558,18 @@ static enum snapshot_status read_input(struct input *in, const struct snapshot_e
     uint64_t total = get64(head + OFF_TOTAL_LEN), blocks = get64(head + OFF_BLOCKS);
     uint64_t filter_len = get64(head + OFF_FILTER_LEN);
     uint64_t jcount = get64(head + OFF_JOURNAL_COUNT), jlen = get64(head + OFF_JOURNAL_LEN);
-    if (get32(head + OFF_RESERVED1) != 0 || get16(head + OFF_RESERVED2) != 0
+    if (get32(head + OFF_RESERVED1) != 0
         || blocks > FILTER_MAX_BYTES / FILTER_BLOCK_BYTES || filter_len != blocks * FILTER_BLOCK_BYTES
         || jcount > jlen / ENTRY_HEAD || jlen > UINT64_MAX / 2 || filter_len > UINT64_MAX / 4
         || total != header_len + filter_len + jlen + SUM_LEN) {
         st = say(why, whylen, SNAPSHOT_CORRUPT, "the header's lengths disagree");
+        goto fail;
+    }
+    /* The position: opaque, but a C string, as the change feed takes it. */
+    const char *position = (const char *)head + SNAPSHOT_FIXED_LEN + slen[STR_NAME]
+                           + slen[STR_TABLE] + slen[STR_COLUMN];
+    if (memchr(position, '\0', slen[STR_POSITION]) != NULL) {
+        st = say(why, whylen, SNAPSHOT_CORRUPT, "a NUL byte in the change-feed position");
         goto fail;
     }
     if (total > in->size) {
@@ -570,7 +589,7 @@ static enum snapshot_status read_input(struct input *in, const struct snapshot_e
     static const char *const what[3] = { "filter", "table", "column" };
     static const enum snapshot_status other[3] = { SNAPSHOT_OTHER_NAME, SNAPSHOT_OTHER_TABLE,
                                                    SNAPSHOT_OTHER_COLUMN };
-    char *copy[3] = { NULL, NULL, NULL };
+    char *copy[NSTR] = { NULL, NULL, NULL, NULL };
     for (int i = 0; i < 3; i++) {
         if (memchr(str, '\0', slen[i]) != NULL) {
             st = say(why, whylen, SNAPSHOT_CORRUPT, "a NUL byte in the %s name", what[i]);
@@ -586,14 +605,15 @@ static enum snapshot_status read_input(struct input *in, const struct snapshot_e
         str += slen[i];
     }
     str = (const char *)head + SNAPSHOT_FIXED_LEN;
-    for (int i = 0; i < 3; i++) {
+    for (int i = 0; i < NSTR; i++) {
         copy[i] = strndup(str, slen[i]);
         str += slen[i];
     }
-    s.name = copy[0];
-    s.table = copy[1];
-    s.column = copy[2];
-    if (s.name == NULL || s.table == NULL || s.column == NULL) {
+    s.name = copy[STR_NAME];
+    s.table = copy[STR_TABLE];
+    s.column = copy[STR_COLUMN];
+    s.position = copy[STR_POSITION];
+    if (s.name == NULL || s.table == NULL || s.column == NULL || s.position == NULL) {
         st = say(why, whylen, SNAPSHOT_NOMEM, "no memory for the header");
         goto fail;
     }
@@ -670,7 +690,7 @@ static enum snapshot_status read_input(struct input *in, const struct snapshot_e
     }
     /* An ID POSTed while the bits were copied is in the journal: add it. */
     journal_walk(s.journal, jlen, jcount, s.filter);
-    s.position = get64(head + OFF_POSITION);
+    s.horizon_ms = get64(head + OFF_HORIZON);
     s.created = get64(head + OFF_CREATED);
     free(head);
     free(chunk);
@@ -728,6 +748,7 @@ void snapshot_release(struct snapshot *s)
     free(s->name);
     free(s->table);
     free(s->column);
+    free(s->position);
     free(s->journal);
     memset(s, 0, sizeof(*s));
 }

@@ -12,9 +12,13 @@
  *   ------  ----  -----------------------------------------------------
  *        0     8  magic "BGSNAP\r\n" (the CR LF catches text-mode mangling)
  *        8     4  format version (SNAPSHOT_VERSION)
- *       12     4  header_len: 112 + name_len + table_len + column_len + 8
+ *       12     4  header_len: 112 + name_len + table_len + column_len
+ *                 + position_len + 8
  *       16     8  total_len: the whole snapshot, trailer included
- *       24     8  position: change-feed position, opaque; 0 = none
+ *       24     8  horizon_ms: wall-clock Unix milliseconds of the writer's
+ *                 horizon, every row committed before it being in the
+ *                 filter as far as the writer knew; 0 = none.  For display
+ *                 only: a reader does not check it
  *       32     8  created: wall-clock Unix seconds (for display only)
  *       40     8  capacity: expected items the filter was sized for
  *       48     8  target_fpp: IEEE 754 binary64
@@ -28,8 +32,9 @@
  *      104     2  name_len   (each at most SNAPSHOT_MAX_STRING,
  *      106     2  table_len   no NUL byte inside)
  *      108     2  column_len
- *      110     2  reserved, 0
- *      112     .  name, table, column: the bytes, no terminators
+ *      110     2  position_len: at most SNAPSHOT_MAX_POSITION, no NUL byte
+ *      112     .  name, table, column, position: the bytes, no terminators;
+ *                 position is the change feed's (feed.h), opaque; none = ""
  * header_len-8 8  header checksum: xxh64 of bytes [0, header_len - 8)
  *   header_len .  filter: filter_len bytes, filter_bits_read's image
  *            .    journal: journal_count times { ttl_left: 8 (seconds
@@ -44,11 +49,13 @@
  *      start is truncated instead);
  *   2. version: another format version (before the rest of the header, whose
  *      layout a later version may change);
- *   3. the string lengths and header_len agree, else corrupt; the input
- *      holds the header, else truncated; header checksum, else bad checksum;
+ *   3. the string lengths are within their maximum and header_len agrees
+ *      with them, else corrupt; the input holds the header, else
+ *      truncated; header checksum, else bad checksum;
  *   4. a header with a good checksum whose lengths do not add up to
- *      total_len or whose reserved fields are set: corrupt; total_len beyond
- *      the input: truncated; bytes after total_len: corrupt;
+ *      total_len, whose reserved field is set or whose position holds a NUL
+ *      byte: corrupt; total_len beyond the input: truncated; bytes after
+ *      total_len: corrupt;
  *   5. identity: other name, other table, other column;
  *   6. parameters: other parameters (rate, then geometry, see below);
  *   7. the bulk: truncated if the input ends early (a file that shrank, a
@@ -56,7 +63,7 @@
  *      entries must fill their section exactly, else corrupt.
  * So every proper prefix of a snapshot is "truncated", and no length is
  * used before it has been checked against the size of the input: nothing
- * is allocated beyond what that size justifies (the header, at most 3 KiB;
+ * is allocated beyond what that size justifies (the header, at most 3.2 KiB;
  * a filter of filter_len <= size bytes; a journal of journal_len bytes).
  * snapshot_read says "missing" before all this when there is no file.
  *
@@ -85,6 +92,8 @@
 #define SNAPSHOT_VERSION 1u
 /* Longest name, table or column stored. */
 #define SNAPSHOT_MAX_STRING 1024u
+/* Longest change-feed position stored (feed.h's FEED_POS_MAX - 1). */
+#define SNAPSHOT_MAX_POSITION 127u
 /* Bytes of the fixed part of the header, before the strings. */
 #define SNAPSHOT_FIXED_LEN 112u
 /* Room for a reason's text, as snapshot_read fills it. */
@@ -95,7 +104,8 @@ struct snapshot_meta {
     const char *name;       /* the filter's name; NULL = "" */
     const char *table;      /* the table it was loaded from; NULL = "" */
     const char *column;     /* and the column; NULL = "" */
-    uint64_t position;      /* change-feed position, 0 = none (see below) */
+    const char *position;   /* change-feed position, NULL or "" = none (see below) */
+    uint64_t horizon_ms;    /* wall-clock Unix ms of the horizon, 0 = none */
     uint64_t created;       /* wall-clock Unix seconds */
 };
 
@@ -121,7 +131,8 @@ struct snapshot_stream;
  * A snapshot as a stream of bytes, produced on demand: suited to a pull
  * API such as libmicrohttpd's content reader.  journal may be NULL (no
  * entries); now is the journal's clock.  NULL with errno ENOMEM, or EINVAL
- * when a string is longer than SNAPSHOT_MAX_STRING.  One thread at a time
+ * when a name, table or column is longer than SNAPSHOT_MAX_STRING or the
+ * position longer than SNAPSHOT_MAX_POSITION.  One thread at a time
  * per stream; any number of streams may read one filter.
  */
 struct snapshot_stream *snapshot_stream_new(const struct snapshot_meta *m, const struct filter *f,
@@ -191,7 +202,8 @@ struct snapshot_expect {
 struct snapshot {
     struct filter *filter;  /* holds every journal entry too; take it and set NULL */
     struct filter_params params;
-    uint64_t position, created;
+    char *position;         /* the change-feed position, NUL-terminated; "" = none */
+    uint64_t horizon_ms, created;
     char *name, *table, *column;
     uint64_t journal_count;
     /* The journal section, checked: see snapshot_restore_journal. */

@@ -31,9 +31,12 @@ START_TEST(test_not_ready_then_ready)
     ck_assert(!guard_add(g, "a", 1));
     struct filter_info fi;
     ck_assert(!guard_info(g, &fi));
+    ck_assert_ptr_null(guard_live(g));
 
     /* During the first load inserts reach the filter being built. */
-    guard_begin(g, filter_new(100, 0.01, NULL));
+    struct filter *first = filter_new(100, 0.01, NULL);
+    guard_begin(g, first);
+    ck_assert_ptr_null(guard_live(g));          /* being built is not live */
     ck_assert(guard_writable(g));
     ck_assert(!guard_ready(g));
     ck_assert(guard_add(g, "early", 5));
@@ -44,13 +47,23 @@ START_TEST(test_not_ready_then_ready)
     ck_assert_int_eq(guard_lookup(g, "early", 5), GUARD_MAYBE);
     ck_assert_int_eq(guard_lookup(g, "never", 5), GUARD_ABSENT);
     ck_assert(!guard_next_info(g, &fi));
+    ck_assert_ptr_eq(guard_live(g), first);
+    ck_assert(filter_contains(guard_live(g), "early", 5));
 
     /* An aborted rebuild leaves the live filter as it was. */
     guard_begin(g, filter_new(100, 0.01, NULL));
     ck_assert(guard_add(g, "during", 6));
+    ck_assert_ptr_eq(guard_live(g), first);     /* still live while the next fills */
     guard_abort(g);
+    ck_assert_ptr_eq(guard_live(g), first);
     ck_assert_int_eq(guard_lookup(g, "during", 6), GUARD_MAYBE);
     ck_assert_int_eq(guard_lookup(g, "early", 5), GUARD_MAYBE);
+
+    /* A committed rebuild: its filter is the live one from then on. */
+    struct filter *second = filter_new(100, 0.01, NULL);
+    guard_begin(g, second);
+    guard_commit(g);
+    ck_assert_ptr_eq(guard_live(g), second);
     guard_free(g);
     guard_free(NULL);
 }

@@ -30,7 +30,8 @@
 
 static const struct snapshot_meta META = {
     .name = "users", .table = "public.users", .column = "id",
-    .position = UINT64_C(0x0123456789abcdef), .created = 1700000000,
+    .position = "734/7300000000000000000.1.1732200000", .horizon_ms = UINT64_C(1732199999123),
+    .created = 1700000000,
 };
 static const struct snapshot_expect EXPECT = {
     .name = "users", .table = "public.users", .column = "id", .target_fpp = 0.01,
@@ -377,7 +378,8 @@ START_TEST(test_round_trip)
     char why[SNAPSHOT_WHY_LEN] = "";
     ck_assert_int_eq(snapshot_read(path, &EXPECT, &s, why, sizeof why), SNAPSHOT_OK);
     ck_assert_ptr_nonnull(s.filter);
-    ck_assert_uint_eq(s.position, META.position);
+    ck_assert_str_eq(s.position, META.position);
+    ck_assert_uint_eq(s.horizon_ms, META.horizon_ms);
     ck_assert_uint_eq(s.created, META.created);
     ck_assert_str_eq(s.name, "users");
     ck_assert_str_eq(s.table, "public.users");
@@ -461,7 +463,27 @@ START_TEST(test_round_trip)
     ck_assert_int_eq(snapshot_read(path, NULL, &s, NULL, 0), SNAPSHOT_OK);
     ck_assert_uint_eq(s.journal_count, 0);
     ck_assert_str_eq(s.table, "");
-    ck_assert_uint_eq(s.position, 0);
+    ck_assert_ptr_nonnull(s.position);
+    ck_assert_str_eq(s.position, "");
+    ck_assert_uint_eq(s.horizon_ms, 0);
+    snapshot_release(&s);
+    ck_assert_ptr_null(s.position);
+
+    /* A position of the longest length, and "" for none, round-trip too. */
+    char longest[SNAPSHOT_MAX_POSITION + 1];
+    memset(longest, '7', SNAPSHOT_MAX_POSITION);
+    longest[SNAPSHOT_MAX_POSITION] = '\0';
+    struct snapshot_meta m = META;
+    m.position = longest;
+    ck_assert_int_eq(snapshot_write(path, &m, f, NULL, 0), 0);
+    ck_assert_int_eq(snapshot_read(path, &EXPECT, &s, NULL, 0), SNAPSHOT_OK);
+    ck_assert_str_eq(s.position, longest);
+    snapshot_release(&s);
+    m.position = "";
+    ck_assert_int_eq(snapshot_write(path, &m, f, NULL, 0), 0);
+    ck_assert_int_eq(snapshot_read(path, &EXPECT, &s, NULL, 0), SNAPSHOT_OK);
+    ck_assert_str_eq(s.position, "");
+    ck_assert_uint_eq(s.horizon_ms, META.horizon_ms);
     snapshot_release(&s);
 
     pending_free(p);
@@ -557,7 +579,7 @@ START_TEST(test_every_flipped_byte)
                 ck_assert_int_eq(st, SNAPSHOT_BAD_MAGIC);
             else if (i < 12)
                 ck_assert_int_eq(st, SNAPSHOT_OTHER_VERSION);
-            else if ((i >= 12 && i < 16) || (i >= 104 && i < 110))     /* header and string lengths */
+            else if ((i >= 12 && i < 16) || (i >= 104 && i < 112))     /* header and string lengths */
                 ck_assert_msg(st == SNAPSHOT_CORRUPT || st == SNAPSHOT_TRUNCATED,
                               "byte %zu: %s", i, snapshot_strstatus(st));
             else
@@ -634,6 +656,23 @@ START_TEST(test_other_identity_and_params)
     mod[68] = 1;
     reseal_header(mod);
     ck_assert_int_eq(snapshot_read_mem(mod, len, &EXPECT, &s, why, sizeof why), SNAPSHOT_CORRUPT);
+    /* A NUL byte inside the position, under good checksums. */
+    memcpy(mod, buf, len);
+    {
+        size_t pos_at = SNAPSHOT_FIXED_LEN + strlen(META.name) + strlen(META.table)
+                        + strlen(META.column);
+        ck_assert_mem_eq(mod + pos_at, META.position, strlen(META.position));
+        mod[pos_at + 3] = '\0';
+        reseal_header(mod);
+        put_le64(mod + len - 8, XXH64(mod, len - 8, 0));
+    }
+    ck_assert_int_eq(snapshot_read_mem(mod, len, &EXPECT, &s, why, sizeof why), SNAPSHOT_CORRUPT);
+    ck_assert_str_eq(why, "a NUL byte in the change-feed position");
+    ck_assert_ptr_null(s.position);
+    /* A header check (step 4): before the input's size is compared. */
+    ck_assert_int_eq(snapshot_read_mem(mod, len - 1, &EXPECT, &s, why, sizeof why),
+                     SNAPSHOT_CORRUPT);
+    ck_assert_str_eq(why, "a NUL byte in the change-feed position");
     /* A journal whose entries overrun it, under good checksums. */
     memcpy(mod, buf, len);
     {
@@ -649,6 +688,84 @@ START_TEST(test_other_identity_and_params)
     ck_assert_ptr_nonnull(strstr(why, "journal"));
     free(mod);
     free(buf);
+}
+END_TEST
+
+/*
+ * A snapshot whose position is plen bytes of 'p' (written as the maximum
+ * and grown in place when plen exceeds it), with every length and both
+ * checksums consistent: only the limit on position_len can refuse it.
+ */
+static unsigned char *snapshot_with_position(size_t plen, size_t *len)
+{
+    char longest[SNAPSHOT_MAX_POSITION + 1];
+    memset(longest, 'p', SNAPSHOT_MAX_POSITION);
+    longest[SNAPSHOT_MAX_POSITION] = '\0';
+    struct snapshot_meta m = META;
+    m.position = longest;
+    struct filter *f = filter_new(10, 0.01, NULL);
+    size_t blen;
+    unsigned char *base = stream_all(&m, f, NULL, 0, 4096, &blen);
+    filter_free(f);
+    ck_assert_uint_ge(plen, SNAPSHOT_MAX_POSITION);
+    size_t grow = plen - SNAPSHOT_MAX_POSITION;
+    uint32_t hl;
+    memcpy(&hl, base + 12, 4);
+    hl = le32toh(hl);
+    unsigned char *out = malloc(blen + grow);
+    ck_assert_ptr_nonnull(out);
+    /* The header up to its checksum, grow more 'p's, then the rest. */
+    memcpy(out, base, hl - 8);
+    memset(out + hl - 8, 'p', grow);
+    memcpy(out + hl - 8 + grow, base + hl - 8, blen - (hl - 8));
+    free(base);
+    *len = blen + grow;
+    uint32_t nhl = htole32((uint32_t)(hl + grow));
+    memcpy(out + 12, &nhl, 4);
+    put_le64(out + 16, *len);
+    uint16_t pl = htole16((uint16_t)plen);
+    memcpy(out + 110, &pl, 2);
+    reseal_header(out);
+    put_le64(out + *len - 8, XXH64(out, *len - 8, 0));
+    return out;
+}
+
+START_TEST(test_position_limits)
+{
+    struct snapshot s;
+    char why[SNAPSHOT_WHY_LEN];
+    size_t len;
+    /* The longest allowed, as snapshot_with_position builds it: accepted. */
+    unsigned char *buf = snapshot_with_position(SNAPSHOT_MAX_POSITION, &len);
+    ck_assert_int_eq(snapshot_read_mem(buf, len, &EXPECT, &s, why, sizeof why), SNAPSHOT_OK);
+    ck_assert_uint_eq(strlen(s.position), SNAPSHOT_MAX_POSITION);
+    snapshot_release(&s);
+    free(buf);
+    /* One byte longer, every length and checksum agreeing: corrupt. */
+    buf = snapshot_with_position(SNAPSHOT_MAX_POSITION + 1, &len);
+    ck_assert_int_eq(snapshot_read_mem(buf, len, &EXPECT, &s, why, sizeof why), SNAPSHOT_CORRUPT);
+    ck_assert_str_eq(why, "the header's lengths disagree");
+    ck_assert_ptr_null(s.position);
+    ck_assert_ptr_null(s.filter);
+    free(buf);
+    /* The largest a 16-bit length says, and nothing behind it: corrupt, not truncated. */
+    buf = snapshot_with_position(SNAPSHOT_MAX_POSITION, &len);
+    buf[110] = buf[111] = 0xff;
+    ck_assert_int_eq(snapshot_read_mem(buf, SNAPSHOT_FIXED_LEN, &EXPECT, &s, why, sizeof why),
+                     SNAPSHOT_CORRUPT);
+    free(buf);
+
+    /* The writer refuses a position it could not store. */
+    char toolong[SNAPSHOT_MAX_POSITION + 2];
+    memset(toolong, '1', SNAPSHOT_MAX_POSITION + 1);
+    toolong[SNAPSHOT_MAX_POSITION + 1] = '\0';
+    struct snapshot_meta m = META;
+    m.position = toolong;
+    struct filter *f = filter_new(10, 0.01, NULL);
+    errno = 0;
+    ck_assert_ptr_null(snapshot_stream_new(&m, f, NULL, 0));
+    ck_assert_int_eq(errno, EINVAL);
+    filter_free(f);
 }
 END_TEST
 
@@ -884,6 +1001,7 @@ static Suite *snapshot_suite(void)
     tcase_add_test(tc, test_truncated_every_prefix);
     tcase_add_test(tc, test_every_flipped_byte);
     tcase_add_test(tc, test_other_identity_and_params);
+    tcase_add_test(tc, test_position_limits);
     tcase_add_test(tc, test_other_version);
     tcase_add_test(tc, test_failed_writes_keep_the_old_snapshot);
     tcase_add_test(tc, test_clean_temps);
