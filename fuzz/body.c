@@ -109,7 +109,7 @@ FUZZ_TARGET(body)
     struct source_table tbl = { .fc = &fconf, .g = ready ? fuzz_loaded_guard() : unready };
     struct app a = { .cfg = &cfg, .lg = &lg, .stats = stats, .tables = &tbl, .n_tables = 1 };
     /* Never started: its horizon only matters to lookups, with max_staleness 0 (setup). */
-    a.source = source_new(&cfg, &tbl, 1, &lg, NULL);
+    a.source = source_new(&cfg, &tbl, 1, &lg, NULL, NULL);
     FUZZ_CHECK(a.source != NULL);
     tbl.pending = pending_new(1000, UINT64_MAX, 3600);
     FUZZ_CHECK(tbl.pending != NULL);

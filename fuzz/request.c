@@ -50,7 +50,7 @@ static void setup(void)
     FUZZ_CHECK(stats != NULL && unready != NULL);
     table = (struct source_table){ .fc = &fconf, .g = unready };
     base = (struct app){ .cfg = &cfg, .lg = &lg, .stats = stats, .tables = &table, .n_tables = 1 };
-    base.source = source_new(&cfg, &table, 1, &lg, NULL);
+    base.source = source_new(&cfg, &table, 1, &lg, NULL, NULL);
     FUZZ_CHECK(base.source != NULL);
     FUZZ_CHECK(api_init(&base));
 }

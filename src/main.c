@@ -368,7 +368,7 @@ int main(int argc, char **argv)
         log_error(&lg, "out of memory");
         goto out;
     }
-    app.source = source_new(&cfg, tables, cfg.n_filters, &lg, &hooks);
+    app.source = source_new(&cfg, tables, cfg.n_filters, &lg, &hooks, admin_token);
     if (app.source == NULL) {
         log_error(&lg, "out of memory");
         goto out;

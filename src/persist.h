@@ -1,9 +1,11 @@
 /*
  * What bloomguard does with snapshots (src/snapshot.h is the format): where
- * each filter's file lives, restoring a table at start from its file or a
- * peer, and writing it back.  Called from the rebuild thread, which is the
- * only one that swaps a guard's filter, so the live filter stays alive while
- * it is streamed to disk (guard_live).
+ * each filter's file lives, restoring a table at start from its file or from
+ * a peer, and writing it back.  restore and save are called from the rebuild
+ * thread, the only one that swaps a guard's filter, so the live filter stays
+ * alive while it is streamed to disk (guard_live); lookups and inserts go on
+ * meanwhile, and nothing is copied but the POST journal.  Logs what it does
+ * and why a snapshot was not used.
  */
 #ifndef BLOOMGUARD_PERSIST_H
 #define BLOOMGUARD_PERSIST_H
@@ -13,6 +15,7 @@
 #include <stdint.h>
 
 #include "config.h"
+#include "feed.h"
 #include "guard.h"
 #include "log.h"
 #include "pending.h"
@@ -26,5 +29,38 @@
  */
 bool persist_file(const struct config *cfg, const struct filter_config *fc, char *out,
                   size_t outlen);
+
+enum persist_origin { PERSIST_NONE, PERSIST_FILE, PERSIST_PEER };
+
+/* What a restore put in place. */
+struct persist_restored {
+    enum persist_origin from;
+    char position[FEED_POS_MAX];    /* the change-feed position, "" = none */
+    uint64_t items;                 /* the filter's items */
+    double seconds;                 /* reading it took */
+};
+
+/*
+ * At start, before any load of the table: make fc's snapshot file (after
+ * removing the temporary files a crash left), else the snapshot of
+ * [snapshot] bootstrap_from's peer (token: the admin token to send, NULL =
+ * none), g's live filter and put its journal back into p.  True when one
+ * was put in place (*r filled); false when there was none or it was not
+ * usable (each reason logged as a warning): load the table.
+ */
+bool persist_restore(const struct config *cfg, const struct filter_config *fc, const char *token,
+                     struct guard *g, struct pending *p, const struct log *lg,
+                     struct persist_restored *r);
+
+/*
+ * Write g's live filter, p's journal and position (the change-feed position
+ * the live filter is exact at, "" = none) and horizon_ms (wall-clock ms,
+ * 0 = none) to fc's snapshot file.  Returns 0, or the errno value of the
+ * failure (logged; the previous file stays whole).  Only from the thread
+ * that commits g's filters.
+ */
+int persist_save(const struct config *cfg, const struct filter_config *fc, struct guard *g,
+                 struct pending *p, const char *position, uint64_t horizon_ms,
+                 const struct log *lg);
 
 #endif

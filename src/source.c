@@ -33,7 +33,9 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "feed.h"
 #include "loader.h"
+#include "persist.h"
 
 /* How often the rebuilder wakes to check timers and growth. */
 #define TICK_MS 500
@@ -76,7 +78,15 @@ struct table {
     int64_t retry_at;           /* monotonic ns before which a failed load is not retried */
     unsigned backoff;           /* seconds, for the next failure */
     uint64_t feed_epoch;        /* bumped by each new LISTEN and each long ID */
-    uint64_t covered_epoch;     /* the epoch the live filter's COPY started in */
+    uint64_t covered_epoch;     /* the epoch the live filter's COPY (or catch-up) started in */
+    /*
+     * The change-feed position of the live filter (docs/feed.md): every row
+     * committed by a transaction whose xid is below it is in the filter.
+     * "" = none: the next load copies the table.  Written by the rebuild
+     * thread under mu.
+     */
+    char feed_pos[FEED_POS_MAX];
+    int64_t next_snapshot;      /* monotonic ns of the next periodic snapshot; 0: none due */
     int64_t degraded_ns;        /* time spent degraded, counted up to accounted */
     int64_t accounted;
     struct source_status status;    /* the table's part; the connection's is in source */
@@ -103,6 +113,8 @@ struct source {
     bool listening;
     char conn_error[128];       /* the follower's last failure (public part) */
     char server_id[256];        /* the follower's server (see loader_server_id) */
+    const char *token;          /* admin token for a bootstrap peer, NULL: none */
+    int64_t next_prune;         /* rebuild thread only: monotonic ns of the next feed prune */
     unsigned rng;               /* jitter for backoffs */
     unsigned next_pick;         /* where the rebuilder's round robin resumes */
 };
@@ -187,7 +199,7 @@ const char *source_state_name(enum source_state s)
 
 struct source *source_new(const struct config *cfg, const struct source_table *tables,
                           unsigned n, const struct log *lg,
-                          const struct source_hooks *hooks)
+                          const struct source_hooks *hooks, const char *token)
 {
     if (n == 0 || n > CONFIG_MAX_FILTERS)
         return NULL;
@@ -201,6 +213,7 @@ struct source *source_new(const struct config *cfg, const struct source_table *t
     }
     s->n = n;
     s->cfg = cfg;
+    s->token = token;
     s->lg = lg;
     if (hooks)
         s->hooks = *hooks;
@@ -299,6 +312,7 @@ void source_status(struct source *s, unsigned i, struct source_status *out)
     out->listening = s->listening;
     if (out->last_error[0] == '\0')
         snprintf(out->last_error, sizeof out->last_error, "%s", s->conn_error);
+    snprintf(out->feed_position, sizeof out->feed_position, "%s", t->feed_pos);
     out->horizon_age = h ? (double)(now - h) / (double)NS_PER_S : -1;
     /* h == 0 after a load: a reconnect overtook the first load's epoch. */
     out->degraded = s->max_stale_ns > 0 && t->ever_loaded && now - h > s->max_stale_ns;
@@ -713,6 +727,101 @@ static bool same_server_locked(struct source *s, const char *mine, char *err, si
     return false;
 }
 
+/*
+ * Whether the change feed serves this table (then its position goes into
+ * pos); says so in the log when that changes.  On the full load's
+ * connection, before its COPY.
+ */
+static bool feed_check(struct table *t, PGconn *conn, char *pos)
+{
+    struct source *s = t->s;
+    char why[512] = "";
+    bool avail = false;
+    if (!feed_available(conn, t->fc->table, t->fc->column, &avail, why, sizeof why))
+        avail = false;
+    else if (avail && !feed_position(conn, pos, why, sizeof why))
+        avail = false;
+    pthread_mutex_lock(&s->mu);
+    bool was = t->status.feed_available, first = t->status.copies == 0;
+    t->status.feed_available = avail;
+    pthread_mutex_unlock(&s->mu);
+    if (avail && (!was || first))
+        log_info(s->lg, "%s: the change feed serves %s.%s: restarts and reconnects read only what "
+                 "changed", t->fc->name, t->fc->table, t->fc->column);
+    else if (!avail && (was || first))
+        log_info(s->lg, "%s: no change feed (%s): restarts and reconnects copy the table",
+                 t->fc->name, why);
+    return avail;
+}
+
+/* Each ID the feed returns goes into the live filter (adding one twice is harmless). */
+static bool on_feed_id(void *arg, const char *id, size_t len)
+{
+    struct table *t = arg;
+    guard_add(t->g, id, len);
+    return !atomic_load(&t->s->stop);
+}
+
+/*
+ * Bring the live filter up to date from the change feed instead of copying
+ * the table: every row committed since its position.  Like a COPY it runs
+ * only while the follower listens (on the same server), so every row
+ * committed after the read's snapshot is notified, and the horizon moves to
+ * the read's start.  1: done; 0: failed (err); -1: the feed cannot resume
+ * from the position (err says why): copy the table instead.
+ */
+static int run_catchup(struct table *t, uint64_t *rows_out, double *secs_out, char *err,
+                       size_t errlen)
+{
+    struct source *s = t->s;
+    const struct filter_config *fc = t->fc;
+    char since[FEED_POS_MAX], next[FEED_POS_MAX], server[256] = "";
+    uint64_t rows = 0;
+    bool too_old = false;
+    int ret = 0;
+
+    PGconn *conn = loader_connect(s->cfg, err, errlen);
+    if (conn == NULL)
+        return 0;
+    if (s->cfg->sync_enabled && !loader_server_id(conn, server, sizeof server, err, errlen))
+        goto out;
+    pthread_mutex_lock(&s->mu);
+    bool listening = !s->cfg->sync_enabled || s->listening;
+    uint64_t epoch = t->feed_epoch;
+    bool same = !s->cfg->sync_enabled || same_server_locked(s, server, err, errlen);
+    snprintf(since, sizeof since, "%s", t->feed_pos);
+    pthread_mutex_unlock(&s->mu);
+    if (!listening) {
+        snprintf(err, errlen, "the follower is not listening: no catch-up without LISTEN");
+        goto out;
+    }
+    if (!same)
+        goto out;
+    int64_t start = now_ns();       /* before the read's snapshot: H may move this far */
+    if (!feed_read(conn, fc->table, fc->column, since, on_feed_id, t, next, &rows, &too_old,
+                   err, errlen))
+        goto out;
+    if (too_old) {
+        ret = -1;
+        goto out;
+    }
+    pthread_mutex_lock(&s->mu);
+    snprintf(t->feed_pos, sizeof t->feed_pos, "%s", next);
+    t->covered_epoch = epoch;
+    advance_locked(t, start);
+    t->status.feed_available = true;
+    t->status.catchups++;
+    t->status.feed_rows_read += rows;
+    t->status.last_feed_rows = rows;
+    pthread_mutex_unlock(&s->mu);
+    *rows_out = rows;
+    *secs_out = (double)(now_ns() - start) / (double)NS_PER_S;
+    ret = 1;
+out:
+    PQfinish(conn);
+    return ret;
+}
+
 static bool run_load(struct table *t, uint64_t id, const char *reason, bool first,
                      uint64_t *rows_out, double *secs_out)
 {
@@ -739,6 +848,9 @@ static bool run_load(struct table *t, uint64_t id, const char *reason, bool firs
     char server[256] = "";
     if (s->cfg->sync_enabled && !loader_server_id(conn, server, sizeof server, err, sizeof err))
         goto out;
+    /* Before the COPY's snapshot: a position taken earlier is only more cautious. */
+    char pos[FEED_POS_MAX] = "";
+    bool feed = s->cfg->feed_enabled && feed_check(t, conn, pos);
     uint64_t items = plan_items(t, rows);
     enum filter_error fe;
     f = filter_new(items, fc->false_positive_rate, &fe);
@@ -793,6 +905,8 @@ static bool run_load(struct table *t, uint64_t id, const char *reason, bool firs
     pthread_mutex_lock(&s->mu);
     t->covered_epoch = copy_epoch;
     advance_locked(t, copy_start);
+    snprintf(t->feed_pos, sizeof t->feed_pos, "%s", feed ? pos : "");
+    t->status.copies++;
     pthread_mutex_unlock(&s->mu);
     *rows_out = res.rows;
     *secs_out = res.seconds;
@@ -833,6 +947,24 @@ static void check_triggers_locked(struct table *t)
 }
 
 /*
+ * Whether the wanted rebuild of t can be a catch-up from the change feed
+ * rather than a COPY: after a start from a snapshot, a reconnect, or an ID
+ * too long to notify (the feed keeps it whole).  Every other reason (api,
+ * SIGHUP, interval, growth, deletes) wants a new filter from the table.
+ * Caller holds mu.
+ */
+static bool catch_up_locked(const struct table *t)
+{
+    static const char *const reasons[] = { "start", "reconnect", "long id" };
+    if (!t->s->cfg->feed_enabled || !t->ever_loaded || t->feed_pos[0] == '\0')
+        return false;
+    for (size_t i = 0; i < sizeof reasons / sizeof reasons[0]; i++)
+        if (strcmp(t->wanted_reason, reasons[i]) == 0)
+            return true;
+    return false;
+}
+
+/*
  * The next table whose rebuild may start now, round robin so that one
  * table's rebuilds cannot starve another's; NULL if none.  *wait_ms gets
  * how long until the earliest one held back may go.  Caller holds mu.
@@ -849,9 +981,12 @@ static struct table *pick_locked(struct source *s, unsigned *wait_ms)
         check_triggers_locked(t);
         if (t->wanted <= t->started)
             continue;
-        /* Nothing (a /reload loop, forged delete notifications) may copy a table back to back. */
+        /*
+         * Nothing (a /reload loop, forged delete notifications) may copy a
+         * table back to back; a catch-up reads only what changed.
+         */
         int64_t until = t->retry_at;
-        double hold = hold_back_locked(t, now);
+        double hold = catch_up_locked(t) ? 0 : hold_back_locked(t, now);
         if (hold > 0 && now + (int64_t)(hold * (double)NS_PER_S) > until)
             until = now + (int64_t)(hold * (double)NS_PER_S);
         if (until > now) {
@@ -866,21 +1001,215 @@ static struct table *pick_locked(struct source *s, unsigned *wait_ms)
     return NULL;
 }
 
+/* Whether [snapshot] path is set. */
+static bool snapshots_on(const struct source *s)
+{
+    return s->cfg->snapshot_path != NULL && s->cfg->snapshot_path[0] != '\0';
+}
+
+/* The horizon as wall-clock milliseconds, for a snapshot's header; 0: none. */
+static uint64_t horizon_wall_ms(const struct table *t)
+{
+    int64_t h = atomic_load(&t->horizon);
+    if (h == 0)
+        return 0;
+    struct timespec wall;
+    clock_gettime(CLOCK_REALTIME, &wall);
+    int64_t ms = (int64_t)wall.tv_sec * 1000 + wall.tv_nsec / 1000000 - (now_ns() - h) / 1000000;
+    return ms > 0 ? (uint64_t)ms : 0;
+}
+
+/* Write t's snapshot, if snapshots are on and t has a filter.  Rebuild thread. */
+static void save_table(struct table *t)
+{
+    struct source *s = t->s;
+    char pos[FEED_POS_MAX];
+    if (!snapshots_on(s))
+        return;
+    pthread_mutex_lock(&s->mu);
+    snprintf(pos, sizeof pos, "%s", t->feed_pos);
+    bool loaded = t->ever_loaded;
+    unsigned every = s->cfg->snapshot_interval;
+    t->next_snapshot = every ? now_ns() + (int64_t)every * NS_PER_S : 0;
+    pthread_mutex_unlock(&s->mu);
+    if (!loaded)
+        return;
+    /* The position first: every change after it is in the filter or read again on resume. */
+    int e = persist_save(s->cfg, t->fc, t->g, t->pending, pos, horizon_wall_ms(t), s->lg);
+    pthread_mutex_lock(&s->mu);
+    if (e == 0) {
+        t->status.snapshot_writes++;
+        t->status.snapshot_written = time(NULL);
+    } else {
+        t->status.snapshot_failures++;
+    }
+    pthread_mutex_unlock(&s->mu);
+}
+
+/* At start: each table's snapshot (file or peer) goes live before any load. */
+static void restore_all(struct source *s)
+{
+    for (unsigned i = 0; i < s->n && !atomic_load(&s->stop); i++) {
+        struct table *t = &s->t[i];
+        struct persist_restored r;
+        if (!persist_restore(s->cfg, t->fc, s->token, t->g, t->pending, s->lg, &r))
+            continue;
+        const char *from = r.from == PERSIST_PEER ? "peer" : "file";
+        pthread_mutex_lock(&s->mu);
+        /* The horizon stays 0 (degraded) until the first catch-up or COPY. */
+        t->ever_loaded = true;
+        snprintf(t->feed_pos, sizeof t->feed_pos, "%s", s->cfg->feed_enabled ? r.position : "");
+        t->status.attempted = true;
+        t->status.last_rows = r.items;
+        t->status.last_seconds = r.seconds;
+        t->status.last_finished = time(NULL);
+        snprintf(t->status.last_reason, sizeof t->status.last_reason, "start");
+        snprintf(t->status.last_kind, sizeof t->status.last_kind, "%s",
+                 r.from == PERSIST_PEER ? "peer" : "snapshot");
+        snprintf(t->status.restored_from, sizeof t->status.restored_from, "%s", from);
+        pthread_mutex_unlock(&s->mu);
+        if (s->hooks.done)
+            s->hooks.done(s->hooks.arg, t->idx, 0, true, true, r.items, r.seconds);
+    }
+}
+
+/*
+ * A table whose periodic snapshot is due, NULL if none; *wait_ms shrinks to
+ * the next one due.  Caller holds mu.
+ */
+static struct table *snapshot_due_locked(struct source *s, unsigned *wait_ms)
+{
+    int64_t now = now_ns();
+    for (unsigned i = 0; i < s->n; i++) {
+        struct table *t = &s->t[i];
+        if (t->next_snapshot == 0 || !t->ever_loaded)
+            continue;
+        if (t->next_snapshot <= now)
+            return t;
+        int64_t ms = (t->next_snapshot - now) / 1000000 + 1;
+        if (ms < *wait_ms)
+            *wait_ms = (unsigned)ms;
+    }
+    return NULL;
+}
+
+/*
+ * The periodic snapshot: first move the position up with a catch-up, so a
+ * restart reads only what changed since this snapshot; a catch-up that
+ * fails leaves the older position, still exact.
+ */
+static void periodic_snapshot(struct table *t)
+{
+    struct source *s = t->s;
+    char err[512];
+    uint64_t rows = 0;
+    double secs = 0;
+    pthread_mutex_lock(&s->mu);
+    bool feed = s->cfg->feed_enabled && t->feed_pos[0] != '\0';
+    pthread_mutex_unlock(&s->mu);
+    int r = feed ? run_catchup(t, &rows, &secs, err, sizeof err) : 1;
+    if (r == 0)
+        log_warn(s->lg, "%s: catch-up before the snapshot failed: %s", t->fc->name, err);
+    if (r == -1) {
+        log_warn(s->lg, "%s: the change feed cannot resume from the filter's position any more "
+                 "(%s): copying the table", t->fc->name, err);
+        pthread_mutex_lock(&s->mu);
+        t->status.too_old++;
+        t->feed_pos[0] = '\0';
+        request_locked(t, "feed", NULL);
+        pthread_mutex_unlock(&s->mu);
+    }
+    save_table(t);
+}
+
+/* Every prune_interval, forget the feed's log older than the retention (docs/feed.md). */
+static void maybe_prune(struct source *s, unsigned *wait_ms)
+{
+    const struct config *c = s->cfg;
+    int64_t now = now_ns();
+    if (!c->feed_enabled || c->feed_prune_interval == 0)
+        return;
+    if (now < s->next_prune) {
+        int64_t ms = (s->next_prune - now) / 1000000 + 1;
+        if (ms < *wait_ms)
+            *wait_ms = (unsigned)ms;
+        return;
+    }
+    s->next_prune = now + (int64_t)jitter_ms(s, c->feed_prune_interval) * 1000000;
+    pthread_mutex_lock(&s->mu);
+    bool any = false;
+    for (unsigned i = 0; i < s->n; i++)
+        any = any || s->t[i].status.feed_available;
+    pthread_mutex_unlock(&s->mu);
+    if (!any)
+        return;
+    char err[512];
+    uint64_t deleted = 0;
+    PGconn *conn = loader_connect(c, err, sizeof err);
+    if (conn != NULL && feed_prune(conn, (double)c->feed_retention, &deleted, err, sizeof err))
+        log_debug(s->lg, "change feed: pruned %llu log rows older than %u s",
+                  (unsigned long long)deleted, c->feed_retention);
+    else
+        log_warn(s->lg, "change feed: prune failed: %s", err);
+    PQfinish(conn);
+}
+
+/*
+ * One wanted rebuild of t: a catch-up from the feed when it can serve, else
+ * a COPY.  *kind says which ran.
+ */
+static bool run_job(struct table *t, uint64_t id, const char *reason, bool first, bool catchup,
+                    uint64_t *rows, double *secs, const char **kind)
+{
+    struct source *s = t->s;
+    char err[512];
+    if (catchup) {
+        *kind = "catchup";
+        int r = run_catchup(t, rows, secs, err, sizeof err);
+        if (r == 1)
+            return true;
+        if (r == 0) {
+            pthread_mutex_lock(&s->mu);
+            public_error(t->status.last_error, sizeof t->status.last_error, err);
+            pthread_mutex_unlock(&s->mu);
+            log_error(s->lg, "%s: catch-up %llu (%s) failed: %s", t->fc->name,
+                      (unsigned long long)id, reason, err);
+            return false;
+        }
+        log_warn(s->lg, "%s: the change feed cannot resume from the filter's position (%s): "
+                 "copying the table", t->fc->name, err);
+        pthread_mutex_lock(&s->mu);
+        t->status.too_old++;
+        t->feed_pos[0] = '\0';
+        pthread_mutex_unlock(&s->mu);
+    }
+    *kind = "copy";
+    return run_load(t, id, reason, first, rows, secs);
+}
+
 static void *rebuilder_main(void *arg)
 {
     struct source *s = arg;
 
+    restore_all(s);
     while (!atomic_load(&s->stop)) {
         unsigned wait_ms;
         pthread_mutex_lock(&s->mu);
         struct table *t = pick_locked(s, &wait_ms);
         if (t == NULL) {
+            struct table *due = snapshot_due_locked(s, &wait_ms);
             pthread_mutex_unlock(&s->mu);
+            if (due != NULL) {
+                periodic_snapshot(due);
+                continue;
+            }
+            maybe_prune(s, &wait_ms);
             nap(s, wait_ms);
             continue;
         }
         uint64_t id = t->started = t->wanted;
         bool first = !t->ever_loaded;
+        bool catchup = catch_up_locked(t);
         char reason[32];
         snprintf(reason, sizeof reason, "%s", t->wanted_reason);
         t->status.running = true;
@@ -892,7 +1221,8 @@ static void *rebuilder_main(void *arg)
 
         uint64_t rows = 0;
         double secs = 0;
-        bool ok = run_load(t, id, reason, first, &rows, &secs);
+        const char *kind = "copy";
+        bool ok = run_job(t, id, reason, first, catchup, &rows, &secs, &kind);
 
         /* backoff and retry_at are only ever written by this thread. */
         unsigned backoff = t->backoff;
@@ -914,6 +1244,7 @@ static void *rebuilder_main(void *arg)
             t->status.last_error[0] = '\0';
             t->status.deletes = 0;
             snprintf(t->status.last_reason, sizeof t->status.last_reason, "%s", reason);
+            snprintf(t->status.last_kind, sizeof t->status.last_kind, "%s", kind);
             if (!s->cfg->sync_enabled && s->state != SOURCE_CONNECTED) {
                 s->state = SOURCE_CONNECTED;
                 s->state_since = time(NULL);
@@ -940,11 +1271,17 @@ static void *rebuilder_main(void *arg)
         if (s->hooks.done)
             s->hooks.done(s->hooks.arg, t->idx, id, ok, ok && first, rows, secs);
         if (ok)
-            log_info(s->lg, "%s: rebuild %llu (%s) done: %llu rows in %.3f s", t->fc->name,
-                     (unsigned long long)id, reason, (unsigned long long)rows, secs);
+            log_info(s->lg, "%s: %s %llu (%s) done: %llu rows in %.3f s", t->fc->name,
+                     strcmp(kind, "copy") == 0 ? "rebuild" : "catch-up", (unsigned long long)id,
+                     reason, (unsigned long long)rows, secs);
         else if (!atomic_load(&s->stop))
             log_info(s->lg, "%s: retrying the load in about %u s", t->fc->name, backoff);
+        if (ok)
+            save_table(t);
     }
+    /* A clean stop leaves each table's newest state on disk for the next start. */
+    for (unsigned i = 0; i < s->n; i++)
+        save_table(&s->t[i]);
     return NULL;
 }
 

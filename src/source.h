@@ -78,6 +78,20 @@ struct source_status {
     uint64_t deletes;               /* delete notifications since the last rebuild */
     uint64_t long_ids;              /* rows whose ID did not fit in a notification */
     double next_rebuild_in;         /* seconds min_rebuild_interval still holds a wanted rebuild back */
+    /* How the live filter was last brought up to date: "copy", "catchup", "snapshot", "peer". */
+    char last_kind[12];
+    /* The change feed (docs/feed.md). */
+    bool feed_available;            /* the last load found it installed and readable */
+    char feed_position[128];        /* the live filter's position, "" = none */
+    uint64_t copies;                /* full loads (COPY) that succeeded */
+    uint64_t catchups;              /* catch-ups from the feed that succeeded */
+    uint64_t feed_rows_read;        /* rows the catch-ups read, in total */
+    uint64_t last_feed_rows;        /* rows the last catch-up read */
+    uint64_t too_old;               /* catch-ups the feed could not serve: full loads instead */
+    /* Snapshots. */
+    char restored_from[8];          /* "file", "peer", "" = not restored */
+    uint64_t snapshot_writes, snapshot_failures;
+    time_t snapshot_written;        /* 0: none yet */
     /* The horizon (see source_stale). */
     double horizon_age;             /* seconds since H; negative: no H yet */
     bool degraded;
@@ -86,13 +100,19 @@ struct source_status {
 
 /*
  * Create (nothing runs yet) for n tables (1..CONFIG_MAX_FILTERS), copied
- * from tables[]; cfg, what each table points to and lg must outlive the
- * source.  Rebuilds replay a table's journal into each new filter before the
- * swap.  NULL on allocation failure.
+ * from tables[]; cfg, what each table points to, lg and token (the admin
+ * token sent to a [snapshot] bootstrap_from peer; NULL: none) must outlive
+ * the source.  Rebuilds replay a table's journal into each new filter
+ * before the swap.  NULL on allocation failure.
+ *
+ * With [snapshot] path, the rebuild thread first puts each table's snapshot
+ * (or a peer's) in place, then catches up with the change feed from its
+ * position instead of copying the table; it writes a table's snapshot after
+ * each load or catch-up, every [snapshot] interval and when stopped.
  */
 struct source *source_new(const struct config *cfg, const struct source_table *tables,
                           unsigned n, const struct log *lg,
-                          const struct source_hooks *hooks);
+                          const struct source_hooks *hooks, const char *token);
 
 /* Number of tables. */
 unsigned source_tables(const struct source *s);
@@ -130,7 +150,10 @@ void source_status(struct source *s, unsigned t, struct source_status *out);
 int64_t source_horizon(struct source *s, unsigned t);
 bool source_stale(struct source *s, int64_t horizon);
 
-/* Stop the threads (interrupting a running load) and wait for them. */
+/*
+ * Stop the threads (interrupting a running load) and wait for them; the
+ * rebuild thread writes each loaded table's snapshot before it ends.
+ */
 void source_stop(struct source *s);
 void source_free(struct source *s);
 

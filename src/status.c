@@ -187,6 +187,30 @@ static void last_load_section(struct doc *d, json_t *o, const struct source_stat
     else
         put_str(d, o, "finished_at", NULL);
     put_str(d, o, "reason", ss->last_reason);
+    put_str(d, o, "kind", ss->last_kind[0] ? ss->last_kind : NULL);
+}
+
+/* The change feed: how the filter catches up instead of copying the table. */
+static void feed_section(struct doc *d, json_t *o, const struct source_status *ss)
+{
+    put_bool(d, o, "available", ss->feed_available);
+    put_str(d, o, "position", ss->feed_position[0] ? ss->feed_position : NULL);
+    put_u64(d, o, "copies", ss->copies);
+    put_u64(d, o, "catchups", ss->catchups);
+    put_u64(d, o, "rows_read", ss->feed_rows_read);
+    put_u64(d, o, "last_rows_read", ss->last_feed_rows);
+    put_u64(d, o, "too_old", ss->too_old);
+}
+
+static void snapshot_section(struct doc *d, json_t *o, const struct source_status *ss)
+{
+    put_str(d, o, "restored_from", ss->restored_from[0] ? ss->restored_from : NULL);
+    put_u64(d, o, "writes", ss->snapshot_writes);
+    put_u64(d, o, "write_failures", ss->snapshot_failures);
+    if (ss->snapshot_written)
+        put_time(d, o, "written_at", ss->snapshot_written);
+    else
+        put_str(d, o, "written_at", NULL);
 }
 
 static void rebuild_section(struct doc *d, json_t *o, const struct source_status *ss)
@@ -253,6 +277,8 @@ static void table_sections(struct doc *d, json_t *o, const struct status *st,
     put_u64(d, o, "notifications", f->source.notifications);
     put_u64(d, o, "long_ids", f->source.long_ids);
     pending_section(d, put_object(d, o, "pending_posts"), &f->pending);
+    feed_section(d, put_object(d, o, "feed"), &f->source);
+    snapshot_section(d, put_object(d, o, "snapshot"), &f->source);
 }
 
 /* The /stats document; the key order is the documented one. */
@@ -276,6 +302,8 @@ static void stats_doc(struct doc *d, const struct status *st)
     put_u64(d, o, "notifications", def->source.notifications);
     put_u64(d, o, "long_ids", def->source.long_ids);
     pending_section(d, put_object(d, o, "pending_posts"), &def->pending);
+    feed_section(d, put_object(d, o, "feed"), &def->source);
+    snapshot_section(d, put_object(d, o, "snapshot"), &def->source);
     json_t *all = put_object(d, o, "filters");
     for (unsigned i = 0; i < st->n; i++)
         table_sections(d, put_object(d, all, st->filters[i].name), st, &st->filters[i]);
@@ -473,6 +501,22 @@ static const struct metric metrics[] = {
       IN_FILTER, { { NULL, V_SEC, F(source.last_seconds) } }, NULL },
     { "last_rebuild_rows", MT_GAUGE, "Rows loaded by the last successful rebuild.", IN_FILTER,
       { { NULL, V_U64, F(source.last_rows) } }, NULL },
+    { "loads_total", MT_COUNTER,
+      "Successful updates of the filter from PostgreSQL, by kind: a COPY of the table or a "
+      "catch-up from the change feed.", IN_FILTER,
+      { { "kind=\"copy\"", V_U64, F(source.copies) },
+        { "kind=\"catchup\"", V_U64, F(source.catchups) } }, NULL },
+    { "feed_rows_read_total", MT_COUNTER, "Rows the catch-ups read from the change feed.",
+      IN_FILTER, { { NULL, V_U64, F(source.feed_rows_read) } }, NULL },
+    { "feed_too_old_total", MT_COUNTER,
+      "Catch-ups the change feed could not serve (position too old): the table was copied.",
+      IN_FILTER, { { NULL, V_U64, F(source.too_old) } }, NULL },
+    { "snapshot_writes_total", MT_COUNTER, "Snapshot files written, by result.", IN_FILTER,
+      { { "result=\"ok\"", V_U64, F(source.snapshot_writes) },
+        { "result=\"failed\"", V_U64, F(source.snapshot_failures) } }, NULL },
+    { "snapshot_written_time_seconds", MT_GAUGE,
+      "Unix time of the last snapshot written (0: none).", IN_FILTER,
+      { { NULL, V_TIME, F(source.snapshot_written) } }, NULL },
     { "rebuild_running", MT_GAUGE, "1 while a rebuild runs.", IN_FILTER,
       { { NULL, V_BOOL, F(source.running) } }, NULL },
     { "ready", MT_GAUGE, "1 once a filter is loaded and served.", IN_FILTER,
