@@ -188,9 +188,10 @@ static const struct key_def keys[] = {
     K_UINT("sync", "min_rebuild_interval", "30", RESTART, CF(min_rebuild_interval), 0, 86400,
            "least seconds from the end of one rebuild to the start of the next (after the first load), 0 = none"),
 
-    K_STR("snapshot", "path", "", RESTART, CF(snapshot_path), NULL,
+    K_STR("snapshot", "path", "auto", RESTART, CF(snapshot_path), NULL,
           "directory of the snapshots: each filter's is <path>/<name>.snap, written after each load, "
-          "every interval and at stop, read at start; empty: no snapshots"),
+          "every interval and at stop, read at start; auto: systemd's StateDirectory= "
+          "($STATE_DIRECTORY) when set, else none; empty: no snapshots"),
     K_UINT("snapshot", "interval", "300", RESTART, CF(snapshot_interval), 0, 86400,
            "seconds between periodic snapshots (each first catches up with the change feed), "
            "0 = only after loads and at stop"),

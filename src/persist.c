@@ -5,6 +5,7 @@
 
 #include <errno.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <time.h>
 
@@ -14,14 +15,32 @@
 /* How long a peer may take to connect and between bytes of its snapshot. */
 #define PEER_TIMEOUT_MS 10000
 
+/*
+ * [snapshot] path, with "auto" resolved: the first directory of
+ * $STATE_DIRECTORY, which systemd sets for StateDirectory= (the environment
+ * is only read: no thread sets it).  Writes "" when snapshots are off.
+ */
+static void snapshot_dir(const struct config *cfg, char *out, size_t outlen)
+{
+    const char *p = cfg->snapshot_path ? cfg->snapshot_path : "";
+    size_t len = strlen(p);
+    if (strcmp(p, "auto") == 0) {
+        p = getenv("STATE_DIRECTORY");
+        p = p ? p : "";
+        len = strcspn(p, ":");
+    }
+    snprintf(out, outlen, "%.*s", (int)len, p);
+}
+
 bool persist_file(const struct config *cfg, const struct filter_config *fc, char *out,
                   size_t outlen)
 {
-    if (cfg->snapshot_path == NULL || cfg->snapshot_path[0] == '\0')
+    char dir[PERSIST_PATH_MAX];
+    snapshot_dir(cfg, dir, sizeof dir);
+    size_t len = strlen(dir);
+    if (len == 0)
         return false;
-    size_t len = strlen(cfg->snapshot_path);
-    bool slash = cfg->snapshot_path[len - 1] == '/';
-    int n = snprintf(out, outlen, "%s%s%s.snap", cfg->snapshot_path, slash ? "" : "/", fc->name);
+    int n = snprintf(out, outlen, "%s%s%s.snap", dir, dir[len - 1] == '/' ? "" : "/", fc->name);
     return n > 0 && (size_t)n < outlen;
 }
 

@@ -24,8 +24,10 @@
 #define PERSIST_PATH_MAX 4096
 
 /*
- * The snapshot file of filter fc: "<[snapshot] path>/<name>.snap".  False
- * when snapshots are off (path empty) or the name does not fit in outlen.
+ * The snapshot file of filter fc: "<[snapshot] path>/<name>.snap", path
+ * "auto" being $STATE_DIRECTORY (systemd's StateDirectory=).  False when
+ * snapshots are off (path empty, or auto without $STATE_DIRECTORY) or the
+ * name does not fit in outlen.
  */
 bool persist_file(const struct config *cfg, const struct filter_config *fc, char *out,
                   size_t outlen);

@@ -1001,10 +1001,11 @@ static struct table *pick_locked(struct source *s, unsigned *wait_ms)
     return NULL;
 }
 
-/* Whether [snapshot] path is set. */
+/* Whether snapshots are on ([snapshot] path). */
 static bool snapshots_on(const struct source *s)
 {
-    return s->cfg->snapshot_path != NULL && s->cfg->snapshot_path[0] != '\0';
+    char path[PERSIST_PATH_MAX];
+    return persist_file(s->cfg, s->t[0].fc, path, sizeof path);
 }
 
 /* The horizon as wall-clock milliseconds, for a snapshot's header; 0: none. */
