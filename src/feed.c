@@ -14,9 +14,16 @@
 #include "loader.h"
 
 #define SQLSTATE_NO_PRIVILEGE "42501"
-/* An origin ("<sysid>.<timeline>.<reset>") is about 50 bytes; a position adds "<xmin>/". */
-#define ORIGIN_MAX 96
-_Static_assert(ORIGIN_MAX + 22 <= FEED_POS_MAX, "a position holds an xmin, '/' and an origin");
+/*
+ * A position is "<xmin>/<origin>/<database oid>".  An origin
+ * ("<sysid>.<timeline>.<reset>") is about 50 bytes; xids are cluster-wide,
+ * so the database rides along: a position from another database of the same
+ * cluster (a snapshot moved between sidecars configured for different
+ * databases) would otherwise resume as if its filter held this one's rows.
+ */
+#define ORIGIN_MAX 84
+_Static_assert(ORIGIN_MAX + 2 * 21 <= FEED_POS_MAX, "a position holds an xmin, an origin and an oid");
+#define CURRENT_DB "(SELECT oid FROM pg_database WHERE datname = current_database())"
 
 static void set_err(char *err, size_t errlen, const char *what, PGconn *conn)
 {
@@ -168,28 +175,44 @@ bool feed_available(PGconn *conn, const char *table, const char *column, bool *a
 bool feed_position(PGconn *conn, char *pos, char *err, size_t errlen)
 {
     PGresult *r = PQexec(conn, "SELECT pg_snapshot_xmin(pg_current_snapshot()), "
-                               "bloomguard_feed_origin()");
-    bool ok = PQresultStatus(r) == PGRES_TUPLES_OK && PQntuples(r) == 1 && PQnfields(r) == 2
+                               "bloomguard_feed_origin(), " CURRENT_DB);
+    bool ok = PQresultStatus(r) == PGRES_TUPLES_OK && PQntuples(r) == 1 && PQnfields(r) == 3
               && strlen(PQgetvalue(r, 0, 1)) < ORIGIN_MAX;
     if (!ok)
         set_err(err, errlen, "cannot read the change feed position", conn);
     else
-        snprintf(pos, FEED_POS_MAX, "%s/%s", PQgetvalue(r, 0, 0), PQgetvalue(r, 0, 1));
+        snprintf(pos, FEED_POS_MAX, "%s/%s/%s", PQgetvalue(r, 0, 0), PQgetvalue(r, 0, 1),
+                 PQgetvalue(r, 0, 2));
     PQclear(r);
     return ok;
 }
 
-/* "<xmin>/<origin>" into its parts; false when malformed. */
-static bool split_pos(const char *pos, uint64_t *xmin, const char **origin)
+/* "<xmin>/<origin>/<db>" into its parts (origin into a buffer); false when malformed. */
+static bool split_pos(const char *pos, uint64_t *xmin, char origin[ORIGIN_MAX], uint64_t *db)
 {
     char num[32];
     const char *slash = strchr(pos, '/');
-    if (slash == NULL || slash == pos || (size_t)(slash - pos) >= sizeof num || slash[1] == '\0')
+    const char *last = strrchr(pos, '/');
+    if (slash == NULL || slash == pos || (size_t)(slash - pos) >= sizeof num || last == slash
+        || last == slash + 1 || (size_t)(last - slash - 1) >= ORIGIN_MAX || last[1] == '\0')
         return false;
     memcpy(num, pos, (size_t)(slash - pos));
     num[slash - pos] = '\0';
-    *origin = slash + 1;
-    return parse_u64(num, xmin);
+    memcpy(origin, slash + 1, (size_t)(last - slash - 1));
+    origin[last - slash - 1] = '\0';
+    return parse_u64(num, xmin) && parse_u64(last + 1, db);
+}
+
+/* The OID of the connection's database. */
+static bool current_db(PGconn *conn, uint64_t *oid, char *err, size_t errlen)
+{
+    PGresult *r = PQexec(conn, "SELECT " CURRENT_DB);
+    bool ok = PQresultStatus(r) == PGRES_TUPLES_OK && PQntuples(r) == 1
+              && parse_u64(PQgetvalue(r, 0, 0), oid);
+    if (!ok)
+        set_err(err, errlen, "cannot read the database's oid", conn);
+    PQclear(r);
+    return ok;
 }
 
 /* The system identifier part of an origin ("<sysid>.<timeline>.<reset>"). */
@@ -274,8 +297,8 @@ bool feed_read(PGconn *conn, const char *table, const char *column, const char *
                char *err, size_t errlen)
 {
     char *qtbl = NULL, *qcol = NULL;
-    const char *origin;
-    uint64_t xmin, from;
+    char origin[ORIGIN_MAX];
+    uint64_t xmin, from, db, this_db = 0;
     struct probe p;
     bool in_tx = false, ok = false;
 
@@ -286,7 +309,7 @@ bool feed_read(PGconn *conn, const char *table, const char *column, const char *
         snprintf(err, errlen, "change feed read needs a connection outside any transaction");
         return false;
     }
-    if (!split_pos(since, &xmin, &origin)) {
+    if (!split_pos(since, &xmin, origin, &db)) {
         *too_old = true;
         snprintf(err, errlen, "not a change feed position: \"%.40s\"", since);
         return true;
@@ -302,9 +325,13 @@ bool feed_read(PGconn *conn, const char *table, const char *column, const char *
                   "cannot start the change feed read", err, errlen))
         goto done;
     in_tx = true;
-    if (!probe(conn, qtbl, column, &p, err, errlen))
+    if (!probe(conn, qtbl, column, &p, err, errlen) || !current_db(conn, &this_db, err, errlen))
         goto done;
     from = xmin;
+    if (usable(&p) && db != this_db) {
+        snprintf(p.why, sizeof p.why, "the position is from another database");
+        p.has_floor = false;
+    }
     if (usable(&p) && strcmp(origin, p.origin) != 0) {
         bool found = false;
         size_t n = sysid_len(origin);
@@ -341,7 +368,7 @@ bool feed_read(PGconn *conn, const char *table, const char *column, const char *
     if (!exec_cmd(conn, "COMMIT", "cannot end the change feed read", err, errlen))
         goto done;
     in_tx = false;
-    snprintf(next, FEED_POS_MAX, "%" PRIu64 "/%s", p.xmin, p.origin);
+    snprintf(next, FEED_POS_MAX, "%" PRIu64 "/%s/%" PRIu64, p.xmin, p.origin, this_db);
     ok = true;
 done:
     if (in_tx && PQtransactionStatus(conn) != PQTRANS_ACTIVE) {
