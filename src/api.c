@@ -7,18 +7,24 @@
  */
 #include "api.h"
 
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
 #include <jansson.h>
 #include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "config.h"
 #include "guard.h"
 #include "idcodec.h"
 #include "pending.h"
+#include "persist.h"
 #include "source.h"
 #include "stats.h"
 #include "status.h"
@@ -581,6 +587,56 @@ static struct reply reload(struct app *a, const struct api_request *rq)
     return api_json_take(MHD_HTTP_ACCEPTED, s);
 }
 
+/*
+ * GET /snapshot streams the default filter's snapshot file, GET
+ * /snapshot/NAME that filter's: what a new peer bootstraps from
+ * ([snapshot] bootstrap_from).  The file, not a fresh snapshot: the daemon
+ * replaces it whole with rename, so the descriptor opened here reads one
+ * consistent snapshot however long the transfer takes, and a peer costs
+ * neither a copy of the filter nor the rebuild thread's time.  Admin only:
+ * the filter tells which IDs are absent, as much as the table itself.
+ */
+static struct reply snapshot(struct app *a, const struct api_request *rq)
+{
+    struct reply err;
+    int t = table_of_rest(a, rq, &err);
+    if (t < 0)
+        return err;
+    const char *name = a->tables[t].fc->name;
+    char path[PERSIST_PATH_MAX];
+    if (!persist_file(a->cfg, a->tables[t].fc, path, sizeof path))
+        return api_error(MHD_HTTP_NOT_FOUND, "snapshots_off", "snapshots are off: set [snapshot] path");
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0 && errno == ENOENT)
+        return api_error(MHD_HTTP_SERVICE_UNAVAILABLE, "no_snapshot",
+                         "no snapshot written yet for filter %s", name);
+    struct stat st;
+    char ebuf[128];
+    const char *why = NULL;
+    if (fd < 0 || fstat(fd, &st) != 0)
+        why = strerror_r(errno, ebuf, sizeof ebuf);     /* GNU: thread-safe, returns the text */
+    else if (!S_ISREG(st.st_mode))
+        why = "not a regular file";
+    if (why != NULL) {
+        if (fd >= 0)
+            close(fd);
+        /* The path stays in the daemon's configuration: clients learn only why. */
+        return api_error(MHD_HTTP_INTERNAL_SERVER_ERROR, "snapshot_unreadable",
+                         "the snapshot of filter %s cannot be read: %s", name, why);
+    }
+    /* MHD owns fd from here, and closes it when the response is destroyed. */
+    struct MHD_Response *r = MHD_create_response_from_fd64((uint64_t)st.st_size, fd);
+    if (r == NULL) {
+        close(fd);
+        return (struct reply){ 500, NULL, false };
+    }
+    char created[24];
+    snprintf(created, sizeof created, "%" PRId64, (int64_t)st.st_mtime);
+    MHD_add_response_header(r, MHD_HTTP_HEADER_CONTENT_TYPE, "application/octet-stream");
+    MHD_add_response_header(r, "X-Bloomguard-Snapshot-Created", created);
+    return (struct reply){ MHD_HTTP_OK, r, false };
+}
+
 /* ---------------------------------------------------------- the routes -- */
 
 /*
@@ -602,6 +658,8 @@ const struct route api_routes[] = {
     { "/stats",     ROUTE_EXACT,   API_READ, "stats",        false, false, false, status_stats },
     { "/metrics",   ROUTE_EXACT,   API_READ, "metrics",      false, false, false, status_metrics },
     { "/reload",    ROUTE_PREFIX,  API_POST, "reload",       true,  false, false, reload },
+    /* Admin although a read: the whole filter, for peers (and backups). */
+    { "/snapshot",  ROUTE_PREFIX,  API_READ, "snapshot",     true,  false, false, snapshot },
 };
 const unsigned api_route_count = sizeof api_routes / sizeof api_routes[0];
 

@@ -287,7 +287,11 @@ static bool is_token(const char *s)
     return true;
 }
 
-/* An admin route (POST /ids, /reload): does the request carry the right to write? */
+/*
+ * An admin route (POST /ids, POST /reload, GET /snapshot): does the request
+ * carry the admin right?  Whatever the method: a snapshot is a read, but of
+ * the whole filter.
+ */
 static struct reply check_write(struct http *h, const struct app *a, struct MHD_Connection *c)
 {
     switch (h->writes) {
@@ -295,8 +299,8 @@ static struct reply check_write(struct http *h, const struct app *a, struct MHD_
         break;
     case WRITES_REFUSED:
         return api_error(MHD_HTTP_FORBIDDEN, "admin_token_required",
-                         "writes are refused: the daemon listens beyond loopback and no admin "
-                         "token is set ([server] admin_token_file)");
+                         "admin requests are refused: the daemon listens beyond loopback and no "
+                         "admin token is set ([server] admin_token_file)");
     case WRITES_TOKEN: {
         const char *auth = MHD_lookup_connection_value(c, MHD_HEADER_KIND,
                                                        MHD_HTTP_HEADER_AUTHORIZATION);
@@ -737,9 +741,10 @@ static void choose_write_policy(struct http *h)
         h->writes = WRITES_LOOPBACK;
     } else {
         h->writes = WRITES_REFUSED;
-        log_warn(h->a->lg, "no admin token and %s is not a loopback address: POST /ids and "
-                 "POST /reload are refused (403 admin_token_required) so that no one who can "
-                 "reach the port can write; set [server] admin_token_file to allow them",
+        log_warn(h->a->lg, "no admin token and %s is not a loopback address: POST /ids, "
+                 "POST /reload and GET /snapshot are refused (403 admin_token_required) so that "
+                 "no one who can reach the port can write or copy a filter; set [server] "
+                 "admin_token_file to allow them",
                  cfg->listen_host);
     }
 }

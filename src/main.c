@@ -347,7 +347,7 @@ int main(int argc, char **argv)
     struct app app = { .cfg = &cfg, .lg = &lg, .started = time(NULL), .admin_token = admin_token,
                        .tables = tables, .n_tables = cfg.n_filters };
     if (admin_token != NULL)
-        log_info(&lg, "POST /ids and POST /reload need the admin token read from %s", token_from);
+        log_info(&lg, "POST /ids, POST /reload and GET /snapshot need the admin token read from %s", token_from);
     struct http *http = NULL;
     if (config_copy(&live_cfg, &cfg)) {
         if ((admin_token == NULL || (live_token = strdup(admin_token)) != NULL)

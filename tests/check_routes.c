@@ -6,10 +6,17 @@
  * HTTP behaviour around them (404, 405, admin, bodies) is tests/edge.test's.
  */
 #include <check.h>
+#include <fcntl.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+#include <utime.h>
 
 #include "api.h"
+#include "config.h"
+#include "source.h"
 #include "stats.h"
 
 /*
@@ -48,6 +55,10 @@ static const struct {
     { "/metrics", API_GET, "metrics", "" },
     { "/reload", API_POST, "reload", "" },
     { "/reload/users", API_POST, "reload", "/users" },
+    { "/snapshot", API_GET, "snapshot", "" },
+    { "/snapshot/users", API_HEAD, "snapshot", "/users" },
+    { "/snapshot", API_POST, "snapshot", "" },        /* 405: GET and HEAD only */
+    { "/snapshots", API_GET, NULL, NULL },
     { "/", API_GET, NULL, NULL },
     { "", API_GET, NULL, NULL },
     { "/EXISTS/1", API_GET, NULL, NULL },
@@ -94,8 +105,13 @@ START_TEST(test_rows_well_formed)
         ck_assert_str_eq(api_slot_name(i), r->name);
         for (unsigned j = 0; j < i; j++)
             ck_assert_msg(strcmp(api_routes[j].name, r->name) != 0, "name %s twice", r->name);
-        /* Admin and body routes are POST only: a GET must never read a body or write. */
-        if (r->admin || r->body)
+        /*
+         * Body routes are POST only: a GET must never read a body.  Admin
+         * routes write (POST), but for /snapshot: a read of a whole filter.
+         */
+        if (r->body)
+            ck_assert_uint_eq(r->methods, API_POST);
+        if (r->admin && strcmp(r->name, "snapshot") != 0)
             ck_assert_uint_eq(r->methods, API_POST);
     }
     ck_assert_str_eq(api_slot_name(api_route_count), "other");
@@ -159,6 +175,81 @@ START_TEST(test_stats_slots)
 }
 END_TEST
 
+/* GET /snapshot[/NAME] through its row's handler, as http.c calls it. */
+static struct reply get_snapshot(struct app *a, const char *path)
+{
+    size_t off;
+    unsigned allowed;
+    const struct route *r = api_route_find(path, API_GET, &off, &allowed);
+    ck_assert_ptr_nonnull(r);
+    ck_assert_str_eq(r->name, "snapshot");
+    ck_assert(r->admin);
+    struct api_request rq = { .method = "GET", .path = path, .rest = path + off,
+                              .rest_len = strlen(path + off), .body_type = BODY_NONE };
+    return r->handler(a, &rq);
+}
+
+static unsigned snapshot_answer(struct app *a, const char *path)
+{
+    struct reply rp = get_snapshot(a, path);
+    ck_assert_ptr_nonnull(rp.resp);
+    ck_assert(!rp.shared);
+    const char *ct = MHD_get_response_header(rp.resp, MHD_HTTP_HEADER_CONTENT_TYPE);
+    ck_assert_str_eq(ct, rp.status == 200 ? "application/octet-stream" : "application/json");
+    MHD_destroy_response(rp.resp);
+    return rp.status;
+}
+
+START_TEST(test_snapshot_handler)
+{
+    char dir[] = "/tmp/check_routes.XXXXXX", file[64];
+    ck_assert_ptr_nonnull(mkdtemp(dir));
+    struct config cfg;
+    memset(&cfg, 0, sizeof cfg);
+    cfg.snapshot_path = (char *)"";
+    struct filter_config fc[2];
+    memset(fc, 0, sizeof fc);
+    fc[0].name = (char *)"default";
+    fc[1].name = (char *)"users";
+    struct source_table tables[2] = { { .fc = &fc[0] }, { .fc = &fc[1] } };
+    struct app a = { .cfg = &cfg, .tables = tables, .n_tables = 2 };
+
+    ck_assert_uint_eq(snapshot_answer(&a, "/snapshot"), 404);           /* snapshots_off */
+    cfg.snapshot_path = dir;
+    ck_assert_uint_eq(snapshot_answer(&a, "/snapshot"), 503);           /* no_snapshot */
+    ck_assert_uint_eq(snapshot_answer(&a, "/snapshot/users"), 503);
+    ck_assert_uint_eq(snapshot_answer(&a, "/snapshot/nobody"), 404);    /* unknown_filter */
+    ck_assert_uint_eq(snapshot_answer(&a, "/snapshot/"), 404);          /* the name "" */
+
+    /* The default filter's file, with a known mtime: 200, its age in a header. */
+    snprintf(file, sizeof file, "%s/default.snap", dir);
+    FILE *f = fopen(file, "w");
+    ck_assert_ptr_nonnull(f);
+    fputs("not checked here: any bytes", f);
+    fclose(f);
+    struct utimbuf ut = { 1234567890, 1234567890 };
+    ck_assert_int_eq(utime(file, &ut), 0);
+    struct reply rp = get_snapshot(&a, "/snapshot");
+    ck_assert_uint_eq(rp.status, 200);
+    ck_assert_ptr_nonnull(rp.resp);
+    ck_assert_str_eq(MHD_get_response_header(rp.resp, MHD_HTTP_HEADER_CONTENT_TYPE),
+                     "application/octet-stream");
+    ck_assert_str_eq(MHD_get_response_header(rp.resp, "X-Bloomguard-Snapshot-Created"),
+                     "1234567890");
+    MHD_destroy_response(rp.resp);      /* closes the descriptor */
+    ck_assert_uint_eq(snapshot_answer(&a, "/snapshot/users"), 503);     /* still none of its own */
+
+    /* Something there that is not a file: 500, not a stream of a directory. */
+    char sub[64];
+    snprintf(sub, sizeof sub, "%s/users.snap", dir);
+    ck_assert_int_eq(mkdir(sub, 0700), 0);
+    ck_assert_uint_eq(snapshot_answer(&a, "/snapshot/users"), 500);     /* snapshot_unreadable */
+    ck_assert_int_eq(rmdir(sub), 0);
+    ck_assert_int_eq(unlink(file), 0);
+    ck_assert_int_eq(rmdir(dir), 0);
+}
+END_TEST
+
 static Suite *routes_suite(void)
 {
     Suite *s = suite_create("routes");
@@ -167,6 +258,9 @@ static Suite *routes_suite(void)
     tcase_add_test(tc, test_no_row_hidden);
     tcase_add_test(tc, test_rows_well_formed);
     tcase_add_test(tc, test_methods);
+    suite_add_tcase(s, tc);
+    tc = tcase_create("snapshot");
+    tcase_add_test(tc, test_snapshot_handler);
     suite_add_tcase(s, tc);
     tc = tcase_create("stats");
     tcase_add_test(tc, test_stats_slots);
