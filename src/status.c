@@ -103,6 +103,15 @@ static void put_time(struct doc *d, json_t *o, const char *key, time_t t)
     put_str(d, o, key, buf);
 }
 
+/* A time, or null for 0 (not yet). */
+static void put_when(struct doc *d, json_t *o, const char *key, time_t t)
+{
+    if (t)
+        put_time(d, o, key, t);
+    else
+        put_str(d, o, key, NULL);
+}
+
 /* A new object under key; NULL if it could not be made (d is then failed). */
 static json_t *put_object(struct doc *d, json_t *o, const char *key)
 {
@@ -182,10 +191,7 @@ static void last_load_section(struct doc *d, json_t *o, const struct source_stat
 {
     put_u64(d, o, "rows", ss->last_rows);
     put_real(d, o, "seconds", ss->last_seconds);
-    if (ss->last_finished)
-        put_time(d, o, "finished_at", ss->last_finished);
-    else
-        put_str(d, o, "finished_at", NULL);
+    put_when(d, o, "finished_at", ss->last_finished);
     put_str(d, o, "reason", ss->last_reason);
     put_str(d, o, "kind", ss->last_kind[0] ? ss->last_kind : NULL);
 }
@@ -207,10 +213,7 @@ static void snapshot_section(struct doc *d, json_t *o, const struct source_statu
     put_str(d, o, "restored_from", ss->restored_from[0] ? ss->restored_from : NULL);
     put_u64(d, o, "writes", ss->snapshot_writes);
     put_u64(d, o, "write_failures", ss->snapshot_failures);
-    if (ss->snapshot_written)
-        put_time(d, o, "written_at", ss->snapshot_written);
-    else
-        put_str(d, o, "written_at", NULL);
+    put_when(d, o, "written_at", ss->snapshot_written);
 }
 
 static void rebuild_section(struct doc *d, json_t *o, const struct source_status *ss)
