@@ -18,8 +18,19 @@
  * That holds only while the feed is whole: a new connection (notifications
  * were lost while away: every table) or a row whose ID did not fit in a
  * notification (its table) starts a new feed epoch, and that table's H
- * stays put until a rebuild whose COPY started in that epoch is live.  When now - H exceeds max_staleness the
- * guard is degraded and "absent" answers become "maybe".
+ * stays put until a rebuild whose COPY (or catch-up) started in that epoch
+ * is live.  When now - H exceeds max_staleness the guard is degraded and
+ * "absent" answers become "maybe".
+ *
+ * Resuming instead of copying.  Where sql/notify.sql's change feed serves a
+ * table, every COPY records a position (docs/feed.md), and a reconnect, a
+ * long ID or a start from a snapshot (persist.c, before the first load)
+ * becomes a catch-up: the rows committed since the position, read into the
+ * live filter under the same LISTEN-first rule as a COPY, so the horizon
+ * moves the same way.  The rebuild thread also writes each table's snapshot
+ * after each load, every [snapshot] interval and at stop, and prunes the
+ * feed; it is the only thread that swaps filters, so the live filter it
+ * streams to disk stays alive.
  */
 #include "source.h"
 
