@@ -265,6 +265,9 @@ struct filter *filter_new_from(const struct filter_params *p, enum filter_error 
     enum filter_error e = filter_plan(p->capacity, p->target_fpp, &plan);
     if (e == FILTER_OK && (plan.blocks != p->blocks || plan.probes != p->probes))
         e = FILTER_EGEOMETRY;
+    /* The count goes on growing with every insert: it must start within bounds. */
+    if (e == FILTER_OK && p->items > FILTER_MAX_ITEMS)
+        e = FILTER_ETOO_LARGE;
     if (e == FILTER_OK && (f = build(&plan)) == NULL)
         e = FILTER_ENOMEM;
     if (f != NULL)

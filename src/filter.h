@@ -146,7 +146,8 @@ void filter_info(const struct filter *f, struct filter_info *out);
  * checking them: the geometry must be the one filter_plan chooses for
  * (capacity, target_fpp), so a filter read back is one this build could have
  * made (FILTER_EGEOMETRY otherwise; filter_plan's errors for the rate and
- * capacity).  It costs one filter_plan.  filter_bits_write then ORs the
+ * capacity; FILTER_ETOO_LARGE for items beyond FILTER_MAX_ITEMS, which the
+ * inserts that follow could otherwise wrap round).  It costs one filter_plan.  filter_bits_write then ORs the
  * bytes of the image in; it is safe beside concurrent filter_add (atomic
  * ORs), so keys may flow into the new filter while it is being filled.
  */

@@ -268,6 +268,15 @@ START_TEST(test_filter_new_from_checks_geometry)
     bad.capacity = FILTER_MAX_ITEMS + 1;
     ck_assert_ptr_null(filter_new_from(&bad, &e));
     ck_assert_int_eq(e, FILTER_ETOO_LARGE);
+    /* The fuzzer's find: a count that the journal's replay would wrap round. */
+    bad = ok;
+    bad.items = UINT64_MAX;
+    ck_assert_ptr_null(filter_new_from(&bad, &e));
+    ck_assert_int_eq(e, FILTER_ETOO_LARGE);
+    bad.items = FILTER_MAX_ITEMS;
+    f = filter_new_from(&bad, &e);
+    ck_assert_ptr_nonnull(f);
+    filter_free(f);
     ck_assert_str_eq(filter_strerror(FILTER_EGEOMETRY),
                      "filter geometry is not the one sized for its capacity and false-positive rate");
 }
