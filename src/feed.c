@@ -25,15 +25,6 @@
 _Static_assert(ORIGIN_MAX + 2 * 21 <= FEED_POS_MAX, "a position holds an xmin, an origin and an oid");
 #define CURRENT_DB "(SELECT oid FROM pg_database WHERE datname = current_database())"
 
-static void set_err(char *err, size_t errlen, const char *what, PGconn *conn)
-{
-    const char *msg = conn ? PQerrorMessage(conn) : "";
-    size_t n = strlen(msg);
-    while (n > 0 && (msg[n - 1] == '\n' || msg[n - 1] == ' '))
-        n--;
-    snprintf(err, errlen, "%s%s%.*s", what, n ? ": " : "", (int)n, msg);
-}
-
 static bool no_privilege(const PGresult *r)
 {
     const char *st = PQresultErrorField(r, PG_DIAG_SQLSTATE);
@@ -45,7 +36,7 @@ static bool exec_cmd(PGconn *conn, const char *sql, const char *what, char *err,
     PGresult *r = PQexec(conn, sql);
     bool ok = PQresultStatus(r) == PGRES_COMMAND_OK;
     if (!ok)
-        set_err(err, errlen, what, conn);
+        loader_set_error(err, errlen, what, conn);
     PQclear(r);
     return ok;
 }
@@ -90,7 +81,7 @@ static bool probe(PGconn *conn, const char *qtbl, const char *column, struct pro
                                " AND to_regprocedure('bloomguard_feed_origin()') IS NOT NULL"
                                " AND to_regclass('bloomguard_feed_log') IS NOT NULL");
     if (PQresultStatus(r) != PGRES_TUPLES_OK || PQntuples(r) != 1) {
-        set_err(err, errlen, "cannot look for the change feed", conn);
+        loader_set_error(err, errlen, "cannot look for the change feed", conn);
         PQclear(r);
         return false;
     }
@@ -111,14 +102,14 @@ static bool probe(PGconn *conn, const char *qtbl, const char *column, struct pro
                      "ON t.relid = $1::regclass",
                      2, NULL, params, NULL, NULL, 0);
     if (PQresultStatus(r) != PGRES_TUPLES_OK && no_privilege(r)) {
-        set_err(p->why, sizeof p->why, "this role may not read the change feed "
-                "(SELECT bloomguard_feed_grant(role))", conn);
+        loader_set_error(p->why, sizeof p->why, "this role may not read the change feed "
+                         "(SELECT bloomguard_feed_grant(role))", conn);
         PQclear(r);
         p->installed = false;
         return true;
     }
     if (PQresultStatus(r) != PGRES_TUPLES_OK || PQntuples(r) != 1 || PQnfields(r) != 8) {
-        set_err(err, errlen, "cannot read the change feed's state", conn);
+        loader_set_error(err, errlen, "cannot read the change feed's state", conn);
         PQclear(r);
         return false;
     }
@@ -179,7 +170,7 @@ bool feed_position(PGconn *conn, char *pos, char *err, size_t errlen)
     bool ok = PQresultStatus(r) == PGRES_TUPLES_OK && PQntuples(r) == 1 && PQnfields(r) == 3
               && strlen(PQgetvalue(r, 0, 1)) < ORIGIN_MAX;
     if (!ok)
-        set_err(err, errlen, "cannot read the change feed position", conn);
+        loader_set_error(err, errlen, "cannot read the change feed position", conn);
     else
         snprintf(pos, FEED_POS_MAX, "%s/%s/%s", PQgetvalue(r, 0, 0), PQgetvalue(r, 0, 1),
                  PQgetvalue(r, 0, 2));
@@ -210,7 +201,7 @@ static bool current_db(PGconn *conn, uint64_t *oid, char *err, size_t errlen)
     bool ok = PQresultStatus(r) == PGRES_TUPLES_OK && PQntuples(r) == 1
               && parse_u64(PQgetvalue(r, 0, 0), oid);
     if (!ok)
-        set_err(err, errlen, "cannot read the database's oid", conn);
+        loader_set_error(err, errlen, "cannot read the database's oid", conn);
     PQclear(r);
     return ok;
 }
@@ -239,7 +230,7 @@ static bool rewind_to_mark(PGconn *conn, const char *origin, uint64_t xmin, uint
                                2, NULL, params, NULL, NULL, 0);
     bool ok = PQresultStatus(r) == PGRES_TUPLES_OK && PQntuples(r) == 1;
     if (!ok)
-        set_err(err, errlen, "cannot read the change feed's marks", conn);
+        loader_set_error(err, errlen, "cannot read the change feed's marks", conn);
     else
         *found = !PQgetisnull(r, 0, 0) && parse_u64(PQgetvalue(r, 0, 0), from);
     PQclear(r);
@@ -257,7 +248,7 @@ static bool copy_ids(PGconn *conn, const char *relid, uint64_t from, feed_id_fn 
              "AND xid >= '%" PRIu64 "'::xid8) TO STDOUT", relid, from);
     PGresult *r = PQexec(conn, sql);
     if (PQresultStatus(r) != PGRES_COPY_OUT) {
-        set_err(err, errlen, "cannot read the change feed", conn);
+        loader_set_error(err, errlen, "cannot read the change feed", conn);
         PQclear(r);
         return false;
     }
@@ -269,7 +260,7 @@ static bool copy_ids(PGconn *conn, const char *relid, uint64_t from, feed_id_fn 
         if (got == 0)
             break;
         if (got < 0) {
-            set_err(err, errlen, "cannot read the change feed", conn);
+            loader_set_error(err, errlen, "cannot read the change feed", conn);
             return false;
         }
         bool more = fn(arg, buf, idlen);
@@ -283,7 +274,7 @@ static bool copy_ids(PGconn *conn, const char *relid, uint64_t from, feed_id_fn 
     r = PQgetResult(conn);
     bool ok = PQresultStatus(r) == PGRES_COMMAND_OK;
     if (!ok)
-        set_err(err, errlen, "cannot read the change feed", conn);
+        loader_set_error(err, errlen, "cannot read the change feed", conn);
     PQclear(r);
     while ((r = PQgetResult(conn)) != NULL)
         PQclear(r);
@@ -395,7 +386,7 @@ bool feed_prune(PGconn *conn, double retention_seconds, uint64_t *deleted,
     bool ok = PQresultStatus(r) == PGRES_TUPLES_OK && PQntuples(r) == 1;
     uint64_t n = 0;
     if (!ok)
-        set_err(err, errlen, "cannot prune the change feed", conn);
+        loader_set_error(err, errlen, "cannot prune the change feed", conn);
     else if (!parse_u64(PQgetvalue(r, 0, 0), &n)) {
         snprintf(err, errlen, "cannot prune the change feed: unexpected answer");
         ok = false;

@@ -9,7 +9,7 @@
 #include <string.h>
 #include <time.h>
 
-static void set_err(char *err, size_t errlen, const char *what, PGconn *conn)
+void loader_set_error(char *err, size_t errlen, const char *what, PGconn *conn)
 {
     const char *msg = conn ? PQerrorMessage(conn) : "";
     size_t n = strlen(msg);
@@ -38,7 +38,7 @@ PGconn *loader_connect(const struct config *cfg, char *err, size_t errlen)
         return NULL;
     }
     if (PQstatus(conn) != CONNECTION_OK) {
-        set_err(err, errlen, "cannot connect to PostgreSQL", conn);
+        loader_set_error(err, errlen, "cannot connect to PostgreSQL", conn);
         PQfinish(conn);
         return NULL;
     }
@@ -52,7 +52,7 @@ PGconn *loader_connect(const struct config *cfg, char *err, size_t errlen)
     bool ok = PQresultStatus(r) == PGRES_COMMAND_OK;
     PQclear(r);
     if (!ok) {
-        set_err(err, errlen, "cannot set the session's encoding and formats", conn);
+        loader_set_error(err, errlen, "cannot set the session's encoding and formats", conn);
         PQfinish(conn);
         return NULL;
     }
@@ -66,7 +66,7 @@ bool loader_server_id(PGconn *conn, char *out, size_t outlen, char *err, size_t 
                                "coalesce(inet_server_port(), 0), current_database()");
     bool ok = PQresultStatus(r) == PGRES_TUPLES_OK && PQntuples(r) == 1 && PQnfields(r) == 5;
     if (!ok)
-        set_err(err, errlen, "cannot identify the server", conn);
+        loader_set_error(err, errlen, "cannot identify the server", conn);
     else if (strcmp(PQgetvalue(r, 0, 0), "t") == 0) {
         snprintf(err, errlen, "the server is a standby (in recovery): bloomguard needs the primary");
         ok = false;
@@ -98,7 +98,7 @@ bool loader_quote_table(PGconn *conn, const char *table, const char *column, cha
     }
     c = PQescapeIdentifier(conn, column, strlen(column));
     if (name == NULL || c == NULL || (dot != NULL && schema == NULL)) {
-        set_err(err, errlen, "cannot quote table or column name", conn);
+        loader_set_error(err, errlen, "cannot quote table or column name", conn);
         goto fail;
     }
     size_t n = strlen(name) + (schema ? strlen(schema) + 1 : 0) + 1;
@@ -131,7 +131,7 @@ static bool query_u64(PGconn *conn, const char *sql, int nparams, const char *pa
     PGresult *r = PQexecParams(conn, sql, nparams, NULL, &param, NULL, NULL, 0);
     bool ok = PQresultStatus(r) == PGRES_TUPLES_OK && PQntuples(r) == 1;
     if (!ok)
-        set_err(err, errlen, "cannot read the table", conn);
+        loader_set_error(err, errlen, "cannot read the table", conn);
     else
         *out = PQgetisnull(r, 0, 0) ? -1 : strtoll(PQgetvalue(r, 0, 0), NULL, 10);
     PQclear(r);
@@ -278,7 +278,7 @@ bool loader_copy(PGconn *conn, const struct filter_config *fc, struct filter *f,
              col, tbl, col);
     r = PQexec(conn, sql);
     if (PQresultStatus(r) != PGRES_COPY_OUT) {
-        set_err(err, errlen, "COPY failed", conn);
+        loader_set_error(err, errlen, "COPY failed", conn);
         goto done;
     }
     PQclear(r);
@@ -294,7 +294,7 @@ bool loader_copy(PGconn *conn, const struct filter_config *fc, struct filter *f,
         if (got == 0)
             break;                              /* COPY done */
         if (got < 0) {
-            set_err(err, errlen, "COPY failed", conn);
+            loader_set_error(err, errlen, "COPY failed", conn);
             goto done;
         }
         uint64_t h = filter_hash(buf, idlen);
@@ -319,7 +319,7 @@ bool loader_copy(PGconn *conn, const struct filter_config *fc, struct filter *f,
     filter_add_hashes_exclusive(f, batch, nb);
     r = PQgetResult(conn);
     if (PQresultStatus(r) != PGRES_COMMAND_OK) {
-        set_err(err, errlen, "COPY failed", conn);
+        loader_set_error(err, errlen, "COPY failed", conn);
         goto done;
     }
     PQclear(r);

@@ -35,6 +35,12 @@ PGconn *loader_connect(const struct config *cfg, char *err, size_t errlen);
     "SET IntervalStyle = 'postgres'; SET extra_float_digits = 1; SET bytea_output = 'hex'"
 
 /*
+ * "what: <libpq's last error>" into err, without libpq's trailing newline
+ * (just "what" when libpq says nothing): the form of every error here.
+ */
+void loader_set_error(char *err, size_t errlen, const char *what, PGconn *conn);
+
+/*
  * Who the connection reached: the server's start time, address, port and
  * database in out, e.g. to check that two connections reach one server.
  * False (with the reason) when it cannot be read or the server is a standby.

@@ -779,7 +779,8 @@ static bool on_feed_id(void *arg, const char *id, size_t len)
  * only while the follower listens (on the same server), so every row
  * committed after the read's snapshot is notified, and the horizon moves to
  * the read's start.  1: done; 0: failed (err); -1: the feed cannot resume
- * from the position (err says why): copy the table instead.
+ * from the position (logged, counted, the position dropped): copy the
+ * table instead.
  */
 static int run_catchup(struct table *t, uint64_t *rows_out, double *secs_out, char *err,
                        size_t errlen)
@@ -813,6 +814,12 @@ static int run_catchup(struct table *t, uint64_t *rows_out, double *secs_out, ch
                    err, errlen))
         goto out;
     if (too_old) {
+        log_warn(s->lg, "%s: the change feed cannot resume from the filter's position (%s): "
+                 "copying the table", fc->name, err);
+        pthread_mutex_lock(&s->mu);
+        t->status.too_old++;
+        t->feed_pos[0] = '\0';
+        pthread_mutex_unlock(&s->mu);
         ret = -1;
         goto out;
     }
@@ -1123,11 +1130,7 @@ static void periodic_snapshot(struct table *t)
     if (r == 0)
         log_warn(s->lg, "%s: catch-up before the snapshot failed: %s", t->fc->name, err);
     if (r == -1) {
-        log_warn(s->lg, "%s: the change feed cannot resume from the filter's position any more "
-                 "(%s): copying the table", t->fc->name, err);
         pthread_mutex_lock(&s->mu);
-        t->status.too_old++;
-        t->feed_pos[0] = '\0';
         request_locked(t, "feed", NULL);
         pthread_mutex_unlock(&s->mu);
     }
@@ -1188,12 +1191,6 @@ static bool run_job(struct table *t, uint64_t id, const char *reason, bool first
                       (unsigned long long)id, reason, err);
             return false;
         }
-        log_warn(s->lg, "%s: the change feed cannot resume from the filter's position (%s): "
-                 "copying the table", t->fc->name, err);
-        pthread_mutex_lock(&s->mu);
-        t->status.too_old++;
-        t->feed_pos[0] = '\0';
-        pthread_mutex_unlock(&s->mu);
     }
     *kind = "copy";
     return run_load(t, id, reason, first, rows, secs);

@@ -265,23 +265,33 @@ static void pending_section(struct doc *d, json_t *o, const struct pending_info 
 }
 
 /*
- * A table's own sections: the filter's figures, its loads, its horizon and
- * its journal.  At the top level of /stats for the default table (so a
- * one-table daemon's /stats reads as it always did), and under
- * "filters"."NAME" for each table.
+ * A table's own sections after its filter's figures: its loads, its
+ * horizon, its journal, its change feed and snapshots.  At the top level of
+ * /stats for the default table (so a one-table daemon's /stats reads as it
+ * always did; there the shared connection's "source" goes among them), and
+ * under "filters"."NAME" for each table (table_sections).
  */
-static void table_sections(struct doc *d, json_t *o, const struct status *st,
-                           const struct status_filter *f)
+static void load_sections(struct doc *d, json_t *o, const struct status *st,
+                          const struct status_filter *f, bool with_source)
 {
-    filter_section(d, o, f);
     last_load_section(d, put_object(d, o, "last_load"), &f->source);
     rebuild_section(d, put_object(d, o, "rebuild"), &f->source);
+    /* The connection is shared: shown once, at the top level. */
+    if (with_source)
+        source_section(d, put_object(d, o, "source"), &f->source);
     horizon_section(d, put_object(d, o, "horizon"), st, f);
     put_u64(d, o, "notifications", f->source.notifications);
     put_u64(d, o, "long_ids", f->source.long_ids);
     pending_section(d, put_object(d, o, "pending_posts"), &f->pending);
     feed_section(d, put_object(d, o, "feed"), &f->source);
     snapshot_section(d, put_object(d, o, "snapshot"), &f->source);
+}
+
+static void table_sections(struct doc *d, json_t *o, const struct status *st,
+                           const struct status_filter *f)
+{
+    filter_section(d, o, f);
+    load_sections(d, o, st, f, false);
 }
 
 /* The /stats document; the key order is the documented one. */
@@ -298,15 +308,7 @@ static void stats_doc(struct doc *d, const struct status *st)
     put_u64(d, o, "inserts", st->stats.counter[ST_INSERTS]);
     auth_section(d, put_object(d, o, "auth"), st);
     requests_sections(d, o, st);
-    last_load_section(d, put_object(d, o, "last_load"), &def->source);
-    rebuild_section(d, put_object(d, o, "rebuild"), &def->source);
-    source_section(d, put_object(d, o, "source"), &def->source);
-    horizon_section(d, put_object(d, o, "horizon"), st, def);
-    put_u64(d, o, "notifications", def->source.notifications);
-    put_u64(d, o, "long_ids", def->source.long_ids);
-    pending_section(d, put_object(d, o, "pending_posts"), &def->pending);
-    feed_section(d, put_object(d, o, "feed"), &def->source);
-    snapshot_section(d, put_object(d, o, "snapshot"), &def->source);
+    load_sections(d, o, st, def, true);
     json_t *all = put_object(d, o, "filters");
     for (unsigned i = 0; i < st->n; i++)
         table_sections(d, put_object(d, all, st->filters[i].name), st, &st->filters[i]);
