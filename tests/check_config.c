@@ -16,6 +16,7 @@
  * Not "config.h": with autotools, -I$(top_builddir) comes before -I src and
  * would find autoconf's config.h instead.
  */
+#include "check_main.h"
 #include "../src/config.h"
 #include "../src/filter.h"
 #include "../src/uritmpl.h"
@@ -1280,7 +1281,7 @@ START_TEST(test_free_after_errors)
 }
 END_TEST
 
-static Suite *config_suite(void)
+Suite *check_suite(void)
 {
     Suite *s = suite_create("config");
     TCase *tc = tcase_create("core");
@@ -1315,15 +1316,4 @@ static Suite *config_suite(void)
     tcase_add_test(tc, test_free_after_errors);
     suite_add_tcase(s, tc);
     return s;
-}
-
-int main(void)
-{
-    SRunner *sr = srunner_create(config_suite());
-    int failed;
-
-    srunner_run_all(sr, CK_NORMAL);
-    failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return failed == 0 ? EXIT_SUCCESS : EXIT_FAILURE;
 }

@@ -9,6 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "check_main.h"
 #include "filter.h"
 
 #define MILLION 1000000u
@@ -286,7 +287,7 @@ START_TEST(test_index_math_64bit)
 }
 END_TEST
 
-static Suite *filter_suite(void)
+Suite *check_suite(void)
 {
     Suite *s = suite_create("filter");
     TCase *tc = tcase_create("core");
@@ -303,13 +304,4 @@ static Suite *filter_suite(void)
     tcase_add_test(tc, test_index_math_64bit);
     suite_add_tcase(s, tc);
     return s;
-}
-
-int main(void)
-{
-    SRunner *sr = srunner_create(filter_suite());
-    srunner_run_all(sr, CK_NORMAL);
-    int failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return failed == 0 ? EXIT_SUCCESS : EXIT_FAILURE;
 }

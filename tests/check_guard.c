@@ -11,6 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "check_main.h"
 #include "guard.h"
 #include "pending.h"
 
@@ -320,7 +321,7 @@ START_TEST(test_pending_set)
 }
 END_TEST
 
-static Suite *guard_suite(void)
+Suite *check_suite(void)
 {
     Suite *s = suite_create("guard");
     TCase *tc = tcase_create("core");
@@ -331,13 +332,4 @@ static Suite *guard_suite(void)
     tcase_add_test(tc, test_pending_set);
     suite_add_tcase(s, tc);
     return s;
-}
-
-int main(void)
-{
-    SRunner *sr = srunner_create(guard_suite());
-    srunner_run_all(sr, CK_NORMAL);
-    int failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return failed == 0 ? EXIT_SUCCESS : EXIT_FAILURE;
 }

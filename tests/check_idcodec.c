@@ -10,6 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "check_main.h"
 #include "idcodec.h"
 
 #define CANARY ((char)0x5A)
@@ -755,7 +756,7 @@ START_TEST(test_json_random)
 }
 END_TEST
 
-static Suite *idcodec_suite(void)
+Suite *check_suite(void)
 {
     Suite *s = suite_create("idcodec");
     TCase *tc = tcase_create("decode");
@@ -788,13 +789,4 @@ static Suite *idcodec_suite(void)
     tcase_add_test(tc, test_json_random);
     suite_add_tcase(s, tc);
     return s;
-}
-
-int main(void)
-{
-    SRunner *sr = srunner_create(idcodec_suite());
-    srunner_run_all(sr, CK_NORMAL);
-    int failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return failed == 0 ? EXIT_SUCCESS : EXIT_FAILURE;
 }

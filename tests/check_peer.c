@@ -18,6 +18,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "check_main.h"
 #include "filter.h"
 #include "peer.h"
 #include "snapshot.h"
@@ -376,7 +377,7 @@ START_TEST(test_ipv6)
 }
 END_TEST
 
-static Suite *peer_suite(void)
+Suite *check_suite(void)
 {
     Suite *s = suite_create("peer");
     TCase *tc = tcase_create("fetch");
@@ -392,13 +393,4 @@ static Suite *peer_suite(void)
     tcase_add_test(tc, test_ipv6);
     suite_add_tcase(s, tc);
     return s;
-}
-
-int main(void)
-{
-    SRunner *sr = srunner_create(peer_suite());
-    srunner_run_all(sr, CK_NORMAL);
-    int failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return failed == 0 ? EXIT_SUCCESS : EXIT_FAILURE;
 }

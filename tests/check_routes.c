@@ -14,6 +14,7 @@
 #include <unistd.h>
 #include <utime.h>
 
+#include "check_main.h"
 #include "api.h"
 #include "config.h"
 #include "source.h"
@@ -250,7 +251,7 @@ START_TEST(test_snapshot_handler)
 }
 END_TEST
 
-static Suite *routes_suite(void)
+Suite *check_suite(void)
 {
     Suite *s = suite_create("routes");
     TCase *tc = tcase_create("table");
@@ -266,13 +267,4 @@ static Suite *routes_suite(void)
     tcase_add_test(tc, test_stats_slots);
     suite_add_tcase(s, tc);
     return s;
-}
-
-int main(void)
-{
-    SRunner *sr = srunner_create(routes_suite());
-    srunner_run_all(sr, CK_NORMAL);
-    int failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return failed == 0 ? EXIT_SUCCESS : EXIT_FAILURE;
 }

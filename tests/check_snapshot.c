@@ -24,6 +24,7 @@
 #define XXH_INLINE_ALL
 #include <xxhash.h>
 
+#include "check_main.h"
 #include "filter.h"
 #include "pending.h"
 #include "snapshot.h"
@@ -997,7 +998,7 @@ START_TEST(test_concurrent_inserts_while_writing)
 }
 END_TEST
 
-static Suite *snapshot_suite(void)
+Suite *check_suite(void)
 {
     Suite *s = suite_create("snapshot");
     TCase *tc = tcase_create("core");
@@ -1017,13 +1018,4 @@ static Suite *snapshot_suite(void)
     tcase_add_test(tc, test_concurrent_inserts_while_writing);
     suite_add_tcase(s, tc);
     return s;
-}
-
-int main(void)
-{
-    SRunner *sr = srunner_create(snapshot_suite());
-    srunner_run_all(sr, CK_NORMAL);
-    int failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return failed == 0 ? EXIT_SUCCESS : EXIT_FAILURE;
 }

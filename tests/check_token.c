@@ -10,6 +10,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "check_main.h"
 #include "token.h"
 
 #define GOOD "0123456789abcdef-TOKEN"
@@ -174,7 +175,7 @@ START_TEST(test_bearer_null)
 }
 END_TEST
 
-static Suite *token_suite(void)
+Suite *check_suite(void)
 {
     Suite *s = suite_create("token");
     TCase *tc = tcase_create("load");
@@ -189,13 +190,4 @@ static Suite *token_suite(void)
     tcase_add_test(tc, test_bearer_null);
     suite_add_tcase(s, tc);
     return s;
-}
-
-int main(void)
-{
-    SRunner *sr = srunner_create(token_suite());
-    srunner_run_all(sr, CK_NORMAL);
-    int failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return failed == 0 ? EXIT_SUCCESS : EXIT_FAILURE;
 }

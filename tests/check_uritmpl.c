@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "check_main.h"
 #include "uritmpl.h"
 
 /* ---- uritmpl_valid ---- */
@@ -247,7 +248,7 @@ START_TEST(test_first_template_wins)
 }
 END_TEST
 
-static Suite *uritmpl_suite(void)
+Suite *check_suite(void)
 {
     Suite *s = suite_create("uritmpl");
     TCase *tc = tcase_create("valid");
@@ -264,13 +265,4 @@ static Suite *uritmpl_suite(void)
     tcase_add_test(tc, test_first_template_wins);
     suite_add_tcase(s, tc);
     return s;
-}
-
-int main(void)
-{
-    SRunner *sr = srunner_create(uritmpl_suite());
-    srunner_run_all(sr, CK_NORMAL);
-    int failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return failed == 0 ? EXIT_SUCCESS : EXIT_FAILURE;
 }
