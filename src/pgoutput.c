@@ -1,0 +1,720 @@
+/*
+ * The decoder of PostgreSQL's logical replication stream (framing and
+ * pgoutput protocol version 1), the relation cache and the client's
+ * encoders; see pgoutput.h.  Every read goes through struct rd, which checks
+ * the bytes left before it touches them, so no input can make it read
+ * outside the caller's buffer.
+ */
+#include <stdlib.h>
+#include <string.h>
+
+#include "pgoutput.h"
+
+const char *pgoutput_strerror(enum pgoutput_error e)
+{
+    switch (e) {
+    case PGOUTPUT_OK: return "ok";
+    case PGOUTPUT_TRUNCATED: return "message truncated";
+    case PGOUTPUT_TRAILING: return "trailing bytes after the message";
+    case PGOUTPUT_UNKNOWN_TYPE: return "unknown message type";
+    case PGOUTPUT_UNSUPPORTED: return "message of a protocol feature not requested (streaming, two-phase)";
+    case PGOUTPUT_NO_NUL: return "string not terminated";
+    case PGOUTPUT_BAD_LENGTH: return "negative length";
+    case PGOUTPUT_BAD_COUNT: return "count larger than the message";
+    case PGOUTPUT_BAD_KIND: return "unexpected column kind or tuple marker";
+    case PGOUTPUT_BAD_FLAGS: return "unknown commit flags";
+    case PGOUTPUT_WRONG_TYPE: return "not a Relation message";
+    case PGOUTPUT_CACHE_FULL: return "relation cache full";
+    case PGOUTPUT_NO_MEMORY: return "out of memory";
+    }
+    return "unknown pgoutput error";
+}
+
+/* ------------------------------------------------------------- reading -- */
+
+/* A cursor over the input; the first failure sticks in err. */
+struct rd {
+    const unsigned char *p, *end;
+    enum pgoutput_error err;
+};
+
+static size_t rd_left(const struct rd *r)
+{
+    return (size_t)(r->end - r->p);
+}
+
+static bool rd_fail(struct rd *r, enum pgoutput_error e)
+{
+    if (r->err == PGOUTPUT_OK)
+        r->err = e;
+    return false;
+}
+
+static bool rd_need(struct rd *r, size_t n)
+{
+    return rd_left(r) >= n || rd_fail(r, PGOUTPUT_TRUNCATED);
+}
+
+static uint64_t be(const unsigned char *p, int n)
+{
+    uint64_t v = 0;
+    for (int i = 0; i < n; i++)
+        v = v << 8 | p[i];
+    return v;
+}
+
+static bool rd_u8(struct rd *r, uint8_t *v)
+{
+    if (!rd_need(r, 1))
+        return false;
+    *v = *r->p++;
+    return true;
+}
+
+static bool rd_u16(struct rd *r, uint16_t *v)
+{
+    if (!rd_need(r, 2))
+        return false;
+    *v = (uint16_t)be(r->p, 2);
+    r->p += 2;
+    return true;
+}
+
+static bool rd_u32(struct rd *r, uint32_t *v)
+{
+    if (!rd_need(r, 4))
+        return false;
+    *v = (uint32_t)be(r->p, 4);
+    r->p += 4;
+    return true;
+}
+
+static bool rd_u64(struct rd *r, uint64_t *v)
+{
+    if (!rd_need(r, 8))
+        return false;
+    *v = be(r->p, 8);
+    r->p += 8;
+    return true;
+}
+
+static bool rd_i64(struct rd *r, int64_t *v)
+{
+    uint64_t u;
+    if (!rd_u64(r, &u))
+        return false;
+    *v = (int64_t)u;            /* two's complement on every platform we build for */
+    return true;
+}
+
+/* A NUL-terminated string: the terminator must lie inside the input. */
+static bool rd_str(struct rd *r, const char **s, size_t *len)
+{
+    const unsigned char *nul = memchr(r->p, 0, rd_left(r));
+    if (nul == NULL)
+        return rd_fail(r, PGOUTPUT_NO_NUL);
+    *s = (const char *)r->p;
+    *len = (size_t)(nul - r->p);
+    r->p = nul + 1;
+    return true;
+}
+
+/* An int32 length (>= 0) and that many bytes. */
+static bool rd_counted(struct rd *r, const char **s, size_t *len)
+{
+    uint32_t n;
+    if (!rd_u32(r, &n))
+        return false;
+    if (n > INT32_MAX)
+        return rd_fail(r, PGOUTPUT_BAD_LENGTH);
+    if (!rd_need(r, n))
+        return false;
+    *s = (const char *)r->p;
+    *len = n;
+    r->p += n;
+    return true;
+}
+
+/* ---------------------------------------------------------------- framing -- */
+
+enum pgoutput_error pgoutput_frame_decode(const void *buf, size_t len, struct pgoutput_frame *out)
+{
+    struct rd r = { buf, (const unsigned char *)buf + len, PGOUTPUT_OK };
+    uint8_t type = 0;
+    if (len == 0)
+        return PGOUTPUT_TRUNCATED;
+    rd_u8(&r, &type);
+    memset(out, 0, sizeof *out);
+    switch (type) {
+    case 'w':
+        out->type = PGOUTPUT_XLOGDATA;
+        if (rd_u64(&r, &out->wal_start) && rd_u64(&r, &out->wal_end) && rd_i64(&r, &out->send_time)) {
+            out->data = (const char *)r.p;
+            out->len = rd_left(&r);
+            return PGOUTPUT_OK;
+        }
+        return r.err;
+    case 'k':
+        out->type = PGOUTPUT_KEEPALIVE;
+        if (rd_u64(&r, &out->wal_end) && rd_i64(&r, &out->send_time) && rd_u8(&r, &out->reply_requested))
+            return rd_left(&r) == 0 ? PGOUTPUT_OK : PGOUTPUT_TRAILING;
+        return r.err;
+    default:
+        return PGOUTPUT_UNKNOWN_TYPE;
+    }
+}
+
+/* ----------------------------------------------------------------- tuples -- */
+
+/*
+ * One TupleData column at it->p: its kind and value, advancing past it.
+ * Shared by decoding (which thereby validates every column once) and the
+ * iterators (which then cannot disagree with it).
+ */
+static bool rd_col(struct rd *r, struct pgoutput_col *col)
+{
+    uint8_t kind;
+    if (!rd_u8(r, &kind))
+        return false;
+    col->kind = (char)kind;
+    col->value = NULL;
+    col->len = 0;
+    switch (kind) {
+    case 'n':
+    case 'u':
+        return true;
+    case 't':
+    case 'b':
+        return rd_counted(r, &col->value, &col->len);
+    default:
+        return rd_fail(r, PGOUTPUT_BAD_KIND);
+    }
+}
+
+static bool rd_tuple(struct rd *r, struct pgoutput_tuple *t)
+{
+    if (!rd_u16(r, &t->ncols))
+        return false;
+    /* Each column takes at least its kind byte. */
+    if (t->ncols > rd_left(r))
+        return rd_fail(r, PGOUTPUT_BAD_COUNT);
+    t->data = (const char *)r->p;
+    struct pgoutput_col col;
+    for (unsigned i = 0; i < t->ncols; i++)
+        if (!rd_col(r, &col))
+            return false;
+    t->len = (size_t)((const char *)r->p - t->data);
+    return true;
+}
+
+void pgoutput_tuple_iter(const struct pgoutput_tuple *t, struct pgoutput_iter *it)
+{
+    it->p = t->data;
+    it->end = t->data + t->len;
+    it->left = t->ncols;
+}
+
+bool pgoutput_tuple_next(struct pgoutput_iter *it, struct pgoutput_col *col)
+{
+    if (it->left == 0)
+        return false;
+    struct rd r = { (const unsigned char *)it->p, (const unsigned char *)it->end, PGOUTPUT_OK };
+    if (!rd_col(&r, col)) {
+        it->left = 0;
+        return false;
+    }
+    it->p = (const char *)r.p;
+    it->left--;
+    return true;
+}
+
+bool pgoutput_tuple_get(const struct pgoutput_tuple *t, unsigned idx, struct pgoutput_col *col)
+{
+    struct pgoutput_iter it;
+    if (idx >= t->ncols)
+        return false;
+    pgoutput_tuple_iter(t, &it);
+    for (unsigned i = 0; i <= idx; i++)
+        if (!pgoutput_tuple_next(&it, col))
+            return false;
+    return true;
+}
+
+/* -------------------------------------------------------- relation attrs -- */
+
+static bool rd_attr(struct rd *r, struct pgoutput_attr *a)
+{
+    uint32_t typmod;
+    if (!rd_u8(r, &a->flags) || !rd_str(r, &a->name, &a->name_len) || !rd_u32(r, &a->typid)
+        || !rd_u32(r, &typmod))
+        return false;
+    a->typmod = (int32_t)typmod;
+    return true;
+}
+
+/* The smallest attribute: flags, an empty name's NUL, type and typmod. */
+#define ATTR_MIN_BYTES (1 + 1 + 4 + 4)
+
+static bool rd_attrs(struct rd *r, struct pgoutput_attrs *a)
+{
+    if (!rd_u16(r, &a->natts))
+        return false;
+    if (a->natts > rd_left(r) / ATTR_MIN_BYTES)
+        return rd_fail(r, PGOUTPUT_BAD_COUNT);
+    a->data = (const char *)r->p;
+    struct pgoutput_attr attr;
+    for (unsigned i = 0; i < a->natts; i++)
+        if (!rd_attr(r, &attr))
+            return false;
+    a->len = (size_t)((const char *)r->p - a->data);
+    return true;
+}
+
+void pgoutput_attrs_iter(const struct pgoutput_attrs *a, struct pgoutput_iter *it)
+{
+    it->p = a->data;
+    it->end = a->data + a->len;
+    it->left = a->natts;
+}
+
+bool pgoutput_attrs_next(struct pgoutput_iter *it, struct pgoutput_attr *attr)
+{
+    if (it->left == 0)
+        return false;
+    struct rd r = { (const unsigned char *)it->p, (const unsigned char *)it->end, PGOUTPUT_OK };
+    if (!rd_attr(&r, attr)) {
+        it->left = 0;
+        return false;
+    }
+    it->p = (const char *)r.p;
+    it->left--;
+    return true;
+}
+
+uint32_t pgoutput_truncate_relid(const struct pgoutput_msg *m, uint32_t i)
+{
+    return (uint32_t)be((const unsigned char *)m->truncate.relids + (size_t)i * 4, 4);
+}
+
+/* --------------------------------------------------------------- messages -- */
+
+static bool decode_begin(struct rd *r, struct pgoutput_msg *m)
+{
+    return rd_u64(r, &m->begin.final_lsn) && rd_i64(r, &m->begin.commit_time)
+        && rd_u32(r, &m->begin.xid);
+}
+
+static bool decode_commit(struct rd *r, struct pgoutput_msg *m)
+{
+    if (!rd_u8(r, &m->commit.flags))
+        return false;
+    /* Unused so far; a subscriber refuses others rather than guess their meaning. */
+    if (m->commit.flags != 0)
+        return rd_fail(r, PGOUTPUT_BAD_FLAGS);
+    return rd_u64(r, &m->commit.commit_lsn) && rd_u64(r, &m->commit.end_lsn)
+        && rd_i64(r, &m->commit.commit_time);
+}
+
+static bool decode_relation(struct rd *r, struct pgoutput_msg *m)
+{
+    uint8_t ident;
+    if (!rd_u32(r, &m->relation.relid)
+        || !rd_str(r, &m->relation.nspname, &m->relation.nspname_len)
+        || !rd_str(r, &m->relation.relname, &m->relation.relname_len) || !rd_u8(r, &ident))
+        return false;
+    m->relation.replident = (char)ident;
+    return rd_attrs(r, &m->relation.attrs);
+}
+
+/* The byte before a tuple: one of the markers in want. */
+static bool rd_marker(struct rd *r, const char *want, char *got)
+{
+    uint8_t b;
+    if (!rd_u8(r, &b))
+        return false;
+    if (b == 0 || strchr(want, b) == NULL)
+        return rd_fail(r, PGOUTPUT_BAD_KIND);
+    *got = (char)b;
+    return true;
+}
+
+static bool decode_update(struct rd *r, struct pgoutput_msg *m)
+{
+    char marker;
+    if (!rd_u32(r, &m->update.relid) || !rd_marker(r, "KON", &marker))
+        return false;
+    m->update.old_kind = 0;
+    m->update.old = (struct pgoutput_tuple){ 0, NULL, 0 };
+    if (marker != 'N') {
+        m->update.old_kind = marker;
+        if (!rd_tuple(r, &m->update.old) || !rd_marker(r, "N", &marker))
+            return false;
+    }
+    return rd_tuple(r, &m->update.tuple);
+}
+
+static bool decode_truncate(struct rd *r, struct pgoutput_msg *m)
+{
+    uint32_t n;
+    if (!rd_u32(r, &n) || !rd_u8(r, &m->truncate.options))
+        return false;
+    if (n > INT32_MAX || n > rd_left(r) / 4)
+        return rd_fail(r, PGOUTPUT_BAD_COUNT);
+    m->truncate.nrelids = n;
+    m->truncate.relids = (const char *)r->p;
+    r->p += (size_t)n * 4;
+    return true;
+}
+
+static bool decode_message(struct rd *r, struct pgoutput_msg *m)
+{
+    return rd_u8(r, &m->message.flags) && rd_u64(r, &m->message.lsn)
+        && rd_str(r, &m->message.prefix, &m->message.prefix_len)
+        && rd_counted(r, &m->message.content, &m->message.content_len);
+}
+
+enum pgoutput_error pgoutput_decode(const void *buf, size_t len, struct pgoutput_msg *out)
+{
+    struct rd r = { buf, (const unsigned char *)buf + len, PGOUTPUT_OK };
+    uint8_t type = 0;
+    bool ok;
+    char marker;
+    if (len == 0)
+        return PGOUTPUT_TRUNCATED;
+    rd_u8(&r, &type);
+    memset(out, 0, sizeof *out);
+    out->type = (enum pgoutput_msg_type)type;
+    switch (type) {
+    case PGOUTPUT_BEGIN:
+        ok = decode_begin(&r, out);
+        break;
+    case PGOUTPUT_COMMIT:
+        ok = decode_commit(&r, out);
+        break;
+    case PGOUTPUT_ORIGIN:
+        ok = rd_u64(&r, &out->origin.lsn) && rd_str(&r, &out->origin.name, &out->origin.name_len);
+        break;
+    case PGOUTPUT_RELATION:
+        ok = decode_relation(&r, out);
+        break;
+    case PGOUTPUT_TYPE:
+        ok = rd_u32(&r, &out->pgtype.typid) && rd_str(&r, &out->pgtype.nspname, &out->pgtype.nspname_len)
+            && rd_str(&r, &out->pgtype.typname, &out->pgtype.typname_len);
+        break;
+    case PGOUTPUT_INSERT:
+        ok = rd_u32(&r, &out->insert.relid) && rd_marker(&r, "N", &marker)
+            && rd_tuple(&r, &out->insert.tuple);
+        break;
+    case PGOUTPUT_UPDATE:
+        ok = decode_update(&r, out);
+        break;
+    case PGOUTPUT_DELETE:
+        ok = rd_u32(&r, &out->delete.relid) && rd_marker(&r, "KO", &out->delete.old_kind)
+            && rd_tuple(&r, &out->delete.old);
+        break;
+    case PGOUTPUT_TRUNCATE:
+        ok = decode_truncate(&r, out);
+        break;
+    case PGOUTPUT_MESSAGE:
+        ok = decode_message(&r, out);
+        break;
+    /* Stream start/stop/commit/abort, two-phase begin/prepare/commit/rollback, stream prepare. */
+    case 'S': case 'E': case 'c': case 'A':
+    case 'b': case 'P': case 'K': case 'r': case 'p':
+        return PGOUTPUT_UNSUPPORTED;
+    default:
+        return PGOUTPUT_UNKNOWN_TYPE;
+    }
+    if (!ok)
+        return r.err;
+    return rd_left(&r) == 0 ? PGOUTPUT_OK : PGOUTPUT_TRAILING;
+}
+
+/* --------------------------------------------------------- relation cache -- */
+
+struct pgoutput_rels {
+    struct relblock **slots;            /* open addressing, linear probing; NULL = free */
+    size_t cap;                         /* a power of two, more than twice count */
+    size_t count;
+    size_t bytes;
+    size_t max_rels, max_bytes;
+};
+
+/*
+ * One allocation holds a relation, its columns and its strings, so that a
+ * replacement is a pointer swap and a failure leaves nothing half-made;
+ * size is what it counts against max_bytes.
+ */
+struct relblock {
+    struct pgoutput_rel rel;
+    size_t size;
+};
+
+struct pgoutput_rels *pgoutput_rels_new(size_t max_rels, size_t max_bytes)
+{
+    if (max_rels == 0 || max_bytes == 0 || max_rels > SIZE_MAX / 64)
+        return NULL;
+    struct pgoutput_rels *c = calloc(1, sizeof *c);
+    if (c == NULL)
+        return NULL;
+    c->cap = 16;
+    c->slots = calloc(c->cap, sizeof *c->slots);
+    if (c->slots == NULL) {
+        free(c);
+        return NULL;
+    }
+    c->max_rels = max_rels;
+    c->max_bytes = max_bytes;
+    return c;
+}
+
+void pgoutput_rels_free(struct pgoutput_rels *c)
+{
+    if (c == NULL)
+        return;
+    for (size_t i = 0; i < c->cap; i++)
+        free(c->slots[i]);
+    free(c->slots);
+    free(c);
+}
+
+static size_t slot_of(const struct pgoutput_rels *c, uint32_t relid)
+{
+    /* Fibonacci hashing: relids are consecutive OIDs, so spread them. */
+    size_t i = (size_t)(((uint64_t)relid * UINT64_C(11400714819323198485)) >> 32) & (c->cap - 1);
+    while (c->slots[i] != NULL && c->slots[i]->rel.relid != relid)
+        i = (i + 1) & (c->cap - 1);
+    return i;
+}
+
+static bool grow(struct pgoutput_rels *c)
+{
+    size_t ncap = c->cap * 2;
+    struct relblock **ns = calloc(ncap, sizeof *ns), **old = c->slots;
+    if (ns == NULL)
+        return false;
+    size_t ocap = c->cap;
+    c->slots = ns;
+    c->cap = ncap;
+    for (size_t i = 0; i < ocap; i++)
+        if (old[i] != NULL)
+            c->slots[slot_of(c, old[i]->rel.relid)] = old[i];
+    free(old);
+    return true;
+}
+
+static char *put_str(char **at, const char *s, size_t len)
+{
+    char *d = *at;
+    memcpy(d, s, len);
+    d[len] = 0;
+    *at += len + 1;
+    return d;
+}
+
+static struct relblock *rel_build(const struct pgoutput_msg *m, enum pgoutput_error *err)
+{
+    static const char catalog[] = "pg_catalog";
+    const char *nsp = m->relation.nspname_len ? m->relation.nspname : catalog;
+    size_t nsp_len = m->relation.nspname_len ? m->relation.nspname_len : sizeof catalog - 1;
+    size_t names = nsp_len + 1 + m->relation.relname_len + 1;
+    struct pgoutput_iter it;
+    struct pgoutput_attr a;
+    unsigned n = 0;
+
+    pgoutput_attrs_iter(&m->relation.attrs, &it);
+    while (pgoutput_attrs_next(&it, &a)) {
+        names += a.name_len + 1;
+        n++;
+    }
+    if (n != m->relation.attrs.natts) {
+        *err = PGOUTPUT_TRUNCATED;      /* a hand-made message pgoutput_decode would refuse */
+        return NULL;
+    }
+    size_t size = sizeof(struct relblock) + (size_t)n * sizeof(struct pgoutput_relcol) + names;
+    struct relblock *b = malloc(size);
+    if (b == NULL) {
+        *err = PGOUTPUT_NO_MEMORY;
+        return NULL;
+    }
+    struct pgoutput_rel *rel = &b->rel;
+    b->size = size;
+    rel->relid = m->relation.relid;
+    rel->replident = m->relation.replident;
+    rel->ncols = m->relation.attrs.natts;
+    rel->cols = (struct pgoutput_relcol *)(b + 1);
+    rel->version = 1;
+    char *at = (char *)(rel->cols + rel->ncols);
+    rel->nspname = put_str(&at, nsp, nsp_len);
+    rel->relname = put_str(&at, m->relation.relname, m->relation.relname_len);
+    pgoutput_attrs_iter(&m->relation.attrs, &it);
+    for (unsigned i = 0; pgoutput_attrs_next(&it, &a); i++) {
+        rel->cols[i].name = put_str(&at, a.name, a.name_len);
+        rel->cols[i].typid = a.typid;
+        rel->cols[i].typmod = a.typmod;
+        rel->cols[i].flags = a.flags;
+    }
+    return b;
+}
+
+enum pgoutput_error pgoutput_rels_put(struct pgoutput_rels *c, const struct pgoutput_msg *m)
+{
+    enum pgoutput_error err;
+    if (m->type != PGOUTPUT_RELATION)
+        return PGOUTPUT_WRONG_TYPE;
+    struct relblock *b = rel_build(m, &err);
+    if (b == NULL)
+        return err;
+    size_t i = slot_of(c, b->rel.relid);
+    struct relblock *old = c->slots[i];
+    size_t old_size = old ? old->size : 0;
+    if ((old == NULL && c->count >= c->max_rels) || c->bytes - old_size + b->size > c->max_bytes) {
+        free(b);
+        return PGOUTPUT_CACHE_FULL;
+    }
+    /* At most half full, so that probes stay short and always end. */
+    if (old == NULL && (c->count + 1) * 2 > c->cap) {
+        if (!grow(c)) {
+            free(b);
+            return PGOUTPUT_NO_MEMORY;
+        }
+        i = slot_of(c, b->rel.relid);
+    }
+    if (old != NULL)
+        b->rel.version = old->rel.version + 1;
+    else
+        c->count++;
+    c->slots[i] = b;
+    c->bytes = c->bytes - old_size + b->size;
+    free(old);
+    return PGOUTPUT_OK;
+}
+
+const struct pgoutput_rel *pgoutput_rels_get(const struct pgoutput_rels *c, uint32_t relid)
+{
+    struct relblock *b = c->slots[slot_of(c, relid)];
+    return b ? &b->rel : NULL;
+}
+
+int pgoutput_rels_column(const struct pgoutput_rels *c, uint32_t relid, const char *name)
+{
+    const struct pgoutput_rel *rel = pgoutput_rels_get(c, relid);
+    if (rel == NULL)
+        return PGOUTPUT_NO_REL;
+    for (unsigned i = 0; i < rel->ncols; i++)
+        if (strcmp(rel->cols[i].name, name) == 0)
+            return (int)i;
+    return PGOUTPUT_NO_COLUMN;
+}
+
+size_t pgoutput_rels_count(const struct pgoutput_rels *c)
+{
+    return c->count;
+}
+
+size_t pgoutput_rels_bytes(const struct pgoutput_rels *c)
+{
+    return c->bytes;
+}
+
+/* --------------------------------------------------------------- encoders -- */
+
+static unsigned char *put_be(unsigned char *p, uint64_t v, int n)
+{
+    for (int i = n - 1; i >= 0; i--) {
+        p[i] = (unsigned char)(v & 0xff);
+        v >>= 8;
+    }
+    return p + n;
+}
+
+size_t pgoutput_status_encode(void *buf, size_t cap, uint64_t write_lsn, uint64_t flush_lsn,
+                              uint64_t apply_lsn, int64_t send_time, bool reply_requested)
+{
+    if (cap < PGOUTPUT_STATUS_SIZE)
+        return 0;
+    unsigned char *p = buf;
+    *p++ = 'r';
+    p = put_be(p, write_lsn, 8);
+    p = put_be(p, flush_lsn, 8);
+    p = put_be(p, apply_lsn, 8);
+    p = put_be(p, (uint64_t)send_time, 8);
+    *p = reply_requested ? 1 : 0;
+    return PGOUTPUT_STATUS_SIZE;
+}
+
+int64_t pgoutput_time_from_unix_us(int64_t unix_us)
+{
+    if (unix_us < INT64_MIN + PGOUTPUT_EPOCH_UNIX_US)
+        return INT64_MIN;
+    return unix_us - PGOUTPUT_EPOCH_UNIX_US;
+}
+
+int64_t pgoutput_time_to_unix_us(int64_t pg_us)
+{
+    if (pg_us > INT64_MAX - PGOUTPUT_EPOCH_UNIX_US)
+        return INT64_MAX;
+    return pg_us + PGOUTPUT_EPOCH_UNIX_US;
+}
+
+static int hexval(char ch)
+{
+    if (ch >= '0' && ch <= '9')
+        return ch - '0';
+    if (ch >= 'a' && ch <= 'f')
+        return ch - 'a' + 10;
+    if (ch >= 'A' && ch <= 'F')
+        return ch - 'A' + 10;
+    return -1;
+}
+
+/* 1 to 8 hex digits from s[*i], stopping at the first other byte. */
+static bool lsn_half(const char *s, size_t len, size_t *i, uint32_t *v)
+{
+    size_t start = *i;
+    int d;
+    *v = 0;
+    while (*i < len && (d = hexval(s[*i])) >= 0) {
+        if (*i - start == 8)
+            return false;
+        *v = *v << 4 | (uint32_t)d;
+        (*i)++;
+    }
+    return *i > start;
+}
+
+bool pgoutput_lsn_parse(const char *s, size_t len, uint64_t *lsn)
+{
+    size_t i = 0;
+    uint32_t hi, lo;
+    if (!lsn_half(s, len, &i, &hi) || i >= len || s[i] != '/')
+        return false;
+    i++;
+    if (!lsn_half(s, len, &i, &lo) || i != len)
+        return false;
+    *lsn = (uint64_t)hi << 32 | lo;
+    return true;
+}
+
+static size_t put_hex(char *p, uint32_t v)
+{
+    static const char digits[] = "0123456789ABCDEF";
+    char tmp[8];
+    size_t n = 0;
+    do {
+        tmp[n++] = digits[v & 0xf];
+        v >>= 4;
+    } while (v != 0);
+    for (size_t i = 0; i < n; i++)
+        p[i] = tmp[n - 1 - i];
+    return n;
+}
+
+size_t pgoutput_lsn_format(uint64_t lsn, char *buf)
+{
+    size_t n = put_hex(buf, (uint32_t)(lsn >> 32));
+    buf[n++] = '/';
+    n += put_hex(buf + n, (uint32_t)lsn);
+    buf[n] = 0;
+    return n;
+}
