@@ -139,10 +139,10 @@ static bool rd_counted(struct rd *r, const char **s, size_t *len)
 
 enum pgoutput_error pgoutput_frame_decode(const void *buf, size_t len, struct pgoutput_frame *out)
 {
-    struct rd r = { buf, (const unsigned char *)buf + len, PGOUTPUT_OK };
     uint8_t type = 0;
     if (len == 0)
         return PGOUTPUT_TRUNCATED;
+    struct rd r = { buf, (const unsigned char *)buf + len, PGOUTPUT_OK };
     rd_u8(&r, &type);
     memset(out, 0, sizeof *out);
     switch (type) {
@@ -209,9 +209,10 @@ static bool rd_tuple(struct rd *r, struct pgoutput_tuple *t)
 
 void pgoutput_tuple_iter(const struct pgoutput_tuple *t, struct pgoutput_iter *it)
 {
+    /* An Update's absent old tuple has no data: NULL + 0 is undefined. */
     it->p = t->data;
-    it->end = t->data + t->len;
-    it->left = t->ncols;
+    it->end = t->data ? t->data + t->len : NULL;
+    it->left = t->data ? t->ncols : 0;
 }
 
 bool pgoutput_tuple_next(struct pgoutput_iter *it, struct pgoutput_col *col)
@@ -273,8 +274,8 @@ static bool rd_attrs(struct rd *r, struct pgoutput_attrs *a)
 void pgoutput_attrs_iter(const struct pgoutput_attrs *a, struct pgoutput_iter *it)
 {
     it->p = a->data;
-    it->end = a->data + a->len;
-    it->left = a->natts;
+    it->end = a->data ? a->data + a->len : NULL;
+    it->left = a->data ? a->natts : 0;
 }
 
 bool pgoutput_attrs_next(struct pgoutput_iter *it, struct pgoutput_attr *attr)
@@ -375,12 +376,12 @@ static bool decode_message(struct rd *r, struct pgoutput_msg *m)
 
 enum pgoutput_error pgoutput_decode(const void *buf, size_t len, struct pgoutput_msg *out)
 {
-    struct rd r = { buf, (const unsigned char *)buf + len, PGOUTPUT_OK };
     uint8_t type = 0;
     bool ok;
     char marker;
     if (len == 0)
         return PGOUTPUT_TRUNCATED;
+    struct rd r = { buf, (const unsigned char *)buf + len, PGOUTPUT_OK };
     rd_u8(&r, &type);
     memset(out, 0, sizeof *out);
     out->type = (enum pgoutput_msg_type)type;
