@@ -435,7 +435,7 @@ enum pgoutput_error pgoutput_decode(const void *buf, size_t len, struct pgoutput
 
 struct pgoutput_rels {
     struct relblock **slots;            /* open addressing, linear probing; NULL = free */
-    size_t cap;                         /* a power of two, more than twice count */
+    size_t cap;                         /* a power of two, at least twice count */
     size_t count;
     size_t bytes;
     size_t max_rels, max_bytes;

@@ -60,8 +60,13 @@ enum pgoutput_frame_type {
 
 struct pgoutput_frame {
     enum pgoutput_frame_type type;
-    uint64_t wal_start;         /* 'w': the LSN the data starts at (0 for 'k') */
-    uint64_t wal_end;           /* the server's current end of WAL */
+    /*
+     * 'w': the LSN of the change the message belongs to; 0 for Relation and
+     * Type messages (PostgreSQL 15 sends them so), and 0 for 'k'.  Not a
+     * position to resume from: that is a Commit's end_lsn.
+     */
+    uint64_t wal_start;
+    uint64_t wal_end;           /* 'w': same as wal_start; 'k': the server's end of WAL */
     int64_t send_time;          /* server clock, microseconds since 2000-01-01 UTC */
     uint8_t reply_requested;    /* 'k': 1 = answer now (0 for 'w') */
     const char *data;           /* 'w': the pgoutput message (NULL for 'k') */
@@ -293,7 +298,8 @@ struct pgoutput_rels;
 /*
  * An empty cache that holds at most max_rels relations and max_bytes bytes
  * of them (each relation counts its struct, its column array and its
- * strings; the hash table adds at most 16 bytes per max_rels on top).  A
+ * strings; the hash table adds 128 bytes, or less than 32 per relation
+ * held, on top).  A
  * put that would exceed either bound fails with PGOUTPUT_CACHE_FULL and
  * changes nothing: the server only sends a relation once, so forgetting one
  * silently would make its rows unreadable later.  Both must be > 0.  NULL

@@ -495,6 +495,11 @@ START_TEST(test_update)
     ck_assert_int_eq(m.update.old_kind, 0);
     ck_assert_uint_eq(m.update.old.ncols, 0);
     ck_assert_ptr_null(m.update.old.data);
+    struct pgoutput_iter it;
+    struct pgoutput_col none;
+    pgoutput_tuple_iter(&m.update.old, &it);
+    ck_assert(!pgoutput_tuple_next(&it, &none));
+    ck_assert(!pgoutput_tuple_get(&m.update.old, 0, &none));
     check_tuple(&m.update.tuple, copy, b.n);
     free(copy);
     check_truncations(&b);
