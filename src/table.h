@@ -1,0 +1,353 @@
+/*
+ * One guarded table: its filter (through a guard), its POST journal, its
+ * horizon, and what it wants done next.  This is the core protocol of
+ * bloomguard: whether an answer may be "absent" is decided here and nowhere
+ * else, so handlers ask a table and never look below it.  Pure: no libpq,
+ * no threads of its own, no logging, so every rule here is unit-tested
+ * without PostgreSQL (tests/check_table.c).
+ *
+ * The horizon.  H is a time such that every row committed before H is in
+ * the filter.  A follower (follow.h) proves it, each in its own way, and
+ * moves it with table_advance; an "absent" answer is given only while
+ * now - H <= [sync] max_staleness, else it is "degraded" (answered as
+ * "maybe").  H moves only while the live filter covers the current epoch:
+ * an epoch is a stretch in which the follower's view of the table is
+ * whole.  Anything that may have lost rows (a new LISTEN connection, a new
+ * replication slot, an ID too long to notify, a publication changed) starts
+ * a new epoch with table_gap, and H stays put until a load (a COPY, or a
+ * catch-up from a position) that started in that epoch is live.
+ *
+ * Clocks: H and every `when` below are nanoseconds of CLOCK_BOOTTIME
+ * (table_now), which keeps counting while the machine sleeps, so a suspend
+ * never makes an old horizon look fresh.
+ */
+#ifndef BLOOMGUARD_TABLE_H
+#define BLOOMGUARD_TABLE_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <time.h>
+
+#include "config.h"
+#include "filter.h"
+#include "guard.h"
+#include "pending.h"
+
+struct table;
+
+/* Longest position (follow.h) a table keeps, terminator included. */
+#define TABLE_POS_MAX 160
+
+/* Nanoseconds of CLOCK_BOOTTIME: the horizon's clock. */
+int64_t table_now(void);
+
+/*
+ * A table for filter fc of cfg (both must outlive it), owning a new guard
+ * and a new journal sized from fc.  It reads [sync] max_staleness (0 =
+ * never degraded) and min_rebuild_interval from cfg.  NULL on allocation
+ * failure.
+ */
+struct table *table_new(const struct config *cfg, const struct filter_config *fc);
+/*
+ * wake(arg) is called (under no lock of the table) whenever a load becomes
+ * wanted, so the rebuild scheduler can wake; NULL: nobody.  Set it before
+ * other threads use the table.
+ */
+void table_set_wake(struct table *t, void (*wake)(void *arg), void *arg);
+/* Free the table, its guard and its journal; no other thread may use it.  NULL: no-op. */
+void table_free(struct table *t);
+
+const struct filter_config *table_config(const struct table *t);
+const char *table_name(const struct table *t);
+/* For the modules that stream the filter or the journal (snapshots, status). */
+struct guard *table_guard(struct table *t);
+struct pending *table_pending(struct table *t);
+
+/* ------------------------------------------------------------ answers -- */
+
+enum table_answer {
+    TABLE_NOT_READY = -1,   /* no filter loaded yet: 503 */
+    TABLE_ABSENT = 0,       /* surely absent: 404, /auth denies */
+    TABLE_MAYBE = 1,        /* maybe present: 200 */
+    TABLE_DEGRADED = 2      /* the filter says absent, but the horizon cannot back it: "maybe" */
+};
+
+/*
+ * Look an ID up.  Lock-free, from any thread.  The horizon is read before
+ * the filter (every swap and every add is published before the horizon
+ * that covers it), so an answer pairs a filter with a horizon no newer
+ * than it.
+ */
+enum table_answer table_lookup(struct table *t, const void *id, size_t len);
+
+/*
+ * Many IDs under one read section: maybe[i] for ids[i] ("maybe" includes
+ * degraded answers).  *degraded (may be NULL) says whether any absent
+ * answer was turned into "maybe" because the horizon is stale; *absent_seen
+ * (may be NULL) counts the IDs the filter itself had as absent.  False
+ * when not ready (maybe untouched).
+ */
+bool table_lookup_many(struct table *t, size_t n, const char *const *ids, const size_t *lens,
+                       bool *maybe, bool *degraded, size_t *absent_seen);
+
+enum table_insert_result {
+    TABLE_INSERTED = 0,
+    TABLE_INSERT_NOT_READY,     /* no filter to add to (nothing was journalled) */
+    TABLE_INSERT_FULL_COUNT,    /* the journal holds pending_limit IDs: none added */
+    TABLE_INSERT_FULL_BYTES,    /* the journal holds pending_max_bytes: none added */
+    TABLE_INSERT_NOMEM
+};
+
+/*
+ * POST /ids: journal first, all or nothing, then the filter.  A rebuild
+ * that replays the journal before the adds is sure to find the IDs in its
+ * new filter, and an ID the journal cannot keep is refused, never
+ * acknowledged.  Thread-safe.  *inserted gets the IDs added.
+ */
+enum table_insert_result table_insert(struct table *t, size_t n, const char *const *ids,
+                                      const size_t *lens, size_t *inserted);
+
+/* ------------------------------------------------------- from followers -- */
+
+/*
+ * A committed row's ID, as a follower saw it: into the live filter and the
+ * one being built.  Never into the journal (any role may send a
+ * notification; only a COPY removes journal entries).  False when there is
+ * no filter yet (the first load will copy the row).  Thread-safe.
+ */
+bool table_add_row(struct table *t, const void *id, size_t len);
+
+/*
+ * Counts for /stats: rows a follower added and deletes it saw.  Deletes
+ * count towards [sync] rebuild_after_deletes, which then wants a COPY.
+ */
+void table_count_rows(struct table *t, uint64_t added, uint64_t deleted);
+
+/*
+ * The table was truncated: every row it had is gone, which counts as
+ * reaching [sync] rebuild_after_deletes (when set).
+ */
+void table_note_truncate(struct table *t);
+
+/* The current epoch (see the top of this file). */
+uint64_t table_epoch(struct table *t);
+
+/*
+ * Rows may have been lost: start a new epoch (the horizon waits for a load
+ * that starts in it) and want a load for why.  Thread-safe.
+ */
+enum table_want;
+void table_gap(struct table *t, enum table_want why);
+
+/*
+ * Every row committed before when is in the live filter, as far as the
+ * caller's epoch goes: H moves to when if the live filter covers the
+ * current epoch and epoch is still it.  Returns whether that held (the
+ * proof applies to the table), even when H was already past when.
+ * Thread-safe.
+ */
+bool table_advance(struct table *t, uint64_t epoch, int64_t when);
+
+/* Whether the live filter covers the current epoch (no gap since its load). */
+bool table_covered(struct table *t);
+
+/* ------------------------------------------------------------- wants -- */
+
+/*
+ * Why a load is wanted.  Each reason says whether a catch-up (reading only
+ * what changed since the filter's position) can satisfy it or whether it
+ * needs a fresh COPY of the table: policy is this table, not the text of a
+ * reason.
+ */
+enum table_want {
+    WANT_NONE = 0,
+    WANT_START,         /* the first load, or bringing a restored snapshot up to date */
+    WANT_RECONNECT,     /* the follower's view had a gap: catch up if a position allows */
+    WANT_LONG_ID,       /* a row's ID did not fit in a notification */
+    WANT_POSITION,      /* the position went bad (too old, another history): copy */
+    WANT_API,           /* POST /reload: a fresh COPY, as it promises */
+    WANT_SIGHUP,        /* SIGHUP: a fresh COPY */
+    WANT_INTERVAL,      /* [sync] rebuild_interval */
+    WANT_DELETES,       /* [sync] rebuild_after_deletes */
+    WANT_GROWTH,        /* the filter outgrew its capacity: a larger one from the table */
+    WANT_COUNT
+};
+/* The word for logs and /stats ("start", "reconnect", "api", ...). */
+const char *table_want_name(enum table_want w);
+/* Whether a catch-up from the filter's position may satisfy w. */
+bool table_want_may_catch_up(enum table_want w);
+
+/*
+ * Ask for a load.  Returns the id (counted per table) of the load that
+ * will satisfy the request: requests made while one is pending share its
+ * id (*coalesced = true; may be NULL).  A pending want that a catch-up
+ * could satisfy is upgraded when one that needs a COPY joins it, so a
+ * POST /reload never becomes a catch-up.  Thread-safe.
+ */
+uint64_t table_want(struct table *t, enum table_want why, bool *coalesced);
+
+/* A job the scheduler took: which load, why, and whether it may be a catch-up. */
+struct table_job {
+    uint64_t id;
+    enum table_want why;
+    bool may_catch_up;          /* why allows it and the table has a position */
+    bool first;                 /* no load has succeeded yet */
+};
+
+/*
+ * For the scheduler: whether t has a load it may start at now (ns of
+ * table_now); if so, take it (*job filled, the table shows it running).
+ * COPYs wait [sync] min_rebuild_interval after the previous load ends and
+ * a failed load waits its backoff; catch-ups wait only for the backoff.
+ * Otherwise *wait_ns (unchanged if larger) shrinks to when it may.
+ */
+bool table_take_job(struct table *t, int64_t now, struct table_job *job, int64_t *wait_ns);
+
+/*
+ * The job ended.  kind: "copy", "catchup", "stream" (what ran).  A failed
+ * job stays wanted and is retried after retry_ms; a successful one clears
+ * the delete count and the error.
+ */
+void table_job_done(struct table *t, const struct table_job *job, bool ok, const char *kind,
+                    uint64_t rows, double seconds, unsigned retry_ms);
+
+/* Rows copied so far by the running load (for /stats). */
+void table_job_progress(struct table *t, uint64_t rows);
+
+/*
+ * Timers and growth: whether rebuild_interval has passed since the last
+ * load or the filter outgrew its capacity; if so, want it.  Called by the
+ * scheduler on its ticks.
+ */
+void table_check_timers(struct table *t);
+
+/*
+ * Items to size the next filter for, from the table's row estimate: the
+ * larger of it, the last load's rows and the live filter's items (a stale
+ * estimate never sizes below what the table already held), times [filter]
+ * headroom; [filter] expected_items overrides.  Bounded by the filter's
+ * limits, at least a small minimum so a fresh table has room to grow.
+ */
+uint64_t table_plan_items(struct table *t, uint64_t estimated_rows);
+
+/* ------------------------------------------------------------- loads -- */
+
+struct table_load;
+
+/*
+ * Start building a new filter for items IDs: from now on every insert
+ * (POSTs, followers) reaches it too, through a backlog while the COPY
+ * bulk-loads it.  The caller then gets a ticket from its follower (the
+ * epoch, in the same locked section that shows the follower may start a
+ * COPY) and starts the COPY's snapshot.  NULL with *err when the filter
+ * cannot be made.
+ */
+struct table_load *table_load_begin(struct table *t, uint64_t items, enum filter_error *err);
+/* The filter being built (for loader.c's bulk adds: the caller is its only bulk writer). */
+struct filter *table_load_filter(struct table_load *l);
+/*
+ * One row of the COPY, already hashed: the journal forgets it (the table
+ * holds it now).  Called for each row by the copy's row callback.
+ */
+void table_load_seen(struct table_load *l, const char *id, size_t len, uint64_t h);
+
+/*
+ * The COPY (which started after start, in epoch) is done: the journal is
+ * replayed into the new filter, which goes live; the table covers epoch,
+ * its horizon moves to start and its position becomes pos ("" = none).
+ * False when the inserts made meanwhile ran out of memory (the load is
+ * then aborted).  Frees l either way.
+ */
+bool table_load_commit(struct table_load *l, uint64_t epoch, int64_t start, const char *pos);
+/* Drop the new filter.  Frees l. */
+void table_load_abort(struct table_load *l);
+
+/*
+ * A catch-up read the rows committed since the position into the live
+ * filter: as a load that started at start in epoch, with the new position.
+ */
+void table_caught_up(struct table *t, uint64_t epoch, int64_t start, const char *pos,
+                     uint64_t rows);
+
+/*
+ * A poll of the change feed read every row committed since the position:
+ * as a catch-up (the table covers epoch, H moves to start, the position to
+ * pos), counted as rows followed rather than as a catch-up.
+ */
+void table_polled(struct table *t, uint64_t epoch, int64_t start, const char *pos,
+                  uint64_t rows);
+
+/*
+ * A snapshot put in place at start: the live filter is the snapshot's, the
+ * table has a position (pos, "" = none) but covers no epoch yet (degraded
+ * until a catch-up or a COPY).  from: "snapshot" or "peer".
+ */
+void table_restored(struct table *t, const char *pos, const char *from, uint64_t items,
+                    double seconds);
+
+/* The live filter's position ("" = none) into out (TABLE_POS_MAX bytes). */
+void table_position(struct table *t, char *out, size_t cap);
+/* Forget the position: the next load copies the table. */
+void table_drop_position(struct table *t);
+/* Whether a load has succeeded (or a snapshot was restored). */
+bool table_loaded(struct table *t);
+
+/* -------------------------------------------------------------- status -- */
+
+/* How the table is followed: set by the follower that took it. */
+void table_set_method(struct table *t, const char *method, const char *why);
+
+/* A load or catch-up failed: the reason (public part only: no hosts, paths, roles). */
+void table_set_error(struct table *t, const char *err);
+
+/* Snapshot writes, for /stats. */
+void table_snapshot_written(struct table *t, bool ok);
+
+/* The position could not be resumed from (counted; the position is dropped). */
+void table_count_too_old(struct table *t);
+void table_set_feed_available(struct table *t, bool available);
+
+struct table_status {
+    char method[16];                /* "logical", "feed", "notify", "none", "" = not chosen yet */
+    char method_why[160];           /* why that one */
+    bool attempted;                 /* a first load has finished, ok or not */
+    char last_error[160];           /* the last failure's public part, "" = none */
+    /* last successful load */
+    uint64_t last_rows;
+    double last_seconds;
+    time_t last_finished;           /* 0: none yet */
+    char last_reason[16];           /* table_want_name */
+    char last_kind[12];             /* "copy", "catchup", "stream", "snapshot", "peer" */
+    /* loads */
+    bool running;
+    uint64_t running_id, running_rows;
+    time_t running_since;
+    char running_reason[16];
+    uint64_t requested_id, completed_id;
+    uint64_t rebuilds_ok, rebuilds_failed;
+    double rebuild_seconds_sum;
+    double next_rebuild_in;         /* seconds min_rebuild_interval still holds a wanted COPY back */
+    /* rows from the follower */
+    uint64_t notifications;         /* IDs a follower added (notified, polled, streamed) */
+    uint64_t deletes;               /* deletes seen since the last COPY */
+    uint64_t long_ids;              /* rows whose ID did not fit in a notification */
+    /* positions and catch-ups */
+    bool feed_available;
+    char position[TABLE_POS_MAX];   /* "" = none */
+    uint64_t copies, catchups, feed_rows_read, last_feed_rows, too_old;
+    /* snapshots */
+    char restored_from[8];          /* "file", "peer", "" */
+    uint64_t snapshot_writes, snapshot_failures;
+    time_t snapshot_written;
+    /* the horizon */
+    double horizon_age;             /* seconds since H; negative: no H yet */
+    bool degraded;                  /* loaded, and now - H > max_staleness */
+    double degraded_seconds;        /* total time spent degraded */
+};
+void table_status(struct table *t, struct table_status *out);
+
+/* Counts a follower reports with table_count_long_id. */
+void table_count_long_id(struct table *t);
+
+#endif

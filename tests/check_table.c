@@ -1,0 +1,374 @@
+/*
+ * Unit tests of the guarded table (src/table.c), the core protocol, without
+ * PostgreSQL: which answers may be "absent" (the horizon, its epochs, a
+ * stale horizon), inserts (journal first, refusals), loads (the journal
+ * replayed, inserts made during a load kept), wants (coalescing, a reload
+ * never becoming a catch-up, COPYs spaced out, catch-ups not), and lookups
+ * racing inserts and swaps from threads.
+ */
+#include <check.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "check_main.h"
+#include "config.h"
+#include "table.h"
+
+#define NS INT64_C(1000000000)
+
+static struct config cfg;
+static struct filter_config fc;
+
+static void setup(void)
+{
+    memset(&cfg, 0, sizeof cfg);
+    memset(&fc, 0, sizeof fc);
+    cfg.max_staleness = 60;
+    cfg.min_rebuild_interval = 30;
+    fc.name = (char *)"t";
+    fc.false_positive_rate = 0.001;
+    fc.headroom = 2.0;
+    fc.pending_limit = 100;
+    fc.pending_max_bytes = 1 << 20;
+    fc.pending_ttl = 3600;
+}
+
+/* A COPY of ids[0..n) that started at start in the table's current epoch. */
+static void load(struct table *t, const char *const *ids, size_t n, int64_t start)
+{
+    enum filter_error fe;
+    uint64_t epoch = table_epoch(t);
+    struct table_load *l = table_load_begin(t, 1000, &fe);
+    ck_assert_ptr_nonnull(l);
+    for (size_t i = 0; i < n; i++)
+        filter_add(table_load_filter(l), ids[i], strlen(ids[i]));
+    ck_assert(table_load_commit(l, epoch, start, "pos-1"));
+}
+
+static const char *const rows[] = { "1", "2", "3" };
+
+START_TEST(test_not_ready_then_answers)
+{
+    struct table *t = table_new(&cfg, &fc);
+    ck_assert_ptr_nonnull(t);
+    ck_assert_int_eq(table_lookup(t, "1", 1), TABLE_NOT_READY);
+    size_t added;
+    const char *one[] = { "x" };
+    size_t len[] = { 1 };
+    ck_assert_int_eq(table_insert(t, 1, one, len, &added), TABLE_INSERT_NOT_READY);
+    struct pending_info pi;
+    pending_info(table_pending(t), &pi);
+    ck_assert_uint_eq(pi.count, 0);     /* a refused POST journals nothing */
+
+    load(t, rows, 3, table_now());
+    ck_assert_int_eq(table_lookup(t, "1", 1), TABLE_MAYBE);
+    ck_assert_int_eq(table_lookup(t, "9", 1), TABLE_ABSENT);
+    char pos[TABLE_POS_MAX];
+    table_position(t, pos, sizeof pos);
+    ck_assert_str_eq(pos, "pos-1");
+    table_free(t);
+}
+END_TEST
+
+START_TEST(test_stale_horizon_is_degraded)
+{
+    struct table *t = table_new(&cfg, &fc);
+    /* A COPY that started longer ago than max_staleness: an absent ID cannot be proven absent. */
+    load(t, rows, 3, table_now() - 2 * 60 * NS);
+    ck_assert_int_eq(table_lookup(t, "9", 1), TABLE_DEGRADED);
+    ck_assert_int_eq(table_lookup(t, "1", 1), TABLE_MAYBE);
+    bool maybe[2], degraded = false;
+    size_t absent = 0;
+    const char *ids[] = { "1", "9" };
+    size_t lens[] = { 1, 1 };
+    ck_assert(table_lookup_many(t, 2, ids, lens, maybe, &degraded, &absent));
+    ck_assert(maybe[0] && maybe[1] && degraded);
+    ck_assert_uint_eq(absent, 1);
+    /* A proof in the covered epoch moves it: exact again. */
+    ck_assert(table_advance(t, table_epoch(t), table_now()));
+    ck_assert_int_eq(table_lookup(t, "9", 1), TABLE_ABSENT);
+    struct table_status st;
+    table_status(t, &st);
+    ck_assert(!st.degraded);
+    ck_assert(st.degraded_seconds > 0);     /* the stale stretch was counted */
+    table_free(t);
+}
+END_TEST
+
+START_TEST(test_gap_waits_for_a_load)
+{
+    struct table *t = table_new(&cfg, &fc);
+    load(t, rows, 3, table_now() - 2 * 60 * NS);
+    uint64_t before = table_epoch(t);
+    table_gap(t, WANT_RECONNECT);
+    ck_assert_uint_eq(table_epoch(t), before + 1);
+    /* Neither the old epoch's proof nor the new one's moves H: the filter does not cover it. */
+    ck_assert(!table_advance(t, before, table_now()));
+    ck_assert(!table_advance(t, before + 1, table_now()));
+    ck_assert_int_eq(table_lookup(t, "9", 1), TABLE_DEGRADED);
+    ck_assert(!table_covered(t));
+    /* A load that started in the new epoch covers it. */
+    load(t, rows, 3, table_now());
+    ck_assert(table_covered(t));
+    ck_assert_int_eq(table_lookup(t, "9", 1), TABLE_ABSENT);
+    /* A load that started before a gap does not cover the gap. */
+    enum filter_error fe;
+    uint64_t e = table_epoch(t);
+    struct table_load *l = table_load_begin(t, 100, &fe);
+    table_gap(t, WANT_NONE);
+    ck_assert(table_load_commit(l, e, table_now(), ""));
+    ck_assert(!table_covered(t));
+    table_free(t);
+}
+END_TEST
+
+START_TEST(test_insert_journal_then_filter)
+{
+    fc.pending_limit = 2;
+    struct table *t = table_new(&cfg, &fc);
+    load(t, rows, 3, table_now());
+    const char *ids[] = { "p1", "p2", "p3" };
+    size_t lens[] = { 2, 2, 2 }, added = 0;
+    ck_assert_int_eq(table_insert(t, 2, ids, lens, &added), TABLE_INSERTED);
+    ck_assert_uint_eq(added, 2);
+    ck_assert_int_eq(table_lookup(t, "p1", 2), TABLE_MAYBE);
+    /* The journal is full: refused whole, nothing added. */
+    ck_assert_int_eq(table_insert(t, 1, ids + 2, lens + 2, &added), TABLE_INSERT_FULL_COUNT);
+    ck_assert_uint_eq(added, 0);
+    ck_assert_int_eq(table_lookup(t, "p3", 2), TABLE_ABSENT);
+    /* A rebuild that does not have them in the table keeps them (the journal is replayed). */
+    load(t, rows, 3, table_now());
+    ck_assert_int_eq(table_lookup(t, "p1", 2), TABLE_MAYBE);
+    ck_assert_int_eq(table_lookup(t, "p2", 2), TABLE_MAYBE);
+    table_free(t);
+}
+END_TEST
+
+START_TEST(test_insert_during_load_reaches_new_filter)
+{
+    struct table *t = table_new(&cfg, &fc);
+    load(t, rows, 3, table_now());
+    enum filter_error fe;
+    uint64_t e = table_epoch(t);
+    struct table_load *l = table_load_begin(t, 1000, &fe);
+    const char *ids[] = { "during" };
+    size_t lens[] = { 6 }, added;
+    ck_assert_int_eq(table_insert(t, 1, ids, lens, &added), TABLE_INSERTED);
+    ck_assert(table_add_row(t, "followed", 8));
+    ck_assert(table_load_commit(l, e, table_now(), ""));
+    ck_assert_int_eq(table_lookup(t, "during", 6), TABLE_MAYBE);
+    ck_assert_int_eq(table_lookup(t, "followed", 8), TABLE_MAYBE);
+    /* Followed rows are not journalled: only a COPY or the ttl removes journal entries. */
+    struct pending_info pi;
+    pending_info(table_pending(t), &pi);
+    ck_assert_uint_eq(pi.count, 1);
+    table_free(t);
+}
+END_TEST
+
+START_TEST(test_wants_and_jobs)
+{
+    struct table *t = table_new(&cfg, &fc);
+    struct table_job job;
+    int64_t wait = 10 * NS;
+    /* The first load is taken at once. */
+    ck_assert(table_take_job(t, table_now(), &job, &wait));
+    ck_assert_int_eq(job.why, WANT_START);
+    ck_assert(job.first);
+    ck_assert(!job.may_catch_up);       /* no position yet */
+    load(t, rows, 3, table_now());
+    table_job_done(t, &job, true, "copy", 3, 0.1, 0);
+
+    /* A reconnect may be a catch-up (the table has a position), and is not held back. */
+    bool c;
+    uint64_t id = table_want(t, WANT_RECONNECT, &c);
+    ck_assert(!c);
+    ck_assert(table_take_job(t, table_now(), &job, &wait));
+    ck_assert_uint_eq(job.id, id);
+    ck_assert(job.may_catch_up);
+    table_job_done(t, &job, true, "catchup", 0, 0.01, 0);
+
+    /* A COPY is held back min_rebuild_interval after the last load. */
+    table_want(t, WANT_API, &c);
+    wait = 10 * NS;
+    ck_assert(!table_take_job(t, table_now(), &job, &wait));
+    ck_assert(wait > 0 && wait <= 30 * NS);
+    struct table_status st;
+    table_status(t, &st);
+    ck_assert(st.next_rebuild_in > 0);
+    ck_assert(table_take_job(t, table_now() + 31 * NS, &job, &wait));
+    ck_assert(!job.may_catch_up);
+    table_job_done(t, &job, true, "copy", 3, 0.1, 0);
+    table_free(t);
+}
+END_TEST
+
+/* POST /reload coalesced with a pending reconnect must still copy the table. */
+START_TEST(test_reload_joining_a_catch_up_copies)
+{
+    struct table *t = table_new(&cfg, &fc);
+    struct table_job job;
+    int64_t wait = NS;
+    ck_assert(table_take_job(t, table_now(), &job, &wait));
+    load(t, rows, 3, table_now());
+    table_job_done(t, &job, true, "copy", 3, 0.1, 0);
+    bool c1, c2;
+    uint64_t a = table_want(t, WANT_RECONNECT, &c1);
+    uint64_t b = table_want(t, WANT_API, &c2);
+    ck_assert(!c1 && c2);
+    ck_assert_uint_eq(a, b);            /* one job */
+    ck_assert(table_take_job(t, table_now() + 31 * NS, &job, &wait));
+    ck_assert_int_eq(job.why, WANT_API);
+    ck_assert(!job.may_catch_up);
+    table_job_done(t, &job, true, "copy", 3, 0.1, 0);
+    /* And the other way round: a catch-up joining a pending COPY leaves it a COPY. */
+    table_want(t, WANT_SIGHUP, NULL);
+    table_want(t, WANT_RECONNECT, &c2);
+    ck_assert(c2);
+    ck_assert(table_take_job(t, table_now() + 62 * NS, &job, &wait));
+    ck_assert_int_eq(job.why, WANT_SIGHUP);
+    ck_assert(!job.may_catch_up);
+    table_free(t);
+}
+END_TEST
+
+START_TEST(test_failed_job_retries_after_backoff)
+{
+    struct table *t = table_new(&cfg, &fc);
+    struct table_job job;
+    int64_t wait = 10 * NS;
+    int64_t now = table_now();
+    ck_assert(table_take_job(t, now, &job, &wait));
+    table_job_done(t, &job, false, "copy", 0, 0, 2000);
+    wait = 10 * NS;
+    ck_assert(!table_take_job(t, table_now(), &job, &wait));
+    ck_assert(wait <= 2 * NS + NS / 10);
+    ck_assert(table_take_job(t, table_now() + 3 * NS, &job, &wait));
+    ck_assert_int_eq(job.why, WANT_START);      /* still the first load */
+    struct table_status st;
+    table_status(t, &st);
+    ck_assert_uint_eq(st.rebuilds_failed, 1);
+    table_free(t);
+}
+END_TEST
+
+START_TEST(test_deletes_want_a_copy)
+{
+    fc.rebuild_after_deletes = 10;
+    struct table *t = table_new(&cfg, &fc);
+    struct table_job job;
+    int64_t wait = NS;
+    ck_assert(table_take_job(t, table_now(), &job, &wait));
+    load(t, rows, 3, table_now());
+    table_job_done(t, &job, true, "copy", 3, 0.1, 0);
+    table_count_rows(t, 5, 9);
+    ck_assert(!table_take_job(t, table_now() + 31 * NS, &job, &wait));
+    table_count_rows(t, 0, 1);
+    ck_assert(table_take_job(t, table_now() + 31 * NS, &job, &wait));
+    ck_assert_int_eq(job.why, WANT_DELETES);
+    table_job_done(t, &job, true, "copy", 3, 0.1, 0);
+    table_note_truncate(t);
+    ck_assert(table_take_job(t, table_now() + 62 * NS, &job, &wait));
+    ck_assert_int_eq(job.why, WANT_DELETES);
+    table_free(t);
+}
+END_TEST
+
+START_TEST(test_plan_items_never_below_what_is_held)
+{
+    struct table *t = table_new(&cfg, &fc);
+    ck_assert_uint_eq(table_plan_items(t, 10), 1024);       /* the minimum */
+    ck_assert_uint_eq(table_plan_items(t, 100000), 200000); /* rows times headroom */
+    struct table_job job;
+    int64_t wait = NS;
+    ck_assert(table_take_job(t, table_now(), &job, &wait));
+    load(t, rows, 3, table_now());
+    table_job_done(t, &job, true, "copy", 50000, 0.1, 0);
+    /* Stale statistics (0 rows) never size below the last load. */
+    ck_assert_uint_eq(table_plan_items(t, 0), 100000);
+    fc.expected_items = 77;
+    ck_assert_uint_eq(table_plan_items(t, 100000), 77);
+    table_free(t);
+}
+END_TEST
+
+/* ------------------------------------------------------------ threads -- */
+
+struct race {
+    struct table *t;
+    atomic_bool stop;
+    atomic_ulong wrong;
+    atomic_ulong acked;
+};
+
+/* Insert ids "w<n>" and check each answers maybe at once and ever after. */
+static void *inserter(void *arg)
+{
+    struct race *r = arg;
+    char id[32];
+    for (unsigned long n = 0; !atomic_load(&r->stop) && n < 20000; n++) {
+        size_t len = (size_t)snprintf(id, sizeof id, "w%lu", n), added;
+        const char *ids[] = { id };
+        if (table_insert(r->t, 1, ids, &len, &added) != TABLE_INSERTED)
+            continue;
+        atomic_fetch_add(&r->acked, 1);
+        if (table_lookup(r->t, id, len) == TABLE_ABSENT)
+            atomic_fetch_add(&r->wrong, 1);
+    }
+    return NULL;
+}
+
+START_TEST(test_lookups_race_inserts_and_loads)
+{
+    fc.pending_limit = 100000;
+    struct table *t = table_new(&cfg, &fc);
+    load(t, rows, 3, table_now());
+    struct race r = { .t = t };
+    atomic_init(&r.stop, false);
+    atomic_init(&r.wrong, 0);
+    atomic_init(&r.acked, 0);
+    pthread_t th[2];
+    for (int i = 0; i < 2; i++)
+        ck_assert_int_eq(pthread_create(&th[i], NULL, inserter, &r), 0);
+    for (int k = 0; k < 20; k++)
+        load(t, rows, 3, table_now());
+    atomic_store(&r.stop, true);
+    for (int i = 0; i < 2; i++)
+        pthread_join(th[i], NULL);
+    ck_assert_uint_eq(atomic_load(&r.wrong), 0);
+    /* Every acknowledged id survived every swap. */
+    char id[32];
+    unsigned long missing = 0;
+    for (unsigned long n = 0; n < 20000; n++) {
+        size_t len = (size_t)snprintf(id, sizeof id, "w%lu", n);
+        const char *ids[] = { id };
+        (void)ids;
+        missing += table_lookup(t, id, len) == TABLE_ABSENT && n < atomic_load(&r.acked) / 2;
+    }
+    ck_assert_uint_eq(missing, 0);
+    table_free(t);
+}
+END_TEST
+
+Suite *check_suite(void)
+{
+    Suite *s = suite_create("table");
+    TCase *tc = tcase_create("core");
+    tcase_add_checked_fixture(tc, setup, NULL);
+    tcase_set_timeout(tc, 120);
+    tcase_add_test(tc, test_not_ready_then_answers);
+    tcase_add_test(tc, test_stale_horizon_is_degraded);
+    tcase_add_test(tc, test_gap_waits_for_a_load);
+    tcase_add_test(tc, test_insert_journal_then_filter);
+    tcase_add_test(tc, test_insert_during_load_reaches_new_filter);
+    tcase_add_test(tc, test_wants_and_jobs);
+    tcase_add_test(tc, test_reload_joining_a_catch_up_copies);
+    tcase_add_test(tc, test_failed_job_retries_after_backoff);
+    tcase_add_test(tc, test_deletes_want_a_copy);
+    tcase_add_test(tc, test_plan_items_never_below_what_is_held);
+    tcase_add_test(tc, test_lookups_race_inserts_and_loads);
+    suite_add_tcase(s, tc);
+    return s;
+}
