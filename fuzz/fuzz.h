@@ -58,25 +58,31 @@ int fuzz_pgoutput(const uint8_t *data, size_t size);
     } while (0)
 
 /*
- * For the harnesses that call the handlers (body, request): a loaded guard,
- * replaced by an empty one now and then so that "absent" answers stay
- * meaningful; not per input, as sizing a filter (filter_plan) costs more
- * than a thousand inputs.  One per harness (a static in each).
+ * For the harnesses that call the handlers (body, request): a table whose
+ * filter is loaded, replaced by a fresh one now and then so that "absent"
+ * answers stay meaningful and its journal stays small; not per input, as
+ * sizing a filter (filter_plan) costs more than a thousand inputs.  One per
+ * harness (a static in each); cfg and fc must outlive it.
  */
-#ifdef BLOOMGUARD_GUARD_H
-static inline struct guard *fuzz_loaded_guard(void)
+#ifdef BLOOMGUARD_TABLE_H
+static inline struct table *fuzz_loaded_table(const struct config *cfg,
+                                              const struct filter_config *fc)
 {
-    static struct guard *g;
+    static struct table *t;
     struct filter_info fi;
-    if (g != NULL && guard_info(g, &fi) && fi.items < 2000)
-        return g;
-    guard_free(g);
-    g = guard_new();
+    struct pending_info pi;
+    if (t != NULL && guard_info(table_guard(t), &fi) && fi.items < 2000) {
+        pending_info(table_pending(t), &pi);
+        if (pi.count < 500)
+            return t;
+    }
+    table_free(t);
+    t = table_new(cfg, fc);
     struct filter *f = filter_new(10000, 0.01, NULL);
-    FUZZ_CHECK(g != NULL && f != NULL);
-    guard_begin(g, f);
-    guard_commit(g);
-    return g;
+    FUZZ_CHECK(t != NULL && f != NULL);
+    guard_begin(table_guard(t), f);
+    guard_commit(table_guard(t));
+    return t;
 }
 #endif
 

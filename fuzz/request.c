@@ -18,8 +18,8 @@
 #include "config.h"
 #include "guard.h"
 #include "log.h"
-#include "source.h"
 #include "stats.h"
+#include "table.h"
 #include "fuzz.h"
 #include "idcodec.h"
 #include "uritmpl.h"
@@ -27,18 +27,18 @@
 static struct config cfg;
 static struct log lg;
 static struct stats *stats;
-static struct guard *unready;
+static struct table *unready;
 static struct app base;
 static struct filter_config fconf = { .name = "default", .table = "users", .column = "id",
-                                      .channel = "bloomguard" };
-static struct source_table table;
+                                      .channel = "bloomguard", .pending_limit = 1000,
+                                      .pending_max_bytes = UINT64_MAX, .pending_ttl = 3600 };
 
 static void setup(void)
 {
     static const char *const overrides[] = {
         "auth.uri_template=/user/get/{id}", "auth.uri_template=/files/{id}.json",
         "auth.uri_template=/api/v1/orders/{id}/items", "server.max_id_bytes=64",
-        "sync.max_staleness=0",     /* the never-started source below is never degraded */
+        "sync.max_staleness=0",     /* the tables below are never degraded */
     };
     char err[256];
     FUZZ_CHECK(config_defaults(&cfg));
@@ -46,12 +46,9 @@ static void setup(void)
         FUZZ_CHECK(config_override(&cfg, overrides[i], err, sizeof err));
     lg.level = LOG_LVL_ERROR;
     stats = api_stats_new();
-    unready = guard_new();
+    unready = table_new(&cfg, &fconf);
     FUZZ_CHECK(stats != NULL && unready != NULL);
-    table = (struct source_table){ .fc = &fconf, .g = unready };
-    base = (struct app){ .cfg = &cfg, .lg = &lg, .stats = stats, .tables = &table, .n_tables = 1 };
-    base.source = source_new(&cfg, &table, 1, &lg, NULL, NULL);
-    FUZZ_CHECK(base.source != NULL);
+    base = (struct app){ .cfg = &cfg, .lg = &lg, .stats = stats, .tables = &unready, .n_tables = 1 };
     FUZZ_CHECK(api_init(&base));
 }
 
@@ -80,7 +77,7 @@ FUZZ_TARGET(request)
     const char *uri = (const char *)data + 1;
     size_t len = size - 1;
     struct app a = base;
-    struct source_table tbl = { .fc = &fconf, .g = ready ? fuzz_loaded_guard() : unready };
+    struct table *tbl = ready ? fuzz_loaded_table(&cfg, &fconf) : unready;
     a.tables = &tbl;
 
     static char id[CONFIG_MAX_ID_BYTES + 1];
@@ -100,7 +97,7 @@ FUZZ_TARGET(request)
     } else
         valid = auth_id(uri, len, id, &idlen, &matched);
     if (add && valid && ready)
-        FUZZ_CHECK(guard_add(tbl.g, id, idlen));
+        FUZZ_CHECK(table_add_row(tbl, id, idlen));
 
     /* No connection, so no headers: /auth takes the URI from the path (uri_source auto). */
     struct api_request rq = { .method = "GET", .path = "", .rest = uri, .rest_len = len };

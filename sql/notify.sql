@@ -1,57 +1,44 @@
--- bloomguard change feed: tell every bloomguard about new IDs as rows commit,
--- and keep a log of them from which a restarted or reconnected bloomguard can
--- catch up without copying the whole table (docs/feed.md).
+-- bloomguard's side of PostgreSQL: what lets a bloomguard follow a table's
+-- new IDs after its first load (docs/follow.md), and the change feed from
+-- which a restarted or reconnected bloomguard catches up without copying the
+-- whole table (docs/feed.md).
 --
 -- Install once per database, as the role that will own the feed's tables
 -- (the tables' owner, or a role granted INSERT on bloomguard_feed_log):
 --                                 psql -f notify.sql
 -- Then watch a table and column:  SELECT bloomguard_watch('users', 'id');
---                             or  SELECT bloomguard_watch('app.orders', 'order_no', 'orders_guard');
---   without the resumable log:    SELECT bloomguard_watch('users', 'id', feed => false);
--- Let bloomguard's role read the log and prune it (nothing more):
+-- It answers how bloomguard will follow the table:
+--   'logical' where wal_level = logical: the table joins the publication
+--             bloomguard (column list: the column and the replica identity),
+--             no trigger, nothing for the table's writers;
+--   'feed'    elsewhere: a trigger appends (table, transaction id, id) to
+--             bloomguard_feed_log in the writing transaction, no NOTIFY.
+-- Ask for one: SELECT bloomguard_watch('users', 'id', method => 'feed');
+-- method => 'notify' also sends pg_notify(<channel>, id) from the trigger,
+-- the old way: a notifying commit takes a database-wide lock through its WAL
+-- flush, so notifying writers commit one at a time.  feed => false with it:
+-- NOTIFY alone.
+-- Let bloomguard's role read the feed and prune it (nothing more):
 --                                 SELECT bloomguard_feed_grant('bloomguard');
+-- (method logical needs the REPLICATION attribute instead, granted by a
+-- superuser: ALTER ROLE bloomguard REPLICATION.)
 -- Stop watching:                  SELECT bloomguard_unwatch('users');
 --
--- bloomguard_watch creates a trigger
---   AFTER INSERT OR UPDATE OF <column> OR DELETE ON <table> FOR EACH ROW
--- whose function sends pg_notify(<channel>, <id>::text) for inserted and
--- updated rows, and pg_notify(<channel>_deleted, <id>::text) for deleted ones.
--- The function pins the settings that decide an id's text form (TimeZone UTC,
--- DateStyle ISO, extra_float_digits 1, bytea_output hex, IntervalStyle
--- postgres), so the inserting session's settings do not matter.  An id of
--- 8000 bytes or more (too long for a notification) is sent as an empty
--- payload; the write never fails because of bloomguard.
--- With the feed (the default) the same function also appends
--- (table, transaction id, id) to bloomguard_feed_log, the full id whatever
--- its length; bloomguard_feed_prune(retention) deletes what is older than the
--- retention.  Deletes are not logged.
+-- The trigger function pins the settings that decide an id's text form
+-- (TimeZone UTC, DateStyle ISO, extra_float_digits 1, bytea_output hex,
+-- IntervalStyle postgres), so the inserting session's settings do not
+-- matter; bloomguard's replication connection pins the same ones.  An id of
+-- 8000 bytes or more is logged whole; with NOTIFY it is sent as an empty
+-- payload (too long for a notification) and the write never fails because
+-- of bloomguard.  bloomguard_feed_prune(retention) deletes what is older
+-- than the retention.  Deletes are not logged.
 -- Upgrading from an older notify.sql: run this file and bloomguard_watch again
--- for each watched table, so its trigger function gets these settings.
--- After ALTER TABLE ... DISABLE/ENABLE TRIGGER, or attaching or detaching a
--- partition of a watched table, run bloomguard_watch again: until then the
--- feed of that table is unavailable and bloomguard copies the table instead.
--- <channel> must equal bloomguard's [sync] channel (default 'bloomguard').
--- Notifications are sent when the transaction commits, to every listening
--- bloomguard.  A Bloom filter cannot forget: deletes only count towards
--- [sync] rebuild_after_deletes and take effect at the next rebuild.
---
--- Doing it by hand instead (same effect, for one table, without the feed):
---   CREATE FUNCTION users_bloomguard() RETURNS trigger LANGUAGE plpgsql
---   SET DateStyle = 'ISO, MDY' SET TimeZone = 'UTC' SET IntervalStyle = 'postgres'
---   SET extra_float_digits = 1 SET bytea_output = 'hex' AS $$
---   BEGIN
---     IF TG_OP = 'DELETE' THEN
---       IF octet_length(OLD.id::text) < 8000 THEN
---         PERFORM pg_notify('bloomguard_deleted', OLD.id::text);
---       END IF;
---       RETURN OLD;
---     END IF;
---     PERFORM pg_notify('bloomguard', CASE WHEN octet_length(NEW.id::text) < 8000
---                                          THEN NEW.id::text ELSE '' END);
---     RETURN NEW;
---   END $$;
---   CREATE TRIGGER bloomguard_notify AFTER INSERT OR UPDATE OF id OR DELETE
---     ON users FOR EACH ROW EXECUTE FUNCTION users_bloomguard();
+-- for each watched table.  After ALTER TABLE ... DISABLE/ENABLE TRIGGER, or
+-- attaching or detaching a partition of a watched table, run bloomguard_watch
+-- again: until then the feed of that table is unavailable and bloomguard
+-- copies the table instead.  A Bloom filter cannot forget: deletes only
+-- count towards [sync] rebuild_after_deletes and take effect at the next
+-- rebuild.
 
 -- ---------------------------------------------------------------- the feed --
 -- One log for every watched table.  A row is written by the watch trigger in
@@ -143,21 +130,135 @@ RETURNS xid8 LANGUAGE sql STABLE AS $$
 $$;
 
 -- ------------------------------------------------------- watch and unwatch --
--- The three-argument version of older installs; the new one below takes its
--- calls (a fourth argument with a default would make them ambiguous).
+-- Older installs' versions; the one below takes their calls (another
+-- argument with a default would make them ambiguous).
 DROP FUNCTION IF EXISTS bloomguard_watch(regclass, name, text);
+DROP FUNCTION IF EXISTS bloomguard_watch(regclass, name, text, boolean);
+DROP FUNCTION IF EXISTS bloomguard_unwatch(regclass);
 
+-- The columns a publication must carry for tbl so that bloomguard reads col
+-- and the application's writes keep working: PostgreSQL refuses UPDATE and
+-- DELETE on a table whose publication publishes them with a column list
+-- that leaves out its replica identity, or when it has none.  Returns the
+-- column list ("(a, b)"), '' for REPLICA IDENTITY FULL (no list: every
+-- column), or NULL when the table has no replica identity (no primary key,
+-- REPLICA IDENTITY NOTHING): such a table cannot be published without
+-- breaking its UPDATEs.
+CREATE OR REPLACE FUNCTION bloomguard_publish_columns(tbl regclass, col name)
+RETURNS text LANGUAGE plpgsql STABLE AS $cols$
+DECLARE
+    ident "char";
+    cols text;
+BEGIN
+    SELECT relreplident INTO ident FROM pg_class WHERE oid = tbl;
+    IF ident = 'f' THEN
+        RETURN '';
+    END IF;
+    IF ident = 'n' THEN
+        RETURN NULL;
+    END IF;
+    SELECT string_agg(DISTINCT quote_ident(a.attname), ', ')
+      INTO cols
+      FROM pg_index i
+      JOIN pg_attribute a ON a.attrelid = i.indrelid AND a.attnum = ANY (i.indkey)
+     WHERE i.indrelid = tbl
+       AND CASE WHEN ident = 'i' THEN i.indisreplident ELSE i.indisprimary END;
+    IF cols IS NULL THEN
+        RETURN NULL;
+    END IF;
+    -- The guarded column first, then the identity's (without it twice).
+    SELECT '(' || string_agg(c, ', ' ORDER BY o) || ')' INTO cols
+      FROM (SELECT quote_ident(col) AS c, 0 AS o
+            UNION
+            SELECT quote_ident(a.attname), 1
+              FROM pg_index i
+              JOIN pg_attribute a ON a.attrelid = i.indrelid AND a.attnum = ANY (i.indkey)
+             WHERE i.indrelid = tbl
+               AND CASE WHEN ident = 'i' THEN i.indisreplident ELSE i.indisprimary END
+               AND a.attname <> col) x;
+    RETURN cols;
+END
+$cols$;
+
+-- Drop tbl's bloomguard trigger and its function (a table followed from the
+-- WAL needs none: it would only cost the writers).
+CREATE OR REPLACE FUNCTION bloomguard_drop_trigger(tbl regclass)
+RETURNS void LANGUAGE plpgsql AS $drop$
+BEGIN
+    IF EXISTS (SELECT 1 FROM pg_trigger WHERE tgrelid = tbl AND tgname = 'bloomguard_notify') THEN
+        EXECUTE format('DROP TRIGGER bloomguard_notify ON %s', tbl);
+    END IF;
+    IF to_regprocedure(quote_ident('bloomguard_notify_' || tbl::oid) || '()') IS NOT NULL THEN
+        EXECUTE format('DROP FUNCTION %I()', 'bloomguard_notify_' || tbl::oid);
+    END IF;
+    IF to_regclass('bloomguard_feed_tables') IS NOT NULL
+       AND has_table_privilege('bloomguard_feed_tables', 'DELETE')
+       AND has_table_privilege('bloomguard_feed_log', 'DELETE') THEN
+        DELETE FROM bloomguard_feed_tables WHERE relid = tbl;
+        DELETE FROM bloomguard_feed_log WHERE relid = tbl;
+    END IF;
+END
+$drop$;
+
+-- Whether tbl is in publication pub, and with which column list (NULL: not
+-- in it; '' : every column).
+CREATE OR REPLACE FUNCTION bloomguard_published_columns(tbl regclass, pub name)
+RETURNS text LANGUAGE sql STABLE AS $pc$
+    SELECT coalesce((SELECT '(' || string_agg(quote_ident(a.attname), ', ' ORDER BY k.ord) || ')'
+                       FROM unnest(pr.prattrs::int2[]) WITH ORDINALITY k(attnum, ord)
+                       JOIN pg_attribute a ON a.attrelid = tbl AND a.attnum = k.attnum), '')
+      FROM pg_publication_rel pr JOIN pg_publication p ON p.oid = pr.prpubid
+     WHERE p.pubname = pub AND pr.prrelid = tbl
+$pc$;
+
+-- Remove tbl from publication pub, where it is in it and this role may.
+CREATE OR REPLACE FUNCTION bloomguard_unpublish(tbl regclass, pub name)
+RETURNS void LANGUAGE plpgsql AS $unpub$
+BEGIN
+    IF bloomguard_published_columns(tbl, pub) IS NOT NULL THEN
+        EXECUTE format('ALTER PUBLICATION %I DROP TABLE %s', pub, tbl);
+    END IF;
+END
+$unpub$;
+
+-- bloomguard_watch(table, column): prepare what lets bloomguard follow the
+-- table's new IDs, and say which method that is:
+--   'logical'  (wal_level = logical, the default with method => 'auto'):
+--              the table goes into publication `publication` (created with
+--              publish_via_partition_root) with a column list of the column
+--              and the table's replica identity; no trigger: nothing for the
+--              table's writers.  bloomguard reads it with [sync] method =
+--              logical (or auto) over a replication slot.
+--   'feed'     (otherwise): a trigger appends each new ID to
+--              bloomguard_feed_log in the writing transaction, no NOTIFY;
+--              bloomguard reads the log every [sync] poll_interval.
+--   'notify'   only when asked: the same trigger also sends
+--              pg_notify(channel, id) (and channel_deleted for deletes); a
+--              notifying commit takes a database-wide lock through its WAL
+--              flush, which costs a busy table most of its insert rate.
+--              feed => false: NOTIFY alone, no log.
+-- A table that has no replica identity cannot be published without breaking
+-- its UPDATEs: method auto takes the feed for it, method logical refuses.
+-- Watching again with another method undoes the previous one (the trigger
+-- dropped, or the table taken out of the publication).
 CREATE OR REPLACE FUNCTION bloomguard_watch(tbl regclass, col name,
                                             channel text DEFAULT 'bloomguard',
-                                            feed boolean DEFAULT true)
-RETURNS void LANGUAGE plpgsql AS $watch$
+                                            feed boolean DEFAULT true,
+                                            method text DEFAULT 'auto',
+                                            publication name DEFAULT 'bloomguard')
+RETURNS text LANGUAGE plpgsql AS $watch$
 DECLARE
     -- One function per table, named after its oid: unique and always a valid name.
     fn text := 'bloomguard_notify_' || tbl::oid;
+    m text := lower(method);
+    cols text;
     logname text;
     keep boolean := false;
     since xid8;
 BEGIN
+    IF m NOT IN ('auto', 'logical', 'feed', 'notify') THEN
+        RAISE EXCEPTION 'bloomguard: method must be auto, logical, feed or notify, not %', method;
+    END IF;
     IF channel !~ '^[A-Za-z_][A-Za-z0-9_]{0,54}$' THEN
         RAISE EXCEPTION 'bloomguard: channel must match [A-Za-z_][A-Za-z0-9_]* and be at most 55 characters';
     END IF;
@@ -166,6 +267,43 @@ BEGIN
     IF NOT FOUND THEN
         RAISE EXCEPTION 'bloomguard: table % has no column %', tbl, col;
     END IF;
+    cols := bloomguard_publish_columns(tbl, col);
+    IF m = 'auto' THEN
+        m := CASE WHEN current_setting('wal_level') = 'logical' AND cols IS NOT NULL
+                  THEN 'logical' ELSE 'feed' END;
+    END IF;
+    IF m <> 'notify' AND NOT feed THEN
+        RAISE EXCEPTION 'bloomguard: feed => false goes only with method => ''notify''';
+    END IF;
+
+    IF m = 'logical' THEN
+        IF cols IS NULL THEN
+            RAISE EXCEPTION 'bloomguard: % has no replica identity (no primary key): publishing it would make its UPDATEs and DELETEs fail', tbl
+                USING HINT = 'Add a primary key or ALTER TABLE ... REPLICA IDENTITY, or watch it with method => ''feed''.';
+        END IF;
+        IF NOT EXISTS (SELECT 1 FROM pg_publication WHERE pubname = publication) THEN
+            EXECUTE format('CREATE PUBLICATION %I WITH (publish = %L, publish_via_partition_root = true)',
+                           publication, 'insert, update, delete, truncate');
+        END IF;
+        -- Re-watching with the same columns changes nothing (a follower would
+        -- see a new membership and copy the table again).
+        IF bloomguard_published_columns(tbl, publication) IS DISTINCT FROM cols THEN
+            PERFORM bloomguard_unpublish(tbl, publication);
+            EXECUTE format('ALTER PUBLICATION %I ADD TABLE %s %s', publication, tbl, cols);
+        END IF;
+        PERFORM bloomguard_drop_trigger(tbl);
+        IF current_setting('wal_level') <> 'logical' THEN
+            RAISE NOTICE 'bloomguard: % is in publication %, but wal_level is %: set wal_level = logical and restart the server',
+                tbl, publication, current_setting('wal_level');
+        END IF;
+        RETURN 'logical';
+    END IF;
+
+    -- feed or notify: a trigger.  The table leaves the publication, so no
+    -- daemon on method auto follows it from the WAL while the trigger runs.
+    IF to_regclass('pg_publication') IS NOT NULL AND EXISTS (SELECT 1 FROM pg_publication WHERE pubname = publication) THEN
+        PERFORM bloomguard_unpublish(tbl, publication);
+    END IF;
     IF feed THEN
         -- since is read from a statement snapshot taken after the lock below;
         -- under REPEATABLE READ every statement would see the first one's.
@@ -173,7 +311,7 @@ BEGIN
             RAISE EXCEPTION 'bloomguard: bloomguard_watch with the feed must run in a READ COMMITTED transaction';
         END IF;
         IF NOT has_table_privilege('bloomguard_feed_log', 'INSERT') THEN
-            RAISE EXCEPTION 'bloomguard: % may not insert into bloomguard_feed_log (grant it, or watch with feed => false)',
+            RAISE EXCEPTION 'bloomguard: % may not insert into bloomguard_feed_log (grant it, or watch with method => ''notify'', feed => false)',
                 current_user;
         END IF;
         -- The trigger function writes the log as its owner (this role), with
@@ -191,12 +329,12 @@ BEGIN
     -- The SET clauses pin how an id is rendered as text to what bloomguard's
     -- own sessions use for COPY (src/loader.h, LOADER_SESSION_SETTINGS), so
     -- the inserting session's TimeZone, DateStyle, extra_float_digits or
-    -- bytea_output cannot make a notified id differ from the copied one.
-    -- (The payload is converted to bloomguard's client_encoding, UTF8, on
-    -- delivery, as COPY's output is.)  An id of 8000 bytes or more does not
-    -- fit in a notification: an empty payload tells bloomguard that such a
-    -- row exists, instead of failing the application's write.  The log
-    -- takes the id whole.
+    -- bytea_output cannot make a logged or notified id differ from the
+    -- copied one.  (A notification's payload is converted to bloomguard's
+    -- client_encoding, UTF8, on delivery, as COPY's output is.)  With NOTIFY,
+    -- an id of 8000 bytes or more does not fit in a notification: an empty
+    -- payload tells bloomguard that such a row exists, instead of failing the
+    -- application's write.  The log takes the id whole.
     EXECUTE format($fn$
         CREATE OR REPLACE FUNCTION %I() RETURNS trigger LANGUAGE plpgsql
         SET DateStyle = 'ISO, MDY' SET TimeZone = 'UTC' SET IntervalStyle = 'postgres'
@@ -206,22 +344,26 @@ BEGIN
             v text;
         BEGIN
             IF TG_OP = 'DELETE' THEN
-                v := OLD.%I::text;
-                IF v IS NOT NULL AND octet_length(v) < 8000 THEN
-                    PERFORM pg_notify(%L, v);
-                END IF;
+                %s
                 RETURN OLD;
             END IF;
             v := NEW.%I::text;
             IF v IS NOT NULL THEN
-                PERFORM pg_notify(%L, CASE WHEN octet_length(v) < 8000 THEN v ELSE '' END);
+                %s
                 %s
             END IF;
             RETURN NEW;
         END
         $body$ $fn$, fn,
         CASE WHEN feed THEN 'SECURITY DEFINER SET search_path = pg_catalog, pg_temp' ELSE '' END,
-        col, channel || '_deleted', col, channel,
+        CASE WHEN m = 'notify'
+             THEN format('v := OLD.%I::text; IF v IS NOT NULL AND octet_length(v) < 8000 THEN PERFORM pg_notify(%L, v); END IF;',
+                         col, channel || '_deleted')
+             ELSE 'NULL;' END,
+        col,
+        CASE WHEN m = 'notify'
+             THEN format('PERFORM pg_notify(%L, CASE WHEN octet_length(v) < 8000 THEN v ELSE '''' END);', channel)
+             ELSE '' END,
         -- The table's own oid, not TG_RELID: a partition's row fires this too.
         CASE WHEN feed THEN format('INSERT INTO %s (relid, xid, id) VALUES (%s, pg_current_xact_id(), v);',
                                    logname, tbl::oid)
@@ -229,11 +371,13 @@ BEGIN
     IF EXISTS (SELECT 1 FROM pg_trigger WHERE tgrelid = tbl AND tgname = 'bloomguard_notify') THEN
         EXECUTE format('DROP TRIGGER bloomguard_notify ON %s', tbl);
     END IF;
-    EXECUTE format('CREATE TRIGGER bloomguard_notify AFTER INSERT OR UPDATE OF %I OR DELETE '
-                   'ON %s FOR EACH ROW EXECUTE FUNCTION %I()', col, tbl, fn);
+    -- Deletes matter only to NOTIFY (they count towards rebuild_after_deletes).
+    EXECUTE format('CREATE TRIGGER bloomguard_notify AFTER INSERT OR UPDATE OF %I%s '
+                   'ON %s FOR EACH ROW EXECUTE FUNCTION %I()', col,
+                   CASE WHEN m = 'notify' THEN ' OR DELETE' ELSE '' END, tbl, fn);
     -- Also for sessions with session_replication_role = replica (logical
     -- replication apply, pg_restore --disable-triggers users, some ETL):
-    -- an ordinary trigger is skipped there and the row would never be notified.
+    -- an ordinary trigger is skipped there and the row would never be seen.
     EXECUTE format('ALTER TABLE %s ENABLE ALWAYS TRIGGER bloomguard_notify', tbl);
     IF NOT feed THEN
         -- A feed this table had is over (its fingerprint no longer matches
@@ -243,14 +387,14 @@ BEGIN
             DELETE FROM bloomguard_feed_tables WHERE relid = tbl;
             DELETE FROM bloomguard_feed_log WHERE relid = tbl;
         END IF;
-        RETURN;
+        RETURN m;
     END IF;
     IF keep THEN
         -- The trigger was whole since the last bloomguard_watch and we held
         -- the lock while replacing it: the log stays complete from since.
         UPDATE bloomguard_feed_tables SET triggers = bloomguard_feed_triggers(tbl)
          WHERE relid = tbl;
-        RETURN;
+        RETURN m;
     END IF;
     -- A fresh statement snapshot, taken after the lock: every other
     -- transaction that wrote the table without this trigger has ended, so
@@ -264,18 +408,17 @@ BEGIN
     VALUES (tbl, col, since, bloomguard_feed_triggers(tbl))
     ON CONFLICT (relid) DO UPDATE
         SET colname = EXCLUDED.colname, since = EXCLUDED.since, triggers = EXCLUDED.triggers;
+    RETURN m;
 END
 $watch$;
 
-CREATE OR REPLACE FUNCTION bloomguard_unwatch(tbl regclass)
+-- Stop watching: the trigger, its feed and the publication entry go.
+CREATE OR REPLACE FUNCTION bloomguard_unwatch(tbl regclass, publication name DEFAULT 'bloomguard')
 RETURNS void LANGUAGE plpgsql AS $unwatch$
 BEGIN
-    EXECUTE format('DROP TRIGGER IF EXISTS bloomguard_notify ON %s', tbl);
-    EXECUTE format('DROP FUNCTION IF EXISTS %I()', 'bloomguard_notify_' || tbl::oid);
-    IF has_table_privilege('bloomguard_feed_tables', 'DELETE')
-       AND has_table_privilege('bloomguard_feed_log', 'DELETE') THEN
-        DELETE FROM bloomguard_feed_tables WHERE relid = tbl;
-        DELETE FROM bloomguard_feed_log WHERE relid = tbl;
+    PERFORM bloomguard_drop_trigger(tbl);
+    IF EXISTS (SELECT 1 FROM pg_publication WHERE pubname = publication) THEN
+        PERFORM bloomguard_unpublish(tbl, publication);
     END IF;
 END
 $unwatch$;

@@ -21,11 +21,11 @@
 #include <unistd.h>
 
 #include "config.h"
-#include "guard.h"
 #include "idcodec.h"
 #include "pending.h"
 #include "persist.h"
 #include "source.h"
+#include "table.h"
 #include "stats.h"
 #include "status.h"
 #include "uritmpl.h"
@@ -167,7 +167,7 @@ static struct reply id_error_reply(enum id_error e, const char *where)
 static int table_named(struct app *a, const char *name, size_t len, struct reply *err)
 {
     for (unsigned i = 0; i < a->n_tables; i++) {
-        const char *n = a->tables[i].fc->name;
+        const char *n = table_name(a->tables[i]);
         if (strlen(n) == len && memcmp(n, name, len) == 0)
             return (int)i;
     }
@@ -207,27 +207,22 @@ struct reply api_exists(struct app *a, const struct api_request *rq)
     enum id_error e = id_decode(raw, rawlen, a->cfg->max_id_bytes, id, sizeof id, &idlen);
     if (e != ID_OK)
         return id_error_reply(e, "");
-    int64_t horizon = source_horizon(a->source, (unsigned)t);  /* before the lookup: see source.h */
-    enum guard_answer ans = guard_lookup(a->tables[t].g, id, idlen);
-    if (ans == GUARD_NOT_READY)
+    enum table_answer ans = table_lookup(a->tables[t], id, idlen);
+    if (ans == TABLE_NOT_READY)
         return not_ready();
-    /* An "absent" the horizon cannot back is only a "maybe". */
-    bool degraded = ans == GUARD_ABSENT && source_stale(a->source, horizon);
-    if (degraded) {
-        ans = GUARD_MAYBE;
+    if (ans == TABLE_DEGRADED)
         stats_add(a->stats, ST_DEGRADED, 1);
-    }
-    stats_add(a->stats, ans == GUARD_MAYBE ? ST_LOOKUP_HIT : ST_LOOKUP_MISS, 1);
+    stats_add(a->stats, ans == TABLE_ABSENT ? ST_LOOKUP_MISS : ST_LOOKUP_HIT, 1);
 
     /* {"id":"<escaped>","exists":false}: one small block, handed to MHD. */
-    const char *tail = degraded ? "\",\"exists\":true,\"degraded\":true}"
-                     : ans == GUARD_MAYBE ? "\",\"exists\":true}" : "\",\"exists\":false}";
+    const char *tail = ans == TABLE_DEGRADED ? "\",\"exists\":true,\"degraded\":true}"
+                     : ans == TABLE_MAYBE ? "\",\"exists\":true}" : "\",\"exists\":false}";
     size_t used;
     char *out = json_around("{\"id\":\"", id, idlen, tail, &used);
     if (out == NULL)
         return (struct reply){ 500, NULL, false };
     /* For HEAD, MHD sends the same headers (Content-Length too) and no body. */
-    unsigned status = ans == GUARD_MAYBE ? MHD_HTTP_OK : MHD_HTTP_NOT_FOUND;
+    unsigned status = ans == TABLE_ABSENT ? MHD_HTTP_NOT_FOUND : MHD_HTTP_OK;
     return (struct reply){ status, json_response(out, used, MHD_RESPMEM_MUST_FREE), false };
 }
 
@@ -372,22 +367,17 @@ struct reply api_exists_batch(struct app *a, const struct api_request *rq)
         idlist_free(&l);
         return (struct reply){ 500, NULL, false };
     }
-    int64_t horizon = source_horizon(a->source, (unsigned)t);  /* before the lookups: see source.h */
-    if (!guard_lookup_many(a->tables[t].g, l.n, l.ids, l.lens, ans)) {
+    bool degraded = false;
+    size_t absent = 0;
+    if (!table_lookup_many(a->tables[t], l.n, l.ids, l.lens, ans, &degraded, &absent)) {
         free(ans);
         free(out);
         idlist_free(&l);
         return not_ready();
     }
-    size_t used = 0, hits = 0, absent = 0;
-    for (size_t i = 0; i < l.n; i++)
-        absent += !ans[i];
-    bool degraded = absent > 0 && source_stale(a->source, horizon);
-    if (degraded) {
-        for (size_t i = 0; i < l.n; i++)
-            ans[i] = true;
+    size_t used = 0, hits = 0;
+    if (degraded)
         stats_add(a->stats, ST_DEGRADED, absent);
-    }
     memcpy(out, "{\"exists\":[", 11);
     used = 11;
     for (size_t i = 0; i < l.n; i++) {
@@ -418,51 +408,34 @@ struct reply api_insert(struct app *a, const struct api_request *rq)
     int ti = table_of_rest(a, rq, &err);
     if (ti < 0)
         return err;
-    const struct source_table *t = &a->tables[ti];
+    struct table *t = a->tables[ti];
     err = parse_ids(a, rq->body_type, rq->body, rq->body_len, true, &l);
     if (err.status != 0)
         return err;
-    if (!guard_writable(t->g)) {
-        idlist_free(&l);
-        return not_ready();
-    }
-    uint64_t *hs = malloc((l.n ? l.n : 1) * sizeof(*hs));
-    if (hs == NULL) {
-        idlist_free(&l);
-        return (struct reply){ 500, NULL, false };
-    }
-    for (size_t i = 0; i < l.n; i++)
-        hs[i] = filter_hash(l.ids[i], l.lens[i]);
-    /*
-     * Journal first, all or nothing: a rebuild that replays the journal
-     * before the adds below is sure to see them land in its new filter,
-     * and an ID the journal cannot keep is refused, never acknowledged.
-     */
-    enum pending_result pr = pending_add_many(t->pending, l.n, l.ids, l.lens, hs,
-                                              pending_clock());
-    size_t n = 0;
-    if (pr == PENDING_OK)
-        for (size_t i = 0; i < l.n; i++)
-            n += guard_add_hash(t->g, hs[i]);
-    free(hs);
-    size_t want = l.n;
+    size_t n = 0, want = l.n;
+    enum table_insert_result r = table_insert(t, l.n, l.ids, l.lens, &n);
     idlist_free(&l);
-    if (pr == PENDING_FULL_COUNT || pr == PENDING_FULL_BYTES) {
-        stats_add(a->stats, ST_INSERTS_REFUSED, want);
-        struct pending_info pi;
-        pending_info(t->pending, &pi);
-        return pr == PENDING_FULL_COUNT
-            ? api_error(MHD_HTTP_INSUFFICIENT_STORAGE, "journal_full",
-                        "the POST journal holds pending_limit (%llu) ids: none of these %zu was added",
-                        (unsigned long long)pi.limit, want)
-            : api_error(MHD_HTTP_INSUFFICIENT_STORAGE, "journal_full",
-                        "the POST journal holds pending_max_bytes (%llu) bytes of ids: none of "
-                        "these %zu was added", (unsigned long long)pi.max_bytes, want);
-    }
-    if (pr != PENDING_OK)
-        return (struct reply){ 500, NULL, false };
-    if (n < want)
+    struct pending_info pi;
+    switch (r) {
+    case TABLE_INSERTED:
+        break;
+    case TABLE_INSERT_NOT_READY:
         return not_ready();
+    case TABLE_INSERT_FULL_COUNT:
+        stats_add(a->stats, ST_INSERTS_REFUSED, want);
+        pending_info(table_pending(t), &pi);
+        return api_error(MHD_HTTP_INSUFFICIENT_STORAGE, "journal_full",
+                         "the POST journal holds pending_limit (%llu) ids: none of these %zu was "
+                         "added", (unsigned long long)pi.limit, want);
+    case TABLE_INSERT_FULL_BYTES:
+        stats_add(a->stats, ST_INSERTS_REFUSED, want);
+        pending_info(table_pending(t), &pi);
+        return api_error(MHD_HTTP_INSUFFICIENT_STORAGE, "journal_full",
+                         "the POST journal holds pending_max_bytes (%llu) bytes of ids: none of "
+                         "these %zu was added", (unsigned long long)pi.max_bytes, want);
+    case TABLE_INSERT_NOMEM:
+        return (struct reply){ 500, NULL, false };
+    }
     stats_add(a->stats, ST_INSERTS, n);
     char out[64];
     snprintf(out, sizeof out, "{\"inserted\":%zu}", n);
@@ -492,21 +465,20 @@ static struct reply auth_decide(struct app *a, const char *uri, size_t len)
             return shared(cfg->allow_status, p->auth_allow[1]);
         }
         unsigned t = cfg->uri_template_filter[i];
-        int64_t horizon = source_horizon(a->source, t);    /* before the lookup: see source.h */
-        enum guard_answer ans = guard_lookup(a->tables[t].g, id, idlen);
-        if (ans == GUARD_NOT_READY) {
+        switch (table_lookup(a->tables[t], id, idlen)) {
+        case TABLE_NOT_READY:
             stats_add(a->stats, ST_AUTH_NOT_READY, 1);
             if (cfg->fail_open)
                 return shared(cfg->allow_status, p->auth_allow[2]);
             return shared(MHD_HTTP_SERVICE_UNAVAILABLE, p->auth_deny[1]);
-        }
-        if (ans == GUARD_MAYBE) {
+        case TABLE_MAYBE:
             stats_add(a->stats, ST_AUTH_HIT, 1);
             return shared(cfg->allow_status, p->auth_allow[0]);
-        }
-        if (source_stale(a->source, horizon)) {
+        case TABLE_DEGRADED:
             stats_add(a->stats, ST_DEGRADED, 1);
             return shared(cfg->allow_status, p->auth_allow[3]);
+        case TABLE_ABSENT:
+            break;
         }
         stats_add(a->stats, ST_AUTH_MISS, 1);
         return shared(cfg->deny_status, p->auth_deny[0]);
@@ -563,17 +535,17 @@ static struct reply reload(struct app *a, const struct api_request *rq)
     json_t *filters = json_object();
     for (unsigned i = from; i < to; i++) {
         bool c = false;
-        uint64_t one = source_request_rebuild(a->source, i, "api", &c);
-        struct source_status ss;
-        source_status(a->source, i, &ss);
+        uint64_t one = source_request_rebuild(a->source, i, WANT_API, &c);
+        struct table_status ts;
+        table_status(a->tables[i], &ts);
         if (i == from) {
             id = one;
             coalesced = c;
-            starts_in = ss.next_rebuild_in;
+            starts_in = ts.next_rebuild_in;
         }
-        json_object_set_new(filters, a->tables[i].fc->name,
+        json_object_set_new(filters, table_name(a->tables[i]),
                             json_pack("{s:I, s:b, s:f}", "rebuild_id", (json_int_t)one,
-                                      "coalesced", c, "starts_in_seconds", ss.next_rebuild_in));
+                                      "coalesced", c, "starts_in_seconds", ts.next_rebuild_in));
     }
     /*
      * Coalesced into the next rebuild min_rebuild_interval allows: never one
@@ -602,9 +574,9 @@ static struct reply snapshot(struct app *a, const struct api_request *rq)
     int t = table_of_rest(a, rq, &err);
     if (t < 0)
         return err;
-    const char *name = a->tables[t].fc->name;
+    const char *name = table_name(a->tables[t]);
     char path[PERSIST_PATH_MAX];
-    if (!persist_file(a->cfg, a->tables[t].fc, path, sizeof path))
+    if (!persist_file(a->cfg, table_config(a->tables[t]), path, sizeof path))
         return api_error(MHD_HTTP_NOT_FOUND, "snapshots_off", "snapshots are off: set [snapshot] path");
     int fd = open(path, O_RDONLY | O_CLOEXEC);
     if (fd < 0 && errno == ENOENT)

@@ -13,7 +13,7 @@ struct config;
 struct live;
 struct log;
 struct source;
-struct source_table;
+struct table;
 struct stats;
 
 /*
@@ -29,7 +29,7 @@ struct app {
     const struct config *cfg;
     struct live *live;          /* the configuration in force (SIGHUP replaces it) */
     const struct log *lg;
-    struct source_table *tables; /* the guarded tables (filter, journal); [0] is the default */
+    struct table **tables;      /* the guarded tables (table.h); [0] is the default */
     unsigned n_tables;
     struct stats *stats;        /* sized by api_stats_new: one slot per route */
     struct source *source;

@@ -90,6 +90,13 @@ struct key_def {
       .offset = offsetof(struct config, f) + 0 * sizeof(struct { \
           _Static_assert(sizeof(((struct config *)0)->f) == sizeof(int), #f " is not int-sized"); \
           int dummy; }) }
+/* The same for a per-table key ([filter NAME] may set it). */
+#define K_FENUM(s, k, d, r, f, tbl, h) \
+    { .section = (s), .name = (k), .type = T_ENUM, .def = (d), .reload = (r), \
+      .names = (tbl), .help = (h), .per_filter = true, \
+      .offset = offsetof(struct filter_config, f) + 0 * sizeof(struct { \
+          _Static_assert(sizeof(((struct filter_config *)0)->f) == sizeof(int), #f " is not int-sized"); \
+          int dummy; }) }
 #define K_TYPED(s, k, t, d, r, h) \
     { .section = (s), .name = (k), .type = (t), .def = (d), .reload = (r), .help = (h) }
 
@@ -97,6 +104,8 @@ static bool check_table(const char *v, char *err, size_t errlen);
 static bool check_column(const char *v, char *err, size_t errlen);
 static bool check_channel(const char *v, char *err, size_t errlen);
 static bool check_peer(const char *v, char *err, size_t errlen);
+static bool check_ident(const char *v, char *err, size_t errlen);
+static bool check_slot(const char *v, char *err, size_t errlen);
 
 static const struct enum_name log_levels[] = {
     { "error", LOG_LVL_ERROR }, { "warn", LOG_LVL_WARN },
@@ -107,6 +116,10 @@ static const struct enum_name deny_statuses[] = {
 };
 /* Envoy's ext_authz allows a request only on 200. */
 static const struct enum_name allow_statuses[] = { { "200", 200 }, { "204", 204 }, { NULL, 0 } };
+static const struct enum_name sync_methods[] = {
+    { "auto", SYNC_AUTO }, { "logical", SYNC_LOGICAL }, { "feed", SYNC_FEED },
+    { "notify", SYNC_NOTIFY }, { NULL, 0 }
+};
 static const struct enum_name uri_sources[] = {
     { "auto", URI_SOURCE_AUTO }, { "x-original-uri", URI_SOURCE_X_ORIGINAL_URI },
     { "x-forwarded-uri", URI_SOURCE_X_FORWARDED_URI }, { "path", URI_SOURCE_PATH }, { NULL, 0 }
@@ -165,7 +178,23 @@ static const struct key_def keys[] = {
           "factor applied to the table row count when expected_items is 0"),
 
     K_BOOL("sync", "enabled", "yes", RESTART, CF(sync_enabled),
-           "follow changes to the table with LISTEN/NOTIFY"),
+           "follow changes to the tables after their load; no: only loads (a static table)"),
+    K_FENUM("sync", "method", "auto", RESTART, method, sync_methods,
+            "how a table is followed: logical (logical replication from the WAL, no trigger), "
+            "feed (a trigger appends to a log, read every poll_interval), notify (a trigger sends "
+            "NOTIFY: costly for the table's writers), auto (logical where the server and the table "
+            "allow it, else the feed, else notify)"),
+    K_DBL("sync", "poll_interval", "0.1", RESTART, CF(poll_interval), 0.01, false, 60.0, false,
+          "seconds between reads of the change feed by method feed"),
+    K_STR("sync", "publication", "bloomguard", RESTART, CF(publication), check_ident,
+          "the publication method logical subscribes to; bloomguard_watch adds tables to it"),
+    K_STR("sync", "slot", "auto", RESTART, CF(slot_name), check_slot,
+          "method logical's replication slot, one for all filters: auto = a permanent slot "
+          "bloomguard_<id> when snapshots are on (the id is kept in the snapshot directory), "
+          "else a temporary one; a name = that permanent slot"),
+    K_UINT("sync", "logical_max_daemons", "4", RESTART, CF(logical_max_daemons), 0, 10000,
+           "method auto: once this many other bloomguard slots decode the server's WAL, a table "
+           "the feed also serves is followed with the feed"),
     K_STR("sync", "channel", "bloomguard", RESTART, FF(channel), check_channel,
           "NOTIFY channel, an identifier [A-Za-z_][A-Za-z0-9_]*; deletes use <channel>_deleted"),
     K_UINT("sync", "rebuild_interval", "0", RESTART, FF(rebuild_interval), 0, 31536000,
@@ -525,6 +554,31 @@ static bool check_channel(const char *v, char *err, size_t errlen)
         strspn(v, "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_") != len) {
         errf(err, errlen, "\"%.*s\" is not an identifier of 1..%d characters [A-Za-z_][A-Za-z0-9_]*",
              ERR_VALUE_MAX, v, CHANNEL_MAX);
+        return false;
+    }
+    return true;
+}
+
+/* A publication: an identifier PostgreSQL keeps as written (bloomguard quotes it). */
+static bool check_ident(const char *v, char *err, size_t errlen)
+{
+    size_t len = strlen(v);
+    if (len == 0 || len > PG_IDENT_MAX || strspn(v, "abcdefghijklmnopqrstuvwxyz0123456789_") != len
+        || isdigit((unsigned char)v[0])) {
+        errf(err, errlen, "\"%.*s\" is not a name of 1..%d characters [a-z_][a-z0-9_]*",
+             ERR_VALUE_MAX, v, PG_IDENT_MAX);
+        return false;
+    }
+    return true;
+}
+
+/* A slot name as PostgreSQL allows it ([a-z0-9_], at most 63), or "auto". */
+static bool check_slot(const char *v, char *err, size_t errlen)
+{
+    size_t len = strlen(v);
+    if (len == 0 || len > PG_IDENT_MAX || strspn(v, "abcdefghijklmnopqrstuvwxyz0123456789_") != len) {
+        errf(err, errlen, "\"%.*s\" is not a replication slot name of 1..%d characters "
+             "[a-z0-9_] (or auto)", ERR_VALUE_MAX, v, PG_IDENT_MAX);
         return false;
     }
     return true;

@@ -21,6 +21,9 @@ enum auth_uri_source {
     URI_SOURCE_AUTO, URI_SOURCE_X_ORIGINAL_URI, URI_SOURCE_X_FORWARDED_URI, URI_SOURCE_PATH
 };
 
+/* [sync] method: how a table is followed after its first load (follow.h). */
+enum sync_method { SYNC_AUTO, SYNC_LOGICAL, SYNC_FEED, SYNC_NOTIFY };
+
 /* Upper bound of [server] max_id_bytes: callers may size stack buffers by it. */
 #define CONFIG_MAX_ID_BYTES 65536
 
@@ -47,6 +50,7 @@ struct filter_config {
     unsigned rebuild_interval;   /* [sync] seconds; 0 = off */
     uint64_t rebuild_after_deletes; /* [sync]; 0 = off */
     bool auto_grow;              /* [sync] */
+    int method;                  /* [sync] method: enum sync_method */
     uint64_t pending_limit;      /* [sync] POSTed ids remembered until seen in the table */
     uint64_t pending_max_bytes;  /* [sync] bytes of POSTed ids the journal may hold */
     unsigned pending_ttl;        /* [sync] seconds a journal entry lives without a COPY showing it */
@@ -79,6 +83,10 @@ struct config {
     double max_staleness;        /* seconds; 0 = never degrade */
     double probe_interval;       /* seconds between follower round trips */
     unsigned min_rebuild_interval; /* seconds between the end of a rebuild and the next start */
+    double poll_interval;        /* seconds between reads of the change feed (method feed) */
+    char *publication;           /* the publication method logical reads, an identifier */
+    char *slot_name;             /* key "slot": "auto" or a replication slot name */
+    unsigned logical_max_daemons; /* auto: past this many other bloomguard slots, prefer the feed */
     /* [snapshot] */
     char *snapshot_path;         /* key "path": directory of <name>.snap files; "" = off */
     unsigned snapshot_interval;  /* seconds between periodic snapshots; 0 = only after loads */

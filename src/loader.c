@@ -18,20 +18,23 @@ void loader_set_error(char *err, size_t errlen, const char *what, PGconn *conn)
     snprintf(err, errlen, "%s%s%.*s", what, n ? ": " : "", (int)n, msg);
 }
 
-PGconn *loader_connect(const struct config *cfg, char *err, size_t errlen)
+static PGconn *connect_as(const struct config *cfg, const char *app, bool replication, char *err,
+                          size_t errlen)
 {
     /*
-     * Later entries win; conninfo (expanded from dbname) comes last.  TCP
-     * keepalives notice a dead server in about 25 s instead of the kernel's
-     * two hours, so a follower on a vanished network reconnects.
+     * Later entries win; conninfo (expanded from dbname) comes last, then
+     * replication, which a conninfo must not turn off.  TCP keepalives
+     * notice a dead server in about 25 s instead of the kernel's two hours,
+     * so a follower on a vanished network reconnects.
      */
     const char *keys[] = { "connect_timeout", "keepalives", "keepalives_idle",
                            "keepalives_interval", "keepalives_count",
                            "fallback_application_name", "target_session_attrs",
-                           "dbname", NULL };
-    /* LISTEN needs a primary, and the COPY must read the follower's server. */
-    const char *vals[] = { "10", "1", "10", "5", "3", "bloomguard",
-                           cfg->sync_enabled ? "primary" : "any", cfg->conninfo, NULL };
+                           "dbname", replication ? "replication" : NULL, NULL };
+    /* Followers need the primary, and every COPY must read the followers' server. */
+    const char *vals[] = { "10", "1", "10", "5", "3", app,
+                           cfg->sync_enabled ? "primary" : "any", cfg->conninfo,
+                           "database", NULL };
     PGconn *conn = PQconnectdbParams(keys, vals, 1);
     if (conn == NULL) {
         snprintf(err, errlen, "cannot connect to PostgreSQL: out of memory");
@@ -57,6 +60,21 @@ PGconn *loader_connect(const struct config *cfg, char *err, size_t errlen)
         return NULL;
     }
     return conn;
+}
+
+PGconn *loader_connect(const struct config *cfg, char *err, size_t errlen)
+{
+    return connect_as(cfg, "bloomguard", false, err, errlen);
+}
+
+PGconn *loader_connect_as(const struct config *cfg, const char *app, char *err, size_t errlen)
+{
+    return connect_as(cfg, app, false, err, errlen);
+}
+
+PGconn *loader_connect_replication(const struct config *cfg, char *err, size_t errlen)
+{
+    return connect_as(cfg, "bloomguard logical", true, err, errlen);
 }
 
 bool loader_server_id(PGconn *conn, char *out, size_t outlen, char *err, size_t errlen)
@@ -172,22 +190,6 @@ done:
     return ok;
 }
 
-bool loader_has_trigger(PGconn *conn, const struct filter_config *fc, bool *has,
-                        char *err, size_t errlen)
-{
-    char *tbl = NULL, *col = NULL;
-    int64_t n = 0;
-    if (!loader_quote_names(conn, fc, &tbl, &col, err, errlen))
-        return false;
-    bool ok = query_u64(conn, "SELECT count(*) FROM pg_trigger "
-                        "WHERE tgrelid = $1::regclass AND NOT tgisinternal AND tgenabled <> 'D'",
-                        1, tbl, &n, err, errlen);
-    *has = n > 0;
-    free(tbl);
-    free(col);
-    return ok;
-}
-
 size_t loader_unescape(char *s, size_t len)
 {
     size_t i = 0, o = 0;
@@ -256,10 +258,43 @@ static double now_s(void)
     return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
 }
 
-bool loader_copy(PGconn *conn, const struct filter_config *fc, struct filter *f,
-                 struct pending *seen, atomic_bool *stop, loader_progress_fn progress, void *arg,
-                 struct load_result *res, char *err, size_t errlen)
+/* BEGIN REPEATABLE READ in an exported snapshot, for a COPY that must start exactly there. */
+static bool in_snapshot(PGconn *conn, const char *snapshot, char *err, size_t errlen)
 {
+    char *lit = PQescapeLiteral(conn, snapshot, strlen(snapshot));
+    if (lit == NULL) {
+        loader_set_error(err, errlen, "cannot quote the snapshot name", conn);
+        return false;
+    }
+    char sql[160];
+    snprintf(sql, sizeof sql, "BEGIN ISOLATION LEVEL REPEATABLE READ; SET TRANSACTION SNAPSHOT %s",
+             lit);
+    PQfreemem(lit);
+    PGresult *r = PQexec(conn, sql);
+    bool ok = PQresultStatus(r) == PGRES_COMMAND_OK;
+    if (!ok)
+        loader_set_error(err, errlen, "cannot import the replication slot's snapshot", conn);
+    PQclear(r);
+    return ok;
+}
+
+static bool commit(PGconn *conn, char *err, size_t errlen)
+{
+    PGresult *r = PQexec(conn, "COMMIT");
+    bool ok = PQresultStatus(r) == PGRES_COMMAND_OK;
+    if (!ok)
+        loader_set_error(err, errlen, "COMMIT failed", conn);
+    PQclear(r);
+    return ok;
+}
+
+bool loader_copy(PGconn *conn, const struct filter_config *fc, struct filter *f,
+                 const struct loader_copy_opts *o, struct load_result *res, char *err,
+                 size_t errlen)
+{
+    const struct loader_copy_opts none = { 0 };
+    if (o == NULL)
+        o = &none;
     char *tbl = NULL, *col = NULL, *sql = NULL;
     PGresult *r = NULL;
     bool ok = false;
@@ -276,6 +311,8 @@ bool loader_copy(PGconn *conn, const struct filter_config *fc, struct filter *f,
     }
     snprintf(sql, len, "COPY (SELECT %s::text FROM %s WHERE %s IS NOT NULL) TO STDOUT",
              col, tbl, col);
+    if (o->snapshot && o->snapshot[0] && !in_snapshot(conn, o->snapshot, err, errlen))
+        goto done;
     r = PQexec(conn, sql);
     if (PQresultStatus(r) != PGRES_COPY_OUT) {
         loader_set_error(err, errlen, "COPY failed", conn);
@@ -303,14 +340,14 @@ bool loader_copy(PGconn *conn, const struct filter_config *fc, struct filter *f,
             filter_add_hashes_exclusive(f, batch, nb);
             nb = 0;
         }
-        if (seen)
-            pending_seen(seen, buf, idlen, h);
+        if (o->seen)
+            o->seen(o->seen_arg, buf, idlen, h);
         PQfreemem(buf);
         rows++;
         if (rows % LOADER_PROGRESS_ROWS == 0) {
-            if (progress)
-                progress(arg, rows);
-            if (stop && atomic_load(stop)) {
+            if (o->progress)
+                o->progress(o->progress_arg, rows);
+            if (o->stop && atomic_load(o->stop)) {
                 snprintf(err, errlen, "load interrupted");
                 goto done;              /* PQfinish by the caller ends the COPY */
             }
@@ -326,6 +363,8 @@ bool loader_copy(PGconn *conn, const struct filter_config *fc, struct filter *f,
     /* Drain to the end so the connection can run the next command. */
     while ((r = PQgetResult(conn)) != NULL)
         PQclear(r);
+    if (o->snapshot && o->snapshot[0] && !commit(conn, err, errlen))
+        goto done;
     res->rows = rows;
     res->seconds = now_s() - t0;
     ok = true;

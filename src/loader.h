@@ -14,7 +14,6 @@
 
 #include "config.h"
 #include "filter.h"
-#include "pending.h"
 
 /*
  * Connect with [postgres] conninfo (empty: libpq defaults and PG* variables),
@@ -23,6 +22,20 @@
  * writes the reason to err on failure.  Close with PQfinish.
  */
 PGconn *loader_connect(const struct config *cfg, char *err, size_t errlen);
+
+/*
+ * The same with application_name app unless conninfo sets one: each
+ * follower names its connections ("bloomguard feed", ...) so that an
+ * operator can tell them apart in pg_stat_activity.
+ */
+PGconn *loader_connect_as(const struct config *cfg, const char *app, char *err, size_t errlen);
+
+/*
+ * The same as a logical replication connection (replication=database), for
+ * method logical's stream, with the same session settings: the walsender
+ * renders every value with them and converts it to the client encoding.
+ */
+PGconn *loader_connect_replication(const struct config *cfg, char *err, size_t errlen);
 
 /*
  * The settings every bloomguard session runs with (client encoding and the
@@ -67,14 +80,6 @@ bool loader_quote_table(PGconn *conn, const char *table, const char *column, cha
 bool loader_estimate_rows(PGconn *conn, const struct filter_config *fc, uint64_t *rows,
                           char *err, size_t errlen);
 
-/*
- * Whether the table has a user trigger (sql/notify.sql's bloomguard_watch
- * installs one), for a warning when the change feed cannot work.  Sets
- * *has and returns true, or false with an error.
- */
-bool loader_has_trigger(PGconn *conn, const struct filter_config *fc, bool *has,
-                        char *err, size_t errlen);
-
 /* Called every LOADER_PROGRESS_ROWS rows with the rows copied so far. */
 #define LOADER_PROGRESS_ROWS 100000
 typedef void (*loader_progress_fn)(void *arg, uint64_t rows);
@@ -84,18 +89,32 @@ struct load_result {
     double seconds;     /* wall time of the COPY */
 };
 
+/* Called with each row's ID and its filter_hash, e.g. so a journal forgets it. */
+typedef void (*loader_seen_fn)(void *arg, const char *id, size_t len, uint64_t h);
+
+/* What a COPY may be asked besides its table; every field may be 0/NULL. */
+struct loader_copy_opts {
+    const char *snapshot;       /* run in this exported snapshot (SET TRANSACTION SNAPSHOT) */
+    loader_seen_fn seen;
+    void *seen_arg;
+    atomic_bool *stop;          /* stop early with an error once true */
+    loader_progress_fn progress;
+    void *progress_arg;
+};
+
 /*
  * Stream every non-NULL ID (the column's text form) of the table into f with
- * COPY (SELECT col::text ...) TO STDOUT, telling seen (may be NULL) about
- * each one.  The copy is f's only writer meanwhile (bulk inserts without
- * atomics; see guard_begin_bulk).  Holds no result set and allocates
- * nothing per row itself.  Stops early with an error when *stop becomes
- * true.  progress may be NULL.  After a failure the connection may be left
- * inside the COPY: PQfinish it.
+ * COPY (SELECT col::text ...) TO STDOUT, telling o->seen about each one.
+ * With o->snapshot, the COPY runs in a REPEATABLE READ transaction that
+ * imports that snapshot first (a replication slot's: the stream then
+ * begins exactly where the COPY ends).  The copy is f's only writer
+ * meanwhile (bulk inserts without atomics; see guard_begin_bulk).  Holds no
+ * result set and allocates nothing per row itself.  After a failure the
+ * connection may be left inside the COPY: PQfinish it.
  */
 bool loader_copy(PGconn *conn, const struct filter_config *fc, struct filter *f,
-                 struct pending *seen, atomic_bool *stop, loader_progress_fn progress, void *arg,
-                 struct load_result *res, char *err, size_t errlen);
+                 const struct loader_copy_opts *o, struct load_result *res, char *err,
+                 size_t errlen);
 
 /*
  * The next row of a single-column COPY ... TO STDOUT in text format: *buf

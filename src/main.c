@@ -14,12 +14,12 @@
 
 #include "api.h"
 #include "config.h"
-#include "guard.h"
 #include "http.h"
 #include "live.h"
 #include "log.h"
 #include "notify.h"
 #include "source.h"
+#include "table.h"
 #include "stats.h"
 #include "token.h"
 
@@ -148,13 +148,13 @@ static void reload_tables(struct hooks_ctx *h, struct source *src, bool owe)
 {
     pthread_mutex_lock(&h->mu);
     for (unsigned t = 0; t < h->n; t++) {
-        uint64_t id = source_request_rebuild(src, t, "SIGHUP", NULL);
+        uint64_t id = source_request_rebuild(src, t, WANT_SIGHUP, NULL);
         if (!owe)
             continue;
         /* It may have finished already (a coalesced request): then nothing is owed. */
-        struct source_status ss;
-        source_status(src, t, &ss);
-        if (ss.completed_id >= id)
+        struct table_status ts;
+        table_status(source_table(src, t), &ts);
+        if (ts.completed_id >= id)
             continue;
         if (h->owed[t] == 0)
             h->owing++;
@@ -335,7 +335,7 @@ int main(int argc, char **argv)
 
     struct hooks_ctx hctx = { .lg = &lg, .n = cfg.n_filters };
     pthread_mutex_init(&hctx.mu, NULL);
-    struct source_hooks hooks = { .arg = &hctx, .progress = on_progress, .done = on_done };
+    struct scheduler_hooks hooks = { .arg = &hctx, .progress = on_progress, .done = on_done };
     /*
      * cfg stays the configuration at start until exit: what the follower,
      * http_start and the keys that need a restart read.  The holder gets a
@@ -343,7 +343,7 @@ int main(int argc, char **argv)
      */
     struct config live_cfg;
     char *live_token = NULL;
-    struct source_table tables[CONFIG_MAX_FILTERS] = { { NULL, NULL, NULL } };
+    struct table *tables[CONFIG_MAX_FILTERS] = { NULL };
     struct app app = { .cfg = &cfg, .lg = &lg, .started = time(NULL), .admin_token = admin_token,
                        .tables = tables, .n_tables = cfg.n_filters };
     if (admin_token != NULL)
@@ -356,20 +356,11 @@ int main(int argc, char **argv)
         token_free(live_token);
         config_free(&live_cfg);
     }
-    bool oom = app.live == NULL || (app.stats = api_stats_new()) == NULL;
-    for (unsigned t = 0; t < cfg.n_filters; t++) {
-        const struct filter_config *fc = &cfg.filters[t];
-        tables[t].fc = fc;
-        tables[t].g = guard_new();
-        tables[t].pending = pending_new(fc->pending_limit, fc->pending_max_bytes, fc->pending_ttl);
-        oom = oom || tables[t].g == NULL || tables[t].pending == NULL;
-    }
+    bool oom = app.live == NULL || (app.stats = api_stats_new()) == NULL
+               || (app.source = source_new(&cfg, &lg, &hooks, admin_token)) == NULL;
+    for (unsigned t = 0; !oom && t < cfg.n_filters; t++)
+        tables[t] = source_table(app.source, t);
     if (oom || !api_init(&app)) {
-        log_error(&lg, "out of memory");
-        goto out;
-    }
-    app.source = source_new(&cfg, tables, cfg.n_filters, &lg, &hooks, admin_token);
-    if (app.source == NULL) {
         log_error(&lg, "out of memory");
         goto out;
     }
@@ -414,10 +405,6 @@ out:
     http_stop(http);
     source_free(app.source);
     api_fini(&app);
-    for (unsigned t = 0; t < CONFIG_MAX_FILTERS; t++) {
-        guard_free(tables[t].g);
-        pending_free(tables[t].pending);
-    }
     pthread_mutex_destroy(&hctx.mu);
     stats_free(app.stats);
     live_free(app.live);

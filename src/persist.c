@@ -15,12 +15,7 @@
 /* How long a peer may take to connect and between bytes of its snapshot. */
 #define PEER_TIMEOUT_MS 10000
 
-/*
- * [snapshot] path, with "auto" resolved: the first directory of
- * $STATE_DIRECTORY, which systemd sets for StateDirectory= (the environment
- * is only read: no thread sets it).  Writes "" when snapshots are off.
- */
-static void snapshot_dir(const struct config *cfg, char *out, size_t outlen)
+bool persist_dir(const struct config *cfg, char *out, size_t outlen)
 {
     const char *p = cfg->snapshot_path ? cfg->snapshot_path : "";
     size_t len = strlen(p);
@@ -29,17 +24,17 @@ static void snapshot_dir(const struct config *cfg, char *out, size_t outlen)
         p = p ? p : "";
         len = strcspn(p, ":");
     }
-    snprintf(out, outlen, "%.*s", (int)len, p);
+    int n = snprintf(out, outlen, "%.*s", (int)len, p);
+    return len > 0 && n > 0 && (size_t)n < outlen;
 }
 
 bool persist_file(const struct config *cfg, const struct filter_config *fc, char *out,
                   size_t outlen)
 {
     char dir[PERSIST_PATH_MAX];
-    snapshot_dir(cfg, dir, sizeof dir);
-    size_t len = strlen(dir);
-    if (len == 0)
+    if (!persist_dir(cfg, dir, sizeof dir))
         return false;
+    size_t len = strlen(dir);
     int n = snprintf(out, outlen, "%s%s%s.snap", dir, dir[len - 1] == '/' ? "" : "/", fc->name);
     return n > 0 && (size_t)n < outlen;
 }

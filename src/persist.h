@@ -24,6 +24,15 @@
 #define PERSIST_PATH_MAX 4096
 
 /*
+ * [snapshot] path, with "auto" resolved: the first directory of
+ * $STATE_DIRECTORY, which systemd sets for StateDirectory= (the environment
+ * is only read: no thread sets it).  False (out = "") when snapshots are
+ * off or the path does not fit.  Other state of the daemon's (the logical
+ * slot's name) lives there too.
+ */
+bool persist_dir(const struct config *cfg, char *out, size_t outlen);
+
+/*
  * The snapshot file of filter fc: "<[snapshot] path>/<name>.snap", path
  * "auto" being $STATE_DIRECTORY (systemd's StateDirectory=).  False when
  * snapshots are off (path empty, or auto without $STATE_DIRECTORY) or the

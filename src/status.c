@@ -14,6 +14,7 @@
 
 #include "config.h"
 #include "guard.h"
+#include "table.h"
 
 bool status_take(struct app *a, struct status *st, bool full)
 {
@@ -25,21 +26,28 @@ bool status_take(struct app *a, struct status *st, bool full)
     st->degraded = false;
     memset(&st->stats, 0, sizeof st->stats);
     for (unsigned i = 0; i < st->n; i++) {
-        const struct source_table *t = &a->tables[i];
+        struct table *t = a->tables[i];
         struct status_filter *f = &st->filters[i];
         memset(f, 0, sizeof *f);
-        f->name = t->fc->name;
-        f->target_fpp = t->fc->false_positive_rate;
-        source_status(a->source, i, &f->source);
+        f->name = table_name(t);
+        f->target_fpp = table_config(t)->false_positive_rate;
+        if (a->source != NULL) {
+            struct source_status ss;
+            source_status(a->source, i, &ss);
+            f->table = ss.table;
+            f->conn = ss.conn;
+        } else {
+            table_status(t, &f->table);
+        }
         if (full) {
-            f->ready = guard_info(t->g, &f->info);
+            f->ready = guard_info(table_guard(t), &f->info);
             if (!f->ready)
                 memset(&f->info, 0, sizeof f->info);
-            pending_info(t->pending, &f->pending);
+            pending_info(table_pending(t), &f->pending);
         } else {
-            f->ready = guard_ready(t->g);
+            f->ready = guard_ready(table_guard(t));
         }
-        f->degraded = f->ready && f->source.degraded;
+        f->degraded = f->ready && f->table.degraded;
         st->ready = st->ready && f->ready;
         st->degraded = st->degraded || f->degraded;
     }
@@ -187,7 +195,7 @@ static void requests_sections(struct doc *d, json_t *o, const struct status *st)
     put(d, o, "requests_by_endpoint", routes);
 }
 
-static void last_load_section(struct doc *d, json_t *o, const struct source_status *ss)
+static void last_load_section(struct doc *d, json_t *o, const struct table_status *ss)
 {
     put_u64(d, o, "rows", ss->last_rows);
     put_real(d, o, "seconds", ss->last_seconds);
@@ -197,10 +205,10 @@ static void last_load_section(struct doc *d, json_t *o, const struct source_stat
 }
 
 /* The change feed: how the filter catches up instead of copying the table. */
-static void feed_section(struct doc *d, json_t *o, const struct source_status *ss)
+static void feed_section(struct doc *d, json_t *o, const struct table_status *ss)
 {
     put_bool(d, o, "available", ss->feed_available);
-    put_str(d, o, "position", ss->feed_position[0] ? ss->feed_position : NULL);
+    put_str(d, o, "position", ss->position[0] ? ss->position : NULL);
     put_u64(d, o, "copies", ss->copies);
     put_u64(d, o, "catchups", ss->catchups);
     put_u64(d, o, "rows_read", ss->feed_rows_read);
@@ -208,7 +216,7 @@ static void feed_section(struct doc *d, json_t *o, const struct source_status *s
     put_u64(d, o, "too_old", ss->too_old);
 }
 
-static void snapshot_section(struct doc *d, json_t *o, const struct source_status *ss)
+static void snapshot_section(struct doc *d, json_t *o, const struct table_status *ss)
 {
     put_str(d, o, "restored_from", ss->restored_from[0] ? ss->restored_from : NULL);
     put_u64(d, o, "writes", ss->snapshot_writes);
@@ -216,7 +224,7 @@ static void snapshot_section(struct doc *d, json_t *o, const struct source_statu
     put_when(d, o, "written_at", ss->snapshot_written);
 }
 
-static void rebuild_section(struct doc *d, json_t *o, const struct source_status *ss)
+static void rebuild_section(struct doc *d, json_t *o, const struct table_status *ss)
 {
     put_bool(d, o, "running", ss->running);
     put_u64(d, o, "requested_id", ss->requested_id);
@@ -233,20 +241,31 @@ static void rebuild_section(struct doc *d, json_t *o, const struct source_status
     }
 }
 
-static void source_section(struct doc *d, json_t *o, const struct source_status *ss)
+/* The connection of the table's follower, and its last error (the table's load first). */
+static void source_section(struct doc *d, json_t *o, const struct status_filter *f)
 {
-    put_str(d, o, "state", source_state_name(ss->state));
-    put_time(d, o, "since", ss->state_since);
-    put_bool(d, o, "listening", ss->listening);
-    if (ss->last_error[0])
-        put_str(d, o, "last_error", ss->last_error);
+    const struct follow_status *c = &f->conn;
+    const char *err = f->table.last_error[0] ? f->table.last_error : c->last_error;
+    put_str(d, o, "state", follow_state_name(c->state));
+    put_time(d, o, "since", c->since);
+    put_bool(d, o, "listening", c->listening);
+    if (err[0])
+        put_str(d, o, "last_error", err);
+    if (c->slot[0]) {
+        put_str(d, o, "slot", c->slot);
+        put_bool(d, o, "slot_temporary", c->slot_temporary);
+        if (c->slot_lag_bytes >= 0)
+            put_u64(d, o, "slot_lag_bytes", (uint64_t)c->slot_lag_bytes);
+        if (c->wal_status[0])
+            put_str(d, o, "wal_status", c->wal_status);
+    }
 }
 
 /* The horizon: how far back every committed row is known to be in the filter. */
 static void horizon_section(struct doc *d, json_t *o, const struct status *st,
                             const struct status_filter *f)
 {
-    const struct source_status *ss = &f->source;
+    const struct table_status *ss = &f->table;
     put_bool(d, o, "degraded", ss->degraded);
     put_real(d, o, "max_staleness_seconds", st->max_staleness);
     put_real(d, o, "degraded_seconds_total", ss->degraded_seconds);
@@ -265,33 +284,33 @@ static void pending_section(struct doc *d, json_t *o, const struct pending_info 
 }
 
 /*
- * A table's own sections after its filter's figures: its loads, its
- * horizon, its journal, its change feed and snapshots.  At the top level of
- * /stats for the default table (so a one-table daemon's /stats reads as it
- * always did; there the shared connection's "source" goes among them), and
- * under "filters"."NAME" for each table (table_sections).
+ * A table's own sections after its filter's figures: how it is followed,
+ * its loads, its follower's connection, its horizon, its journal, its
+ * change feed and snapshots.  At the top level of /stats for the default
+ * table (so a one-table daemon's /stats reads as it always did), and under
+ * "filters"."NAME" for each table (table_sections).
  */
 static void load_sections(struct doc *d, json_t *o, const struct status *st,
-                          const struct status_filter *f, bool with_source)
+                          const struct status_filter *f)
 {
-    last_load_section(d, put_object(d, o, "last_load"), &f->source);
-    rebuild_section(d, put_object(d, o, "rebuild"), &f->source);
-    /* The connection is shared: shown once, at the top level. */
-    if (with_source)
-        source_section(d, put_object(d, o, "source"), &f->source);
+    put_str(d, o, "method", f->table.method[0] ? f->table.method : NULL);
+    put_str(d, o, "method_reason", f->table.method_why[0] ? f->table.method_why : NULL);
+    last_load_section(d, put_object(d, o, "last_load"), &f->table);
+    rebuild_section(d, put_object(d, o, "rebuild"), &f->table);
+    source_section(d, put_object(d, o, "source"), f);
     horizon_section(d, put_object(d, o, "horizon"), st, f);
-    put_u64(d, o, "notifications", f->source.notifications);
-    put_u64(d, o, "long_ids", f->source.long_ids);
+    put_u64(d, o, "notifications", f->table.notifications);
+    put_u64(d, o, "long_ids", f->table.long_ids);
     pending_section(d, put_object(d, o, "pending_posts"), &f->pending);
-    feed_section(d, put_object(d, o, "feed"), &f->source);
-    snapshot_section(d, put_object(d, o, "snapshot"), &f->source);
+    feed_section(d, put_object(d, o, "feed"), &f->table);
+    snapshot_section(d, put_object(d, o, "snapshot"), &f->table);
 }
 
 static void table_sections(struct doc *d, json_t *o, const struct status *st,
                            const struct status_filter *f)
 {
     filter_section(d, o, f);
-    load_sections(d, o, st, f, false);
+    load_sections(d, o, st, f);
 }
 
 /* The /stats document; the key order is the documented one. */
@@ -308,7 +327,7 @@ static void stats_doc(struct doc *d, const struct status *st)
     put_u64(d, o, "inserts", st->stats.counter[ST_INSERTS]);
     auth_section(d, put_object(d, o, "auth"), st);
     requests_sections(d, o, st);
-    load_sections(d, o, st, def, true);
+    load_sections(d, o, st, def);
     json_t *all = put_object(d, o, "filters");
     for (unsigned i = 0; i < st->n; i++)
         table_sections(d, put_object(d, all, st->filters[i].name), st, &st->filters[i]);
@@ -333,14 +352,20 @@ static void readyz_doc(struct doc *d, const struct status *st)
                 d->failed = true;
         put(d, o, "not_ready", names);
     }
-    source_section(d, put_object(d, o, "source"), &st->filters[0].source);
+    put_str(d, o, "method", st->filters[0].table.method[0] ? st->filters[0].table.method : NULL);
+    put_str(d, o, "method_reason",
+            st->filters[0].table.method_why[0] ? st->filters[0].table.method_why : NULL);
+    source_section(d, put_object(d, o, "source"), &st->filters[0]);
     horizon_section(d, put_object(d, o, "horizon"), st, &st->filters[0]);
     if (st->n > 1) {
         json_t *all = put_object(d, o, "filters");
         for (unsigned i = 0; i < st->n; i++) {
-            json_t *f = put_object(d, all, st->filters[i].name);
-            put_bool(d, f, "ready", st->filters[i].ready);
-            put_bool(d, f, "degraded", st->filters[i].degraded);
+            const struct status_filter *sf = &st->filters[i];
+            json_t *f = put_object(d, all, sf->name);
+            put_bool(d, f, "ready", sf->ready);
+            put_bool(d, f, "degraded", sf->degraded);
+            put_str(d, f, "method", sf->table.method[0] ? sf->table.method : NULL);
+            put_str(d, f, "method_reason", sf->table.method_why[0] ? sf->table.method_why : NULL);
         }
     }
 }
@@ -446,9 +471,9 @@ static void duration_series(FILE *o, const char *name, const struct status *st)
 
 static void source_state_series(FILE *o, const char *name, const struct status *st)
 {
-    for (enum source_state s = SOURCE_CONNECTING; s <= SOURCE_RECONNECTING; s++)
-        fprintf(o, "bloomguard_%s{state=\"%s\"} %d\n", name, source_state_name(s),
-                st->filters[0].source.state == s ? 1 : 0);
+    for (enum follow_state s = FOLLOW_CONNECTING; s <= FOLLOW_RECONNECTING; s++)
+        fprintf(o, "bloomguard_%s{state=\"%s\"} %d\n", name, follow_state_name(s),
+                st->filters[0].conn.state == s ? 1 : 0);
 }
 
 #define S(field) offsetof(struct status, field)
@@ -475,7 +500,7 @@ static const struct metric metrics[] = {
         { "result=\"malformed\"", COUNTER(ST_AUTH_MALFORMED) },
         { "result=\"degraded\"", COUNTER(ST_DEGRADED) } }, NULL },
     { "notifications_applied_total", MT_COUNTER, "IDs added from PostgreSQL NOTIFY.", IN_FILTER,
-      { { NULL, V_U64, F(source.notifications) } }, NULL },
+      { { NULL, V_U64, F(table.notifications) } }, NULL },
     { "pending_posts", MT_GAUGE,
       "POSTed ids kept across rebuilds until a COPY shows them in the table.", IN_FILTER,
       { { NULL, V_U64, F(pending.count) } }, NULL },
@@ -490,40 +515,40 @@ static const struct metric metrics[] = {
       "1 while absent answers are given as maybe: the horizon is older than max_staleness.",
       IN_FILTER, { { NULL, V_BOOL, F(degraded) } }, NULL },
     { "degraded_seconds_total", MT_COUNTER, "Time spent degraded.", IN_FILTER,
-      { { NULL, V_SEC, F(source.degraded_seconds) } }, NULL },
+      { { NULL, V_SEC, F(table.degraded_seconds) } }, NULL },
     { "degraded_answers_total", MT_COUNTER,
       "Answers that would have been 404 or deny, given as 200 or allow while degraded.",
       IN_STATUS, { { NULL, COUNTER(ST_DEGRADED) } }, NULL },
     { "horizon_age_seconds", MT_GAUGE,
       "Seconds since the horizon: every row committed before it is in the filter (-1: none yet).",
-      IN_FILTER, { { NULL, V_SEC, F(source.horizon_age) } }, NULL },
+      IN_FILTER, { { NULL, V_SEC, F(table.horizon_age) } }, NULL },
     { "rebuilds_total", MT_COUNTER, "Filter loads and rebuilds, by result.", IN_FILTER,
-      { { "result=\"ok\"", V_U64, F(source.rebuilds_ok) },
-        { "result=\"failed\"", V_U64, F(source.rebuilds_failed) } }, NULL },
+      { { "result=\"ok\"", V_U64, F(table.rebuilds_ok) },
+        { "result=\"failed\"", V_U64, F(table.rebuilds_failed) } }, NULL },
     { "rebuild_duration_seconds_total", MT_COUNTER, "Time spent copying IDs in successful rebuilds.",
-      IN_FILTER, { { NULL, V_SEC, F(source.rebuild_seconds_sum) } }, NULL },
+      IN_FILTER, { { NULL, V_SEC, F(table.rebuild_seconds_sum) } }, NULL },
     { "last_rebuild_duration_seconds", MT_GAUGE, "Duration of the last successful rebuild.",
-      IN_FILTER, { { NULL, V_SEC, F(source.last_seconds) } }, NULL },
+      IN_FILTER, { { NULL, V_SEC, F(table.last_seconds) } }, NULL },
     { "last_rebuild_rows", MT_GAUGE, "Rows loaded by the last successful rebuild.", IN_FILTER,
-      { { NULL, V_U64, F(source.last_rows) } }, NULL },
+      { { NULL, V_U64, F(table.last_rows) } }, NULL },
     { "loads_total", MT_COUNTER,
       "Successful updates of the filter from PostgreSQL, by kind: a COPY of the table or a "
       "catch-up from the change feed.", IN_FILTER,
-      { { "kind=\"copy\"", V_U64, F(source.copies) },
-        { "kind=\"catchup\"", V_U64, F(source.catchups) } }, NULL },
+      { { "kind=\"copy\"", V_U64, F(table.copies) },
+        { "kind=\"catchup\"", V_U64, F(table.catchups) } }, NULL },
     { "feed_rows_read_total", MT_COUNTER, "Rows the catch-ups read from the change feed.",
-      IN_FILTER, { { NULL, V_U64, F(source.feed_rows_read) } }, NULL },
+      IN_FILTER, { { NULL, V_U64, F(table.feed_rows_read) } }, NULL },
     { "feed_too_old_total", MT_COUNTER,
       "Catch-ups the change feed could not serve (position too old): the table was copied.",
-      IN_FILTER, { { NULL, V_U64, F(source.too_old) } }, NULL },
+      IN_FILTER, { { NULL, V_U64, F(table.too_old) } }, NULL },
     { "snapshot_writes_total", MT_COUNTER, "Snapshot files written, by result.", IN_FILTER,
-      { { "result=\"ok\"", V_U64, F(source.snapshot_writes) },
-        { "result=\"failed\"", V_U64, F(source.snapshot_failures) } }, NULL },
+      { { "result=\"ok\"", V_U64, F(table.snapshot_writes) },
+        { "result=\"failed\"", V_U64, F(table.snapshot_failures) } }, NULL },
     { "snapshot_written_time_seconds", MT_GAUGE,
       "Unix time of the last snapshot written (0: none).", IN_FILTER,
-      { { NULL, V_TIME, F(source.snapshot_written) } }, NULL },
+      { { NULL, V_TIME, F(table.snapshot_written) } }, NULL },
     { "rebuild_running", MT_GAUGE, "1 while a rebuild runs.", IN_FILTER,
-      { { NULL, V_BOOL, F(source.running) } }, NULL },
+      { { NULL, V_BOOL, F(table.running) } }, NULL },
     { "ready", MT_GAUGE, "1 once a filter is loaded and served.", IN_FILTER,
       { { NULL, V_BOOL, F(ready) } }, NULL },
     { "filter_items", MT_GAUGE, "Distinct IDs added to the live filter (duplicates not counted).",
@@ -544,7 +569,7 @@ static const struct metric metrics[] = {
     { "source_state", MT_GAUGE, "PostgreSQL source state (1 for the current one).", IN_STATUS,
       { { 0 } }, source_state_series },
     { "source_state_since_seconds", MT_GAUGE, "Unix time the source entered its state.",
-      IN_STATUS, { { NULL, V_TIME, S(filters[0].source.state_since) } }, NULL },
+      IN_STATUS, { { NULL, V_TIME, S(filters[0].conn.since) } }, NULL },
     { "process_start_time_seconds", MT_GAUGE, "Unix time the process started.", IN_STATUS,
       { { NULL, V_TIME, S(started) } }, NULL },
     { "build_info", MT_GAUGE, "Always 1; the version is a label.", IN_STATUS,

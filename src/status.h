@@ -20,10 +20,11 @@
 struct status_filter {
     const char *name;           /* [filter NAME], "default" for the global keys' */
     bool ready;                 /* loaded and served */
-    bool degraded;              /* ready and source.degraded: absent answers are "maybe" now */
+    bool degraded;              /* ready and table.degraded: absent answers are "maybe" now */
     struct filter_info info;    /* zeros until ready (and in a light snapshot) */
     double target_fpp;          /* configured false_positive_rate */
-    struct source_status source;    /* the connection's fields are the same for every table */
+    struct table_status table;      /* loads, horizon, positions, snapshots */
+    struct follow_status conn;      /* its follower's connection (shared by the tables it follows) */
     struct pending_info pending;    /* zeros in a light snapshot */
 };
 

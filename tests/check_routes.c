@@ -17,8 +17,8 @@
 #include "check_main.h"
 #include "api.h"
 #include "config.h"
-#include "source.h"
 #include "stats.h"
+#include "table.h"
 
 /*
  * path and method (API_* bit), the name of the route that takes them (NULL:
@@ -212,7 +212,8 @@ START_TEST(test_snapshot_handler)
     memset(fc, 0, sizeof fc);
     fc[0].name = (char *)"default";
     fc[1].name = (char *)"users";
-    struct source_table tables[2] = { { .fc = &fc[0] }, { .fc = &fc[1] } };
+    struct table *tables[2] = { table_new(&cfg, &fc[0]), table_new(&cfg, &fc[1]) };
+    ck_assert(tables[0] != NULL && tables[1] != NULL);
     struct app a = { .cfg = &cfg, .tables = tables, .n_tables = 2 };
 
     ck_assert_uint_eq(snapshot_answer(&a, "/snapshot"), 404);           /* snapshots_off */
@@ -248,6 +249,8 @@ START_TEST(test_snapshot_handler)
     ck_assert_int_eq(rmdir(sub), 0);
     ck_assert_int_eq(unlink(file), 0);
     ck_assert_int_eq(rmdir(dir), 0);
+    table_free(tables[0]);
+    table_free(tables[1]);
 }
 END_TEST
 

@@ -79,6 +79,7 @@ cleanup() {
         done
     fi
     if [ -n "$BG_DB" ]; then
+        bg_pg_drop_slots "$BG_DB"
         dropdb --if-exists --force "$BG_DB" 2>/dev/null || dropdb --if-exists "$BG_DB" || true
     fi
     [ -n "$BG_WORK" ] && rm -rf "$BG_WORK"
@@ -86,6 +87,11 @@ cleanup() {
 }
 
 # ---------------------------------------------------------------- daemon --
+
+# test_method: the follow method this test's daemons run: BG_METHOD
+# (scripts/test --method), else what method auto takes on scripts/test's
+# server, whose wal_level is logical.
+test_method() { echo "${BG_METHOD:-logical}"; }
 
 # start_daemon NAME [--section.key=value ...]: start the daemon on port 0
 # against $BG_DB with debug logging (an argument overriding conninfo, listen
@@ -97,14 +103,17 @@ cleanup() {
 # it with bg_stop NAME [SIGNAL], which sets BG_EXIT.
 start_daemon() {
     local name=$1; shift
-    local args=(-c "$BG_CONF") a have_ci=0 have_listen=0 have_level=0
+    local args=(-c "$BG_CONF") a have_ci=0 have_listen=0 have_level=0 have_method=0
     for a in "$@"; do
         case $a in
             --postgres.conninfo=*) have_ci=1 ;;
             --server.listen=*) have_listen=1 ;;
             --log.level=*) have_level=1 ;;
+            --sync.method=*) have_method=1 ;;
         esac
     done
+    # BG_METHOD: the follow method the suite runs under (scripts/test --method).
+    [ $have_method = 1 ] || [ -z "${BG_METHOD:-}" ] || args+=(--sync.method="$BG_METHOD")
     [ $have_listen = 1 ] || args+=(--server.listen=127.0.0.1:0)
     [ $have_ci = 1 ] || args+=(--postgres.conninfo="dbname=$BG_DB")
     [ $have_level = 1 ] || [ "${BG_FILE_LOG_LEVEL:-0}" = 1 ] || args+=(--log.level=debug)

@@ -1,0 +1,219 @@
+/*
+ * The ways of following a table after its first load, behind one
+ * interface: each method is one file (follow_logical.c, follow_feed.c,
+ * follow_notify.c), runs its own thread and hands every committed row to
+ * the table module (table_add_row), proves freshness its own way
+ * (table_advance) and says when it may have lost rows (table_gap).  The
+ * rebuild scheduler (scheduler.c) asks a table's follower for a ticket before
+ * each COPY and for catch-ups; it knows no method by name.
+ *
+ * This file also chooses the method of each table ([sync] method = auto |
+ * logical | feed | notify) from what the server offers, and holds the
+ * helpers the methods share.
+ */
+#ifndef BLOOMGUARD_FOLLOW_H
+#define BLOOMGUARD_FOLLOW_H
+
+#include <libpq-fe.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <time.h>
+
+#include "config.h"
+#include "log.h"
+#include "table.h"
+
+struct follower;
+
+/* What a COPY gets from its table's follower before its snapshot starts. */
+struct follow_ticket {
+    uint64_t epoch;                 /* the table's epoch the COPY starts in */
+    int64_t start;                  /* table_now before the COPY's snapshot was taken, when that
+                                       was before the COPY (an exported one); 0: the COPY's start */
+    char position[TABLE_POS_MAX];   /* where the loaded filter will be exact, "" = none */
+    char snapshot[64];              /* COPY inside this exported snapshot; "" = its own */
+};
+
+enum follow_state {
+    FOLLOW_CONNECTING,              /* never connected yet */
+    FOLLOW_CONNECTED,
+    FOLLOW_RECONNECTING             /* lost (or failing), retrying with backoff */
+};
+const char *follow_state_name(enum follow_state s);
+
+/* A follower's connection, for /stats and /metrics. */
+struct follow_status {
+    enum follow_state state;
+    time_t since;
+    bool listening;                 /* ready for a COPY: LISTENing, polling, or a slot streaming */
+    char last_error[160];           /* public part only (no hosts, paths, roles); "" = none */
+    /* logical only */
+    char slot[64];                  /* the replication slot, "" = none */
+    bool slot_temporary;
+    int64_t slot_lag_bytes;         /* WAL the slot holds back on the primary; -1: unknown */
+    char wal_status[16];            /* pg_replication_slots.wal_status, "" = unknown */
+};
+
+/*
+ * Each method's operations.  Every function but start/stop/free may be
+ * called from the scheduler's thread while the follower's own runs, and
+ * the implementations lock what they share.
+ */
+struct follow_ops {
+    const char *name;               /* "logical", "feed", "notify" */
+    /*
+     * Whether a table's position moves by itself as rows are followed (a
+     * poll, a stream); else the scheduler catches up before a periodic
+     * snapshot so the snapshot's position is fresh.
+     */
+    bool fresh_positions;
+    /* Allocate the method's follower (its struct follower first); NULL: no memory. */
+    struct follower *(*create)(void);
+    /* Start the follower's thread; false if it could not start. */
+    bool (*start)(struct follower *f);
+    /* Stop and join it (interrupting a connection in progress within a second). */
+    void (*stop)(struct follower *f);
+    void (*free)(struct follower *f);
+    /*
+     * Whether a COPY of t may start now (t LISTENed to, a slot in
+     * place...): the scheduler waits while it may not, and the follower
+     * calls wake when it becomes so.
+     */
+    bool (*ready)(struct follower *f, struct table *t);
+    /*
+     * On the COPY's connection, after table_load_begin and before the
+     * COPY's snapshot: may a COPY of t start now (err says why not), in
+     * which epoch, exact at which position, in which snapshot.
+     */
+    bool (*ticket)(struct follower *f, struct table *t, PGconn *conn, struct follow_ticket *tk,
+                   char *err, size_t errlen);
+    /* The COPY that got tk ended (ok: it is live).  May be NULL. */
+    void (*copied)(struct follower *f, struct table *t, const struct follow_ticket *tk, bool ok);
+    /*
+     * Bring t's live filter up to date from its position without a COPY:
+     * 1 done (*rows read), 0 failed (err: retry later), -1 the position
+     * cannot be resumed from (counted and dropped by the follower): copy
+     * the table instead.
+     */
+    int (*catch_up)(struct follower *f, struct table *t, uint64_t *rows, char *err, size_t errlen);
+    /*
+     * The position t's live filter is exact at right now, for a snapshot
+     * about to stream it ("" = none: a restart copies).
+     */
+    void (*position)(struct follower *f, struct table *t, char *out, size_t cap);
+    /* A snapshot of t exact at pos is on disk (a slot may let go of older WAL).  May be NULL. */
+    void (*saved)(struct follower *f, struct table *t, const char *pos);
+    void (*status)(struct follower *f, struct follow_status *out);
+};
+
+/*
+ * What every follower starts from; implementations put it first in their
+ * own struct.  tables[0..n) are the tables it follows (it does not own
+ * them).  Tables are only ever appended (follow_attach), so a reader loads
+ * n (acquire) and reads the tables below it without a lock.
+ */
+struct follower {
+    const struct follow_ops *ops;
+    const struct config *cfg;
+    const struct log *lg;
+    struct table *tables[CONFIG_MAX_FILTERS];
+    _Atomic unsigned n;
+    atomic_bool stop;
+    void (*wake)(void *arg);        /* the scheduler's: a COPY may be possible now */
+    void *wake_arg;
+};
+
+/* The methods, each in its own file. */
+extern const struct follow_ops follow_notify_ops, follow_feed_ops, follow_logical_ops;
+
+/*
+ * A follower of method ops, following no table yet; NULL on allocation
+ * failure.  Nothing runs until ops->start.  wake(arg) may be NULL.
+ * follow_free(NULL) is a no-op; stop it first.
+ */
+struct follower *follow_new(const struct follow_ops *ops, const struct config *cfg,
+                            const struct log *lg, void (*wake)(void *arg), void *arg);
+void follow_free(struct follower *f);
+
+/*
+ * Follow t too, before or after start (its thread takes it up: LISTENs,
+ * polls, streams it).  From the scheduler's thread only.
+ */
+void follow_attach(struct follower *f, struct table *t);
+/* Tables followed now, and the i-th of them (i < follow_count). */
+unsigned follow_count(const struct follower *f);
+/* Index of t among f's tables, -1 if f does not follow it. */
+int follow_index(const struct follower *f, const struct table *t);
+
+/* ----------------------------------------------------- choosing methods -- */
+
+enum follow_method { FOLLOW_NONE, FOLLOW_LOGICAL, FOLLOW_FEED, FOLLOW_NOTIFY };
+const char *follow_method_name(enum follow_method m);
+const struct follow_ops *follow_method_ops(enum follow_method m);
+
+/*
+ * What the server offers, read once at start on a regular connection:
+ * what each table can be followed with, and the fleet already decoding.
+ */
+struct follow_offer {
+    bool wal_logical;               /* wal_level = logical */
+    bool may_replicate;             /* the role has REPLICATION (or is superuser) */
+    unsigned other_slots;           /* bloomguard logical slots of other daemons on the server */
+};
+struct follow_table_offer {
+    bool published;                 /* in [sync] publication with the column */
+    bool feed;                      /* sql/notify.sql's feed serves it (bloomguard_feed_tables) */
+    bool notify_trigger;            /* a bloomguard_notify trigger notifying [sync] channel */
+    char why_not[160];              /* what is missing, for the log */
+};
+
+bool follow_probe_server(PGconn *conn, const struct config *cfg, const char *own_slot,
+                         struct follow_offer *out, char *err, size_t errlen);
+bool follow_probe_table(PGconn *conn, const struct config *cfg, const struct filter_config *fc,
+                        struct follow_table_offer *out, char *err, size_t errlen);
+
+/*
+ * The method for a table: [sync] method, or for auto the cheapest the
+ * server offers (logical while fewer than [sync] logical_max_daemons other
+ * daemons decode, then the feed).  why gets the reason, for the log and
+ * /readyz.  FOLLOW_NONE: nothing can follow it (why says what to install);
+ * the table then stays degraded after its load.
+ */
+enum follow_method follow_choose(const struct config *cfg, const struct filter_config *fc,
+                                 const struct follow_offer *srv,
+                                 const struct follow_table_offer *tbl, char *why, size_t whylen);
+
+/* ------------------------------------------------------ shared helpers -- */
+
+/*
+ * The change feed's part that methods feed and notify share
+ * (follow_feed.c).  follow_feed_position: the feed position a COPY about
+ * to start on conn will be exact at, into pos ("" when the feed does not
+ * serve t; the log says so when that changes).  follow_feed_read: every
+ * row committed since t's position into its live filter, as a proof of
+ * freshness in epoch (catchup: counted as a catch-up, else as rows
+ * followed); 1 / 0 / -1 as ops->catch_up.  A position the feed can no
+ * longer serve is counted and dropped; a poll (not a catch-up) then also
+ * starts a gap that wants a COPY.
+ */
+void follow_feed_position(struct follower *f, struct table *t, PGconn *conn, char *pos,
+                          size_t cap);
+int follow_feed_read(struct follower *f, struct table *t, PGconn *conn, uint64_t epoch,
+                     bool catchup, uint64_t *rows, char *err, size_t errlen);
+
+/*
+ * The public part of an error: the text before the first ": ", where the
+ * detail from libpq (hosts, socket paths, role names) goes, which only the
+ * log shows.
+ */
+void follow_public_error(char *out, size_t outlen, const char *err);
+
+/* Backoff with +-25% jitter, so that a fleet does not reconnect in step; rng is the caller's. */
+unsigned follow_jitter_ms(unsigned *rng, unsigned seconds);
+
+/* Sleep up to ms or until *stop (checked every 100 ms). */
+void follow_nap(atomic_bool *stop, unsigned ms);
+
+#endif

@@ -1,0 +1,362 @@
+/*
+ * Method feed: sql/notify.sql's trigger appends each written ID to
+ * bloomguard_feed_log in the writing transaction (no NOTIFY, so commits
+ * do not queue on the notification lock), and this follower reads what was
+ * committed since each table's position every [sync] poll_interval, on one
+ * connection for all its tables.  Each read runs in one REPEATABLE READ
+ * snapshot taken after its start, so once its rows are in the filter every
+ * row committed before that start is too (docs/feed.md argues why a
+ * position is exact): the horizon moves to the start of each read.  A
+ * lost connection loses nothing (the position stays), so it is no gap.
+ *
+ * The feed's reads are also how method notify closes its gaps, so the
+ * shared part (positions for COPYs, one read) is here too.
+ */
+#include "follow.h"
+
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "feed.h"
+#include "loader.h"
+
+#define NS_PER_S INT64_C(1000000000)
+
+struct feedf {
+    struct follower base;
+    pthread_t thread;
+    bool started;
+    unsigned rng;
+    /* The follower's thread only: deletes seen in pg_stat_user_tables, -1 = not read yet. */
+    int64_t n_tup_del[CONFIG_MAX_FILTERS];
+    int64_t next_deletes;           /* table_now of the next read of the counts */
+
+    pthread_mutex_t mu;
+    /* Everything below is guarded by mu. */
+    enum follow_state state;
+    time_t since;
+    bool connected;
+    char error[160];
+    char server_id[256];            /* the reader's server (loader_server_id), "" = none */
+};
+
+static struct feedf *of(struct follower *f)
+{
+    return (struct feedf *)f;
+}
+
+/* ----------------------------------------------------- the shared part -- */
+
+void follow_feed_position(struct follower *f, struct table *t, PGconn *conn, char *pos,
+                          size_t cap)
+{
+    const struct filter_config *fc = table_config(t);
+    char why[512] = "", p[FEED_POS_MAX] = "";
+    bool avail = false;
+    if (!feed_available(conn, fc->table, fc->column, &avail, why, sizeof why))
+        avail = false;
+    else if (avail && !feed_position(conn, p, why, sizeof why))
+        avail = false;
+    struct table_status st;
+    table_status(t, &st);
+    table_set_feed_available(t, avail);
+    bool first = st.copies == 0;
+    if (avail && (!st.feed_available || first))
+        log_info(f->lg, "%s: the change feed serves %s.%s: restarts and reconnects read only what "
+                 "changed", fc->name, fc->table, fc->column);
+    else if (!avail && (st.feed_available || first))
+        log_info(f->lg, "%s: no change feed (%s): restarts and reconnects copy the table",
+                 fc->name, why);
+    snprintf(pos, cap, "%s", avail ? p : "");
+}
+
+/* Each ID the feed returns goes into the live filter (adding one twice is harmless). */
+static bool on_id(void *arg, const char *id, size_t len)
+{
+    void **a = arg;
+    table_add_row(a[0], id, len);
+    return !atomic_load((atomic_bool *)a[1]);
+}
+
+int follow_feed_read(struct follower *f, struct table *t, PGconn *conn, uint64_t epoch,
+                     bool catchup, uint64_t *rows, char *err, size_t errlen)
+{
+    const struct filter_config *fc = table_config(t);
+    char since[TABLE_POS_MAX], next[FEED_POS_MAX];
+    bool too_old = false;
+    table_position(t, since, sizeof since);
+    if (since[0] == '\0') {
+        snprintf(err, errlen, "no change-feed position to resume from");
+        return -1;
+    }
+    *rows = 0;
+    void *arg[2] = { t, &f->stop };
+    int64_t start = table_now();    /* before the read's snapshot: H may move this far */
+    if (!feed_read(conn, fc->table, fc->column, since, on_id, arg, next, rows, &too_old, err,
+                   errlen))
+        return 0;
+    if (too_old) {
+        log_warn(f->lg, "%s: the change feed cannot resume from the filter's position (%s): "
+                 "copying the table", fc->name, err);
+        table_count_too_old(t);
+        if (!catchup)
+            table_gap(t, WANT_POSITION);
+        return -1;
+    }
+    table_set_feed_available(t, true);
+    if (catchup)
+        table_caught_up(t, epoch, start, next, *rows);
+    else
+        table_polled(t, epoch, start, next, *rows);
+    return 1;
+}
+
+/* ------------------------------------------------------ method feed -- */
+
+static struct follower *feed_create(void)
+{
+    struct feedf *d = calloc(1, sizeof *d);
+    if (d == NULL)
+        return NULL;
+    pthread_mutex_init(&d->mu, NULL);
+    d->state = FOLLOW_CONNECTING;
+    d->since = time(NULL);
+    d->rng = (unsigned)time(NULL) ^ (unsigned)getpid() ^ 0x5eed;
+    for (unsigned i = 0; i < CONFIG_MAX_FILTERS; i++)
+        d->n_tup_del[i] = -1;
+    return &d->base;
+}
+
+static void feed_free(struct follower *f)
+{
+    struct feedf *d = of(f);
+    pthread_mutex_destroy(&d->mu);
+    free(d);
+}
+
+static void set_state(struct feedf *d, enum follow_state st, bool connected, const char *err)
+{
+    pthread_mutex_lock(&d->mu);
+    if (d->state != st) {
+        d->state = st;
+        d->since = time(NULL);
+    }
+    d->connected = connected;
+    if (err)
+        follow_public_error(d->error, sizeof d->error, err);
+    else
+        d->error[0] = '\0';
+    pthread_mutex_unlock(&d->mu);
+}
+
+/*
+ * The log holds no deletes (a trigger on them would cost every delete), so
+ * they are counted from the table's statistics, towards [sync]
+ * rebuild_after_deletes: pg_stat_user_tables.n_tup_del, which PostgreSQL
+ * updates about once a second.  It counts rolled-back deletes too, which can
+ * only bring a rebuild forward.  A counter that went down was reset (a
+ * crash, pg_stat_reset): counting starts again from it.
+ */
+static void count_deletes(struct feedf *d, PGconn *conn, unsigned count)
+{
+    for (unsigned i = 0; i < count; i++) {
+        struct table *t = d->base.tables[i];
+        const struct filter_config *fc = table_config(t);
+        char *qtbl = NULL, *qcol = NULL;
+        if (fc->rebuild_after_deletes == 0
+            || !loader_quote_table(conn, fc->table, fc->column, &qtbl, &qcol, NULL, 0))
+            continue;
+        const char *params[1] = { qtbl };
+        PGresult *r = PQexecParams(conn, "SELECT n_tup_del FROM pg_stat_user_tables "
+                                   "WHERE relid = $1::regclass", 1, NULL, params, NULL, NULL, 0);
+        if (PQresultStatus(r) == PGRES_TUPLES_OK && PQntuples(r) == 1) {
+            int64_t now = strtoll(PQgetvalue(r, 0, 0), NULL, 10);
+            if (d->n_tup_del[i] >= 0 && now > d->n_tup_del[i])
+                table_count_rows(t, 0, (uint64_t)(now - d->n_tup_del[i]));
+            d->n_tup_del[i] = now;
+        }
+        PQclear(r);
+        free(qtbl);
+        free(qcol);
+    }
+}
+
+/* Read every table once; false when the connection failed (err). */
+static bool poll_all(struct feedf *d, PGconn *conn, char *err, size_t errlen)
+{
+    struct follower *f = &d->base;
+    unsigned count = follow_count(f);
+    for (unsigned i = 0; i < count && !atomic_load(&f->stop); i++) {
+        struct table *t = f->tables[i];
+        char pos[TABLE_POS_MAX];
+        uint64_t rows;
+        table_position(t, pos, sizeof pos);
+        if (pos[0] == '\0')
+            continue;               /* nothing to resume from until a COPY gives a position */
+        uint64_t epoch = table_epoch(t);
+        if (follow_feed_read(f, t, conn, epoch, false, &rows, err, errlen) == 0)
+            return PQstatus(conn) == CONNECTION_OK;
+    }
+    if (table_now() >= d->next_deletes) {
+        count_deletes(d, conn, count);
+        d->next_deletes = table_now() + NS_PER_S;
+    }
+    return true;
+}
+
+static void *feed_main(void *arg)
+{
+    struct feedf *d = arg;
+    struct follower *f = &d->base;
+    char err[512], sid[256];
+    unsigned backoff = 1;
+    bool had = false;
+    int64_t interval = (int64_t)(f->cfg->poll_interval * (double)NS_PER_S);
+
+    while (!atomic_load(&f->stop)) {
+        PGconn *conn = loader_connect_as(f->cfg, "bloomguard feed", err, sizeof err);
+        if (conn != NULL && !loader_server_id(conn, sid, sizeof sid, err, sizeof err)) {
+            PQfinish(conn);
+            conn = NULL;
+        }
+        if (conn == NULL) {
+            set_state(d, had ? FOLLOW_RECONNECTING : FOLLOW_CONNECTING, false, err);
+            log_warn(f->lg, "follower (feed): %s; retrying in %u s", err, backoff);
+            follow_nap(&f->stop, follow_jitter_ms(&d->rng, backoff));
+            backoff = backoff * 2 > f->cfg->retry_max_seconds ? f->cfg->retry_max_seconds
+                                                              : backoff * 2;
+            continue;
+        }
+        backoff = 1;
+        had = true;
+        pthread_mutex_lock(&d->mu);
+        snprintf(d->server_id, sizeof d->server_id, "%s", sid);
+        pthread_mutex_unlock(&d->mu);
+        set_state(d, FOLLOW_CONNECTED, true, NULL);
+        log_info(f->lg, "follower (feed): reading the change feed every %.3f s",
+                 f->cfg->poll_interval);
+        if (f->wake)
+            f->wake(f->wake_arg);
+        while (!atomic_load(&f->stop)) {
+            int64_t begun = table_now();
+            if (!poll_all(d, conn, err, sizeof err) || PQstatus(conn) != CONNECTION_OK)
+                break;
+            int64_t left = begun + interval - table_now();
+            if (left > 0)
+                follow_nap(&f->stop, (unsigned)(left / 1000000) + 1);
+        }
+        PQfinish(conn);
+        if (atomic_load(&f->stop))
+            break;
+        for (size_t i = strlen(err); i > 0 && err[i - 1] == '\n'; i--)
+            err[i - 1] = '\0';
+        set_state(d, FOLLOW_RECONNECTING, false, err);
+        log_warn(f->lg, "follower (feed): %s; reconnecting", err);
+    }
+    return NULL;
+}
+
+static bool feed_start(struct follower *f)
+{
+    struct feedf *d = of(f);
+    if (pthread_create(&d->thread, NULL, feed_main, d) != 0)
+        return false;
+    d->started = true;
+    return true;
+}
+
+static void feed_stop(struct follower *f)
+{
+    struct feedf *d = of(f);
+    atomic_store(&f->stop, true);
+    if (d->started)
+        pthread_join(d->thread, NULL);
+    d->started = false;
+}
+
+/* The reader must be connected: a COPY's position is read on the server it reads. */
+static bool feed_ready(struct follower *f, struct table *t)
+{
+    struct feedf *d = of(f);
+    (void)t;
+    pthread_mutex_lock(&d->mu);
+    bool ready = d->connected;
+    pthread_mutex_unlock(&d->mu);
+    return ready;
+}
+
+/*
+ * A COPY of another server than the reader's (a multi-host conninfo, a
+ * lagging standby) would pair the reader's positions with another
+ * history: refused, as the other methods refuse it.
+ */
+static bool feed_ticket(struct follower *f, struct table *t, PGconn *conn,
+                        struct follow_ticket *tk, char *err, size_t errlen)
+{
+    struct feedf *d = of(f);
+    char mine[256];
+    if (!loader_server_id(conn, mine, sizeof mine, err, errlen))
+        return false;
+    pthread_mutex_lock(&d->mu);
+    bool ok = d->connected && strcmp(mine, d->server_id) == 0;
+    if (!ok)
+        snprintf(err, errlen, "the COPY connection reached another server than the follower: "
+                 "[%.150s] against [%.150s]; set a single host in conninfo", mine,
+                 d->connected ? d->server_id : "none");
+    pthread_mutex_unlock(&d->mu);
+    if (!ok)
+        return false;
+    tk->epoch = table_epoch(t);
+    follow_feed_position(f, t, conn, tk->position, sizeof tk->position);
+    return true;
+}
+
+static int feed_catch_up(struct follower *f, struct table *t, uint64_t *rows, char *err,
+                         size_t errlen)
+{
+    PGconn *conn = loader_connect(f->cfg, err, errlen);
+    if (conn == NULL)
+        return 0;
+    int r = follow_feed_read(f, t, conn, table_epoch(t), true, rows, err, errlen);
+    PQfinish(conn);
+    return r;
+}
+
+static void feed_position_of(struct follower *f, struct table *t, char *out, size_t cap)
+{
+    (void)f;
+    table_position(t, out, cap);
+}
+
+static void feed_status(struct follower *f, struct follow_status *out)
+{
+    struct feedf *d = of(f);
+    memset(out, 0, sizeof *out);
+    pthread_mutex_lock(&d->mu);
+    out->state = d->state;
+    out->since = d->since;
+    out->listening = d->connected;
+    snprintf(out->last_error, sizeof out->last_error, "%s", d->error);
+    pthread_mutex_unlock(&d->mu);
+    out->slot_lag_bytes = -1;
+}
+
+const struct follow_ops follow_feed_ops = {
+    .name = "feed",
+    .fresh_positions = true,
+    .create = feed_create,
+    .start = feed_start,
+    .stop = feed_stop,
+    .free = feed_free,
+    .ready = feed_ready,
+    .ticket = feed_ticket,
+    .copied = NULL,
+    .catch_up = feed_catch_up,
+    .position = feed_position_of,
+    .saved = NULL,
+    .status = feed_status,
+};

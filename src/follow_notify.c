@@ -1,0 +1,555 @@
+/*
+ * Method notify: one LISTEN connection for every table it follows, adding
+ * each notified ID as its transaction commits.  Only when chosen
+ * explicitly (or when a table has nothing else): a transaction that sends
+ * a notification takes a database-wide lock at commit and holds it through
+ * the WAL flush, so notifying commits go one at a time.
+ *
+ * Freshness: PostgreSQL delivers to a listening session, before the result
+ * of its next query, every notification of a transaction whose commit was
+ * acknowledged before that query started.  So each time the probe (a tiny
+ * SELECT every probe_interval) comes back and the notifications that came
+ * with it are applied, every row committed before the probe was sent is in
+ * the filter.  A new connection (notifications sent while away are lost)
+ * and a row whose ID did not fit in a notification are gaps.  Where
+ * sql/notify.sql's change feed serves a table, a gap is closed by a
+ * catch-up from the feed instead of a COPY.
+ */
+#include "follow.h"
+
+#include <errno.h>
+#include <poll.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "feed.h"
+#include "loader.h"
+
+#define NS_PER_S INT64_C(1000000000)
+/* How long one wait for the connection may last before the loop looks around. */
+#define TICK_MS 500
+/*
+ * A probe unanswered this long means the connection is gone (a partition
+ * that drops packets never closes it).  Degraded answers start long before;
+ * this only decides when to give up on the connection, which costs a
+ * catch-up or a COPY, so it is generous.
+ */
+#define PROBE_DEAD_NS (15 * NS_PER_S)
+/*
+ * PostgreSQL refuses NOTIFY payloads of 8000 bytes or more, counted in the
+ * server's encoding; in UTF-8 such an ID may take as little as half that.
+ * An ID shorter than this in UTF-8 always fits in a notification.
+ */
+#define NOTIFY_MIN_LONG_UTF8 4000
+
+struct notify {
+    struct follower base;
+    pthread_t thread;
+    bool started;
+    long backend_pid;               /* of the listening session */
+    /* Per table, by index in base.tables: for the follower's thread only. */
+    char del_channel[CONFIG_MAX_FILTERS][80];   /* <channel>_deleted */
+    uint64_t epoch[CONFIG_MAX_FILTERS];         /* the epoch the running probe proves */
+    uint64_t added[CONFIG_MAX_FILTERS], deleted[CONFIG_MAX_FILTERS], long_ids[CONFIG_MAX_FILTERS];
+    unsigned rng;
+
+    pthread_mutex_t mu;
+    /* Everything below is guarded by mu. */
+    enum follow_state state;
+    time_t since;
+    bool listening;
+    unsigned listened;              /* tables [0, listened) are LISTENed on the connection */
+    char error[160];                /* public part of the last failure */
+    char server_id[256];            /* the listening connection's server (loader_server_id) */
+};
+
+static struct notify *of(struct follower *f)
+{
+    return (struct notify *)f;
+}
+
+static struct follower *notify_create(void)
+{
+    struct notify *n = calloc(1, sizeof *n);
+    if (n == NULL)
+        return NULL;
+    pthread_mutex_init(&n->mu, NULL);
+    n->state = FOLLOW_CONNECTING;
+    n->since = time(NULL);
+    n->rng = (unsigned)time(NULL) ^ (unsigned)getpid();
+    return &n->base;
+}
+
+static void notify_free(struct follower *f)
+{
+    struct notify *n = of(f);
+    pthread_mutex_destroy(&n->mu);
+    free(n);
+}
+
+static int64_t now_ns(void)
+{
+    return table_now();
+}
+
+static void set_state(struct notify *n, enum follow_state st, const char *err)
+{
+    pthread_mutex_lock(&n->mu);
+    if (n->state != st) {
+        n->state = st;
+        n->since = time(NULL);
+    }
+    if (err)
+        follow_public_error(n->error, sizeof n->error, err);
+    pthread_mutex_unlock(&n->mu);
+}
+
+static bool listen_on(PGconn *conn, const char *channel, char *err, size_t errlen)
+{
+    char *q = PQescapeIdentifier(conn, channel, strlen(channel));
+    char sql[160];
+    if (q == NULL) {
+        loader_set_error(err, errlen, "cannot quote the channel name", conn);
+        return false;
+    }
+    snprintf(sql, sizeof sql, "LISTEN %s", q);
+    PQfreemem(q);
+    PGresult *r = PQexec(conn, sql);
+    bool ok = PQresultStatus(r) == PGRES_COMMAND_OK;
+    if (!ok)
+        loader_set_error(err, errlen, sql, conn);
+    PQclear(r);
+    return ok;
+}
+
+/* The table whose channel (or <channel>_deleted, *deleted) a notification came on, -1 if none. */
+static int table_of(struct notify *n, unsigned count, const char *relname, bool *deleted)
+{
+    for (unsigned i = 0; i < count; i++) {
+        if (strcmp(relname, table_config(n->base.tables[i])->channel) == 0) {
+            *deleted = false;
+            return (int)i;
+        }
+        if (strcmp(relname, n->del_channel[i]) == 0) {
+            *deleted = true;
+            return (int)i;
+        }
+    }
+    return -1;
+}
+
+static void apply_notifies(struct notify *n, PGconn *conn)
+{
+    struct follower *f = &n->base;
+    unsigned count = follow_count(f);
+    PGnotify *nt;
+    bool any = false;
+    memset(n->added, 0, sizeof n->added);
+    memset(n->deleted, 0, sizeof n->deleted);
+    memset(n->long_ids, 0, sizeof n->long_ids);
+    while ((nt = PQnotifies(conn)) != NULL) {
+        bool deleted = false;
+        int i = table_of(n, count, nt->relname, &deleted);
+        if (i < 0) {
+            /* LISTEN only names our channels; nothing else can arrive. */
+        } else if (deleted) {
+            n->deleted[i]++;
+            any = true;
+        } else if (nt->extra != NULL && nt->extra[0] != '\0') {
+            table_add_row(f->tables[i], nt->extra, strlen(nt->extra));
+            n->added[i]++;
+            any = true;
+        } else {
+            n->long_ids[i]++;   /* sql/notify.sql's marker for an ID too long to notify */
+            any = true;
+        }
+        PQfreemem(nt);
+    }
+    if (!any)
+        return;
+    /* Only an ID that a request may carry can be a false negative. */
+    bool long_matters = f->cfg->max_id_bytes >= NOTIFY_MIN_LONG_UTF8;
+    for (unsigned i = 0; i < count; i++) {
+        struct table *t = f->tables[i];
+        if (n->added[i] || n->deleted[i])
+            table_count_rows(t, n->added[i], n->deleted[i]);
+        for (uint64_t k = 0; k < n->long_ids[i]; k++)
+            table_count_long_id(t);
+        if (n->long_ids[i] > 0 && long_matters) {
+            table_gap(t, WANT_LONG_ID);
+            log_warn(f->lg, "%s: a row's id was too long for a notification: degraded until a "
+                     "catch-up or a rebuild reads it", table_name(t));
+        }
+    }
+}
+
+/*
+ * The probe proves freshness only on the session that LISTENs.  Through a
+ * connection pooler (PgBouncer in transaction mode) the LISTEN and the
+ * probes may run on different server sessions and notifications are
+ * dropped, so the follower insists on a direct connection: the backend pid
+ * the server reports must be the one libpq got at connect (a pooler sends
+ * its own), and each probe checks that it still runs on that session and
+ * that the session still listens on every table's channel.
+ */
+static bool direct_session(struct notify *n, PGconn *conn, char *err, size_t errlen)
+{
+    PGresult *r = PQexec(conn, "SELECT pg_backend_pid()");
+    bool ok = PQresultStatus(r) == PGRES_TUPLES_OK && PQntuples(r) == 1;
+    long pid = ok ? strtol(PQgetvalue(r, 0, 0), NULL, 10) : 0;
+    PQclear(r);
+    if (!ok) {
+        loader_set_error(err, errlen, "cannot read the backend pid", conn);
+        return false;
+    }
+    if (pid != PQbackendPID(conn)) {
+        snprintf(err, errlen, "the follower's connection goes through a connection pooler "
+                 "(backend pid %ld, connection says %d): LISTEN needs a direct connection to "
+                 "PostgreSQL", pid, PQbackendPID(conn));
+        return false;
+    }
+    n->backend_pid = pid;
+    return true;
+}
+
+/* The probe's SQL for the first count tables' channels (free it), or NULL with err. */
+static char *probe_sql(struct notify *n, PGconn *conn, unsigned count, char *err, size_t errlen)
+{
+    /* Channels are identifiers of at most 55 bytes: quoted, each fits in 64. */
+    size_t cap = 160 + (size_t)count * 64;
+    char *probe = malloc(cap);
+    if (probe == NULL) {
+        snprintf(err, errlen, "out of memory");
+        return NULL;
+    }
+    size_t len = (size_t)snprintf(probe, cap, "SELECT pg_backend_pid() = %ld AND ARRAY[",
+                                  n->backend_pid);
+    for (unsigned i = 0; i < count; i++) {
+        const char *ch = table_config(n->base.tables[i])->channel;
+        char *lit = PQescapeLiteral(conn, ch, strlen(ch));
+        if (lit == NULL) {
+            loader_set_error(err, errlen, "cannot quote the channel", conn);
+            free(probe);
+            return NULL;
+        }
+        len += (size_t)snprintf(probe + len, cap - len, "%s%s", i ? ", " : "", lit);
+        PQfreemem(lit);
+    }
+    snprintf(probe + len, cap - len, "]::text[] <@ ARRAY(SELECT pg_listening_channels())");
+    return probe;
+}
+
+/* LISTEN on the channels of tables [from, to). */
+static bool listen_range(struct notify *n, PGconn *conn, unsigned from, unsigned to, char *err,
+                         size_t errlen)
+{
+    for (unsigned i = from; i < to; i++) {
+        snprintf(n->del_channel[i], sizeof n->del_channel[i], "%s_deleted",
+                 table_config(n->base.tables[i])->channel);
+        if (!listen_on(conn, table_config(n->base.tables[i])->channel, err, errlen)
+            || !listen_on(conn, n->del_channel[i], err, errlen))
+            return false;
+    }
+    return true;
+}
+
+/*
+ * Tables attached since the connection's LISTENs: LISTEN on theirs too and
+ * probe for them, then let the scheduler copy them.  Only between probes.
+ */
+static bool take_new_tables(struct notify *n, PGconn *conn, char **probe, char *err, size_t errlen)
+{
+    unsigned count = follow_count(&n->base);
+    pthread_mutex_lock(&n->mu);
+    unsigned had = n->listened;
+    pthread_mutex_unlock(&n->mu);
+    if (count <= had)
+        return true;
+    char *p;
+    if (!listen_range(n, conn, had, count, err, errlen)
+        || (p = probe_sql(n, conn, count, err, errlen)) == NULL)
+        return false;
+    free(*probe);
+    *probe = p;
+    pthread_mutex_lock(&n->mu);
+    n->listened = count;
+    pthread_mutex_unlock(&n->mu);
+    log_info(n->base.lg, "follower (notify): now listening on the channels of %u tables", count);
+    if (n->base.wake)
+        n->base.wake(n->base.wake_arg);
+    return true;
+}
+
+/*
+ * Follow one connection until it fails or stop: apply notifications and
+ * probe every probe_interval.  Returns with the reason in err.
+ */
+static void follow(struct notify *n, PGconn *conn, char **probe, char *err, size_t errlen)
+{
+    struct follower *f = &n->base;
+    int64_t interval = (int64_t)(f->cfg->probe_interval * (double)NS_PER_S);
+    int64_t sent = 0, next_probe = now_ns();
+    bool in_flight = false;
+    unsigned probed = 0;            /* tables the probe in flight covers */
+
+    while (!atomic_load(&f->stop)) {
+        int64_t now = now_ns();
+        if (!in_flight && !take_new_tables(n, conn, probe, err, errlen))
+            return;
+        if (!in_flight && now >= next_probe) {
+            pthread_mutex_lock(&n->mu);
+            probed = n->listened;
+            pthread_mutex_unlock(&n->mu);
+            for (unsigned i = 0; i < probed; i++)
+                n->epoch[i] = table_epoch(f->tables[i]);
+            sent = now;             /* before the query leaves: H may move only this far */
+            if (!PQsendQuery(conn, *probe)) {
+                loader_set_error(err, errlen, "probe failed", conn);
+                return;
+            }
+            in_flight = true;
+            next_probe = sent + interval;
+        }
+        if (in_flight && now - sent > PROBE_DEAD_NS) {
+            snprintf(err, errlen, "connection lost: no answer to a probe in %lld s",
+                     (long long)(PROBE_DEAD_NS / NS_PER_S));
+            return;
+        }
+        int64_t wait = in_flight ? 100 * 1000000 : next_probe - now;
+        if (wait > TICK_MS * 1000000LL)
+            wait = TICK_MS * 1000000LL;
+        struct pollfd pfd = { .fd = PQsocket(conn), .events = POLLIN };
+        if (PQflush(conn) == 1)
+            pfd.events |= POLLOUT;
+        int pr = poll(&pfd, 1, (int)(wait / 1000000) + 1);
+        if (pr < 0 && errno != EINTR) {
+            snprintf(err, errlen, "connection lost: poll: %s", strerror(errno));
+            return;
+        }
+        if (pr > 0 && !PQconsumeInput(conn)) {
+            loader_set_error(err, errlen, "connection lost", conn);
+            return;
+        }
+        apply_notifies(n, conn);
+        if (in_flight && !PQisBusy(conn)) {
+            bool ok = true, same = true;
+            PGresult *r;
+            while ((r = PQgetResult(conn)) != NULL) {
+                ok = ok && PQresultStatus(r) == PGRES_TUPLES_OK && PQntuples(r) == 1;
+                same = ok && strcmp(PQgetvalue(r, 0, 0), "t") == 0;
+                PQclear(r);
+            }
+            if (!ok) {
+                loader_set_error(err, errlen, "probe failed", conn);
+                return;
+            }
+            if (!same) {
+                snprintf(err, errlen, "the probe ran on a session that does not listen "
+                         "(a connection pooler?)");
+                return;
+            }
+            in_flight = false;
+            /* Everything that came before the answer is applied: H may move to sent. */
+            apply_notifies(n, conn);
+            for (unsigned i = 0; i < probed; i++)
+                table_advance(f->tables[i], n->epoch[i], sent);
+        }
+        if (PQstatus(conn) != CONNECTION_OK) {
+            loader_set_error(err, errlen, "connection lost", conn);
+            return;
+        }
+    }
+}
+
+static void *notify_main(void *arg)
+{
+    struct notify *n = arg;
+    struct follower *f = &n->base;
+    char err[512], sid[256];
+    unsigned backoff = 1;
+    bool had_connection = false;
+
+    while (!atomic_load(&f->stop)) {
+        char *probe = NULL;
+        unsigned count = follow_count(f);
+        PGconn *conn = loader_connect_as(f->cfg, "bloomguard notify", err, sizeof err);
+        if (conn == NULL || !listen_range(n, conn, 0, count, err, sizeof err)
+            || !direct_session(n, conn, err, sizeof err)
+            || (probe = probe_sql(n, conn, count, err, sizeof err)) == NULL
+            || !loader_server_id(conn, sid, sizeof sid, err, sizeof err)) {
+            PQfinish(conn);
+            free(probe);
+            set_state(n, had_connection ? FOLLOW_RECONNECTING : FOLLOW_CONNECTING, err);
+            log_warn(f->lg, "follower (notify): %s; retrying in %u s", err, backoff);
+            follow_nap(&f->stop, follow_jitter_ms(&n->rng, backoff));
+            backoff = backoff * 2 > f->cfg->retry_max_seconds ? f->cfg->retry_max_seconds
+                                                              : backoff * 2;
+            continue;
+        }
+        backoff = 1;
+        pthread_mutex_lock(&n->mu);
+        n->listening = true;
+        if (n->state != FOLLOW_CONNECTED) {
+            n->state = FOLLOW_CONNECTED;
+            n->since = time(NULL);
+        }
+        n->error[0] = '\0';
+        n->listened = count;
+        snprintf(n->server_id, sizeof n->server_id, "%s", sid);
+        /* Notifications sent while we were away are lost: only a catch-up or a COPY covers them. */
+        for (unsigned i = 0; i < count; i++)
+            table_gap(f->tables[i], had_connection ? WANT_RECONNECT : WANT_NONE);
+        pthread_mutex_unlock(&n->mu);
+        if (f->wake)
+            f->wake(f->wake_arg);
+        if (count == 1)
+            log_info(f->lg, "follower (notify): listening on channel \"%s\"",
+                     table_config(f->tables[0])->channel);
+        else
+            log_info(f->lg, "follower (notify): listening on the channels of %u tables", count);
+        had_connection = true;
+
+        follow(n, conn, &probe, err, sizeof err);
+        PQfinish(conn);
+        free(probe);
+        if (atomic_load(&f->stop))
+            break;
+        for (size_t i = strlen(err); i > 0 && err[i - 1] == '\n'; i--)
+            err[i - 1] = '\0';
+        pthread_mutex_lock(&n->mu);
+        n->listening = false;
+        n->listened = 0;
+        n->server_id[0] = '\0';
+        pthread_mutex_unlock(&n->mu);
+        set_state(n, FOLLOW_RECONNECTING, err);
+        log_warn(f->lg, "follower (notify): %s; reconnecting", err);
+    }
+    return NULL;
+}
+
+static bool notify_start(struct follower *f)
+{
+    struct notify *n = of(f);
+    if (pthread_create(&n->thread, NULL, notify_main, n) != 0)
+        return false;
+    n->started = true;
+    return true;
+}
+
+static void notify_stop(struct follower *f)
+{
+    struct notify *n = of(f);
+    atomic_store(&f->stop, true);
+    if (n->started)
+        pthread_join(n->thread, NULL);
+    n->started = false;
+}
+
+/* Whether t's channel is LISTENed to now.  Caller holds mu. */
+static bool listens_locked(struct notify *n, struct table *t)
+{
+    int i = follow_index(&n->base, t);
+    return n->listening && i >= 0 && (unsigned)i < n->listened;
+}
+
+static bool notify_ready(struct follower *f, struct table *t)
+{
+    struct notify *n = of(f);
+    pthread_mutex_lock(&n->mu);
+    bool ready = listens_locked(n, t);
+    pthread_mutex_unlock(&n->mu);
+    return ready;
+}
+
+/*
+ * No COPY or catch-up without LISTEN on the server the read reaches: with
+ * a multi-host conninfo two connections could land on different servers
+ * (one a lagging standby), and LISTEN-first would prove nothing.  Checked
+ * in the same locked section that reads the epoch, so a follower that
+ * moves to another server afterwards starts a new epoch the read does not
+ * cover.
+ */
+static bool same_listener(struct notify *n, struct table *t, PGconn *conn, uint64_t *epoch,
+                          char *err, size_t errlen)
+{
+    char mine[256];
+    if (!loader_server_id(conn, mine, sizeof mine, err, errlen))
+        return false;
+    pthread_mutex_lock(&n->mu);
+    bool ok = listens_locked(n, t);
+    if (!ok)
+        snprintf(err, errlen, "the follower is not listening: no COPY or catch-up without LISTEN");
+    else if (strcmp(mine, n->server_id) != 0) {
+        snprintf(err, errlen, "the COPY connection reached another server than the follower: "
+                 "[%.150s] against [%.150s]; set a single host in conninfo", mine, n->server_id);
+        ok = false;
+    }
+    *epoch = table_epoch(t);
+    pthread_mutex_unlock(&n->mu);
+    return ok;
+}
+
+static bool notify_ticket(struct follower *f, struct table *t, PGconn *conn,
+                          struct follow_ticket *tk, char *err, size_t errlen)
+{
+    if (!same_listener(of(f), t, conn, &tk->epoch, err, errlen))
+        return false;
+    /* Before the COPY's snapshot: a position taken earlier is only more cautious. */
+    if (f->cfg->feed_enabled)
+        follow_feed_position(f, t, conn, tk->position, sizeof tk->position);
+    return true;
+}
+
+static int notify_catch_up(struct follower *f, struct table *t, uint64_t *rows, char *err,
+                           size_t errlen)
+{
+    uint64_t epoch;
+    if (!f->cfg->feed_enabled)
+        return -1;
+    PGconn *conn = loader_connect(f->cfg, err, errlen);
+    if (conn == NULL)
+        return 0;
+    int r = same_listener(of(f), t, conn, &epoch, err, errlen)
+        ? follow_feed_read(f, t, conn, epoch, true, rows, err, errlen) : 0;
+    PQfinish(conn);
+    return r;
+}
+
+static void notify_position(struct follower *f, struct table *t, char *out, size_t cap)
+{
+    (void)f;
+    table_position(t, out, cap);
+}
+
+static void notify_status(struct follower *f, struct follow_status *out)
+{
+    struct notify *n = of(f);
+    memset(out, 0, sizeof *out);
+    pthread_mutex_lock(&n->mu);
+    out->state = n->state;
+    out->since = n->since;
+    out->listening = n->listening;
+    snprintf(out->last_error, sizeof out->last_error, "%s", n->error);
+    pthread_mutex_unlock(&n->mu);
+    out->slot_lag_bytes = -1;
+}
+
+const struct follow_ops follow_notify_ops = {
+    .name = "notify",
+    .fresh_positions = false,
+    .create = notify_create,
+    .start = notify_start,
+    .stop = notify_stop,
+    .free = notify_free,
+    .ready = notify_ready,
+    .ticket = notify_ticket,
+    .copied = NULL,
+    .catch_up = notify_catch_up,
+    .position = notify_position,
+    .saved = NULL,
+    .status = notify_status,
+};
