@@ -57,6 +57,9 @@ static void install(struct snapshot *s, struct guard *g, struct pending *p,
                     struct persist_restored *r)
 {
     struct filter_info fi;
+    /* The configured growth, not the writer's: this daemon's max_layers holds. */
+    filter_set_growth(s->filter, &(struct filter_growth){ fc->growth, FILTER_DEFAULT_TIGHTENING,
+                                                          fc->max_layers });
     filter_info(s->filter, &fi);
     enum pending_result pr = snapshot_restore_journal(s, p, pending_clock());
     if (pr != PENDING_OK)

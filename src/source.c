@@ -871,7 +871,8 @@ static bool run_load(struct table *t, uint64_t id, const char *reason, bool firs
     bool feed = s->cfg->feed_enabled && feed_check(t, conn, pos);
     uint64_t items = plan_items(t, rows);
     enum filter_error fe;
-    f = filter_new(items, fc->false_positive_rate, &fe);
+    f = filter_new_growing(items, fc->false_positive_rate, &(struct filter_growth){
+        fc->growth, FILTER_DEFAULT_TIGHTENING, fc->max_layers }, &fe);
     if (f == NULL) {
         snprintf(err, sizeof err, "cannot create a filter for %llu items: %s",
                  (unsigned long long)items, filter_strerror(fe));
