@@ -1,9 +1,11 @@
 /*
  * Filter micro-benchmark: bloomguard's blocked filter against a plain
  * (unblocked) Bloom filter of the same target rate, same keys, same hash,
- * same run.  Prints ns per operation, bits per key and measured rates.
- * Usage: filter_bench [keys (default 10000000)] [p (default 0.01)] [--portable]
- * --portable makes bloomguard's filter use its non-SIMD lookup code.
+ * same run; then the filter grown by layers against one that never grew.
+ * Prints ns per operation, bits per key and measured rates.
+ * Usage: filter_bench [keys (default 10000000)] [p (default 0.01)] [--portable] [--layers]
+ * --portable makes bloomguard's filter use its non-SIMD lookup code;
+ * --layers prints the growth figures only (bench/run's).
  */
 #include <math.h>
 #include <stdbool.h>
@@ -128,14 +130,100 @@ static void line(const char *name, double ours, double anchor, const char *unit,
            name, ours, unit, anchor, unit, ratio, op, target, met ? "met" : "MISSED");
 }
 
+/* A filter that never grows: the single-layer figures, as before layers. */
+static const struct filter_growth ONE_LAYER = { FILTER_DEFAULT_EXPANSION, FILTER_DEFAULT_TIGHTENING, 1 };
+
+static struct filter *must(struct filter *f, enum filter_error e)
+{
+    if (f == NULL) {
+        fprintf(stderr, "filter_new: %s\n", filter_strerror(e));
+        exit(1);
+    }
+    return f;
+}
+
+/* ns per absent-key lookup over n keys; *hits counts the false positives. */
+static double absent_ns(const struct filter *f, const char *absent, uint64_t n, uint64_t *hits)
+{
+    uint64_t fp = 0;
+    double t0 = now_ns();
+    for (uint64_t i = 0; i < n; i++)
+        fp += filter_contains(f, absent + i * KEY_LEN, KEY_LEN);
+    double t1 = now_ns();
+    *hits = fp;
+    return (t1 - t0) / (double)n;
+}
+
+/*
+ * Growth by layers, the same n keys: absent-key lookups on a filter grown
+ * to 4 layers (its first sized for n/12: 4 layers from about 8x that) against
+ * one layer sized for n; then a filter grown 10x past its first layer's
+ * capacity (n/10), before any rebuild: its bits per key against one filter
+ * sized for n at p, and its false-positive rate over n absent keys.
+ */
+static void layers(uint64_t n, double p, bool portable, const char *present, const char *absent)
+{
+    enum filter_error e = FILTER_OK;
+    struct filter *grown = must(filter_new(n / 12, p, &e), e);
+    struct filter *flat = must(filter_new_growing(n, p, &ONE_LAYER, &e), e);
+    filter_use_simd(grown, !portable);
+    filter_use_simd(flat, !portable);
+    for (uint64_t i = 0; i < n; i++) {
+        filter_add(grown, present + i * KEY_LEN, KEY_LEN);
+        filter_add(flat, present + i * KEY_LEN, KEY_LEN);
+    }
+    struct filter_info gi, fi;
+    filter_info(grown, &gi);
+    filter_info(flat, &fi);
+    double ns[2][ROUNDS];
+    uint64_t hits;
+    for (int r = 0; r < ROUNDS; r++) {         /* interleaved */
+        ns[0][r] = absent_ns(grown, absent, n, &hits);
+        ns[1][r] = absent_ns(flat, absent, n, &hits);
+    }
+    double g = median(ns[0]), f = median(ns[1]);
+    printf("filter_bench: layers: %llu keys into a filter first sized for %llu: %u layers, %llu bits; "
+           "one layer sized for %llu: %llu bits\n", (unsigned long long)n,
+           (unsigned long long)(n / 12), gi.layers, (unsigned long long)gi.bits,
+           (unsigned long long)n, (unsigned long long)fi.bits);
+    if (gi.layers != 4)
+        printf("filter_bench: NOTE the grown filter has %u layers, not 4\n", gi.layers);
+    line("lookup_layers_ns", g, f, "ns", "<=", 2.0, g / f);
+    filter_free(grown);
+    filter_free(flat);
+
+    struct filter *ten = must(filter_new(n / 10, p, &e), e);
+    filter_use_simd(ten, !portable);
+    for (uint64_t i = 0; i < n; i++)
+        filter_add(ten, present + i * KEY_LEN, KEY_LEN);
+    struct filter_info ti;
+    filter_info(ten, &ti);
+    struct filter_plan plan;
+    if (filter_plan(n, p, &plan) != FILTER_OK)
+        exit(1);
+    double bpk = (double)ti.bits / (double)ti.items, one = (double)plan.bits / (double)n;
+    (void)absent_ns(ten, absent, n, &hits);
+    double rate = (double)hits / (double)n;
+    printf("filter_bench: 10x growth: %llu keys into a filter first sized for %llu: %u layers, "
+           "%llu items, %llu bits, estimated fpp %.5f%s\n", (unsigned long long)n,
+           (unsigned long long)(n / 10), ti.layers, (unsigned long long)ti.items,
+           (unsigned long long)ti.bits, ti.estimated_fpp, ti.saturated ? ", SATURATED" : "");
+    line("bits_per_key_after_growth", bpk, one, "bits", NULL, 0, bpk / one);
+    printf("bench: measured_fpp_after_growth ours=%.5f anchor=%g ratio=%.3f target=<=1 %s\n",
+           rate, p, rate / p, rate <= p ? "met" : "MISSED");
+    filter_free(ten);
+}
+
 int main(int argc, char **argv)
 {
     uint64_t n = 10000000ull;
     double p = 0.01;
-    bool portable = false;
+    bool portable = false, layers_only = false;
     for (int i = 1, pos = 0; i < argc; i++) {
         if (strcmp(argv[i], "--portable") == 0)
             portable = true;
+        else if (strcmp(argv[i], "--layers") == 0)
+            layers_only = true;
         else if (pos++ == 0)
             n = strtoull(argv[i], NULL, 10);
         else
@@ -146,6 +234,12 @@ int main(int argc, char **argv)
         return 2;
     }
     char *present = make_keys("p", n), *absent = make_keys("a", n);
+    if (layers_only) {
+        layers(n, p, portable, present, absent);
+        free(present);
+        free(absent);
+        return 0;
+    }
     double ins[2][ROUNDS], pos[2][ROUNDS], neg[2][ROUNDS], bulk[ROUNDS];
     uint64_t *hashes = malloc(n * sizeof(uint64_t));
     if (hashes == NULL) {
@@ -156,12 +250,8 @@ int main(int argc, char **argv)
     volatile uint64_t sink = 0;
 
     for (int r = 0; r < ROUNDS; r++) {
-        enum filter_error e;
-        struct filter *f = filter_new(n, p, &e);
-        if (f == NULL) {
-            fprintf(stderr, "filter_new: %s\n", filter_strerror(e));
-            return 1;
-        }
+        enum filter_error e = FILTER_OK;
+        struct filter *f = must(filter_new_growing(n, p, &ONE_LAYER, &e), e);
         bool simd = filter_use_simd(f, !portable);
         struct plain pf;
         plain_init(&pf, n, p);
@@ -177,7 +267,7 @@ int main(int argc, char **argv)
         ins[1][r] = (t2 - t1) / (double)n;
 
         /* The loader's path: hash, then bulk-insert batches of 256. */
-        struct filter *fb = filter_new(n, p, NULL);
+        struct filter *fb = must(filter_new_growing(n, p, &ONE_LAYER, &e), e);
         t0 = now_ns();
         for (uint64_t i = 0; i < n; i++) {
             hashes[i % 256] = filter_hash(present + i * KEY_LEN, KEY_LEN);
@@ -248,6 +338,7 @@ int main(int argc, char **argv)
            bpk0, bound, bpk1, bpk0 / bound, bpk0 / bound <= 1.6 ? "met" : "MISSED");
     printf("bench: measured_fpp ours=%.5f plain=%.5f target=<=%g %s\n",
            rate0, rate1, p, rate0 <= p ? "met" : "MISSED");
+    layers(n, p, portable, present, absent);
     free(present);
     free(absent);
     free(hashes);

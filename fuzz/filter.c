@@ -3,7 +3,7 @@
  * config and the table's row count may produce them, then the filter
  * itself: an error exactly when the header says, a plan whose model meets
  * the requested rate, a filter of that geometry, and no false negative at
- * any size.  Slow: each input runs the sizing search; fuzz/filter_keys
+ * any size, grown by layers or not.  Slow: each input runs the sizing search; fuzz/filter_keys
  * covers the key paths at speed.
  *
  * Input: byte 0 picks how n and p are read from bytes 1..16; the rest are
@@ -104,8 +104,22 @@ FUZZ_TARGET(filter)
     filter_info(f, &fi);
     /* items counts keys that set a new bit: duplicates and false positives do not count. */
     FUZZ_CHECK(fi.items <= nk && (nk == 0 || fi.items >= 1) && fi.bits_set <= fi.bits);
-    FUZZ_CHECK(fi.bits_set <= (uint64_t)nk * plan.probes);
     FUZZ_CHECK(fi.fill_ratio >= 0 && fi.fill_ratio <= 1);
+    /* Grown or not, the whole is the sum of its layers, each keeping its bounds. */
+    FUZZ_CHECK(fi.layers >= 1 && fi.layers <= FILTER_DEFAULT_MAX_LAYERS);
+    uint64_t items = 0, set = 0, bits = 0;
+    for (unsigned l = 0; l < fi.layers; l++) {
+        struct filter_layer_info li;
+        FUZZ_CHECK(filter_layer_info(f, l, &li));
+        FUZZ_CHECK(li.bits_set <= li.bits && li.bits_set <= li.items * li.probes);
+        FUZZ_CHECK(l == 0 ? li.target_fpp == p : li.target_fpp <= p);
+        FUZZ_CHECK(li.share_fpp > 0 && li.share_fpp <= p);
+        items += li.items;
+        set += li.bits_set;
+        bits += li.bits;
+    }
+    FUZZ_CHECK(items == fi.items && set == fi.bits_set && bits == fi.bits);
+    FUZZ_CHECK(fi.bits_set <= (uint64_t)nk * 16);
     filter_free(f);
     return 0;
 }

@@ -1,11 +1,12 @@
 /*
  * Fuzz the snapshot reader (snapshot_read_mem) with any bytes, as a damaged
  * file or a hostile peer may hand them over: it must never crash, leak or
- * read out of bounds, and it must accept only a snapshot that is whole:
- * good checksums, lengths that add up to the input's size, a geometry
- * filter_plan chooses, a change-feed position that is the header's bytes
- * as a C string, and a filter that holds every bit of the input's image
- * and every journal id.
+ * read out of bounds, and it must accept only a snapshot that is whole, of
+ * either format version: good checksums, lengths that add up to the
+ * input's size, each layer of a geometry filter_plan_layer chooses, a
+ * change-feed position that is the header's bytes as a C string, metadata
+ * pairs that are the header's, keys unique, and a filter that holds every
+ * bit of every layer's image and every journal id.
  *
  * Input: byte 0 is the mode, the rest the snapshot.  Mode bit 0: recompute
  * both checksums over the input first, so that the fuzzer explores what
@@ -90,31 +91,55 @@ FUZZ_TARGET(snapshot)
 
     /* Accepted: then it is whole, by every rule of the format. */
     FUZZ_CHECK(n >= SNAPSHOT_FIXED_LEN + 16 && memcmp(buf, SNAPSHOT_MAGIC, 8) == 0);
-    uint32_t hl = le32_at(buf + 12);
+    uint32_t version = le32_at(buf + 8), hl = le32_at(buf + 12);
+    FUZZ_CHECK(version == s.version && version >= SNAPSHOT_MIN_VERSION
+               && version <= SNAPSHOT_VERSION);
     FUZZ_CHECK(le64_at(buf + hl - 8) == XXH64(buf, hl - 8, 0));
     FUZZ_CHECK(le64_at(buf + 16) == n);
     FUZZ_CHECK(le64_at(buf + n - 8) == XXH64(buf, n - 8, 0));
-    struct filter_plan plan;
-    FUZZ_CHECK(filter_plan(s.params.capacity, s.params.target_fpp, &plan) == FILTER_OK);
-    FUZZ_CHECK(plan.blocks == s.params.blocks && plan.probes == s.params.probes);
+    FUZZ_CHECK(s.params.layers >= 1 && s.params.layers <= FILTER_MAX_LAYERS);
+    FUZZ_CHECK(version > 1 || s.params.layers == 1);
+    uint64_t blocks = 0, items = 0;
+    for (unsigned l = 0; l < s.params.layers; l++) {
+        const struct filter_layer_params *lp = &s.params.layer[l];
+        struct filter_plan plan;
+        FUZZ_CHECK(filter_plan_layer(lp->capacity, lp->target_fpp, &plan) == FILTER_OK);
+        FUZZ_CHECK(plan.blocks == lp->blocks && plan.probes == lp->probes);
+        FUZZ_CHECK(lp->target_fpp <= s.params.target_fpp);
+        blocks += lp->blocks;
+        items += lp->items;
+    }
     struct filter_info fi;
     filter_info(s.filter, &fi);
-    FUZZ_CHECK(fi.bits == s.params.blocks * FILTER_BLOCK_BITS && fi.items >= s.params.items);
-    FUZZ_CHECK(hl + s.params.blocks * FILTER_BLOCK_BYTES + s.journal_len + 8 == n);
+    /* The journal's replay may have added items, and layers. */
+    FUZZ_CHECK(fi.layers >= s.params.layers && fi.items >= items);
+    FUZZ_CHECK(hl + blocks * FILTER_BLOCK_BYTES + s.journal_len + 8 == n);
     if (mode & 2)
         FUZZ_CHECK(strcmp(s.table, "public.users") == 0 && s.params.target_fpp == 0.01);
     /* The position: the last of the strings, whole, without a NUL inside. */
     size_t plen = le16_at(buf + 110);
+    size_t pat = SNAPSHOT_FIXED_LEN + le16_at(buf + 104) + le16_at(buf + 106) + le16_at(buf + 108);
     FUZZ_CHECK(s.position != NULL && plen <= SNAPSHOT_MAX_POSITION && strlen(s.position) == plen);
-    FUZZ_CHECK(memcmp(buf + hl - 8 - plen, s.position, plen) == 0);
+    FUZZ_CHECK(memcmp(buf + pat, s.position, plen) == 0);
+    /* The pairs: as many as the header says, each found again by its key. */
+    FUZZ_CHECK(s.n_kv == (version == 1 ? 0 : le16_at(buf + 70)));
+    for (size_t i = 0; i < s.n_kv; i++) {
+        size_t kl = strlen(s.kv[i].key), vl = strlen(s.kv[i].value);
+        FUZZ_CHECK(kl >= 1 && kl <= SNAPSHOT_MAX_KV_KEY && vl <= SNAPSHOT_MAX_KV_VALUE);
+        FUZZ_CHECK(snapshot_kv_get(&s, s.kv[i].key) == s.kv[i].value);
+    }
 
-    /* Every bit of the input's image is in the filter read back. */
+    /* Every bit of each layer's image in the input is in the filter read back. */
     const uint8_t *image = buf + hl;
     uint8_t chunk[64];
-    for (uint64_t at = 0; at < s.params.blocks * FILTER_BLOCK_BYTES; at += sizeof chunk) {
-        FUZZ_CHECK(filter_bits_read(s.filter, at, chunk, sizeof chunk));
-        for (size_t i = 0; i < sizeof chunk; i++)
-            FUZZ_CHECK((image[at + i] & ~chunk[i]) == 0);
+    for (unsigned l = 0; l < s.params.layers; l++) {
+        uint64_t bytes = s.params.layer[l].blocks * FILTER_BLOCK_BYTES;
+        for (uint64_t at = 0; at < bytes; at += sizeof chunk) {
+            FUZZ_CHECK(filter_bits_read(s.filter, l, at, chunk, sizeof chunk));
+            for (size_t i = 0; i < sizeof chunk; i++)
+                FUZZ_CHECK((image[at + i] & ~chunk[i]) == 0);
+        }
+        image += bytes;
     }
     /* And every journal id, which goes back into a journal whole. */
     struct pending *p = pending_new(s.journal_count, s.journal_len, 3600);

@@ -176,6 +176,11 @@ static const struct key_def keys[] = {
           "target false positive rate"),
     K_DBL("filter", "headroom", "2.0", RESTART, FF(headroom), 1.0, false, 100.0, false,
           "factor applied to the table row count when expected_items is 0"),
+    K_UINT("filter", "max_layers", "8", RESTART, FF(max_layers), 1, FILTER_MAX_LAYERS,
+           "layers the filter may grow to in memory when it fills up; 1 = never grows"),
+    K_DBL("filter", "growth", "2.0", RESTART, FF(growth), FILTER_MIN_EXPANSION, false,
+          FILTER_MAX_EXPANSION, false,
+          "a layer added when the filter fills up is sized for this many times the items so far"),
 
     K_BOOL("sync", "enabled", "yes", RESTART, CF(sync_enabled),
            "follow changes to the tables after their load; no: only loads (a static table)"),

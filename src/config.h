@@ -47,6 +47,8 @@ struct filter_config {
     uint64_t expected_items;     /* [filter]; 0 = size from table row count * headroom */
     double false_positive_rate;  /* [filter]; bounds: filter.h */
     double headroom;             /* [filter] */
+    unsigned max_layers;         /* [filter] layers the filter may grow to (filter.h) */
+    double growth;               /* [filter] a new layer's size over the items so far */
     unsigned rebuild_interval;   /* [sync] seconds; 0 = off */
     uint64_t rebuild_after_deletes; /* [sync]; 0 = off */
     bool auto_grow;              /* [sync] */

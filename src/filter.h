@@ -1,7 +1,56 @@
 /*
- * The Bloom filter at the heart of bloomguard: a cache-line-blocked filter
- * whose negative lookups touch a single 64-byte block.  Pure: no I/O, no
- * logging, no global state.
+ * The Bloom filter at the heart of bloomguard: a stack of cache-line-blocked
+ * filters (layers) whose negative lookups touch one 64-byte block per layer,
+ * and which grows by a layer, in memory, when the newest one has taken its
+ * share of the error budget.  Pure: no I/O, no logging, no global state.
+ *
+ * Growth (a scalable Bloom filter, Almeida et al. 2007).  Layer 0 is exactly
+ * the filter filter_plan sizes for (expected_items, p): a filter that never
+ * grows has the geometry, memory and rate it always had.  Inserts go to the
+ * newest layer; a lookup checks every layer, newest first.  Each layer has a
+ * share of the error budget, a rate it may reach: the compound rate
+ * 1 - prod(1 - rate_i) stays under p at every moment because
+ *   - the budget is 0.95 p: a layer's rate estimated from its fill runs a
+ *     percent or two under what its lookups measure (few blocks, and the
+ *     estimate sees their mean fill only), so the measured compound stays
+ *     under p too;
+ *   - a layer counts as full when its own rate, estimated from its fill (the
+ *     bits actually set, not a count of inserts), reaches its share: the
+ *     check is one comparison of bits_set against a threshold computed when
+ *     the layer is made, after each insert that set a bit;
+ *   - the next layer i gets the remaining budget R_i = 1 - (1 - 0.95 p) /
+ *     prod_{j<i}(1 - rate_j), computed from the older layers' measured fill
+ *     at that moment (so a layer that overshot its share, by a few racing
+ *     inserts, is paid for by the later ones, never by the promise), and
+ *     takes (1 - r) R_i of it as its share, r the tightening ratio, or all of
+ *     R_i when it is the last layer allowed (max_layers);
+ *   - a new layer is sized (filter_plan) for expansion x the items of the
+ *     whole so far at its share.
+ * With the defaults (expansion 2, r 0.5) the shares are 0.95 p x (1/2, 1/4,
+ * 1/8, ...): while layer i is the newest, 0.95 p r^(i+1) of the budget is
+ * still unused.  Measured (tests/check_filter.c, 10^6 absent keys): 0.84 p
+ * after 10x growth, 0.93 p after 100x.  RedisBloom also halves the rate per
+ * layer (its layer 0 gets p/2 and is sized for it; it grows when a count of
+ * inserts reaches the capacity, and the next layer is expansion x the last
+ * one); Almeida et al. suggest r 0.8-0.9 for less memory.  Our layer 0 keeps
+ * the rate p it was sized for (so that a filter that never grows is
+ * unchanged), and counts as full when its fill says 0.475 p: at about 0.9 x
+ * its capacity at p 1%.
+ *
+ * What callers must do: nothing to make it grow.  filter_info's saturated
+ * says the promise can no longer be kept: the newest layer is past its share
+ * and no layer can be added (max_layers reached, the next share below
+ * FILTER_MIN_LAYER_FPP, or no memory for it).  From then on the rate climbs
+ * with every insert.  A caller that advertises p must then replace the
+ * filter (a new one sized from the true item count, e.g. by a COPY of the
+ * table) or stop answering "absent".  A filter with max_layers 1 never
+ * grows and is saturated once its fill says 0.95 p, a little past its
+ * capacity.  Layers also cost lookup time (a cache line each, all of them
+ * for an absent key: bench/filter_bench's lookup_layers_ns) and memory
+ * (after 10x growth at p 1% and expansion 2: 40.5 bits per key against 10.3
+ * for one filter sized for the final count, the newest layer being fresh
+ * and mostly empty; 25.9 at expansion 1, with one layer more): a rebuild
+ * sized for the items folds them back into one.
  */
 #ifndef BLOOMGUARD_FILTER_H
 #define BLOOMGUARD_FILTER_H
@@ -27,14 +76,43 @@ struct filter;
 /* Upper bound on the bit array (2^46 bytes = 64 TiB); larger is "absurd". */
 #define FILTER_MAX_BYTES (UINT64_C(1) << 46)
 
+/*
+ * Growth.  Layers a filter may have at most (FILTER_MAX_LAYERS bounds
+ * max_layers), the defaults, and the bounds filter_growth_valid checks (the
+ * configuration takes its bounds from here).  FILTER_MIN_LAYER_FPP is the
+ * smallest share a layer may be given: below it no layer is added.
+ */
+#define FILTER_MAX_LAYERS 32u
+#define FILTER_DEFAULT_MAX_LAYERS 8u
+#define FILTER_DEFAULT_EXPANSION 2.0
+#define FILTER_MIN_EXPANSION 1.0
+#define FILTER_MAX_EXPANSION 16.0
+#define FILTER_DEFAULT_TIGHTENING 0.5
+#define FILTER_MIN_TIGHTENING 0.1
+#define FILTER_MAX_TIGHTENING 0.9
+#define FILTER_MIN_LAYER_FPP 1e-12
+
+struct filter_growth {
+    double expansion;      /* a new layer is sized for expansion x the items so far */
+    double tightening;     /* r: a layer that is not the last takes (1 - r) of what is left */
+    unsigned max_layers;   /* 1 = never grow */
+};
+#define FILTER_GROWTH_DEFAULT \
+    ((struct filter_growth){ FILTER_DEFAULT_EXPANSION, FILTER_DEFAULT_TIGHTENING, \
+                             FILTER_DEFAULT_MAX_LAYERS })
+/* Whether g is within the bounds above (NaN is not). */
+bool filter_growth_valid(const struct filter_growth *g);
+
 /* Why filter_new failed. */
 enum filter_error {
     FILTER_OK = 0,
     FILTER_EINVAL_FPP,   /* false-positive rate outside (FILTER_MIN_FPP, FILTER_MAX_FPP) or NaN */
     FILTER_ETOO_LARGE,   /* expected items or resulting size beyond the limits above */
     FILTER_ENOMEM,       /* the bit array could not be allocated */
-    FILTER_EGEOMETRY     /* filter_new_from: blocks or probes are not what filter_plan
-                            chooses for that capacity and rate */
+    FILTER_EGEOMETRY,    /* filter_new_from: blocks or probes are not what filter_plan
+                            chooses for that capacity and rate, or the layers' rates and
+                            shares do not fit in the filter's */
+    FILTER_EINVAL_GROWTH /* growth parameters outside the bounds above */
 };
 
 /* Human text for an error code (static storage). */
@@ -55,14 +133,33 @@ struct filter_plan {
     double model_fpp;      /* false-positive rate the model predicts at n items */
 };
 enum filter_error filter_plan(uint64_t expected_items, double fpp, struct filter_plan *out);
+/*
+ * The same for a layer added by growth, whose rate may be below
+ * FILTER_MIN_FPP, down to FILTER_MIN_LAYER_FPP (FILTER_EINVAL_FPP below).
+ * For rates filter_plan accepts, both give the same plan.
+ */
+enum filter_error filter_plan_layer(uint64_t expected_items, double fpp, struct filter_plan *out);
 
 /*
- * Create an empty filter sized so that its false-positive rate after
- * expected_items distinct inserts is at most fpp.  expected_items may be 0
- * (one block).  Returns NULL and sets *err (if err is not NULL) on failure.
- * The caller owns the filter and releases it with filter_free.
+ * Create an empty filter of one layer sized so that its false-positive rate
+ * after expected_items distinct inserts is at most fpp, growing with the
+ * default parameters (FILTER_GROWTH_DEFAULT) past that.  expected_items may
+ * be 0 (one block).  Returns NULL and sets *err (if err is not NULL) on
+ * failure.  The caller owns the filter and releases it with filter_free.
  */
 struct filter *filter_new(uint64_t expected_items, double fpp, enum filter_error *err);
+/* The same with growth parameters g (NULL: the defaults). */
+struct filter *filter_new_growing(uint64_t expected_items, double fpp,
+                                  const struct filter_growth *g, enum filter_error *err);
+
+/*
+ * Change the growth parameters of f (e.g. of a filter read from a snapshot
+ * to the configured ones).  The newest layer's share is recomputed from
+ * them and from the older layers' fill.  False (nothing changed) when g is
+ * out of bounds.  Not thread-safe: call it before sharing f.
+ */
+bool filter_set_growth(struct filter *f, const struct filter_growth *g);
+void filter_get_growth(const struct filter *f, struct filter_growth *out);
 
 /* Release a filter; NULL is a no-op.  No other thread may be using it. */
 void filter_free(struct filter *f);
@@ -72,7 +169,11 @@ void filter_free(struct filter *f);
  * concurrently with filter_add and filter_contains on the same filter from
  * any number of threads.  Once filter_add returns, every later
  * filter_contains of the key (in any thread that synchronises with this one,
- * e.g. through a mutex, an atomic or a socket) returns true.
+ * e.g. through a mutex, an atomic or a socket) returns true.  A key an
+ * older layer already holds is not added again.  The one wait: an insert
+ * that finds the newest layer full adds the next one, under a mutex, and
+ * inserts that find it full meanwhile wait for it (a few milliseconds, once
+ * per growth: sizing the layer) rather than overfill it.  Lookups never wait.
  */
 void filter_add(struct filter *f, const void *key, size_t len);
 
@@ -95,7 +196,9 @@ bool filter_contains_hash(const struct filter *f, uint64_t h);
  * blocks ahead: several times faster than filter_add_hash in a loop.  The
  * caller must be the only writer of f meanwhile (lookups may run).  A
  * filter being loaded while others insert gets their keys afterwards (see
- * guard_begin_bulk).
+ * guard_begin_bulk).  It grows exactly as filter_add_hash would, key for
+ * key (the same layers, the same bits), so a load whose size estimate was
+ * low grows while it loads.
  */
 void filter_add_hashes_exclusive(struct filter *f, const uint64_t *hs, size_t n);
 
@@ -107,77 +210,123 @@ void filter_add_hashes_exclusive(struct filter *f, const uint64_t *hs, size_t n)
  */
 bool filter_use_simd(struct filter *f, bool on);
 
-/* A snapshot of the filter's figures; safe to take while others insert. */
+/*
+ * A snapshot of the filter's figures, of the whole; safe to take while others
+ * insert (each layer's counters are read on their own, so the sums may mix
+ * moments).
+ */
 struct filter_info {
     uint64_t items;        /* keys that set at least one new bit: distinct keys, less
-                              the few that were false positives when added */
-    uint64_t capacity;     /* expected items the filter was sized for */
-    uint64_t bits;         /* size of the bit array */
-    uint64_t bits_set;     /* bits currently 1 */
-    uint64_t memory_bytes; /* bytes allocated for the bit array and header */
-    unsigned probes;       /* bits set per key */
+                              the few that were false positives when added (sum of layers) */
+    uint64_t capacity;     /* expected items the layers were sized for (sum) */
+    uint64_t bits;         /* size of the bit arrays (sum) */
+    uint64_t bits_set;     /* bits currently 1 (sum) */
+    uint64_t memory_bytes; /* bytes allocated for the bit arrays and headers */
+    unsigned probes;       /* bits set per key in the newest layer */
+    unsigned layers;       /* layers now (1 until the first growth) */
     double target_fpp;     /* p the filter was sized for */
     double fill_ratio;     /* bits_set / bits */
-    double estimated_fpp;  /* false-positive rate estimated from fill_ratio */
+    double estimated_fpp;  /* compound rate 1 - prod(1 - rate_i), each layer's rate
+                              estimated from its fill ratio */
+    bool saturated;        /* the newest layer is past its share and no layer can be
+                              added: estimated_fpp may rise above target_fpp from now on */
 };
 void filter_info(const struct filter *f, struct filter_info *out);
 
 /*
+ * filter_info's saturated alone, cheaply (a few atomic loads): for callers
+ * that check it after every batch of inserts.
+ */
+bool filter_saturated(const struct filter *f);
+
+/* One layer's figures; false (out untouched) when the filter has no layer i. */
+struct filter_layer_info {
+    uint64_t items, capacity, bits, bits_set;
+    unsigned probes;
+    double target_fpp;     /* the rate it was sized for: p for layer 0, its share after */
+    double share_fpp;      /* the rate at which it counts as full */
+    double fill_ratio;
+    double estimated_fpp;  /* its own rate, from its fill ratio */
+};
+bool filter_layer_info(const struct filter *f, unsigned i, struct filter_layer_info *out);
+
+/*
  * Serialising a filter (snapshots) without a second copy of its bits.
  *
- * filter_export gives the parameters a filter is rebuilt from; the bit array
- * itself is read out in chunks of any size by filter_bits_read, straight
- * from the live filter, while other threads keep calling filter_add.  Its
- * byte image is FILTER_BLOCK_BITS / 8 bytes per block, block after block;
- * inside a block, eight 64-bit words, each stored little-endian (the same
- * bytes on every machine).
+ * filter_export gives the parameters a filter is rebuilt from: the whole's
+ * rate and growth, and each layer's geometry, as many layers as the filter
+ * has at that moment (a layer added afterwards is not part of that export).
+ * Each layer's bit array is read out in chunks of any size by
+ * filter_bits_read, straight from the live filter, while other threads keep
+ * calling filter_add.  A layer's byte image is FILTER_BLOCK_BITS / 8 bytes
+ * per block, block after block; inside a block, eight 64-bit words, each
+ * stored little-endian (the same bytes on every machine).
  *
- * The contract of a copy taken during inserts: inserts only ever set bits,
- * and each 64-bit word is read whole (an atomic load).  So the bytes a
- * sequence of filter_bits_read calls returns hold every bit that was set
- * when the first call began: every key whose filter_add returned before it
- * (in a thread that synchronises with the reader) is in the copy.  A key
- * added while the copy runs may be in it, absent, or in it in part (some of
- * its words copied before the insert reached them); a caller that needs
- * those keys must replay them from a position taken before the copy began.
- * The same holds for items as filter_export reads it: it may lag the bits.
+ * The contract of a copy taken during inserts, per layer: inserts only ever
+ * set bits, and each 64-bit word is read whole (an atomic load).  So the
+ * bytes a sequence of filter_bits_read calls returns hold every bit that was
+ * set when the first call began: every key whose filter_add returned before
+ * filter_export (in a thread that synchronises with the reader) is in the
+ * copy of the layers exported.  A key added while the copy runs may be in
+ * it, absent, in it in part (some of its words copied before the insert
+ * reached them), or in a layer added after the export; a caller that needs
+ * those keys must replay them from a position taken before the export.  The
+ * same holds for items as filter_export reads it: it may lag the bits.
  *
  * filter_new_from builds an empty filter of exactly these parameters after
- * checking them: the geometry must be the one filter_plan chooses for
- * (capacity, target_fpp), so a filter read back is one this build could have
- * made (FILTER_EGEOMETRY otherwise; filter_plan's errors for the rate and
- * capacity; FILTER_ETOO_LARGE for items beyond FILTER_MAX_ITEMS, which the
- * inserts that follow could otherwise wrap round).  It costs one filter_plan.  filter_bits_write then ORs the
- * bytes of the image in; it is safe beside concurrent filter_add (atomic
- * ORs), so keys may flow into the new filter while it is being filled.
+ * checking them: each layer's geometry must be the one filter_plan chooses
+ * for its (capacity, target_fpp) (a layer's rate may be below
+ * FILTER_MIN_FPP, down to FILTER_MIN_LAYER_FPP), layer 0's rate is the
+ * whole's, no layer's rate or share is above it and the shares' compound is
+ * not either, so a filter read back is one this build could have made
+ * (FILTER_EGEOMETRY otherwise; filter_plan's errors for the whole's rate and
+ * the capacities; FILTER_EINVAL_GROWTH for the growth; FILTER_ETOO_LARGE for
+ * items beyond FILTER_MAX_ITEMS, which the inserts that follow could
+ * otherwise wrap round).  It costs one filter_plan per layer.  A share of 0
+ * means "as filter_new_growing would give it" (for a snapshot that stored
+ * none, with the older layers taken at their shares).  filter_bits_write
+ * then ORs the bytes of a layer's image in; it is safe beside concurrent
+ * filter_add (atomic ORs), so keys may flow into the new filter while it is
+ * being filled.
  */
-struct filter_params {
-    uint64_t capacity;     /* expected items the filter was sized for */
-    double target_fpp;     /* p it was sized for */
+struct filter_layer_params {
+    uint64_t capacity;     /* expected items the layer was sized for */
+    double target_fpp;     /* the rate it was sized for */
+    double share_fpp;      /* the rate at which it counts as full (0: see above) */
     uint64_t blocks;       /* 512-bit blocks: the image is blocks * 64 bytes */
     unsigned probes;       /* bits set per key */
-    uint64_t items;        /* as filter_info's items */
+    uint64_t items;        /* as filter_layer_info's items */
+};
+struct filter_params {
+    double target_fpp;     /* p of the whole */
+    struct filter_growth growth;
+    unsigned layers;       /* 1 ..= FILTER_MAX_LAYERS */
+    struct filter_layer_params layer[FILTER_MAX_LAYERS];
 };
 void filter_export(const struct filter *f, struct filter_params *out);
 
-/* Bytes of the image of a filter with these parameters: blocks * 64. */
+/* Bytes of the image of one block: a layer's image is blocks * this. */
 #define FILTER_BLOCK_BYTES (FILTER_BLOCK_BITS / 8u)
 
 /*
- * Copy len bytes of the image from byte offset on into buf.  False (nothing
- * copied) when [offset, offset + len) is not inside the image.  Lock-free,
- * never blocks inserts or lookups.
+ * Copy len bytes of layer's image from byte offset on into buf.  False
+ * (nothing copied) when the filter has no such layer or [offset, offset +
+ * len) is not inside its image.  Lock-free, never blocks inserts or lookups.
  */
-bool filter_bits_read(const struct filter *f, uint64_t offset, void *buf, size_t len);
+bool filter_bits_read(const struct filter *f, unsigned layer, uint64_t offset, void *buf,
+                      size_t len);
 
 struct filter *filter_new_from(const struct filter_params *p, enum filter_error *err);
 
 /*
- * OR len bytes of an image into f from byte offset on (bits_set follows).
- * False (nothing written) when the range is not inside the image.  Safe
- * beside filter_add, filter_contains and other filter_bits_write calls.
+ * OR len bytes of an image into layer from byte offset on (bits_set
+ * follows).  False (nothing written) when there is no such layer or the
+ * range is not inside its image.  Safe beside filter_add, filter_contains
+ * and other filter_bits_write calls.  It never adds a layer: a layer filled
+ * past its share makes the next insert add one.
  */
-bool filter_bits_write(struct filter *f, uint64_t offset, const void *buf, size_t len);
+bool filter_bits_write(struct filter *f, unsigned layer, uint64_t offset, const void *buf,
+                       size_t len);
 
 /*
  * Index math, exposed for tests: the block a hash selects among nblocks

@@ -211,6 +211,26 @@ bool guard_next_info(struct guard *g, struct filter_info *out)
     return info_of(g, &g->next, out);
 }
 
+bool guard_saturated(struct guard *g)
+{
+    struct rcu_read t = rcu_read_enter(&g->rcu);
+    struct filter *f = atomic_load_explicit(&g->live, memory_order_acquire);
+    bool s = f != NULL && filter_saturated(f);
+    rcu_read_exit(t);
+    return s;
+}
+
+unsigned guard_layers(struct guard *g, struct filter_layer_info *out, unsigned cap)
+{
+    struct rcu_read t = rcu_read_enter(&g->rcu);
+    struct filter *f = atomic_load(&g->live);
+    unsigned n = 0;
+    while (f != NULL && n < cap && filter_layer_info(f, n, &out[n]))
+        n++;
+    rcu_read_exit(t);
+    return n;
+}
+
 const struct filter *guard_live(struct guard *g)
 {
     return atomic_load_explicit(&g->live, memory_order_acquire);

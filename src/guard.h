@@ -82,6 +82,14 @@ bool guard_writable(struct guard *g);
  */
 bool guard_info(struct guard *g, struct filter_info *out);
 bool guard_next_info(struct guard *g, struct filter_info *out);
+/* Whether the live filter is saturated (filter_saturated); false when there is none. */
+bool guard_saturated(struct guard *g);
+
+/*
+ * The live filter's layers, oldest first, into out[0 .. cap): returns how
+ * many were written (0: no live filter).
+ */
+unsigned guard_layers(struct guard *g, struct filter_layer_info *out, unsigned cap);
 
 /*
  * The live filter (NULL if none), for the rebuilding thread only: valid

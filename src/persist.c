@@ -11,6 +11,7 @@
 
 #include "peer.h"
 #include "snapshot.h"
+#include "table.h"
 
 /* How long a peer may take to connect and between bytes of its snapshot. */
 #define PEER_TIMEOUT_MS 10000
@@ -52,6 +53,9 @@ static void install(struct snapshot *s, struct guard *g, struct pending *p,
                     struct persist_restored *r)
 {
     struct filter_info fi;
+    /* The configured growth, not the writer's: this daemon's max_layers holds. */
+    struct filter_growth growth = table_growth(fc);
+    filter_set_growth(s->filter, &growth);
     filter_info(s->filter, &fi);
     enum pending_result pr = snapshot_restore_journal(s, p, pending_clock());
     if (pr != PENDING_OK)

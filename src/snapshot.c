@@ -30,14 +30,27 @@
 /* Chunk size for copying the bulk between the filter and a file. */
 #define CHUNK ((size_t)1 << 20)
 
-/* Offsets of the fixed header fields (the table in snapshot.h). */
+/* Offsets of the fixed header fields (the table in snapshot.h): both versions, */
 enum {
     OFF_MAGIC = 0, OFF_VERSION = 8, OFF_HEADER_LEN = 12, OFF_TOTAL_LEN = 16,
-    OFF_HORIZON = 24, OFF_CREATED = 32, OFF_CAPACITY = 40, OFF_FPP = 48,
-    OFF_BLOCKS = 56, OFF_PROBES = 64, OFF_RESERVED1 = 68, OFF_ITEMS = 72,
-    OFF_FILTER_LEN = 80, OFF_JOURNAL_COUNT = 88, OFF_JOURNAL_LEN = 96,
+    OFF_HORIZON = 24, OFF_CREATED = 32, OFF_FPP = 48, OFF_FILTER_LEN = 80,
+    OFF_JOURNAL_COUNT = 88, OFF_JOURNAL_LEN = 96,
     OFF_NAME_LEN = 104, OFF_TABLE_LEN = 106, OFF_COLUMN_LEN = 108, OFF_POSITION_LEN = 110
 };
+/* version 2 only, */
+enum {
+    OFF_EXPANSION = 40, OFF_TIGHTENING = 56, OFF_MAX_LAYERS = 64, OFF_LAYERS = 68,
+    OFF_KV_COUNT = 70, OFF_KV_LEN = 72, OFF_RESERVED2 = 76
+};
+/* version 1 only, */
+enum { OFF_CAPACITY = 40, OFF_BLOCKS = 56, OFF_PROBES = 64, OFF_RESERVED1 = 68, OFF_ITEMS = 72 };
+/* and a layer's parameters, from the start of its 48 bytes. */
+enum {
+    LAY_CAPACITY = 0, LAY_FPP = 8, LAY_SHARE = 16, LAY_BLOCKS = 24, LAY_ITEMS = 32,
+    LAY_PROBES = 40, LAY_RESERVED = 44
+};
+/* The head of a metadata pair: key_len and value_len. */
+#define KV_HEAD 4u
 
 /* The strings after the fixed header, in this order. */
 enum { STR_NAME, STR_TABLE, STR_COLUMN, STR_POSITION, NSTR };
@@ -81,6 +94,8 @@ struct snapshot_stream {
     unsigned char *head;        /* the whole header */
     size_t head_len;
     uint64_t filter_len;
+    unsigned layers;            /* as exported when the stream was made */
+    uint64_t layer_end[FILTER_MAX_LAYERS];  /* end of each layer's image in the filter section */
     unsigned char *journal;     /* the journal section, serialised */
     size_t journal_len, journal_used;
     uint64_t journal_count;
@@ -116,12 +131,38 @@ static bool journal_entry(void *ctx, const char *id, size_t len, uint64_t ttl_le
     return true;
 }
 
+/* Bytes of the metadata section, or 0 with errno EINVAL when it breaks the rules. */
+static size_t kv_bytes(const struct snapshot_kv *kv, size_t n)
+{
+    size_t len = 0;
+    if (n > SNAPSHOT_MAX_KV || (n > 0 && kv == NULL))
+        goto bad;
+    for (size_t i = 0; i < n; i++) {
+        if (kv[i].key == NULL || kv[i].value == NULL)
+            goto bad;
+        size_t kl = strnlen(kv[i].key, SNAPSHOT_MAX_KV_KEY + 1);
+        size_t vl = strnlen(kv[i].value, SNAPSHOT_MAX_KV_VALUE + 1);
+        if (kl == 0 || kl > SNAPSHOT_MAX_KV_KEY || vl > SNAPSHOT_MAX_KV_VALUE)
+            goto bad;
+        for (size_t j = 0; j < i; j++)
+            if (strcmp(kv[j].key, kv[i].key) == 0)
+                goto bad;
+        len += KV_HEAD + kl + vl;
+    }
+    if (len > SNAPSHOT_MAX_KV_BYTES)
+        goto bad;
+    return len;
+bad:
+    errno = EINVAL;
+    return 0;
+}
+
 struct snapshot_stream *snapshot_stream_new(const struct snapshot_meta *m, const struct filter *f,
                                             struct pending *journal, uint64_t now)
 {
     const char *str[NSTR] = { m->name ? m->name : "", m->table ? m->table : "",
                               m->column ? m->column : "", m->position ? m->position : "" };
-    size_t len[NSTR];
+    size_t len[NSTR], strings = 0;
     for (int i = 0; i < NSTR; i++) {
         /* A C string holds no NUL byte: only the length can be wrong. */
         len[i] = strnlen(str[i], str_max[i] + 1);
@@ -129,7 +170,13 @@ struct snapshot_stream *snapshot_stream_new(const struct snapshot_meta *m, const
             errno = EINVAL;
             return NULL;
         }
+        strings += len[i];
     }
+    errno = 0;
+    size_t kv_len = kv_bytes(m->kv, m->n_kv);
+    if (errno == EINVAL)
+        return NULL;
+    struct filter_params *fp = NULL;
     struct snapshot_stream *s = calloc(1, sizeof(*s));
     if (s == NULL)
         goto nomem;
@@ -147,11 +194,18 @@ struct snapshot_stream *snapshot_stream_new(const struct snapshot_meta *m, const
     } else if (!journal_count(s, 0, 0)) {
         goto nomem;
     }
-    struct filter_params fp;
-    filter_export(f, &fp);
-    s->filter_len = fp.blocks * FILTER_BLOCK_BYTES;
-    s->head_len = SNAPSHOT_FIXED_LEN + len[STR_NAME] + len[STR_TABLE] + len[STR_COLUMN]
-                  + len[STR_POSITION] + SUM_LEN;
+    fp = malloc(sizeof(*fp));
+    if (fp == NULL)
+        goto nomem;
+    filter_export(f, fp);
+    s->layers = fp->layers;
+    for (unsigned i = 0; i < fp->layers; i++) {
+        s->filter_len += fp->layer[i].blocks * FILTER_BLOCK_BYTES;
+        s->layer_end[i] = s->filter_len;
+    }
+    size_t layers_at = SNAPSHOT_FIXED_LEN + strings;
+    size_t kv_at = layers_at + (size_t)SNAPSHOT_LAYER_LEN * fp->layers;
+    s->head_len = kv_at + kv_len + SUM_LEN;
     s->head = calloc(1, s->head_len);
     if (s->head == NULL)
         goto nomem;
@@ -164,11 +218,13 @@ struct snapshot_stream *snapshot_stream_new(const struct snapshot_meta *m, const
     put64(h + OFF_TOTAL_LEN, s->total);
     put64(h + OFF_HORIZON, m->horizon_ms);
     put64(h + OFF_CREATED, m->created);
-    put64(h + OFF_CAPACITY, fp.capacity);
-    put64(h + OFF_FPP, fpp_bits(fp.target_fpp));
-    put64(h + OFF_BLOCKS, fp.blocks);
-    put32(h + OFF_PROBES, fp.probes);
-    put64(h + OFF_ITEMS, fp.items);
+    put64(h + OFF_EXPANSION, fpp_bits(fp->growth.expansion));
+    put64(h + OFF_FPP, fpp_bits(fp->target_fpp));
+    put64(h + OFF_TIGHTENING, fpp_bits(fp->growth.tightening));
+    put32(h + OFF_MAX_LAYERS, fp->growth.max_layers);
+    put16(h + OFF_LAYERS, (uint16_t)fp->layers);
+    put16(h + OFF_KV_COUNT, (uint16_t)m->n_kv);
+    put32(h + OFF_KV_LEN, (uint32_t)kv_len);
     put64(h + OFF_FILTER_LEN, s->filter_len);
     put64(h + OFF_JOURNAL_COUNT, s->journal_count);
     put64(h + OFF_JOURNAL_LEN, s->journal_len);
@@ -181,11 +237,30 @@ struct snapshot_stream *snapshot_stream_new(const struct snapshot_meta *m, const
         memcpy(h + at, str[i], len[i]);
         at += len[i];
     }
+    for (unsigned i = 0; i < fp->layers; i++, at += SNAPSHOT_LAYER_LEN) {
+        const struct filter_layer_params *l = &fp->layer[i];
+        put64(h + at + LAY_CAPACITY, l->capacity);
+        put64(h + at + LAY_FPP, fpp_bits(l->target_fpp));
+        put64(h + at + LAY_SHARE, fpp_bits(l->share_fpp));
+        put64(h + at + LAY_BLOCKS, l->blocks);
+        put64(h + at + LAY_ITEMS, l->items);
+        put32(h + at + LAY_PROBES, l->probes);
+    }
+    for (size_t i = 0; i < m->n_kv; i++) {
+        size_t kl = strlen(m->kv[i].key), vl = strlen(m->kv[i].value);
+        put16(h + at, (uint16_t)kl);
+        put16(h + at + 2, (uint16_t)vl);
+        memcpy(h + at + KV_HEAD, m->kv[i].key, kl);
+        memcpy(h + at + KV_HEAD + kl, m->kv[i].value, vl);
+        at += KV_HEAD + kl + vl;
+    }
     put64(h + at, XXH64(h, at, 0));
     XXH64_reset(&s->sum, 0);
+    free(fp);
     return s;
 
 nomem:
+    free(fp);
     snapshot_stream_free(s);
     errno = ENOMEM;
     return NULL;
@@ -209,8 +284,13 @@ size_t snapshot_stream_read(struct snapshot_stream *s, void *buf, size_t cap)
             n = s->head_len - pos < want ? s->head_len - pos : want;
             memcpy(out + done, s->head + pos, (size_t)n);
         } else if (pos < bits_end) {
-            n = bits_end - pos < want ? bits_end - pos : want;
-            filter_bits_read(s->f, pos - s->head_len, out + done, (size_t)n);
+            /* The layer pos is in, and no further than its end. */
+            uint64_t in = pos - s->head_len, start = 0;
+            unsigned l = 0;
+            while (in >= s->layer_end[l])
+                start = s->layer_end[l++];
+            n = s->layer_end[l] - in < want ? s->layer_end[l] - in : want;
+            filter_bits_read(s->f, l, in - start, out + done, (size_t)n);
         } else if (pos < journal_end) {
             n = journal_end - pos < want ? journal_end - pos : want;
             memcpy(out + done, s->journal + (pos - bits_end), (size_t)n);
@@ -493,6 +573,75 @@ static bool journal_walk(const unsigned char *j, uint64_t len, uint64_t count, s
     return at == len;
 }
 
+/*
+ * Check a metadata section of count pairs in len bytes by the rules of the
+ * format; with out, also copy the pairs there, their strings into mem.
+ */
+static bool kv_walk(const unsigned char *p, size_t len, size_t count, struct snapshot_kv *out,
+                    char *mem)
+{
+    size_t at = 0, key_at[SNAPSHOT_MAX_KV], key_len[SNAPSHOT_MAX_KV];
+    if (count > SNAPSHOT_MAX_KV)
+        return false;
+    for (size_t i = 0; i < count; i++) {
+        if (len - at < KV_HEAD)
+            return false;
+        size_t kl = get16(p + at), vl = get16(p + at + 2);
+        const unsigned char *k = p + at + KV_HEAD, *v = k + kl;
+        if (kl == 0 || kl > SNAPSHOT_MAX_KV_KEY || vl > SNAPSHOT_MAX_KV_VALUE
+            || len - at - KV_HEAD < kl + vl || memchr(k, '\0', kl) != NULL
+            || memchr(v, '\0', vl) != NULL)
+            return false;
+        for (size_t j = 0; j < i; j++)
+            if (key_len[j] == kl && memcmp(p + key_at[j], k, kl) == 0)
+                return false;
+        key_at[i] = at + KV_HEAD;
+        key_len[i] = kl;
+        if (out != NULL) {
+            memcpy(mem, k, kl);
+            mem[kl] = '\0';
+            out[i].key = mem;
+            mem += kl + 1;
+            memcpy(mem, v, vl);
+            mem[vl] = '\0';
+            out[i].value = mem;
+            mem += vl + 1;
+        }
+        at += KV_HEAD + kl + vl;
+    }
+    return at == len;
+}
+
+/* The filter's parameters as the header (its checksum good) states them. */
+static void header_params(const unsigned char *head, uint32_t version, const unsigned char *lay,
+                          unsigned layers, struct filter_params *p)
+{
+    memset(p, 0, sizeof(*p));
+    p->target_fpp = bits_fpp(get64(head + OFF_FPP));
+    p->layers = layers;
+    if (version == 1) {
+        /* One layer whose share filter_new_from gives, growing by the defaults. */
+        p->growth = FILTER_GROWTH_DEFAULT;
+        p->layer[0] = (struct filter_layer_params){
+            .capacity = get64(head + OFF_CAPACITY), .target_fpp = p->target_fpp,
+            .blocks = get64(head + OFF_BLOCKS), .probes = get32(head + OFF_PROBES),
+            .items = get64(head + OFF_ITEMS),
+        };
+        return;
+    }
+    p->growth = (struct filter_growth){
+        .expansion = bits_fpp(get64(head + OFF_EXPANSION)),
+        .tightening = bits_fpp(get64(head + OFF_TIGHTENING)),
+        .max_layers = get32(head + OFF_MAX_LAYERS),
+    };
+    for (unsigned i = 0; i < layers; i++, lay += SNAPSHOT_LAYER_LEN)
+        p->layer[i] = (struct filter_layer_params){
+            .capacity = get64(lay + LAY_CAPACITY), .target_fpp = bits_fpp(get64(lay + LAY_FPP)),
+            .share_fpp = bits_fpp(get64(lay + LAY_SHARE)), .blocks = get64(lay + LAY_BLOCKS),
+            .probes = get32(lay + LAY_PROBES), .items = get64(lay + LAY_ITEMS),
+        };
+}
+
 static enum snapshot_status read_input(struct input *in, const struct snapshot_expect *expect,
                                        struct snapshot *out, char *why, size_t whylen)
 {
@@ -517,31 +666,41 @@ static enum snapshot_status read_input(struct input *in, const struct snapshot_e
     if ((st = take(in, fixed + OFF_VERSION, 4)) != SNAPSHOT_OK)
         return io_status(st, why, whylen, "version", errno);
     uint32_t version = get32(fixed + OFF_VERSION);
-    if (version != SNAPSHOT_VERSION)
-        return say(why, whylen, SNAPSHOT_OTHER_VERSION, "format version %u, this build reads %u",
-                   version, SNAPSHOT_VERSION);
+    if (version < SNAPSHOT_MIN_VERSION || version > SNAPSHOT_VERSION)
+        return say(why, whylen, SNAPSHOT_OTHER_VERSION,
+                   "format version %u, this build reads %u to %u", version,
+                   SNAPSHOT_MIN_VERSION, SNAPSHOT_VERSION);
+    s.version = version;
     if (in->size < SNAPSHOT_FIXED_LEN)
         return say(why, whylen, SNAPSHOT_TRUNCATED, "%llu bytes: shorter than a header",
                    (unsigned long long)in->size);
     if ((st = take(in, fixed + OFF_HEADER_LEN, SNAPSHOT_FIXED_LEN - OFF_HEADER_LEN)) != SNAPSHOT_OK)
         return io_status(st, why, whylen, "header", errno);
 
-    /* The header's own length follows from the string lengths. */
+    /* The header's own length follows from the lengths it holds. */
     size_t slen[NSTR] = { get16(fixed + OFF_NAME_LEN), get16(fixed + OFF_TABLE_LEN),
                           get16(fixed + OFF_COLUMN_LEN), get16(fixed + OFF_POSITION_LEN) };
     uint32_t header_len = get32(fixed + OFF_HEADER_LEN);
+    unsigned layers = version == 1 ? 1 : get16(fixed + OFF_LAYERS);
+    size_t kv_count = version == 1 ? 0 : get16(fixed + OFF_KV_COUNT);
+    size_t kv_len = version == 1 ? 0 : get32(fixed + OFF_KV_LEN);
     size_t strings = 0;
     for (int i = 0; i < NSTR; i++) {
         if (slen[i] > str_max[i])
             return say(why, whylen, SNAPSHOT_CORRUPT, "the header's lengths disagree");
         strings += slen[i];
     }
-    if (header_len != SNAPSHOT_FIXED_LEN + strings + SUM_LEN)
+    if (layers < 1 || layers > FILTER_MAX_LAYERS || kv_count > SNAPSHOT_MAX_KV
+        || kv_len > SNAPSHOT_MAX_KV_BYTES)
+        return say(why, whylen, SNAPSHOT_CORRUPT, "the header's lengths disagree");
+    size_t layers_at = SNAPSHOT_FIXED_LEN + strings;
+    size_t kv_at = layers_at + (version == 1 ? 0 : (size_t)SNAPSHOT_LAYER_LEN * layers);
+    if (header_len != kv_at + kv_len + SUM_LEN)
         return say(why, whylen, SNAPSHOT_CORRUPT, "the header's lengths disagree");
     if (header_len > in->size)
         return say(why, whylen, SNAPSHOT_TRUNCATED, "%llu bytes: shorter than its %u-byte header",
                    (unsigned long long)in->size, header_len);
-    head = malloc(header_len);          /* at most 112 + 3 KiB + 127 + 8 */
+    head = malloc(header_len);          /* at most SNAPSHOT_MAX_HEADER */
     if (head == NULL)
         return say(why, whylen, SNAPSHOT_NOMEM, "no memory for the header");
     memcpy(head, fixed, SNAPSHOT_FIXED_LEN);
@@ -555,11 +714,21 @@ static enum snapshot_status read_input(struct input *in, const struct snapshot_e
     }
 
     /* A header we can trust; do its lengths add up, and to the input's size? */
-    uint64_t total = get64(head + OFF_TOTAL_LEN), blocks = get64(head + OFF_BLOCKS);
+    uint64_t total = get64(head + OFF_TOTAL_LEN), blocks_sum = 0;
     uint64_t filter_len = get64(head + OFF_FILTER_LEN);
     uint64_t jcount = get64(head + OFF_JOURNAL_COUNT), jlen = get64(head + OFF_JOURNAL_LEN);
-    if (get32(head + OFF_RESERVED1) != 0
-        || blocks > FILTER_MAX_BYTES / FILTER_BLOCK_BYTES || filter_len != blocks * FILTER_BLOCK_BYTES
+    bool reserved = version == 1 ? get32(head + OFF_RESERVED1) != 0
+                                 : get32(head + OFF_RESERVED2) != 0;
+    bool too_big = false;
+    for (unsigned i = 0; i < layers; i++) {
+        const unsigned char *lay = head + layers_at + (size_t)i * SNAPSHOT_LAYER_LEN;
+        uint64_t blocks = version == 1 ? get64(head + OFF_BLOCKS) : get64(lay + LAY_BLOCKS);
+        if (version > 1)
+            reserved = reserved || get32(lay + LAY_RESERVED) != 0;
+        too_big = too_big || blocks > FILTER_MAX_BYTES / FILTER_BLOCK_BYTES;
+        blocks_sum += too_big ? 0 : blocks;      /* at most 32 x 2^40: no overflow */
+    }
+    if (reserved || too_big || filter_len != blocks_sum * FILTER_BLOCK_BYTES
         || jcount > jlen / ENTRY_HEAD || jlen > UINT64_MAX / 2 || filter_len > UINT64_MAX / 4
         || total != header_len + filter_len + jlen + SUM_LEN) {
         st = say(why, whylen, SNAPSHOT_CORRUPT, "the header's lengths disagree");
@@ -570,6 +739,10 @@ static enum snapshot_status read_input(struct input *in, const struct snapshot_e
                            + slen[STR_TABLE] + slen[STR_COLUMN];
     if (memchr(position, '\0', slen[STR_POSITION]) != NULL) {
         st = say(why, whylen, SNAPSHOT_CORRUPT, "a NUL byte in the change-feed position");
+        goto fail;
+    }
+    if (!kv_walk(head + kv_at, kv_len, kv_count, NULL, NULL)) {
+        st = say(why, whylen, SNAPSHOT_CORRUPT, "the metadata section does not parse");
         goto fail;
     }
     if (total > in->size) {
@@ -613,15 +786,17 @@ static enum snapshot_status read_input(struct input *in, const struct snapshot_e
     s.table = copy[STR_TABLE];
     s.column = copy[STR_COLUMN];
     s.position = copy[STR_POSITION];
-    if (s.name == NULL || s.table == NULL || s.column == NULL || s.position == NULL) {
+    /* The pairs and their strings in one block: kv_len bounds it. */
+    s.kv = malloc(kv_count * sizeof(*s.kv) + kv_len + 1);
+    if (s.name == NULL || s.table == NULL || s.column == NULL || s.position == NULL
+        || s.kv == NULL) {
         st = say(why, whylen, SNAPSHOT_NOMEM, "no memory for the header");
         goto fail;
     }
+    kv_walk(head + kv_at, kv_len, kv_count, s.kv, (char *)(s.kv + kv_count));
+    s.n_kv = kv_count;
 
-    s.params = (struct filter_params){
-        .capacity = get64(head + OFF_CAPACITY), .target_fpp = bits_fpp(get64(head + OFF_FPP)),
-        .blocks = blocks, .probes = get32(head + OFF_PROBES), .items = get64(head + OFF_ITEMS),
-    };
+    header_params(head, version, head + layers_at, layers, &s.params);
     if (expect->target_fpp != 0 && s.params.target_fpp != expect->target_fpp) {
         st = say(why, whylen, SNAPSHOT_OTHER_PARAMS,
                  "snapshot of a filter for false_positive_rate %g, not %g",
@@ -632,33 +807,36 @@ static enum snapshot_status read_input(struct input *in, const struct snapshot_e
     enum filter_error fe;
     s.filter = filter_new_from(&s.params, &fe);
     if (s.filter == NULL) {
+        const struct filter_layer_params *l0 = &s.params.layer[0];
         st = fe == FILTER_ENOMEM
             ? say(why, whylen, SNAPSHOT_NOMEM, "%s", filter_strerror(fe))
             : say(why, whylen, SNAPSHOT_OTHER_PARAMS,
-                  "capacity %llu, rate %g, %llu blocks, %u probes: %s",
-                  (unsigned long long)s.params.capacity, s.params.target_fpp,
-                  (unsigned long long)blocks, s.params.probes, filter_strerror(fe));
+                  "rate %g, %u layer(s), the first of capacity %llu, %llu blocks, %u probes: %s",
+                  s.params.target_fpp, layers, (unsigned long long)l0->capacity,
+                  (unsigned long long)l0->blocks, l0->probes, filter_strerror(fe));
         goto fail;
     }
 
-    /* The bulk: the bits straight into the filter, then the journal. */
-    if (in->fd < 0) {
-        filter_bits_write(s.filter, 0, in->mem + in->pos, (size_t)filter_len);
-        XXH64_update(&in->sum, in->mem + in->pos, (size_t)filter_len);
-        in->pos += filter_len;
-    } else {
-        chunk = malloc(CHUNK);
-        if (chunk == NULL) {
-            st = say(why, whylen, SNAPSHOT_NOMEM, "no memory for reading");
-            goto fail;
+    /* The bulk: each layer's bits straight into the filter, then the journal. */
+    if (in->fd >= 0 && (chunk = malloc(CHUNK)) == NULL) {
+        st = say(why, whylen, SNAPSHOT_NOMEM, "no memory for reading");
+        goto fail;
+    }
+    for (unsigned l = 0; l < layers; l++) {
+        uint64_t len = s.params.layer[l].blocks * FILTER_BLOCK_BYTES;
+        if (in->fd < 0) {
+            filter_bits_write(s.filter, l, 0, in->mem + in->pos, (size_t)len);
+            XXH64_update(&in->sum, in->mem + in->pos, (size_t)len);
+            in->pos += len;
+            continue;
         }
-        for (uint64_t at = 0; at < filter_len;) {
-            size_t n = filter_len - at < CHUNK ? (size_t)(filter_len - at) : CHUNK;
+        for (uint64_t at = 0; at < len;) {
+            size_t n = len - at < CHUNK ? (size_t)(len - at) : CHUNK;
             if ((st = take(in, chunk, n)) != SNAPSHOT_OK) {
                 st = io_status(st, why, whylen, "filter", errno);
                 goto fail;
             }
-            filter_bits_write(s.filter, at, chunk, n);
+            filter_bits_write(s.filter, l, at, chunk, n);
             at += n;
         }
     }
@@ -750,7 +928,16 @@ void snapshot_release(struct snapshot *s)
     free(s->column);
     free(s->position);
     free(s->journal);
+    free(s->kv);
     memset(s, 0, sizeof(*s));
+}
+
+const char *snapshot_kv_get(const struct snapshot *s, const char *key)
+{
+    for (size_t i = 0; i < s->n_kv; i++)
+        if (strcmp(s->kv[i].key, key) == 0)
+            return s->kv[i].value;
+    return NULL;
 }
 
 enum pending_result snapshot_restore_journal(const struct snapshot *s, struct pending *p,

@@ -5,28 +5,32 @@
  * for a file and for a stream to a peer; the daemon decides when to write
  * and what to do with a snapshot it read.  No logging, no globals.
  *
- * Format, version 1.  All integers little-endian; "xxh64" is XXH64 with
- * seed 0.  Lengths are in bytes.
+ * Format, version 2 (version 1, one layer and no metadata, is still read:
+ * see below).  All integers little-endian; "xxh64" is XXH64 with seed 0;
+ * rates are IEEE 754 binary64.  Lengths are in bytes.
  *
  *   offset  size  field
  *   ------  ----  -----------------------------------------------------
  *        0     8  magic "BGSNAP\r\n" (the CR LF catches text-mode mangling)
  *        8     4  format version (SNAPSHOT_VERSION)
  *       12     4  header_len: 112 + name_len + table_len + column_len
- *                 + position_len + 8
+ *                 + position_len + 48 x layers + kv_len + 8
  *       16     8  total_len: the whole snapshot, trailer included
  *       24     8  horizon_ms: wall-clock Unix milliseconds of the writer's
  *                 horizon, every row committed before it being in the
  *                 filter as far as the writer knew; 0 = none.  For display
  *                 only: a reader does not check it
  *       32     8  created: wall-clock Unix seconds (for display only)
- *       40     8  capacity: expected items the filter was sized for
- *       48     8  target_fpp: IEEE 754 binary64
- *       56     8  blocks: 512-bit blocks of the filter
- *       64     4  probes: bits set per key
- *       68     4  reserved, 0
- *       72     8  items (filter_info's items, for sizing the next filter)
- *       80     8  filter_len: blocks * 64
+ *       40     8  expansion  (the filter's growth parameters,
+ *       48     8  target_fpp  filter.h; target_fpp is the
+ *       56     8  tightening  whole filter's rate)
+ *       64     4  max_layers
+ *       68     2  layers: 1 ..= FILTER_MAX_LAYERS
+ *       70     2  kv_count: metadata pairs, at most SNAPSHOT_MAX_KV
+ *       72     4  kv_len: bytes of the metadata section, at most
+ *                 SNAPSHOT_MAX_KV_BYTES
+ *       76     4  reserved, 0
+ *       80     8  filter_len: the layers' blocks x 64, summed
  *       88     8  journal_count: entries in the journal section
  *       96     8  journal_len: bytes of the journal section
  *      104     2  name_len   (each at most SNAPSHOT_MAX_STRING,
@@ -35,11 +39,25 @@
  *      110     2  position_len: at most SNAPSHOT_MAX_POSITION, no NUL byte
  *      112     .  name, table, column, position: the bytes, no terminators;
  *                 position is the change feed's (feed.h), opaque; none = ""
+ *            .    layers: for each, oldest first, 48 bytes { capacity 8,
+ *                 target_fpp 8, share_fpp 8, blocks 8, items 8, probes 4,
+ *                 reserved 4 (0) } (struct filter_layer_params)
+ *            .    metadata: kv_count times { key_len 2, value_len 2, key,
+ *                 value }: keys of 1 ..= SNAPSHOT_MAX_KV_KEY bytes, values
+ *                 of at most SNAPSHOT_MAX_KV_VALUE, no NUL byte in either,
+ *                 no key twice
  * header_len-8 8  header checksum: xxh64 of bytes [0, header_len - 8)
- *   header_len .  filter: filter_len bytes, filter_bits_read's image
+ *   header_len .  filter: filter_len bytes, each layer's filter_bits_read
+ *                 image (blocks x 64 bytes) in the order of the layers
  *            .    journal: journal_count times { ttl_left: 8 (seconds
  *                 the entry had left), id_len: 4, the id: id_len }
  * total_len-8  8  trailer: xxh64 of bytes [0, total_len - 8)
+ *
+ * Version 1 differs in the fixed header only: 40 capacity (8), 48
+ * target_fpp, 56 blocks (8), 64 probes (4), 68 reserved (4), 72 items (8);
+ * header_len is 112 + the strings + 8.  It is read as one layer of those
+ * parameters (its share as filter_new_from gives it) with the default
+ * growth parameters and no metadata.
  *
  * The header checksum lets a reader trust the header (lengths, identity)
  * before it allocates anything or reads the bulk; the trailer covers every
@@ -47,15 +65,17 @@
  * that applies (enum snapshot_status):
  *   1. magic: bad magic (an input shorter than the magic that matches its
  *      start is truncated instead);
- *   2. version: another format version (before the rest of the header, whose
- *      layout a later version may change);
- *   3. the string lengths are within their maximum and header_len agrees
- *      with them, else corrupt; the input holds the header, else
- *      truncated; header checksum, else bad checksum;
+ *   2. version: a format version this build does not read (before the rest
+ *      of the header, whose layout a later version may change);
+ *   3. the string lengths, the layer count and the metadata's count and
+ *      length are within their bounds and header_len agrees with them, else
+ *      corrupt; the input holds the header, else truncated; header
+ *      checksum, else bad checksum;
  *   4. a header with a good checksum whose lengths do not add up to
- *      total_len, whose reserved field is set or whose position holds a NUL
- *      byte: corrupt; total_len beyond the input: truncated; bytes after
- *      total_len: corrupt;
+ *      total_len (filter_len is the layers' images summed), whose reserved
+ *      fields are set, whose position holds a NUL byte or whose metadata
+ *      does not fill its section exactly by the rules above: corrupt;
+ *      total_len beyond the input: truncated; bytes after total_len: corrupt;
  *   5. identity: other name, other table, other column;
  *   6. parameters: other parameters (rate, then geometry, see below);
  *   7. the bulk: truncated if the input ends early (a file that shrank, a
@@ -63,19 +83,26 @@
  *      entries must fill their section exactly, else corrupt.
  * So every proper prefix of a snapshot is "truncated", and no length is
  * used before it has been checked against the size of the input: nothing
- * is allocated beyond what that size justifies (the header, at most 3.2 KiB;
- * a filter of filter_len <= size bytes; a journal of journal_len bytes).
- * snapshot_read says "missing" before all this when there is no file.
+ * is allocated beyond what that size justifies (the header, at most
+ * SNAPSHOT_MAX_HEADER bytes; a filter of filter_len <= size bytes; a
+ * journal of journal_len bytes).  snapshot_read says "missing" before all
+ * this when there is no file.
  *
  * Which parameters must match (struct snapshot_expect): the false-positive
- * rate, when the caller gives one.  The capacity (and so the geometry) may
- * differ: the daemon sizes a filter from the table's row count, which moves
- * all the time, and a snapshot sized for fewer rows is still exact (no
- * false negatives), only fuller; the daemon's growth rule rebuilds a larger
- * one when items outgrow capacity, as after any load.  The geometry must
- * still be the one filter_plan gives for the stored capacity and rate
- * (filter_new_from), or the snapshot counts as other parameters: it was
- * sized by another sizing rule.
+ * rate, when the caller gives one.  The capacity (and so the geometry), the
+ * layers and the growth parameters may differ: the daemon sizes a filter
+ * from the table's row count, which moves all the time, and a snapshot
+ * sized for fewer rows is still exact (no false negatives), only fuller or
+ * grown; a caller that wants its own growth parameters sets them
+ * (filter_set_growth).  Each layer's geometry must still be the one
+ * filter_plan gives for its stored capacity and rate, and the rates and
+ * shares must fit in the whole's (filter_new_from), or the snapshot counts
+ * as other parameters: it was sized by another sizing rule.
+ *
+ * The metadata: (key, value) strings the writer chose (the identity facts
+ * a reader checks before trusting the snapshot, say).  This module gives
+ * them no meaning: a reader keeps every pair, known to its caller or not,
+ * and snapshot_kv_get finds one.
  */
 #ifndef BLOOMGUARD_SNAPSHOT_H
 #define BLOOMGUARD_SNAPSHOT_H
@@ -89,15 +116,33 @@
 
 #define SNAPSHOT_MAGIC "BGSNAP\r\n"
 #define SNAPSHOT_MAGIC_LEN 8
-#define SNAPSHOT_VERSION 1u
+#define SNAPSHOT_VERSION 2u
+/* The oldest format version still read. */
+#define SNAPSHOT_MIN_VERSION 1u
 /* Longest name, table or column stored. */
 #define SNAPSHOT_MAX_STRING 1024u
 /* Longest change-feed position stored (feed.h's FEED_POS_MAX - 1). */
 #define SNAPSHOT_MAX_POSITION 127u
 /* Bytes of the fixed part of the header, before the strings. */
 #define SNAPSHOT_FIXED_LEN 112u
+/* Bytes of a layer's parameters in the header. */
+#define SNAPSHOT_LAYER_LEN 48u
+/* Metadata bounds: pairs, key and value lengths, the section's bytes. */
+#define SNAPSHOT_MAX_KV 64u
+#define SNAPSHOT_MAX_KV_KEY 64u
+#define SNAPSHOT_MAX_KV_VALUE 1024u
+#define SNAPSHOT_MAX_KV_BYTES 16384u
+/* The largest header a reader accepts (about 21 KiB). */
+#define SNAPSHOT_MAX_HEADER (SNAPSHOT_FIXED_LEN + 3u * SNAPSHOT_MAX_STRING + SNAPSHOT_MAX_POSITION \
+                             + SNAPSHOT_LAYER_LEN * FILTER_MAX_LAYERS + SNAPSHOT_MAX_KV_BYTES + 8u)
 /* Room for a reason's text, as snapshot_read fills it. */
 #define SNAPSHOT_WHY_LEN 512
+
+/* A metadata pair: two C strings (bounds above). */
+struct snapshot_kv {
+    const char *key;
+    const char *value;
+};
 
 /* What the writer stores beside the filter and the journal. */
 struct snapshot_meta {
@@ -107,6 +152,8 @@ struct snapshot_meta {
     const char *position;   /* change-feed position, NULL or "" = none (see below) */
     uint64_t horizon_ms;    /* wall-clock Unix ms of the horizon, 0 = none */
     uint64_t created;       /* wall-clock Unix seconds */
+    const struct snapshot_kv *kv;   /* n_kv metadata pairs, stored in this order; */
+    size_t n_kv;                    /* NULL and 0 = none */
 };
 
 /*
@@ -130,10 +177,12 @@ struct snapshot_stream;
 /*
  * A snapshot as a stream of bytes, produced on demand: suited to a pull
  * API such as libmicrohttpd's content reader.  journal may be NULL (no
- * entries); now is the journal's clock.  NULL with errno ENOMEM, or EINVAL
- * when a name, table or column is longer than SNAPSHOT_MAX_STRING or the
- * position longer than SNAPSHOT_MAX_POSITION.  One thread at a time
- * per stream; any number of streams may read one filter.
+ * entries); now is the journal's clock.  The layers the filter has when the
+ * stream is created are the ones it holds.  NULL with errno ENOMEM, or
+ * EINVAL when a name, table or column is longer than SNAPSHOT_MAX_STRING,
+ * the position longer than SNAPSHOT_MAX_POSITION, or the metadata breaks
+ * its rules (count, lengths, an empty or repeated key).  One thread at a
+ * time per stream; any number of streams may read one filter.
  */
 struct snapshot_stream *snapshot_stream_new(const struct snapshot_meta *m, const struct filter *f,
                                             struct pending *journal, uint64_t now);
@@ -179,7 +228,7 @@ enum snapshot_status {
     SNAPSHOT_IO,             /* the input could not be read (errno in the text) */
     SNAPSHOT_TRUNCATED,      /* shorter than its header (or a header) says */
     SNAPSHOT_BAD_MAGIC,      /* not a snapshot */
-    SNAPSHOT_OTHER_VERSION,  /* a snapshot of another format version */
+    SNAPSHOT_OTHER_VERSION,  /* a snapshot of a format version this build does not read */
     SNAPSHOT_BAD_CHECKSUM,   /* header or trailer checksum mismatch */
     SNAPSHOT_CORRUPT,        /* checksums fine, contents inconsistent */
     SNAPSHOT_OTHER_NAME,     /* of another filter name */
@@ -200,8 +249,11 @@ struct snapshot_expect {
 
 /* A snapshot read back.  The caller owns it: snapshot_release. */
 struct snapshot {
+    uint32_t version;       /* of the format it was read from */
     struct filter *filter;  /* holds every journal entry too; take it and set NULL */
     struct filter_params params;
+    struct snapshot_kv *kv; /* the metadata pairs in stored order (strings owned */
+    size_t n_kv;            /* by the snapshot); version 1: none */
     char *position;         /* the change-feed position, NUL-terminated; "" = none */
     uint64_t horizon_ms, created;
     char *name, *table, *column;
@@ -211,6 +263,8 @@ struct snapshot {
     uint64_t journal_len;
 };
 void snapshot_release(struct snapshot *s);
+/* The value stored under key, or NULL when there is none. */
+const char *snapshot_kv_get(const struct snapshot *s, const char *key);
 
 /*
  * Read the snapshot at path.  SNAPSHOT_OK fills *out; any other status

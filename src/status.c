@@ -40,6 +40,7 @@ bool status_take(struct app *a, struct status *st, bool full)
             table_status(t, &f->table);
         }
         if (full) {
+            f->n_layers = guard_layers(table_guard(t), f->layer, FILTER_MAX_LAYERS);
             f->ready = guard_info(table_guard(t), &f->info);
             if (!f->ready)
                 memset(&f->info, 0, sizeof f->info);
@@ -148,6 +149,19 @@ static void filter_section(struct doc *d, json_t *o, const struct status_filter 
     put_real(d, o, "fill_ratio", f->info.fill_ratio);
     put_real(d, o, "estimated_fpp", f->info.estimated_fpp);
     put_real(d, o, "target_fpp", f->target_fpp);
+    put_u64(d, o, "layers", f->info.layers);
+    put_bool(d, o, "saturated", f->info.saturated);
+    json_t *layers = json_array();
+    for (unsigned i = 0; i < f->n_layers; i++) {
+        json_t *l = json_object();
+        put_u64(d, l, "items", f->layer[i].items);
+        put_u64(d, l, "capacity", f->layer[i].capacity);
+        put_real(d, l, "fill_ratio", f->layer[i].fill_ratio);
+        put_real(d, l, "estimated_fpp", f->layer[i].estimated_fpp);
+        if (json_array_append_new(layers, l) != 0)
+            d->failed = true;
+    }
+    put(d, o, "layer", layers);
 }
 
 static void lookups_section(struct doc *d, json_t *o, const struct status *st)
@@ -267,6 +281,11 @@ static void horizon_section(struct doc *d, json_t *o, const struct status *st,
 {
     const struct table_status *ss = &f->table;
     put_bool(d, o, "degraded", ss->degraded);
+    if (ss->degraded)
+        put_str(d, o, "reason", ss->saturated
+                ? "the filter is saturated: past [filter] max_layers it cannot keep "
+                  "false_positive_rate; a rebuild from the table will"
+                : "no proof that every row committed more than max_staleness ago is in the filter");
     put_real(d, o, "max_staleness_seconds", st->max_staleness);
     put_real(d, o, "degraded_seconds_total", ss->degraded_seconds);
     put_u64(d, o, "degraded_answers", st->stats.counter[ST_DEGRADED]);
@@ -402,6 +421,7 @@ enum mtype { MT_COUNTER, MT_GAUGE, MT_HISTOGRAM };
 enum vkind {
     V_END,          /* no more samples */
     V_U64,          /* uint64_t */
+    V_UINT,         /* unsigned */
     V_BOOL,         /* bool, as 0 or 1 */
     V_TIME,         /* time_t, Unix seconds */
     V_SEC,          /* double, 6 decimals */
@@ -562,10 +582,13 @@ static const struct metric metrics[] = {
       { { NULL, V_U64, F(info.memory_bytes) } }, NULL },
     { "filter_fill_ratio", MT_GAUGE, "Share of the live filter's bits that are set.", IN_FILTER,
       { { NULL, V_SEC, F(info.fill_ratio) } }, NULL },
-    { "filter_estimated_fpp", MT_GAUGE, "False-positive rate estimated from the fill ratio.",
-      IN_FILTER, { { NULL, V_FPP, F(info.estimated_fpp) } }, NULL },
+    { "filter_estimated_fpp", MT_GAUGE,
+      "False-positive rate estimated from the fill ratio (of all layers together).", IN_FILTER, { { NULL, V_FPP, F(info.estimated_fpp) } }, NULL },
     { "filter_target_fpp", MT_GAUGE, "Configured false-positive rate.", IN_FILTER,
       { { NULL, V_FPP, F(target_fpp) } }, NULL },
+    { "filter_layers", MT_GAUGE,
+      "Layers of the live filter: 1, and one more each time it grew in memory.", IN_FILTER,
+      { { NULL, V_UINT, F(info.layers) } }, NULL },
     { "source_state", MT_GAUGE, "PostgreSQL source state (1 for the current one).", IN_STATUS,
       { { 0 } }, source_state_series },
     { "source_state_since_seconds", MT_GAUGE, "Unix time the source entered its state.",
@@ -587,6 +610,12 @@ static void write_value(FILE *o, enum vkind kind, const char *p)
         uint64_t v;
         memcpy(&v, p, sizeof v);
         fprintf(o, "%llu\n", (unsigned long long)v);
+        break;
+    }
+    case V_UINT: {
+        unsigned v;
+        memcpy(&v, p, sizeof v);
+        fprintf(o, "%u\n", v);
         break;
     }
     case V_BOOL: {

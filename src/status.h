@@ -22,6 +22,8 @@ struct status_filter {
     bool ready;                 /* loaded and served */
     bool degraded;              /* ready and table.degraded: absent answers are "maybe" now */
     struct filter_info info;    /* zeros until ready (and in a light snapshot) */
+    unsigned n_layers;          /* entries of layer[]: 0 until ready (and in a light snapshot) */
+    struct filter_layer_info layer[FILTER_MAX_LAYERS];
     double target_fpp;          /* configured false_positive_rate */
     struct table_status table;      /* loads, horizon, positions, snapshots */
     struct follow_status conn;      /* its follower's connection (shared by the tables it follows) */

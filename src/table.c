@@ -26,6 +26,12 @@ struct table {
 
     /* Every row committed before it is in the live filter; 0 = none. */
     _Atomic int64_t horizon;
+    /*
+     * The live filter can no longer keep its advertised rate (filter.h:
+     * saturated): absent answers are "maybe" until a COPY replaces it.
+     * Refreshed after inserts and on the scheduler's ticks.
+     */
+    atomic_bool saturated;
 
     pthread_mutex_t mu;
     /* Everything below is guarded by mu. */
@@ -93,6 +99,7 @@ struct table *table_new(const struct config *cfg, const struct filter_config *fc
     t->max_stale_ns = (int64_t)(cfg->max_staleness * (double)NS_PER_S);
     t->min_interval = cfg->min_rebuild_interval;
     atomic_init(&t->horizon, 0);
+    atomic_init(&t->saturated, false);
     pthread_mutex_init(&t->mu, NULL);
     t->epoch = 1;
     t->covered = 0;
@@ -140,9 +147,17 @@ struct pending *table_pending(struct table *t)
 
 /* ------------------------------------------------------------ answers -- */
 
-static bool stale(const struct table *t, int64_t h)
+static bool stale(struct table *t, int64_t h)
 {
-    return t->max_stale_ns != 0 && table_now() - h > t->max_stale_ns;
+    return (t->max_stale_ns != 0 && table_now() - h > t->max_stale_ns)
+           || atomic_load_explicit(&t->saturated, memory_order_relaxed);
+}
+
+/* After inserts: a filter that just lost its rate degrades its absent answers at once. */
+static void check_saturated(struct table *t)
+{
+    if (!atomic_load_explicit(&t->saturated, memory_order_relaxed) && guard_saturated(t->g))
+        atomic_store(&t->saturated, true);
 }
 
 enum table_answer table_lookup(struct table *t, const void *id, size_t len)
@@ -199,6 +214,7 @@ enum table_insert_result table_insert(struct table *t, size_t n, const char *con
             *inserted += guard_add_hash(t->g, hs[i]);
         if (*inserted < n)
             r = TABLE_INSERT_NOT_READY;
+        check_saturated(t);
         break;
     case PENDING_FULL_COUNT: r = TABLE_INSERT_FULL_COUNT; break;
     case PENDING_FULL_BYTES: r = TABLE_INSERT_FULL_BYTES; break;
@@ -254,6 +270,8 @@ static void wake(struct table *t, bool needed)
 void table_count_rows(struct table *t, uint64_t added, uint64_t deleted)
 {
     bool w = false;
+    if (added > 0)
+        check_saturated(t);
     pthread_mutex_lock(&t->mu);
     t->st.notifications += added;
     t->st.deletes += deleted;
@@ -433,20 +451,31 @@ void table_check_timers(struct table *t)
 {
     const struct filter_config *fc = t->fc;
     enum table_want why = WANT_NONE;
+    atomic_store(&t->saturated, guard_saturated(t->g));
     pthread_mutex_lock(&t->mu);
     if (t->wanted <= t->started && t->loaded) {
         time_t now = time(NULL);
         struct filter_info fi;
+        /*
+         * A filter that grew layers (or can no longer grow) is folded back
+         * into one sized from the table by a COPY, when min_rebuild_interval
+         * allows: growth itself never waits for the database.
+         */
         if (fc->rebuild_interval > 0 && t->st.last_finished > 0
             && now - t->st.last_finished >= (time_t)fc->rebuild_interval)
             why = WANT_INTERVAL;
         else if (fc->auto_grow && fc->expected_items == 0 && guard_info(t->g, &fi)
-                 && fi.estimated_fpp > fi.target_fpp)
+                 && (fi.layers > 1 || fi.saturated))
             why = WANT_GROWTH;
     }
     bool w = why != WANT_NONE && want_locked(t, why, NULL);
     pthread_mutex_unlock(&t->mu);
     wake(t, w);
+}
+
+struct filter_growth table_growth(const struct filter_config *fc)
+{
+    return (struct filter_growth){ fc->growth, FILTER_DEFAULT_TIGHTENING, fc->max_layers };
 }
 
 /* Smallest filter worth building: a fresh table still gets room to grow. */
@@ -489,7 +518,8 @@ struct table_load *table_load_begin(struct table *t, uint64_t items, enum filter
         return NULL;
     }
     l->t = t;
-    l->f = filter_new(items, t->fc->false_positive_rate, err);
+    struct filter_growth g = table_growth(t->fc);
+    l->f = filter_new_growing(items, t->fc->false_positive_rate, &g, err);
     if (l->f == NULL) {
         free(l);
         return NULL;
@@ -530,6 +560,7 @@ bool table_load_commit(struct table_load *l, uint64_t epoch, int64_t start, cons
     pending_replay(t->pending, l->f);
     guard_commit(t->g);
     free(l);
+    atomic_store(&t->saturated, guard_saturated(t->g));
     pthread_mutex_lock(&t->mu);
     t->loaded = true;
     covered_locked(t, epoch, start, pos);
@@ -660,7 +691,9 @@ void table_status(struct table *t, struct table_status *out)
     snprintf(out->position, sizeof out->position, "%s", t->position);
     out->horizon_age = h ? (double)(now - h) / (double)NS_PER_S : -1;
     /* h == 0 after a load: a gap overtook the first load's epoch. */
-    out->degraded = t->max_stale_ns > 0 && t->loaded && now - h > t->max_stale_ns;
+    out->saturated = atomic_load(&t->saturated);
+    out->degraded = t->loaded && ((t->max_stale_ns > 0 && now - h > t->max_stale_ns)
+                                  || out->saturated);
     out->degraded_seconds = (double)t->degraded_ns / (double)NS_PER_S;
     out->next_rebuild_in = t->wanted > t->started && !may_catch_up_locked(t)
         ? (double)hold_back_locked(t, now) / (double)NS_PER_S : 0;

@@ -222,6 +222,9 @@ void table_job_progress(struct table *t, uint64_t rows);
  */
 void table_check_timers(struct table *t);
 
+/* The growth a filter of fc's gets: [filter] growth and max_layers (filter.h). */
+struct filter_growth table_growth(const struct filter_config *fc);
+
 /*
  * Items to size the next filter for, from the table's row estimate: the
  * larger of it, the last load's rows and the live filter's items (a stale
@@ -342,7 +345,8 @@ struct table_status {
     time_t snapshot_written;
     /* the horizon */
     double horizon_age;             /* seconds since H; negative: no H yet */
-    bool degraded;                  /* loaded, and now - H > max_staleness */
+    bool degraded;                  /* loaded, and now - H > max_staleness or saturated */
+    bool saturated;                 /* the filter can no longer keep its rate (filter.h) */
     double degraded_seconds;        /* total time spent degraded */
 };
 void table_status(struct table *t, struct table_status *out);

@@ -1,10 +1,14 @@
 /*
  * Unit tests of the Bloom filter core: no false negatives, a measured
- * false-positive rate inside [p/2, p], concurrency, limits and 64-bit math.
+ * false-positive rate inside [p/2, p], concurrency, limits and 64-bit math;
+ * and of its growth by layers: the measured rate of the whole under p
+ * after 10x and 100x growth, saturation, the bulk path growing like the
+ * atomic one, export and import of layers, inserts racing with growth.
  */
 #include <check.h>
 #include <math.h>
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -13,6 +17,9 @@
 #include "filter.h"
 
 #define MILLION 1000000u
+
+/* Growth parameters of a filter that never grows: one layer, as before layers. */
+static const struct filter_growth ONE_LAYER = { 2.0, 0.5, 1 };
 
 static size_t key_of(char *buf, size_t cap, const char *prefix, uint64_t i)
 {
@@ -50,10 +57,11 @@ START_TEST(test_no_false_negatives)
 }
 END_TEST
 
+/* The sizing of one layer, filled to its capacity: it must not grow for that. */
 static void check_rate(double p, bool simd)
 {
     char k[64];
-    struct filter *f = filter_new(MILLION, p, NULL);
+    struct filter *f = filter_new_growing(MILLION, p, &ONE_LAYER, NULL);
     ck_assert_ptr_nonnull(f);
     filter_use_simd(f, simd);
     for (uint64_t i = 0; i < MILLION; i++)
@@ -287,6 +295,492 @@ START_TEST(test_index_math_64bit)
 }
 END_TEST
 
+/* ------------------------------------------------------------- layers -- */
+
+/* Share of n absent keys ("absent-<i>") that f answers as present. */
+static double measured_rate(const struct filter *f, uint64_t n)
+{
+    char k[64];
+    uint64_t fp = 0;
+    for (uint64_t i = 0; i < n; i++)
+        fp += filter_contains(f, k, key_of(k, sizeof k, "absent", i));
+    return (double)fp / (double)n;
+}
+
+/* A filter that never grows is the one filter_plan sizes, as before layers. */
+START_TEST(test_one_layer_unchanged)
+{
+    char k[64];
+    struct filter_plan plan;
+    ck_assert_int_eq(filter_plan(100000, 0.01, &plan), FILTER_OK);
+    struct filter *f = filter_new_growing(100000, 0.01, &ONE_LAYER, NULL);
+    struct filter *g = filter_new(100000, 0.01, NULL);
+    ck_assert_ptr_nonnull(f);
+    ck_assert_ptr_nonnull(g);
+    struct filter_info fi, gi;
+    filter_info(f, &fi);
+    filter_info(g, &gi);
+    /* The growing one's first layer is the same filter: same geometry and memory. */
+    ck_assert_uint_eq(fi.bits, plan.bits);
+    ck_assert_uint_eq(gi.bits, plan.bits);
+    ck_assert_uint_eq(fi.probes, plan.probes);
+    ck_assert_uint_eq(fi.memory_bytes, gi.memory_bytes);
+    ck_assert_uint_eq(fi.layers, 1);
+    ck_assert(!fi.saturated);
+    /* Twice its capacity: still one layer, saturated, and the rate is above p. */
+    for (uint64_t i = 0; i < 200000; i++)
+        filter_add(f, k, key_of(k, sizeof k, "in", i));
+    filter_info(f, &fi);
+    ck_assert_uint_eq(fi.layers, 1);
+    ck_assert(fi.saturated);
+    ck_assert_double_gt(fi.estimated_fpp, 0.01);
+    struct filter_layer_info li;
+    ck_assert(filter_layer_info(f, 0, &li));
+    ck_assert(!filter_layer_info(f, 1, &li));
+    ck_assert_double_eq(li.share_fpp, 0.95 * 0.01);
+    ck_assert_uint_eq(li.bits, fi.bits);
+    ck_assert_uint_eq(li.items, fi.items);
+    filter_free(f);
+    filter_free(g);
+}
+END_TEST
+
+/*
+ * mult[0], mult[1] times the first layer's capacity: no false negative, and
+ * the rate measured over `absent` absent keys under p (at p = 1%, 10^6 keys
+ * give about 10^4 false positives: a standard deviation near 1% of p), with
+ * the estimate under 0.95 p at every growth and the layers' figures adding
+ * up to the whole's.  The first layer must not be tiny: the rate of a
+ * filter of a few hundred blocks strays from its estimate by several
+ * percent, one filter to the next.
+ */
+static void check_growth(double p, uint64_t n0, bool simd, const unsigned mult[2],
+                         uint64_t absent)
+{
+    char k[64];
+    struct filter *f = filter_new(n0, p, NULL);
+    ck_assert_ptr_nonnull(f);
+    filter_use_simd(f, simd);
+    uint64_t added = 0;
+    unsigned layers = 1;
+    for (unsigned m = 0; m < 2; m++) {
+        for (; added < mult[m] * n0; added++) {
+            filter_add(f, k, key_of(k, sizeof k, "in", added));
+            if (added % 1000 == 0) {
+                struct filter_info fi;
+                filter_info(f, &fi);
+                ck_assert_uint_ge(fi.layers, layers);
+                layers = fi.layers;
+                ck_assert_msg(fi.estimated_fpp <= 0.95 * p * (1 + 1e-9),
+                              "estimate %g above 0.95 p with %u layers", fi.estimated_fpp,
+                              fi.layers);
+                ck_assert(!fi.saturated);
+            }
+        }
+        uint64_t missing = 0;
+        for (uint64_t i = 0; i < added; i++)
+            missing += !filter_contains(f, k, key_of(k, sizeof k, "in", i));
+        ck_assert_uint_eq(missing, 0);
+        double rate = measured_rate(f, absent);
+        struct filter_info fi;
+        filter_info(f, &fi);
+        fprintf(stderr, "p=%g growth x%u: layers=%u measured=%.6f estimated=%.6f bits/key=%.2f\n",
+                p, mult[m], fi.layers, rate, fi.estimated_fpp, (double)fi.bits / (double)added);
+        ck_assert_msg(rate <= p, "measured rate %g above target %g after x%u", rate, p, mult[m]);
+        ck_assert_uint_ge(fi.layers, mult[m] >= 100 ? 5 : 3);
+        /* The whole is the sum of its layers; the rate their compound. */
+        uint64_t items = 0, cap = 0, bits = 0, set = 0;
+        double keep = 1.0;
+        for (unsigned i = 0; i < fi.layers; i++) {
+            struct filter_layer_info li;
+            ck_assert(filter_layer_info(f, i, &li));
+            items += li.items;
+            cap += li.capacity;
+            bits += li.bits;
+            set += li.bits_set;
+            keep *= 1 - li.estimated_fpp;
+            ck_assert_double_le(li.target_fpp, p);
+            /* Every layer but the newest has taken its share: full. */
+            if (i + 1 < fi.layers)
+                ck_assert_double_ge(li.estimated_fpp, li.share_fpp * (1 - 1e-6));
+        }
+        ck_assert_uint_eq(items, fi.items);
+        ck_assert_uint_eq(cap, fi.capacity);
+        ck_assert_uint_eq(bits, fi.bits);
+        ck_assert_uint_eq(set, fi.bits_set);
+        ck_assert_double_le(fabs((1 - keep) - fi.estimated_fpp), 1e-12);
+        ck_assert_uint_le(fi.items, added);
+        ck_assert_uint_ge(fi.items, added - added / 100);
+    }
+    filter_free(f);
+}
+
+static const unsigned X10_X100[2] = { 10, 100 }, X10_X20[2] = { 10, 20 };
+
+START_TEST(test_growth_rate_1pct) { check_growth(0.01, 10000, true, X10_X100, MILLION); }
+END_TEST
+
+START_TEST(test_growth_rate_1pct_portable) { check_growth(0.01, 10000, false, X10_X100, MILLION); }
+END_TEST
+
+/* At p = 0.1%: 2 x 10^6 absent keys for about 1,700 false positives. */
+START_TEST(test_growth_rate_01pct) { check_growth(0.001, 50000, true, X10_X20, 2 * MILLION); }
+END_TEST
+
+/* At max_layers the filter stops growing, and says so once past the share. */
+START_TEST(test_saturation)
+{
+    char k[64];
+    const struct filter_growth three = { 2.0, 0.5, 3 };
+    struct filter *f = filter_new_growing(1000, 0.01, &three, NULL);
+    ck_assert_ptr_nonnull(f);
+    struct filter_info fi;
+    bool was = false;
+    uint64_t i;
+    for (i = 0; i < 100000 && !was; i++) {
+        filter_add(f, k, key_of(k, sizeof k, "in", i));
+        filter_info(f, &fi);
+        if (!fi.saturated)
+            ck_assert_double_le(fi.estimated_fpp, 0.95 * 0.01 * (1 + 1e-9));
+        was = fi.saturated;
+    }
+    ck_assert(was);
+    ck_assert_uint_eq(fi.layers, 3);
+    /* The last layer took all that was left of the budget: 0.95 p, reached. */
+    ck_assert_double_ge(fi.estimated_fpp, 0.95 * 0.01 * (1 - 1e-6));
+    ck_assert_double_le(fi.estimated_fpp, 0.0096);
+    for (; i < 100000; i++)
+        filter_add(f, k, key_of(k, sizeof k, "in", i));
+    filter_info(f, &fi);
+    ck_assert_uint_eq(fi.layers, 3);
+    ck_assert(fi.saturated);
+    ck_assert_double_gt(fi.estimated_fpp, 0.01);
+    /*
+     * Room for a fourth layer comes too late: the third overran the budget,
+     * there is no share left for another, and the filter stays saturated.
+     */
+    const struct filter_growth four = { 2.0, 0.5, 4 };
+    ck_assert(filter_set_growth(f, &four));
+    for (uint64_t j = 0; j < 1000; j++)
+        filter_add(f, k, key_of(k, sizeof k, "late", j));
+    filter_info(f, &fi);
+    ck_assert_uint_eq(fi.layers, 3);
+    ck_assert(fi.saturated);
+    filter_free(f);
+
+    /* Given in time, it is used: a filter made for 3 layers grows to 4. */
+    f = filter_new_growing(1000, 0.01, &three, NULL);
+    for (i = 0; i < 5000; i++)
+        filter_add(f, k, key_of(k, sizeof k, "in", i));
+    filter_info(f, &fi);
+    ck_assert_uint_eq(fi.layers, 3);
+    ck_assert(!fi.saturated);
+    ck_assert(filter_set_growth(f, &four));
+    for (; fi.layers < 4 && i < 100000; i++) {
+        filter_add(f, k, key_of(k, sizeof k, "in", i));
+        filter_info(f, &fi);
+    }
+    ck_assert_uint_eq(fi.layers, 4);
+    ck_assert(!fi.saturated);
+    ck_assert_double_le(fi.estimated_fpp, 0.95 * 0.01 * (1 + 1e-9));
+    filter_free(f);
+
+    /* Growth parameters out of bounds are refused. */
+    enum filter_error e = FILTER_OK;
+    const struct filter_growth bad[] = {
+        { 0.5, 0.5, 8 }, { 17, 0.5, 8 }, { NAN, 0.5, 8 }, { 2, 0.05, 8 }, { 2, 0.95, 8 },
+        { 2, NAN, 8 }, { 2, 0.5, 0 }, { 2, 0.5, FILTER_MAX_LAYERS + 1 },
+    };
+    for (size_t b = 0; b < sizeof bad / sizeof bad[0]; b++) {
+        ck_assert(!filter_growth_valid(&bad[b]));
+        ck_assert_ptr_null(filter_new_growing(100, 0.01, &bad[b], &e));
+        ck_assert_int_eq(e, FILTER_EINVAL_GROWTH);
+    }
+    const struct filter_growth def = FILTER_GROWTH_DEFAULT;
+    ck_assert(filter_growth_valid(&def));
+    f = filter_new(100, 0.01, NULL);
+    ck_assert(!filter_set_growth(f, &bad[0]));
+    struct filter_growth g;
+    filter_get_growth(f, &g);
+    ck_assert_uint_eq(g.max_layers, FILTER_DEFAULT_MAX_LAYERS);
+    ck_assert_double_eq(g.expansion, FILTER_DEFAULT_EXPANSION);
+    ck_assert_str_ne(filter_strerror(FILTER_EINVAL_GROWTH), "unknown filter error");
+    filter_free(f);
+}
+END_TEST
+
+/* Every bit of every layer of f and g, and their parameters, are the same. */
+static void assert_same_filter(const struct filter *f, const struct filter *g)
+{
+    struct filter_params fp, gp;
+    filter_export(f, &fp);
+    filter_export(g, &gp);
+    ck_assert_uint_eq(fp.layers, gp.layers);
+    ck_assert_double_eq(fp.target_fpp, gp.target_fpp);
+    ck_assert_mem_eq(&fp.growth, &gp.growth, sizeof fp.growth);
+    for (unsigned i = 0; i < fp.layers; i++) {
+        const struct filter_layer_params *a = &fp.layer[i], *b = &gp.layer[i];
+        ck_assert_uint_eq(a->capacity, b->capacity);
+        ck_assert_double_eq(a->target_fpp, b->target_fpp);
+        ck_assert_double_eq(a->share_fpp, b->share_fpp);
+        ck_assert_uint_eq(a->blocks, b->blocks);
+        ck_assert_uint_eq(a->probes, b->probes);
+        ck_assert_uint_eq(a->items, b->items);
+        size_t size = (size_t)(a->blocks * FILTER_BLOCK_BYTES);
+        unsigned char *x = malloc(size), *y = malloc(size);
+        ck_assert(filter_bits_read(f, i, 0, x, size));
+        ck_assert(filter_bits_read(g, i, 0, y, size));
+        ck_assert_mem_eq(x, y, size);
+        free(x);
+        free(y);
+    }
+    struct filter_info fi, gi;
+    filter_info(f, &fi);
+    filter_info(g, &gi);
+    ck_assert_uint_eq(fi.bits_set, gi.bits_set);
+    ck_assert_uint_eq(fi.items, gi.items);
+    ck_assert_int_eq(fi.saturated, gi.saturated);
+}
+
+/*
+ * The bulk loader's path grows where filter_add grows, key for key: a load
+ * that outgrows its size estimate ends with the filter the inserts would
+ * have built.
+ */
+START_TEST(test_bulk_grows_like_add)
+{
+    char k[64];
+    const uint64_t n = 300000;
+    struct filter *f = filter_new(5000, 0.01, NULL), *b = filter_new(5000, 0.01, NULL);
+    ck_assert_ptr_nonnull(f);
+    ck_assert_ptr_nonnull(b);
+    uint64_t *hs = malloc(n * sizeof *hs);
+    ck_assert_ptr_nonnull(hs);
+    for (uint64_t i = 0; i < n; i++) {
+        /* Some duplicates, which neither path may count twice. */
+        hs[i] = filter_hash(k, key_of(k, sizeof k, "bulk", i % 7 == 3 ? i / 2 : i));
+        filter_add_hash(f, hs[i]);
+    }
+    for (uint64_t at = 0; at < n; at += 1000)
+        filter_add_hashes_exclusive(b, hs + at, n - at < 1000 ? n - at : 1000);
+    struct filter_info bi;
+    filter_info(b, &bi);
+    ck_assert_uint_ge(bi.layers, 5);
+    assert_same_filter(f, b);
+    for (uint64_t i = 0; i < n; i++)
+        ck_assert(filter_contains_hash(b, hs[i]));
+    free(hs);
+    filter_free(f);
+    filter_free(b);
+}
+END_TEST
+
+/*
+ * A grown filter exported and imported layer by layer is the same filter,
+ * bit for bit, and goes on growing as the original does.
+ */
+START_TEST(test_layers_round_trip)
+{
+    char k[64];
+    struct filter *f = filter_new(2000, 0.01, NULL);
+    ck_assert_ptr_nonnull(f);
+    for (uint64_t i = 0; i < 40000; i++)
+        filter_add(f, k, key_of(k, sizeof k, "in", i));
+    struct filter_params fp;
+    filter_export(f, &fp);
+    ck_assert_uint_ge(fp.layers, 4);
+    enum filter_error e = FILTER_ENOMEM;
+    struct filter *g = filter_new_from(&fp, &e);
+    ck_assert_ptr_nonnull(g);
+    ck_assert_int_eq(e, FILTER_OK);
+    for (unsigned l = 0; l < fp.layers; l++) {
+        uint64_t size = fp.layer[l].blocks * FILTER_BLOCK_BYTES;
+        unsigned char *img = malloc(size);
+        /* In odd chunks, as a stream hands them over. */
+        for (uint64_t at = 0; at < size;) {
+            size_t n = (size_t)(at % 11) + 1;
+            if (n > size - at)
+                n = size - at;
+            ck_assert(filter_bits_read(f, l, at, img + at, n));
+            ck_assert(filter_bits_write(g, l, at, img + at, n));
+            at += n;
+        }
+        ck_assert(!filter_bits_read(f, l, size, img, 1));
+        ck_assert(!filter_bits_write(g, l, size - 3, img, 4));
+        free(img);
+    }
+    unsigned char byte;
+    ck_assert(!filter_bits_read(f, fp.layers, 0, &byte, 1));
+    ck_assert(!filter_bits_write(g, fp.layers, 0, &byte, 1));
+    assert_same_filter(f, g);
+    /* Both go on the same way: same layers added at the same keys. */
+    for (uint64_t i = 40000; i < 150000; i++) {
+        size_t n = key_of(k, sizeof k, "in", i);
+        filter_add(f, k, n);
+        filter_add(g, k, n);
+    }
+    assert_same_filter(f, g);
+    filter_free(g);
+
+    /* Shares of 0 (a format that stored none) are given as filter_new gives them. */
+    struct filter *one = filter_new(1000, 0.01, NULL);
+    struct filter_params op;
+    filter_export(one, &op);
+    op.layer[0].share_fpp = 0;
+    struct filter *back = filter_new_from(&op, &e);
+    ck_assert_ptr_nonnull(back);
+    assert_same_filter(one, back);
+    filter_free(back);
+    filter_free(one);
+
+    /* Parameters this build would not have made are refused. */
+    struct filter_params bad = fp;
+    bad.layer[1].share_fpp = 0.02;                      /* above p */
+    ck_assert_ptr_null(filter_new_from(&bad, &e));
+    ck_assert_int_eq(e, FILTER_EGEOMETRY);
+    bad = fp;
+    bad.layer[1].share_fpp = bad.layer[2].share_fpp = 0.006;   /* the compound above p */
+    ck_assert_ptr_null(filter_new_from(&bad, &e));
+    ck_assert_int_eq(e, FILTER_EGEOMETRY);
+    bad = fp;
+    bad.layer[2].probes++;
+    ck_assert_ptr_null(filter_new_from(&bad, &e));
+    ck_assert_int_eq(e, FILTER_EGEOMETRY);
+    bad = fp;
+    bad.layer[0].target_fpp = 0.005;                    /* layer 0 is sized at p */
+    ck_assert_ptr_null(filter_new_from(&bad, &e));
+    ck_assert_int_eq(e, FILTER_EGEOMETRY);
+    bad = fp;
+    bad.layers = 0;
+    ck_assert_ptr_null(filter_new_from(&bad, &e));
+    ck_assert_int_eq(e, FILTER_EGEOMETRY);
+    bad = fp;
+    bad.layers = FILTER_MAX_LAYERS + 1;
+    ck_assert_ptr_null(filter_new_from(&bad, &e));
+    ck_assert_int_eq(e, FILTER_EGEOMETRY);
+    bad = fp;
+    bad.growth.max_layers = 0;
+    ck_assert_ptr_null(filter_new_from(&bad, &e));
+    ck_assert_int_eq(e, FILTER_EINVAL_GROWTH);
+    bad = fp;
+    bad.layer[3].target_fpp = 1e-13;                    /* below any layer's floor */
+    ck_assert_ptr_null(filter_new_from(&bad, &e));
+    ck_assert_int_eq(e, FILTER_EINVAL_FPP);
+    bad = fp;
+    bad.layer[3].items = FILTER_MAX_ITEMS + 1;
+    ck_assert_ptr_null(filter_new_from(&bad, &e));
+    ck_assert_int_eq(e, FILTER_ETOO_LARGE);
+    filter_free(f);
+}
+END_TEST
+
+/*
+ * Inserts racing with growth.  Each writer publishes how many of its keys
+ * have been added (a release store after filter_add returned); readers
+ * check keys below that mark, which must be present however many layers
+ * were added meanwhile, and look up absent keys besides.
+ */
+#define RACE_WRITERS 3
+#define RACE_READERS 2
+#define RACE_KEYS 60000u
+
+struct race {
+    struct filter *f;
+    _Atomic uint64_t done[RACE_WRITERS];
+    atomic_bool stop;
+};
+
+struct racer {
+    struct race *r;
+    unsigned id;
+    uint64_t checked, bad;
+};
+
+static void *race_writer(void *arg)
+{
+    struct racer *w = arg;
+    char k[64], prefix[8];
+    snprintf(prefix, sizeof prefix, "w%u", w->id);
+    for (uint64_t i = 0; i < RACE_KEYS; i++) {
+        filter_add(w->r->f, k, key_of(k, sizeof k, prefix, i));
+        atomic_store_explicit(&w->r->done[w->id], i + 1, memory_order_release);
+    }
+    return NULL;
+}
+
+static void *race_reader(void *arg)
+{
+    struct racer *w = arg;
+    char k[64], prefix[8];
+    uint64_t x = 88172645463325252ull + w->id;
+    while (!atomic_load(&w->r->stop)) {
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        unsigned who = (unsigned)(x % RACE_WRITERS);
+        uint64_t done = atomic_load_explicit(&w->r->done[who], memory_order_acquire);
+        if (done == 0)
+            continue;
+        snprintf(prefix, sizeof prefix, "w%u", who);
+        /* The newest key confirmed, and one at random below it. */
+        w->bad += !filter_contains(w->r->f, k, key_of(k, sizeof k, prefix, done - 1));
+        w->bad += !filter_contains(w->r->f, k, key_of(k, sizeof k, prefix, (x >> 20) % done));
+        (void)filter_contains(w->r->f, k, key_of(k, sizeof k, "absent", x >> 24));
+        w->checked += 2;
+    }
+    return NULL;
+}
+
+START_TEST(test_concurrent_growth)
+{
+    static struct race r;
+    r.f = filter_new(1000, 0.01, NULL);
+    ck_assert_ptr_nonnull(r.f);
+    atomic_store(&r.stop, false);
+    for (unsigned i = 0; i < RACE_WRITERS; i++)
+        atomic_store(&r.done[i], 0);
+    struct racer ws[RACE_WRITERS], rs[RACE_READERS];
+    pthread_t tw[RACE_WRITERS], tr[RACE_READERS];
+    for (unsigned i = 0; i < RACE_READERS; i++) {
+        rs[i] = (struct racer){ .r = &r, .id = i };
+        ck_assert_int_eq(pthread_create(&tr[i], NULL, race_reader, &rs[i]), 0);
+    }
+    for (unsigned i = 0; i < RACE_WRITERS; i++) {
+        ws[i] = (struct racer){ .r = &r, .id = i };
+        ck_assert_int_eq(pthread_create(&tw[i], NULL, race_writer, &ws[i]), 0);
+    }
+    for (unsigned i = 0; i < RACE_WRITERS; i++)
+        pthread_join(tw[i], NULL);
+    atomic_store(&r.stop, true);
+    uint64_t checked = 0;
+    for (unsigned i = 0; i < RACE_READERS; i++) {
+        pthread_join(tr[i], NULL);
+        ck_assert_uint_eq(rs[i].bad, 0);
+        checked += rs[i].checked;
+    }
+    ck_assert_uint_gt(checked, 0);
+    char k[64], prefix[8];
+    uint64_t missing = 0;
+    for (unsigned w = 0; w < RACE_WRITERS; w++) {
+        snprintf(prefix, sizeof prefix, "w%u", w);
+        for (uint64_t i = 0; i < RACE_KEYS; i++)
+            missing += !filter_contains(r.f, k, key_of(k, sizeof k, prefix, i));
+    }
+    ck_assert_uint_eq(missing, 0);
+    struct filter_info fi;
+    filter_info(r.f, &fi);
+    fprintf(stderr, "concurrent growth: %u layers, %llu lookups of confirmed keys\n", fi.layers,
+            (unsigned long long)checked);
+    /* 180,000 keys from 1,000: several growths, while the readers ran. */
+    ck_assert_uint_ge(fi.layers, 5);
+    ck_assert(!fi.saturated);
+    ck_assert_uint_le(fi.items, RACE_WRITERS * RACE_KEYS);
+    ck_assert_uint_ge(fi.items, RACE_WRITERS * RACE_KEYS * 99 / 100);
+    ck_assert_double_le(fi.estimated_fpp, 0.01);
+    filter_free(r.f);
+}
+END_TEST
+
 Suite *check_suite(void)
 {
     Suite *s = suite_create("filter");
@@ -298,10 +792,22 @@ Suite *check_suite(void)
     tcase_add_test(tc, test_fpp_1pct_portable);
     tcase_add_test(tc, test_simd_matches_scalar);
     tcase_add_test(tc, test_bits_per_key_bound);
-    tcase_add_test(tc, test_concurrent);
     tcase_add_test(tc, test_bad_parameters);
     tcase_add_test(tc, test_tiny_filters);
     tcase_add_test(tc, test_index_math_64bit);
+    tcase_add_test(tc, test_one_layer_unchanged);
+    tcase_add_test(tc, test_growth_rate_1pct);
+    tcase_add_test(tc, test_growth_rate_1pct_portable);
+    tcase_add_test(tc, test_growth_rate_01pct);
+    tcase_add_test(tc, test_saturation);
+    tcase_add_test(tc, test_bulk_grows_like_add);
+    tcase_add_test(tc, test_layers_round_trip);
     suite_add_tcase(s, tc);
+    /* Alone, for a ThreadSanitizer build: CK_RUN_CASE=concurrency. */
+    TCase *cc = tcase_create("concurrency");
+    tcase_set_timeout(cc, 600);
+    tcase_add_test(cc, test_concurrent);
+    tcase_add_test(cc, test_concurrent_growth);
+    suite_add_tcase(s, cc);
     return s;
 }

@@ -2,9 +2,10 @@
  * Unit tests of snapshots (src/snapshot.c) and of what they build on in the
  * filter (filter_bits_read/write, filter_new_from) and the journal
  * (pending_export/restore): round trips through files, memory and the pull
- * stream; every truncation and every flipped byte refused; the reasons
- * named; an old snapshot surviving failed writes; a copy taken while other
- * threads insert.
+ * stream, of grown filters (several layers) and metadata pairs; version 1
+ * files still read; every truncation and every flipped byte refused; the
+ * reasons named; an old snapshot surviving failed writes; a copy taken
+ * while other threads insert.
  */
 #include <check.h>
 #include <dirent.h>
@@ -29,10 +30,14 @@
 #include "pending.h"
 #include "snapshot.h"
 
+static const struct snapshot_kv KV[] = {
+    { "table_oid", "16384" }, { "system_identifier", "7301234567890123456" },
+    { "follow", "feed" }, { "empty", "" },
+};
 static const struct snapshot_meta META = {
     .name = "users", .table = "public.users", .column = "id",
     .position = "734/7300000000000000000.1.1732200000", .horizon_ms = UINT64_C(1732199999123),
-    .created = 1700000000,
+    .created = 1700000000, .kv = KV, .n_kv = sizeof KV / sizeof KV[0],
 };
 static const struct snapshot_expect EXPECT = {
     .name = "users", .table = "public.users", .column = "id", .target_fpp = 0.01,
@@ -131,7 +136,10 @@ static unsigned char *stream_all(const struct snapshot_meta *m, const struct fil
     return buf;
 }
 
-/* A small snapshot (one block, three journal entries): cheap to mangle. */
+/*
+ * A small snapshot (three layers of 1, 3 and 10 blocks, four metadata
+ * pairs, three journal entries): cheap to mangle.
+ */
 static unsigned char *small_snapshot(size_t *len)
 {
     char k[64];
@@ -139,8 +147,11 @@ static unsigned char *small_snapshot(size_t *len)
     struct pending *p = pending_new(100, 1 << 20, 3600);
     ck_assert_ptr_nonnull(f);
     ck_assert_ptr_nonnull(p);
-    for (uint64_t i = 0; i < 10; i++)
+    for (uint64_t i = 0; i < 160; i++)
         filter_add(f, k, key(k, sizeof k, "small", i));
+    struct filter_info fi;
+    filter_info(f, &fi);
+    ck_assert_uint_eq(fi.layers, 3);
     for (uint64_t i = 0; i < 3; i++) {
         size_t n = key(k, sizeof k, "posted", i);
         ck_assert_int_eq(pending_add(p, k, n, filter_hash(k, n), 50), PENDING_OK);
@@ -167,12 +178,133 @@ static void put_le64(unsigned char *p, uint64_t v)
     memcpy(p, &v, 8);
 }
 
+static void put_le32(unsigned char *p, uint32_t v)
+{
+    v = htole32(v);
+    memcpy(p, &v, 4);
+}
+
+static void put_le16(unsigned char *p, uint16_t v)
+{
+    v = htole16(v);
+    memcpy(p, &v, 2);
+}
+
+static uint16_t le16_at(const unsigned char *p)
+{
+    uint16_t v;
+    memcpy(&v, p, 2);
+    return le16toh(v);
+}
+
+static uint32_t le32_at(const unsigned char *p)
+{
+    uint32_t v;
+    memcpy(&v, p, 4);
+    return le32toh(v);
+}
+
+/* Where a version 2 header's layer table begins: after the strings. */
+static size_t layers_at(const unsigned char *buf)
+{
+    size_t at = SNAPSHOT_FIXED_LEN;
+    for (int i = 0; i < 4; i++)
+        at += le16_at(buf + 104 + 2 * i);
+    return at;
+}
+
+/* And its metadata section: after the layers. */
+static size_t kv_at(const unsigned char *buf)
+{
+    return layers_at(buf) + SNAPSHOT_LAYER_LEN * le16_at(buf + 68);
+}
+
+/* Both checksums made right again after a test changed bytes under them. */
+static void reseal(unsigned char *buf, size_t len)
+{
+    reseal_header(buf);
+    put_le64(buf + len - 8, XXH64(buf, len - 8, 0));
+}
+
+/*
+ * A version 1 snapshot of a one-layer filter, byte for byte as bloomguard
+ * wrote them before layers (the layout is in snapshot.h), with one journal
+ * entry ("v1-posted", 77 seconds left).
+ */
+static unsigned char *v1_snapshot(const struct snapshot_meta *m, const struct filter *f,
+                                  size_t *len)
+{
+    struct filter_params fp;
+    filter_export(f, &fp);
+    ck_assert_uint_eq(fp.layers, 1);
+    const char *str[4] = { m->name, m->table, m->column, m->position };
+    size_t strings = 0;
+    for (int i = 0; i < 4; i++)
+        strings += strlen(str[i]);
+    const char *id = "v1-posted";
+    size_t hl = SNAPSHOT_FIXED_LEN + strings + 8, flen = fp.layer[0].blocks * FILTER_BLOCK_BYTES;
+    size_t jlen = 12 + strlen(id), total = hl + flen + jlen + 8;
+    unsigned char *b = calloc(1, total);
+    ck_assert_ptr_nonnull(b);
+    memcpy(b, SNAPSHOT_MAGIC, 8);
+    put_le32(b + 8, 1);
+    put_le32(b + 12, (uint32_t)hl);
+    put_le64(b + 16, total);
+    put_le64(b + 24, m->horizon_ms);
+    put_le64(b + 32, m->created);
+    put_le64(b + 40, fp.layer[0].capacity);
+    memcpy(b + 48, &fp.target_fpp, 8);        /* binary64, little-endian here */
+    put_le64(b + 56, fp.layer[0].blocks);
+    put_le32(b + 64, fp.layer[0].probes);
+    put_le64(b + 72, fp.layer[0].items);
+    put_le64(b + 80, flen);
+    put_le64(b + 88, 1);
+    put_le64(b + 96, jlen);
+    size_t at = SNAPSHOT_FIXED_LEN;
+    for (int i = 0; i < 4; i++) {
+        put_le16(b + 104 + 2 * i, (uint16_t)strlen(str[i]));
+        memcpy(b + at, str[i], strlen(str[i]));
+        at += strlen(str[i]);
+    }
+    put_le64(b + at, XXH64(b, at, 0));
+    ck_assert(filter_bits_read(f, 0, 0, b + hl, flen));
+    put_le64(b + hl + flen, 77);
+    put_le32(b + hl + flen + 8, (uint32_t)strlen(id));
+    memcpy(b + hl + flen + 12, id, strlen(id));
+    put_le64(b + total - 8, XXH64(b, total - 8, 0));
+    *len = total;
+    return b;
+}
+
+/* Every layer of f and g holds the same bits, under the same parameters. */
+static void assert_same_layers(const struct filter *f, const struct filter *g)
+{
+    struct filter_params fp, gp;
+    filter_export(f, &fp);
+    filter_export(g, &gp);
+    ck_assert_uint_eq(fp.layers, gp.layers);
+    for (unsigned i = 0; i < fp.layers; i++) {
+        ck_assert_uint_eq(fp.layer[i].blocks, gp.layer[i].blocks);
+        ck_assert_uint_eq(fp.layer[i].capacity, gp.layer[i].capacity);
+        ck_assert_uint_eq(fp.layer[i].probes, gp.layer[i].probes);
+        ck_assert(fp.layer[i].target_fpp == gp.layer[i].target_fpp);
+        size_t size = (size_t)(fp.layer[i].blocks * FILTER_BLOCK_BYTES);
+        unsigned char *x = malloc(size), *y = malloc(size);
+        ck_assert(filter_bits_read(f, i, 0, x, size));
+        ck_assert(filter_bits_read(g, i, 0, y, size));
+        ck_assert_mem_eq(x, y, size);
+        free(x);
+        free(y);
+    }
+}
+
 /* --------------------------------------------------------------- filter -- */
 
 START_TEST(test_filter_image)
 {
     char k[64];
-    struct filter *f = filter_new(1000, 0.01, NULL);
+    const struct filter_growth one_layer = { 2.0, 0.5, 1 };
+    struct filter *f = filter_new_growing(1000, 0.01, &one_layer, NULL);
     ck_assert_ptr_nonnull(f);
     for (uint64_t i = 0; i < 1000; i++)
         filter_add(f, k, key(k, sizeof k, "img", i));
@@ -180,25 +312,27 @@ START_TEST(test_filter_image)
     filter_export(f, &fp);
     struct filter_info fi;
     filter_info(f, &fi);
-    ck_assert_uint_eq(fp.blocks * FILTER_BLOCK_BITS, fi.bits);
-    ck_assert_uint_eq(fp.items, fi.items);
-    ck_assert_uint_eq(fp.capacity, 1000);
-    uint64_t size = fp.blocks * FILTER_BLOCK_BYTES;
+    ck_assert_uint_eq(fp.layers, 1);
+    ck_assert_uint_eq(fp.layer[0].blocks * FILTER_BLOCK_BITS, fi.bits);
+    ck_assert_uint_eq(fp.layer[0].items, fi.items);
+    ck_assert_uint_eq(fp.layer[0].capacity, 1000);
+    uint64_t size = fp.layer[0].blocks * FILTER_BLOCK_BYTES;
 
     /* Chunks of odd sizes at odd offsets read the same image as one read. */
     unsigned char *whole = malloc(size), *parts = malloc(size);
-    ck_assert(filter_bits_read(f, 0, whole, size));
+    ck_assert(filter_bits_read(f, 0, 0, whole, size));
     for (uint64_t at = 0; at < size;) {
         size_t n = (size_t)(at % 13) + 1;
         if (n > size - at)
             n = size - at;
-        ck_assert(filter_bits_read(f, at, parts + at, n));
+        ck_assert(filter_bits_read(f, 0, at, parts + at, n));
         at += n;
     }
     ck_assert_mem_eq(whole, parts, size);
-    ck_assert(!filter_bits_read(f, size - 3, parts, 4));
-    ck_assert(!filter_bits_read(f, UINT64_MAX - 1, parts, 4));
-    ck_assert(filter_bits_read(f, size, parts, 0));
+    ck_assert(!filter_bits_read(f, 0, size - 3, parts, 4));
+    ck_assert(!filter_bits_read(f, 0, UINT64_MAX - 1, parts, 4));
+    ck_assert(filter_bits_read(f, 0, size, parts, 0));
+    ck_assert(!filter_bits_read(f, 1, 0, parts, 1));        /* no such layer */
 
     /* Written back in odd pieces: the same filter, the same figures. */
     enum filter_error e = FILTER_ENOMEM;
@@ -209,23 +343,24 @@ START_TEST(test_filter_image)
         size_t n = (size_t)(at % 7) + 1;
         if (n > size - at)
             n = size - at;
-        ck_assert(filter_bits_write(g, at, whole + at, n));
+        ck_assert(filter_bits_write(g, 0, at, whole + at, n));
         at += n;
     }
-    ck_assert(!filter_bits_write(g, size, whole, 1));
+    ck_assert(!filter_bits_write(g, 0, size, whole, 1));
+    ck_assert(!filter_bits_write(g, 1, 0, whole, 1));
     struct filter_info gi;
     filter_info(g, &gi);
     ck_assert_uint_eq(gi.bits_set, fi.bits_set);
     ck_assert_uint_eq(gi.items, fi.items);
     ck_assert_uint_eq(gi.probes, fi.probes);
-    ck_assert(filter_bits_read(g, 0, parts, size));
+    ck_assert(filter_bits_read(g, 0, 0, parts, size));
     ck_assert_mem_eq(whole, parts, size);
     for (uint64_t i = 0; i < 5000; i++) {
         size_t n = key(k, sizeof k, i < 1000 ? "img" : "other", i);
         ck_assert_int_eq(filter_contains(g, k, n), filter_contains(f, k, n));
     }
     /* Writing the same image again sets nothing new. */
-    ck_assert(filter_bits_write(g, 0, whole, size));
+    ck_assert(filter_bits_write(g, 0, 0, whole, size));
     filter_info(g, &gi);
     ck_assert_uint_eq(gi.bits_set, fi.bits_set);
     free(whole);
@@ -239,7 +374,11 @@ START_TEST(test_filter_new_from_checks_geometry)
 {
     struct filter_plan plan;
     ck_assert_int_eq(filter_plan(5000, 0.01, &plan), FILTER_OK);
-    struct filter_params ok = { plan.capacity, plan.target_fpp, plan.blocks, plan.probes, 7 };
+    struct filter_params ok = {
+        .target_fpp = plan.target_fpp, .growth = FILTER_GROWTH_DEFAULT, .layers = 1,
+        .layer = { { .capacity = plan.capacity, .target_fpp = plan.target_fpp,
+                     .blocks = plan.blocks, .probes = plan.probes, .items = 7 } },
+    };
     enum filter_error e;
     struct filter *f = filter_new_from(&ok, &e);
     ck_assert_ptr_nonnull(f);
@@ -250,31 +389,31 @@ START_TEST(test_filter_new_from_checks_geometry)
     filter_free(f);
 
     struct filter_params bad = ok;
-    bad.blocks++;
+    bad.layer[0].blocks++;
     ck_assert_ptr_null(filter_new_from(&bad, &e));
     ck_assert_int_eq(e, FILTER_EGEOMETRY);
     bad = ok;
-    bad.probes++;
+    bad.layer[0].probes++;
     ck_assert_ptr_null(filter_new_from(&bad, &e));
     ck_assert_int_eq(e, FILTER_EGEOMETRY);
     bad = ok;
-    bad.blocks = UINT64_MAX;
+    bad.layer[0].blocks = UINT64_MAX;
     ck_assert_ptr_null(filter_new_from(&bad, &e));
     ck_assert_int_eq(e, FILTER_EGEOMETRY);
     bad = ok;
-    bad.target_fpp = 0.7;
+    bad.target_fpp = bad.layer[0].target_fpp = 0.7;
     ck_assert_ptr_null(filter_new_from(&bad, &e));
     ck_assert_int_eq(e, FILTER_EINVAL_FPP);
     bad = ok;
-    bad.capacity = FILTER_MAX_ITEMS + 1;
+    bad.layer[0].capacity = FILTER_MAX_ITEMS + 1;
     ck_assert_ptr_null(filter_new_from(&bad, &e));
     ck_assert_int_eq(e, FILTER_ETOO_LARGE);
     /* The fuzzer's find: a count that the journal's replay would wrap round. */
     bad = ok;
-    bad.items = UINT64_MAX;
+    bad.layer[0].items = UINT64_MAX;
     ck_assert_ptr_null(filter_new_from(&bad, &e));
     ck_assert_int_eq(e, FILTER_ETOO_LARGE);
-    bad.items = FILTER_MAX_ITEMS;
+    bad.layer[0].items = FILTER_MAX_ITEMS;
     f = filter_new_from(&bad, &e);
     ck_assert_ptr_nonnull(f);
     filter_free(f);
@@ -397,11 +536,15 @@ START_TEST(test_round_trip)
     ck_assert_uint_eq(s.journal_count, 6);
     struct filter_params fp;
     filter_export(f, &fp);
-    ck_assert_uint_eq(s.params.capacity, fp.capacity);
-    ck_assert_uint_eq(s.params.blocks, fp.blocks);
-    ck_assert_uint_eq(s.params.probes, fp.probes);
-    ck_assert_uint_eq(s.params.items, fp.items);
+    ck_assert_uint_eq(s.version, SNAPSHOT_VERSION);
+    ck_assert_uint_eq(s.params.layers, 1);
+    ck_assert_uint_eq(s.params.layer[0].capacity, fp.layer[0].capacity);
+    ck_assert_uint_eq(s.params.layer[0].blocks, fp.layer[0].blocks);
+    ck_assert_uint_eq(s.params.layer[0].probes, fp.layer[0].probes);
+    ck_assert_uint_eq(s.params.layer[0].items, fp.layer[0].items);
     ck_assert(s.params.target_fpp == 0.01);
+    ck_assert_uint_eq(s.n_kv, META.n_kv);
+    ck_assert_str_eq(snapshot_kv_get(&s, "table_oid"), "16384");
 
     /* Lookups identical for present and absent keys. */
     for (uint64_t i = 0; i < 3000; i++) {
@@ -589,8 +732,12 @@ START_TEST(test_every_flipped_byte)
                 ck_assert_int_eq(st, SNAPSHOT_BAD_MAGIC);
             else if (i < 12)
                 ck_assert_int_eq(st, SNAPSHOT_OTHER_VERSION);
-            else if ((i >= 12 && i < 16) || (i >= 104 && i < 112))     /* header and string lengths */
+            else if ((i >= 12 && i < 16) || (i >= 68 && i < 70) || (i >= 72 && i < 76)
+                     || (i >= 104 && i < 112))      /* header, string, layer and kv lengths */
                 ck_assert_msg(st == SNAPSHOT_CORRUPT || st == SNAPSHOT_TRUNCATED,
+                              "byte %zu: %s", i, snapshot_strstatus(st));
+            else if (i >= 70 && i < 72)             /* kv_count: only its bound is checked early */
+                ck_assert_msg(st == SNAPSHOT_CORRUPT || st == SNAPSHOT_BAD_CHECKSUM,
                               "byte %zu: %s", i, snapshot_strstatus(st));
             else
                 ck_assert_msg(st == SNAPSHOT_BAD_CHECKSUM, "byte %zu: %s (%s)", i,
@@ -651,21 +798,48 @@ START_TEST(test_other_identity_and_params)
 
     /* A geometry this build would not choose, under a good header checksum. */
     unsigned char *mod = malloc(len);
+    size_t lay = layers_at(buf);
+    for (unsigned l = 0; l < 3; l++) {
+        memcpy(mod, buf, len);
+        mod[lay + l * SNAPSHOT_LAYER_LEN + 40] ^= 1;      /* layer l's probes */
+        reseal_header(mod);
+        ck_assert_int_eq(snapshot_read_mem(mod, len, &EXPECT, &s, why, sizeof why),
+                         SNAPSHOT_OTHER_PARAMS);
+        ck_assert_ptr_nonnull(strstr(why, "filter geometry"));
+    }
+    /* A share above the rate: not a filter this build makes. */
     memcpy(mod, buf, len);
-    mod[64] ^= 1;                              /* probes */
+    double share = 0.02;
+    memcpy(mod + lay + SNAPSHOT_LAYER_LEN + 16, &share, 8);
     reseal_header(mod);
     ck_assert_int_eq(snapshot_read_mem(mod, len, &EXPECT, &s, why, sizeof why), SNAPSHOT_OTHER_PARAMS);
-    ck_assert_ptr_nonnull(strstr(why, "filter geometry"));
+    ck_assert_ptr_nonnull(strstr(why, "3 layer(s)"));
+    /* Growth parameters out of bounds. */
+    memcpy(mod, buf, len);
+    put_le32(mod + 64, 0);                     /* max_layers */
+    reseal_header(mod);
+    ck_assert_int_eq(snapshot_read_mem(mod, len, &EXPECT, &s, why, sizeof why), SNAPSHOT_OTHER_PARAMS);
+    ck_assert_ptr_nonnull(strstr(why, "growth"));
     /* Lengths that disagree, under a good header checksum. */
     memcpy(mod, buf, len);
     put_le64(mod + 96, 1000);                  /* journal_len */
     reseal_header(mod);
     ck_assert_int_eq(snapshot_read_mem(mod, len, &EXPECT, &s, why, sizeof why), SNAPSHOT_CORRUPT);
-    /* A reserved field set. */
+    /* A reserved field set: the header's, then a layer's. */
     memcpy(mod, buf, len);
-    mod[68] = 1;
+    mod[76] = 1;
     reseal_header(mod);
     ck_assert_int_eq(snapshot_read_mem(mod, len, &EXPECT, &s, why, sizeof why), SNAPSHOT_CORRUPT);
+    memcpy(mod, buf, len);
+    mod[lay + 2 * SNAPSHOT_LAYER_LEN + 44] = 1;
+    reseal_header(mod);
+    ck_assert_int_eq(snapshot_read_mem(mod, len, &EXPECT, &s, why, sizeof why), SNAPSHOT_CORRUPT);
+    /* A layer's blocks that the filter section does not hold. */
+    memcpy(mod, buf, len);
+    put_le64(mod + lay + SNAPSHOT_LAYER_LEN + 24, 2);
+    reseal_header(mod);
+    ck_assert_int_eq(snapshot_read_mem(mod, len, &EXPECT, &s, why, sizeof why), SNAPSHOT_CORRUPT);
+    ck_assert_str_eq(why, "the header's lengths disagree");
     /* A NUL byte inside the position, under good checksums. */
     memcpy(mod, buf, len);
     {
@@ -724,10 +898,11 @@ static unsigned char *snapshot_with_position(size_t plen, size_t *len)
     hl = le32toh(hl);
     unsigned char *out = malloc(blen + grow);
     ck_assert_ptr_nonnull(out);
-    /* The header up to its checksum, grow more 'p's, then the rest. */
-    memcpy(out, base, hl - 8);
-    memset(out + hl - 8, 'p', grow);
-    memcpy(out + hl - 8 + grow, base + hl - 8, blen - (hl - 8));
+    /* The header up to the end of the position, grow more 'p's, then the rest. */
+    size_t end = layers_at(base);
+    memcpy(out, base, end);
+    memset(out + end, 'p', grow);
+    memcpy(out + end + grow, base + end, blen - end);
     free(base);
     *len = blen + grow;
     uint32_t nhl = htole32((uint32_t)(hl + grow));
@@ -786,13 +961,333 @@ START_TEST(test_other_version)
     struct snapshot s;
     char why[SNAPSHOT_WHY_LEN];
     buf[8] = SNAPSHOT_VERSION + 1;
-    reseal_header(buf);
-    put_le64(buf + len - 8, XXH64(buf, len - 8, 0));
+    reseal(buf, len);
     ck_assert_int_eq(snapshot_read_mem(buf, len, &EXPECT, &s, why, sizeof why), SNAPSHOT_OTHER_VERSION);
-    ck_assert_str_eq(why, "format version 2, this build reads 1");
-    /* Even one too short to hold a version 1 header. */
+    ck_assert_str_eq(why, "format version 3, this build reads 1 to 2");
+    /* Even one too short to hold a header. */
     ck_assert_int_eq(snapshot_read_mem(buf, 20, &EXPECT, &s, why, sizeof why), SNAPSHOT_OTHER_VERSION);
+    buf[8] = 0;
+    reseal(buf, len);
+    ck_assert_int_eq(snapshot_read_mem(buf, len, &EXPECT, &s, why, sizeof why), SNAPSHOT_OTHER_VERSION);
     free(buf);
+}
+END_TEST
+
+/* ------------------------------------------------- layers and metadata -- */
+
+/*
+ * A grown filter (several layers) and metadata pairs, through a file and the
+ * pull stream: every layer back bit for bit, the pairs in their order, and
+ * the filter read back growing on as the original does.
+ */
+START_TEST(test_layers_and_kv_round_trip)
+{
+    char k[64];
+    char *dir = tmpdir(), *path = join(dir, "users.snap");
+    struct filter *f = filter_new(2000, 0.01, NULL);
+    ck_assert_ptr_nonnull(f);
+    for (uint64_t i = 0; i < 30000; i++)
+        filter_add(f, k, key(k, sizeof k, "in", i));
+    struct filter_params fp;
+    filter_export(f, &fp);
+    ck_assert_uint_ge(fp.layers, 4);
+    ck_assert_int_eq(snapshot_write(path, &META, f, NULL, 0), 0);
+
+    struct snapshot s;
+    char why[SNAPSHOT_WHY_LEN] = "";
+    ck_assert_msg(snapshot_read(path, &EXPECT, &s, why, sizeof why) == SNAPSHOT_OK, "%s", why);
+    ck_assert_uint_eq(s.version, 2);
+    ck_assert_uint_eq(s.params.layers, fp.layers);
+    ck_assert_mem_eq(&s.params.growth, &fp.growth, sizeof fp.growth);
+    for (unsigned i = 0; i < fp.layers; i++) {
+        ck_assert_uint_eq(s.params.layer[i].capacity, fp.layer[i].capacity);
+        ck_assert(s.params.layer[i].target_fpp == fp.layer[i].target_fpp);
+        ck_assert(s.params.layer[i].share_fpp == fp.layer[i].share_fpp);
+        ck_assert_uint_eq(s.params.layer[i].blocks, fp.layer[i].blocks);
+        ck_assert_uint_eq(s.params.layer[i].probes, fp.layer[i].probes);
+        ck_assert_uint_eq(s.params.layer[i].items, fp.layer[i].items);
+    }
+    assert_same_layers(f, s.filter);
+    /* The pairs: in order, found by key, unknown ones kept, "" a value. */
+    ck_assert_uint_eq(s.n_kv, 4);
+    for (size_t i = 0; i < 4; i++) {
+        ck_assert_str_eq(s.kv[i].key, KV[i].key);
+        ck_assert_str_eq(s.kv[i].value, KV[i].value);
+    }
+    ck_assert_str_eq(snapshot_kv_get(&s, "system_identifier"), "7301234567890123456");
+    ck_assert_str_eq(snapshot_kv_get(&s, "empty"), "");
+    ck_assert_ptr_null(snapshot_kv_get(&s, "timeline"));
+    ck_assert_ptr_null(snapshot_kv_get(&s, "table_oi"));
+    /* Both go on the same way: the same layers added at the same keys. */
+    for (uint64_t i = 30000; i < 100000; i++) {
+        size_t n = key(k, sizeof k, "in", i);
+        filter_add(f, k, n);
+        filter_add(s.filter, k, n);
+    }
+    assert_same_layers(f, s.filter);
+    snapshot_release(&s);
+    ck_assert_ptr_null(s.kv);
+
+    /* The stream in odd pieces is the file, and a layer added meanwhile is not in it. */
+    size_t flen, slen;
+    unsigned char *file = slurp(path, &flen);
+    struct snapshot_stream *st = snapshot_stream_new(&META, f, NULL, 0);
+    ck_assert_ptr_nonnull(st);
+    filter_export(f, &fp);
+    unsigned before = fp.layers;
+    for (uint64_t i = 100000; i < 400000; i++)          /* grows while streaming */
+        filter_add(f, k, key(k, sizeof k, "in", i));
+    filter_export(f, &fp);
+    ck_assert_uint_gt(fp.layers, before);
+    uint64_t size = snapshot_stream_size(st);
+    unsigned char *strm = malloc((size_t)size);
+    slen = 0;
+    size_t n;
+    while ((n = snapshot_stream_read(st, strm + slen, 13)) > 0)
+        slen += n;
+    snapshot_stream_free(st);
+    ck_assert_uint_eq(slen, size);
+    ck_assert_int_eq(snapshot_read_mem(strm, slen, &EXPECT, &s, why, sizeof why), SNAPSHOT_OK);
+    ck_assert_uint_eq(s.params.layers, before);
+    for (uint64_t i = 0; i < 100000; i++)
+        ck_assert(filter_contains(s.filter, k, key(k, sizeof k, "in", i)));
+    snapshot_release(&s);
+    ck_assert_uint_lt(flen, slen);             /* the same layers, fuller */
+    free(file);
+    free(strm);
+
+    /* No metadata at all is a section of 0 bytes. */
+    struct snapshot_meta m = META;
+    m.kv = NULL;
+    m.n_kv = 0;
+    ck_assert_int_eq(snapshot_write(path, &m, f, NULL, 0), 0);
+    ck_assert_int_eq(snapshot_read(path, &EXPECT, &s, NULL, 0), SNAPSHOT_OK);
+    ck_assert_uint_eq(s.n_kv, 0);
+    ck_assert_ptr_null(snapshot_kv_get(&s, "table_oid"));
+    snapshot_release(&s);
+    filter_free(f);
+    rm_rf(dir);
+    free(path);
+    free(dir);
+}
+END_TEST
+
+/* The writer refuses metadata it could not store, or a reader would refuse. */
+START_TEST(test_kv_writer_limits)
+{
+    struct filter *f = filter_new(10, 0.01, NULL);
+    struct snapshot_meta m = META;
+    struct snapshot_kv kv[SNAPSHOT_MAX_KV + 1];
+    char keys[SNAPSHOT_MAX_KV + 1][8];
+    for (unsigned i = 0; i <= SNAPSHOT_MAX_KV; i++) {
+        snprintf(keys[i], sizeof keys[i], "k%u", i);
+        kv[i] = (struct snapshot_kv){ keys[i], "v" };
+    }
+    static char long_key[SNAPSHOT_MAX_KV_KEY + 2], long_value[SNAPSHOT_MAX_KV_VALUE + 2];
+    memset(long_key, 'k', SNAPSHOT_MAX_KV_KEY + 1);
+    memset(long_value, 'v', SNAPSHOT_MAX_KV_VALUE + 1);
+    /* The most pairs, the longest key and value: accepted. */
+    m.kv = kv;
+    m.n_kv = SNAPSHOT_MAX_KV;
+    struct snapshot_stream *st = snapshot_stream_new(&m, f, NULL, 0);
+    ck_assert_ptr_nonnull(st);
+    snapshot_stream_free(st);
+    struct snapshot_kv edge[2] = { { long_key + 1, long_value + 1 }, { "b", "" } };
+    m.kv = edge;
+    m.n_kv = 2;
+    st = snapshot_stream_new(&m, f, NULL, 0);
+    ck_assert_ptr_nonnull(st);
+    snapshot_stream_free(st);
+    /* One past each bound, an empty key, a key twice, a NULL: EINVAL. */
+    const struct snapshot_kv bad[][2] = {
+        { { long_key, "v" }, { "b", "" } },
+        { { "a", long_value }, { "b", "" } },
+        { { "", "v" }, { "b", "" } },
+        { { "a", "v" }, { "a", "w" } },
+        { { "a", NULL }, { "b", "" } },
+        { { NULL, "v" }, { "b", "" } },
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        m.kv = bad[i];
+        m.n_kv = 2;
+        errno = 0;
+        ck_assert_ptr_null(snapshot_stream_new(&m, f, NULL, 0));
+        ck_assert_int_eq(errno, EINVAL);
+    }
+    m.kv = kv;
+    m.n_kv = SNAPSHOT_MAX_KV + 1;
+    errno = 0;
+    ck_assert_ptr_null(snapshot_stream_new(&m, f, NULL, 0));
+    ck_assert_int_eq(errno, EINVAL);
+    m.kv = NULL;
+    m.n_kv = 1;
+    ck_assert_ptr_null(snapshot_stream_new(&m, f, NULL, 0));
+    /* Pairs within their bounds whose section would exceed its own. */
+    struct snapshot_kv big[SNAPSHOT_MAX_KV];
+    for (unsigned i = 0; i < SNAPSHOT_MAX_KV; i++)
+        big[i] = (struct snapshot_kv){ keys[i], long_value + 1 };
+    m.kv = big;
+    m.n_kv = SNAPSHOT_MAX_KV;
+    errno = 0;
+    ck_assert_ptr_null(snapshot_stream_new(&m, f, NULL, 0));
+    ck_assert_int_eq(errno, EINVAL);
+    filter_free(f);
+}
+END_TEST
+
+/* A metadata section that breaks a rule, under good checksums: corrupt. */
+START_TEST(test_corrupt_kv_refused)
+{
+    size_t len;
+    unsigned char *buf = small_snapshot(&len);
+    unsigned char *mod = malloc(len + 1);
+    struct snapshot s;
+    char why[SNAPSHOT_WHY_LEN];
+    size_t kv = kv_at(buf);
+    /* The first pair is "table_oid" = "16384": key at kv + 4, value at kv + 13. */
+    ck_assert_mem_eq(buf + kv + 4, "table_oid16384", 14);
+    struct {
+        size_t at;
+        unsigned char to;
+    } change[] = {
+        { kv, 0 },                  /* an empty key */
+        { kv, 10 },                 /* key_len overruns into the value: the pairs end off */
+        { kv + 2, 6 },              /* value_len likewise */
+        { kv + 4 + 3, '\0' },       /* a NUL byte in a key */
+        { kv + 13 + 2, '\0' },      /* a NUL byte in a value */
+        { kv + 1, 1 },              /* key_len 265: past SNAPSHOT_MAX_KV_KEY */
+        { 70, 3 },                  /* one pair fewer than the section holds */
+        { 70, 5 },                  /* one more than it holds */
+    };
+    for (size_t c = 0; c < sizeof change / sizeof change[0]; c++) {
+        memcpy(mod, buf, len);
+        mod[change[c].at] = change[c].to;
+        reseal(mod, len);
+        enum snapshot_status st = snapshot_read_mem(mod, len, &EXPECT, &s, why, sizeof why);
+        ck_assert_msg(st == SNAPSHOT_CORRUPT, "change %zu: %s (%s)", c, snapshot_strstatus(st), why);
+        ck_assert_str_eq(why, "the metadata section does not parse");
+        ck_assert_ptr_null(s.kv);
+        ck_assert_ptr_null(s.filter);
+    }
+    /* A key twice: the second pair's key made the first's. */
+    memcpy(mod, buf, len);
+    size_t second = kv + 4 + 9 + 5;
+    ck_assert_uint_eq(le16_at(mod + second), strlen("system_identifier"));
+    put_le16(mod + second, 9);
+    memcpy(mod + second + 4, "table_oid", 9);
+    put_le16(mod + second + 2, (uint16_t)(strlen("system_identifier") - 9
+                                          + strlen("7301234567890123456")));
+    reseal(mod, len);
+    ck_assert_int_eq(snapshot_read_mem(mod, len, &EXPECT, &s, why, sizeof why), SNAPSHOT_CORRUPT);
+    ck_assert_str_eq(why, "the metadata section does not parse");
+    /* kv_len past its bound: refused before the checksum, whatever it says. */
+    memcpy(mod, buf, len);
+    put_le32(mod + 72, SNAPSHOT_MAX_KV_BYTES + 1);
+    ck_assert_int_eq(snapshot_read_mem(mod, len, &EXPECT, &s, why, sizeof why), SNAPSHOT_CORRUPT);
+    ck_assert_str_eq(why, "the header's lengths disagree");
+    /* A changed pair whose checksum was not redone: the checksum says so. */
+    memcpy(mod, buf, len);
+    mod[kv + 13] = '9';
+    ck_assert_int_eq(snapshot_read_mem(mod, len, &EXPECT, &s, why, sizeof why),
+                     SNAPSHOT_BAD_CHECKSUM);
+    free(mod);
+    free(buf);
+}
+END_TEST
+
+/* ------------------------------------------------------------ version 1 -- */
+
+/*
+ * A version 1 file (one filter, no metadata) is still read, as one layer
+ * that grows by the defaults, with the checks it always had.
+ */
+START_TEST(test_version_1_still_read)
+{
+    char k[64];
+    struct filter *f = filter_new(3000, 0.01, NULL);
+    for (uint64_t i = 0; i < 2000; i++)
+        filter_add(f, k, key(k, sizeof k, "in", i));
+    size_t len;
+    unsigned char *buf = v1_snapshot(&META, f, &len);
+    struct snapshot s;
+    char why[SNAPSHOT_WHY_LEN] = "";
+    ck_assert_msg(snapshot_read_mem(buf, len, &EXPECT, &s, why, sizeof why) == SNAPSHOT_OK, "%s",
+                  why);
+    ck_assert_uint_eq(s.version, 1);
+    ck_assert_uint_eq(s.n_kv, 0);
+    ck_assert_str_eq(s.position, META.position);
+    ck_assert_str_eq(s.table, "public.users");
+    ck_assert_uint_eq(s.horizon_ms, META.horizon_ms);
+    ck_assert_uint_eq(s.journal_count, 1);
+    ck_assert(filter_contains(s.filter, "v1-posted", 9));
+    ck_assert_uint_eq(s.params.layers, 1);
+    struct filter_growth def = FILTER_GROWTH_DEFAULT;
+    ck_assert_mem_eq(&s.params.growth, &def, sizeof def);
+    struct filter_params fp;
+    filter_export(f, &fp);
+    ck_assert_uint_eq(s.params.layer[0].capacity, 3000);
+    ck_assert_uint_eq(s.params.layer[0].items, fp.layer[0].items);
+    /* Its share is the one filter_new gives: the same filter, grown alike. */
+    struct filter_params sp;
+    filter_export(s.filter, &sp);
+    ck_assert(sp.layer[0].share_fpp == fp.layer[0].share_fpp);
+    uint64_t differ = 0;
+    for (uint64_t i = 0; i < 20000; i++) {
+        size_t n = key(k, sizeof k, i < 2000 ? "in" : "out", i);
+        differ += filter_contains(s.filter, k, n) != filter_contains(f, k, n);
+    }
+    ck_assert_uint_eq(differ, 0);
+    filter_add(f, "v1-posted", 9);
+    for (uint64_t i = 2000; i < 20000; i++) {
+        size_t n = key(k, sizeof k, "in", i);
+        filter_add(f, k, n);
+        filter_add(s.filter, k, n);
+    }
+    assert_same_layers(f, s.filter);
+    snapshot_release(&s);
+
+    /* Every proper prefix is truncated; one byte more is corrupt. */
+    for (size_t cut = 0; cut < len; cut++) {
+        unsigned char *pre = malloc(cut ? cut : 1);
+        memcpy(pre, buf, cut);
+        enum snapshot_status st = snapshot_read_mem(pre, cut, &EXPECT, &s, why, sizeof why);
+        ck_assert_msg(st == SNAPSHOT_TRUNCATED, "prefix of %zu/%zu bytes: %s (%s)", cut, len,
+                      snapshot_strstatus(st), why);
+        free(pre);
+    }
+    unsigned char *mod = malloc(len + 1);
+    memcpy(mod, buf, len);
+    mod[len] = 0;
+    ck_assert_int_eq(snapshot_read_mem(mod, len + 1, &EXPECT, &s, why, sizeof why), SNAPSHOT_CORRUPT);
+    /* Its own checks: the header's bytes flipped, its geometry, its reserved field. */
+    uint32_t hl = le32_at(buf + 12);
+    for (size_t i = 0; i < hl; i++) {
+        memcpy(mod, buf, len);
+        mod[i] ^= 0x80;
+        enum snapshot_status st = snapshot_read_mem(mod, len, &EXPECT, &s, why, sizeof why);
+        ck_assert_msg(st != SNAPSHOT_OK, "byte %zu flipped: accepted", i);
+        if (i >= 16 && i < 104)
+            ck_assert_int_eq(st, SNAPSHOT_BAD_CHECKSUM);
+    }
+    memcpy(mod, buf, len);
+    mod[64] ^= 1;                              /* probes */
+    reseal(mod, len);
+    ck_assert_int_eq(snapshot_read_mem(mod, len, &EXPECT, &s, why, sizeof why), SNAPSHOT_OTHER_PARAMS);
+    ck_assert_ptr_nonnull(strstr(why, "filter geometry"));
+    memcpy(mod, buf, len);
+    mod[68] = 1;                               /* reserved */
+    reseal(mod, len);
+    ck_assert_int_eq(snapshot_read_mem(mod, len, &EXPECT, &s, why, sizeof why), SNAPSHOT_CORRUPT);
+    memcpy(mod, buf, len);
+    put_le64(mod + 56, le32_at(mod + 56) + 1);   /* blocks: the filter section disagrees */
+    reseal(mod, len);
+    ck_assert_int_eq(snapshot_read_mem(mod, len, &EXPECT, &s, why, sizeof why), SNAPSHOT_CORRUPT);
+    struct snapshot_expect e = EXPECT;
+    e.target_fpp = 0.001;
+    ck_assert_int_eq(snapshot_read_mem(buf, len, &e, &s, why, sizeof why), SNAPSHOT_OTHER_PARAMS);
+    free(mod);
+    free(buf);
+    filter_free(f);
 }
 END_TEST
 
@@ -824,7 +1319,7 @@ static void assert_old_snapshot(const char *path)
     ck_assert_msg(snapshot_read(path, &EXPECT, &s, why, sizeof why) == SNAPSHOT_OK, "%s", why);
     for (uint64_t i = 0; i < 500; i++)
         ck_assert(filter_contains(s.filter, k, key(k, sizeof k, "old", i)));
-    ck_assert_uint_eq(s.params.capacity, 1000);
+    ck_assert_uint_eq(s.params.layer[0].capacity, 1000);
     snapshot_release(&s);
 }
 
@@ -899,7 +1394,7 @@ START_TEST(test_failed_writes_keep_the_old_snapshot)
     ck_assert_int_eq(snapshot_write(path, &META, f, NULL, 0), 0);
     struct snapshot s;
     ck_assert_int_eq(snapshot_read(path, &EXPECT, &s, NULL, 0), SNAPSHOT_OK);
-    ck_assert_uint_eq(s.params.capacity, 200000);
+    ck_assert_uint_eq(s.params.layer[0].capacity, 200000);
     ck_assert(filter_contains(s.filter, "new-999", 7));
     snapshot_release(&s);
 
@@ -1013,6 +1508,10 @@ Suite *check_suite(void)
     tcase_add_test(tc, test_other_identity_and_params);
     tcase_add_test(tc, test_position_limits);
     tcase_add_test(tc, test_other_version);
+    tcase_add_test(tc, test_layers_and_kv_round_trip);
+    tcase_add_test(tc, test_kv_writer_limits);
+    tcase_add_test(tc, test_corrupt_kv_refused);
+    tcase_add_test(tc, test_version_1_still_read);
     tcase_add_test(tc, test_failed_writes_keep_the_old_snapshot);
     tcase_add_test(tc, test_clean_temps);
     tcase_add_test(tc, test_concurrent_inserts_while_writing);

@@ -30,6 +30,8 @@ static void setup(void)
     fc.name = (char *)"t";
     fc.false_positive_rate = 0.001;
     fc.headroom = 2.0;
+    fc.growth = 2.0;
+    fc.max_layers = 8;
     fc.pending_limit = 100;
     fc.pending_max_bytes = 1 << 20;
     fc.pending_ttl = 3600;
