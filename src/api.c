@@ -25,6 +25,7 @@
 #include "idcodec.h"
 #include "pending.h"
 #include "persist.h"
+#include "postlog.h"
 #include "source.h"
 #include "stats.h"
 #include "status.h"
@@ -440,13 +441,22 @@ struct reply api_insert(struct app *a, const struct api_request *rq)
      */
     enum pending_result pr = pending_add_many(t->pending, l.n, l.ids, l.lens, hs,
                                               pending_clock());
+    /* Issue 22: on disk (postlog.h) before the filter and the 2xx; a failure acknowledges none. */
+    int lerr = pr == PENDING_OK && t->postlog != NULL
+        ? postlog_append(t->postlog, l.n, l.ids, l.lens, t->fc->pending_ttl) : 0;
     size_t n = 0;
-    if (pr == PENDING_OK)
+    if (pr == PENDING_OK && lerr == 0)
         for (size_t i = 0; i < l.n; i++)
             n += guard_add_hash(t->g, hs[i]);
     free(hs);
     size_t want = l.n;
     idlist_free(&l);
+    if (lerr != 0)
+        return api_error(lerr == ENOSPC || lerr == EDQUOT ? MHD_HTTP_INSUFFICIENT_STORAGE
+                         : MHD_HTTP_INTERNAL_SERVER_ERROR,
+                         lerr == ENOSPC || lerr == EDQUOT ? "post_log_full" : "post_log_failed",
+                         "the POST log cannot keep these %zu ids on disk (%s): none was acknowledged",
+                         want, strerror(lerr));
     if (pr == PENDING_FULL_COUNT || pr == PENDING_FULL_BYTES) {
         stats_add(a->stats, ST_INSERTS_REFUSED, want);
         struct pending_info pi;

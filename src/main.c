@@ -19,6 +19,7 @@
 #include "live.h"
 #include "log.h"
 #include "notify.h"
+#include "persist.h"
 #include "source.h"
 #include "stats.h"
 #include "token.h"
@@ -343,7 +344,7 @@ int main(int argc, char **argv)
      */
     struct config live_cfg;
     char *live_token = NULL;
-    struct source_table tables[CONFIG_MAX_FILTERS] = { { NULL, NULL, NULL } };
+    struct source_table tables[CONFIG_MAX_FILTERS] = { { NULL, NULL, NULL, NULL } };
     struct app app = { .cfg = &cfg, .lg = &lg, .started = time(NULL), .admin_token = admin_token,
                        .tables = tables, .n_tables = cfg.n_filters };
     if (admin_token != NULL)
@@ -368,6 +369,10 @@ int main(int argc, char **argv)
         log_error(&lg, "out of memory");
         goto out;
     }
+    /* Issue 22: the POSTs acknowledged before a crash go back into the journals first. */
+    for (unsigned t = 0; t < cfg.n_filters; t++)
+        if (!persist_postlog_open(&cfg, &cfg.filters[t], tables[t].pending, &lg, &tables[t].postlog))
+            goto out;
     app.source = source_new(&cfg, tables, cfg.n_filters, &lg, &hooks, admin_token);
     if (app.source == NULL) {
         log_error(&lg, "out of memory");
@@ -415,6 +420,7 @@ out:
     source_free(app.source);
     api_fini(&app);
     for (unsigned t = 0; t < CONFIG_MAX_FILTERS; t++) {
+        postlog_close(tables[t].postlog);       /* it reads the journal: first */
         guard_free(tables[t].g);
         pending_free(tables[t].pending);
     }

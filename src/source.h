@@ -19,6 +19,7 @@
 #include "pending.h"
 
 struct source;
+struct postlog;
 
 /*
  * Callbacks into the process (sd_notify); each may be NULL.  t is the
@@ -38,6 +39,7 @@ struct source_table {
     const struct filter_config *fc;
     struct guard *g;
     struct pending *pending;
+    struct postlog *postlog;    /* the journal's log on disk (postlog.h); NULL: no snapshot path */
 };
 
 enum source_state {

@@ -36,6 +36,7 @@ bool status_take(struct app *a, struct status *st, bool full)
             if (!f->ready)
                 memset(&f->info, 0, sizeof f->info);
             pending_info(t->pending, &f->pending);
+            f->posts_durable = t->postlog != NULL;
         } else {
             f->ready = guard_ready(t->g);
         }
@@ -254,7 +255,7 @@ static void horizon_section(struct doc *d, json_t *o, const struct status *st,
     put(d, o, "age_seconds", ss->horizon_age >= 0 ? json_real(ss->horizon_age) : json_null());
 }
 
-static void pending_section(struct doc *d, json_t *o, const struct pending_info *pi)
+static void pending_section(struct doc *d, json_t *o, const struct pending_info *pi, bool durable)
 {
     put_u64(d, o, "count", pi->count);
     put_u64(d, o, "bytes", pi->bytes);
@@ -262,6 +263,7 @@ static void pending_section(struct doc *d, json_t *o, const struct pending_info 
     put_u64(d, o, "expired", pi->expired);
     put_u64(d, o, "limit", pi->limit);
     put_u64(d, o, "max_bytes", pi->max_bytes);
+    put_bool(d, o, "durable", durable);
 }
 
 /*
@@ -282,7 +284,7 @@ static void load_sections(struct doc *d, json_t *o, const struct status *st,
     horizon_section(d, put_object(d, o, "horizon"), st, f);
     put_u64(d, o, "notifications", f->source.notifications);
     put_u64(d, o, "long_ids", f->source.long_ids);
-    pending_section(d, put_object(d, o, "pending_posts"), &f->pending);
+    pending_section(d, put_object(d, o, "pending_posts"), &f->pending, f->posts_durable);
     feed_section(d, put_object(d, o, "feed"), &f->source);
     snapshot_section(d, put_object(d, o, "snapshot"), &f->source);
 }

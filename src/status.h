@@ -25,6 +25,7 @@ struct status_filter {
     double target_fpp;          /* configured false_positive_rate */
     struct source_status source;    /* the connection's fields are the same for every table */
     struct pending_info pending;    /* zeros in a light snapshot */
+    bool posts_durable;             /* POSTs are logged on disk before their 2xx (postlog.h) */
 };
 
 /* Everything the status documents show, read once. */
