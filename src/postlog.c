@@ -42,11 +42,12 @@
 static const unsigned char magic[8] = { 'b', 'g', 'p', 'o', 's', 't', 'l', 'g' };
 #define LOG_VERSION 1
 
-/* An appender waiting for its batch; lives on its stack. */
+/* An append waiting for its batch: done is called once it is on disk or failed. */
 struct waiter {
     struct waiter *next;
-    bool done;
-    int err;
+    postlog_done_fn done;
+    void *arg;
+    bool heap;                  /* postlog_submit's: freed after done */
 };
 
 struct buf {
@@ -59,7 +60,7 @@ struct postlog {
     struct postlog_opts o;
     pthread_mutex_t mu;
     pthread_cond_t work;        /* the writer: a batch to write, the swap over, or stop */
-    pthread_cond_t done;        /* appenders: their batch written; a rewrite: the writer idle */
+    pthread_cond_t idle;        /* a rewrite: the writer between batches */
     pthread_cond_t cwork;       /* the rewriting thread: a rewrite wanted, or stop */
     pthread_mutex_t compact_mu; /* one rewrite at a time */
     /* Under mu. */
@@ -463,7 +464,7 @@ static void postlog_destroy(struct postlog *log)
     pthread_mutex_destroy(&log->mu);
     pthread_mutex_destroy(&log->compact_mu);
     pthread_cond_destroy(&log->work);
-    pthread_cond_destroy(&log->done);
+    pthread_cond_destroy(&log->idle);
     pthread_cond_destroy(&log->cwork);
     if (log->fd >= 0)
         close(log->fd);
@@ -497,7 +498,7 @@ struct postlog *postlog_open(const char *path, const struct postlog_opts *o, pos
     pthread_mutex_init(&log->mu, NULL);
     pthread_mutex_init(&log->compact_mu, NULL);
     pthread_cond_init(&log->work, NULL);
-    pthread_cond_init(&log->done, NULL);
+    pthread_cond_init(&log->idle, NULL);
     pthread_condattr_t ca;
     pthread_condattr_init(&ca);
     pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
@@ -645,10 +646,9 @@ static void *writer_main(void *arg)
         } else if (sync_failed && log->info.broken == 0) {
             log->info.broken = err;
         }
-        for (; w != NULL; w = w->next) {
-            w->err = err;
-            w->done = true;
-        }
+        if (err != 0)
+            for (struct waiter *x = w; x != NULL; x = x->next)
+                log->info.failures++;
         b.len = 0;
         if (b.cap > 4 * REC_BODY_MAX) {
             /* One huge POST must not pin its buffer for the life of the daemon. */
@@ -657,8 +657,19 @@ static void *writer_main(void *arg)
         }
         log->spare = b;
         log->writing = false;
-        pthread_cond_broadcast(&log->done);
+        pthread_cond_broadcast(&log->idle);
         maybe_compact(log);
+        /* Outside the lock: a callback may take locks of its own (resume a request). */
+        pthread_mutex_unlock(&log->mu);
+        while (w != NULL) {
+            struct waiter *next = w->next;
+            bool heap = w->heap;
+            w->done(w->arg, err);
+            if (heap)
+                free(w);
+            w = next;
+        }
+        pthread_mutex_lock(&log->mu);
     }
     pthread_mutex_unlock(&log->mu);
     return NULL;
@@ -693,19 +704,14 @@ static void *compactor_main(void *arg)
 
 /* ------------------------------------------------------------- appends -- */
 
-int postlog_append(struct postlog *log, size_t n, const char *const *ids, const size_t *lens,
-                   uint64_t ttl)
+/* Put n IDs in the next batch, to be reported to w.  0 or an errno value.  Caller locks. */
+static int enqueue(struct postlog *log, size_t n, const char *const *ids, const size_t *lens,
+                   uint64_t ttl, struct waiter *w)
 {
-    if (n == 0)
-        return 0;
-    struct waiter w = { NULL, false, 0 };
-    pthread_mutex_lock(&log->mu);
     if (log->info.broken) {
         /* The rewriting thread is on it (retrying every RETRY_SECONDS). */
-        w.err = log->info.broken;
         log->info.failures++;
-        pthread_mutex_unlock(&log->mu);
-        return w.err;
+        return log->info.broken;
     }
     uint64_t expires = wall(log) + ttl;
     size_t start = log->fill.len;
@@ -714,22 +720,68 @@ int postlog_append(struct postlog *log, size_t n, const char *const *ids, const 
         if (lens[i] > MAX_ID_LEN || !rec_add(&r, ids[i], lens[i], expires)) {
             log->fill.len = start;
             log->info.failures++;
-            pthread_mutex_unlock(&log->mu);
             return lens[i] > MAX_ID_LEN ? EINVAL : ENOMEM;
         }
     }
     rec_close(&r);
-    *log->tail = &w;
-    log->tail = &w.next;
+    *log->tail = w;
+    log->tail = &w->next;
     log->info.appends++;
     log->info.ids += n;
     pthread_cond_signal(&log->work);
-    while (!w.done)
-        pthread_cond_wait(&log->done, &log->mu);
-    if (w.err != 0)
-        log->info.failures++;
+    return 0;
+}
+
+int postlog_submit(struct postlog *log, size_t n, const char *const *ids, const size_t *lens,
+                   uint64_t ttl, postlog_done_fn done, void *arg)
+{
+    if (n == 0)
+        return EINVAL;
+    struct waiter *w = malloc(sizeof *w);
+    if (w == NULL)
+        return ENOMEM;
+    *w = (struct waiter){ NULL, done, arg, true };
+    pthread_mutex_lock(&log->mu);
+    int err = enqueue(log, n, ids, lens, ttl, w);
     pthread_mutex_unlock(&log->mu);
-    return w.err;
+    if (err != 0)
+        free(w);
+    return err;
+}
+
+/* postlog_append's wait: its own condition, so that a batch wakes each appender once. */
+struct sync_wait {
+    pthread_mutex_t *mu;
+    pthread_cond_t cv;
+    bool done;
+    int err;
+};
+
+static void wake(void *arg, int err)
+{
+    struct sync_wait *sw = arg;
+    pthread_mutex_lock(sw->mu);
+    sw->err = err;
+    sw->done = true;
+    pthread_cond_signal(&sw->cv);
+    pthread_mutex_unlock(sw->mu);
+}
+
+int postlog_append(struct postlog *log, size_t n, const char *const *ids, const size_t *lens,
+                   uint64_t ttl)
+{
+    if (n == 0)
+        return 0;
+    struct sync_wait sw = { .mu = &log->mu };
+    struct waiter w = { NULL, wake, &sw, false };
+    pthread_cond_init(&sw.cv, NULL);
+    pthread_mutex_lock(&log->mu);
+    int err = enqueue(log, n, ids, lens, ttl, &w);
+    while (err == 0 && !sw.done)
+        pthread_cond_wait(&sw.cv, &log->mu);
+    pthread_mutex_unlock(&log->mu);
+    pthread_cond_destroy(&sw.cv);
+    return err != 0 ? err : sw.err;
 }
 
 /* ------------------------------------------------------------ rewrites -- */
@@ -823,7 +875,7 @@ int postlog_compact(struct postlog *log)
     pthread_mutex_lock(&log->mu);
     log->swap = true;
     while (log->writing)
-        pthread_cond_wait(&log->done, &log->mu);
+        pthread_cond_wait(&log->idle, &log->mu);
     uint64_t tail_end = log->end;
     int old_fd = log->fd;
     pthread_mutex_unlock(&log->mu);

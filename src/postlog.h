@@ -103,10 +103,26 @@ struct postlog *postlog_open(const char *path, const struct postlog_opts *o, pos
  * append fails with that value until the log has been rewritten from the
  * live entries, which its thread retries every second).  On failure the
  * IDs may or may not be in the file: never acknowledge them.  n = 0
- * returns 0 at once.  Blocks for about one fdatasync.  Thread-safe.
+ * returns 0 at once.  Blocks for about one fdatasync (so, on a server whose
+ * threads each serve many connections, it holds those up: see
+ * postlog_submit).  Thread-safe.
  */
 int postlog_append(struct postlog *log, size_t n, const char *const *ids, const size_t *lens,
                    uint64_t ttl);
+
+/*
+ * The same without waiting, for a server that suspends the request
+ * meanwhile: queue the IDs (copied before it returns) and return 0, then
+ * done(arg, err) is called exactly once, on the log's writer thread and
+ * without its lock, with 0 once they are on disk or the errno value of the
+ * failure (as postlog_append's).  It must be quick and may not call into
+ * this log.  Returns an errno value at once, done never called, when they
+ * cannot be queued: the log is broken, ENOMEM, EINVAL (n = 0, an ID longer
+ * than 65536 bytes).  Thread-safe.
+ */
+typedef void (*postlog_done_fn)(void *arg, int err);
+int postlog_submit(struct postlog *log, size_t n, const char *const *ids, const size_t *lens,
+                   uint64_t ttl, postlog_done_fn done, void *arg);
 
 /*
  * Rewrite the log now from the live entries (a temporary file, fsync,
@@ -123,7 +139,7 @@ struct postlog_info {
     uint64_t ids;               /* IDs in them */
     uint64_t batches;           /* write + fdatasync attempts (group commits) */
     uint64_t syncs;             /* fdatasyncs that succeeded */
-    uint64_t failures;          /* appends answered with an error */
+    uint64_t failures;          /* appends and submits answered with an error */
     uint64_t compactions;       /* rewrites done */
     uint64_t compact_failures;
     uint64_t bytes;             /* the file's size (what is on disk) */

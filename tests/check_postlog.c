@@ -3,8 +3,9 @@
  * after a reopen until its wall-clock expiry; an incomplete last append is
  * cut off and damage in the middle is reported; a rewrite keeps exactly the
  * live entries plus what was appended while it ran; concurrent appenders
- * share fdatasyncs; write and sync failures are reported, and a failed sync
- * is repaired by a rewrite.
+ * share fdatasyncs, and so do the submits of one thread that does not wait;
+ * write and sync failures are reported, and a failed sync is repaired by a
+ * rewrite.
  */
 #include <check.h>
 #include <errno.h>
@@ -574,6 +575,65 @@ START_TEST(test_group_commit)
 }
 END_TEST
 
+/* postlog_submit: counts its callbacks. */
+struct done_count {
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+    unsigned calls, errors;
+};
+
+static void count_done(void *arg, int err)
+{
+    struct done_count *dc = arg;
+    pthread_mutex_lock(&dc->mu);
+    dc->calls++;
+    dc->errors += err != 0;
+    pthread_cond_signal(&dc->cv);
+    pthread_mutex_unlock(&dc->mu);
+}
+
+START_TEST(test_submit)
+{
+    enum { N = 300 };
+    char *dir = tmpdir(), *path = join(dir, "x.posts");
+    static struct gate gt;
+    atomic_store(&gt.log, NULL);
+    atomic_store(&gt.writes, 0);
+    gt.want = N;
+    struct postlog_opts o = { .ttl = 3600, .fault = hold_first_write, .fault_ctx = &gt };
+    struct postlog_opened r;
+    struct got g;
+    static struct done_count dc = { PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER, 0, 0 };
+    struct postlog *log = reopen(path, &o, &g, &r);
+    atomic_store(&gt.log, log);
+    char id[40];
+    for (int i = 0; i < N; i++) {
+        snprintf(id, sizeof id, "async-%d", i);
+        const char *p = id;
+        size_t len = strlen(id);
+        ck_assert_int_eq(postlog_submit(log, 1, &p, &len, 600, count_done, &dc), 0);
+    }
+    ck_assert_int_eq(postlog_submit(log, 0, NULL, NULL, 600, count_done, &dc), EINVAL);
+    pthread_mutex_lock(&dc.mu);
+    while (dc.calls < N)
+        pthread_cond_wait(&dc.cv, &dc.mu);
+    pthread_mutex_unlock(&dc.mu);
+    struct postlog_info pi;
+    postlog_info(log, &pi);
+    ck_assert_uint_eq(dc.calls, N);                 /* once each, the EINVAL one never */
+    ck_assert_uint_eq(dc.errors, 0);
+    ck_assert_uint_eq(pi.appends, N);
+    /* The submitter did not wait: the first write, then all the others in one. */
+    ck_assert_uint_le(pi.syncs, 2);
+    postlog_close(log);
+    log = reopen(path, &o, &g, &r);
+    ck_assert_uint_eq(g.n, N);
+    postlog_close(log);
+    free(path);
+    rmtree(dir);
+}
+END_TEST
+
 /* Faults: the next write or sync fails with the errno set here. */
 static _Atomic int fail_write, fail_sync;
 static int inject(void *ctx, enum postlog_io op)
@@ -635,9 +695,15 @@ START_TEST(test_failures)
     atomic_store(&fail_sync, EIO);
     ck_assert_int_eq(append1(log, "x", 3600), EIO);
     ck_assert_int_eq(append1(log, "y", 3600), EIO);
+    static struct done_count never = { PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER, 0, 0 };
+    const char *z = "z";
+    size_t zl = 1;
+    ck_assert_int_eq(postlog_submit(log, 1, &z, &zl, 3600, count_done, &never), EIO);
     postlog_info(log, &pi);
     ck_assert_int_eq(pi.broken, EIO);
-    ck_assert_uint_eq(pi.batches, 1);               /* the second never reached the disk */
+    ck_assert_uint_eq(pi.batches, 1);               /* the later ones never reached the disk */
+    ck_assert_uint_eq(pi.failures, 3);
+    ck_assert_uint_eq(never.calls, 0);
     postlog_close(log);
     free(path);
     rmtree(dir);
@@ -656,6 +722,7 @@ Suite *check_suite(void)
     tcase_add_test(tc, test_compaction_keeps_the_live);
     tcase_add_test(tc, test_compaction_by_itself);
     tcase_add_test(tc, test_group_commit);
+    tcase_add_test(tc, test_submit);
     tcase_add_test(tc, test_failures);
     suite_add_tcase(s, tc);
     return s;
