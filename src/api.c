@@ -413,7 +413,8 @@ struct reply api_insert(struct app *a, const struct api_request *rq)
     if (err.status != 0)
         return err;
     size_t n = 0, want = l.n;
-    enum table_insert_result r = table_insert(t, l.n, l.ids, l.lens, &n);
+    int e = 0;
+    enum table_insert_result r = table_insert(t, l.n, l.ids, l.lens, &n, &e);
     idlist_free(&l);
     struct pending_info pi;
     switch (r) {
@@ -421,6 +422,14 @@ struct reply api_insert(struct app *a, const struct api_request *rq)
         break;
     case TABLE_INSERT_NOT_READY:
         return not_ready();
+    case TABLE_INSERT_NOT_DURABLE: {
+        bool full = e == ENOSPC || e == EDQUOT;
+        char why[128];
+        return api_error(full ? MHD_HTTP_INSUFFICIENT_STORAGE : MHD_HTTP_INTERNAL_SERVER_ERROR,
+                         full ? "post_log_full" : "post_log_failed",
+                         "the POST log cannot keep these %zu ids on disk (%s): none was "
+                         "acknowledged", want, strerror_r(e, why, sizeof why));
+    }
     case TABLE_INSERT_FULL_COUNT:
         stats_add(a->stats, ST_INSERTS_REFUSED, want);
         pending_info(table_pending(t), &pi);

@@ -18,6 +18,8 @@
 #include "live.h"
 #include "log.h"
 #include "notify.h"
+#include "persist.h"
+#include "postlog.h"
 #include "source.h"
 #include "table.h"
 #include "stats.h"
@@ -344,6 +346,7 @@ int main(int argc, char **argv)
     struct config live_cfg;
     char *live_token = NULL;
     struct table *tables[CONFIG_MAX_FILTERS] = { NULL };
+    struct postlog *postlogs[CONFIG_MAX_FILTERS] = { NULL };
     struct app app = { .cfg = &cfg, .lg = &lg, .started = time(NULL), .admin_token = admin_token,
                        .tables = tables, .n_tables = cfg.n_filters };
     if (admin_token != NULL)
@@ -364,6 +367,10 @@ int main(int argc, char **argv)
         log_error(&lg, "out of memory");
         goto out;
     }
+    /* The POSTs acknowledged before a crash go back into the journals before anything else. */
+    for (unsigned t = 0; t < cfg.n_filters; t++)
+        if (!persist_postlog_open(&cfg, &cfg.filters[t], tables[t], &lg, &postlogs[t]))
+            goto out;
     http = http_start(&app, err, sizeof err);
     if (http == NULL) {
         log_error(&lg, "%s", err);
@@ -403,6 +410,9 @@ out:
     if (app.source != NULL)
         source_stop(app.source);
     http_stop(http);
+    /* They read the journals for their rewrites: closed before the tables go. */
+    for (unsigned t = 0; t < CONFIG_MAX_FILTERS; t++)
+        postlog_close(postlogs[t]);
     source_free(app.source);
     api_fini(&app);
     pthread_mutex_destroy(&hctx.mu);

@@ -151,6 +151,9 @@ static void room_needed(struct pending *p, size_t n, const char *const *ids, con
 
 static enum pending_result fits(const struct pending *p, uint64_t count, uint64_t bytes)
 {
+    /* Over the limits after a restore, what takes no room is still fine. */
+    if (count == 0 && bytes == 0)
+        return PENDING_OK;
     if (atomic_load(&p->count) + count > p->limit)
         return PENDING_FULL_COUNT;
     if (atomic_load(&p->bytes) + bytes > p->max_bytes)
@@ -159,19 +162,23 @@ static enum pending_result fits(const struct pending *p, uint64_t count, uint64_
 }
 
 /*
- * The one insert path, for POSTs and restored snapshots: expires[i], or
+ * The one insert path, for POSTs and restored entries: expires[i], or
  * now + ttl when expires is NULL.  An ID already there keeps the later of
- * its two expiries (for a POST the new one: the clock is monotonic).
+ * its two expiries (for a POST the new one: the clock is monotonic).  A
+ * restored entry was acknowledged once: it is kept past the limits, which
+ * only refuse what has not been acknowledged yet.
  */
 static enum pending_result add_until(struct pending *p, size_t n, const char *const *ids,
                                      const size_t *lens, const uint64_t *hashes,
                                      const uint64_t *expires, uint64_t now)
 {
-    enum pending_result r;
+    enum pending_result r = PENDING_OK;
     uint64_t need, need_bytes;
     pthread_mutex_lock(&p->mu);
-    room_needed(p, n, ids, lens, hashes, &need, &need_bytes);
-    r = fits(p, need, need_bytes);
+    if (expires == NULL) {
+        room_needed(p, n, ids, lens, hashes, &need, &need_bytes);
+        r = fits(p, need, need_bytes);
+    }
     if (r != PENDING_OK) {
         /* Expired entries hold room only until someone needs it. */
         expire_locked(p, now);

@@ -7,7 +7,8 @@
  * notification never removes one, since any database role may send one.
  * The journal is bounded in entries and in bytes; what does not fit is
  * refused as a whole, so the caller can refuse the POST instead of
- * acknowledging an ID it would forget.
+ * acknowledging an ID it would forget.  Entries put back at a start
+ * (pending_restore) are never refused, even past the bounds.
  */
 #ifndef BLOOMGUARD_PENDING_H
 #define BLOOMGUARD_PENDING_H
@@ -46,7 +47,8 @@ enum pending_result {
  * (pending_clock).  All of them or, when
  * they would not fit (expired entries are dropped first to make room), none:
  * PENDING_FULL_*.  An ID already there gets a fresh expiry and takes no more
- * room.  PENDING_NOMEM may leave some of them remembered.  Thread-safe.
+ * room (a batch of such IDs fits even in a journal over its limits).
+ * PENDING_NOMEM may leave some of them remembered.  Thread-safe.
  */
 enum pending_result pending_add_many(struct pending *p, size_t n, const char *const *ids,
                                      const size_t *lens, const uint64_t *hashes, uint64_t now);
@@ -86,18 +88,21 @@ bool pending_export(struct pending *p, uint64_t now, pending_count_fn count,
                     pending_each_fn each, void *ctx);
 
 /*
- * Put back an exported entry at time now: it expires after
- * min(ttl_left, this journal's ttl) seconds (the configured ttl may have
- * shrunk since), or later if the ID is already there with a later expiry.
- * The room rules of pending_add apply (PENDING_FULL_* when the limits,
- * which may have shrunk too, leave no room).  Thread-safe.
+ * Put back an exported (or logged, postlog.h) entry at time now: it expires
+ * after min(ttl_left, this journal's ttl) seconds (the configured ttl may
+ * have shrunk since), or later if the ID is already there with a later
+ * expiry.  It was acknowledged once, so it is kept even when the limits,
+ * which may have shrunk too, leave no room: the journal may then hold more
+ * than limit entries or max_bytes bytes, and pending_add refuses every new
+ * ID (PENDING_FULL_*) until expiries and COPYs have made room again.  Only
+ * PENDING_NOMEM can lose it.  Thread-safe.
  */
 enum pending_result pending_restore(struct pending *p, const char *id, size_t len, uint64_t h,
                                     uint64_t ttl_left, uint64_t now);
 
 /* Figures for /stats and /metrics; each read atomically. */
 struct pending_info {
-    uint64_t count;         /* IDs remembered now */
+    uint64_t count;         /* IDs remembered now (more than limit after a restore into smaller limits) */
     uint64_t bytes;         /* their bytes */
     uint64_t refused;       /* IDs refused because the journal was full */
     uint64_t expired;       /* entries dropped by ttl */

@@ -29,15 +29,95 @@ bool persist_dir(const struct config *cfg, char *out, size_t outlen)
     return len > 0 && n > 0 && (size_t)n < outlen;
 }
 
-bool persist_file(const struct config *cfg, const struct filter_config *fc, char *out,
-                  size_t outlen)
+/* "<[snapshot] path>/<name><ext>"; false when snapshots are off or it does not fit. */
+static bool state_file(const struct config *cfg, const struct filter_config *fc, const char *ext,
+                       char *out, size_t outlen)
 {
     char dir[PERSIST_PATH_MAX];
     if (!persist_dir(cfg, dir, sizeof dir))
         return false;
     size_t len = strlen(dir);
-    int n = snprintf(out, outlen, "%s%s%s.snap", dir, dir[len - 1] == '/' ? "" : "/", fc->name);
+    int n = snprintf(out, outlen, "%s%s%s%s", dir, dir[len - 1] == '/' ? "" : "/", fc->name, ext);
     return n > 0 && (size_t)n < outlen;
+}
+
+bool persist_file(const struct config *cfg, const struct filter_config *fc, char *out,
+                  size_t outlen)
+{
+    return state_file(cfg, fc, ".snap", out, outlen);
+}
+
+bool persist_postlog_file(const struct config *cfg, const struct filter_config *fc, char *out,
+                          size_t outlen)
+{
+    return state_file(cfg, fc, ".posts", out, outlen);
+}
+
+/* A restore may leave the journal over limits that shrank: say what that means. */
+static void warn_over_limits(struct pending *p, const struct filter_config *fc,
+                             const struct log *lg)
+{
+    struct pending_info pi;
+    pending_info(p, &pi);
+    if (pi.count > pi.limit || pi.bytes > pi.max_bytes)
+        log_warn(lg, "%s: the restored POST journal holds %llu ids (%llu bytes), more than "
+                 "pending_limit %llu or pending_max_bytes %llu: every one is kept, and new POSTs "
+                 "are refused (507) until expiries and copies of the table have made room",
+                 fc->name, (unsigned long long)pi.count, (unsigned long long)pi.bytes,
+                 (unsigned long long)pi.limit, (unsigned long long)pi.max_bytes);
+}
+
+static bool journal_restore(void *p, const char *id, size_t len, uint64_t ttl_left)
+{
+    return pending_restore(p, id, len, filter_hash(id, len), ttl_left, pending_clock())
+        == PENDING_OK;
+}
+
+static bool journal_live(void *p, postlog_count_fn count, postlog_entry_fn each, void *ctx)
+{
+    return pending_export(p, pending_clock(), count, each, ctx);
+}
+
+/* table_durable_fn for the POST log. */
+static int append_durably(void *log, size_t n, const char *const *ids, const size_t *lens,
+                          uint64_t ttl)
+{
+    return postlog_append(log, n, ids, lens, ttl);
+}
+
+bool persist_postlog_open(const struct config *cfg, const struct filter_config *fc,
+                          struct table *t, const struct log *lg, struct postlog **log)
+{
+    struct pending *p = table_pending(t);
+    char path[PERSIST_PATH_MAX];
+    struct postlog_opened r;
+    *log = NULL;
+    if (!persist_postlog_file(cfg, fc, path, sizeof path))
+        return true;
+    int removed = snapshot_clean_temps(path);
+    if (removed > 0)
+        log_info(lg, "%s: removed %d temporary POST log file(s) an interrupted rewrite left",
+                 fc->name, removed);
+    const struct postlog_opts o = { .ttl = fc->pending_ttl, .live = journal_live, .live_ctx = p };
+    *log = postlog_open(path, &o, journal_restore, p, &r);
+    if (*log == NULL) {
+        log_error(lg, "%s: POST log %s: %s", fc->name, path, r.why);
+        return false;
+    }
+    if (r.corrupt)
+        log_error(lg, "%s: POST log %s: %s (kept as %s.corrupt); the ids acknowledged in them "
+                  "are lost unless a copy of the table has them", fc->name, path, r.why, path);
+    if (r.torn_bytes > 0 && !r.created)
+        log_warn(lg, "%s: POST log %s: cut off %llu bytes of an append a crash interrupted "
+                 "(never acknowledged)", fc->name, path, (unsigned long long)r.torn_bytes);
+    if (r.created)
+        log_info(lg, "%s: POST log %s created", fc->name, path);
+    else
+        log_info(lg, "%s: POST log %s: %llu acknowledged ids back in the journal (%llu expired)",
+                 fc->name, path, (unsigned long long)r.entries, (unsigned long long)r.expired);
+    warn_over_limits(p, fc, lg);
+    table_set_durable(t, append_durably, *log);
+    return true;
 }
 
 static double mono_seconds(void)
@@ -59,9 +139,11 @@ static void install(struct snapshot *s, struct guard *g, struct pending *p,
     filter_info(s->filter, &fi);
     enum pending_result pr = snapshot_restore_journal(s, p, pending_clock());
     if (pr != PENDING_OK)
-        log_warn(lg, "%s: the snapshot's POST journal does not fit in this journal's limits: "
-                 "the IDs it could not keep answer 200 until the next rebuild, then may not",
-                 fc->name);
+        log_warn(lg, "%s: out of memory restoring the snapshot's POST journal: the IDs it could "
+                 "not keep answer 200 until the next rebuild, then may not", fc->name);
+    warn_over_limits(p, fc, lg);
+    /* The POST log's entries (persist_postlog_open) may be newer than the snapshot. */
+    pending_replay(p, s->filter);
     guard_begin(g, s->filter);
     guard_commit(g);
     s->filter = NULL;

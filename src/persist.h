@@ -19,6 +19,8 @@
 #include "guard.h"
 #include "log.h"
 #include "pending.h"
+#include "postlog.h"
+#include "table.h"
 
 /* Longest snapshot file name persist_file writes. */
 #define PERSIST_PATH_MAX 4096
@@ -41,6 +43,29 @@ bool persist_dir(const struct config *cfg, char *out, size_t outlen);
 bool persist_file(const struct config *cfg, const struct filter_config *fc, char *out,
                   size_t outlen);
 
+/*
+ * The POST log of filter fc (postlog.h): "<[snapshot] path>/<name>.posts",
+ * beside its snapshot.  False, as persist_file, when snapshots are off:
+ * then POSTs are kept in memory only.
+ */
+bool persist_postlog_file(const struct config *cfg, const struct filter_config *fc, char *out,
+                          size_t outlen);
+
+/*
+ * At start, before any load of the table and before requests are served:
+ * open fc's POST log (removing the temporary files a crashed rewrite left),
+ * put every entry it still holds back into t's journal, even past its
+ * limits, which then refuse new POSTs until there is room, and make t's
+ * POSTs durable through it (table_set_durable).  *log gets the open log, or
+ * NULL when snapshots are off.  False (logged as an error) when the
+ * log exists but cannot be read or written: the daemon must not start and
+ * acknowledge POSTs it cannot keep.  Torn tails and damage are logged.  The
+ * log reads t's journal for its rewrites: close it (postlog_close) before
+ * freeing t.
+ */
+bool persist_postlog_open(const struct config *cfg, const struct filter_config *fc,
+                          struct table *t, const struct log *lg, struct postlog **log);
+
 enum persist_origin { PERSIST_NONE, PERSIST_FILE, PERSIST_PEER };
 
 /* What a restore put in place. */
@@ -55,7 +80,8 @@ struct persist_restored {
  * At start, before any load of the table: make fc's snapshot file (after
  * removing the temporary files a crash left), else the snapshot of
  * [snapshot] bootstrap_from's peer (token: the admin token to send, NULL =
- * none), g's live filter and put its journal back into p.  True when one
+ * none), g's live filter and put its journal back into p, then every entry
+ * of p (those persist_postlog_open restored too) into it.  True when one
  * was put in place (*r filled); false when there was none or it was not
  * usable (each reason logged as a warning): load the table.
  */

@@ -45,6 +45,7 @@ bool status_take(struct app *a, struct status *st, bool full)
             if (!f->ready)
                 memset(&f->info, 0, sizeof f->info);
             pending_info(table_pending(t), &f->pending);
+            f->posts_durable = table_durable(t);
         } else {
             f->ready = guard_ready(table_guard(t));
         }
@@ -292,7 +293,7 @@ static void horizon_section(struct doc *d, json_t *o, const struct status *st,
     put(d, o, "age_seconds", ss->horizon_age >= 0 ? json_real(ss->horizon_age) : json_null());
 }
 
-static void pending_section(struct doc *d, json_t *o, const struct pending_info *pi)
+static void pending_section(struct doc *d, json_t *o, const struct pending_info *pi, bool durable)
 {
     put_u64(d, o, "count", pi->count);
     put_u64(d, o, "bytes", pi->bytes);
@@ -300,6 +301,7 @@ static void pending_section(struct doc *d, json_t *o, const struct pending_info 
     put_u64(d, o, "expired", pi->expired);
     put_u64(d, o, "limit", pi->limit);
     put_u64(d, o, "max_bytes", pi->max_bytes);
+    put_bool(d, o, "durable", durable);
 }
 
 /*
@@ -320,7 +322,7 @@ static void load_sections(struct doc *d, json_t *o, const struct status *st,
     horizon_section(d, put_object(d, o, "horizon"), st, f);
     put_u64(d, o, "notifications", f->table.notifications);
     put_u64(d, o, "long_ids", f->table.long_ids);
-    pending_section(d, put_object(d, o, "pending_posts"), &f->pending);
+    pending_section(d, put_object(d, o, "pending_posts"), &f->pending, f->posts_durable);
     feed_section(d, put_object(d, o, "feed"), &f->table);
     snapshot_section(d, put_object(d, o, "snapshot"), &f->table);
 }

@@ -28,6 +28,7 @@ struct status_filter {
     struct table_status table;      /* loads, horizon, positions, snapshots */
     struct follow_status conn;      /* its follower's connection (shared by the tables it follows) */
     struct pending_info pending;    /* zeros in a light snapshot */
+    bool posts_durable;             /* POSTs are logged on disk before their 2xx (postlog.h) */
 };
 
 /* Everything the status documents show, read once. */

@@ -23,6 +23,8 @@ struct table {
     unsigned min_interval;          /* [sync] min_rebuild_interval, seconds */
     void (*wake)(void *arg);
     void *wake_arg;
+    table_durable_fn durable;
+    void *durable_arg;
 
     /* Every row committed before it is in the live filter; 0 = none. */
     _Atomic int64_t horizon;
@@ -115,6 +117,17 @@ void table_set_wake(struct table *t, void (*wake)(void *arg), void *arg)
     t->wake_arg = arg;
 }
 
+void table_set_durable(struct table *t, table_durable_fn fn, void *arg)
+{
+    t->durable = fn;
+    t->durable_arg = arg;
+}
+
+bool table_durable(const struct table *t)
+{
+    return t->durable != NULL;
+}
+
 void table_free(struct table *t)
 {
     if (t == NULL)
@@ -196,9 +209,11 @@ bool table_lookup_many(struct table *t, size_t n, const char *const *ids, const 
 }
 
 enum table_insert_result table_insert(struct table *t, size_t n, const char *const *ids,
-                                      const size_t *lens, size_t *inserted)
+                                      const size_t *lens, size_t *inserted, int *err)
 {
     *inserted = 0;
+    if (err)
+        *err = 0;
     if (!guard_writable(t->g))
         return TABLE_INSERT_NOT_READY;
     uint64_t *hs = malloc((n ? n : 1) * sizeof *hs);
@@ -210,6 +225,16 @@ enum table_insert_result table_insert(struct table *t, size_t n, const char *con
     enum table_insert_result r = TABLE_INSERTED;
     switch (pr) {
     case PENDING_OK:
+        if (t->durable != NULL && n > 0) {
+            /* On disk before the filter and the 2xx; the journal's copy is harmless. */
+            int e = t->durable(t->durable_arg, n, ids, lens, t->fc->pending_ttl);
+            if (e != 0) {
+                if (err)
+                    *err = e;
+                r = TABLE_INSERT_NOT_DURABLE;
+                break;
+            }
+        }
         for (size_t i = 0; i < n; i++)
             *inserted += guard_add_hash(t->g, hs[i]);
         if (*inserted < n)

@@ -96,17 +96,33 @@ enum table_insert_result {
     TABLE_INSERT_NOT_READY,     /* no filter to add to (nothing was journalled) */
     TABLE_INSERT_FULL_COUNT,    /* the journal holds pending_limit IDs: none added */
     TABLE_INSERT_FULL_BYTES,    /* the journal holds pending_max_bytes: none added */
+    TABLE_INSERT_NOT_DURABLE,   /* the durable log failed (*err): none acknowledged */
     TABLE_INSERT_NOMEM
 };
 
 /*
- * POST /ids: journal first, all or nothing, then the filter.  A rebuild
- * that replays the journal before the adds is sure to find the IDs in its
- * new filter, and an ID the journal cannot keep is refused, never
- * acknowledged.  Thread-safe.  *inserted gets the IDs added.
+ * Where an acknowledged POST becomes durable: fn writes the IDs somewhere
+ * that survives a crash (persist.c: the POST log) and returns 0 once they
+ * are there, or an errno value.  It is called by table_insert, from any
+ * thread, after the journal took the IDs and before the filter does.  Set
+ * it before other threads use the table; NULL (the default): memory only.
+ */
+typedef int (*table_durable_fn)(void *arg, size_t n, const char *const *ids, const size_t *lens,
+                                uint64_t ttl);
+void table_set_durable(struct table *t, table_durable_fn fn, void *arg);
+/* Whether POSTs are made durable before they are acknowledged. */
+bool table_durable(const struct table *t);
+
+/*
+ * POST /ids: journal first, all or nothing, then the durable log, then the
+ * filter.  A rebuild that replays the journal before the adds is sure to
+ * find the IDs in its new filter, a crash after the 2xx finds them in the
+ * log, and an ID the journal or the log cannot keep is refused, never
+ * acknowledged.  Thread-safe.  *inserted gets the IDs added; *err (may be
+ * NULL) the errno value of TABLE_INSERT_NOT_DURABLE.
  */
 enum table_insert_result table_insert(struct table *t, size_t n, const char *const *ids,
-                                      const size_t *lens, size_t *inserted);
+                                      const size_t *lens, size_t *inserted, int *err);
 
 /* ------------------------------------------------------- from followers -- */
 

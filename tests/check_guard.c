@@ -313,6 +313,55 @@ START_TEST(test_pending_set)
     ck_assert_uint_eq(pi.bytes, 0);
     pending_free(p);
 
+    /*
+     * A restart with smaller limits than the journal it restores (issue 22,
+     * case 5): every restored entry is kept, new IDs are refused until
+     * entries leave, an ID already there is still renewed.
+     */
+    p = pending_new(3, 10, 60);
+    for (unsigned i = 0; i < 10; i++) {
+        size_t n = key_of(k, sizeof k, "r", i);
+        ck_assert_int_eq(pending_restore(p, k, n, filter_hash(k, n), 20 + i, 100), PENDING_OK);
+    }
+    pending_info(p, &pi);
+    ck_assert_uint_eq(pi.count, 10);
+    ck_assert_uint_gt(pi.bytes, 10);
+    ck_assert_int_eq(pending_add(p, "new", 3, filter_hash("new", 3), 101), PENDING_FULL_COUNT);
+    {
+        size_t n = key_of(k, sizeof k, "r", 0);
+        ck_assert_int_eq(pending_add(p, k, n, filter_hash(k, n), 101), PENDING_OK);  /* renewed */
+    }
+    f = filter_new(100, 0.01, NULL);
+    pending_replay(p, f);
+    for (unsigned i = 0; i < 10; i++) {
+        size_t n = key_of(k, sizeof k, "r", i);
+        ck_assert(filter_contains(f, k, n));
+    }
+    filter_free(f);
+    /* Seen by a COPY: still 9 > 3, still refused. */
+    {
+        size_t n = key_of(k, sizeof k, "r", 9);
+        pending_seen(p, k, n, filter_hash(k, n));
+    }
+    ck_assert_int_eq(pending_add(p, "new", 3, filter_hash("new", 3), 102), PENDING_FULL_COUNT);
+    /* r1..r8 expire at 121..128 and r0 was renewed to 161: at 126 r0, r7, r8 fill it, at 127 not. */
+    ck_assert_int_eq(pending_add(p, "new", 3, filter_hash("new", 3), 126), PENDING_FULL_COUNT);
+    ck_assert_int_eq(pending_add(p, "new", 3, filter_hash("new", 3), 127), PENDING_OK);
+    pending_info(p, &pi);
+    ck_assert_uint_eq(pi.count, 3);
+    pending_free(p);
+    /* The same over the byte bound. */
+    p = pending_new(100, 10, 60);
+    for (unsigned i = 0; i < 5; i++) {
+        size_t n = key_of(k, sizeof k, "b", i);
+        ck_assert_int_eq(pending_restore(p, k, n, filter_hash(k, n), 60, 0), PENDING_OK);
+    }
+    pending_info(p, &pi);
+    ck_assert_uint_eq(pi.count, 5);
+    ck_assert_uint_gt(pi.bytes, 10);
+    ck_assert_int_eq(pending_add(p, "z", 1, filter_hash("z", 1), 1), PENDING_FULL_BYTES);
+    pending_free(p);
+
     p = pending_new(0, 0, 60);                          /* no journal: every POST refused */
     ck_assert_int_eq(pending_add(p, "a", 1, filter_hash("a", 1), 0), PENDING_FULL_COUNT);
     pending_info(p, &pi);

@@ -59,7 +59,7 @@ START_TEST(test_not_ready_then_answers)
     size_t added;
     const char *one[] = { "x" };
     size_t len[] = { 1 };
-    ck_assert_int_eq(table_insert(t, 1, one, len, &added), TABLE_INSERT_NOT_READY);
+    ck_assert_int_eq(table_insert(t, 1, one, len, &added, NULL), TABLE_INSERT_NOT_READY);
     struct pending_info pi;
     pending_info(table_pending(t), &pi);
     ck_assert_uint_eq(pi.count, 0);     /* a refused POST journals nothing */
@@ -133,11 +133,11 @@ START_TEST(test_insert_journal_then_filter)
     load(t, rows, 3, table_now());
     const char *ids[] = { "p1", "p2", "p3" };
     size_t lens[] = { 2, 2, 2 }, added = 0;
-    ck_assert_int_eq(table_insert(t, 2, ids, lens, &added), TABLE_INSERTED);
+    ck_assert_int_eq(table_insert(t, 2, ids, lens, &added, NULL), TABLE_INSERTED);
     ck_assert_uint_eq(added, 2);
     ck_assert_int_eq(table_lookup(t, "p1", 2), TABLE_MAYBE);
     /* The journal is full: refused whole, nothing added. */
-    ck_assert_int_eq(table_insert(t, 1, ids + 2, lens + 2, &added), TABLE_INSERT_FULL_COUNT);
+    ck_assert_int_eq(table_insert(t, 1, ids + 2, lens + 2, &added, NULL), TABLE_INSERT_FULL_COUNT);
     ck_assert_uint_eq(added, 0);
     ck_assert_int_eq(table_lookup(t, "p3", 2), TABLE_ABSENT);
     /* A rebuild that does not have them in the table keeps them (the journal is replayed). */
@@ -157,7 +157,7 @@ START_TEST(test_insert_during_load_reaches_new_filter)
     struct table_load *l = table_load_begin(t, 1000, &fe);
     const char *ids[] = { "during" };
     size_t lens[] = { 6 }, added;
-    ck_assert_int_eq(table_insert(t, 1, ids, lens, &added), TABLE_INSERTED);
+    ck_assert_int_eq(table_insert(t, 1, ids, lens, &added, NULL), TABLE_INSERTED);
     ck_assert(table_add_row(t, "followed", 8));
     ck_assert(table_load_commit(l, e, table_now(), ""));
     ck_assert_int_eq(table_lookup(t, "during", 6), TABLE_MAYBE);
@@ -313,7 +313,7 @@ static void *inserter(void *arg)
     for (unsigned long n = 0; !atomic_load(&r->stop) && n < 20000; n++) {
         size_t len = (size_t)snprintf(id, sizeof id, "w%lu", n), added;
         const char *ids[] = { id };
-        if (table_insert(r->t, 1, ids, &len, &added) != TABLE_INSERTED)
+        if (table_insert(r->t, 1, ids, &len, &added, NULL) != TABLE_INSERTED)
             continue;
         atomic_fetch_add(&r->acked, 1);
         if (table_lookup(r->t, id, len) == TABLE_ABSENT)

@@ -1,0 +1,729 @@
+/*
+ * Unit tests of the POST log (src/postlog.c): what is appended comes back
+ * after a reopen until its wall-clock expiry; an incomplete last append is
+ * cut off and damage in the middle is reported; a rewrite keeps exactly the
+ * live entries plus what was appended while it ran; concurrent appenders
+ * share fdatasyncs, and so do the submits of one thread that does not wait;
+ * write and sync failures are reported, and a failed sync is repaired by a
+ * rewrite.
+ */
+#include <check.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "check_main.h"
+#include "postlog.h"
+
+#define MAXE 4096
+
+/* What a reopen gave back, in order. */
+struct got {
+    size_t n;
+    char id[MAXE][40];
+    uint64_t left[MAXE];
+};
+
+static bool collect(void *ctx, const char *id, size_t len, uint64_t ttl_left)
+{
+    struct got *g = ctx;
+    ck_assert_uint_lt(g->n, MAXE);
+    ck_assert_uint_lt(len, sizeof g->id[0]);
+    memcpy(g->id[g->n], id, len);
+    g->id[g->n][len] = '\0';
+    g->left[g->n++] = ttl_left;
+    return true;
+}
+
+static bool has(const struct got *g, const char *id)
+{
+    for (size_t i = 0; i < g->n; i++)
+        if (strcmp(g->id[i], id) == 0)
+            return true;
+    return false;
+}
+
+static char *tmpdir(void)
+{
+    char *d = strdup("/tmp/check_postlog.XXXXXX");
+    ck_assert_ptr_nonnull(d);
+    ck_assert_ptr_nonnull(mkdtemp(d));
+    return d;
+}
+
+static char *join(const char *dir, const char *name)
+{
+    char *p = malloc(strlen(dir) + strlen(name) + 2);
+    ck_assert_ptr_nonnull(p);
+    sprintf(p, "%s/%s", dir, name);
+    return p;
+}
+
+static void rmtree(char *dir)
+{
+    char cmd[256];
+    snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
+    ck_assert_int_eq(system(cmd), 0);
+    free(dir);
+}
+
+static off_t file_size(const char *path)
+{
+    struct stat st;
+    ck_assert_int_eq(stat(path, &st), 0);
+    return st.st_size;
+}
+
+static int append1(struct postlog *log, const char *id, uint64_t ttl)
+{
+    size_t len = strlen(id);
+    return postlog_append(log, 1, &id, &len, ttl);
+}
+
+/* A controllable wall clock. */
+static _Atomic uint64_t clock_now = 1000000;
+static uint64_t test_clock(void *ctx)
+{
+    (void)ctx;
+    return atomic_load(&clock_now);
+}
+
+static struct postlog *reopen(const char *path, const struct postlog_opts *o, struct got *g,
+                              struct postlog_opened *r)
+{
+    memset(g, 0, sizeof *g);
+    struct postlog *log = postlog_open(path, o, collect, g, r);
+    ck_assert_msg(log != NULL, "open %s: %s", path, r->why);
+    return log;
+}
+
+START_TEST(test_round_trip)
+{
+    char *dir = tmpdir(), *path = join(dir, "default.posts");
+    struct postlog_opts o = { .ttl = 3600, .clock = test_clock };
+    struct postlog_opened r;
+    struct got g;
+    struct postlog *log = reopen(path, &o, &g, &r);
+    ck_assert(r.created);
+    ck_assert_uint_eq(g.n, 0);
+    ck_assert_int_eq(postlog_append(log, 0, NULL, NULL, 60), 0);
+    const char *ids[] = { "a", "", "ccc", "a" };    /* an empty id, and "a" again later */
+    size_t lens[] = { 1, 0, 3, 1 };
+    ck_assert_int_eq(postlog_append(log, 3, ids, lens, 60), 0);
+    atomic_store(&clock_now, 1000010);
+    ck_assert_int_eq(postlog_append(log, 1, ids + 3, lens + 3, 60), 0);
+    struct postlog_info pi;
+    postlog_info(log, &pi);
+    ck_assert_uint_eq(pi.appends, 2);
+    ck_assert_uint_eq(pi.ids, 4);
+    ck_assert_uint_eq(pi.syncs, 2);
+    ck_assert_uint_eq(pi.bytes, (uint64_t)file_size(path));
+    postlog_close(log);
+
+    log = reopen(path, &o, &g, &r);
+    ck_assert(!r.created && !r.corrupt);
+    ck_assert_uint_eq(r.torn_bytes, 0);
+    ck_assert_uint_eq(r.entries, 4);
+    ck_assert_uint_eq(g.n, 4);
+    ck_assert_str_eq(g.id[0], "a");
+    ck_assert_str_eq(g.id[1], "");
+    ck_assert_str_eq(g.id[2], "ccc");
+    ck_assert_str_eq(g.id[3], "a");
+    ck_assert_uint_eq(g.left[0], 50);               /* appended at 1000000, read at 1000010 */
+    ck_assert_uint_eq(g.left[3], 60);               /* the later append of "a" */
+    postlog_close(log);
+    postlog_close(NULL);
+    free(path);
+    rmtree(dir);
+}
+END_TEST
+
+START_TEST(test_wall_clock_expiry)
+{
+    char *dir = tmpdir(), *path = join(dir, "x.posts");
+    struct postlog_opts o = { .ttl = 100, .clock = test_clock };
+    struct postlog_opened r;
+    struct got g;
+    atomic_store(&clock_now, 2000000);
+    struct postlog *log = reopen(path, &o, &g, &r);
+    ck_assert_int_eq(append1(log, "short", 10), 0);
+    ck_assert_int_eq(append1(log, "long", 100), 0);
+    postlog_close(log);
+
+    /* 50 s later (the machine rebooted, say): the short one is gone. */
+    atomic_store(&clock_now, 2000050);
+    log = reopen(path, &o, &g, &r);
+    ck_assert_uint_eq(r.entries, 1);
+    ck_assert_uint_eq(r.expired, 1);
+    ck_assert_str_eq(g.id[0], "long");
+    ck_assert_uint_eq(g.left[0], 50);
+    postlog_close(log);
+
+    /* At exactly its expiry an entry is gone. */
+    atomic_store(&clock_now, 2000100);
+    log = reopen(path, &o, &g, &r);
+    ck_assert_uint_eq(r.entries, 0);
+    ck_assert_uint_eq(r.expired, 2);
+    postlog_close(log);
+
+    /* The clock set back: never more than the configured ttl, nor a lowered one. */
+    atomic_store(&clock_now, 1000000);
+    log = reopen(path, &o, &g, &r);
+    ck_assert_uint_eq(g.n, 2);
+    ck_assert_uint_eq(g.left[0], 100);
+    ck_assert_uint_eq(g.left[1], 100);
+    postlog_close(log);
+    o.ttl = 7;
+    log = reopen(path, &o, &g, &r);
+    ck_assert_uint_eq(g.left[1], 7);
+    postlog_close(log);
+    free(path);
+    rmtree(dir);
+}
+END_TEST
+
+START_TEST(test_torn_tail)
+{
+    char *dir = tmpdir(), *path = join(dir, "x.posts");
+    struct postlog_opts o = { .ttl = 3600 };
+    struct postlog_opened r;
+    struct got g;
+    struct postlog *log = reopen(path, &o, &g, &r);
+    ck_assert_int_eq(append1(log, "first", 60), 0);
+    off_t good = file_size(path);
+    ck_assert_int_eq(append1(log, "second", 60), 0);
+    postlog_close(log);
+    off_t full = file_size(path);
+    unsigned char whole[4096];
+    ck_assert_int_lt(full, (off_t)sizeof whole);
+    int fd = open(path, O_RDONLY);
+    ck_assert_int_eq(read(fd, whole, sizeof whole), (ssize_t)full);
+    close(fd);
+
+    /* Every cut inside the last record: it is dropped, the first stays. */
+    for (off_t cut = good + 1; cut < full; cut++) {
+        fd = open(path, O_WRONLY | O_TRUNC);
+        ck_assert_int_eq(write(fd, whole, (size_t)cut), (ssize_t)cut);
+        close(fd);
+        log = reopen(path, &o, &g, &r);
+        ck_assert_msg(!r.corrupt, "cut at %lld: %s", (long long)cut, r.why);
+        ck_assert_uint_eq(r.torn_bytes, (uint64_t)(cut - good));
+        ck_assert_uint_eq(g.n, 1);
+        ck_assert_str_eq(g.id[0], "first");
+        ck_assert_int_eq(file_size(path), good);    /* cut off on disk */
+        postlog_close(log);
+    }
+
+    /* Zeros after the last record (a file system that extended the size first). */
+    fd = open(path, O_WRONLY | O_APPEND);
+    ck_assert_int_ge(fd, 0);
+    static const char zeros[5000];
+    ck_assert_int_eq(write(fd, zeros, sizeof zeros), (ssize_t)sizeof zeros);
+    close(fd);
+    log = reopen(path, &o, &g, &r);
+    ck_assert(!r.corrupt);
+    ck_assert_uint_eq(r.torn_bytes, sizeof zeros);
+    ck_assert_int_eq(append1(log, "third", 60), 0);  /* goes where the zeros were */
+    postlog_close(log);
+    log = reopen(path, &o, &g, &r);
+    ck_assert_uint_eq(r.torn_bytes, 0);
+    ck_assert_uint_eq(g.n, 2);
+    ck_assert_str_eq(g.id[1], "third");
+    postlog_close(log);
+
+    /* A header cut short, and an empty file: an empty log. */
+    for (off_t cut = 0; cut < 16; cut += 5) {
+        ck_assert_int_eq(truncate(path, cut), 0);
+        log = reopen(path, &o, &g, &r);
+        ck_assert_uint_eq(g.n, 0);
+        ck_assert_int_eq(file_size(path), 16);
+        postlog_close(log);
+    }
+    free(path);
+    rmtree(dir);
+}
+END_TEST
+
+START_TEST(test_damage_in_the_middle)
+{
+    char *dir = tmpdir(), *path = join(dir, "x.posts"), *aside = join(dir, "x.posts.corrupt");
+    struct postlog_opts o = { .ttl = 3600 };
+    struct postlog_opened r;
+    struct got g;
+    struct postlog *log = reopen(path, &o, &g, &r);
+    ck_assert_int_eq(append1(log, "one", 60), 0);
+    off_t second = file_size(path);
+    ck_assert_int_eq(append1(log, "two", 60), 0);
+    ck_assert_int_eq(append1(log, "three", 60), 0);
+    postlog_close(log);
+    off_t full = file_size(path);
+
+    /* A flipped byte in the ID of the second record. */
+    int fd = open(path, O_RDWR);
+    ck_assert_int_ge(fd, 0);
+    unsigned char c;
+    ck_assert_int_eq(pread(fd, &c, 1, second + 8 + 12), 1);
+    c ^= 0x20;
+    ck_assert_int_eq(pwrite(fd, &c, 1, second + 8 + 12), 1);
+    close(fd);
+
+    log = reopen(path, &o, &g, &r);
+    ck_assert(r.corrupt);
+    ck_assert_uint_eq(r.corrupt_offset, (uint64_t)second);
+    ck_assert_uint_eq(r.lost_bytes, (uint64_t)(full - second));
+    ck_assert_ptr_nonnull(strstr(r.why, "damaged"));
+    ck_assert_uint_eq(g.n, 1);
+    ck_assert_str_eq(g.id[0], "one");
+    ck_assert_int_eq(file_size(path), second);      /* repaired: the good prefix */
+    ck_assert_int_eq(file_size(aside), full);       /* the damaged file kept aside */
+    ck_assert_int_eq(append1(log, "four", 60), 0);
+    postlog_close(log);
+    log = reopen(path, &o, &g, &r);
+    ck_assert(!r.corrupt);
+    ck_assert_uint_eq(g.n, 2);
+    ck_assert_str_eq(g.id[1], "four");
+    postlog_close(log);
+
+    /* Not a POST log, another version: refused, nothing touched. */
+    static const char text[] = "this is somebody else's file, not a log\n";
+    FILE *f = fopen(path, "w");
+    ck_assert_ptr_nonnull(f);
+    fputs(text, f);
+    fclose(f);
+    memset(&g, 0, sizeof g);
+    errno = 0;
+    ck_assert_ptr_null(postlog_open(path, &o, collect, &g, &r));
+    ck_assert_int_eq(errno, EINVAL);
+    ck_assert_ptr_nonnull(strstr(r.why, "not a bloomguard POST log"));
+    ck_assert_int_eq(file_size(path), (off_t)strlen(text));
+    f = fopen(path, "w");
+    ck_assert_ptr_nonnull(f);
+    fwrite("bgpostlg\x02\0\0\0\0\0\0\0", 1, 16, f);
+    fclose(f);
+    ck_assert_ptr_null(postlog_open(path, &o, collect, &g, &r));
+    ck_assert_int_eq(errno, EINVAL);
+    ck_assert_ptr_nonnull(strstr(r.why, "version 2"));
+
+    /* A directory that does not exist. */
+    free(path);
+    path = join(dir, "nowhere/x.posts");
+    ck_assert_ptr_null(postlog_open(path, &o, collect, &g, &r));
+    ck_assert_int_eq(errno, ENOENT);
+    free(path);
+    free(aside);
+    rmtree(dir);
+}
+END_TEST
+
+/*
+ * A journal for the rewrites: the live set a test controls.  While during
+ * is set, the walk first appends that id to the log (a POST arriving in the
+ * middle of a rewrite, and not in the walk).
+ */
+struct journal {
+    pthread_mutex_t mu;
+    size_t n;
+    char id[MAXE][40];
+    uint64_t left[MAXE];
+    bool live[MAXE];
+    struct postlog *log;
+    const char *during;
+    unsigned walks;
+};
+
+static void journal_add(struct journal *j, const char *id, uint64_t left)
+{
+    pthread_mutex_lock(&j->mu);
+    ck_assert_uint_lt(j->n, MAXE);
+    snprintf(j->id[j->n], sizeof j->id[0], "%s", id);
+    j->left[j->n] = left;
+    j->live[j->n++] = true;
+    pthread_mutex_unlock(&j->mu);
+}
+
+static bool journal_walk(void *live_ctx, postlog_count_fn count, postlog_entry_fn each, void *ctx)
+{
+    struct journal *j = live_ctx;
+    if (j->during != NULL) {
+        ck_assert_int_eq(append1(j->log, j->during, 600), 0);
+        j->during = NULL;
+    }
+    pthread_mutex_lock(&j->mu);
+    j->walks++;
+    uint64_t n = 0, bytes = 0;
+    for (size_t i = 0; i < j->n; i++)
+        if (j->live[i]) {
+            n++;
+            bytes += strlen(j->id[i]);
+        }
+    bool ok = count(ctx, n, bytes);
+    for (size_t i = 0; ok && i < j->n; i++)
+        if (j->live[i])
+            ok = each(ctx, j->id[i], strlen(j->id[i]), j->left[i]);
+    pthread_mutex_unlock(&j->mu);
+    return ok;
+}
+
+START_TEST(test_compaction_keeps_the_live)
+{
+    char *dir = tmpdir(), *path = join(dir, "x.posts");
+    static struct journal j = { .mu = PTHREAD_MUTEX_INITIALIZER };
+    j.n = 0;
+    struct postlog_opts o = { .ttl = 3600, .live = journal_walk, .live_ctx = &j,
+                              .compact_floor = UINT64_C(1) << 40, .clock = test_clock };
+    struct postlog_opened r;
+    struct got g;
+    atomic_store(&clock_now, 3000000);
+    struct postlog *log = reopen(path, &o, &g, &r);
+    j.log = log;
+    char id[40];
+    for (int i = 0; i < 1000; i++) {
+        snprintf(id, sizeof id, "id-%d", i);
+        journal_add(&j, id, 600);
+        ck_assert_int_eq(append1(log, id, 600), 0);
+    }
+    /* Seen in the table or expired: the journal keeps only every 100th. */
+    for (size_t i = 0; i < j.n; i++)
+        j.live[i] = i % 100 == 0;
+    off_t before = file_size(path);
+    j.during = "arrived-during-the-rewrite";
+    ck_assert_int_eq(postlog_compact(log), 0);
+    struct postlog_info pi;
+    postlog_info(log, &pi);
+    ck_assert_uint_eq(pi.compactions, 1);
+    ck_assert_uint_eq(pi.bytes, (uint64_t)file_size(path));
+    ck_assert_int_lt(file_size(path) * 10, before);
+    ck_assert_int_eq(append1(log, "after", 600), 0);
+    postlog_close(log);
+
+    atomic_store(&clock_now, 3000100);
+    log = reopen(path, &o, &g, &r);
+    ck_assert(!r.corrupt);
+    ck_assert_uint_eq(r.torn_bytes, 0);
+    ck_assert_uint_eq(g.n, 12);
+    for (int i = 0; i < 1000; i += 100) {
+        snprintf(id, sizeof id, "id-%d", i);
+        ck_assert_msg(has(&g, id), "%s lost by the rewrite", id);
+    }
+    ck_assert_uint_eq(g.left[0], 500);              /* the expiry travels through the rewrite */
+    ck_assert(has(&g, "arrived-during-the-rewrite"));
+    ck_assert(has(&g, "after"));
+    postlog_close(log);
+
+    /* Without a walk there is no rewrite. */
+    struct postlog_opts plain = { .ttl = 3600 };
+    log = reopen(path, &plain, &g, &r);
+    ck_assert_int_eq(postlog_compact(log), EINVAL);
+    postlog_close(log);
+    free(path);
+    rmtree(dir);
+}
+END_TEST
+
+START_TEST(test_compaction_by_itself)
+{
+    char *dir = tmpdir(), *path = join(dir, "x.posts");
+    static struct journal j = { .mu = PTHREAD_MUTEX_INITIALIZER };
+    j.n = 0;
+    struct postlog_opts o = { .ttl = 3600, .live = journal_walk, .live_ctx = &j,
+                              .compact_floor = 4096 };
+    struct postlog_opened r;
+    struct got g;
+    struct postlog *log = reopen(path, &o, &g, &r);
+    j.log = log;
+    /* The same 10 ids again and again: the file grows, the live set does not. */
+    char id[40];
+    for (int i = 0; i < 3000; i++) {
+        snprintf(id, sizeof id, "again-%d", i % 10);
+        if (i < 10)
+            journal_add(&j, id, 3600);
+        ck_assert_int_eq(append1(log, id, 3600), 0);
+    }
+    struct postlog_info pi;
+    for (int waited = 0; waited < 10000; waited++) {
+        postlog_info(log, &pi);
+        if (pi.compactions > 0 && !pi.broken)
+            break;
+        usleep(1000);
+    }
+    ck_assert_uint_ge(pi.compactions, 1);
+    ck_assert_uint_eq(pi.compact_failures, 0);
+    /* 3000 records of ~40 bytes would be 120 KB: the rewrites keep it near the floor. */
+    ck_assert_int_lt(file_size(path), 3 * 4096);
+    postlog_close(log);
+    log = reopen(path, &o, &g, &r);
+    for (int i = 0; i < 10; i++) {
+        snprintf(id, sizeof id, "again-%d", i);
+        ck_assert(has(&g, id));
+    }
+    postlog_close(log);
+
+    /* A file that is mostly expired entries is rewritten right after the open. */
+    atomic_store(&clock_now, 4000000);
+    struct postlog_opts oc = o, append_only = { .ttl = 3600, .clock = test_clock };
+    oc.clock = test_clock;
+    log = reopen(path, &append_only, &g, &r);
+    for (int i = 0; i < 500; i++) {
+        snprintf(id, sizeof id, "short-lived-%d", i);
+        ck_assert_int_eq(append1(log, id, 5), 0);
+    }
+    postlog_close(log);
+    off_t big = file_size(path);
+    atomic_store(&clock_now, 4000010);
+    j.n = 0;
+    log = reopen(path, &oc, &g, &r);
+    ck_assert_uint_eq(r.expired, 500);
+    for (int waited = 0; waited < 10000; waited++) {
+        postlog_info(log, &pi);
+        if (pi.compactions > 0)
+            break;
+        usleep(1000);
+    }
+    ck_assert_uint_eq(pi.compactions, 1);
+    ck_assert_int_lt(file_size(path), big);
+    postlog_close(log);
+    free(path);
+    rmtree(dir);
+}
+END_TEST
+
+/* Group commit: the first batch's write waits until every appender has queued. */
+struct gate {
+    struct postlog *_Atomic log;
+    uint64_t want;
+    _Atomic int writes;
+};
+
+static int hold_first_write(void *ctx, enum postlog_io op)
+{
+    struct gate *gt = ctx;
+    if (op != POSTLOG_IO_WRITE || atomic_fetch_add(&gt->writes, 1) > 0)
+        return 0;
+    for (;;) {
+        struct postlog *log = atomic_load(&gt->log);
+        struct postlog_info pi;
+        if (log != NULL) {
+            postlog_info(log, &pi);
+            if (pi.appends >= gt->want)
+                return 0;
+        }
+        usleep(1000);
+    }
+}
+
+struct appender {
+    struct postlog *log;
+    int i;
+    int rc;
+};
+
+static void *append_thread(void *arg)
+{
+    struct appender *a = arg;
+    char id[40];
+    snprintf(id, sizeof id, "concurrent-%d", a->i);
+    a->rc = append1(a->log, id, 600);
+    return NULL;
+}
+
+START_TEST(test_group_commit)
+{
+    enum { N = 64 };
+    char *dir = tmpdir(), *path = join(dir, "x.posts");
+    static struct gate gt;
+    atomic_store(&gt.log, NULL);
+    atomic_store(&gt.writes, 0);
+    gt.want = N;
+    struct postlog_opts o = { .ttl = 3600, .fault = hold_first_write, .fault_ctx = &gt };
+    struct postlog_opened r;
+    struct got g;
+    struct postlog *log = reopen(path, &o, &g, &r);
+    atomic_store(&gt.log, log);
+    pthread_t th[N];
+    struct appender a[N];
+    for (int i = 0; i < N; i++) {
+        a[i] = (struct appender){ log, i, -1 };
+        ck_assert_int_eq(pthread_create(&th[i], NULL, append_thread, &a[i]), 0);
+    }
+    for (int i = 0; i < N; i++) {
+        pthread_join(th[i], NULL);
+        ck_assert_int_eq(a[i].rc, 0);
+    }
+    struct postlog_info pi;
+    postlog_info(log, &pi);
+    ck_assert_uint_eq(pi.appends, N);
+    /* The first batch (whoever came first), then all the others together. */
+    ck_assert_uint_le(pi.batches, 2);
+    ck_assert_uint_eq(pi.syncs, pi.batches);
+    postlog_close(log);
+    log = reopen(path, &o, &g, &r);
+    ck_assert_uint_eq(g.n, N);
+    for (int i = 0; i < N; i++) {
+        char id[40];
+        snprintf(id, sizeof id, "concurrent-%d", i);
+        ck_assert(has(&g, id));
+    }
+    postlog_close(log);
+    free(path);
+    rmtree(dir);
+}
+END_TEST
+
+/* postlog_submit: counts its callbacks. */
+struct done_count {
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+    unsigned calls, errors;
+};
+
+static void count_done(void *arg, int err)
+{
+    struct done_count *dc = arg;
+    pthread_mutex_lock(&dc->mu);
+    dc->calls++;
+    dc->errors += err != 0;
+    pthread_cond_signal(&dc->cv);
+    pthread_mutex_unlock(&dc->mu);
+}
+
+START_TEST(test_submit)
+{
+    enum { N = 300 };
+    char *dir = tmpdir(), *path = join(dir, "x.posts");
+    static struct gate gt;
+    atomic_store(&gt.log, NULL);
+    atomic_store(&gt.writes, 0);
+    gt.want = N;
+    struct postlog_opts o = { .ttl = 3600, .fault = hold_first_write, .fault_ctx = &gt };
+    struct postlog_opened r;
+    struct got g;
+    static struct done_count dc = { PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER, 0, 0 };
+    struct postlog *log = reopen(path, &o, &g, &r);
+    atomic_store(&gt.log, log);
+    char id[40];
+    for (int i = 0; i < N; i++) {
+        snprintf(id, sizeof id, "async-%d", i);
+        const char *p = id;
+        size_t len = strlen(id);
+        ck_assert_int_eq(postlog_submit(log, 1, &p, &len, 600, count_done, &dc), 0);
+    }
+    ck_assert_int_eq(postlog_submit(log, 0, NULL, NULL, 600, count_done, &dc), EINVAL);
+    pthread_mutex_lock(&dc.mu);
+    while (dc.calls < N)
+        pthread_cond_wait(&dc.cv, &dc.mu);
+    pthread_mutex_unlock(&dc.mu);
+    struct postlog_info pi;
+    postlog_info(log, &pi);
+    ck_assert_uint_eq(dc.calls, N);                 /* once each, the EINVAL one never */
+    ck_assert_uint_eq(dc.errors, 0);
+    ck_assert_uint_eq(pi.appends, N);
+    /* The submitter did not wait: the first write, then all the others in one. */
+    ck_assert_uint_le(pi.syncs, 2);
+    postlog_close(log);
+    log = reopen(path, &o, &g, &r);
+    ck_assert_uint_eq(g.n, N);
+    postlog_close(log);
+    free(path);
+    rmtree(dir);
+}
+END_TEST
+
+/* Faults: the next write or sync fails with the errno set here. */
+static _Atomic int fail_write, fail_sync;
+static int inject(void *ctx, enum postlog_io op)
+{
+    (void)ctx;
+    return atomic_exchange(op == POSTLOG_IO_WRITE ? &fail_write : &fail_sync, 0);
+}
+
+START_TEST(test_failures)
+{
+    char *dir = tmpdir(), *path = join(dir, "x.posts");
+    static struct journal j = { .mu = PTHREAD_MUTEX_INITIALIZER };
+    j.n = 0;
+    struct postlog_opts o = { .ttl = 3600, .live = journal_walk, .live_ctx = &j,
+                              .compact_floor = UINT64_C(1) << 40, .fault = inject };
+    struct postlog_opened r;
+    struct got g;
+    struct postlog *log = reopen(path, &o, &g, &r);
+    j.log = log;
+    journal_add(&j, "kept", 3600);
+    ck_assert_int_eq(append1(log, "kept", 3600), 0);
+
+    /* A full disk: that append fails, the next one works. */
+    atomic_store(&fail_write, ENOSPC);
+    ck_assert_int_eq(append1(log, "refused", 3600), ENOSPC);
+    struct postlog_info pi;
+    postlog_info(log, &pi);
+    ck_assert_int_eq(pi.broken, 0);
+    ck_assert_uint_eq(pi.failures, 1);
+    ck_assert_int_eq(append1(log, "next", 3600), 0);
+    journal_add(&j, "next", 3600);
+
+    /* A failed fdatasync: refused until a rewrite from the journal has repaired the file. */
+    atomic_store(&fail_sync, EIO);
+    ck_assert_int_eq(append1(log, "unsynced", 3600), EIO);
+    for (int waited = 0; waited < 10000; waited++) {
+        postlog_info(log, &pi);
+        if (pi.broken == 0)
+            break;
+        usleep(1000);
+    }
+    ck_assert_int_eq(pi.broken, 0);
+    ck_assert_uint_ge(pi.compactions, 1);
+    ck_assert_int_eq(append1(log, "repaired", 3600), 0);
+    postlog_close(log);
+
+    log = reopen(path, &o, &g, &r);
+    ck_assert(!r.corrupt);
+    ck_assert(has(&g, "kept"));
+    ck_assert(has(&g, "next"));
+    ck_assert(has(&g, "repaired"));
+    ck_assert(!has(&g, "refused"));
+    ck_assert(!has(&g, "unsynced"));
+    postlog_close(log);
+
+    /* A broken log answers at once, before the rewrite, with the sync's error. */
+    struct postlog_opts o2 = { .ttl = 3600, .fault = inject };   /* no walk: stays broken */
+    log = reopen(path, &o2, &g, &r);
+    atomic_store(&fail_sync, EIO);
+    ck_assert_int_eq(append1(log, "x", 3600), EIO);
+    ck_assert_int_eq(append1(log, "y", 3600), EIO);
+    static struct done_count never = { PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER, 0, 0 };
+    const char *z = "z";
+    size_t zl = 1;
+    ck_assert_int_eq(postlog_submit(log, 1, &z, &zl, 3600, count_done, &never), EIO);
+    postlog_info(log, &pi);
+    ck_assert_int_eq(pi.broken, EIO);
+    ck_assert_uint_eq(pi.batches, 1);               /* the later ones never reached the disk */
+    ck_assert_uint_eq(pi.failures, 3);
+    ck_assert_uint_eq(never.calls, 0);
+    postlog_close(log);
+    free(path);
+    rmtree(dir);
+}
+END_TEST
+
+Suite *check_suite(void)
+{
+    Suite *s = suite_create("postlog");
+    TCase *tc = tcase_create("core");
+    tcase_set_timeout(tc, 120);
+    tcase_add_test(tc, test_round_trip);
+    tcase_add_test(tc, test_wall_clock_expiry);
+    tcase_add_test(tc, test_torn_tail);
+    tcase_add_test(tc, test_damage_in_the_middle);
+    tcase_add_test(tc, test_compaction_keeps_the_live);
+    tcase_add_test(tc, test_compaction_by_itself);
+    tcase_add_test(tc, test_group_commit);
+    tcase_add_test(tc, test_submit);
+    tcase_add_test(tc, test_failures);
+    suite_add_tcase(s, tc);
+    return s;
+}
