@@ -401,21 +401,14 @@ struct reply api_exists_batch(struct app *a, const struct api_request *rq)
     return (struct reply){ MHD_HTTP_OK, json_response(out, used, MHD_RESPMEM_MUST_FREE), false };
 }
 
-struct reply api_insert(struct app *a, const struct api_request *rq)
+/*
+ * The answer to POST /ids for table t, from table_insert's result.  Reads
+ * only what outlives the request (stats, the table), so that it can run on
+ * the thread that finished a later insert.
+ */
+static struct reply insert_reply(struct stats *stats, struct table *t,
+                                 enum table_insert_result r, size_t n, size_t want, int e)
 {
-    struct idlist l;
-    struct reply err;
-    int ti = table_of_rest(a, rq, &err);
-    if (ti < 0)
-        return err;
-    struct table *t = a->tables[ti];
-    err = parse_ids(a, rq->body_type, rq->body, rq->body_len, true, &l);
-    if (err.status != 0)
-        return err;
-    size_t n = 0, want = l.n;
-    int e = 0;
-    enum table_insert_result r = table_insert(t, l.n, l.ids, l.lens, &n, &e);
-    idlist_free(&l);
     struct pending_info pi;
     switch (r) {
     case TABLE_INSERTED:
@@ -431,24 +424,76 @@ struct reply api_insert(struct app *a, const struct api_request *rq)
                          "acknowledged", want, strerror_r(e, why, sizeof why));
     }
     case TABLE_INSERT_FULL_COUNT:
-        stats_add(a->stats, ST_INSERTS_REFUSED, want);
+        stats_add(stats, ST_INSERTS_REFUSED, want);
         pending_info(table_pending(t), &pi);
         return api_error(MHD_HTTP_INSUFFICIENT_STORAGE, "journal_full",
                          "the POST journal holds pending_limit (%llu) ids: none of these %zu was "
                          "added", (unsigned long long)pi.limit, want);
     case TABLE_INSERT_FULL_BYTES:
-        stats_add(a->stats, ST_INSERTS_REFUSED, want);
+        stats_add(stats, ST_INSERTS_REFUSED, want);
         pending_info(table_pending(t), &pi);
         return api_error(MHD_HTTP_INSUFFICIENT_STORAGE, "journal_full",
                          "the POST journal holds pending_max_bytes (%llu) bytes of ids: none of "
                          "these %zu was added", (unsigned long long)pi.max_bytes, want);
     case TABLE_INSERT_NOMEM:
+    case TABLE_INSERT_LATER:
         return (struct reply){ 500, NULL, false };
     }
-    stats_add(a->stats, ST_INSERTS, n);
+    stats_add(stats, ST_INSERTS, n);
     char out[64];
     snprintf(out, sizeof out, "{\"inserted\":%zu}", n);
     return api_json_take(MHD_HTTP_OK, strdup(out));
+}
+
+/* A POST waiting for the disk, its request suspended. */
+struct insert_later {
+    struct stats *stats;
+    struct table *t;
+    size_t want;
+    struct api_later later;
+};
+
+static void insert_done(void *arg, enum table_insert_result r, size_t n, int e)
+{
+    struct insert_later *il = arg;
+    struct api_later later = il->later;
+    struct reply rp = insert_reply(il->stats, il->t, r, n, il->want, e);
+    free(il);
+    later.done(later.ctx, rp);
+}
+
+struct reply api_insert(struct app *a, const struct api_request *rq)
+{
+    struct idlist l;
+    struct reply err;
+    int ti = table_of_rest(a, rq, &err);
+    if (ti < 0)
+        return err;
+    struct table *t = a->tables[ti];
+    err = parse_ids(a, rq->body_type, rq->body, rq->body_len, true, &l);
+    if (err.status != 0)
+        return err;
+    size_t n = 0, want = l.n;
+    int e = 0;
+    enum table_insert_result r;
+    /*
+     * Where the POST must reach the disk first, the request waits suspended
+     * rather than holding its thread: one fdatasync then commits the POSTs
+     * of many connections of one thread.
+     */
+    struct insert_later *il = rq->later && table_durable(t) ? malloc(sizeof *il) : NULL;
+    if (il != NULL) {
+        *il = (struct insert_later){ a->stats, t, want, *rq->later };
+        il->later.begin(il->later.ctx);
+        r = table_insert_later(t, l.n, l.ids, l.lens, &n, &e, insert_done, il);
+        idlist_free(&l);
+        if (r != TABLE_INSERT_LATER)
+            insert_done(il, r, n, e);
+        return (struct reply){ API_LATER, NULL, false };
+    }
+    r = table_insert(t, l.n, l.ids, l.lens, &n, &e);
+    idlist_free(&l);
+    return insert_reply(a->stats, t, r, n, want, e);
 }
 
 /* The decision for one original URI (raw). */

@@ -30,6 +30,22 @@ enum body_type { BODY_NONE, BODY_JSON, BODY_TEXT, BODY_OTHER };
  * One request as a handler sees it, borrowed for the call.  Paths are raw:
  * still percent-encoded (ids are decoded strictly by idcodec, not by MHD).
  */
+/*
+ * Answering later, for a handler that waits on another thread (a POST
+ * waiting for the disk): begin(ctx) suspends the request (once, from the
+ * handler, which then returns API_LATER); done(ctx, reply), from any
+ * thread, exactly once after begin, hands over the reply and wakes the
+ * request, which http.c then queues.  The request's body and path are not
+ * valid after the handler returns.
+ */
+struct api_later {
+    void (*begin)(void *ctx);
+    void (*done)(void *ctx, struct reply r);
+    void *ctx;
+};
+/* The status of a handler's reply that comes later (api_later). */
+#define API_LATER 1u
+
 struct api_request {
     const char *method;
     const char *path;
@@ -39,6 +55,7 @@ struct api_request {
     const char *body;           /* body routes: never empty */
     size_t body_len;
     struct MHD_Connection *conn;    /* for request headers; NULL in fuzzers (no headers) */
+    const struct api_later *later;  /* NULL where replies cannot come later (fuzzers) */
 };
 
 typedef struct reply api_handler(struct app *a, const struct api_request *rq);

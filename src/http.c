@@ -97,6 +97,17 @@ struct request {
      * DEADLINE_HIT once the sweeper closed the connection.
      */
     _Atomic uint64_t deadline;
+    /*
+     * A reply that comes later (api.h, api_later): the request is suspended
+     * from later_begin until later_done, on another thread, hands over
+     * later_reply and resumes it.
+     */
+    struct http *h;
+    struct MHD_Connection *conn;
+    struct api_later later;
+    bool later_wait;                /* suspended, waiting (this connection's thread only) */
+    atomic_bool later_ready;
+    struct reply later_reply;
 };
 
 struct http {
@@ -109,6 +120,7 @@ struct http {
     unsigned max_live;      /* max_connections, or less if the fd limit is lower */
     uint64_t header_ns, idle_ns;    /* header_timeout, connection_timeout */
     atomic_uint live;       /* open client connections */
+    atomic_uint suspended;  /* requests waiting for a reply that comes later */
     atomic_ulong refused;   /* closed at accept since the last sweep */
 
     pthread_mutex_t conns_lock;
@@ -399,9 +411,11 @@ static struct reply dispatch(struct app *a, struct request *rq, struct MHD_Conne
     const struct route *r = rq->route;
     if (r == NULL)                      /* refused by first_checks: not reached */
         return route_refusal(NULL, 0, url, method);
+    rq->conn = c;
     struct api_request v = {
         .method = method, .path = url, .rest = url + rq->rest_off,
         .rest_len = strlen(url + rq->rest_off), .body_type = BODY_NONE, .conn = c,
+        .later = &rq->later,
     };
     if (r->body) {
         if (rq->too_large)
@@ -457,6 +471,25 @@ static enum MHD_Result queue(struct http *h, struct request *rq, struct MHD_Conn
                                                      : api_route_count,
                       r.status, dt ? dt : 1);
     return ret;
+}
+
+/* api_later: suspend the request (from its handler). */
+static void later_begin(void *ctx)
+{
+    struct request *rq = ctx;
+    rq->later_wait = true;
+    atomic_store(&rq->later_ready, false);
+    atomic_fetch_add(&rq->h->suspended, 1);
+    MHD_suspend_connection(rq->conn);
+}
+
+/* api_later: the reply, from any thread; MHD then calls the handler again to queue it. */
+static void later_done(void *ctx, struct reply r)
+{
+    struct request *rq = ctx;
+    rq->later_reply = r;
+    atomic_store(&rq->later_ready, true);
+    MHD_resume_connection(rq->conn);
 }
 
 static enum MHD_Result handle_request(struct http *h, struct app *a, struct MHD_Connection *c,
@@ -515,12 +548,22 @@ static enum MHD_Result handle_request(struct http *h, struct app *a, struct MHD_
             return MHD_NO;
         return MHD_YES;
     }
+    if (rq->later_wait) {
+        if (!atomic_load(&rq->later_ready))
+            return MHD_YES;             /* not ours to answer yet */
+        rq->later_wait = false;
+        atomic_fetch_sub(&h->suspended, 1);
+        return queue(h, rq, c, rq->later_reply);
+    }
     if (rq->early.status != 0) {
         struct reply r = rq->early;
         rq->early.status = 0;
         return queue(h, rq, c, r);
     }
-    return queue(h, rq, c, dispatch(a, rq, c, url, method));
+    struct reply r = dispatch(a, rq, c, url, method);
+    if (r.status == API_LATER)
+        return MHD_YES;                 /* suspended: the reply comes through later_done */
+    return queue(h, rq, c, r);
 }
 
 /*
@@ -601,6 +644,9 @@ static void on_connection(void *cls, struct MHD_Connection *c, void **socket_con
             return;
         const union MHD_ConnectionInfo *ci = MHD_get_connection_info(c, MHD_CONNECTION_INFO_CONNECTION_FD);
         rq->fd = ci != NULL ? ci->connect_fd : -1;
+        rq->h = h;
+        rq->later = (struct api_later){ later_begin, later_done, rq };
+        atomic_init(&rq->later_ready, false);
         atomic_init(&rq->deadline, h->header_ns && rq->fd >= 0 ? coarse_ns() + h->header_ns : 0);
         pthread_mutex_lock(&h->conns_lock);
         rq->next = h->conns;
@@ -797,6 +843,7 @@ struct http *http_start(struct app *a, char *err, size_t errlen)
     pthread_condattr_destroy(&ca);
     atomic_init(&h->live, 0);
     atomic_init(&h->refused, 0);
+    atomic_init(&h->suspended, 0);
     h->warn_window = coarse_ns();
     h->header_ns = (uint64_t)cfg->header_timeout * NS_PER_SEC;
     h->idle_ns = (uint64_t)cfg->connection_timeout * NS_PER_SEC;
@@ -826,7 +873,9 @@ struct http *http_start(struct app *a, char *err, size_t errlen)
      */
     unsigned spare = 2 * threads + 8;
     h->max_live = fit_fd_limit(a->lg, cfg->max_connections, spare);
-    unsigned flags = MHD_USE_EPOLL_INTERNAL_THREAD | MHD_USE_ITC | MHD_USE_ERROR_LOG;
+    /* Suspend/resume: POSTs wait for the disk without holding a thread (api_later). */
+    unsigned flags = MHD_USE_EPOLL_INTERNAL_THREAD | MHD_USE_ITC | MHD_USE_ERROR_LOG
+                     | MHD_ALLOW_SUSPEND_RESUME;
     if (family == AF_INET6)
         flags |= MHD_USE_IPv6;
     /* One thread: no pool (MHD warns that a pool of 1 is ignored). */
@@ -890,6 +939,13 @@ void http_stop(struct http *h)
         pthread_mutex_unlock(&h->stop_lock);
         pthread_join(h->sweeper, NULL);
     }
+    /*
+     * MHD must not stop with a request suspended: the replies still coming
+     * (a POST waiting for the disk) come within one fdatasync, or the log's
+     * failure; wait for them, a few seconds at most.
+     */
+    for (int i = 0; i < 500 && atomic_load(&h->suspended) > 0; i++)
+        usleep(10000);
     MHD_stop_daemon(h->d);
     if (h->quiesced)
         close(h->fd);               /* otherwise MHD closed it */

@@ -78,11 +78,17 @@ static bool journal_live(void *p, postlog_count_fn count, postlog_entry_fn each,
     return pending_export(p, pending_clock(), count, each, ctx);
 }
 
-/* table_durable_fn for the POST log. */
+/* The table's durable step, blocking and not (table_set_durable), for the POST log. */
 static int append_durably(void *log, size_t n, const char *const *ids, const size_t *lens,
                           uint64_t ttl)
 {
     return postlog_append(log, n, ids, lens, ttl);
+}
+
+static int submit_durably(void *log, size_t n, const char *const *ids, const size_t *lens,
+                          uint64_t ttl, table_durable_done_fn done, void *done_arg)
+{
+    return postlog_submit(log, n, ids, lens, ttl, done, done_arg);
 }
 
 bool persist_postlog_open(const struct config *cfg, const struct filter_config *fc,
@@ -116,7 +122,7 @@ bool persist_postlog_open(const struct config *cfg, const struct filter_config *
         log_info(lg, "%s: POST log %s: %llu acknowledged ids back in the journal (%llu expired)",
                  fc->name, path, (unsigned long long)r.entries, (unsigned long long)r.expired);
     warn_over_limits(p, fc, lg);
-    table_set_durable(t, append_durably, *log);
+    table_set_durable(t, append_durably, submit_durably, *log);
     return true;
 }
 

@@ -24,6 +24,7 @@ struct table {
     void (*wake)(void *arg);
     void *wake_arg;
     table_durable_fn durable;
+    table_durable_submit_fn durable_submit;
     void *durable_arg;
 
     /* Every row committed before it is in the live filter; 0 = none. */
@@ -117,9 +118,11 @@ void table_set_wake(struct table *t, void (*wake)(void *arg), void *arg)
     t->wake_arg = arg;
 }
 
-void table_set_durable(struct table *t, table_durable_fn fn, void *arg)
+void table_set_durable(struct table *t, table_durable_fn fn, table_durable_submit_fn submit,
+                       void *arg)
 {
     t->durable = fn;
+    t->durable_submit = submit;
     t->durable_arg = arg;
 }
 
@@ -208,45 +211,109 @@ bool table_lookup_many(struct table *t, size_t n, const char *const *ids, const 
     return true;
 }
 
+/* The filter's part of an insert, once the journal and the disk have the IDs. */
+static enum table_insert_result add_hashes(struct table *t, size_t n, const uint64_t *hs,
+                                          size_t *inserted)
+{
+    *inserted = 0;
+    for (size_t i = 0; i < n; i++)
+        *inserted += guard_add_hash(t->g, hs[i]);
+    check_saturated(t);
+    return *inserted < n ? TABLE_INSERT_NOT_READY : TABLE_INSERTED;
+}
+
+/* Journal first, all or nothing; *hs gets the hashes (free them).  TABLE_INSERTED: journalled. */
+static enum table_insert_result journal(struct table *t, size_t n, const char *const *ids,
+                                       const size_t *lens, uint64_t **hs)
+{
+    *hs = NULL;
+    if (!guard_writable(t->g))
+        return TABLE_INSERT_NOT_READY;
+    *hs = malloc((n ? n : 1) * sizeof **hs);
+    if (*hs == NULL)
+        return TABLE_INSERT_NOMEM;
+    for (size_t i = 0; i < n; i++)
+        (*hs)[i] = filter_hash(ids[i], lens[i]);
+    switch (pending_add_many(t->pending, n, ids, lens, *hs, pending_clock())) {
+    case PENDING_OK: return TABLE_INSERTED;
+    case PENDING_FULL_COUNT: return TABLE_INSERT_FULL_COUNT;
+    case PENDING_FULL_BYTES: return TABLE_INSERT_FULL_BYTES;
+    case PENDING_NOMEM: break;
+    }
+    return TABLE_INSERT_NOMEM;
+}
+
 enum table_insert_result table_insert(struct table *t, size_t n, const char *const *ids,
                                       const size_t *lens, size_t *inserted, int *err)
 {
+    uint64_t *hs;
     *inserted = 0;
     if (err)
         *err = 0;
-    if (!guard_writable(t->g))
-        return TABLE_INSERT_NOT_READY;
-    uint64_t *hs = malloc((n ? n : 1) * sizeof *hs);
-    if (hs == NULL)
-        return TABLE_INSERT_NOMEM;
-    for (size_t i = 0; i < n; i++)
-        hs[i] = filter_hash(ids[i], lens[i]);
-    enum pending_result pr = pending_add_many(t->pending, n, ids, lens, hs, pending_clock());
-    enum table_insert_result r = TABLE_INSERTED;
-    switch (pr) {
-    case PENDING_OK:
-        if (t->durable != NULL && n > 0) {
-            /* On disk before the filter and the 2xx; the journal's copy is harmless. */
-            int e = t->durable(t->durable_arg, n, ids, lens, t->fc->pending_ttl);
-            if (e != 0) {
-                if (err)
-                    *err = e;
-                r = TABLE_INSERT_NOT_DURABLE;
-                break;
-            }
+    enum table_insert_result r = journal(t, n, ids, lens, &hs);
+    if (r == TABLE_INSERTED && t->durable != NULL && n > 0) {
+        /* On disk before the filter and the 2xx; the journal's copy is harmless. */
+        int e = t->durable(t->durable_arg, n, ids, lens, t->fc->pending_ttl);
+        if (e != 0) {
+            if (err)
+                *err = e;
+            r = TABLE_INSERT_NOT_DURABLE;
         }
-        for (size_t i = 0; i < n; i++)
-            *inserted += guard_add_hash(t->g, hs[i]);
-        if (*inserted < n)
-            r = TABLE_INSERT_NOT_READY;
-        check_saturated(t);
-        break;
-    case PENDING_FULL_COUNT: r = TABLE_INSERT_FULL_COUNT; break;
-    case PENDING_FULL_BYTES: r = TABLE_INSERT_FULL_BYTES; break;
-    case PENDING_NOMEM: r = TABLE_INSERT_NOMEM; break;
     }
+    if (r == TABLE_INSERTED)
+        r = add_hashes(t, n, hs, inserted);
     free(hs);
     return r;
+}
+
+/* An insert waiting for the disk. */
+struct insert_op {
+    struct table *t;
+    uint64_t *hs;
+    size_t n;
+    table_insert_done_fn done;
+    void *arg;
+};
+
+static void insert_durable(void *arg, int err)
+{
+    struct insert_op *op = arg;
+    size_t inserted = 0;
+    enum table_insert_result r = err != 0 ? TABLE_INSERT_NOT_DURABLE
+                                          : add_hashes(op->t, op->n, op->hs, &inserted);
+    op->done(op->arg, r, inserted, err);
+    free(op->hs);
+    free(op);
+}
+
+enum table_insert_result table_insert_later(struct table *t, size_t n, const char *const *ids,
+                                            const size_t *lens, size_t *inserted, int *err,
+                                            table_insert_done_fn done, void *arg)
+{
+    if (t->durable_submit == NULL || n == 0)
+        return table_insert(t, n, ids, lens, inserted, err);
+    uint64_t *hs;
+    *inserted = 0;
+    if (err)
+        *err = 0;
+    enum table_insert_result r = journal(t, n, ids, lens, &hs);
+    struct insert_op *op = r == TABLE_INSERTED ? malloc(sizeof *op) : NULL;
+    if (r == TABLE_INSERTED && op == NULL)
+        r = TABLE_INSERT_NOMEM;
+    if (r != TABLE_INSERTED) {
+        free(hs);
+        return r;
+    }
+    *op = (struct insert_op){ t, hs, n, done, arg };
+    int e = t->durable_submit(t->durable_arg, n, ids, lens, t->fc->pending_ttl, insert_durable, op);
+    if (e != 0) {
+        free(op->hs);
+        free(op);
+        if (err)
+            *err = e;
+        return TABLE_INSERT_NOT_DURABLE;
+    }
+    return TABLE_INSERT_LATER;
 }
 
 /* ------------------------------------------------------- from followers -- */

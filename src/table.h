@@ -97,7 +97,8 @@ enum table_insert_result {
     TABLE_INSERT_FULL_COUNT,    /* the journal holds pending_limit IDs: none added */
     TABLE_INSERT_FULL_BYTES,    /* the journal holds pending_max_bytes: none added */
     TABLE_INSERT_NOT_DURABLE,   /* the durable log failed (*err): none acknowledged */
-    TABLE_INSERT_NOMEM
+    TABLE_INSERT_NOMEM,
+    TABLE_INSERT_LATER          /* table_insert_later: the result comes through its callback */
 };
 
 /*
@@ -109,7 +110,19 @@ enum table_insert_result {
  */
 typedef int (*table_durable_fn)(void *arg, size_t n, const char *const *ids, const size_t *lens,
                                 uint64_t ttl);
-void table_set_durable(struct table *t, table_durable_fn fn, void *arg);
+/*
+ * The same step without waiting: submit queues the IDs (copying them) and
+ * returns 0, then calls done(done_arg, err) exactly once, from another
+ * thread, with 0 once they are durable or an errno value; or it returns an
+ * errno value at once, done never called.  May be NULL (table_insert_later
+ * then waits on fn).
+ */
+typedef void (*table_durable_done_fn)(void *done_arg, int err);
+typedef int (*table_durable_submit_fn)(void *arg, size_t n, const char *const *ids,
+                                       const size_t *lens, uint64_t ttl,
+                                       table_durable_done_fn done, void *done_arg);
+void table_set_durable(struct table *t, table_durable_fn fn, table_durable_submit_fn submit,
+                       void *arg);
 /* Whether POSTs are made durable before they are acknowledged. */
 bool table_durable(const struct table *t);
 
@@ -123,6 +136,20 @@ bool table_durable(const struct table *t);
  */
 enum table_insert_result table_insert(struct table *t, size_t n, const char *const *ids,
                                       const size_t *lens, size_t *inserted, int *err);
+
+/*
+ * As table_insert, for a server that suspends the request while the disk
+ * works (one fdatasync then commits many requests of one thread): when the
+ * durable step runs in the background, returns TABLE_INSERT_LATER and
+ * later calls done(arg, result, inserted, err) exactly once, from another
+ * thread, with what table_insert would have returned; otherwise returns
+ * that at once (done never called).  The IDs are copied before it returns.
+ */
+typedef void (*table_insert_done_fn)(void *arg, enum table_insert_result r, size_t inserted,
+                                     int err);
+enum table_insert_result table_insert_later(struct table *t, size_t n, const char *const *ids,
+                                            const size_t *lens, size_t *inserted, int *err,
+                                            table_insert_done_fn done, void *arg);
 
 /* ------------------------------------------------------- from followers -- */
 

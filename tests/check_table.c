@@ -296,6 +296,114 @@ START_TEST(test_plan_items_never_below_what_is_held)
 }
 END_TEST
 
+/* A durable log that answers from another thread, and one that fails. */
+struct fake_log {
+    int fail;                       /* errno to answer, 0 = ok */
+    unsigned appends;
+};
+
+static int fake_append(void *arg, size_t n, const char *const *ids, const size_t *lens,
+                       uint64_t ttl)
+{
+    struct fake_log *fl = arg;
+    (void)n, (void)ids, (void)lens, (void)ttl;
+    fl->appends++;
+    return fl->fail;
+}
+
+struct fake_job {
+    table_durable_done_fn done;
+    void *arg;
+    int err;
+};
+
+static void *fake_thread(void *arg)
+{
+    struct fake_job *j = arg;
+    j->done(j->arg, j->err);
+    return NULL;
+}
+
+static pthread_t fake_tid;
+static struct fake_job fake_j;
+
+static int fake_submit(void *arg, size_t n, const char *const *ids, const size_t *lens,
+                       uint64_t ttl, table_durable_done_fn done, void *done_arg)
+{
+    struct fake_log *fl = arg;
+    (void)n, (void)ids, (void)lens, (void)ttl;
+    fl->appends++;
+    fake_j = (struct fake_job){ done, done_arg, fl->fail };
+    return pthread_create(&fake_tid, NULL, fake_thread, &fake_j);
+}
+
+struct later_result {
+    enum table_insert_result r;
+    size_t n;
+    int err;
+    bool called;
+};
+
+static void later_done(void *arg, enum table_insert_result r, size_t n, int err)
+{
+    struct later_result *lr = arg;
+    *lr = (struct later_result){ r, n, err, true };
+}
+
+START_TEST(test_durable_insert_waits_for_the_log)
+{
+    struct table *t = table_new(&cfg, &fc);
+    load(t, rows, 3, table_now());
+    struct fake_log fl = { 0, 0 };
+    table_set_durable(t, fake_append, fake_submit, &fl);
+    ck_assert(table_durable(t));
+    const char *ids[] = { "d1" };
+    size_t lens[] = { 2 }, n;
+    int e;
+    /* Blocking: the log's answer decides. */
+    ck_assert_int_eq(table_insert(t, 1, ids, lens, &n, &e), TABLE_INSERTED);
+    ck_assert_uint_eq(fl.appends, 1);
+    ck_assert_int_eq(table_lookup(t, "d1", 2), TABLE_MAYBE);
+    fl.fail = 28;                   /* ENOSPC */
+    const char *ids2[] = { "d2" };
+    ck_assert_int_eq(table_insert(t, 1, ids2, lens, &n, &e), TABLE_INSERT_NOT_DURABLE);
+    ck_assert_int_eq(e, 28);
+    ck_assert_int_eq(table_lookup(t, "d2", 2), TABLE_ABSENT);   /* never acknowledged, never added */
+    /* Later: the filter gets the IDs only once the log has them. */
+    fl.fail = 0;
+    struct later_result lr = { 0 };
+    const char *ids3[] = { "d3" };
+    ck_assert_int_eq(table_insert_later(t, 1, ids3, lens, &n, &e, later_done, &lr),
+                     TABLE_INSERT_LATER);
+    pthread_join(fake_tid, NULL);
+    ck_assert(lr.called);
+    ck_assert_int_eq(lr.r, TABLE_INSERTED);
+    ck_assert_uint_eq(lr.n, 1);
+    ck_assert_int_eq(table_lookup(t, "d3", 2), TABLE_MAYBE);
+    fl.fail = 5;                    /* EIO */
+    lr = (struct later_result){ 0 };
+    const char *ids4[] = { "d4" };
+    ck_assert_int_eq(table_insert_later(t, 1, ids4, lens, &n, &e, later_done, &lr),
+                     TABLE_INSERT_LATER);
+    pthread_join(fake_tid, NULL);
+    ck_assert(lr.called);
+    ck_assert_int_eq(lr.r, TABLE_INSERT_NOT_DURABLE);
+    ck_assert_int_eq(lr.err, 5);
+    ck_assert_int_eq(table_lookup(t, "d4", 2), TABLE_ABSENT);
+    /* A refusal of the journal comes at once: the callback is never called. */
+    fc.pending_limit = 0;
+    struct table *t0 = table_new(&cfg, &fc);
+    load(t0, rows, 3, table_now());
+    table_set_durable(t0, fake_append, fake_submit, &fl);
+    lr = (struct later_result){ 0 };
+    ck_assert_int_eq(table_insert_later(t0, 1, ids, lens, &n, &e, later_done, &lr),
+                     TABLE_INSERT_FULL_COUNT);
+    ck_assert(!lr.called);
+    table_free(t0);
+    table_free(t);
+}
+END_TEST
+
 /* ------------------------------------------------------------ threads -- */
 
 struct race {
@@ -370,6 +478,7 @@ Suite *check_suite(void)
     tcase_add_test(tc, test_failed_job_retries_after_backoff);
     tcase_add_test(tc, test_deletes_want_a_copy);
     tcase_add_test(tc, test_plan_items_never_below_what_is_held);
+    tcase_add_test(tc, test_durable_insert_waits_for_the_log);
     tcase_add_test(tc, test_lookups_race_inserts_and_loads);
     suite_add_tcase(s, tc);
     return s;
