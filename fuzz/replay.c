@@ -27,6 +27,7 @@ static const struct {
     { "filter", fuzz_filter },
     { "filter_keys", fuzz_filter_keys },
     { "snapshot", fuzz_snapshot },
+    { "spell", fuzz_spell },
 };
 #define NTARGETS (sizeof targets / sizeof targets[0])
 

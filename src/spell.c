@@ -102,15 +102,16 @@ static bool is_digit(unsigned char c)
     return c >= '0' && c <= '9';
 }
 
+/* Hex digit values, -1 for every other byte: one load per byte on the hot path. */
+static const signed char hex_table[256] = {
+    ['0'] = 1, ['1'] = 2, ['2'] = 3, ['3'] = 4, ['4'] = 5, ['5'] = 6, ['6'] = 7, ['7'] = 8,
+    ['8'] = 9, ['9'] = 10, ['a'] = 11, ['b'] = 12, ['c'] = 13, ['d'] = 14, ['e'] = 15,
+    ['f'] = 16, ['A'] = 11, ['B'] = 12, ['C'] = 13, ['D'] = 14, ['E'] = 15, ['F'] = 16,
+};
+
 static int hex_value(unsigned char c)
 {
-    if (c >= '0' && c <= '9')
-        return c - '0';
-    if (c >= 'a' && c <= 'f')
-        return c - 'a' + 10;
-    if (c >= 'A' && c <= 'F')
-        return c - 'A' + 10;
-    return -1;
+    return hex_table[c] - 1;        /* stored + 1 so that the zero fill means "none" */
 }
 
 static unsigned char lower(unsigned char c)
@@ -198,12 +199,18 @@ static enum spell_verdict spell_int(const unsigned char *s, size_t len, uint64_t
     if (i >= len || !is_digit(s[i]))
         return SPELL_NOT_A_VALUE;
     uint64_t limit = neg ? posmax + 1 : posmax, mag = 0;
+    uint64_t lim10 = limit / 10;
+    unsigned limd = (unsigned)(limit % 10);
+    while (i + 1 < len && s[i] == '0' && is_digit(s[i + 1]))
+        i++;
+    size_t first = i;       /* the key's digits are the input's from here */
     for (; i < len && is_digit(s[i]); i++) {
         unsigned d = s[i] - '0';
-        if (mag > (limit - d) / 10)
+        if (mag >= lim10 && (mag > lim10 || d > limd))
             return SPELL_NOT_A_VALUE;
         mag = mag * 10 + d;
     }
+    size_t ndigits = i - first;
     skip_space(s, len, &i, &high);
     if (i != len)
         return SPELL_NOT_A_VALUE;
@@ -212,7 +219,8 @@ static enum spell_verdict spell_int(const unsigned char *s, size_t len, uint64_t
     size_t n = 0;
     if (neg && mag != 0)
         out[n++] = '-';
-    *outlen = n + put_u64(out + n, mag);
+    memcpy(out + n, s + first, ndigits);
+    *outlen = n + ndigits;
     return SPELL_KEY;
 }
 

@@ -125,9 +125,11 @@ size_t spell_key_cap(enum spell_type t, size_t len);
  *                   came in PostgreSQL 16): KEY = the decimal value ("-0",
  *                   "+0005", " 7 " become "0", "5", "7"); anything else,
  *                   and values out of the type's range, NOT_A_VALUE.
- *   oid             as oidin (strtoul): also -2147483648..-1, which read
- *                   as 2^32 + value (and a few huge negatives, as glibc's
- *                   strtoul wraps them); KEY = the unsigned decimal value.
+ *   oid             as oidin (strtoul, then kept if it equals its 32-bit
+ *                   value after unsigned or signed extension): also
+ *                   -2147483648..-1, read as 2^32 + value, and the 64-bit
+ *                   wrap-arounds ("18446744073709551615" is 4294967295);
+ *                   KEY = the unsigned decimal value.
  *   uuid            every form uuid_in takes (any case, braces, a hyphen
  *                   after any group of four hex digits): KEY = lower-case
  *                   8-4-4-4-12; anything else NOT_A_VALUE.

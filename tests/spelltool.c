@@ -1296,14 +1296,18 @@ int main(int argc, char **argv)
     PGconn *home = connect_with(conninfo, LOADER_SESSION_SETTINGS);
     PGconn *away = home ? connect_with(conninfo, FOREIGN_SETTINGS) : NULL;
     if (away == NULL
-        || !run(home, "DO $$ BEGIN CREATE DOMAIN spell_posint8 AS int8 CHECK (VALUE > 0);"
-                      " EXCEPTION WHEN duplicate_object THEN NULL; END $$")
-        || !run(home, "CREATE COLLATION IF NOT EXISTS spell_ci"
-                      " (provider = icu, locale = 'und-u-ks-level2', deterministic = false)")) {
+        || !run(home, "SET client_min_messages = warning;"
+                      "DO $$ BEGIN CREATE DOMAIN spell_posint8 AS int8 CHECK (VALUE > 0);"
+                      " EXCEPTION WHEN duplicate_object THEN NULL; END $$")) {
         PQfinish(home);
         PQfinish(away);
         return 1;
     }
+    /* A server built without ICU has no nondeterministic collation to test. */
+    PGresult *r = PQexec(home, "CREATE COLLATION IF NOT EXISTS spell_ci"
+                               " (provider = icu, locale = 'und-u-ks-level2', deterministic = false)");
+    bool icu = PQresultStatus(r) == PGRES_COMMAND_OK;
+    PQclear(r);
     int bad = 0;
     size_t done = 0;
     for (size_t k = 0; k < NTYPES; k++) {
@@ -1312,6 +1316,10 @@ int main(int argc, char **argv)
             wanted |= strcmp(argv[j], types[k].name) == 0;
         if (!wanted)
             continue;
+        if (!icu && strcmp(types[k].coltype, "text COLLATE spell_ci") == 0) {
+            printf("%s skip (the server has no ICU)\n", types[k].name);
+            continue;
+        }
         int m = check_type(home, away, &types[k], verbose);
         if (m < 0) {
             bad = 1;
