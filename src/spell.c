@@ -1076,6 +1076,7 @@ enum spell_verdict spell_key(enum spell_type t, const char *in, size_t len, char
                              size_t cap, size_t *outlen)
 {
     const unsigned char *s = (const unsigned char *)in;
+    int saved_errno = errno;    /* strtod sets it; callers need not know */
     *outlen = 0;
     if (cap < spell_key_cap(t, len))
         return SPELL_MAYBE;
@@ -1105,5 +1106,6 @@ enum spell_verdict spell_key(enum spell_type t, const char *in, size_t len, char
     }
     if (v != SPELL_KEY)
         *outlen = 0;
+    errno = saved_errno;
     return v;
 }
