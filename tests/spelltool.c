@@ -833,6 +833,13 @@ static const struct tdef types[] = {
       " floor(random() * 9)::int) FROM generate_series(1, 250);"
       "INSERT INTO TBL SELECT (random() * 100)::int FROM generate_series(1, 50)",
       NULL, gen_numeric, extra_numeric },
+    /* A typmod rounds the rows, never the untyped parameter: 1.0005 is no 1.001. */
+    { "numeric_ps", "numeric", "numeric(12,3)",
+      "INSERT INTO TBL SELECT unnest('{0,1.5,-1.001,999999999.999,1.001}'::numeric[]);"
+      "INSERT INTO TBL SELECT round(((random() - 0.5) * 10 ^ (floor(random() * 10) - 3))::numeric, 3)"
+      " FROM generate_series(1, 250)",
+      "SELECT (col + 0.0005)::text FROM TBL UNION ALL SELECT (col - 0.0004)::text FROM TBL",
+      gen_numeric, NULL },
     { "float8", "float8", "float8",
       "INSERT INTO TBL SELECT unnest('{0,-0,1,-1,0.1,1.5,100,1e20,1e-5,0.0001,1e15,1e14,"
       "123456789012345678,5e-324,1.7976931348623157e308,2.2250738585072014e-308,NaN,"
