@@ -42,6 +42,7 @@ int fuzz_filter(const uint8_t *data, size_t size);
 int fuzz_filter_keys(const uint8_t *data, size_t size);
 int fuzz_snapshot(const uint8_t *data, size_t size);
 int fuzz_pgoutput(const uint8_t *data, size_t size);
+int fuzz_spell(const uint8_t *data, size_t size);
 
 /*
  * A broken invariant: say which and abort, so that libFuzzer keeps the input

@@ -28,6 +28,7 @@ static const struct {
     { "filter_keys", fuzz_filter_keys },
     { "snapshot", fuzz_snapshot },
     { "pgoutput", fuzz_pgoutput },
+    { "spell", fuzz_spell },
 };
 #define NTARGETS (sizeof targets / sizeof targets[0])
 
