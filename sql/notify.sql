@@ -85,6 +85,8 @@ CREATE TABLE IF NOT EXISTS bloomguard_feed_marks (
     origin    text NOT NULL
 );
 CREATE INDEX IF NOT EXISTS bloomguard_feed_marks_at ON bloomguard_feed_marks (at);
+-- A resume looks for the newest mark of its history at or below its position.
+CREATE INDEX IF NOT EXISTS bloomguard_feed_marks_origin ON bloomguard_feed_marks (origin, snap_xmin);
 
 -- Which run of which server's history transaction ids come from: the
 -- cluster's system identifier, the timeline (a promotion starts a new one)
@@ -474,6 +476,28 @@ END
 $install$;
 REVOKE ALL ON FUNCTION bloomguard_feed_prune(interval) FROM PUBLIC;
 
+-- bloomguard_feed_mark(): record a mark of this history now (the same row a
+-- prune records).  bloomguard calls it before taking a full load's position,
+-- so that a restart can prove the database is the history the position was
+-- taken in: after a restore from a cold backup (which keeps the cluster's
+-- identity and hands out again the transaction ids the position passed),
+-- only the marks this history committed are found, and a resume starts from
+-- the newest of them at or below the position (docs/feed.md).
+DO $install$
+BEGIN
+    EXECUTE format($fn$
+        CREATE OR REPLACE FUNCTION %1$I.bloomguard_feed_mark()
+        RETURNS void LANGUAGE sql SECURITY DEFINER
+        SET search_path = pg_catalog, %1$I, pg_temp
+        AS $body$
+            INSERT INTO bloomguard_feed_marks (at, snap_xmin, origin)
+            VALUES (clock_timestamp(), pg_snapshot_xmin(pg_current_snapshot()),
+                    bloomguard_feed_origin())
+        $body$ $fn$, current_schema());
+END
+$install$;
+REVOKE ALL ON FUNCTION bloomguard_feed_mark() FROM PUBLIC;
+
 -- bloomguard_feed_grant(role): what bloomguard's role needs for the feed and
 -- nothing more: read the log, its state and marks, and prune.  (Reading the table
 -- itself, for COPY, is granted separately: GRANT SELECT (id) ON users TO ...)
@@ -483,5 +507,6 @@ BEGIN
     EXECUTE format('GRANT SELECT ON bloomguard_feed_log, bloomguard_feed_tables, '
                    'bloomguard_feed_state, bloomguard_feed_marks TO %s', reader);
     EXECUTE format('GRANT EXECUTE ON FUNCTION bloomguard_feed_prune(interval) TO %s', reader);
+    EXECUTE format('GRANT EXECUTE ON FUNCTION bloomguard_feed_mark() TO %s', reader);
 END
 $grant$;

@@ -25,6 +25,7 @@
 #include "pending.h"
 #include "persist.h"
 #include "source.h"
+#include "spell.h"
 #include "table.h"
 #include "stats.h"
 #include "status.h"
@@ -212,10 +213,13 @@ struct reply api_exists(struct app *a, const struct api_request *rq)
         return not_ready();
     if (ans == TABLE_DEGRADED)
         stats_add(a->stats, ST_DEGRADED, 1);
+    if (ans == TABLE_UNPROVABLE)
+        stats_add(a->stats, ST_UNPROVABLE, 1);
     stats_add(a->stats, ans == TABLE_ABSENT ? ST_LOOKUP_MISS : ST_LOOKUP_HIT, 1);
 
     /* {"id":"<escaped>","exists":false}: one small block, handed to MHD. */
     const char *tail = ans == TABLE_DEGRADED ? "\",\"exists\":true,\"degraded\":true}"
+                     : ans == TABLE_UNPROVABLE ? "\",\"exists\":true,\"unprovable\":true}"
                      : ans == TABLE_MAYBE ? "\",\"exists\":true}" : "\",\"exists\":false}";
     size_t used;
     char *out = json_around("{\"id\":\"", id, idlen, tail, &used);
@@ -415,6 +419,14 @@ static struct reply insert_reply(struct stats *stats, struct table *t,
         break;
     case TABLE_INSERT_NOT_READY:
         return not_ready();
+    case TABLE_INSERT_NOT_A_VALUE: {
+        struct table_ident id;
+        table_ident(t, &id);
+        return api_error(MHD_HTTP_BAD_REQUEST, "not_a_value",
+                         "id number %d of the request is no value of the column's type (%s): it "
+                         "can never be a row; none of these %zu was added", e + 1,
+                         id.type_name[0] ? id.type_name : spell_type_name(table_spell(t)), want);
+    }
     case TABLE_INSERT_NOT_DURABLE: {
         bool full = e == ENOSPC || e == EDQUOT;
         char why[128];
@@ -531,6 +543,10 @@ static struct reply auth_decide(struct app *a, const char *uri, size_t len)
         case TABLE_DEGRADED:
             stats_add(a->stats, ST_DEGRADED, 1);
             return shared(cfg->allow_status, p->auth_allow[3]);
+        case TABLE_UNPROVABLE:
+            /* The service may read this spelling as a row's: no proof of absence. */
+            stats_add(a->stats, ST_UNPROVABLE, 1);
+            return shared(cfg->allow_status, p->auth_allow[1]);
         case TABLE_ABSENT:
             break;
         }

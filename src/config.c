@@ -833,6 +833,17 @@ bool config_resolve(struct config *c, int *blame_filter, int *blame_template,
         for (size_t k = 0; k < KEY_COUNT; k++) {
             if (!keys[k].per_filter || (c->filter_set[i] >> k & 1) != 0)
                 continue;
+            /*
+             * A filter is its table: one that names none would silently
+             * guard the global default's table, never what was meant.
+             */
+            if (keys[k].offset == offsetof(struct filter_config, table)
+                || keys[k].offset == offsetof(struct filter_config, column)) {
+                *blame_filter = (int)i;
+                errf(err, errlen, "[filter %s] sets no %s: each [filter NAME] section names its "
+                     "own table and column", fc->name, keys[k].name);
+                return false;
+            }
             if (keys[k].offset == offsetof(struct filter_config, channel)) {
                 /* Each filter its own channel: one trigger per table notifies only its filter. */
                 char ch[256], msg[200];

@@ -284,7 +284,7 @@ static bool copy_ids(PGconn *conn, const char *relid, uint64_t from, feed_id_fn 
 }
 
 bool feed_read(PGconn *conn, const char *table, const char *column, const char *since,
-               feed_id_fn fn, void *arg, char *next, uint64_t *rows, bool *too_old,
+               bool resume, feed_id_fn fn, void *arg, char *next, uint64_t *rows, bool *too_old,
                char *err, size_t errlen)
 {
     char *qtbl = NULL, *qcol = NULL;
@@ -337,6 +337,16 @@ bool feed_read(PGconn *conn, const char *table, const char *column, const char *
         }
         if (!found)
             p.has_floor = false;
+    } else if (usable(&p) && resume) {
+        /* Same origin: but is it the same history?  Only a mark of it says so. */
+        bool found = false;
+        if (!rewind_to_mark(conn, origin, xmin, &from, &found, err, errlen))
+            goto done;
+        if (!found) {
+            snprintf(p.why, sizeof p.why, "no mark of the position's history at or before it is "
+                     "in this database (restored from a backup?, or none written yet)");
+            p.has_floor = false;
+        }
     }
     if (usable(&p) && from < p.floor) {
         snprintf(p.why, sizeof p.why, "the position (%" PRIu64 ") is older than the change feed "
@@ -368,6 +378,16 @@ done:
     }
     free(qtbl);
     free(qcol);
+    return ok;
+}
+
+bool feed_mark(PGconn *conn, char *err, size_t errlen)
+{
+    PGresult *r = PQexec(conn, "SELECT bloomguard_feed_mark()");
+    bool ok = PQresultStatus(r) == PGRES_TUPLES_OK;
+    if (!ok)
+        loader_set_error(err, errlen, "cannot record a mark of the change feed", conn);
+    PQclear(r);
     return ok;
 }
 

@@ -68,10 +68,31 @@ typedef bool (*feed_id_fn)(void *arg, const char *id, size_t len);
  * returns true: load the table instead.  Returns false with err on an error
  * or when fn stopped the read; the connection may then be left inside a
  * COPY: PQfinish it.
+ *
+ * resume: the first read on a connection, after a restart or a reconnect.
+ * The database may then be another history than the position's (a cold
+ * backup restored keeps the cluster's identity, and hands out again the
+ * transaction ids the position passed), so the read starts from the newest
+ * mark of the position's history at or below it that this database still
+ * has (a mark's row is there only if this history committed it, and with
+ * it every transaction below its snapshot): re-reading what came after the
+ * mark, never skipping a transaction of this history.  No such mark: too
+ * old.  Reads on one connection after the first are one history: no
+ * rewind.
  */
 bool feed_read(PGconn *conn, const char *table, const char *column, const char *since,
-               feed_id_fn fn, void *arg, char *next, uint64_t *rows, bool *too_old,
+               bool resume, feed_id_fn fn, void *arg, char *next, uint64_t *rows, bool *too_old,
                char *err, size_t errlen);
+
+/*
+ * Record a mark of this history now (bloomguard_feed_mark: the snapshot's
+ * xmin and the origin), so that a position taken after it can be resumed
+ * from after a restore (see feed_read's resume).  Called before a COPY's
+ * position is taken; prunes record marks too.  False (err) when the
+ * function is missing (an older sql/notify.sql) or fails: positions then
+ * rewind to the prunes' marks only.
+ */
+bool feed_mark(PGconn *conn, char *err, size_t errlen);
 
 /*
  * Forget what is older than retention_seconds: bloomguard_feed_prune (which

@@ -194,14 +194,16 @@ enum follow_method follow_choose(const struct config *cfg, const struct filter_c
  * serve t; the log says so when that changes).  follow_feed_read: every
  * row committed since t's position into its live filter, as a proof of
  * freshness in epoch (catchup: counted as a catch-up, else as rows
- * followed); 1 / 0 / -1 as ops->catch_up.  A position the feed can no
+ * followed; resume: the first read on its connection, which proves the
+ * database's history first: feed_read); 1 / 0 / -1 as ops->catch_up.  A
+ * position the feed can no
  * longer serve is counted and dropped; a poll (not a catch-up) then also
  * starts a gap that wants a COPY.
  */
 void follow_feed_position(struct follower *f, struct table *t, PGconn *conn, char *pos,
                           size_t cap);
 int follow_feed_read(struct follower *f, struct table *t, PGconn *conn, uint64_t epoch,
-                     bool catchup, uint64_t *rows, char *err, size_t errlen);
+                     bool catchup, bool resume, uint64_t *rows, char *err, size_t errlen);
 
 /*
  * The public part of an error: the text before the first ": ", where the

@@ -55,11 +55,14 @@ void follow_feed_position(struct follower *f, struct table *t, PGconn *conn, cha
                           size_t cap)
 {
     const struct filter_config *fc = table_config(t);
-    char why[512] = "", p[FEED_POS_MAX] = "";
+    char why[512] = "", p[FEED_POS_MAX] = "", merr[256];
     bool avail = false;
     if (!feed_available(conn, fc->table, fc->column, &avail, why, sizeof why))
         avail = false;
-    else if (avail && !feed_position(conn, p, why, sizeof why))
+    else if (avail && !feed_mark(conn, merr, sizeof merr))
+        /* A restart soon after this load then copies again: slower, never wrong. */
+        log_debug(f->lg, "%s: %s", fc->name, merr);
+    if (avail && !feed_position(conn, p, why, sizeof why))
         avail = false;
     struct table_status st;
     table_status(t, &st);
@@ -83,7 +86,7 @@ static bool on_id(void *arg, const char *id, size_t len)
 }
 
 int follow_feed_read(struct follower *f, struct table *t, PGconn *conn, uint64_t epoch,
-                     bool catchup, uint64_t *rows, char *err, size_t errlen)
+                     bool catchup, bool resume, uint64_t *rows, char *err, size_t errlen)
 {
     const struct filter_config *fc = table_config(t);
     char since[TABLE_POS_MAX], next[FEED_POS_MAX];
@@ -96,8 +99,8 @@ int follow_feed_read(struct follower *f, struct table *t, PGconn *conn, uint64_t
     *rows = 0;
     void *arg[2] = { t, &f->stop };
     int64_t start = table_now();    /* before the read's snapshot: H may move this far */
-    if (!feed_read(conn, fc->table, fc->column, since, on_id, arg, next, rows, &too_old, err,
-                   errlen))
+    if (!feed_read(conn, fc->table, fc->column, since, resume, on_id, arg, next, rows, &too_old,
+                   err, errlen))
         return 0;
     if (too_old) {
         log_warn(f->lg, "%s: the change feed cannot resume from the filter's position (%s): "
@@ -185,8 +188,12 @@ static void count_deletes(struct feedf *d, PGconn *conn, unsigned count)
     }
 }
 
-/* Read every table once; false when the connection failed (err). */
-static bool poll_all(struct feedf *d, PGconn *conn, char *err, size_t errlen)
+/*
+ * Read every table once; false when the connection failed (err).  fresh:
+ * the first reads on this connection, which must prove the history (see
+ * feed_read's resume).
+ */
+static bool poll_all(struct feedf *d, PGconn *conn, bool fresh, char *err, size_t errlen)
 {
     struct follower *f = &d->base;
     unsigned count = follow_count(f);
@@ -198,7 +205,7 @@ static bool poll_all(struct feedf *d, PGconn *conn, char *err, size_t errlen)
         if (pos[0] == '\0')
             continue;               /* nothing to resume from until a COPY gives a position */
         uint64_t epoch = table_epoch(t);
-        if (follow_feed_read(f, t, conn, epoch, false, &rows, err, errlen) == 0)
+        if (follow_feed_read(f, t, conn, epoch, false, fresh, &rows, err, errlen) == 0)
             return PQstatus(conn) == CONNECTION_OK;
     }
     if (table_now() >= d->next_deletes) {
@@ -241,10 +248,12 @@ static void *feed_main(void *arg)
                  f->cfg->poll_interval);
         if (f->wake)
             f->wake(f->wake_arg);
+        bool fresh = true;
         while (!atomic_load(&f->stop)) {
             int64_t begun = table_now();
-            if (!poll_all(d, conn, err, sizeof err) || PQstatus(conn) != CONNECTION_OK)
+            if (!poll_all(d, conn, fresh, err, sizeof err) || PQstatus(conn) != CONNECTION_OK)
                 break;
+            fresh = false;
             int64_t left = begun + interval - table_now();
             if (left > 0)
                 follow_nap(&f->stop, (unsigned)(left / 1000000) + 1);
@@ -321,7 +330,7 @@ static int feed_catch_up(struct follower *f, struct table *t, uint64_t *rows, ch
     PGconn *conn = loader_connect(f->cfg, err, errlen);
     if (conn == NULL)
         return 0;
-    int r = follow_feed_read(f, t, conn, table_epoch(t), true, rows, err, errlen);
+    int r = follow_feed_read(f, t, conn, table_epoch(t), true, true, rows, err, errlen);
     PQfinish(conn);
     return r;
 }

@@ -514,7 +514,7 @@ static int notify_catch_up(struct follower *f, struct table *t, uint64_t *rows, 
     if (conn == NULL)
         return 0;
     int r = same_listener(of(f), t, conn, &epoch, err, errlen)
-        ? follow_feed_read(f, t, conn, epoch, true, rows, err, errlen) : 0;
+        ? follow_feed_read(f, t, conn, epoch, true, true, rows, err, errlen) : 0;
     PQfinish(conn);
     return r;
 }

@@ -4,6 +4,8 @@
  */
 #include "loader.h"
 
+#include "spell.h"
+
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -141,6 +143,55 @@ fail:
     PQfreemem(name);
     PQfreemem(c);
     return false;
+}
+
+bool loader_identify(PGconn *conn, const struct filter_config *fc, struct table_ident *out,
+                     char *err, size_t errlen)
+{
+    char *tbl = NULL, *col = NULL;
+    memset(out, 0, sizeof *out);
+    if (!loader_quote_names(conn, fc, &tbl, &col, err, errlen))
+        return false;
+    /* The column by its name as configured (not quoted: attname is the bare name). */
+    const char *params[2] = { tbl, fc->column };
+    PGresult *r = PQexecParams(conn,
+        "WITH RECURSIVE a AS (SELECT attrelid, attnum, atttypid, atttypmod, attcollation "
+        "                       FROM pg_attribute WHERE attrelid = $1::regclass AND attname = $2 "
+        "                        AND attnum > 0 AND NOT attisdropped), "
+        " b(oid, typmod) AS (SELECT atttypid, atttypmod FROM a "
+        "                    UNION ALL SELECT ty.typbasetype, ty.typtypmod FROM b "
+        "                    JOIN pg_type ty ON ty.oid = b.oid WHERE ty.typtype = 'd') "
+        "SELECT a.attrelid, a.attnum, a.atttypid, "
+        "       (SELECT b.oid FROM b JOIN pg_type ty ON ty.oid = b.oid WHERE ty.typtype <> 'd'), "
+        "       (SELECT b.typmod FROM b JOIN pg_type ty ON ty.oid = b.oid WHERE ty.typtype <> 'd'), "
+        "       coalesce((SELECT collisdeterministic FROM pg_collation WHERE oid = a.attcollation), true), "
+        "       (SELECT oid FROM pg_database WHERE datname = current_database()), "
+        "       (SELECT system_identifier FROM pg_control_system()), "
+        "       format_type(a.atttypid, a.atttypmod) "
+        "  FROM a",
+        2, NULL, params, NULL, NULL, 0);
+    bool ok = PQresultStatus(r) == PGRES_TUPLES_OK && PQnfields(r) == 9;
+    if (!ok)
+        loader_set_error(err, errlen, "cannot read the table's column", conn);
+    else if (PQntuples(r) != 1) {
+        snprintf(err, errlen, "table %s has no column %s", fc->table, fc->column);
+        ok = false;
+    } else {
+        out->relid = (uint32_t)strtoul(PQgetvalue(r, 0, 0), NULL, 10);
+        out->attnum = atoi(PQgetvalue(r, 0, 1));
+        out->typid = (uint32_t)strtoul(PQgetvalue(r, 0, 2), NULL, 10);
+        out->base_typid = (uint32_t)strtoul(PQgetvalue(r, 0, 3), NULL, 10);
+        out->typmod = (int32_t)atoi(PQgetvalue(r, 0, 4));
+        out->deterministic = strcmp(PQgetvalue(r, 0, 5), "t") == 0;
+        out->dboid = (uint32_t)strtoul(PQgetvalue(r, 0, 6), NULL, 10);
+        snprintf(out->sysid, sizeof out->sysid, "%s", PQgetvalue(r, 0, 7));
+        snprintf(out->type_name, sizeof out->type_name, "%s", PQgetvalue(r, 0, 8));
+        out->spell = spell_type_of(out->base_typid, out->typmod, out->deterministic);
+    }
+    PQclear(r);
+    free(tbl);
+    free(col);
+    return ok;
 }
 
 static bool query_u64(PGconn *conn, const char *sql, int nparams, const char *param,
@@ -323,7 +374,8 @@ bool loader_copy(PGconn *conn, const struct filter_config *fc, struct filter *f,
 
     /* Hashes wait in a small batch so the filter can prefetch their blocks. */
     uint64_t batch[256];
-    size_t nb = 0;
+    size_t nb = 0, keycap = 0;
+    char *keybuf = NULL;
     for (;;) {
         char *buf = NULL;
         size_t idlen;
@@ -332,16 +384,38 @@ bool loader_copy(PGconn *conn, const struct filter_config *fc, struct filter *f,
             break;                              /* COPY done */
         if (got < 0) {
             loader_set_error(err, errlen, "COPY failed", conn);
+            free(keybuf);
             goto done;
         }
-        uint64_t h = filter_hash(buf, idlen);
+        /* The row by its key (spell.h); a value whose key cannot be known, as it is. */
+        const char *key = buf;
+        size_t klen = idlen;
+        if (o->spell != SPELL_TEXT) {
+            size_t cap = spell_key_cap(o->spell, idlen);
+            if (cap > keycap) {
+                char *nk = realloc(keybuf, cap);
+                if (nk == NULL) {
+                    snprintf(err, errlen, "out of memory");
+                    PQfreemem(buf);
+                    free(keybuf);
+                    goto done;
+                }
+                keybuf = nk;
+                keycap = cap;
+            }
+            if (spell_key(o->spell, buf, idlen, keybuf, keycap, &klen) == SPELL_KEY)
+                key = keybuf;
+            else
+                klen = idlen;
+        }
+        uint64_t h = filter_hash(key, klen);
         batch[nb++] = h;
         if (nb == sizeof batch / sizeof batch[0]) {
             filter_add_hashes_exclusive(f, batch, nb);
             nb = 0;
         }
         if (o->seen)
-            o->seen(o->seen_arg, buf, idlen, h);
+            o->seen(o->seen_arg, key, klen, h);
         PQfreemem(buf);
         rows++;
         if (rows % LOADER_PROGRESS_ROWS == 0) {
@@ -349,11 +423,13 @@ bool loader_copy(PGconn *conn, const struct filter_config *fc, struct filter *f,
                 o->progress(o->progress_arg, rows);
             if (o->stop && atomic_load(o->stop)) {
                 snprintf(err, errlen, "load interrupted");
+                free(keybuf);
                 goto done;              /* PQfinish by the caller ends the COPY */
             }
         }
     }
     filter_add_hashes_exclusive(f, batch, nb);
+    free(keybuf);
     r = PQgetResult(conn);
     if (PQresultStatus(r) != PGRES_COMMAND_OK) {
         loader_set_error(err, errlen, "COPY failed", conn);

@@ -14,6 +14,7 @@
 
 #include "config.h"
 #include "filter.h"
+#include "table.h"
 
 /*
  * Connect with [postgres] conninfo (empty: libpq defaults and PG* variables),
@@ -89,12 +90,25 @@ struct load_result {
     double seconds;     /* wall time of the COPY */
 };
 
-/* Called with each row's ID and its filter_hash, e.g. so a journal forgets it. */
+/*
+ * What the table name means now, with this connection's session (its
+ * search_path): the relation's OID, the column's number and type (through
+ * domains), its collation, the database and the cluster, into out.  Fails
+ * (err) when the table or the column does not exist or may not be read.
+ * Every load asks it on its COPY's connection, so a rename, a drop and
+ * create, or another schema's table of the same name is seen for what it
+ * is.
+ */
+bool loader_identify(PGconn *conn, const struct filter_config *fc, struct table_ident *out,
+                     char *err, size_t errlen);
+
+/* Called with each row's key (spell_key of its ID) and its filter_hash, e.g. so a journal forgets it. */
 typedef void (*loader_seen_fn)(void *arg, const char *id, size_t len, uint64_t h);
 
 /* What a COPY may be asked besides its table; every field may be 0/NULL. */
 struct loader_copy_opts {
     const char *snapshot;       /* run in this exported snapshot (SET TRANSACTION SNAPSHOT) */
+    enum spell_type spell;      /* each row is added by its key for this spelling (spell.h) */
     loader_seen_fn seen;
     void *seen_arg;
     atomic_bool *stop;          /* stop early with an error once true */

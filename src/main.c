@@ -76,8 +76,9 @@ static void usage(FILE *out)
             "\n"
             "[filter NAME] sections (NAME: [a-z][a-z0-9_]{0,31}) each declare a filter, on\n"
             "its own table; inside one only the keys marked \"per filter\" may appear, by\n"
-            "bare name (table = orders).  Each starts from the global values of those keys,\n"
-            "except channel, which defaults to <[sync] channel>_<NAME>.  The first one is\n"
+            "bare name (table = orders).  Each sets its own table and column; the other keys\n"
+            "start from their global values, except channel, which defaults to\n"
+            "<[sync] channel>_<NAME>.  The first one is\n"
             "the default filter (GET /exists/{id}); \"uri_template = /order/{id} orders\"\n"
             "names the filter of a template.\n");
 }

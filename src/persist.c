@@ -126,6 +126,65 @@ bool persist_postlog_open(const struct config *cfg, const struct filter_config *
     return true;
 }
 
+/*
+ * The identity of a filter's column as snapshot metadata pairs, and back.
+ * A snapshot without them (written before they existed) reads as all
+ * zeros, which no database's identity matches: its position is not
+ * trusted, and the table is copied.
+ */
+enum { IDENT_KV = 10 };
+struct ident_kv {
+    struct snapshot_kv kv[IDENT_KV];
+    char val[IDENT_KV][72];
+};
+
+static void ident_to_kv(const struct table_ident *id, struct ident_kv *o)
+{
+    static const char *const keys[IDENT_KV] = { "relid", "attnum", "typid", "base_typid",
+        "typmod", "deterministic", "spell", "dboid", "sysid", "type" };
+    snprintf(o->val[0], sizeof o->val[0], "%u", id->relid);
+    snprintf(o->val[1], sizeof o->val[1], "%d", id->attnum);
+    snprintf(o->val[2], sizeof o->val[2], "%u", id->typid);
+    snprintf(o->val[3], sizeof o->val[3], "%u", id->base_typid);
+    snprintf(o->val[4], sizeof o->val[4], "%d", id->typmod);
+    snprintf(o->val[5], sizeof o->val[5], "%d", id->deterministic ? 1 : 0);
+    snprintf(o->val[6], sizeof o->val[6], "%s", spell_type_name(id->spell));
+    snprintf(o->val[7], sizeof o->val[7], "%u", id->dboid);
+    snprintf(o->val[8], sizeof o->val[8], "%s", id->sysid);
+    snprintf(o->val[9], sizeof o->val[9], "%s", id->type_name[0] ? id->type_name : "-");
+    for (int i = 0; i < IDENT_KV; i++)
+        o->kv[i] = (struct snapshot_kv){ keys[i], o->val[i] };
+}
+
+static unsigned long kv_num(const struct snapshot *s, const char *key)
+{
+    const char *v = snapshot_kv_get(s, key);
+    return v ? strtoul(v, NULL, 10) : 0;
+}
+
+static void ident_from_kv(const struct snapshot *s, struct table_ident *id)
+{
+    memset(id, 0, sizeof *id);
+    id->relid = (uint32_t)kv_num(s, "relid");
+    id->attnum = (int)kv_num(s, "attnum");
+    id->typid = (uint32_t)kv_num(s, "typid");
+    id->base_typid = (uint32_t)kv_num(s, "base_typid");
+    const char *tm = snapshot_kv_get(s, "typmod");
+    id->typmod = tm ? (int32_t)strtol(tm, NULL, 10) : -1;
+    id->deterministic = kv_num(s, "deterministic") != 0;
+    id->dboid = (uint32_t)kv_num(s, "dboid");
+    const char *v = snapshot_kv_get(s, "sysid");
+    snprintf(id->sysid, sizeof id->sysid, "%s", v ? v : "");
+    v = snapshot_kv_get(s, "type");
+    snprintf(id->type_name, sizeof id->type_name, "%s", v && strcmp(v, "-") != 0 ? v : "");
+    /* The spelling its keys were made with: what lookups must apply until the next load. */
+    id->spell = SPELL_OTHER;
+    v = snapshot_kv_get(s, "spell");
+    for (int t = 0; v != NULL && t < SPELL_NTYPES; t++)
+        if (strcmp(v, spell_type_name((enum spell_type)t)) == 0)
+            id->spell = (enum spell_type)t;
+}
+
 static double mono_seconds(void)
 {
     struct timespec ts;
@@ -156,6 +215,7 @@ static void install(struct snapshot *s, struct guard *g, struct pending *p,
     r->items = fi.items;
     snprintf(r->position, sizeof r->position, "%s",
              s->position && strlen(s->position) < sizeof r->position ? s->position : "");
+    ident_from_kv(s, &r->ident);
 }
 
 bool persist_restore(const struct config *cfg, const struct filter_config *fc, const char *token,
@@ -204,7 +264,7 @@ bool persist_restore(const struct config *cfg, const struct filter_config *fc, c
     }
     install(&s, g, p, fc, lg, r);
     r->seconds = mono_seconds() - t0;
-    log_info(lg, "%s: serving the snapshot of %s (%llu items, feed position %s) after %.3f s; "
+    log_info(lg, "%s: serving the snapshot of %s (%llu items, position %s) after %.3f s; "
              "degraded until it has caught up with the table", fc->name,
              r->from == PERSIST_FILE ? path : cfg->bootstrap_from, (unsigned long long)r->items,
              r->position[0] ? r->position : "none", r->seconds);
@@ -214,15 +274,18 @@ bool persist_restore(const struct config *cfg, const struct filter_config *fc, c
 
 int persist_save(const struct config *cfg, const struct filter_config *fc, struct guard *g,
                  struct pending *p, const char *position, uint64_t horizon_ms,
-                 const struct log *lg)
+                 const struct table_ident *ident, const struct log *lg)
 {
     char path[PERSIST_PATH_MAX];
     const struct filter *f = guard_live(g);
     if (!persist_file(cfg, fc, path, sizeof path) || f == NULL)
         return 0;
+    struct ident_kv ikv;
+    ident_to_kv(ident, &ikv);
     const struct snapshot_meta m = {
         .name = fc->name, .table = fc->table, .column = fc->column,
         .position = position, .horizon_ms = horizon_ms, .created = (uint64_t)time(NULL),
+        .kv = ikv.kv, .n_kv = IDENT_KV,
     };
     double t0 = mono_seconds();
     int e = snapshot_write(path, &m, f, p, pending_clock());

@@ -71,7 +71,8 @@ enum persist_origin { PERSIST_NONE, PERSIST_FILE, PERSIST_PEER };
 /* What a restore put in place. */
 struct persist_restored {
     enum persist_origin from;
-    char position[FEED_POS_MAX];    /* the change-feed position, "" = none */
+    char position[TABLE_POS_MAX];   /* where the filter is exact (follow.h), "" = none */
+    struct table_ident ident;       /* what it was loaded from (zeros: the snapshot does not say) */
     uint64_t items;                 /* the filter's items */
     double seconds;                 /* reading it took */
 };
@@ -91,13 +92,14 @@ bool persist_restore(const struct config *cfg, const struct filter_config *fc, c
 
 /*
  * Write g's live filter, p's journal and position (the change-feed position
- * the live filter is exact at, "" = none) and horizon_ms (wall-clock ms,
+ * the live filter is exact at, "" = none), the identity of its column
+ * (snapshot metadata: relid, attnum, typid, ..., sysid) and horizon_ms (wall-clock ms,
  * 0 = none) to fc's snapshot file.  Returns 0, or the errno value of the
  * failure (logged; the previous file stays whole).  Only from the thread
  * that commits g's filters.
  */
 int persist_save(const struct config *cfg, const struct filter_config *fc, struct guard *g,
                  struct pending *p, const char *position, uint64_t horizon_ms,
-                 const struct log *lg);
+                 const struct table_ident *ident, const struct log *lg);
 
 #endif

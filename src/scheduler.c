@@ -182,11 +182,13 @@ static bool run_copy(struct scheduler *s, unsigned i, const struct table_job *jo
     PGconn *conn = loader_connect(s->cfg, err, errlen);
     if (conn == NULL)
         goto out;
-    if (!loader_estimate_rows(conn, fc, &rows, err, errlen))
+    struct table_ident ident;
+    if (!loader_identify(conn, fc, &ident, err, errlen)
+        || !loader_estimate_rows(conn, fc, &rows, err, errlen))
         goto out;
     uint64_t items = table_plan_items(t, rows);
     enum filter_error fe;
-    if ((l = table_load_begin(t, items, &fe)) == NULL) {
+    if ((l = table_load_begin(t, items, &ident, &fe)) == NULL) {
         snprintf(err, errlen, "cannot create a filter for %llu items: %s",
                  (unsigned long long)items, filter_strerror(fe));
         goto out;
@@ -208,7 +210,8 @@ static bool run_copy(struct scheduler *s, unsigned i, const struct table_job *jo
     int64_t copy_start = table_now();
     struct progress_ctx pc = { s, i, job->first };
     const struct loader_copy_opts o = {
-        .snapshot = tk.snapshot, .seen = on_seen, .seen_arg = l, .stop = &s->stop,
+        .snapshot = tk.snapshot, .spell = ident.spell, .seen = on_seen, .seen_arg = l,
+        .stop = &s->stop,
         .progress = on_progress, .progress_arg = &pc,
     };
     struct load_result res;
@@ -232,8 +235,44 @@ out:
 }
 
 /*
+ * Whether the live filter's identity (from its load, or a restored
+ * snapshot's metadata) is what the table name means now, with this
+ * daemon's session: the same relation (OID), column, type, database and
+ * cluster.  A position is only worth resuming from then: a table renamed
+ * into place, another schema's table of the same name, a snapshot of
+ * another database or cluster are copied instead.  False with why when
+ * not; an error reaching the server is an error (err) and false too.
+ */
+static bool same_identity(struct scheduler *s, struct table *t, char *err, size_t errlen,
+                          bool *mismatch)
+{
+    struct table_ident had, now;
+    *mismatch = false;
+    PGconn *conn = loader_connect(s->cfg, err, errlen);
+    if (conn == NULL)
+        return false;
+    bool ok = loader_identify(conn, table_config(t), &now, err, errlen);
+    PQfinish(conn);
+    if (!ok)
+        return false;
+    table_ident(t, &had);
+    if (had.relid == now.relid && had.attnum == now.attnum && had.typid == now.typid
+        && had.base_typid == now.base_typid && had.spell == now.spell && had.dboid == now.dboid
+        && strcmp(had.sysid, now.sysid) == 0)
+        return true;
+    *mismatch = true;
+    snprintf(err, errlen, "the filter was loaded from relation %u column %d (%s) of database %u "
+             "in cluster %s, but %s.%s is now relation %u column %d (%s) of database %u in "
+             "cluster %s", had.relid, had.attnum, had.type_name[0] ? had.type_name : "?",
+             had.dboid, had.sysid[0] ? had.sysid : "?", table_config(t)->table,
+             table_config(t)->column, now.relid, now.attnum, now.type_name, now.dboid, now.sysid);
+    return false;
+}
+
+/*
  * One wanted load of table i: a catch-up where the want and the position
- * allow and the follower can serve it, else a COPY.  *kind says which ran.
+ * allow, the filter is of the relation the name means now, and the
+ * follower can serve it; else a COPY.  *kind says which ran.
  */
 static bool run_job(struct scheduler *s, unsigned i, const struct table_job *job, uint64_t *rows,
                     double *secs, const char **kind, char *err, size_t errlen)
@@ -242,6 +281,16 @@ static bool run_job(struct scheduler *s, unsigned i, const struct table_job *job
     struct follower *f = scheduler_follower(s, i);
     if (job->may_catch_up && f != NULL && f->ops->catch_up != NULL) {
         *kind = "catchup";
+        bool mismatch;
+        if (!same_identity(s, t, err, errlen, &mismatch)) {
+            if (!mismatch)
+                return false;
+            log_warn(s->lg, "%s: not resuming from the filter's position: %s; copying the table",
+                     table_name(t), err);
+            table_count_too_old(t);
+            *kind = "copy";
+            return run_copy(s, i, job, rows, secs, err, errlen);
+        }
         int64_t t0 = table_now();
         int r = f->ops->catch_up(f, t, rows, err, errlen);
         *secs = (double)(table_now() - t0) / (double)NS_PER_S;
@@ -292,8 +341,10 @@ static void save_table(struct scheduler *s, unsigned i)
         f->ops->position(f, t, pos, sizeof pos);
     else
         table_position(t, pos, sizeof pos);
+    struct table_ident ident;
+    table_ident(t, &ident);
     int e = persist_save(s->cfg, table_config(t), table_guard(t), table_pending(t), pos,
-                         horizon_wall_ms(t), s->lg);
+                         horizon_wall_ms(t), &ident, s->lg);
     table_snapshot_written(t, e == 0);
     if (e == 0 && f != NULL && f->ops->saved)
         f->ops->saved(f, t, pos);
@@ -309,7 +360,7 @@ static void restore_all(struct scheduler *s)
                              s->lg, &r))
             continue;
         table_restored(t, r.position, r.from == PERSIST_PEER ? "peer" : "snapshot", r.items,
-                       r.seconds);
+                       r.seconds, &r.ident);
         if (s->hooks.done)
             s->hooks.done(s->hooks.arg, i, 0, true, true, r.items, r.seconds);
     }

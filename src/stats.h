@@ -23,6 +23,7 @@ enum stat_counter {
     ST_AUTH_MALFORMED,      /* /auth: the template matched but the ID is not well-formed: allowed */
     ST_DEGRADED,            /* answers that would have been 404 or deny, given as 200 or allow */
     ST_INSERTS_REFUSED,     /* IDs of POSTs refused because the journal was full */
+    ST_UNPROVABLE,          /* answers given as "maybe" because the ID's spelling cannot be proven absent */
     ST_COUNT
 };
 

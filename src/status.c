@@ -14,6 +14,7 @@
 
 #include "config.h"
 #include "guard.h"
+#include "spell.h"
 #include "table.h"
 
 bool status_take(struct app *a, struct status *st, bool full)
@@ -171,6 +172,7 @@ static void lookups_section(struct doc *d, json_t *o, const struct status *st)
     put_u64(d, o, "total", hits + misses);
     put_u64(d, o, "hits", hits);
     put_u64(d, o, "misses", misses);
+    put_u64(d, o, "unprovable", st->stats.counter[ST_UNPROVABLE]);
 }
 
 static void auth_section(struct doc *d, json_t *o, const struct status *st)
@@ -208,6 +210,17 @@ static void requests_sections(struct doc *d, json_t *o, const struct status *st)
     put_u64(d, classes, "5xx", by_class[5]);
     put_u64(d, classes, "total", by_class[1] + by_class[2] + by_class[3] + by_class[4] + by_class[5]);
     put(d, o, "requests_by_endpoint", routes);
+}
+
+/* What the guarded column is, by its load: its type and how an ID is spelled for it. */
+static void column_section(struct doc *d, json_t *o, const struct table_status *ss)
+{
+    const struct table_ident *id = &ss->ident;
+    put_str(d, o, "type", id->type_name[0] ? id->type_name : NULL);
+    put_str(d, o, "spelling", id->relid ? spell_type_name(id->spell) : NULL);
+    put_u64(d, o, "relid", id->relid);
+    put_u64(d, o, "attnum", id->attnum > 0 ? (uint64_t)id->attnum : 0);
+    put_u64(d, o, "not_a_value", ss->not_a_value);
 }
 
 static void last_load_section(struct doc *d, json_t *o, const struct table_status *ss)
@@ -316,6 +329,7 @@ static void load_sections(struct doc *d, json_t *o, const struct status *st,
 {
     put_str(d, o, "method", f->table.method[0] ? f->table.method : NULL);
     put_str(d, o, "method_reason", f->table.method_why[0] ? f->table.method_why : NULL);
+    column_section(d, put_object(d, o, "column"), &f->table);
     last_load_section(d, put_object(d, o, "last_load"), &f->table);
     rebuild_section(d, put_object(d, o, "rebuild"), &f->table);
     source_section(d, put_object(d, o, "source"), f);
@@ -512,6 +526,9 @@ static const struct metric metrics[] = {
     { "lookups_total", MT_COUNTER, "IDs looked up (single and batch), by result.", IN_STATUS,
       { { "result=\"hit\"", COUNTER(ST_LOOKUP_HIT) }, { "result=\"miss\"", COUNTER(ST_LOOKUP_MISS) } },
       NULL },
+    { "unprovable_answers_total", MT_COUNTER,
+      "Answers given as maybe because the ID's spelling cannot be proven absent for the column's type.",
+      IN_STATUS, { { NULL, COUNTER(ST_UNPROVABLE) } }, NULL },
     { "inserts_total", MT_COUNTER, "IDs inserted through POST /ids.", IN_STATUS,
       { { NULL, COUNTER(ST_INSERTS) } }, NULL },
     { "auth_decisions_total", MT_COUNTER, "/auth answers, by decision.", IN_STATUS,

@@ -35,6 +35,8 @@ struct table {
      * Refreshed after inserts and on the scheduler's ticks.
      */
     atomic_bool saturated;
+    atomic_ulong not_a_value;       /* IDs the column's type refused */
+    _Atomic int spell;              /* enum spell_type of the live filter's keys */
 
     pthread_mutex_t mu;
     /* Everything below is guarded by mu. */
@@ -49,6 +51,7 @@ struct table {
     int64_t retry_at;               /* a failed load is not retried before */
     char position[TABLE_POS_MAX];   /* "" = none: the next load copies */
     int64_t degraded_ns, accounted; /* time spent degraded, counted up to accounted */
+    struct table_ident ident;       /* of the live filter's load */
     struct table_status st;
 };
 
@@ -103,6 +106,8 @@ struct table *table_new(const struct config *cfg, const struct filter_config *fc
     t->min_interval = cfg->min_rebuild_interval;
     atomic_init(&t->horizon, 0);
     atomic_init(&t->saturated, false);
+    atomic_init(&t->spell, SPELL_TEXT);
+    atomic_init(&t->not_a_value, 0);
     pthread_mutex_init(&t->mu, NULL);
     t->epoch = 1;
     t->covered = 0;
@@ -176,18 +181,63 @@ static void check_saturated(struct table *t)
         atomic_store(&t->saturated, true);
 }
 
+enum spell_type table_spell(const struct table *t)
+{
+    return (enum spell_type)atomic_load_explicit(&((struct table *)t)->spell, memory_order_acquire);
+}
+
+void table_ident(struct table *t, struct table_ident *out)
+{
+    pthread_mutex_lock(&t->mu);
+    *out = t->ident;
+    pthread_mutex_unlock(&t->mu);
+}
+
+/* Keys up to this long are made on the stack. */
+#define KEY_STACK 256
+
+/*
+ * The key of id for spelling sp into *key (id itself for text, else buf,
+ * or *heap when it does not fit: free it).  The verdict of spell_key; a
+ * key that cannot be made (no memory) is SPELL_MAYBE, never a wrong key.
+ */
+static enum spell_verdict key_of(enum spell_type sp, const char *id, size_t len, char *buf,
+                                 char **heap, const char **key, size_t *klen)
+{
+    *heap = NULL;
+    if (sp == SPELL_TEXT) {
+        *key = id;
+        *klen = len;
+        return SPELL_KEY;
+    }
+    size_t cap = spell_key_cap(sp, len);
+    char *out = buf;
+    if (cap > KEY_STACK && (out = *heap = malloc(cap)) == NULL)
+        return SPELL_MAYBE;
+    enum spell_verdict v = spell_key(sp, id, len, out, cap, klen);
+    *key = out;
+    return v;
+}
+
 enum table_answer table_lookup(struct table *t, const void *id, size_t len)
 {
     /* Before the lookup: a filter read after it is at least as new as h promises. */
     int64_t h = atomic_load_explicit(&t->horizon, memory_order_acquire);
-    switch (guard_lookup(t->g, id, len)) {
-    case GUARD_NOT_READY:
+    char buf[KEY_STACK], *heap;
+    const char *key;
+    size_t klen;
+    enum spell_verdict v = key_of(table_spell(t), id, len, buf, &heap, &key, &klen);
+    enum guard_answer g = v == SPELL_KEY ? guard_lookup(t->g, key, klen)
+                        : guard_ready(t->g) ? GUARD_ABSENT : GUARD_NOT_READY;
+    free(heap);
+    if (g == GUARD_NOT_READY)
         return TABLE_NOT_READY;
-    case GUARD_MAYBE:
+    if (v == SPELL_MAYBE)
+        return TABLE_UNPROVABLE;
+    if (v == SPELL_NOT_A_VALUE)
+        atomic_fetch_add_explicit(&t->not_a_value, 1, memory_order_relaxed);
+    if (g == GUARD_MAYBE)
         return TABLE_MAYBE;
-    case GUARD_ABSENT:
-        break;
-    }
     return stale(t, h) ? TABLE_DEGRADED : TABLE_ABSENT;
 }
 
@@ -195,11 +245,23 @@ bool table_lookup_many(struct table *t, size_t n, const char *const *ids, const 
                        bool *maybe, bool *degraded, size_t *absent_seen)
 {
     int64_t h = atomic_load_explicit(&t->horizon, memory_order_acquire);
-    if (!guard_lookup_many(t->g, n, ids, lens, maybe))
+    enum spell_type sp = table_spell(t);
+    if (!guard_ready(t->g))
         return false;
     size_t absent = 0;
-    for (size_t i = 0; i < n; i++)
+    for (size_t i = 0; i < n; i++) {
+        char buf[KEY_STACK], *heap;
+        const char *key;
+        size_t klen;
+        enum spell_verdict v = key_of(sp, ids[i], lens[i], buf, &heap, &key, &klen);
+        enum guard_answer g = v == SPELL_KEY ? guard_lookup(t->g, key, klen)
+                            : v == SPELL_MAYBE ? GUARD_MAYBE : GUARD_ABSENT;
+        free(heap);
+        maybe[i] = g != GUARD_ABSENT;
         absent += !maybe[i];
+        if (v == SPELL_NOT_A_VALUE)
+            atomic_fetch_add_explicit(&t->not_a_value, 1, memory_order_relaxed);
+    }
     bool deg = absent > 0 && stale(t, h);
     if (deg)
         for (size_t i = 0; i < n; i++)
@@ -222,19 +284,81 @@ static enum table_insert_result add_hashes(struct table *t, size_t n, const uint
     return *inserted < n ? TABLE_INSERT_NOT_READY : TABLE_INSERTED;
 }
 
-/* Journal first, all or nothing; *hs gets the hashes (free them).  TABLE_INSERTED: journalled. */
-static enum table_insert_result journal(struct table *t, size_t n, const char *const *ids,
-                                       const size_t *lens, uint64_t **hs)
+/*
+ * The keys of a POST's IDs (spell.h), their hashes, and where they live:
+ * for text the IDs themselves, else one block for all the keys.
+ */
+struct keyset {
+    size_t n;
+    const char **keys;
+    size_t *lens;
+    uint64_t *hs;
+    char *bytes;
+};
+
+static void keyset_free(struct keyset *k)
 {
-    *hs = NULL;
+    free(k->keys);
+    free(k->lens);
+    free(k->hs);
+    free(k->bytes);
+}
+
+/*
+ * The keys of ids; TABLE_INSERT_NOT_A_VALUE (*bad its index) for an ID
+ * the column's type refuses.  A spelling whose key cannot be known is kept
+ * as it came (lookups of it answer "maybe" anyway).
+ */
+static enum table_insert_result keyset_make(struct table *t, size_t n, const char *const *ids,
+                                            const size_t *lens, struct keyset *k, int *bad)
+{
+    enum spell_type sp = table_spell(t);
+    memset(k, 0, sizeof *k);
+    k->n = n;
+    k->keys = malloc((n ? n : 1) * sizeof *k->keys);
+    k->lens = malloc((n ? n : 1) * sizeof *k->lens);
+    k->hs = malloc((n ? n : 1) * sizeof *k->hs);
+    size_t total = 0;
+    for (size_t i = 0; sp != SPELL_TEXT && i < n; i++)
+        total += spell_key_cap(sp, lens[i]);
+    if (sp != SPELL_TEXT)
+        k->bytes = malloc(total ? total : 1);
+    if (!k->keys || !k->lens || !k->hs || (sp != SPELL_TEXT && !k->bytes))
+        return TABLE_INSERT_NOMEM;
+    size_t used = 0;
+    for (size_t i = 0; i < n; i++) {
+        if (sp == SPELL_TEXT) {
+            k->keys[i] = ids[i];
+            k->lens[i] = lens[i];
+        } else {
+            size_t cap = spell_key_cap(sp, lens[i]);
+            switch (spell_key(sp, ids[i], lens[i], k->bytes + used, cap, &k->lens[i])) {
+            case SPELL_KEY:
+                k->keys[i] = k->bytes + used;
+                used += k->lens[i];
+                break;
+            case SPELL_NOT_A_VALUE:
+                atomic_fetch_add_explicit(&t->not_a_value, 1, memory_order_relaxed);
+                if (bad)
+                    *bad = (int)i;
+                return TABLE_INSERT_NOT_A_VALUE;
+            case SPELL_MAYBE:
+                k->keys[i] = ids[i];
+                k->lens[i] = lens[i];
+                break;
+            }
+        }
+        k->hs[i] = filter_hash(k->keys[i], k->lens[i]);
+    }
+    return TABLE_INSERTED;
+}
+
+/* Journal first, all or nothing.  TABLE_INSERTED: journalled. */
+static enum table_insert_result journal(struct table *t, const struct keyset *k)
+{
     if (!guard_writable(t->g))
         return TABLE_INSERT_NOT_READY;
-    *hs = malloc((n ? n : 1) * sizeof **hs);
-    if (*hs == NULL)
-        return TABLE_INSERT_NOMEM;
-    for (size_t i = 0; i < n; i++)
-        (*hs)[i] = filter_hash(ids[i], lens[i]);
-    switch (pending_add_many(t->pending, n, ids, lens, *hs, pending_clock())) {
+    switch (pending_add_many(t->pending, k->n, k->keys, k->lens, k->hs, pending_clock())) {
     case PENDING_OK: return TABLE_INSERTED;
     case PENDING_FULL_COUNT: return TABLE_INSERT_FULL_COUNT;
     case PENDING_FULL_BYTES: return TABLE_INSERT_FULL_BYTES;
@@ -246,14 +370,19 @@ static enum table_insert_result journal(struct table *t, size_t n, const char *c
 enum table_insert_result table_insert(struct table *t, size_t n, const char *const *ids,
                                       const size_t *lens, size_t *inserted, int *err)
 {
-    uint64_t *hs;
+    struct keyset k;
+    int bad = 0;
     *inserted = 0;
     if (err)
         *err = 0;
-    enum table_insert_result r = journal(t, n, ids, lens, &hs);
+    enum table_insert_result r = keyset_make(t, n, ids, lens, &k, &bad);
+    if (r == TABLE_INSERT_NOT_A_VALUE && err)
+        *err = bad;
+    if (r == TABLE_INSERTED)
+        r = journal(t, &k);
     if (r == TABLE_INSERTED && t->durable != NULL && n > 0) {
         /* On disk before the filter and the 2xx; the journal's copy is harmless. */
-        int e = t->durable(t->durable_arg, n, ids, lens, t->fc->pending_ttl);
+        int e = t->durable(t->durable_arg, n, k.keys, k.lens, t->fc->pending_ttl);
         if (e != 0) {
             if (err)
                 *err = e;
@@ -261,8 +390,8 @@ enum table_insert_result table_insert(struct table *t, size_t n, const char *con
         }
     }
     if (r == TABLE_INSERTED)
-        r = add_hashes(t, n, hs, inserted);
-    free(hs);
+        r = add_hashes(t, n, k.hs, inserted);
+    keyset_free(&k);
     return r;
 }
 
@@ -292,20 +421,28 @@ enum table_insert_result table_insert_later(struct table *t, size_t n, const cha
 {
     if (t->durable_submit == NULL || n == 0)
         return table_insert(t, n, ids, lens, inserted, err);
-    uint64_t *hs;
+    struct keyset k;
+    int bad = 0;
     *inserted = 0;
     if (err)
         *err = 0;
-    enum table_insert_result r = journal(t, n, ids, lens, &hs);
+    enum table_insert_result r = keyset_make(t, n, ids, lens, &k, &bad);
+    if (r == TABLE_INSERT_NOT_A_VALUE && err)
+        *err = bad;
+    if (r == TABLE_INSERTED)
+        r = journal(t, &k);
     struct insert_op *op = r == TABLE_INSERTED ? malloc(sizeof *op) : NULL;
     if (r == TABLE_INSERTED && op == NULL)
         r = TABLE_INSERT_NOMEM;
     if (r != TABLE_INSERTED) {
-        free(hs);
+        keyset_free(&k);
         return r;
     }
-    *op = (struct insert_op){ t, hs, n, done, arg };
-    int e = t->durable_submit(t->durable_arg, n, ids, lens, t->fc->pending_ttl, insert_durable, op);
+    *op = (struct insert_op){ t, k.hs, n, done, arg };
+    k.hs = NULL;                    /* the op's now */
+    int e = t->durable_submit(t->durable_arg, n, k.keys, k.lens, t->fc->pending_ttl,
+                              insert_durable, op);
+    keyset_free(&k);                /* the log copied the keys */
     if (e != 0) {
         free(op->hs);
         free(op);
@@ -320,7 +457,20 @@ enum table_insert_result table_insert_later(struct table *t, size_t n, const cha
 
 bool table_add_row(struct table *t, const void *id, size_t len)
 {
-    return guard_add(t->g, id, len);
+    char buf[KEY_STACK], *heap;
+    const char *key;
+    size_t klen;
+    /*
+     * A row's text is a value of the column: its key, or (a type whose key
+     * cannot be known) the text itself, which only "maybe" answers read.
+     */
+    if (key_of(table_spell(t), id, len, buf, &heap, &key, &klen) != SPELL_KEY) {
+        key = id;
+        klen = len;
+    }
+    bool ok = guard_add(t->g, key, klen);
+    free(heap);
+    return ok;
 }
 
 /* Degraded time in [accounted, now] under horizon h.  Caller holds mu. */
@@ -600,9 +750,11 @@ uint64_t table_plan_items(struct table *t, uint64_t estimated_rows)
 struct table_load {
     struct table *t;
     struct filter *f;
+    struct table_ident ident;
 };
 
-struct table_load *table_load_begin(struct table *t, uint64_t items, enum filter_error *err)
+struct table_load *table_load_begin(struct table *t, uint64_t items,
+                                    const struct table_ident *ident, enum filter_error *err)
 {
     struct table_load *l = malloc(sizeof *l);
     if (l == NULL) {
@@ -610,6 +762,7 @@ struct table_load *table_load_begin(struct table *t, uint64_t items, enum filter
         return NULL;
     }
     l->t = t;
+    l->ident = *ident;
     struct filter_growth g = table_growth(t->fc);
     l->f = filter_new_growing(items, t->fc->false_positive_rate, &g, err);
     if (l->f == NULL) {
@@ -651,9 +804,13 @@ bool table_load_commit(struct table_load *l, uint64_t epoch, int64_t start, cons
     pending_expire(t->pending, pending_clock());
     pending_replay(t->pending, l->f);
     guard_commit(t->g);
+    /* The keys of the new filter are of its load's spelling. */
+    atomic_store_explicit(&t->spell, l->ident.spell, memory_order_release);
+    struct table_ident ident = l->ident;
     free(l);
     atomic_store(&t->saturated, guard_saturated(t->g));
     pthread_mutex_lock(&t->mu);
+    t->ident = ident;
     t->loaded = true;
     covered_locked(t, epoch, start, pos);
     t->st.copies++;
@@ -690,9 +847,11 @@ void table_polled(struct table *t, uint64_t epoch, int64_t start, const char *po
 }
 
 void table_restored(struct table *t, const char *pos, const char *from, uint64_t items,
-                    double seconds)
+                    double seconds, const struct table_ident *ident)
 {
+    atomic_store_explicit(&t->spell, ident->spell, memory_order_release);
     pthread_mutex_lock(&t->mu);
+    t->ident = *ident;
     /* The horizon stays 0 (degraded) until a catch-up or a COPY. */
     t->loaded = true;
     snprintf(t->position, sizeof t->position, "%s", pos ? pos : "");
@@ -780,6 +939,8 @@ void table_status(struct table *t, struct table_status *out)
     int64_t h = atomic_load(&t->horizon);
     account_locked(t, h, now);
     *out = t->st;
+    out->ident = t->ident;
+    out->not_a_value = atomic_load_explicit(&t->not_a_value, memory_order_relaxed);
     snprintf(out->position, sizeof out->position, "%s", t->position);
     out->horizon_age = h ? (double)(now - h) / (double)NS_PER_S : -1;
     /* h == 0 after a load: a gap overtook the first load's epoch. */

@@ -33,11 +33,30 @@
 #include "filter.h"
 #include "guard.h"
 #include "pending.h"
+#include "spell.h"
 
 struct table;
 
 /* Longest position (follow.h) a table keeps, terminator included. */
 #define TABLE_POS_MAX 160
+
+/*
+ * What PostgreSQL says the guarded column is, read at every load with the
+ * daemon's own session (loader_identify): the relation by OID, not by name,
+ * and the column's type, which decides how an ID is spelled (spell.h).
+ */
+struct table_ident {
+    uint32_t relid;                 /* pg_class oid of the table the name resolved to; 0: unknown */
+    int attnum;                     /* the column's number */
+    uint32_t typid;                 /* its type (a domain's own oid) */
+    uint32_t base_typid;            /* the type through domains */
+    int32_t typmod;
+    bool deterministic;             /* its collation compares bytes */
+    enum spell_type spell;          /* spell_type_of(base_typid, typmod, deterministic) */
+    uint32_t dboid;                 /* the database */
+    char sysid[24];                 /* the cluster's system identifier */
+    char type_name[64];             /* format_type, for /stats */
+};
 
 /* Nanoseconds of CLOCK_BOOTTIME: the horizon's clock. */
 int64_t table_now(void);
@@ -70,14 +89,18 @@ enum table_answer {
     TABLE_NOT_READY = -1,   /* no filter loaded yet: 503 */
     TABLE_ABSENT = 0,       /* surely absent: 404, /auth denies */
     TABLE_MAYBE = 1,        /* maybe present: 200 */
-    TABLE_DEGRADED = 2      /* the filter says absent, but the horizon cannot back it: "maybe" */
+    TABLE_DEGRADED = 2,     /* the filter says absent, but the horizon cannot back it: "maybe" */
+    TABLE_UNPROVABLE = 3    /* this spelling cannot be proven absent (spell.h): "maybe" */
 };
 
 /*
- * Look an ID up.  Lock-free, from any thread.  The horizon is read before
- * the filter (every swap and every add is published before the horizon
- * that covers it), so an answer pairs a filter with a horizon no newer
- * than it.
+ * Look an ID up, as the request spelled it: by its key for the column's
+ * type (spell_key: "0005" finds the bigint 5, an upper-case uuid its row; a
+ * value the type refuses or cannot hold is absent; a spelling whose value
+ * cannot be known is TABLE_UNPROVABLE).  Lock-free, from any thread.  The
+ * horizon is read before the filter (every swap and every add is published
+ * before the horizon that covers it), so an answer pairs a filter with a
+ * horizon no newer than it.
  */
 enum table_answer table_lookup(struct table *t, const void *id, size_t len);
 
@@ -91,9 +114,18 @@ enum table_answer table_lookup(struct table *t, const void *id, size_t len);
 bool table_lookup_many(struct table *t, size_t n, const char *const *ids, const size_t *lens,
                        bool *maybe, bool *degraded, size_t *absent_seen);
 
+/*
+ * The column's spelling now (the last load's, or a restored snapshot's):
+ * what table_lookup applies.  SPELL_TEXT before any load.
+ */
+enum spell_type table_spell(const struct table *t);
+/* The identity of the live filter's load (zeros before any). */
+void table_ident(struct table *t, struct table_ident *out);
+
 enum table_insert_result {
     TABLE_INSERTED = 0,
     TABLE_INSERT_NOT_READY,     /* no filter to add to (nothing was journalled) */
+    TABLE_INSERT_NOT_A_VALUE,   /* an ID the column's type refuses (*err: its index): none added */
     TABLE_INSERT_FULL_COUNT,    /* the journal holds pending_limit IDs: none added */
     TABLE_INSERT_FULL_BYTES,    /* the journal holds pending_max_bytes: none added */
     TABLE_INSERT_NOT_DURABLE,   /* the durable log failed (*err): none acknowledged */
@@ -127,7 +159,9 @@ void table_set_durable(struct table *t, table_durable_fn fn, table_durable_submi
 bool table_durable(const struct table *t);
 
 /*
- * POST /ids: journal first, all or nothing, then the durable log, then the
+ * POST /ids: each ID by its key for the column's type (an ID the type
+ * refuses can never be a row: TABLE_INSERT_NOT_A_VALUE, *err its index);
+ * journal first, all or nothing, then the durable log, then the
  * filter.  A rebuild that replays the journal before the adds is sure to
  * find the IDs in its new filter, a crash after the 2xx finds them in the
  * log, and an ID the journal or the log cannot keep is refused, never
@@ -154,8 +188,8 @@ enum table_insert_result table_insert_later(struct table *t, size_t n, const cha
 /* ------------------------------------------------------- from followers -- */
 
 /*
- * A committed row's ID, as a follower saw it: into the live filter and the
- * one being built.  Never into the journal (any role may send a
+ * A committed row's ID, as a follower saw it (the column's text), by its
+ * key: into the live filter and the one being built.  Never into the journal (any role may send a
  * notification; only a COPY removes journal entries).  False when there is
  * no filter yet (the first load will copy the row).  Thread-safe.
  */
@@ -282,14 +316,17 @@ uint64_t table_plan_items(struct table *t, uint64_t estimated_rows);
 struct table_load;
 
 /*
- * Start building a new filter for items IDs: from now on every insert
+ * Start building a new filter for items IDs of the column ident describes
+ * (loader_identify, on the COPY's connection): from now on every insert
  * (POSTs, followers) reaches it too, through a backlog while the COPY
- * bulk-loads it.  The caller then gets a ticket from its follower (the
+ * bulk-loads it.  The COPY adds each row by its key (spell_key with
+ * ident->spell), as table_load_seen's id.  The caller then gets a ticket from its follower (the
  * epoch, in the same locked section that shows the follower may start a
  * COPY) and starts the COPY's snapshot.  NULL with *err when the filter
  * cannot be made.
  */
-struct table_load *table_load_begin(struct table *t, uint64_t items, enum filter_error *err);
+struct table_load *table_load_begin(struct table *t, uint64_t items,
+                                    const struct table_ident *ident, enum filter_error *err);
 /* The filter being built (for loader.c's bulk adds: the caller is its only bulk writer). */
 struct filter *table_load_filter(struct table_load *l);
 /*
@@ -300,7 +337,7 @@ void table_load_seen(struct table_load *l, const char *id, size_t len, uint64_t 
 
 /*
  * The COPY (which started after start, in epoch) is done: the journal is
- * replayed into the new filter, which goes live; the table covers epoch,
+ * replayed into the new filter, which goes live with its identity; the table covers epoch,
  * its horizon moves to start and its position becomes pos ("" = none).
  * False when the inserts made meanwhile ran out of memory (the load is
  * then aborted).  Frees l either way.
@@ -327,10 +364,12 @@ void table_polled(struct table *t, uint64_t epoch, int64_t start, const char *po
 /*
  * A snapshot put in place at start: the live filter is the snapshot's, the
  * table has a position (pos, "" = none) but covers no epoch yet (degraded
- * until a catch-up or a COPY).  from: "snapshot" or "peer".
+ * until a catch-up or a COPY).  from: "snapshot" or "peer".  ident: what
+ * the snapshot says it was loaded from (checked against the database
+ * before any catch-up trusts its position).
  */
 void table_restored(struct table *t, const char *pos, const char *from, uint64_t items,
-                    double seconds);
+                    double seconds, const struct table_ident *ident);
 
 /* The live filter's position ("" = none) into out (TABLE_POS_MAX bytes). */
 void table_position(struct table *t, char *out, size_t cap);
@@ -384,6 +423,8 @@ struct table_status {
     uint64_t copies, catchups, feed_rows_read, last_feed_rows, too_old;
     /* snapshots */
     char restored_from[8];          /* "file", "peer", "" */
+    struct table_ident ident;       /* the live filter's column (zeros before any load) */
+    uint64_t not_a_value;           /* IDs the column's type refused, looked up or POSTed */
     uint64_t snapshot_writes, snapshot_failures;
     time_t snapshot_written;
     /* the horizon */

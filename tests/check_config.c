@@ -870,12 +870,15 @@ START_TEST(test_filters_named)
     ck_assert(config_defaults(&c));
     ck_assert_msg(load(&c,
         "[filter users]\n"
+        "table = people\n"
+        "column = id\n"
         "[filter orders]\n"
         "table = shop.orders\n"
         "column = order_id\n"
         "false_positive_rate = 0.001\n"
         "[filter tags]\n"
         "table = tags\n"
+        "column = id\n"
         "channel = tagchan\n"
         "auto_grow = no\n"
         "[auth]\n"
@@ -891,7 +894,7 @@ START_TEST(test_filters_named)
     ck_assert_str_eq(c.filters[0].name, "users");
     ck_assert_str_eq(c.filters[1].name, "orders");
     ck_assert_str_eq(c.filters[2].name, "tags");
-    /* users: all global */
+    /* users: its own table and column, the rest global */
     ck_assert_str_eq(c.filters[0].table, "people");
     ck_assert_str_eq(c.filters[0].column, "id");
     ck_assert_str_eq(c.filters[0].channel, "bgc_users");
@@ -934,7 +937,7 @@ START_TEST(test_filters_named)
     ck_assert(!config_override(&c, "filter orders.listen=1.2.3.4:5", err, sizeof err));
     assert_contains(err, "unknown key [filter orders] listen");
     /* An override that puts two filters on one table fails and changes nothing. */
-    ck_assert(!config_override(&c, "postgres.table=tags", err, sizeof err));
+    ck_assert(!config_override(&c, "filter users.table=tags", err, sizeof err));
     assert_contains(err, "[filter tags] reads the same table and column as [filter users]");
     ck_assert_str_eq(c.filters[0].table, "people");
     ck_assert_msg(config_override(&c, "auth.uri_template=/x/{id} tags", err, sizeof err), "%s", err);
@@ -965,19 +968,22 @@ START_TEST(test_filters_errors)
         { "[filter a]\ntable = t\ntable = u\n", "test.conf:3: [filter a] table: set twice in this section" },
         { "[filter a]\nfalse_positive_rate = 0.0000001\n",
           "test.conf:2: [filter a] false_positive_rate: 0.0000001 is out of range" },
-        /* two filters on the default table: blamed on the second header */
-        { "[filter a]\n[filter b]\n", "test.conf:2: [filter b] reads the same table and column as [filter a] (table users, column id)" },
-        { "[filter a]\ntable = t\n[filter b]\ntable = t\ncolumn = c\n[filter c]\ntable = t\ncolumn = c\n",
-          "test.conf:6: [filter c] reads the same table and column as [filter b]" },
-        { "[filter a]\ntable = a\nchannel = ch\n[filter b]\ntable = b\nchannel = ch\n",
-          "test.conf:4: [filter b] listens on the same channel as [filter a] (ch)" },
-        { "[filter a]\ntable = a\n[filter b]\ntable = b\nchannel = a_x\n[sync]\nchannel = a\n[filter x]\ntable = x\n",
+        /* a filter is its table: none inherits the global one (blamed on its header) */
+        { "[filter a]\n[filter b]\n", "test.conf:1: [filter a] sets no table" },
+        { "[postgres]\ntable = users\n[filter a]\ncolumn = id\n", "test.conf:3: [filter a] sets no table" },
+        { "[filter a]\ntable = t\n", "test.conf:1: [filter a] sets no column" },
+        { "[filter a]\ntable = t\ncolumn = id\n[filter b]\ntable = t\ncolumn = c\n[filter c]\ntable = t\ncolumn = c\n",
+          "test.conf:7: [filter c] reads the same table and column as [filter b]" },
+        { "[filter a]\ntable = a\ncolumn = id\nchannel = ch\n[filter b]\ntable = b\ncolumn = id\nchannel = ch\n",
+          "test.conf:5: [filter b] listens on the same channel as [filter a] (ch)" },
+        { "[filter a]\ntable = a\ncolumn = id\n[filter b]\ntable = b\ncolumn = id\nchannel = a_x\n"
+          "[sync]\nchannel = a\n[filter x]\ntable = x\ncolumn = id\n",
           "listens on the same channel" },
-        { "[auth]\nuri_template = /a/{id}\nuri_template = /b/{id} nope\n[filter a]\n",
+        { "[auth]\nuri_template = /a/{id}\nuri_template = /b/{id} nope\n[filter a]\ntable = a\ncolumn = id\n",
           "test.conf:3: [auth] uri_template: /b/{id} names the filter \"nope\", but there is no [filter nope]" },
         { "[auth]\nuri_template = /b/{id} Bad\n", "test.conf:2: [auth] uri_template: \"Bad\" is not a filter name" },
         { "[auth]\nuri_template = /b/{id} a b\n", "test.conf:2: [auth] uri_template: \"a b\" is not a filter name" },
-        { "[sync]\nchannel = cccccccccccccccccccccccccccccccccccccccccccccccccc\n[filter abcdef]\n",
+        { "[sync]\nchannel = cccccccccccccccccccccccccccccccccccccccccccccccccc\n[filter abcdef]\ntable = t\ncolumn = id\n",
           "test.conf:3: [filter abcdef] channel: the default cccccccccccccccccccccccccccccccccccccccccccccccccc_abcdef is too long: set channel" },
     };
     char err[ERRLEN], text[8192];
@@ -994,16 +1000,16 @@ START_TEST(test_filters_errors)
 
     /* CONFIG_MAX_FILTERS fit, one more does not. */
     for (int i = 0; i <= CONFIG_MAX_FILTERS; i++)
-        off += (size_t)snprintf(text + off, sizeof text - off, "[filter f%d]\ntable = t%d\n", i, i);
+        off += (size_t)snprintf(text + off, sizeof text - off, "[filter f%d]\ntable = t%d\ncolumn = id\n", i, i);
     ck_assert_uint_lt(off, sizeof text);
     ck_assert(config_defaults(&c));
     ck_assert(!load(&c, text, err));
-    assert_contains(err, "test.conf:129: too many [filter NAME] sections (at most 64)");
+    assert_contains(err, "test.conf:193: too many [filter NAME] sections (at most 64)");
     config_free(&c);
     text[0] = '\0';
     off = 0;
     for (int i = 0; i < CONFIG_MAX_FILTERS; i++)
-        off += (size_t)snprintf(text + off, sizeof text - off, "[filter f%d]\ntable = t%d\n", i, i);
+        off += (size_t)snprintf(text + off, sizeof text - off, "[filter f%d]\ntable = t%d\ncolumn = id\n", i, i);
     ck_assert(config_defaults(&c));
     ck_assert_msg(load(&c, text, err), "%s", err);
     ck_assert_uint_eq(c.n_filters, CONFIG_MAX_FILTERS);
@@ -1017,7 +1023,8 @@ START_TEST(test_filters_copy_and_reload)
     struct config cur, next, cp;
     struct changes ch = { "", 0 };
     char err[ERRLEN];
-    static const char base[] = "[filter users]\n[filter orders]\ntable = orders\n"
+    static const char base[] = "[filter users]\ntable = users\ncolumn = id\n"
+                               "[filter orders]\ntable = orders\ncolumn = id\n"
                                "[auth]\nuri_template = /o/{id} orders\n";
 
     ck_assert(config_defaults(&cur));
@@ -1031,7 +1038,8 @@ START_TEST(test_filters_copy_and_reload)
 
     /* A filter key changed: reported by section, kept as in force. */
     ck_assert(config_defaults(&next));
-    ck_assert(load(&next, "[filter users]\n[filter orders]\ntable = orders2\n"
+    ck_assert(load(&next, "[filter users]\ntable = users\ncolumn = id\n"
+                          "[filter orders]\ntable = orders2\ncolumn = id\n"
                           "[auth]\nuri_template = /o/{id} orders\ndeny_status = 404\n", err));
     ck_assert(config_keep_restart_keys(&next, &cur, note_change, &ch, err, sizeof err));
     ck_assert_str_eq(ch.text, "[filter orders] table;");
@@ -1043,7 +1051,8 @@ START_TEST(test_filters_copy_and_reload)
     /* A new section: sections need a restart; a template naming it cannot be kept. */
     ch.text[0] = '\0';
     ck_assert(config_defaults(&next));
-    ck_assert(load(&next, "[filter users]\n[filter orders]\ntable = orders\n[filter tags]\ntable = tags\n"
+    ck_assert(load(&next, "[filter users]\ntable = users\ncolumn = id\n[filter orders]\ntable = orders\ncolumn = id\n"
+                          "[filter tags]\ntable = tags\ncolumn = id\n"
                           "[auth]\nuri_template = /o/{id} orders\nuri_template = /t/{id} tags\n", err));
     ck_assert(!config_keep_restart_keys(&next, &cur, note_change, &ch, err, sizeof err));
     ck_assert_str_eq(ch.text, "[filter NAME] sections;");
@@ -1052,7 +1061,8 @@ START_TEST(test_filters_copy_and_reload)
 
     /* Without the template it reloads, with the filters in force. */
     ck_assert(config_defaults(&next));
-    ck_assert(load(&next, "[filter users]\n[filter orders]\ntable = orders\n[filter tags]\ntable = tags\n"
+    ck_assert(load(&next, "[filter users]\ntable = users\ncolumn = id\n[filter orders]\ntable = orders\ncolumn = id\n"
+                          "[filter tags]\ntable = tags\ncolumn = id\n"
                           "[auth]\nuri_template = /o/{id} orders\n", err));
     ck_assert(config_keep_restart_keys(&next, &cur, NULL, NULL, err, sizeof err));
     ck_assert_uint_eq(next.n_filters, 2);

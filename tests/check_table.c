@@ -20,6 +20,7 @@
 
 static struct config cfg;
 static struct filter_config fc;
+static const struct table_ident text_ident = { .relid = 1, .attnum = 1, .spell = SPELL_TEXT };
 
 static void setup(void)
 {
@@ -37,16 +38,28 @@ static void setup(void)
     fc.pending_ttl = 3600;
 }
 
-/* A COPY of ids[0..n) that started at start in the table's current epoch. */
-static void load(struct table *t, const char *const *ids, size_t n, int64_t start)
+/* A COPY of ids[0..n) of a column spelled as ident says, started at start in the current epoch. */
+static void load_as(struct table *t, const struct table_ident *ident, const char *const *ids,
+                    size_t n, int64_t start)
 {
     enum filter_error fe;
     uint64_t epoch = table_epoch(t);
-    struct table_load *l = table_load_begin(t, 1000, &fe);
+    struct table_load *l = table_load_begin(t, 1000, ident, &fe);
     ck_assert_ptr_nonnull(l);
-    for (size_t i = 0; i < n; i++)
-        filter_add(table_load_filter(l), ids[i], strlen(ids[i]));
+    for (size_t i = 0; i < n; i++) {
+        char key[256];
+        size_t klen;
+        /* As the loader does: each row by its key. */
+        ck_assert_int_eq(spell_key(ident->spell, ids[i], strlen(ids[i]), key, sizeof key, &klen),
+                         SPELL_KEY);
+        filter_add(table_load_filter(l), key, klen);
+    }
     ck_assert(table_load_commit(l, epoch, start, "pos-1"));
+}
+
+static void load(struct table *t, const char *const *ids, size_t n, int64_t start)
+{
+    load_as(t, &text_ident, ids, n, start);
 }
 
 static const char *const rows[] = { "1", "2", "3" };
@@ -118,7 +131,7 @@ START_TEST(test_gap_waits_for_a_load)
     /* A load that started before a gap does not cover the gap. */
     enum filter_error fe;
     uint64_t e = table_epoch(t);
-    struct table_load *l = table_load_begin(t, 100, &fe);
+    struct table_load *l = table_load_begin(t, 100, &text_ident, &fe);
     table_gap(t, WANT_NONE);
     ck_assert(table_load_commit(l, e, table_now(), ""));
     ck_assert(!table_covered(t));
@@ -154,7 +167,7 @@ START_TEST(test_insert_during_load_reaches_new_filter)
     load(t, rows, 3, table_now());
     enum filter_error fe;
     uint64_t e = table_epoch(t);
-    struct table_load *l = table_load_begin(t, 1000, &fe);
+    struct table_load *l = table_load_begin(t, 1000, &text_ident, &fe);
     const char *ids[] = { "during" };
     size_t lens[] = { 6 }, added;
     ck_assert_int_eq(table_insert(t, 1, ids, lens, &added, NULL), TABLE_INSERTED);
@@ -292,6 +305,58 @@ START_TEST(test_plan_items_never_below_what_is_held)
     ck_assert_uint_eq(table_plan_items(t, 0), 100000);
     fc.expected_items = 77;
     ck_assert_uint_eq(table_plan_items(t, 100000), 77);
+    table_free(t);
+}
+END_TEST
+
+/* Lookups, rows and POSTs by the column's spelling (spell.h), the same rule everywhere. */
+START_TEST(test_spellings)
+{
+    struct table *t = table_new(&cfg, &fc);
+    const struct table_ident int8 = { .relid = 7, .attnum = 1, .spell = SPELL_INT8,
+                                      .type_name = "bigint" };
+    const char *ids[] = { "5", "14" };
+    load_as(t, &int8, ids, 2, table_now());
+    ck_assert_int_eq(table_spell(t), SPELL_INT8);
+    ck_assert_int_eq(table_lookup(t, "0005", 4), TABLE_MAYBE);
+    ck_assert_int_eq(table_lookup(t, "+14", 3), TABLE_MAYBE);
+    ck_assert_int_eq(table_lookup(t, " 14 ", 4), TABLE_MAYBE);
+    ck_assert_int_eq(table_lookup(t, "6", 1), TABLE_ABSENT);
+    /* What the type cannot hold is no row: absent, and counted. */
+    ck_assert_int_eq(table_lookup(t, "abc", 3), TABLE_ABSENT);
+    ck_assert_int_eq(table_lookup(t, "99999999999999999999", 20), TABLE_ABSENT);
+    struct table_status st;
+    table_status(t, &st);
+    ck_assert_uint_eq(st.not_a_value, 2);
+    ck_assert_str_eq(st.ident.type_name, "bigint");
+    /* A followed row, keyed the same way. */
+    ck_assert(table_add_row(t, "7", 1));
+    ck_assert_int_eq(table_lookup(t, "007", 3), TABLE_MAYBE);
+    /* POSTs: a spelling is its row's key; what the type refuses is refused whole. */
+    const char *posted[] = { "0008", "+9" };
+    size_t lens[] = { 4, 2 }, n;
+    int e;
+    ck_assert_int_eq(table_insert(t, 2, posted, lens, &n, &e), TABLE_INSERTED);
+    ck_assert_int_eq(table_lookup(t, "8", 1), TABLE_MAYBE);
+    ck_assert_int_eq(table_lookup(t, "9", 1), TABLE_MAYBE);
+    const char *bad[] = { "10", "x" };
+    size_t blens[] = { 2, 1 };
+    ck_assert_int_eq(table_insert(t, 2, bad, blens, &n, &e), TABLE_INSERT_NOT_A_VALUE);
+    ck_assert_int_eq(e, 1);
+    ck_assert_int_eq(table_lookup(t, "10", 2), TABLE_ABSENT);
+    /* Batches by the same rule. */
+    const char *many[] = { "05", "6", "zz" };
+    size_t mlens[] = { 2, 1, 2 };
+    bool maybe[3];
+    ck_assert(table_lookup_many(t, 3, many, mlens, maybe, NULL, NULL));
+    ck_assert(maybe[0] && !maybe[1] && !maybe[2]);
+    /* A type whose spellings cannot be proven: never absent. */
+    const struct table_ident other = { .relid = 7, .attnum = 1, .spell = SPELL_TIMESTAMPTZ };
+    const char *f[] = { "2026-01-01 00:00:00+00" };
+    load_as(t, &other, f, 1, table_now());
+    ck_assert_int_eq(table_lookup(t, "2026-01-01 00:00:00+00", 22), TABLE_MAYBE);
+    /* Without an offset the service's TimeZone decides which instant it is. */
+    ck_assert_int_eq(table_lookup(t, "2026-01-01 00:00:00", 19), TABLE_UNPROVABLE);
     table_free(t);
 }
 END_TEST
@@ -479,6 +544,7 @@ Suite *check_suite(void)
     tcase_add_test(tc, test_deletes_want_a_copy);
     tcase_add_test(tc, test_plan_items_never_below_what_is_held);
     tcase_add_test(tc, test_durable_insert_waits_for_the_log);
+    tcase_add_test(tc, test_spellings);
     tcase_add_test(tc, test_lookups_race_inserts_and_loads);
     suite_add_tcase(s, tc);
     return s;

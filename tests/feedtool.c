@@ -34,7 +34,8 @@ static bool print_id(void *arg, const char *id, size_t len)
 static int usage(void)
 {
     fprintf(stderr, "usage: feedtool [-d CONNINFO] available TABLE COLUMN | position | "
-            "load TABLE COLUMN | read TABLE COLUMN SINCE | prune SECONDS\n");
+            "load TABLE COLUMN | read TABLE COLUMN SINCE | resume TABLE COLUMN SINCE | mark | "
+            "prune SECONDS\n");
     return 2;
 }
 
@@ -127,11 +128,13 @@ int main(int argc, char **argv)
         rc = 0;
     } else if (strcmp(cmd, "load") == 0 && argc == 4) {
         rc = load(conn, argv[2], argv[3]);
-    } else if (strcmp(cmd, "read") == 0 && argc == 5) {
+    } else if ((strcmp(cmd, "read") == 0 || strcmp(cmd, "resume") == 0) && argc == 5) {
+        /* resume: as after a restart, proving the history first (feed_read). */
+        bool resume = strcmp(cmd, "resume") == 0;
         char next[FEED_POS_MAX];
         uint64_t rows = 0;
         bool too_old;
-        if (!feed_read(conn, argv[2], argv[3], argv[4], print_id, NULL, next, &rows, &too_old,
+        if (!feed_read(conn, argv[2], argv[3], argv[4], resume, print_id, NULL, next, &rows, &too_old,
                        err, sizeof err)) {
             fprintf(stderr, "feedtool: %s\n", err);
             goto done;
@@ -141,6 +144,12 @@ int main(int argc, char **argv)
             fprintf(stderr, "too_old %s\n", err);
         else
             fprintf(stderr, "next %s %" PRIu64 "\n", next, rows);
+        rc = 0;
+    } else if (strcmp(cmd, "mark") == 0 && argc == 2) {
+        if (!feed_mark(conn, err, sizeof err)) {
+            fprintf(stderr, "feedtool: %s\n", err);
+            goto done;
+        }
         rc = 0;
     } else if (strcmp(cmd, "prune") == 0 && argc == 3) {
         uint64_t deleted = 0;
