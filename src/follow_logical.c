@@ -1211,6 +1211,10 @@ static bool logical_ticket(struct follower *f, struct table *t, PGconn *conn,
         }
     }
     pthread_mutex_unlock(&l->mu);
+    if (ok && tk->snapshot[0])
+        log_info(f->lg, "%s: the first load copies in snapshot %s, exported by slot %s: the "
+                 "stream starts exactly where the COPY ends", table_name(t), tk->snapshot,
+                 l->slot);
     return ok;
 }
 
