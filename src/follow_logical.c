@@ -980,6 +980,13 @@ static void stream(struct logical *l, PGconn *repl, PGconn *probe, char *err, si
             }
         }
         if (got == -2 || got == -1) {
+            /*
+             * -1: the server ended the COPY; its result says why (a walsender
+             * terminated, a shutdown, a slot invalidated), into the error.
+             */
+            PGresult *end;
+            while (got == -1 && (end = PQgetResult(repl)) != NULL)
+                PQclear(end);
             loader_set_error(err, errlen, "the replication stream ended", repl);
             return;
         }
