@@ -441,18 +441,27 @@ static bool hear_tables(struct logical *l, PGconn *probe, unsigned from, unsigne
                    && follow_probe_table(probe, f->cfg, fc, &offer, perr, sizeof perr)
                    && offer.published;
         /*
-         * Heard again (back in the publication, a new table under the name):
-         * the rows written while it was not heard were not streamed, and a
-         * COPY that started before now would not have been followed.
+         * Heard again (back in the publication, a new table under the name),
+         * or its entry changed while the stream was away (a reconnect: out of
+         * the publication and back meanwhile): the rows written while it was
+         * not published were not streamed, and a COPY that started before
+         * now would not have been followed.
          */
-        bool gap = i < l->known && !was && now && table_loaded(t);
+        bool again = !was, changed = was && strcmp(l->fp[i], fps[i]) != 0;
+        bool gap = i < l->known && now && table_loaded(t) && (again || changed);
         pthread_mutex_lock(&l->mu);
         l->heard[i] = now;
         pthread_mutex_unlock(&l->mu);
+        if (gap) {
+            if (again)
+                log_warn(f->lg, "%s: the replication stream hears %s.%s again: degraded until "
+                         "a COPY", fc->name, fc->table, fc->column);
+            else
+                log_warn(f->lg, "%s: its publication entry changed while the stream was away "
+                         "(%s -> %s): degraded until a COPY", fc->name, l->fp[i], fps[i]);
+        }
         snprintf(l->fp[i], sizeof l->fp[i], "%s", fps[i]);
         if (gap) {
-            log_warn(f->lg, "%s: the replication stream hears %s.%s again: degraded until a COPY",
-                     fc->name, fc->table, fc->column);
             table_gap(t, WANT_POSITION);
             if (f->wake)
                 f->wake(f->wake_arg);
