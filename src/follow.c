@@ -245,9 +245,16 @@ enum follow_method follow_choose(const struct config *cfg, const struct filter_c
                  fc->channel);
         return FOLLOW_NOTIFY;
     }
-    snprintf(why, whylen, "nothing follows %s.%s: %s('%s', '%s') (it picks logical where "
-             "wal_level = logical, else the feed); until then absent IDs answer \"maybe\"",
-             fc->table, fc->column, watch, fc->table, fc->column);
+    /* Published, so bloomguard_watch ran: name what the server or the role lacks, not the watch. */
+    if (tbl->published)
+        snprintf(why, whylen, "nothing follows %s.%s: in publication %s, but %s; until then "
+                 "absent IDs answer \"maybe\"", fc->table, fc->column, cfg->publication,
+                 !srv->wal_logical ? "wal_level is not logical (set it and restart the server)"
+                 : "this role may not replicate (ALTER ROLE ... REPLICATION)");
+    else
+        snprintf(why, whylen, "nothing follows %s.%s: %s('%s', '%s') (it picks logical where "
+                 "wal_level = logical, else the feed); until then absent IDs answer \"maybe\"",
+                 fc->table, fc->column, watch, fc->table, fc->column);
     return FOLLOW_NONE;
 }
 

@@ -80,7 +80,8 @@ struct logical {
     int col[CONFIG_MAX_FILTERS];                /* the column's index in the relation's tuples */
     uint64_t col_version[CONFIG_MAX_FILTERS];   /* of the Relation message col was read from */
     char fp[CONFIG_MAX_FILTERS][FP_MAX];        /* publication entry the epoch started with */
-    bool heard[CONFIG_MAX_FILTERS];             /* published with its column, fp known */
+    bool heard[CONFIG_MAX_FILTERS];             /* published with its column, fp known (written
+                                                   under mu: logical_ready reads it) */
     uint64_t added[CONFIG_MAX_FILTERS], deleted[CONFIG_MAX_FILTERS];
     uint64_t blcksz, segsz;                     /* the server's WAL page and segment sizes */
 
@@ -436,10 +437,35 @@ static bool hear_tables(struct logical *l, PGconn *probe, unsigned from, unsigne
         struct follow_table_offer offer;
         char perr[256];
         bool was = l->heard[i];
-        l->heard[i] = l->relid[i] != 0 && published_fp(fps[i])
-                      && follow_probe_table(probe, f->cfg, fc, &offer, perr, sizeof perr)
-                      && offer.published;
+        bool now = l->relid[i] != 0 && published_fp(fps[i])
+                   && follow_probe_table(probe, f->cfg, fc, &offer, perr, sizeof perr)
+                   && offer.published;
+        /*
+         * Heard again (back in the publication, a new table under the name),
+         * or its entry changed while the stream was away (a reconnect: out of
+         * the publication and back meanwhile): the rows written while it was
+         * not published were not streamed, and a COPY that started before
+         * now would not have been followed.
+         */
+        bool again = !was, changed = was && strcmp(l->fp[i], fps[i]) != 0;
+        bool gap = i < l->known && now && table_loaded(t) && (again || changed);
+        pthread_mutex_lock(&l->mu);
+        l->heard[i] = now;
+        pthread_mutex_unlock(&l->mu);
+        if (gap) {
+            if (again)
+                log_warn(f->lg, "%s: the replication stream hears %s.%s again: degraded until "
+                         "a COPY", fc->name, fc->table, fc->column);
+            else
+                log_warn(f->lg, "%s: its publication entry changed while the stream was away "
+                         "(%s -> %s): degraded until a COPY", fc->name, l->fp[i], fps[i]);
+        }
         snprintf(l->fp[i], sizeof l->fp[i], "%s", fps[i]);
+        if (gap) {
+            table_gap(t, WANT_POSITION);
+            if (f->wake)
+                f->wake(f->wake_arg);
+        }
         if (!l->heard[i] && (was || i >= l->known))
             log_warn(f->lg, "%s: the replication stream cannot hear %s.%s: %s; degraded until "
                      "SELECT bloomguard_watch('%s', '%s', method => 'logical')", fc->name,
@@ -822,8 +848,10 @@ static bool take_probe(struct logical *l, PGresult *r, struct proof *prev, struc
             log_warn(l->base.lg, "%s: %s is now another table (oid %s, was %" PRIu32 "): degraded "
                      "until a COPY of it", table_name(t), table_config(t)->table,
                      oids[i][0] ? oids[i] : "none", l->relid[i]);
+            pthread_mutex_lock(&l->mu);
+            l->heard[i] = false;    /* first: no COPY may start in the new epoch until heard */
+            pthread_mutex_unlock(&l->mu);
             table_gap(t, WANT_POSITION);
-            l->heard[i] = false;
             changed = true;
             continue;
         }
@@ -833,8 +861,10 @@ static bool take_probe(struct logical *l, PGresult *r, struct proof *prev, struc
         struct table *t = l->base.tables[i];
         log_warn(l->base.lg, "%s: its publication entry changed (%s -> %s): degraded until a "
                  "COPY", table_name(t), l->fp[i][0] ? l->fp[i] : "none", fps[i][0] ? fps[i] : "none");
-        table_gap(t, WANT_POSITION);
+        pthread_mutex_lock(&l->mu);
         l->heard[i] = false;
+        pthread_mutex_unlock(&l->mu);
+        table_gap(t, WANT_POSITION);
         changed = true;
     }
     if (changed)
@@ -980,6 +1010,13 @@ static void stream(struct logical *l, PGconn *repl, PGconn *probe, char *err, si
             }
         }
         if (got == -2 || got == -1) {
+            /*
+             * -1: the server ended the COPY; its result says why (a walsender
+             * terminated, a shutdown, a slot invalidated), into the error.
+             */
+            PGresult *end;
+            while (got == -1 && (end = PQgetResult(repl)) != NULL)
+                PQclear(end);
             loader_set_error(err, errlen, "the replication stream ended", repl);
             return;
         }
@@ -1168,6 +1205,18 @@ static void logical_stop(struct follower *f)
     l->started = false;
 }
 
+/*
+ * Caller holds mu: whether a COPY of table i may start as far as the stream
+ * goes.  A loaded table the stream cannot hear (out of the publication, its
+ * name now another table's) is not copied until it is heard again: the rows
+ * committed after the COPY would not be followed.  A first load goes ahead
+ * (the table is served, degraded).
+ */
+static bool hearing(struct logical *l, int i, struct table *t)
+{
+    return l->heard[i] || !table_loaded(t);
+}
+
 /* Caller holds mu: the table's index among those the stream knows, -1 if none. */
 static int known_index(struct logical *l, struct table *t)
 {
@@ -1179,7 +1228,8 @@ static bool logical_ready(struct follower *f, struct table *t)
 {
     struct logical *l = of(f);
     pthread_mutex_lock(&l->mu);
-    bool ready = l->slot_ready && known_index(l, t) >= 0;
+    int i = known_index(l, t);
+    bool ready = l->slot_ready && i >= 0 && hearing(l, i, t);
     pthread_mutex_unlock(&l->mu);
     return ready;
 }
@@ -1197,6 +1247,10 @@ static bool logical_ticket(struct follower *f, struct table *t, PGconn *conn,
     if (!ok) {
         snprintf(err, errlen, "no replication slot yet: no COPY before the slot that covers "
                  "what commits after it");
+    } else if (!hearing(l, i, t)) {
+        snprintf(err, errlen, "the replication stream cannot hear the table (not in the "
+                 "publication with its column): no COPY it would not follow");
+        ok = false;
     } else if (strcmp(mine, l->server_id) != 0) {
         /* The slot streams one server: a COPY of another would pair two histories. */
         snprintf(err, errlen, "the COPY connection reached another server than the follower: "
@@ -1211,6 +1265,10 @@ static bool logical_ticket(struct follower *f, struct table *t, PGconn *conn,
         }
     }
     pthread_mutex_unlock(&l->mu);
+    if (ok && tk->snapshot[0])
+        log_info(f->lg, "%s: the first load copies in snapshot %s, exported by slot %s: the "
+                 "stream starts exactly where the COPY ends", table_name(t), tk->snapshot,
+                 l->slot);
     return ok;
 }
 
