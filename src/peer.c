@@ -2,9 +2,10 @@
  * A new sidecar loads its filters from a peer's GET /snapshot instead of
  * copying whole tables from PostgreSQL.  This is the smallest HTTP/1.1
  * client that does that safely: the peer may be slow, gone or not a
- * bloomguard at all, so every wait is bounded, the head is bounded, and the
- * body is handed unbuffered to snapshot_read_fd, which trusts nothing in it
- * and allocates nothing its length does not back.  See peer.h.
+ * bloomguard at all, so every wait is bounded, so is the whole fetch (by
+ * the size it announces), a stop ends it at once, the head is bounded, and
+ * the body is handed unbuffered to snapshot_read_fd, which trusts nothing
+ * in it and allocates nothing its length does not back.  See peer.h.
  */
 #include "peer.h"
 
@@ -14,6 +15,7 @@
 #include <jansson.h>
 #include <netdb.h>
 #include <poll.h>
+#include <pthread.h>
 #include <stdarg.h>
 #include <stdbool.h>
 #include <stdint.h>
@@ -110,14 +112,204 @@ static int64_t now_ms(void)
     return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
 }
 
-/*
- * Connect to one address within timeout_ms: non-blocking, so that an
- * address that drops SYNs costs the timeout and not the kernel's minutes.
- * Returns a blocking socket whose reads and writes each wait at most
- * timeout_ms, or -1 with errno (ETIMEDOUT for the timeout).
- */
-static int connect_one(const struct addrinfo *ai, int timeout_ms)
+/* A CLOCK_MONOTONIC millisecond as pthread_cond_timedwait's absolute time. */
+static struct timespec mono_ts(int64_t ms)
 {
+    return (struct timespec){ .tv_sec = ms / 1000, .tv_nsec = (long)(ms % 1000) * 1000000L };
+}
+
+/* Waits end on monotonic time: a wall-clock step must not stretch them. */
+static void cond_init_mono(pthread_cond_t *cv)
+{
+    pthread_condattr_t ca;
+    pthread_condattr_init(&ca);
+    pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+    pthread_cond_init(cv, &ca);
+    pthread_condattr_destroy(&ca);
+}
+
+/* One fetch's bounds, in force. */
+struct fetch {
+    const char *url;
+    atomic_bool *stop;
+    int timeout_ms, setup_ms;
+    uint64_t min_rate;
+    int64_t start, deadline;    /* now_ms() times */
+    bool has_length;            /* the deadline counts the body too */
+    uint64_t length;
+};
+
+static bool stopping(const struct fetch *fx)
+{
+    return fx->stop != NULL && atomic_load(fx->stop);
+}
+
+/* The deadline once the head says how long the body is (see peer.h). */
+static int64_t body_deadline(const struct fetch *fx, uint64_t length)
+{
+    /* In double: a hostile length must not overflow; ten years is "never" enough. */
+    double ms = (double)fx->setup_ms + (double)length * 1000.0 / (double)fx->min_rate + 1.0;
+    return ms > 3.2e11 ? fx->start + (int64_t)3.2e11 : fx->start + (int64_t)ms;
+}
+
+/*
+ * Whether the fetch must end now, and why: the stop flag or the deadline.
+ * Asked after every failed or cut-short wait, so that the reason given is
+ * the bound that ended it, not the error it left behind.
+ */
+static bool gave_up(const struct fetch *fx, char *why, size_t whylen)
+{
+    if (stopping(fx)) {
+        fail(why, whylen, "%s: interrupted: stop requested", fx->url);
+        return true;
+    }
+    int64_t now = now_ms();
+    if (now < fx->deadline)
+        return false;
+    double took = (double)(now - fx->start) / 1000.0;
+    if (!fx->has_length)
+        fail(why, whylen, "%s: too slow: no answer within %.1f s (the allowance for the name "
+             "lookup, the connection and the answer's head)", fx->url, took);
+    else
+        fail(why, whylen, "%s: too slow: the %llu-byte snapshot was not in after %.1f s "
+             "(%.1f s to connect, then at least %.0f KiB/s)", fx->url,
+             (unsigned long long)fx->length, took, (double)fx->setup_ms / 1000.0,
+             (double)fx->min_rate / 1024.0);
+    return true;
+}
+
+/* -------------------------------------------------------- the lookup -- */
+
+/*
+ * A name lookup on its own thread, shared with the fetch that waits for it:
+ * whichever lets go last frees it, so a fetch that gives up leaves the
+ * thread to finish its getaddrinfo and clean up alone.
+ */
+struct lookup {
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+    unsigned refs;              /* under mu */
+    bool done;                  /* under mu; then gai, err and ais are set */
+    peer_resolve_fn resolve;
+    char host[256], port[6];
+    int gai, err;
+    struct addrinfo *ais;       /* taken by the fetch (set NULL), or freed by the last one */
+};
+
+static void lookup_unref(struct lookup *l)
+{
+    pthread_mutex_lock(&l->mu);
+    bool last = --l->refs == 0;
+    pthread_mutex_unlock(&l->mu);
+    if (!last)
+        return;
+    if (l->ais != NULL)
+        freeaddrinfo(l->ais);
+    pthread_mutex_destroy(&l->mu);
+    pthread_cond_destroy(&l->cv);
+    free(l);
+}
+
+static void *lookup_main(void *arg)
+{
+    struct lookup *l = arg;
+    const struct addrinfo hints = { .ai_family = AF_UNSPEC, .ai_socktype = SOCK_STREAM };
+    struct addrinfo *ais = NULL;
+    errno = 0;
+    int gai = l->resolve(l->host, l->port, &hints, &ais);
+    int e = errno;
+    pthread_mutex_lock(&l->mu);
+    l->gai = gai;
+    l->err = e;
+    l->ais = gai == 0 ? ais : NULL;
+    l->done = true;
+    pthread_cond_broadcast(&l->cv);
+    pthread_mutex_unlock(&l->mu);
+    lookup_unref(l);
+    return NULL;
+}
+
+static enum snapshot_status lookup_fail(const struct fetch *fx, const struct target *t, int gai,
+                                        int e, char *why, size_t whylen)
+{
+    char ebuf[128];
+    return fail(why, whylen, "%s: cannot resolve %s: %s", fx->url, t->host,
+                gai == EAI_SYSTEM ? strerror_r(e, ebuf, sizeof ebuf) : gai_strerror(gai));
+}
+
+/*
+ * t's addresses into *ais (freeaddrinfo), within the fetch's bounds.  An
+ * address literal needs no resolver and no thread.
+ */
+static enum snapshot_status resolve(struct fetch *fx, const struct target *t,
+                                    peer_resolve_fn fn, struct addrinfo **ais, char *why,
+                                    size_t whylen)
+{
+    struct addrinfo hints = { .ai_family = AF_UNSPEC, .ai_socktype = SOCK_STREAM,
+                              .ai_flags = AI_NUMERICHOST };
+    *ais = NULL;
+    int gai = getaddrinfo(t->host, t->port, &hints, ais);
+    if (gai == 0)
+        return SNAPSHOT_OK;
+    if (gai != EAI_NONAME)
+        return lookup_fail(fx, t, gai, errno, why, whylen);
+
+    struct lookup *l = calloc(1, sizeof *l);
+    if (l == NULL)
+        return fail(why, whylen, "%s: out of memory", fx->url);
+    pthread_mutex_init(&l->mu, NULL);
+    cond_init_mono(&l->cv);
+    l->refs = 2;
+    l->resolve = fn != NULL ? fn : getaddrinfo;
+    snprintf(l->host, sizeof l->host, "%s", t->host);
+    snprintf(l->port, sizeof l->port, "%s", t->port);
+    pthread_attr_t attr;
+    pthread_t th;
+    pthread_attr_init(&attr);
+    pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
+    int e = pthread_create(&th, &attr, lookup_main, l);
+    pthread_attr_destroy(&attr);
+    if (e != 0) {
+        l->refs = 1;
+        lookup_unref(l);
+        char ebuf[128];
+        return fail(why, whylen, "%s: cannot start the name lookup's thread: %s", fx->url,
+                    strerror_r(e, ebuf, sizeof ebuf));
+    }
+    enum snapshot_status st = SNAPSHOT_IO;
+    pthread_mutex_lock(&l->mu);
+    while (!l->done && !gave_up(fx, why, whylen)) {
+        int64_t wake = now_ms() + PEER_POLL_MS;
+        struct timespec ts = mono_ts(wake < fx->deadline ? wake : fx->deadline);
+        pthread_cond_timedwait(&l->cv, &l->mu, &ts);
+    }
+    if (l->done) {
+        if (l->gai == 0) {
+            *ais = l->ais;
+            l->ais = NULL;
+            st = SNAPSHOT_OK;
+        } else {
+            st = lookup_fail(fx, t, l->gai, l->err, why, whylen);
+        }
+    }
+    pthread_mutex_unlock(&l->mu);
+    lookup_unref(l);
+    return st;
+}
+
+/* ---------------------------------------------------- the connection -- */
+
+/*
+ * Connect to one address within the per-wait timeout and the fetch's
+ * bounds: non-blocking, so that an address that drops SYNs costs the
+ * timeout and not the kernel's minutes, and a stop is seen within
+ * PEER_POLL_MS.  Returns a blocking socket whose reads and writes each
+ * wait at most timeout_ms, or -1 with errno (ETIMEDOUT for the timeout,
+ * ECANCELED when the fetch's stop or deadline came first).
+ */
+static int connect_one(const struct addrinfo *ai, const struct fetch *fx)
+{
+    int timeout_ms = fx->timeout_ms;
     int fd = socket(ai->ai_family, ai->ai_socktype | SOCK_CLOEXEC | SOCK_NONBLOCK,
                     ai->ai_protocol);
     if (fd < 0)
@@ -130,20 +322,25 @@ static int connect_one(const struct addrinfo *ai, int timeout_ms)
         }
         int64_t deadline = now_ms() + timeout_ms;
         for (;;) {
+            if (stopping(fx) || now_ms() >= fx->deadline) {
+                e = ECANCELED;
+                goto fail;
+            }
             int64_t left = deadline - now_ms();
             struct pollfd p = { .fd = fd, .events = POLLOUT };
-            int n = left > 0 ? poll(&p, 1, (int)left) : 0;
+            int n = left > 0 ? poll(&p, 1, left < PEER_POLL_MS ? (int)left : PEER_POLL_MS) : 0;
             if (n < 0 && errno == EINTR)
                 continue;
             if (n < 0) {
                 e = errno;
                 goto fail;
             }
-            if (n == 0) {
+            if (n == 0 && left <= PEER_POLL_MS) {
                 e = ETIMEDOUT;
                 goto fail;
             }
-            break;
+            if (n > 0)
+                break;
         }
         socklen_t el = sizeof e;
         if (getsockopt(fd, SOL_SOCKET, SO_ERROR, &e, &el) != 0)
@@ -164,6 +361,71 @@ fail:
     close(fd);
     errno = e;
     return -1;
+}
+
+/*
+ * The watchdog of a connection: a thread that looks at the stop flag and
+ * the deadline every PEER_POLL_MS and, when either has come, shuts the
+ * socket down, which ends any read or write blocked on it (a read then
+ * sees the end of the input).  The reads themselves stay plain blocking
+ * reads, snapshot_read_fd's among them, which knows nothing of deadlines.
+ */
+struct watch {
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+    pthread_t thread;
+    int fd;
+    const struct fetch *fx;     /* its deadline and length change under mu */
+    bool done;                  /* under mu: the fetch is over, the socket about to close */
+    bool fired;                 /* under mu: the socket was shut down */
+};
+
+static void *watch_main(void *arg)
+{
+    struct watch *w = arg;
+    pthread_mutex_lock(&w->mu);
+    while (!w->done) {
+        int64_t now = now_ms();
+        if (stopping(w->fx) || now >= w->fx->deadline) {
+            /* Under mu, and done is set under mu before the close: never another file's fd. */
+            shutdown(w->fd, SHUT_RDWR);
+            w->fired = true;
+            break;
+        }
+        int64_t wake = now + PEER_POLL_MS;
+        struct timespec ts = mono_ts(wake < w->fx->deadline ? wake : w->fx->deadline);
+        pthread_cond_timedwait(&w->cv, &w->mu, &ts);
+    }
+    pthread_mutex_unlock(&w->mu);
+    return NULL;
+}
+
+static int watch_start(struct watch *w, int fd, const struct fetch *fx)
+{
+    memset(w, 0, sizeof *w);
+    w->fd = fd;
+    w->fx = fx;
+    pthread_mutex_init(&w->mu, NULL);
+    cond_init_mono(&w->cv);
+    int e = pthread_create(&w->thread, NULL, watch_main, w);
+    if (e != 0) {
+        pthread_mutex_destroy(&w->mu);
+        pthread_cond_destroy(&w->cv);
+    }
+    return e;
+}
+
+/* Before the socket closes.  Returns whether the watchdog shut it down. */
+static bool watch_end(struct watch *w)
+{
+    pthread_mutex_lock(&w->mu);
+    w->done = true;
+    pthread_cond_broadcast(&w->cv);
+    pthread_mutex_unlock(&w->mu);
+    pthread_join(w->thread, NULL);
+    pthread_mutex_destroy(&w->mu);
+    pthread_cond_destroy(&w->cv);
+    return w->fired;
 }
 
 static const char *io_error(int e, char *buf, size_t len)
@@ -325,12 +587,14 @@ static void encode_segment(const char *name, char *out, size_t cap)
 }
 
 enum snapshot_status peer_fetch_snapshot(const char *base, const char *name, const char *token,
-                                         const struct snapshot_expect *expect, int timeout_ms,
-                                         struct snapshot *out, char *why, size_t whylen)
+                                         const struct snapshot_expect *expect,
+                                         const struct peer_limits *lim, struct snapshot *out,
+                                         char *why, size_t whylen)
 {
+    static const struct peer_limits defaults = { 0 };
     memset(out, 0, sizeof *out);
-    if (timeout_ms < 1)
-        timeout_ms = 1;         /* 0 would make SO_RCVTIMEO wait forever */
+    if (lim == NULL)
+        lim = &defaults;
     struct target t;
     char seg[3 * 255 + 1], url[1100], ebuf[128];
     if (!parse_base(base, &t))
@@ -342,20 +606,39 @@ enum snapshot_status peer_fetch_snapshot(const char *base, const char *name, con
     encode_segment(name, seg, sizeof seg);
     snprintf(url, sizeof url, "http://%s/snapshot/%s", t.authority, seg);
 
-    struct addrinfo hints = { .ai_family = AF_UNSPEC, .ai_socktype = SOCK_STREAM }, *ais = NULL;
-    int gai = getaddrinfo(t.host, t.port, &hints, &ais);
-    if (gai != 0)
-        return fail(why, whylen, "%s: cannot resolve %s: %s", url, t.host,
-                    gai == EAI_SYSTEM ? io_error(errno, ebuf, sizeof ebuf) : gai_strerror(gai));
+    struct fetch fx = {
+        .url = url, .stop = lim->stop,
+        /* At least 1: 0 would make SO_RCVTIMEO wait forever. */
+        .timeout_ms = lim->timeout_ms > 0 ? lim->timeout_ms : PEER_TIMEOUT_MS,
+        .setup_ms = lim->setup_ms > 0 ? lim->setup_ms : PEER_SETUP_MS,
+        .min_rate = lim->min_rate > 0 ? lim->min_rate : PEER_MIN_RATE,
+        .start = now_ms(),
+    };
+    fx.deadline = fx.start + fx.setup_ms;
+
+    struct addrinfo *ais = NULL;
+    enum snapshot_status st = resolve(&fx, &t, lim->resolve, &ais, why, whylen);
+    if (st != SNAPSHOT_OK)
+        return st;
     int fd = -1, e = 0;
     for (const struct addrinfo *ai = ais; ai != NULL && fd < 0; ai = ai->ai_next)
-        if ((fd = connect_one(ai, timeout_ms)) < 0)
-            e = errno;
+        if ((fd = connect_one(ai, &fx)) < 0 && (e = errno) == ECANCELED)
+            break;
     freeaddrinfo(ais);
-    if (fd < 0)
-        return fail(why, whylen, "%s: cannot connect: %s", url, io_error(e, ebuf, sizeof ebuf));
+    if (fd < 0) {
+        if (!gave_up(&fx, why, whylen))
+            fail(why, whylen, "%s: cannot connect: %s", url, io_error(e, ebuf, sizeof ebuf));
+        return SNAPSHOT_IO;
+    }
 
-    enum snapshot_status st = SNAPSHOT_IO;
+    struct watch w;
+    e = watch_start(&w, fd, &fx);
+    if (e != 0) {
+        close(fd);
+        return fail(why, whylen, "%s: cannot start the connection's watchdog: %s", url,
+                    strerror_r(e, ebuf, sizeof ebuf));
+    }
+    st = SNAPSHOT_IO;
     char *req = NULL, *headbuf = malloc(PEER_MAX_HEAD);
     int rl = asprintf(&req,
                       "GET /snapshot/%s HTTP/1.1\r\nHost: %s\r\nUser-Agent: bloomguard\r\n"
@@ -394,6 +677,12 @@ enum snapshot_status peer_fetch_snapshot(const char *base, const char *name, con
         st = fail(why, whylen, "%s: the answer has %s Content-Length", url,
                   h.has_length ? "an unusable" : "no");
     } else {
+        /* Now the body's size is known, so is the whole fetch's deadline. */
+        pthread_mutex_lock(&w.mu);
+        fx.has_length = true;
+        fx.length = h.length;
+        fx.deadline = body_deadline(&fx, h.length);
+        pthread_mutex_unlock(&w.mu);
         char inner[SNAPSHOT_WHY_LEN];
         inner[0] = '\0';
         errno = 0;
@@ -405,6 +694,14 @@ enum snapshot_status peer_fetch_snapshot(const char *base, const char *name, con
             snprintf(why, whylen, "%s: %s", url, inner);
     }
 done:
+    /* Cut short by the watchdog: what the reads saw (an early end) is not the reason. */
+    if (watch_end(&w) && st != SNAPSHOT_OK) {
+        snapshot_release(out);
+        memset(out, 0, sizeof *out);
+        st = SNAPSHOT_IO;
+        if (!gave_up(&fx, why, whylen))
+            fail(why, whylen, "%s: cut short", url);    /* not reached: it fired for a reason */
+    }
     free(req);
     free(headbuf);
     close(fd);

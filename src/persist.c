@@ -13,9 +13,6 @@
 #include "snapshot.h"
 #include "table.h"
 
-/* How long a peer may take to connect and between bytes of its snapshot. */
-#define PEER_TIMEOUT_MS 10000
-
 bool persist_dir(const struct config *cfg, char *out, size_t outlen)
 {
     const char *p = cfg->snapshot_path ? cfg->snapshot_path : "";
@@ -219,7 +216,7 @@ static void install(struct snapshot *s, struct guard *g, struct pending *p,
 }
 
 bool persist_restore(const struct config *cfg, const struct filter_config *fc, const char *token,
-                     struct guard *g, struct pending *p, const struct log *lg,
+                     atomic_bool *stop, struct guard *g, struct pending *p, const struct log *lg,
                      struct persist_restored *r)
 {
     char path[PERSIST_PATH_MAX], why[SNAPSHOT_WHY_LEN];
@@ -250,10 +247,15 @@ bool persist_restore(const struct config *cfg, const struct filter_config *fc, c
     if (st == SNAPSHOT_MISSING && cfg->bootstrap_from[0] != '\0') {
         snapshot_release(&s);
         memset(&s, 0, sizeof s);
-        st = peer_fetch_snapshot(cfg->bootstrap_from, fc->name, token, &expect, PEER_TIMEOUT_MS,
-                                 &s, why, sizeof why);
+        /* The defaults of peer.h: a deadline from the size the peer announces. */
+        const struct peer_limits lim = { .stop = stop };
+        st = peer_fetch_snapshot(cfg->bootstrap_from, fc->name, token, &expect, &lim, &s, why,
+                                 sizeof why);
         if (st == SNAPSHOT_OK)
             r->from = PERSIST_PEER;
+        else if (stop != NULL && atomic_load(stop))
+            log_info(lg, "%s: fetching the snapshot of peer %s: %s", fc->name,
+                     cfg->bootstrap_from, why);
         else
             log_warn(lg, "%s: snapshot of peer %s ignored (%s): %s; loading the table", fc->name,
                      cfg->bootstrap_from, snapshot_strstatus(st), why);

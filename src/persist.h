@@ -10,6 +10,7 @@
 #ifndef BLOOMGUARD_PERSIST_H
 #define BLOOMGUARD_PERSIST_H
 
+#include <stdatomic.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -81,13 +82,16 @@ struct persist_restored {
  * At start, before any load of the table: make fc's snapshot file (after
  * removing the temporary files a crash left), else the snapshot of
  * [snapshot] bootstrap_from's peer (token: the admin token to send, NULL =
- * none), g's live filter and put its journal back into p, then every entry
- * of p (those persist_postlog_open restored too) into it.  True when one
- * was put in place (*r filled); false when there was none or it was not
- * usable (each reason logged as a warning): load the table.
+ * none; within peer.h's default bounds: a deadline from the size the peer
+ * announces), g's live filter and put its journal back into p, then every
+ * entry of p (those persist_postlog_open restored too) into it.  True when
+ * one was put in place (*r filled); false when there was none or it was not
+ * usable (each reason logged as a warning): load the table.  stop (NULL:
+ * none): once true, a fetch from the peer ends within peer.h's
+ * PEER_POLL_MS, and false is returned.
  */
 bool persist_restore(const struct config *cfg, const struct filter_config *fc, const char *token,
-                     struct guard *g, struct pending *p, const struct log *lg,
+                     atomic_bool *stop, struct guard *g, struct pending *p, const struct log *lg,
                      struct persist_restored *r);
 
 /*

@@ -356,8 +356,8 @@ static void restore_all(struct scheduler *s)
     for (unsigned i = 0; i < s->n && !atomic_load(&s->stop); i++) {
         struct table *t = s->tables[i];
         struct persist_restored r;
-        if (!persist_restore(s->cfg, table_config(t), s->token, table_guard(t), table_pending(t),
-                             s->lg, &r))
+        if (!persist_restore(s->cfg, table_config(t), s->token, &s->stop, table_guard(t),
+                             table_pending(t), s->lg, &r))
             continue;
         table_restored(t, r.position, r.from == PERSIST_PEER ? "peer" : "snapshot", r.items,
                        r.seconds, &r.ident);

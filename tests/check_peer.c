@@ -2,15 +2,19 @@
  * Unit tests of the peer bootstrap client (src/peer.c) against a tiny
  * server thread on 127.0.0.1:0 that accepts one connection, keeps the
  * request it read and answers canned bytes: a real snapshot, a refusal,
- * a truncated body, answers without a usable Content-Length, a closed port
- * and a peer that never answers.
+ * a truncated body, answers without a usable Content-Length, a closed port,
+ * a peer that never answers, one that trickles, and a name lookup that
+ * hangs (through peer_limits' resolve hook: a real resolver that never
+ * answers would need a private resolv.conf, too invasive for a unit test).
  */
 #include <arpa/inet.h>
 #include <check.h>
 #include <errno.h>
+#include <netdb.h>
 #include <netinet/in.h>
 #include <poll.h>
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -31,8 +35,37 @@ struct server {
     const char *head;           /* sent first; NULL: send nothing, wait for the client to go */
     const unsigned char *body;
     size_t body_len;
+    unsigned trickle_ms;        /* 0: the body at once; else a byte every trickle_ms */
+    atomic_bool *stop;          /* set once stop_after bytes of the body are sent */
+    size_t stop_after;
+    double stopped_at;          /* now_s() when it set stop */
+    size_t sent;                /* bytes of the body sent */
     char request[4096];         /* the request head it read */
 };
+
+static double now_s(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+}
+
+/* The body a byte at a time, until it is all sent or the client has gone. */
+static void trickle(struct server *s, int c)
+{
+    while (s->sent < s->body_len) {
+        if (s->stop != NULL && s->sent == s->stop_after) {
+            s->stopped_at = now_s();
+            atomic_store(s->stop, true);
+        }
+        struct pollfd p = { .fd = c, .events = POLLIN };
+        if (poll(&p, 1, (int)s->trickle_ms) != 0)
+            return;                     /* the client shut the connection down */
+        if (send(c, s->body + s->sent, 1, MSG_NOSIGNAL) != 1)
+            return;
+        s->sent++;
+    }
+}
 
 static void *serve(void *arg)
 {
@@ -50,7 +83,9 @@ static void *serve(void *arg)
     s->request[n] = '\0';
     if (s->head != NULL) {
         (void)!send(c, s->head, strlen(s->head), MSG_NOSIGNAL);
-        if (s->body_len > 0)
+        if (s->trickle_ms > 0)
+            trickle(s, c);
+        else if (s->body_len > 0)
             (void)!send(c, s->body, s->body_len, MSG_NOSIGNAL);
     } else {
         /* Never answer: wait until the client gives up and closes (bounded). */
@@ -74,14 +109,20 @@ static int listen_any(unsigned short *port)
     return fd;
 }
 
+/* Set what serve answers first (memset s), then start it. */
+static void server_run(struct server *s)
+{
+    s->lfd = listen_any(&s->port);
+    ck_assert_int_eq(pthread_create(&s->thread, NULL, serve, s), 0);
+}
+
 static void server_start(struct server *s, const char *head, const void *body, size_t body_len)
 {
     memset(s, 0, sizeof *s);
     s->head = head;
     s->body = body;
     s->body_len = body_len;
-    s->lfd = listen_any(&s->port);
-    ck_assert_int_eq(pthread_create(&s->thread, NULL, serve, s), 0);
+    server_run(s);
 }
 
 static void server_stop(struct server *s)
@@ -111,6 +152,10 @@ static bool mem_write(void *ctx, const void *buf, size_t len)
     m->len += len;
     return true;
 }
+
+/* Each wait 2 s (300 ms for the silent peer); the whole fetch as by default. */
+static const struct peer_limits QUICK = { .timeout_ms = 2000 };
+static const struct peer_limits SHORT = { .timeout_ms = 300 };
 
 static const struct snapshot_expect EXPECT = {
     .name = "users", .table = "public.users", .column = "id", .target_fpp = 0.01,
@@ -153,7 +198,7 @@ START_TEST(test_ok)
     struct snapshot snap;
     char why[SNAPSHOT_WHY_LEN] = "";
     enum snapshot_status st = peer_fetch_snapshot(base_of(&s), "users", "tok-0123456789abcdef",
-                                                  &EXPECT, 2000, &snap, why, sizeof why);
+                                                  &EXPECT, &QUICK, &snap, why, sizeof why);
     server_stop(&s);
     ck_assert_msg(st == SNAPSHOT_OK, "status %s: %s", snapshot_strstatus(st), why);
     ck_assert_ptr_nonnull(snap.filter);
@@ -182,7 +227,7 @@ START_TEST(test_no_token_no_header)
     server_start(&s, "HTTP/1.1 503 Service Unavailable\r\nContent-Length: 0\r\n\r\n", NULL, 0);
     struct snapshot snap;
     char why[SNAPSHOT_WHY_LEN] = "";
-    enum snapshot_status st = peer_fetch_snapshot(base_of(&s), "orders", NULL, NULL, 2000, &snap,
+    enum snapshot_status st = peer_fetch_snapshot(base_of(&s), "orders", NULL, NULL, &QUICK, &snap,
                                                   why, sizeof why);
     server_stop(&s);
     ck_assert_int_eq(st, SNAPSHOT_IO);
@@ -208,7 +253,7 @@ START_TEST(test_unauthorized)
     struct snapshot snap;
     char why[SNAPSHOT_WHY_LEN] = "";
     enum snapshot_status st = peer_fetch_snapshot(base_of(&s), "users", "wrong-token-wrong", &EXPECT,
-                                                  2000, &snap, why, sizeof why);
+                                                  &QUICK, &snap, why, sizeof why);
     server_stop(&s);
     ck_assert_int_eq(st, SNAPSHOT_IO);
     ck_assert_msg(strstr(why, "401 unauthorized") != NULL, "why: %s", why);
@@ -226,7 +271,7 @@ START_TEST(test_truncated)
     server_start(&s, head, b.p, b.len - 100);      /* the peer hangs up early */
     struct snapshot snap;
     char why[SNAPSHOT_WHY_LEN] = "";
-    enum snapshot_status st = peer_fetch_snapshot(base_of(&s), "users", NULL, &EXPECT, 2000, &snap,
+    enum snapshot_status st = peer_fetch_snapshot(base_of(&s), "users", NULL, &EXPECT, &QUICK, &snap,
                                                   why, sizeof why);
     server_stop(&s);
     ck_assert_msg(st == SNAPSHOT_TRUNCATED, "status %s: %s", snapshot_strstatus(st), why);
@@ -255,7 +300,7 @@ START_TEST(test_unframed)
     server_start(&s, unframed[_i], NULL, 0);
     struct snapshot snap;
     char why[SNAPSHOT_WHY_LEN] = "";
-    enum snapshot_status st = peer_fetch_snapshot(base_of(&s), "users", NULL, &EXPECT, 2000, &snap,
+    enum snapshot_status st = peer_fetch_snapshot(base_of(&s), "users", NULL, &EXPECT, &QUICK, &snap,
                                                   why, sizeof why);
     server_stop(&s);
     ck_assert_msg(st == SNAPSHOT_IO, "status %s: %s", snapshot_strstatus(st), why);
@@ -276,7 +321,7 @@ START_TEST(test_head_too_large)
     server_start(&s, head, NULL, 0);
     struct snapshot snap;
     char why[SNAPSHOT_WHY_LEN] = "";
-    enum snapshot_status st = peer_fetch_snapshot(base_of(&s), "users", NULL, &EXPECT, 2000, &snap,
+    enum snapshot_status st = peer_fetch_snapshot(base_of(&s), "users", NULL, &EXPECT, &QUICK, &snap,
                                                   why, sizeof why);
     server_stop(&s);
     free(head);
@@ -293,19 +338,12 @@ START_TEST(test_refused)
     char base[64], why[SNAPSHOT_WHY_LEN] = "";
     snprintf(base, sizeof base, "http://127.0.0.1:%u", port);
     struct snapshot snap;
-    enum snapshot_status st = peer_fetch_snapshot(base, "users", NULL, &EXPECT, 2000, &snap, why,
+    enum snapshot_status st = peer_fetch_snapshot(base, "users", NULL, &EXPECT, &QUICK, &snap, why,
                                                   sizeof why);
     ck_assert_int_eq(st, SNAPSHOT_IO);
     ck_assert_msg(strstr(why, "cannot connect") != NULL, "why: %s", why);
 }
 END_TEST
-
-static double now_s(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
-}
 
 START_TEST(test_silent_peer)
 {
@@ -314,7 +352,7 @@ START_TEST(test_silent_peer)
     struct snapshot snap;
     char why[SNAPSHOT_WHY_LEN] = "";
     double t0 = now_s();
-    enum snapshot_status st = peer_fetch_snapshot(base_of(&s), "users", NULL, &EXPECT, 300, &snap,
+    enum snapshot_status st = peer_fetch_snapshot(base_of(&s), "users", NULL, &EXPECT, &SHORT, &snap,
                                                   why, sizeof why);
     double took = now_s() - t0;
     server_stop(&s);
@@ -333,7 +371,7 @@ START_TEST(test_bad_base)
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
         struct snapshot snap;
         char why[SNAPSHOT_WHY_LEN] = "";
-        ck_assert_int_eq(peer_fetch_snapshot(bad[i], "users", NULL, &EXPECT, 300, &snap, why,
+        ck_assert_int_eq(peer_fetch_snapshot(bad[i], "users", NULL, &EXPECT, &SHORT, &snap, why,
                                              sizeof why), SNAPSHOT_IO);
         ck_assert_msg(strstr(why, "is not http://host[:port]") != NULL, "%s: %s", bad[i], why);
     }
@@ -367,13 +405,242 @@ START_TEST(test_ipv6)
     char base[64], host[64], why[SNAPSHOT_WHY_LEN] = "";
     snprintf(base, sizeof base, "http://[::1]:%u", s.port);
     struct snapshot snap;
-    enum snapshot_status st = peer_fetch_snapshot(base, "users", NULL, &EXPECT, 2000, &snap, why,
+    enum snapshot_status st = peer_fetch_snapshot(base, "users", NULL, &EXPECT, &QUICK, &snap, why,
                                                   sizeof why);
     server_stop(&s);
     ck_assert_int_eq(st, SNAPSHOT_IO);
     ck_assert_msg(strstr(why, "answered 404") != NULL, "why: %s", why);
     snprintf(host, sizeof host, "\r\nHost: [::1]:%u\r\n", s.port);
     ck_assert_msg(strstr(s.request, host) != NULL, "request: %s", s.request);
+}
+END_TEST
+
+
+/* ------------------------------------------------------------- bounds -- */
+
+/* A head announcing b's length, for a server that then trickles b. */
+static void trickle_head(char *head, size_t cap, size_t len)
+{
+    snprintf(head, cap, "HTTP/1.1 200 OK\r\nContent-Length: %zu\r\n\r\n", len);
+}
+
+/*
+ * A peer that sends a byte every 200 ms, each well within the 2 s wait:
+ * only the whole fetch's deadline ends it, 0.3 s + len bytes at 1000 B/s
+ * (about 1.5 s), where the body alone would take minutes.
+ */
+START_TEST(test_trickle_deadline)
+{
+    struct membuf b = make_snapshot();
+    char head[128], why[SNAPSHOT_WHY_LEN] = "";
+    trickle_head(head, sizeof head, b.len);
+    struct server s;
+    memset(&s, 0, sizeof s);
+    s.head = head;
+    s.body = b.p;
+    s.body_len = b.len;
+    s.trickle_ms = 200;
+    server_run(&s);
+    const struct peer_limits lim = { .timeout_ms = 2000, .setup_ms = 300, .min_rate = 1000 };
+    double deadline = 0.3 + (double)b.len / 1000.0;
+    struct snapshot snap;
+    double t0 = now_s();
+    enum snapshot_status st = peer_fetch_snapshot(base_of(&s), "users", NULL, &EXPECT, &lim, &snap,
+                                                  why, sizeof why);
+    double took = now_s() - t0;
+    server_stop(&s);
+    ck_assert_msg(st == SNAPSHOT_IO, "status %s: %s", snapshot_strstatus(st), why);
+    ck_assert_msg(strstr(why, "too slow") != NULL, "why: %s", why);
+    char bytes[64];
+    snprintf(bytes, sizeof bytes, "the %zu-byte snapshot", b.len);
+    ck_assert_msg(strstr(why, bytes) != NULL, "why: %s", why);
+    ck_assert_ptr_null(snap.filter);
+    /* The deadline counts the body: not given up at the 0.3 s allowance, nor long after. */
+    ck_assert_msg(took >= deadline - 0.05 && took < deadline + 1.5,
+                  "took %.3f s for a deadline of %.3f s (%zu of %zu bytes sent)", took, deadline,
+                  s.sent, b.len);
+    ck_assert_uint_lt(s.sent, b.len);
+    free(b.p);
+}
+END_TEST
+
+/* A head that never ends: the allowance for the head alone ends it. */
+START_TEST(test_trickle_head)
+{
+    static const char body[] = "X-Pad: aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa";
+    struct server s;
+    memset(&s, 0, sizeof s);
+    s.head = "HTTP/1.1 200 OK\r\n";
+    s.body = (const unsigned char *)body;
+    s.body_len = sizeof body - 1;
+    s.trickle_ms = 50;
+    server_run(&s);
+    const struct peer_limits lim = { .timeout_ms = 2000, .setup_ms = 600 };
+    struct snapshot snap;
+    char why[SNAPSHOT_WHY_LEN] = "";
+    double t0 = now_s();
+    enum snapshot_status st = peer_fetch_snapshot(base_of(&s), "users", NULL, &EXPECT, &lim, &snap,
+                                                  why, sizeof why);
+    double took = now_s() - t0;
+    server_stop(&s);
+    ck_assert_int_eq(st, SNAPSHOT_IO);
+    ck_assert_msg(strstr(why, "too slow: no answer within") != NULL, "why: %s", why);
+    ck_assert_msg(took >= 0.55 && took < 2.0, "took %.3f s for a 0.6 s allowance", took);
+}
+END_TEST
+
+/*
+ * The stop flag, set by the server itself once it has sent part of the
+ * body (or, for a silent server, by nobody: see below): the fetch returns
+ * within about PEER_POLL_MS, though nothing else would end it for minutes.
+ */
+START_TEST(test_stop_mid_transfer)
+{
+    struct membuf b = make_snapshot();
+    char head[128], why[SNAPSHOT_WHY_LEN] = "";
+    trickle_head(head, sizeof head, b.len);
+    atomic_bool stop;
+    atomic_init(&stop, false);
+    struct server s;
+    memset(&s, 0, sizeof s);
+    s.head = head;
+    s.body = b.p;
+    s.body_len = b.len;
+    s.trickle_ms = 100;
+    s.stop = &stop;
+    s.stop_after = 5;
+    server_run(&s);
+    const struct peer_limits lim = { .timeout_ms = 60000, .setup_ms = 60000, .min_rate = 1,
+                                     .stop = &stop };
+    struct snapshot snap;
+    enum snapshot_status st = peer_fetch_snapshot(base_of(&s), "users", NULL, &EXPECT, &lim, &snap,
+                                                  why, sizeof why);
+    double after = now_s() - s.stopped_at;
+    server_stop(&s);
+    ck_assert_msg(st == SNAPSHOT_IO, "status %s: %s", snapshot_strstatus(st), why);
+    ck_assert_msg(strstr(why, "interrupted") != NULL, "why: %s", why);
+    ck_assert_ptr_null(snap.filter);
+    ck_assert_msg(s.stopped_at > 0 && after < 0.5, "returned %.3f s after the stop", after);
+    free(b.p);
+    snapshot_release(&snap);
+}
+END_TEST
+
+/* A thread that sets *stop after 300 ms, for waits no server step can time. */
+struct stopper {
+    pthread_t th;
+    atomic_bool stop;
+    double at;
+};
+
+static void *stopper_main(void *arg)
+{
+    struct stopper *k = arg;
+    usleep(300000);
+    k->at = now_s();
+    atomic_store(&k->stop, true);
+    return NULL;
+}
+
+static void stopper_start(struct stopper *k)
+{
+    atomic_init(&k->stop, false);
+    k->at = 0;
+    ck_assert_int_eq(pthread_create(&k->th, NULL, stopper_main, k), 0);
+}
+
+/* Stopped while the peer says nothing at all (the head's wait). */
+START_TEST(test_stop_silent)
+{
+    struct server s;
+    server_start(&s, NULL, NULL, 0);
+    struct stopper k;
+    stopper_start(&k);
+    const struct peer_limits lim = { .timeout_ms = 60000, .setup_ms = 60000, .stop = &k.stop };
+    struct snapshot snap;
+    char why[SNAPSHOT_WHY_LEN] = "";
+    enum snapshot_status st = peer_fetch_snapshot(base_of(&s), "users", NULL, &EXPECT, &lim, &snap,
+                                                  why, sizeof why);
+    pthread_join(k.th, NULL);
+    double after = now_s() - k.at;
+    server_stop(&s);
+    ck_assert_int_eq(st, SNAPSHOT_IO);
+    ck_assert_msg(strstr(why, "interrupted") != NULL, "why: %s", why);
+    ck_assert_msg(after < 0.5, "returned %.3f s after the stop", after);
+}
+END_TEST
+
+/* A lookup that does not answer, as with a resolver behind a black hole. */
+static int hang_resolve(const char *host, const char *port, const struct addrinfo *hints,
+                        struct addrinfo **res)
+{
+    (void)host, (void)port, (void)hints, (void)res;
+    sleep(3600);                /* the test's process ends first */
+    return EAI_AGAIN;
+}
+
+/* The lookup of a name answers late, but answers: the thread hands the addresses over. */
+static int slow_resolve(const char *host, const char *port, const struct addrinfo *hints,
+                        struct addrinfo **res)
+{
+    usleep(50000);
+    if (strcmp(host, "peer.test") != 0)
+        return EAI_NONAME;
+    return getaddrinfo("127.0.0.1", port, hints, res);
+}
+
+START_TEST(test_lookup_hangs)
+{
+    /* Nothing listens: the lookup never gets so far. */
+    const struct peer_limits lim = { .timeout_ms = 2000, .setup_ms = 400, .resolve = hang_resolve };
+    struct snapshot snap;
+    char why[SNAPSHOT_WHY_LEN] = "";
+    double t0 = now_s();
+    enum snapshot_status st = peer_fetch_snapshot("http://peer.test:1", "users", NULL, &EXPECT,
+                                                  &lim, &snap, why, sizeof why);
+    double took = now_s() - t0;
+    ck_assert_int_eq(st, SNAPSHOT_IO);
+    ck_assert_msg(strstr(why, "too slow: no answer within") != NULL, "why: %s", why);
+    ck_assert_msg(took >= 0.35 && took < 2.0, "took %.3f s for a 0.4 s allowance", took);
+
+    /* And stopped while it hangs. */
+    struct stopper k;
+    stopper_start(&k);
+    const struct peer_limits lim2 = { .setup_ms = 60000, .resolve = hang_resolve, .stop = &k.stop };
+    st = peer_fetch_snapshot("http://peer.test:1", "users", NULL, &EXPECT, &lim2, &snap, why,
+                             sizeof why);
+    pthread_join(k.th, NULL);
+    double after = now_s() - k.at;
+    ck_assert_int_eq(st, SNAPSHOT_IO);
+    ck_assert_msg(strstr(why, "interrupted") != NULL, "why: %s", why);
+    ck_assert_msg(after < 0.5, "returned %.3f s after the stop", after);
+}
+END_TEST
+
+START_TEST(test_lookup_by_name)
+{
+    struct membuf b = make_snapshot();
+    char head[128], base[64], why[SNAPSHOT_WHY_LEN] = "";
+    trickle_head(head, sizeof head, b.len);
+    struct server s;
+    server_start(&s, head, b.p, b.len);
+    snprintf(base, sizeof base, "http://peer.test:%u", s.port);
+    const struct peer_limits lim = { .timeout_ms = 2000, .resolve = slow_resolve };
+    struct snapshot snap;
+    enum snapshot_status st = peer_fetch_snapshot(base, "users", NULL, &EXPECT, &lim, &snap, why,
+                                                  sizeof why);
+    server_stop(&s);
+    ck_assert_msg(st == SNAPSHOT_OK, "status %s: %s", snapshot_strstatus(st), why);
+    ck_assert_ptr_nonnull(snap.filter);
+    ck_assert_ptr_nonnull(strstr(s.request, "\r\nHost: peer.test:"));
+    snapshot_release(&snap);
+
+    /* A name the resolver does not know. */
+    snprintf(base, sizeof base, "http://nowhere.test:%u", s.port);
+    st = peer_fetch_snapshot(base, "users", NULL, &EXPECT, &lim, &snap, why, sizeof why);
+    ck_assert_int_eq(st, SNAPSHOT_IO);
+    ck_assert_msg(strstr(why, "cannot resolve nowhere.test") != NULL, "why: %s", why);
+    free(b.p);
 }
 END_TEST
 
@@ -392,5 +659,14 @@ Suite *check_suite(void)
     tcase_add_test(tc, test_bad_base);
     tcase_add_test(tc, test_ipv6);
     suite_add_tcase(s, tc);
+    TCase *tb = tcase_create("bounds");
+    tcase_set_timeout(tb, 20);
+    tcase_add_test(tb, test_trickle_deadline);
+    tcase_add_test(tb, test_trickle_head);
+    tcase_add_test(tb, test_stop_mid_transfer);
+    tcase_add_test(tb, test_stop_silent);
+    tcase_add_test(tb, test_lookup_hangs);
+    tcase_add_test(tb, test_lookup_by_name);
+    suite_add_tcase(s, tb);
     return s;
 }
