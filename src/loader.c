@@ -6,6 +6,7 @@
 
 #include "spell.h"
 
+#include <poll.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -284,6 +285,19 @@ size_t loader_unescape(char *s, size_t len)
     return o;
 }
 
+/* A row PQgetCopyData returned (n > 0), as loader_copy_row hands it out. */
+static void copy_row_text(char *buf, int n, size_t *len)
+{
+    /* Text format: one row per message, ending in '\n'. */
+    size_t l = (size_t)n;
+    if (l > 0 && buf[l - 1] == '\n')
+        l--;
+    if (memchr(buf, '\\', l) != NULL)
+        l = loader_unescape(buf, l);
+    buf[l] = '\0';
+    *len = l;
+}
+
 int loader_copy_row(PGconn *conn, char **buf, size_t *len)
 {
     int n = PQgetCopyData(conn, buf, 0);
@@ -291,15 +305,74 @@ int loader_copy_row(PGconn *conn, char **buf, size_t *len)
         return 0;
     if (n < 0)
         return -1;
-    /* Text format: one row per message, ending in '\n'. */
-    size_t l = (size_t)n;
-    if (l > 0 && (*buf)[l - 1] == '\n')
-        l--;
-    if (memchr(*buf, '\\', l) != NULL)
-        l = loader_unescape(*buf, l);
-    (*buf)[l] = '\0';
-    *len = l;
+    copy_row_text(*buf, n, len);
     return 1;
+}
+
+static bool stopped(atomic_bool *stop)
+{
+    return stop != NULL && atomic_load_explicit(stop, memory_order_relaxed);
+}
+
+/*
+ * Wait until conn's socket has bytes for libpq, at most LOADER_POLL_MS,
+ * and read them in.  False when libpq cannot read (the connection is
+ * broken: PQerrorMessage says why).
+ */
+static bool await_input(PGconn *conn)
+{
+    struct pollfd p = { .fd = PQsocket(conn), .events = POLLIN };
+    if (p.fd < 0)
+        return PQconsumeInput(conn) != 0;   /* no socket: let libpq say what is wrong */
+    (void)poll(&p, 1, LOADER_POLL_MS);      /* EINTR or a timeout: consuming nothing is fine */
+    return PQconsumeInput(conn) != 0;
+}
+
+/*
+ * loader_copy_row without blocking for more than LOADER_POLL_MS at a time:
+ * the server may take seconds per row (a slow view) or wait for a lock
+ * before the first, and a stop must not wait with it.  -2 once *stop is
+ * true; otherwise as loader_copy_row.
+ */
+static int copy_row_stoppable(PGconn *conn, char **buf, size_t *len, atomic_bool *stop)
+{
+    for (;;) {
+        if (stopped(stop))
+            return -2;
+        int n = PQgetCopyData(conn, buf, 1);
+        if (n > 0) {
+            copy_row_text(*buf, n, len);
+            return 1;
+        }
+        if (n == -1)
+            return 0;
+        if (n < -1 || !await_input(conn))
+            return -1;
+    }
+}
+
+/*
+ * PQexec of one statement, waiting at most LOADER_POLL_MS at a time for its
+ * answer so that a stop ends the wait.  Returns the first result (a COPY's
+ * PGRES_COPY_OUT, or the statement's; the caller PQclears it), NULL with
+ * *interrupted set when stop came first (the statement may still run: the
+ * caller PQfinishes the connection), NULL when libpq failed.
+ */
+static PGresult *exec_stoppable(PGconn *conn, const char *sql, atomic_bool *stop,
+                                bool *interrupted)
+{
+    *interrupted = false;
+    if (!PQsendQuery(conn, sql))
+        return NULL;
+    while (PQisBusy(conn)) {
+        if (stopped(stop)) {
+            *interrupted = true;
+            return NULL;
+        }
+        if (!await_input(conn))
+            return NULL;
+    }
+    return PQgetResult(conn);
 }
 
 static double now_s(void)
@@ -364,7 +437,12 @@ bool loader_copy(PGconn *conn, const struct filter_config *fc, struct filter *f,
              col, tbl, col);
     if (o->snapshot && o->snapshot[0] && !in_snapshot(conn, o->snapshot, err, errlen))
         goto done;
-    r = PQexec(conn, sql);
+    bool interrupted;
+    r = exec_stoppable(conn, sql, o->stop, &interrupted);
+    if (interrupted) {
+        snprintf(err, errlen, "load interrupted");
+        goto done;                      /* PQfinish by the caller ends the statement */
+    }
     if (PQresultStatus(r) != PGRES_COPY_OUT) {
         loader_set_error(err, errlen, "COPY failed", conn);
         goto done;
@@ -379,9 +457,14 @@ bool loader_copy(PGconn *conn, const struct filter_config *fc, struct filter *f,
     for (;;) {
         char *buf = NULL;
         size_t idlen;
-        int got = loader_copy_row(conn, &buf, &idlen);
+        int got = copy_row_stoppable(conn, &buf, &idlen, o->stop);
         if (got == 0)
             break;                              /* COPY done */
+        if (got == -2) {
+            snprintf(err, errlen, "load interrupted");
+            free(keybuf);
+            goto done;                          /* PQfinish by the caller ends the COPY */
+        }
         if (got < 0) {
             loader_set_error(err, errlen, "COPY failed", conn);
             free(keybuf);
@@ -418,15 +501,8 @@ bool loader_copy(PGconn *conn, const struct filter_config *fc, struct filter *f,
             o->seen(o->seen_arg, key, klen, h);
         PQfreemem(buf);
         rows++;
-        if (rows % LOADER_PROGRESS_ROWS == 0) {
-            if (o->progress)
-                o->progress(o->progress_arg, rows);
-            if (o->stop && atomic_load(o->stop)) {
-                snprintf(err, errlen, "load interrupted");
-                free(keybuf);
-                goto done;              /* PQfinish by the caller ends the COPY */
-            }
-        }
+        if (rows % LOADER_PROGRESS_ROWS == 0 && o->progress)
+            o->progress(o->progress_arg, rows);
     }
     filter_add_hashes_exclusive(f, batch, nb);
     free(keybuf);

@@ -111,7 +111,7 @@ struct loader_copy_opts {
     enum spell_type spell;      /* each row is added by its key for this spelling (spell.h) */
     loader_seen_fn seen;
     void *seen_arg;
-    atomic_bool *stop;          /* stop early with an error once true */
+    atomic_bool *stop;          /* stop early with an error once true (see loader_copy) */
     loader_progress_fn progress;
     void *progress_arg;
 };
@@ -125,7 +125,15 @@ struct loader_copy_opts {
  * meanwhile (bulk inserts without atomics; see guard_begin_bulk).  Holds no
  * result set and allocates nothing per row itself.  After a failure the
  * connection may be left inside the COPY: PQfinish it.
+ *
+ * Once *o->stop is true the copy fails ("load interrupted") within about
+ * LOADER_POLL_MS, whether rows are streaming, the server is slow to produce
+ * the next one, or the statement waits for a lock before its first: every
+ * wait for the server is a poll of at most LOADER_POLL_MS, and the flag is
+ * looked at before each row.  (The statement may go on in the server until
+ * the caller's PQfinish closes the connection.)
  */
+#define LOADER_POLL_MS 100
 bool loader_copy(PGconn *conn, const struct filter_config *fc, struct filter *f,
                  const struct loader_copy_opts *o, struct load_result *res, char *err,
                  size_t errlen);
