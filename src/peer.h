@@ -9,7 +9,6 @@
 #define BLOOMGUARD_PEER_H
 
 #include <stdatomic.h>
-#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
