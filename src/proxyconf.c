@@ -247,13 +247,14 @@ static void uri_source_text(FILE *f, const struct config *c, const char *proxy, 
         fprintf(f,
                 "# bloomguard's configuration has uri_source = auto, which this file serves (it\n"
                 "# sets the header over any the client sent), but auto also reads the headers\n"
-                "# other proxies set.  Pin it to the one header %s sets, so that the verdict\n"
-                "# depends on that header alone:\n", proxy);
+                "# other proxies set.  Pin it to the one header %s sets,\n"
+                "# so that the verdict depends on that header alone:\n", proxy);
     else
         fprintf(f,
-                "# bloomguard reads the URI from the one header %s sets, as its configuration\n"
-                "# says (not \"auto\", which also reads the headers other proxies set: pinned,\n"
-                "# the verdict depends on %s's header alone):\n", proxy, proxy);
+                "# bloomguard reads the URI from the one header %s sets, as its\n"
+                "# configuration says (not \"auto\", which also reads the headers other\n"
+                "# proxies set: pinned, the verdict depends on %s's header alone):\n",
+                proxy, proxy);
     fprintf(f, "#     [auth]\n#     uri_source = %s\n", value);
 }
 
@@ -555,7 +556,8 @@ static void caddy_write(FILE *f, const struct config *c)
 
     fputs("# Caddy in front of a PostgreSQL-backed service, with bloomguard turning away\n"
           "# requests for ids that surely do not exist before they reach the service and\n"
-          "# its database (cache penetration): the Caddy twin of `bloomguard --print-nginx`.\n"
+          "# its database (cache penetration): the Caddy twin of\n"
+          "# `bloomguard --print-nginx`.\n"
           "#\n"
           "# Written by `bloomguard --print-caddy` from bloomguard's configuration.  The\n"
           "# map below has one line per [auth] uri_template: when the templates change,\n"
