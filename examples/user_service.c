@@ -1,10 +1,11 @@
 /*
  * user_service: a small PostgreSQL-backed service for bloomguard to guard.
- * GET /user/get/{id} runs one real SELECT on the users table and answers the
- * row as JSON (200) or {"id":...,"exists":false} (404), so every request for
- * an absent id that gets past the guard costs a database round trip; GET
- * /stats counts the queries sent.  Used by the nginx tests, the attack
- * benchmark and `scripts/demo --nginx`.
+ * GET /user/get/{id} runs one real SELECT on the users table, GET
+ * /orders/{id}/items one on the orders table (an ID in the middle of the
+ * path), and each answers the row as JSON (200) or {"id":...,"exists":false}
+ * (404), so every request for an absent id that gets past the guard costs a
+ * database round trip; GET /stats counts the queries sent.  Used by the
+ * nginx and Caddy tests, the attack benchmark and `scripts/demo --nginx`.
  *
  *   user_service [--listen HOST:PORT] [--conninfo STR] [--threads N]
  *                [--pool N] [--query-delay USEC]
@@ -41,6 +42,15 @@
 #define USER_PREFIX "/user/get/"
 #define STMT_NAME "user_by_id"
 #define STMT_SQL "SELECT * FROM users WHERE id = $1"
+#define ORDER_PREFIX "/orders/"
+#define ORDER_SUFFIX "/items"
+/*
+ * Not prepared: where the service runs against a database without an
+ * orders table (bench/attack's), a failed PREPARE at connect would take
+ * the users route down with it.  The id is sent as text for PostgreSQL to
+ * read as the column's type, as a real service hands it the path segment.
+ */
+#define ORDER_SQL "SELECT * FROM orders WHERE id = $1"
 #define JSON_TYPE "application/json"
 #define MAX_THREADS 256
 #define MAX_POOL 1024
@@ -83,6 +93,7 @@ static void usage(FILE *out)
             "                      as a database on another host would (default 0)\n"
             "\n"
             "  GET /user/get/{id}  the users row as JSON, or 404\n"
+            "  GET /orders/{id}/items  the orders row as JSON, or 404\n"
             "  GET /stats          {\"queries\":N,...}\n",
             MAX_THREADS, MAX_POOL);
 }
@@ -177,12 +188,13 @@ static void query_delay(const struct service *s)
 }
 
 /*
- * Run the lookup for id on this thread's connection, or on a pooled one.  A
- * connection the server has dropped (a restart, an idle timeout) is replaced
- * and the query sent once more.  Returns the result (the caller PQclears it;
- * it may hold an SQL error), or NULL when PostgreSQL cannot be reached.
+ * Run the lookup for id on this thread's connection, or on a pooled one:
+ * the prepared users query, or sql (ORDER_SQL) when not NULL.  A connection
+ * the server has dropped (a restart, an idle timeout) is replaced and the
+ * query sent once more.  Returns the result (the caller PQclears it; it may
+ * hold an SQL error), or NULL when PostgreSQL cannot be reached.
  */
-static PGresult *lookup(struct service *s, const char *id)
+static PGresult *lookup(struct service *s, const char *sql, const char *id)
 {
     const char *params[1] = { id };
     PGconn **slot = slot_take(s);
@@ -194,7 +206,8 @@ static PGresult *lookup(struct service *s, const char *id)
         if (c == NULL)
             break;
         query_delay(s);
-        r = PQexecPrepared(c, STMT_NAME, 1, params, NULL, NULL, 0);
+        r = sql == NULL ? PQexecPrepared(c, STMT_NAME, 1, params, NULL, NULL, 0)
+                        : PQexecParams(c, sql, 1, NULL, params, NULL, NULL, 0);
         if (PQstatus(c) == CONNECTION_OK) {
             atomic_fetch_add(&s->queries, 1);
             break;
@@ -265,10 +278,22 @@ static json_t *row_json(const PGresult *r)
     return o;
 }
 
-static enum MHD_Result get_user(struct service *s, struct MHD_Connection *conn, const char *raw)
+/* An error in the value sent (SQLSTATE class 22: "abc" as a bigint), not in the database. */
+static bool is_data_exception(const PGresult *r)
 {
-    size_t rawlen = strlen(raw), idlen;
-    /* One path segment, like bloomguard's "/user/get/{id}" template. */
+    const char *state = PQresultErrorField(r, PG_DIAG_SQLSTATE);
+    return PQresultStatus(r) == PGRES_FATAL_ERROR && state != NULL && strncmp(state, "22", 2) == 0;
+}
+
+/*
+ * The row of the id raw[0..rawlen) stands for, by the users query (sql
+ * NULL) or ORDER_SQL.
+ */
+static enum MHD_Result get_row(struct service *s, struct MHD_Connection *conn, const char *sql,
+                               const char *raw, size_t rawlen)
+{
+    size_t idlen;
+    /* One path segment, as bloomguard's {id} is. */
     if (rawlen == 0 || memchr(raw, '/', rawlen) != NULL)
         return send_error(conn, MHD_HTTP_NOT_FOUND, "no_route", "no such endpoint");
     char *id = malloc(rawlen + 1);
@@ -286,7 +311,7 @@ static enum MHD_Result get_user(struct service *s, struct MHD_Connection *conn, 
         return MHD_NO;
     }
 
-    PGresult *r = lookup(s, id);
+    PGresult *r = lookup(s, sql, id);
     free(id);
     enum MHD_Result ret;
     if (r == NULL) {
@@ -299,7 +324,8 @@ static enum MHD_Result get_user(struct service *s, struct MHD_Connection *conn, 
         atomic_fetch_add(&s->found, 1);
         json_decref(jid);
         ret = send_pack(conn, MHD_HTTP_OK, row_json(r));
-    } else if (PQresultStatus(r) == PGRES_TUPLES_OK) {
+    } else if (PQresultStatus(r) == PGRES_TUPLES_OK || is_data_exception(r)) {
+        /* "abc" or 1e30 as a bigint: no such row either, as a real service would say. */
         atomic_fetch_add(&s->not_found, 1);
         /* The shape of bloomguard's /exists answer, so a 404 reads the same
          * whether the guard or the database said no. */
@@ -353,8 +379,13 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
             MHD_add_response_header(r, MHD_HTTP_HEADER_ALLOW, "GET, HEAD");
         return send_response(conn, MHD_HTTP_METHOD_NOT_ALLOWED, r);
     }
+    size_t len = strlen(url), pre = strlen(ORDER_PREFIX), suf = strlen(ORDER_SUFFIX);
     if (strncmp(url, USER_PREFIX, strlen(USER_PREFIX)) == 0)
-        return get_user(s, conn, url + strlen(USER_PREFIX));
+        return get_row(s, conn, NULL, url + strlen(USER_PREFIX), len - strlen(USER_PREFIX));
+    /* bloomguard's "/orders/{id}/items": the id is what lies between. */
+    if (len > pre + suf && strncmp(url, ORDER_PREFIX, pre) == 0
+        && strcmp(url + len - suf, ORDER_SUFFIX) == 0)
+        return get_row(s, conn, ORDER_SQL, url + pre, len - pre - suf);
     if (strcmp(url, "/stats") == 0)
         return get_stats(s, conn);
     return send_error(conn, MHD_HTTP_NOT_FOUND, "no_route", "no such endpoint");

@@ -20,6 +20,7 @@
 #include "notify.h"
 #include "persist.h"
 #include "postlog.h"
+#include "proxyconf.h"
 #include "source.h"
 #include "table.h"
 #include "stats.h"
@@ -50,10 +51,13 @@ static void usage(FILE *out)
 {
     fprintf(out,
             "usage: bloomguard [-c FILE] [-t] [--section.key=value ...]\n"
+            "       bloomguard [-c FILE] --print-nginx | --print-caddy [--section.key=value ...]\n"
             "       bloomguard -V | -h\n"
             "\n"
             "  -c FILE              configuration file (default %s)\n"
             "  -t                   check the configuration and exit (0 ok, 1 error)\n"
+            "  --print-nginx        print the nginx configuration for the templates and exit\n"
+            "  --print-caddy        print the Caddyfile for the templates and exit\n"
             "  -V                   print the version and exit\n"
             "  -h                   this help, with every configuration key\n"
             "  --section.key=value  override a configuration key\n"
@@ -176,9 +180,16 @@ struct cmdline {
     int argc;
 };
 
+/* --print-nginx, --print-caddy: true with the proxy in *kind. */
+static bool is_print(const char *arg, enum proxyconf_kind *kind)
+{
+    return strncmp(arg, "--print-", 8) == 0 && proxyconf_kind_parse(arg + 8, kind);
+}
+
 static bool is_override(const char *arg)
 {
-    return strncmp(arg, "--", 2) == 0 && arg[2] != '\0';
+    enum proxyconf_kind k;
+    return strncmp(arg, "--", 2) == 0 && arg[2] != '\0' && !is_print(arg, &k);
 }
 
 /*
@@ -276,7 +287,8 @@ int main(int argc, char **argv)
     char err[512];
     struct cmdline cl = { .path = NULL, .argv = argv, .argc = argc };
     const char *file = NULL;
-    bool check_only = false;
+    bool check_only = false, print = false;
+    enum proxyconf_kind print_kind = PROXYCONF_NGINX;
     int rc = EXIT_STARTUP;
 
     memset(&cfg, 0, sizeof cfg);
@@ -285,7 +297,9 @@ int main(int argc, char **argv)
         const char *arg = argv[i];
         if (is_override(arg))
             continue;
-        if (strcmp(arg, "-c") == 0 && i + 1 < argc) {
+        if (is_print(arg, &print_kind)) {
+            print = true;
+        } else if (strcmp(arg, "-c") == 0 && i + 1 < argc) {
             cl.path = argv[++i];
         } else if (strncmp(arg, "-c", 2) == 0 && arg[2] != '\0') {
             cl.path = arg + 2;
@@ -311,6 +325,18 @@ int main(int argc, char **argv)
         fprintf(stderr, "bloomguard: %s\n", err);
         config_free(&cfg);
         return EXIT_CONFIG;
+    }
+    /* No token: the proxy's configuration does not hold it, and its file may be unreadable here. */
+    if (print) {
+        bool ok = proxyconf_write(stdout, &cfg, print_kind, err, sizeof err);
+        if (ok && fflush(stdout) != 0) {
+            snprintf(err, sizeof err, "cannot write to standard output: %s", strerror(errno));
+            ok = false;
+        }
+        if (!ok)
+            fprintf(stderr, "bloomguard: %s\n", err);
+        config_free(&cfg);
+        return ok ? EXIT_OK : EXIT_CONFIG;
     }
     char *admin_token = NULL, token_from[256] = "";
     if (!read_token(&cfg, &admin_token, token_from, sizeof token_from, err, sizeof err)) {

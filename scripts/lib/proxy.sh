@@ -1,10 +1,55 @@
 # The reverse proxies of conf/ run privately: an nginx or a Caddy whose
 # config, state, logs and pid file all lie in one directory, with the
-# shipped example's placeholder addresses (bloomguard 127.0.0.1:8080, the
-# service 127.0.0.1:8081, Caddy's relay :8082, the proxy :8000) replaced.
-# For tests/nginx.test, tests/caddy.test, scripts/demo and bench.  Sourced by
-# common.sh; start the command it sets with bg_spawn.
+# configuration `bloomguard --print-nginx` or `--print-caddy` writes for the
+# bloomguard it guards, and the placeholder addresses of what bloomguard does
+# not know (the service 127.0.0.1:8081, Caddy's relay :8082, the proxy :8000)
+# replaced.  Also the demo's configuration, which the shipped examples
+# conf/nginx/bloomguard.conf and conf/caddy/Caddyfile are the output for.
+# For tests/nginx.test, tests/caddy.test, tests/proxyconf.test, scripts/demo
+# and bench.  Sourced by common.sh; start the command it sets with bg_spawn.
 # shellcheck disable=SC2034  # the variables set here are for the sourcing scripts
+
+# bg_demo_conf FILE: write scripts/demo's configuration to FILE:
+# conf/bloomguard.conf with two filters, users (the default) and orders (the
+# tables of sql/schema.sql), and a uri_template for each, the one of orders
+# with the id in the middle of the path (examples/user_service serves both).
+# [auth] uri_source stays auto: the demo pins it for the proxy it starts.
+bg_demo_conf() {
+    cat "$BG_TOP/conf/bloomguard.conf" - >"$1" <<'EOF'
+
+# scripts/demo: two tables, two named filters, one daemon (users first: the default).
+[filter users]
+table = users
+column = id
+
+[filter orders]
+table = orders
+column = id
+
+[auth]
+uri_template = /user/get/{id} users
+uri_template = /orders/{id}/items orders
+EOF
+}
+
+# bg_demo_example nginx|caddy: what conf/nginx/bloomguard.conf or
+# conf/caddy/Caddyfile holds, on stdout: `bloomguard --print-nginx` (or
+# --print-caddy) for the demo's configuration on 127.0.0.1:8080, with
+# uri_source pinned to the header that proxy sets, as scripts/demo runs it.
+bg_demo_example() {
+    local conf src rc=0
+    case $1 in
+        nginx) src=x-original-uri ;;
+        caddy) src=x-forwarded-uri ;;
+        *) bg_die "bg_demo_example: nginx or caddy, not $1" ;;
+    esac
+    conf=$(mktemp "${TMPDIR:-/tmp}/bloomguard-demo-conf.XXXXXX")
+    bg_demo_conf "$conf"
+    "${BG_BIN:-$BG_TOP/src/bloomguard}" -c "$conf" --server.listen=127.0.0.1:8080 \
+        --auth.uri_source=$src "--print-$1" || rc=$?
+    rm -f "$conf"
+    return $rc
+}
 
 # bg_nginx_find: set BG_NGINX to an nginx with the auth_request module, or
 # return 1 with BG_WHY saying what is missing.
@@ -48,14 +93,20 @@ EOC
     BG_NGINX_CMD=("$BG_NGINX" -p "$dir/" -c "$dir/nginx.conf" -e "$dir/error.log" -g 'daemon off;')
 }
 
-# bg_nginx_example DIR BLOOMGUARD [SERVICE [LISTEN]]: DIR/bloomguard.conf,
-# conf/nginx/bloomguard.conf with these HOST:PORT addresses put in (by
-# default the shipped ones), for bg_nginx_conf's http block to include.
+# bg_nginx_example DIR SERVICE LISTEN BLOOMGUARD-ARG...: DIR/bloomguard.conf,
+# for bg_nginx_conf's http block to include: what `bloomguard
+# BLOOMGUARD-ARG... --print-nginx` writes (the arguments of the bloomguard
+# nginx asks: its -c FILE, a --server.listen with its real port, its
+# templates), with the service at SERVICE and nginx on LISTEN (HOST:PORT).
 bg_nginx_example() {
-    mkdir -p "$1"
-    sed -e "s/127\.0\.0\.1:8080/$2/" -e "s/127\.0\.0\.1:8081/${3:-127.0.0.1:8081}/" \
-        -e "s/127\.0\.0\.1:8000/${4:-127.0.0.1:8000}/" "$BG_TOP/conf/nginx/bloomguard.conf" \
-        >"$1/bloomguard.conf"
+    local dir=$1 service=$2 listen=$3
+    shift 3
+    mkdir -p "$dir"
+    "${BG_BIN:-$BG_TOP/src/bloomguard}" "$@" --print-nginx >"$dir/bloomguard.conf.new" \
+        || bg_die "bloomguard $* --print-nginx failed"
+    sed -e "s/127\.0\.0\.1:8081/$service/" -e "s/127\.0\.0\.1:8000/$listen/" \
+        "$dir/bloomguard.conf.new" >"$dir/bloomguard.conf"
+    rm -f "$dir/bloomguard.conf.new"
 }
 
 # bg_caddy_find: set BG_CADDY to Caddy, or return 1 with BG_WHY.
@@ -66,17 +117,21 @@ bg_caddy_find() {
     [ -z "$BG_WHY" ]
 }
 
-# bg_caddy_example DIR BLOOMGUARD [SERVICE [RELAY-PORT [PORT]]]:
-# DIR/Caddyfile, conf/caddy/Caddyfile with bloomguard at BLOOMGUARD
-# (HOST:PORT), the service at SERVICE, its relay on RELAY-PORT and Caddy on
-# PORT (by default the shipped ones); set BG_CADDY_CMD to run it with its
-# state (autosave, certificate storage) in DIR: HOME and the XDG dirs.
+# bg_caddy_example DIR SERVICE RELAY-PORT PORT BLOOMGUARD-ARG...: DIR/Caddyfile,
+# what `bloomguard BLOOMGUARD-ARG... --print-caddy` writes (as for
+# bg_nginx_example), with the service at SERVICE (HOST:PORT), its relay on
+# RELAY-PORT and Caddy on PORT; set BG_CADDY_CMD to run it with its state
+# (autosave, certificate storage) in DIR: HOME and the XDG dirs.
 bg_caddy_example() {
-    local dir=$1 relay=${4:-8082} port=${5:-8000}
+    local dir=$1 service=$2 relay=$3 port=$4
+    shift 4
     mkdir -p "$dir/home" "$dir/config" "$dir/data"
-    sed -e "s/127\.0\.0\.1:8080/$2/" -e "s/127\.0\.0\.1:8081/${3:-127.0.0.1:8081}/" \
+    "${BG_BIN:-$BG_TOP/src/bloomguard}" "$@" --print-caddy >"$dir/Caddyfile.new" \
+        || bg_die "bloomguard $* --print-caddy failed"
+    sed -e "s/127\.0\.0\.1:8081/$service/" \
         -e "s/127\.0\.0\.1:8082/127.0.0.1:$relay/" -e "s|http://:8082|http://:$relay|" \
-        -e "s|http://:8000|http://:$port|" "$BG_TOP/conf/caddy/Caddyfile" >"$dir/Caddyfile"
+        -e "s|http://:8000|http://:$port|" "$dir/Caddyfile.new" >"$dir/Caddyfile"
+    rm -f "$dir/Caddyfile.new"
     BG_CADDY_CMD=(env HOME="$dir/home" XDG_CONFIG_HOME="$dir/config" XDG_DATA_HOME="$dir/data"
                   "$BG_CADDY" run --config "$dir/Caddyfile" --adapter caddyfile)
 }

@@ -1,0 +1,393 @@
+/*
+ * Unit tests of the proxy configuration writer (src/proxyconf.c): what is
+ * refused, how template text is escaped for nginx's PCRE and Caddy's Go
+ * regexps, and how each configuration key shows in the written file.  That
+ * the regexps take exactly bloomguard's URIs is tests/proxyconf.test's job;
+ * that the files work, tests/nginx.test's and tests/caddy.test's.
+ */
+#include <check.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "check_main.h"
+#include "config.h"
+#include "proxyconf.h"
+
+/* A configuration: the defaults, listen 127.0.0.1:8080, then key=value pairs ("auth", "k", "v", ...). */
+static void setup_config(struct config *c, const char *const *kv, size_t n)
+{
+    char err[256];
+    ck_assert(config_defaults(c));
+    ck_assert_msg(config_set(c, "server", "listen", "127.0.0.1:8080", err, sizeof err), "%s", err);
+    for (size_t i = 0; i + 2 < n; i += 3)
+        ck_assert_msg(config_set(c, kv[i], kv[i + 1], kv[i + 2], err, sizeof err), "%s: %s", kv[i + 1], err);
+}
+
+#define CONFIG(c, ...)                                                                          \
+    do {                                                                                        \
+        static const char *const kv_[] = { __VA_ARGS__ };                                       \
+        setup_config((c), kv_, sizeof kv_ / sizeof kv_[0]);                                     \
+    } while (0)
+
+/* The file for c, which must be accepted; the caller frees it. */
+static char *render_ok(const struct config *c, enum proxyconf_kind kind)
+{
+    char err[256] = "";
+    char *s = proxyconf_render(c, kind, err, sizeof err);
+    ck_assert_msg(s != NULL, "refused: %s", err);
+    return s;
+}
+
+/* Whether s has a line that is exactly line. */
+static bool has_line(const char *s, const char *line)
+{
+    size_t n = strlen(line);
+    for (const char *p = s; (p = strstr(p, line)) != NULL; p++)
+        if ((p == s || p[-1] == '\n') && (p[n] == '\n' || p[n] == '\0'))
+            return true;
+    return false;
+}
+
+#define ASSERT_LINE(s, line) ck_assert_msg(has_line((s), (line)), "no line: %s", (line))
+#define ASSERT_NO_LINE(s, line) ck_assert_msg(!has_line((s), (line)), "unexpected line: %s", (line))
+#define ASSERT_HAS(s, sub) ck_assert_msg(strstr((s), (sub)) != NULL, "missing: %s", (sub))
+#define ASSERT_HAS_NOT(s, sub) ck_assert_msg(strstr((s), (sub)) == NULL, "unexpected: %s", (sub))
+
+START_TEST(test_kind_parse)
+{
+    enum proxyconf_kind k = PROXYCONF_CADDY;
+    ck_assert(proxyconf_kind_parse("nginx", &k));
+    ck_assert_int_eq(k, PROXYCONF_NGINX);
+    ck_assert(proxyconf_kind_parse("caddy", &k));
+    ck_assert_int_eq(k, PROXYCONF_CADDY);
+    k = PROXYCONF_NGINX;
+    ck_assert(!proxyconf_kind_parse("Caddy", &k));
+    ck_assert(!proxyconf_kind_parse("", &k));
+    ck_assert(!proxyconf_kind_parse("nginx ", &k));
+    ck_assert_int_eq(k, PROXYCONF_NGINX);
+}
+END_TEST
+
+/* A refused configuration: false, a reason naming the key, nothing written. */
+static void assert_refused(const struct config *c, enum proxyconf_kind kind, const char *why)
+{
+    char err[256] = "", *buf = NULL;
+    size_t len = 0;
+    ck_assert(!proxyconf_check(c, kind, err, sizeof err));
+    ck_assert_msg(strstr(err, why) != NULL, "\"%s\" lacks \"%s\"", err, why);
+    FILE *f = open_memstream(&buf, &len);
+    ck_assert_ptr_nonnull(f);
+    err[0] = '\0';
+    ck_assert(!proxyconf_write(f, c, kind, err, sizeof err));
+    ck_assert_msg(strstr(err, why) != NULL, "\"%s\" lacks \"%s\"", err, why);
+    fclose(f);
+    ck_assert_uint_eq(len, 0);
+    free(buf);
+    ck_assert_ptr_null(proxyconf_render(c, kind, err, sizeof err));
+}
+
+START_TEST(test_refusals)
+{
+    enum proxyconf_kind kind = _i ? PROXYCONF_CADDY : PROXYCONF_NGINX;
+    struct config c;
+
+    CONFIG(&c, "log", "level", "info");
+    assert_refused(&c, kind, "uri_template: none configured");
+    config_free(&c);
+
+    CONFIG(&c, "auth", "uri_template", "/user/get/{id}", "auth", "uri_source", "path");
+    assert_refused(&c, kind, kind == PROXYCONF_NGINX ? "set uri_source = x-original-uri"
+                                                     : "set uri_source = x-forwarded-uri");
+    config_free(&c);
+
+    CONFIG(&c, "auth", "uri_template", "/user/get/{id}", "server", "listen", "127.0.0.1:0");
+    assert_refused(&c, kind, "port 0");
+    config_free(&c);
+
+    /* Every other uri_source is served; the header says what to pin. */
+    const char *sources[] = { "auto", "x-original-uri", "x-forwarded-uri" };
+    for (size_t i = 0; i < 3; i++) {
+        char err[256];
+        CONFIG(&c, "auth", "uri_template", "/user/get/{id}");
+        ck_assert(config_set(&c, "auth", "uri_source", sources[i], err, sizeof err));
+        ck_assert_msg(proxyconf_check(&c, kind, err, sizeof err), "%s: %s", sources[i], err);
+        config_free(&c);
+    }
+}
+END_TEST
+
+START_TEST(test_caddy_needs_utf8)
+{
+    struct config c;
+    char err[256];
+    CONFIG(&c, "auth", "uri_template", "/caf\xE9/{id}");
+    ck_assert(proxyconf_check(&c, PROXYCONF_NGINX, err, sizeof err));
+    assert_refused(&c, PROXYCONF_CADDY, "not UTF-8");
+    config_free(&c);
+}
+END_TEST
+
+/* One map line per template, the same shapes for any template. */
+START_TEST(test_nginx_map_lines)
+{
+    struct config c;
+    CONFIG(&c, "auth", "uri_template", "/user/get/{id}", "auth", "uri_template",
+           "/api/v1/orders/{id}/items", "auth", "uri_template", "/files/{id}.json");
+    char *s = render_ok(&c, PROXYCONF_NGINX);
+    ASSERT_LINE(s, "    \"~^/user/get/(?:(?<bloomguard_s>(?:[^/?#%\\s]|%(?!2[fF]))+)(?:\\?\\S*)?\\x20"
+                   "/user/get/(?<bloomguard_d>[^/]+)$|(?<bloomguard_r>[^/?#\\s]+)(?:[?#]|\\x20))\"");
+    ASSERT_LINE(s, "    \"~^/api/v1/orders/(?:(?<bloomguard_s>(?:[^/?#%\\s]|%(?!2[fF]))+)/items(?:\\?\\S*)?\\x20"
+                   "/api/v1/orders/(?<bloomguard_d>[^/]+)/items$|(?<bloomguard_r>[^/?#\\s]+)/items(?:[?#]|\\x20))\"");
+    ASSERT_LINE(s, "    \"~^/files/(?:(?<bloomguard_s>(?:[^/?#%\\s]|%(?!2[fF]))+)\\.json(?:\\?\\S*)?\\x20"
+                   "/files/(?<bloomguard_d>[^/]+)\\.json$|(?<bloomguard_r>[^/?#\\s]+)\\.json(?:[?#]|\\x20))\"");
+    ASSERT_LINE(s, "        \"$bloomguard_d/$bloomguard_s$bloomguard_r\";");
+    /* In the configured order: bloomguard's first match decides. */
+    ck_assert(strstr(s, "\"~^/user/get/") < strstr(s, "\"~^/api/v1/orders/"));
+    ck_assert(strstr(s, "\"~^/api/v1/orders/") < strstr(s, "\"~^/files/"));
+    free(s);
+    config_free(&c);
+}
+END_TEST
+
+START_TEST(test_caddy_map_lines)
+{
+    struct config c;
+    CONFIG(&c, "auth", "uri_template", "/user/get/{id}", "auth", "uri_template",
+           "/api/v1/orders/{id}/items");
+    char *s = render_ok(&c, PROXYCONF_CADDY);
+    ASSERT_LINE(s, "\t\t\t~^/user/get/(?:(?:[^/?#%\\s]|%[^2/?#\\s]|%2[^fF/?#\\s])+(?:\\?\\S*)?\\x20"
+                   "/user/get/([^/\"\\\\\\x00-\\x1f\\x7f\\x{FFFD}]+)$"
+                   "|([\\x21\\x24-\\x2e\\x30-\\x3e\\x40-\\x5b\\x5d-\\x7e]+)(?:[?#]|\\x20)"
+                   "|[^/?#\\s]+(?:[?#]|\\x20)) $1$2");
+    ASSERT_LINE(s, "\t\t\t~^/api/v1/orders/(?:(?:[^/?#%\\s]|%[^2/?#\\s]|%2[^fF/?#\\s])+/items(?:\\?\\S*)?\\x20"
+                   "/api/v1/orders/([^/\"\\\\\\x00-\\x1f\\x7f\\x{FFFD}]+)/items$"
+                   "|([\\x21\\x24-\\x2e\\x30-\\x3e\\x40-\\x5b\\x5d-\\x7e]+)/items(?:[?#]|\\x20)"
+                   "|[^/?#\\s]+/items(?:[?#]|\\x20)) $1$2");
+    ASSERT_LINE(s, "\t\t\t\trespond `{\"id\":\"{bloomguard_id}\",\"exists\":false}` 404");
+    free(s);
+    config_free(&c);
+}
+END_TEST
+
+/*
+ * Metacharacters and what each file format does to backslashes and quotes:
+ * nginx keeps "\." but turns "\\" and "\"" into other things, so those go
+ * out as \xHH; Caddy's lexer keeps every backslash pair in a bare token.
+ */
+START_TEST(test_escaping)
+{
+    struct config c;
+    CONFIG(&c, "auth", "uri_template", "/v1.0/a+b/(x)|[y]^*/{id}$", "auth", "uri_template",
+           "/q\\b\"/{id}'z", "auth", "uri_template", "/caf\xC3\xA9/{id}");
+    char *s = render_ok(&c, PROXYCONF_NGINX);
+    ASSERT_HAS(s, "\"~^/v1\\.0/a\\+b/\\(x\\)\\|\\[y\\]\\^\\*/(?:");
+    ASSERT_HAS(s, "(?<bloomguard_r>[^/?#\\s]+)\\$(?:[?#]|\\x20))\"");
+    ASSERT_HAS(s, "\"~^/q\\x5cb\\x22/(?:");
+    ASSERT_HAS(s, "(?<bloomguard_r>[^/?#\\s]+)'z(?:[?#]|\\x20))\"");
+    ASSERT_HAS(s, "\"~^/caf\\xc3\\xa9/(?:");
+    /* The template list of the header shows them as they are. */
+    ASSERT_HAS(s, "#     /q\\b\"/{id}'z  ");
+    free(s);
+
+    s = render_ok(&c, PROXYCONF_CADDY);
+    ASSERT_HAS(s, "\t~^/v1\\.0/a\\+b/\\(x\\)\\|\\[y\\]\\^\\*/(?:");
+    ASSERT_HAS(s, "|[^/?#\\s]+\\$(?:[?#]|\\x20)) $1$2\n");
+    ASSERT_HAS(s, "\t~^/q\\\\b\\x22/(?:");
+    ASSERT_HAS(s, "\t~^/caf\\x{e9}/(?:");
+    free(s);
+    config_free(&c);
+}
+END_TEST
+
+/*
+ * A '%' in the template's text: the decoded path holds the byte it stands
+ * for, so the map compares only the raw URI and gives the raw ID.
+ */
+START_TEST(test_percent_template)
+{
+    struct config c;
+    CONFIG(&c, "auth", "uri_template", "/a%20b/{id}");
+    char *s = render_ok(&c, PROXYCONF_NGINX);
+    ASSERT_LINE(s, "    \"~^/a%20b/(?:(?<bloomguard_r>[^/?#\\s]+)(?:[?#]|\\x20))\"");
+    ASSERT_LINE(s, "        \"/$bloomguard_r\";");
+    /* Nothing decoded to check: no line of the id map for it. */
+    ASSERT_HAS_NOT(s, "(?x)");
+    free(s);
+    s = render_ok(&c, PROXYCONF_CADDY);
+    ASSERT_LINE(s, "\t\t\t~^/a%20b/(?:([\\x21\\x24-\\x2e\\x30-\\x3e\\x40-\\x5b\\x5d-\\x7e]+)(?:[?#]|\\x20)"
+                   "|[^/?#\\s]+(?:[?#]|\\x20)) $1");
+    free(s);
+    config_free(&c);
+}
+END_TEST
+
+START_TEST(test_fail_open)
+{
+    struct config c;
+    CONFIG(&c, "auth", "uri_template", "/user/get/{id}");
+    char *s = render_ok(&c, PROXYCONF_NGINX);
+    ASSERT_LINE(s, "        proxy_pass http://service;");
+    ASSERT_LINE(s, "        #     return 503 '{\"error\":\"guard_unavailable\",\"message\":\"bloomguard is not answering\"}';");
+    ASSERT_HAS(s, "FAIL OPEN");
+    free(s);
+    s = render_ok(&c, PROXYCONF_CADDY);
+    ASSERT_LINE(s, "\t\trespond 204");
+    free(s);
+    config_free(&c);
+
+    CONFIG(&c, "auth", "uri_template", "/user/get/{id}", "auth", "fail_open", "no");
+    s = render_ok(&c, PROXYCONF_NGINX);
+    ASSERT_LINE(s, "        return 503 '{\"error\":\"guard_unavailable\",\"message\":\"bloomguard is not answering\"}';");
+    ASSERT_LINE(s, "        #     proxy_pass http://service;");
+    ASSERT_HAS(s, "FAIL CLOSED");
+    free(s);
+    s = render_ok(&c, PROXYCONF_CADDY);
+    ASSERT_NO_LINE(s, "\t\trespond 204");
+    ASSERT_LINE(s, "\t\trespond `{\"error\":\"guard_unavailable\",\"message\":\"bloomguard is not answering\"}` 503");
+    free(s);
+    config_free(&c);
+}
+END_TEST
+
+START_TEST(test_uri_source_headers)
+{
+    struct config c;
+    CONFIG(&c, "auth", "uri_template", "/user/get/{id}", "auth", "uri_source", "x-forwarded-uri");
+    char *s = render_ok(&c, PROXYCONF_NGINX);
+    ASSERT_LINE(s, "        proxy_set_header X-Forwarded-Uri $request_uri;");
+    ASSERT_LINE(s, "#     uri_source = x-forwarded-uri");
+    ASSERT_HAS_NOT(s, "X-Original-URI $request_uri");
+    free(s);
+    s = render_ok(&c, PROXYCONF_CADDY);
+    ASSERT_LINE(s, "\t\t\theader_up X-Forwarded-Uri {vars.bloomguard_uri}");
+    free(s);
+    config_free(&c);
+
+    CONFIG(&c, "auth", "uri_template", "/user/get/{id}", "auth", "uri_source", "x-original-uri");
+    s = render_ok(&c, PROXYCONF_CADDY);
+    ASSERT_LINE(s, "\t\t\theader_up X-Original-URI {vars.bloomguard_uri}");
+    ASSERT_LINE(s, "#     uri_source = x-original-uri");
+    free(s);
+    config_free(&c);
+
+    /* auto: each proxy's own header, and the advice to pin it. */
+    CONFIG(&c, "auth", "uri_template", "/user/get/{id}");
+    s = render_ok(&c, PROXYCONF_NGINX);
+    ASSERT_LINE(s, "        proxy_set_header X-Original-URI $request_uri;");
+    ASSERT_LINE(s, "#     uri_source = x-original-uri");
+    ASSERT_HAS(s, "has uri_source = auto");
+    free(s);
+    s = render_ok(&c, PROXYCONF_CADDY);
+    ASSERT_LINE(s, "#     uri_source = x-forwarded-uri");
+    free(s);
+    config_free(&c);
+}
+END_TEST
+
+START_TEST(test_addresses)
+{
+    static const struct { const char *listen, *dial; } cases[] = {
+        { "127.0.0.1:8080", "127.0.0.1:8080" },
+        { "0.0.0.0:9000", "127.0.0.1:9000" },
+        { "[::]:9000", "[::1]:9000" },
+        { "[::1]:7", "[::1]:7" },
+        { "10.1.2.3:80", "10.1.2.3:80" },
+        { "localhost:8080", "localhost:8080" },
+    };
+    struct config c;
+    char err[256], line[64];
+    CONFIG(&c, "auth", "uri_template", "/user/get/{id}");
+    ck_assert(config_set(&c, "server", "listen", cases[_i].listen, err, sizeof err));
+    char *s = render_ok(&c, PROXYCONF_NGINX);
+    snprintf(line, sizeof line, "    server %s;", cases[_i].dial);
+    ASSERT_LINE(s, line);
+    ASSERT_LINE(s, "    server " PROXYCONF_SERVICE ";");
+    ASSERT_LINE(s, "    listen " PROXYCONF_LISTEN ";");
+    ck_assert((strstr(s, "a wildcard address") != NULL) == (strcmp(cases[_i].listen, cases[_i].dial) != 0));
+    free(s);
+    s = render_ok(&c, PROXYCONF_CADDY);
+    snprintf(line, sizeof line, "\t\treverse_proxy %s {", cases[_i].dial);
+    ASSERT_LINE(s, line);
+    ASSERT_LINE(s, "\t\tforward_auth " PROXYCONF_RELAY " {");
+    free(s);
+    config_free(&c);
+}
+END_TEST
+
+START_TEST(test_keepalive)
+{
+    static const struct { const char *timeout, *nginx, *caddy; } cases[] = {
+        { "30", "    keepalive_timeout 20s;      # shorter than bloomguard's connection_timeout (30 s)",
+          "\t\t\t\tkeepalive 20s" },
+        { "5", "    keepalive_timeout 4s;       # shorter than bloomguard's connection_timeout (5 s)",
+          "\t\t\t\tkeepalive 4s" },
+        { "1", "    keepalive_timeout 500ms;    # shorter than bloomguard's connection_timeout (1 s)",
+          "\t\t\t\tkeepalive 500ms" },
+        { "0", "    keepalive_timeout 20s;      # bloomguard's connection_timeout is 0: it never closes them",
+          "\t\t\t\tkeepalive 20s" },
+    };
+    struct config c;
+    char err[256];
+    CONFIG(&c, "auth", "uri_template", "/user/get/{id}");
+    ck_assert(config_set(&c, "server", "connection_timeout", cases[_i].timeout, err, sizeof err));
+    char *s = render_ok(&c, PROXYCONF_NGINX);
+    ASSERT_LINE(s, cases[_i].nginx);
+    free(s);
+    s = render_ok(&c, PROXYCONF_CADDY);
+    ASSERT_LINE(s, cases[_i].caddy);
+    free(s);
+    config_free(&c);
+}
+END_TEST
+
+START_TEST(test_header)
+{
+    struct config c;
+    char err[256];
+    ck_assert(config_defaults(&c));
+    ck_assert(config_load_string(&c, "t.conf",
+                                 "[server]\nlisten = 127.0.0.1:8080\n"
+                                 "[filter users]\ntable = users\ncolumn = id\n"
+                                 "[filter orders]\ntable = orders\ncolumn = id\n"
+                                 "[auth]\nuri_template = /orders/{id}/items orders\n"
+                                 "uri_template = /user/get/{id}\ndeny_status = 410\n",
+                                 err, sizeof err));
+    char *s = render_ok(&c, PROXYCONF_NGINX);
+    /* Every template with its filter, and the example from the first one. */
+    ASSERT_LINE(s, "#     /orders/{id}/items  filter orders");
+    ASSERT_LINE(s, "#     /user/get/{id}      filter users");
+    ASSERT_LINE(s, "# What happens to GET /orders/42/items:");
+    /* deny_status 410: nginx logs each miss as an error; the header says so. */
+    ASSERT_HAS(s, "it logs each 410 as an");
+    /* Nothing that changes between runs. */
+    char *again = render_ok(&c, PROXYCONF_NGINX);
+    ck_assert_str_eq(s, again);
+    free(again);
+    free(s);
+    s = render_ok(&c, PROXYCONF_CADDY);
+    ASSERT_LINE(s, "# What happens to GET /orders/42/items:");
+    ASSERT_LINE(s, "#     /user/get/{id}      filter users");
+    free(s);
+    config_free(&c);
+}
+END_TEST
+
+Suite *check_suite(void)
+{
+    Suite *s = suite_create("proxyconf");
+    TCase *tc = tcase_create("core");
+    tcase_add_test(tc, test_kind_parse);
+    tcase_add_loop_test(tc, test_refusals, 0, 2);
+    tcase_add_test(tc, test_caddy_needs_utf8);
+    tcase_add_test(tc, test_nginx_map_lines);
+    tcase_add_test(tc, test_caddy_map_lines);
+    tcase_add_test(tc, test_escaping);
+    tcase_add_test(tc, test_percent_template);
+    tcase_add_test(tc, test_fail_open);
+    tcase_add_test(tc, test_uri_source_headers);
+    tcase_add_loop_test(tc, test_addresses, 0, 6);
+    tcase_add_loop_test(tc, test_keepalive, 0, 4);
+    tcase_add_test(tc, test_header);
+    suite_add_tcase(s, tc);
+    return s;
+}
