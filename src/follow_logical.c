@@ -28,7 +28,9 @@
  * exact at (the last W a proof passed), with the slot, the cluster and the
  * publication entry it came from; the slot is confirmed only as far as
  * every table's written snapshot, so a kill -9 resumes from the slot with
- * nothing skipped.  Without [snapshot], a temporary slot: nothing is kept
+ * nothing skipped.  Every stream starts at the slot's confirmed position,
+ * the one point the server's history surely shares with the filter (a cold
+ * copy of the data directory reuses later LSNs for other commits).  Without [snapshot], a temporary slot: nothing is kept
  * on the server once the daemon is gone, and a reconnect is a new slot.
  * A slot lost (dropped, invalidated by max_slot_wal_keep_size, absent on a
  * promoted standby) is a gap: degraded answers, a new slot, full loads.
@@ -570,22 +572,32 @@ static void new_lineage(struct logical *l, unsigned n)
 }
 
 /*
- * A permanent slot that exists: resume.  Within this process the stream
- * goes on from what was applied; at start, each restored table's position
- * resumes if it came from this slot of this cluster's database under the
- * same publication entry, and the slot has not been confirmed past it (a
- * cold backup's restore or another daemon on the slot could have).  The
- * stream starts at the oldest position that resumes; a table that cannot is
+ * A permanent slot that exists: resume.  At start, each restored table's
+ * position resumes if it came from this slot of this cluster's database
+ * under the same publication entry, and the slot has not been confirmed
+ * past it (another daemon on the slot could have); a table that cannot is
  * copied in a fresh snapshot, which the slot covers.
+ *
+ * The stream always starts at the slot's confirmed position, never at a
+ * later one of ours, and no table is proven past it until a new proof:
+ * that position is the one point this server's history is known to share
+ * with the filter.  A cold copy of the data directory, started after the
+ * daemon had moved on, keeps the system identifier, the timeline and the
+ * slot as they were at the copy; its new history reuses the LSNs the
+ * filter has already passed, and starting there would skip its rows.
+ * Starting at the slot's position replays them (and, on the usual server,
+ * at most one snapshot interval of changes already in the filter).
  */
 static uint64_t resume_point(struct logical *l, unsigned n, uint64_t confirmed)
 {
-    uint64_t start = 0;
     pthread_mutex_lock(&l->mu);
     l->slot_ready = true;
-    bool have = l->applied != 0;
-    if (have)
-        start = l->applied < confirmed ? confirmed : l->applied;
+    for (unsigned i = 0; i < n; i++) {
+        if (l->proved[i] > confirmed)
+            l->proved[i] = confirmed;
+        if (l->saved[i] > confirmed)
+            l->saved[i] = confirmed;
+    }
     for (unsigned i = 0; i < n; i++) {
         struct table *t = l->base.tables[i];
         if (l->resumable[i] != 0)
@@ -600,10 +612,8 @@ static uint64_t resume_point(struct logical *l, unsigned n, uint64_t confirmed)
         l->resumable[i] = ok ? 1 : -1;
         if (ok) {
             l->resume_epoch[i] = table_epoch(t);
-            l->proved[i] = lsn;
+            l->proved[i] = confirmed;
             snprintf(l->proved_fp[i], sizeof l->proved_fp[i], "%s", fp);
-            if (start == 0 || lsn < start)
-                start = lsn;
         } else if (table_loaded(t) && pos[0] != '\0') {
             log_warn(l->base.lg, "%s: the snapshot's position does not resume from slot %s (%s): "
                      "copying the table", table_name(t), l->slot,
@@ -615,7 +625,7 @@ static uint64_t resume_point(struct logical *l, unsigned n, uint64_t confirmed)
     }
     pthread_cond_broadcast(&l->cv);
     pthread_mutex_unlock(&l->mu);
-    return start ? start : confirmed;
+    return confirmed;
 }
 
 /* Until the first loads that wanted the exported snapshot have used it (or a while with none). */
@@ -680,6 +690,8 @@ static bool send_status(struct logical *l, PGconn *repl, uint64_t received, bool
                 flush = l->saved[i];
             any = true;
         }
+        if (flush > l->applied)
+            flush = l->applied;     /* a snapshot of another history (see resume_point) */
     }
     pthread_mutex_unlock(&l->mu);
     pgoutput_status_encode(buf, sizeof buf, received, flush, flush,
@@ -1120,8 +1132,7 @@ static void session(struct logical *l, PGconn *repl, PGconn *probe, bool *had, c
     if (!start_replication(l, repl, start, err, errlen))
         return;
     pthread_mutex_lock(&l->mu);
-    if (start > l->applied)
-        l->applied = start;
+    l->applied = start;
     pthread_cond_broadcast(&l->cv);
     pthread_mutex_unlock(&l->mu);
     set_state(l, FOLLOW_CONNECTED, NULL);
