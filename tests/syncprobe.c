@@ -2,8 +2,16 @@
  * syncprobe: drives a running bloomguard and its PostgreSQL table to check
  * the promises of the change feed, with real HTTP and real SQL.
  *
- *   syncprobe latency -n N URL...   insert N rows with SQL (no POST) and time
- *                                   how long until every URL answers 200
+ *   syncprobe latency -n N [-r RATE] URL...
+ *                                   insert N rows with SQL (no POST) and time
+ *                                   how long from each commit's
+ *                                   acknowledgement until every URL answers
+ *                                   200; with RATE, one insert every 1/RATE
+ *                                   s (else each as soon as the previous one
+ *                                   is seen).  An id some URL answers 200
+ *                                   before its insert (a false positive, or
+ *                                   a degraded daemon's "maybe") is left
+ *                                   out of the figures and counted.
  *   syncprobe race -r R -s S URL    R rebuilds in a row while one client
  *                                   inserts through POST (half of them also
  *                                   with SQL) and another
@@ -207,12 +215,22 @@ static int cmp_double(const void *a, const void *b)
 
 /* ---- latency ----------------------------------------------------------- */
 
-static int cmd_latency(int n, int nurls, char **urls)
+/* Whether some URL already answers 200 for id (so its latency means nothing). */
+static bool any_200(struct conn *cs, int nurls, const char *id)
+{
+    for (int u = 0; u < nurls; u++)
+        if (get_exists(&cs[u], id) == 200)
+            return true;
+    return false;
+}
+
+static int cmd_latency(int n, double rate, int nurls, char **urls)
 {
     PGconn *p = pg();
     struct conn *cs = calloc((size_t)nurls, sizeof(*cs));
     double *lat = calloc((size_t)n * (size_t)nurls, sizeof(double));
-    int late = 0, k = 0;
+    int late = 0, k = 0, early = 0;
+    double start = now_s();
     for (int u = 0; u < nurls; u++)
         if (!parse_url(urls[u], &cs[u])) {
             fprintf(stderr, "syncprobe: bad url %s\n", urls[u]);
@@ -223,10 +241,19 @@ static int cmd_latency(int n, int nurls, char **urls)
     for (int i = 0; i < n; i++) {
         char id[96];
         snprintf(id, sizeof id, "%s-%d", tag, i);
-        /* Not there before the insert (unless a false positive). */
+        if (rate > 0) {
+            double wait = start + i / rate - now_s();
+            if (wait > 0)
+                msleep((unsigned)(wait * 1e3));
+        }
+        bool skip = any_200(cs, nurls, id);
         if (!sql_insert(p, id))
             return 2;
         double t0 = now_s();
+        if (skip) {
+            early++;
+            continue;
+        }
         for (int u = 0; u < nurls; u++) {
             int st;
             while ((st = get_exists(&cs[u], id)) != 200 && now_s() - t0 < 5.0)
@@ -239,9 +266,14 @@ static int cmd_latency(int n, int nurls, char **urls)
             }
         }
     }
+    if (k == 0) {
+        fprintf(stderr, "syncprobe: every id answered 200 before its insert\n");
+        return 2;
+    }
     qsort(lat, (size_t)k, sizeof(double), cmp_double);
-    printf("syncprobe latency: rows=%d daemons=%d p50=%.1fms p99=%.1fms max=%.1fms over_1s=%d\n",
-           n, nurls, lat[k / 2] * 1e3, lat[(k * 99) / 100] * 1e3, lat[k - 1] * 1e3, late);
+    printf("syncprobe latency: rows=%d daemons=%d p50=%.1fms p99=%.1fms max=%.1fms over_1s=%d "
+           "early_200=%d\n",
+           n, nurls, lat[k / 2] * 1e3, lat[(k * 99) / 100] * 1e3, lat[k - 1] * 1e3, late, early);
     PQfinish(p);
     free(lat);
     free(cs);
@@ -571,12 +603,15 @@ int main(int argc, char **argv)
     if (argc == 10 && strcmp(argv[1], "stale") == 0 && strcmp(argv[2], "-m") == 0
         && strcmp(argv[4], "-t") == 0 && strcmp(argv[6], "-f") == 0 && strcmp(argv[8], "-u") == 0)
         return cmd_stale(atof(argv[3]), atof(argv[5]), argv[7], argv[9]);
+    if (argc >= 6 && strcmp(argv[1], "latency") == 0 && strcmp(argv[2], "-n") == 0
+        && strcmp(argv[4], "-r") == 0)
+        return cmd_latency(atoi(argv[3]), atof(argv[5]), argc - 6, argv + 6);
     if (argc >= 4 && strcmp(argv[1], "latency") == 0 && strcmp(argv[2], "-n") == 0)
-        return cmd_latency(atoi(argv[3]), argc - 4, argv + 4);
+        return cmd_latency(atoi(argv[3]), 0, argc - 4, argv + 4);
     if (argc == 7 && strcmp(argv[1], "race") == 0 && strcmp(argv[2], "-r") == 0
         && strcmp(argv[4], "-s") == 0)
         return cmd_race(atoi(argv[3]), atoi(argv[5]), argv[6]);
-    fprintf(stderr, "usage: syncprobe latency -n N URL...\n"
+    fprintf(stderr, "usage: syncprobe latency -n N [-r RATE] URL...\n"
                     "       syncprobe race -r REBUILDS -s MIN_SECONDS URL\n"
                     "       syncprobe stale -m MAX_STALENESS -t SECONDS -f STOPFILE -u URL\n");
     return 2;

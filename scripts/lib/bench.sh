@@ -1,6 +1,6 @@
-# What bench/run and bench/attack share: figures as medians of interleaved
-# rounds, CPU ticks of the machine and of the run's own processes, the
-# "bench: NAME ours=... anchor=... ratio=... target=... met|MISSED" lines
+# What bench/run, bench/attack and bench/write_cost share: figures as
+# medians of interleaved rounds, CPU ticks of the machine and of the run's
+# own processes, the "bench: NAME ours=... anchor=... ratio=... target=... met|MISSED" lines
 # and the notes of the results file, the cleanup of a run.  Source it after
 # common.sh; do not run it.
 # shellcheck disable=SC2034  # LINES, NOTES, R and hz are the sourcing scripts'
@@ -38,12 +38,15 @@ med() { median ${R[$1]}; }
 # processing done in its syscalls.)
 hz=$(getconf CLK_TCK)
 cpu_machine() { awk '/^cpu / {print $2 + $3 + $4 + $7 + $8}' /proc/stat; }
-# cpu_tree PID...: ticks of these processes and their live children.
+# cpu_tree PID...: ticks of these processes and their live children.  A
+# few forks whatever the number of processes: a PostgreSQL with 40 backends
+# took a second to sample with one awk each, and the samples of a window
+# must be quick to mean that window.
 cpu_tree() {
-    local p
-    for p in "$@" $(for p in "$@"; do pgrep -P "$p"; done); do
-        awk '{print $14 + $15 + $16 + $17}' "/proc/$p/stat" 2>/dev/null || true
-    done | awk '{s += $1} END {print s + 0}'
+    local pids=("$@")
+    [ $# -gt 0 ] || { echo 0; return 0; }
+    mapfile -t -O $# pids < <(pgrep -P "$(IFS=,; echo "$*")" || true)
+    { cd /proc && cat "${pids[@]/%//stat}" 2>/dev/null || true; } | awk '{s += $14 + $15 + $16 + $17} END {print s + 0}'
 }
 # cpu_ours [PID...]: ticks of this shell (with its reaped children), of
 # every process of BG_PID and of the PIDs given, and of their live children.
@@ -68,14 +71,18 @@ NOTES=()
 # note TEXT: a line of the results file's notes (and of the log now).
 note() { NOTES+=("$*"); bg_log "note: $*"; }
 # line NAME OURS ANCHOR UNIT OP TARGET [PRINTF-FORMAT [TEXT]]: one "bench:"
-# line, printed and kept for the results file; OP "none" prints
-# "target=none" and TEXT instead of a verdict.  Format by default %.0f.
+# line, printed and kept for the results file, TEXT after the verdict; OP
+# "none" prints "target=none" and no verdict.  Format by default %.0f.
+# With LINE_FAILED set (LINE_FAILED=why line ...) the verdict is "FAILED"
+# whatever the ratio, and why follows: the figure measured nothing (a
+# follower that did not follow).
 line() {
     local name=$1 ours=$2 anchor=$3 unit=$4 op=$5 target=$6 f=${7:-%.0f} r met l
     r=$(ratio "$ours" "$anchor")
     met=$(awk -v r="$r" -v t="$target" -v op="$op" 'BEGIN {ok = (op == "<=") ? r <= t : r >= t; print ok ? "met" : "MISSED"}')
-    l="bench: $name ours=$(fmt "$f" "$ours")$unit anchor=$(fmt "$f" "$anchor")$unit ratio=$r target=$op$target $met"
-    [ "$op" = none ] && l="bench: $name ours=$(fmt "$f" "$ours")$unit anchor=$(fmt "$f" "$anchor")$unit ratio=$r target=none${8:+ $8}"
+    [ "$op" = none ] && { op=; target=none; met=; }
+    [ -n "${LINE_FAILED:-}" ] && met="FAILED ($LINE_FAILED)"
+    l="bench: $name ours=$(fmt "$f" "$ours")$unit anchor=$(fmt "$f" "$anchor")$unit ratio=$r target=$op$target${met:+ $met}${8:+ $8}"
     LINES+=("$l")
     echo "$l"
 }

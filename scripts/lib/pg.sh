@@ -20,7 +20,11 @@ bg_as_pg() {
 
 # bg_pg_start DIR: create and start a cluster in DIR/pg with its socket in
 # DIR, wal_level = logical (what bloomguard's default follow method reads);
-# exports PGHOST, PGPORT, PGUSER, PGDATABASE for libpq and psql.
+# exports PGHOST, PGPORT, PGUSER, PGDATABASE for libpq and psql.  Commits
+# are not durable (fsync, synchronous_commit and full_page_writes off: tests
+# and most benchmarks measure CPU, not the disk) unless BG_PG_DURABLE=yes,
+# which keeps PostgreSQL's defaults (bench/write_cost: what a follower costs
+# the writers of a real server).
 bg_pg_start() {
     local dir=$1
     bg_pg_bin
@@ -37,10 +41,10 @@ bg_pg_start() {
 # bg_pg_ctl start|stop: start or (fast) stop the cluster of bg_pg_start again.
 bg_pg_ctl() {
     local dir=$BG_PG_DIR
+    local o="-k $dir -c listen_addresses='' -p 5432 -c max_connections=200 -c wal_level=logical -c max_replication_slots=40 -c max_wal_senders=40"
+    [ "${BG_PG_DURABLE:-}" = yes ] || o+=" -c fsync=off -c synchronous_commit=off -c full_page_writes=off"
     case $1 in
-        start) bg_as_pg "$BG_PG_BIN/pg_ctl" -D "$dir/pg" -l "$dir/pg.log" -w -t 60 \
-                   -o "-k $dir -c listen_addresses='' -p 5432 -c fsync=off -c synchronous_commit=off -c full_page_writes=off -c max_connections=200 -c wal_level=logical -c max_replication_slots=40 -c max_wal_senders=40" \
-                   start >/dev/null ;;
+        start) bg_as_pg "$BG_PG_BIN/pg_ctl" -D "$dir/pg" -l "$dir/pg.log" -w -t 60 -o "$o" start >/dev/null ;;
         stop) bg_as_pg "$BG_PG_BIN/pg_ctl" -D "$dir/pg" -m fast -w -t 60 stop >/dev/null ;;
     esac
 }
