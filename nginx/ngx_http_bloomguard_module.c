@@ -379,7 +379,13 @@ static ngx_int_t ngx_http_bloomguard_variable(ngx_http_request_t *r, ngx_http_va
 static ngx_int_t ngx_http_bloomguard_add_variables(ngx_conf_t *cf)
 {
     ngx_str_t name = ngx_string("bloomguard");
-    ngx_http_variable_t *var = ngx_http_add_variable(cf, &name, NGX_HTTP_VAR_NOCACHEABLE);
+    /*
+     * Changeable: the auth_request example (conf/nginx/bloomguard.conf) sets
+     * a $bloomguard of its own with auth_request_set, and both may live in
+     * one nginx.  Cacheable: a value set that way stays; here it is read
+     * after the check (headers, logs), never before.
+     */
+    ngx_http_variable_t *var = ngx_http_add_variable(cf, &name, NGX_HTTP_VAR_CHANGEABLE);
     if (var == NULL)
         return NGX_ERROR;
     var->get_handler = ngx_http_bloomguard_variable;
