@@ -159,6 +159,10 @@ static const struct key_def keys[] = {
           "file holding the token POST /ids and POST /reload need (Authorization: Bearer); "
           "empty: systemd credential admin_token if any, else writes only on loopback; "
           "SIGHUP reads the token again"),
+    K_STR("server", "publish_dir", "auto", RESTART, CF(publish_dir), NULL,
+          "directory where each filter is published as <name>.bgf, a shared mapping that "
+          "libbloomguard and the nginx module read without asking the daemon; auto: systemd's "
+          "RuntimeDirectory= ($RUNTIME_DIRECTORY) when set, else off; empty: off"),
 
     K_STR("postgres", "conninfo", "", RESTART, CF(conninfo), NULL,
           "libpq connection string; empty uses the libpq defaults and PG* environment variables"),

@@ -77,6 +77,7 @@ struct config {
     unsigned max_id_bytes;       /* longest id (at most CONFIG_MAX_ID_BYTES) */
     unsigned header_timeout;     /* seconds to send a request's headers; 0 = none */
     char *admin_token_file;      /* "" = systemd credential admin_token, else no token */
+    char *publish_dir;           /* where filters are published (publish.h); "" = off, "auto" = $RUNTIME_DIRECTORY */
     /* [postgres] */
     char *conninfo;              /* "" = libpq defaults / PG* env */
     unsigned retry_max_seconds;  /* cap of reconnect backoff */

@@ -39,9 +39,10 @@
  * filter_set_growth may change before the filter is shared.
  */
 struct layer {
-    _Atomic uint64_t *words;      /* blocks * 8 words, 64-byte aligned (mmap) */
+    _Atomic uint64_t *words;      /* blocks * 8 words, 64-byte aligned (the filter's alloc) */
     uint64_t blocks;
     size_t map_bytes;
+    bool borrowed;                /* a view's: someone else's memory, never freed here */
     unsigned probes;
     uint64_t first[WORDS_PER_BLOCK];   /* all ones where word w takes >= 1 probe */
     uint64_t second[WORDS_PER_BLOCK];  /* all ones where word w takes 2 probes */
@@ -80,6 +81,8 @@ struct layer {
 struct filter {
     _Atomic unsigned nlayers;          /* >= 1 */
     bool avx2;                         /* lookups may use contains_avx2 */
+    bool view;                         /* filter_view_new: read-only, layers borrowed */
+    struct filter_alloc alloc;         /* where the layers' bits come from */
     atomic_bool blocked;               /* the last attempt to add a layer could not */
     double target_fpp;
     struct filter_growth growth;
@@ -372,8 +375,34 @@ static void set_share(struct layer *l, double share)
 
 /* ---------------------------------------------------------- building -- */
 
-/* An empty layer of a plan; NULL only on no memory. */
-static struct layer *layer_new(const struct filter_plan *plan)
+/* The default allocator: private anonymous memory, zeroed, touched only on use. */
+static void *mmap_alloc(void *ctx, unsigned layer, const struct filter_plan *plan, size_t bytes)
+{
+    (void)ctx;
+    (void)layer;
+    (void)plan;
+    void *mem = mmap(NULL, bytes, PROT_READ | PROT_WRITE,
+                     MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+    if (mem == MAP_FAILED)
+        return NULL;
+#ifdef MADV_HUGEPAGE
+    if (bytes >= (size_t)2 << 20)
+        (void)madvise(mem, bytes, MADV_HUGEPAGE);   /* fewer TLB misses */
+#endif
+    return mem;
+}
+
+static void mmap_free(void *ctx, unsigned layer, void *mem, size_t bytes)
+{
+    (void)ctx;
+    (void)layer;
+    munmap(mem, bytes);
+}
+
+static const struct filter_alloc default_alloc = { mmap_alloc, mmap_free, NULL, NULL };
+
+/* The layer figures of a plan, around words (not yet set). */
+static struct layer *layer_shell(const struct filter_plan *plan)
 {
     struct layer *l = calloc(1, sizeof(*l));
     if (l == NULL)
@@ -388,18 +417,6 @@ static struct layer *layer_new(const struct filter_plan *plan)
     l->capacity = plan->capacity;
     l->target_fpp = plan->target_fpp;
     l->map_bytes = (size_t)(plan->blocks * 64u);
-    /* mmap gives zeroed, page-aligned memory that is only touched on use. */
-    void *mem = mmap(NULL, l->map_bytes, PROT_READ | PROT_WRITE,
-                     MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
-    if (mem == MAP_FAILED) {
-        free(l);
-        return NULL;
-    }
-#ifdef MADV_HUGEPAGE
-    if (l->map_bytes >= (size_t)2 << 20)
-        (void)madvise(mem, l->map_bytes, MADV_HUGEPAGE);   /* fewer TLB misses */
-#endif
-    l->words = mem;
     l->share_fpp = plan->target_fpp;
     l->full_bits = UINT64_MAX;
     atomic_init(&l->grow_at, UINT64_MAX);
@@ -408,25 +425,44 @@ static struct layer *layer_new(const struct filter_plan *plan)
     return l;
 }
 
-static void layer_free(struct layer *l)
+/* An empty layer `index` of a plan, its bits from a; NULL only on no memory. */
+static struct layer *layer_new(const struct filter_alloc *a, unsigned index,
+                               const struct filter_plan *plan)
+{
+    struct layer *l = layer_shell(plan);
+    if (l == NULL)
+        return NULL;
+    void *mem = a->alloc(a->ctx, index, plan, l->map_bytes);
+    if (mem == NULL) {
+        free(l);
+        return NULL;
+    }
+    l->words = mem;
+    return l;
+}
+
+static void layer_free(const struct filter_alloc *a, unsigned index, struct layer *l)
 {
     if (l == NULL)
         return;
-    munmap((void *)l->words, l->map_bytes);
+    if (!l->borrowed)
+        a->free(a->ctx, index, (void *)l->words, l->map_bytes);
     free(l);
 }
 
-/* A filter around an empty layer 0 (taken over, freed on failure). */
-static struct filter *filter_around(struct layer *l0, double p, const struct filter_growth *g)
+/* A filter around an empty layer 0 (taken over, freed on failure), its layers from a. */
+static struct filter *filter_around(struct layer *l0, double p, const struct filter_growth *g,
+                                    const struct filter_alloc *a)
 {
     struct filter *f = calloc(1, sizeof(*f));
     if (f == NULL) {
-        layer_free(l0);
+        layer_free(a, 0, l0);
         return NULL;
     }
 #if defined(__x86_64__)
     f->avx2 = __builtin_cpu_supports("avx2");
 #endif
+    f->alloc = *a;
     f->target_fpp = p;
     f->growth = *g;
     pthread_mutex_init(&f->grow_mu, NULL);
@@ -434,6 +470,13 @@ static struct filter *filter_around(struct layer *l0, double p, const struct fil
     f->layer[0] = l0;
     atomic_init(&f->nlayers, 1);
     return f;
+}
+
+/* An allocator that will serve no filter: its owner learns it now. */
+static void alloc_done(const struct filter_alloc *a)
+{
+    if (a->done)
+        a->done(a->ctx);
 }
 
 /*
@@ -467,8 +510,8 @@ static double share_for(const struct filter *f, unsigned i)
     return share_after(f->target_fpp, &f->growth, i, keep);
 }
 
-struct filter *filter_new_growing(uint64_t n, double p, const struct filter_growth *g,
-                                  enum filter_error *err)
+struct filter *filter_new_with(uint64_t n, double p, const struct filter_growth *g,
+                               const struct filter_alloc *a, enum filter_error *err)
 {
     struct filter_plan plan;
     struct filter *f = NULL;
@@ -476,14 +519,25 @@ struct filter *filter_new_growing(uint64_t n, double p, const struct filter_grow
     const struct filter_growth def = FILTER_GROWTH_DEFAULT;
     if (g == NULL)
         g = &def;
+    if (a == NULL)
+        a = &default_alloc;
     enum filter_error e = filter_growth_valid(g) ? filter_plan(n, p, &plan) : FILTER_EINVAL_GROWTH;
-    if (e == FILTER_OK && ((l0 = layer_new(&plan)) == NULL || (f = filter_around(l0, p, g)) == NULL))
+    if (e == FILTER_OK && ((l0 = layer_new(a, 0, &plan)) == NULL
+                           || (f = filter_around(l0, p, g, a)) == NULL))
         e = FILTER_ENOMEM;
     if (f != NULL)
         set_share(l0, share_for(f, 0));
+    else
+        alloc_done(a);
     if (err)
         *err = e;
     return f;
+}
+
+struct filter *filter_new_growing(uint64_t n, double p, const struct filter_growth *g,
+                                  enum filter_error *err)
+{
+    return filter_new_with(n, p, g, NULL, err);
 }
 
 struct filter *filter_new(uint64_t n, double p, enum filter_error *err)
@@ -513,9 +567,11 @@ void filter_free(struct filter *f)
         return;
     unsigned n = atomic_load(&f->nlayers);
     for (unsigned i = 0; i < n; i++)
-        layer_free(f->layer[i]);
+        layer_free(&f->alloc, i, f->layer[i]);
     pthread_mutex_destroy(&f->grow_mu);
+    struct filter_alloc a = f->alloc;
     free(f);
+    alloc_done(&a);
 }
 
 /*
@@ -538,7 +594,7 @@ static bool grow_locked(struct filter *f, unsigned n)
     struct filter_plan plan;
     struct layer *l;
     if (share < FILTER_MIN_LAYER_FPP || filter_plan_layer((uint64_t)want, share, &plan) != FILTER_OK
-        || (l = layer_new(&plan)) == NULL) {
+        || (l = layer_new(&f->alloc, n, &plan)) == NULL) {
         atomic_store(&f->blocked, true);
         return false;
     }
@@ -647,18 +703,21 @@ static enum filter_error check_params(const struct filter_params *p, double shar
     return FILTER_OK;
 }
 
-struct filter *filter_new_from(const struct filter_params *p, enum filter_error *err)
+struct filter *filter_new_from_with(const struct filter_params *p, const struct filter_alloc *a,
+                                    enum filter_error *err)
 {
     double share[FILTER_MAX_LAYERS];
     struct filter_plan plan[FILTER_MAX_LAYERS];
     struct filter *f = NULL;
+    if (a == NULL)
+        a = &default_alloc;
     enum filter_error e = check_params(p, share, plan);
     for (unsigned i = 0; e == FILTER_OK && i < p->layers; i++) {
         const struct filter_layer_params *lp = &p->layer[i];
-        struct layer *l = layer_new(&plan[i]);
-        if (l == NULL || (i == 0 && (f = filter_around(l, p->target_fpp, &p->growth)) == NULL)) {
+        struct layer *l = layer_new(i == 0 ? a : &f->alloc, i, &plan[i]);
+        if (l == NULL || (i == 0 && (f = filter_around(l, p->target_fpp, &p->growth, a)) == NULL)) {
             if (i > 0)
-                layer_free(l);
+                layer_free(&f->alloc, i, l);
             e = FILTER_ENOMEM;
             break;
         }
@@ -671,12 +730,70 @@ struct filter *filter_new_from(const struct filter_params *p, enum filter_error 
         struct layer *top = f->layer[p->layers - 1];
         set_share(top, top->share_fpp);
     } else {
+        if (f == NULL)
+            alloc_done(a);
         filter_free(f);
         f = NULL;
     }
     if (err)
         *err = e;
     return f;
+}
+
+struct filter *filter_new_from(const struct filter_params *p, enum filter_error *err)
+{
+    return filter_new_from_with(p, NULL, err);
+}
+
+/* ---------------------------------------------------------------- views -- */
+
+/* A layer of a view over words, or NULL when the geometry is not one a filter has. */
+static struct layer *view_layer(uint64_t blocks, unsigned probes, const void *words)
+{
+    if (blocks < 1 || blocks > FILTER_MAX_BYTES / FILTER_BLOCK_BYTES || probes < 1
+        || probes > MAX_PROBES || words == NULL || (uintptr_t)words % 64 != 0)
+        return NULL;
+    struct filter_plan plan = { .blocks = blocks, .bits = blocks * FILTER_BLOCK_BITS,
+                                .probes = probes };
+    struct layer *l = layer_shell(&plan);
+    if (l == NULL)
+        return NULL;
+    l->words = (_Atomic uint64_t *)(uintptr_t)words;
+    l->borrowed = true;
+    return l;
+}
+
+struct filter *filter_view_new(double target_fpp, uint64_t blocks, unsigned probes,
+                               const void *words)
+{
+    struct layer *l0 = view_layer(blocks, probes, words);
+    if (l0 == NULL)
+        return NULL;
+    struct filter_growth g = FILTER_GROWTH_DEFAULT;
+    g.max_layers = FILTER_MAX_LAYERS;
+    struct filter *f = filter_around(l0, target_fpp, &g, &default_alloc);
+    if (f != NULL)
+        f->view = true;
+    return f;
+}
+
+bool filter_view_add(struct filter *f, uint64_t blocks, unsigned probes, const void *words)
+{
+    unsigned n = atomic_load_explicit(&f->nlayers, memory_order_relaxed);
+    if (!f->view || n >= FILTER_MAX_LAYERS)
+        return false;
+    struct layer *l = view_layer(blocks, probes, words);
+    if (l == NULL)
+        return false;
+    f->layer[n] = l;
+    /* As grow_locked: a lookup that reads the new count sees the whole layer. */
+    atomic_store_explicit(&f->nlayers, n + 1, memory_order_release);
+    return true;
+}
+
+unsigned filter_layers(const struct filter *f)
+{
+    return atomic_load_explicit(&((struct filter *)f)->nlayers, memory_order_acquire);
 }
 
 /* Layer i of f if it has one, and whether [offset, offset + len) lies inside its image. */

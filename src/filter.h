@@ -153,6 +153,36 @@ struct filter *filter_new_growing(uint64_t expected_items, double fpp,
                                   const struct filter_growth *g, enum filter_error *err);
 
 /*
+ * Where a filter's layers keep their bits.  By default each layer's bit
+ * array is private anonymous memory; a caller that shares the bits with
+ * other processes (publish.h: file-backed shared mappings) passes its own.
+ *
+ * alloc returns bytes (a multiple of FILTER_BLOCK_BYTES) of zeroed memory,
+ * 64-byte aligned, for layer `layer` of geometry plan, or NULL (no memory:
+ * the filter is not made, or the layer not added).  It is called before
+ * the layer can receive any insert or serve any lookup: when the filter is
+ * made (layers 0 .. n-1 of filter_new_from_with, in order), or by growth
+ * under the filter's growth mutex before the filter publishes the layer to
+ * its own threads.  So a caller that announces the layer to readers
+ * elsewhere inside alloc announces it before any key is written to it.
+ * Calls for one filter never overlap.
+ * free gives back what alloc returned, when the filter is freed.
+ * done (may be NULL) is called once when the allocator will serve this
+ * filter no more: after the last free of filter_free, or before a
+ * constructor that was given it returns NULL.
+ * ctx is passed to each; the struct is copied, ctx must outlive done.
+ */
+struct filter_alloc {
+    void *(*alloc)(void *ctx, unsigned layer, const struct filter_plan *plan, size_t bytes);
+    void (*free)(void *ctx, unsigned layer, void *mem, size_t bytes);
+    void (*done)(void *ctx);
+    void *ctx;
+};
+/* filter_new_growing with the layers' bits from a (NULL: the default). */
+struct filter *filter_new_with(uint64_t expected_items, double fpp, const struct filter_growth *g,
+                               const struct filter_alloc *a, enum filter_error *err);
+
+/*
  * Change the growth parameters of f (e.g. of a filter read from a snapshot
  * to the configured ones).  The newest layer's share is recomputed from
  * them and from the older layers' fill.  False (nothing changed) when g is
@@ -318,6 +348,10 @@ bool filter_bits_read(const struct filter *f, unsigned layer, uint64_t offset, v
 
 struct filter *filter_new_from(const struct filter_params *p, enum filter_error *err);
 
+/* filter_new_from with the layers' bits from a (NULL: the default; see filter_alloc). */
+struct filter *filter_new_from_with(const struct filter_params *p, const struct filter_alloc *a,
+                                    enum filter_error *err);
+
 /*
  * OR len bytes of an image into layer from byte offset on (bits_set
  * follows).  False (nothing written) when there is no such layer or the
@@ -327,6 +361,31 @@ struct filter *filter_new_from(const struct filter_params *p, enum filter_error 
  */
 bool filter_bits_write(struct filter *f, unsigned layer, uint64_t offset, const void *buf,
                        size_t len);
+
+/*
+ * Views: a read-only filter over layers whose bits live in memory that
+ * someone else writes, e.g. another process's published filter (publish.h)
+ * mapped read-only.  Lookups (filter_contains, filter_contains_hash) are
+ * the very code the writer's own lookups run; the writer's inserts only
+ * ever set bits, with whole-word stores, so a view sees each word before
+ * or after an insert, never torn.
+ *
+ * filter_view_new makes a view of one layer: blocks 512-bit blocks at
+ * words (64-byte aligned, blocks * FILTER_BLOCK_BYTES bytes, readable for
+ * the view's life), each key setting probes bits.  filter_view_add
+ * appends the next layer and publishes it (release) to lookups running
+ * concurrently: the same append-only rule as growth, so adds must not
+ * overlap one another, lookups may run.  NULL / false when the geometry is
+ * not one a filter can have (blocks 0 or beyond FILTER_MAX_BYTES, probes
+ * outside 1..16, words unaligned), or the view has FILTER_MAX_LAYERS
+ * layers, or no memory.  filter_free releases the view, never the bits.
+ * Never call an insert on a view.  target_fpp is only reported back.
+ */
+struct filter *filter_view_new(double target_fpp, uint64_t blocks, unsigned probes,
+                               const void *words);
+bool filter_view_add(struct filter *f, uint64_t blocks, unsigned probes, const void *words);
+/* Layers f has now (acquire): a lookup checks these. */
+unsigned filter_layers(const struct filter *f);
 
 /*
  * Index math, exposed for tests: the block a hash selects among nblocks

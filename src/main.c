@@ -21,6 +21,7 @@
 #include "persist.h"
 #include "postlog.h"
 #include "proxyconf.h"
+#include "publish.h"
 #include "source.h"
 #include "table.h"
 #include "stats.h"
@@ -374,6 +375,7 @@ int main(int argc, char **argv)
     char *live_token = NULL;
     struct table *tables[CONFIG_MAX_FILTERS] = { NULL };
     struct postlog *postlogs[CONFIG_MAX_FILTERS] = { NULL };
+    struct publish *publishers[CONFIG_MAX_FILTERS] = { NULL };
     struct app app = { .cfg = &cfg, .lg = &lg, .started = time(NULL), .admin_token = admin_token,
                        .tables = tables, .n_tables = cfg.n_filters };
     if (admin_token != NULL)
@@ -393,6 +395,21 @@ int main(int argc, char **argv)
     if (oom || !api_init(&app)) {
         log_error(&lg, "out of memory");
         goto out;
+    }
+    /* Before any load: each load's filter is then written in place in its published file. */
+    char pubdir[4096];
+    if (publish_dir(&cfg, pubdir, sizeof pubdir)) {
+        for (unsigned t = 0; t < cfg.n_filters; t++)
+            if ((publishers[t] = publish_new(&cfg, &cfg.filters[t], tables[t], pubdir, &lg, err,
+                                             sizeof err)) == NULL) {
+                log_error(&lg, "%s", err);
+                goto out;
+            }
+        log_info(&lg, "publishing the filters in %s (<name>.bgf, for libbloomguard and the "
+                 "nginx module)", pubdir);
+    } else if (strcmp(cfg.publish_dir, "auto") == 0) {
+        log_info(&lg, "[server] publish_dir = auto, but RUNTIME_DIRECTORY is not set: the "
+                 "filters are not published");
     }
     /* The POSTs acknowledged before a crash go back into the journals before anything else. */
     for (unsigned t = 0; t < cfg.n_filters; t++)
@@ -440,6 +457,9 @@ out:
     /* They read the journals for their rewrites: closed before the tables go. */
     for (unsigned t = 0; t < CONFIG_MAX_FILTERS; t++)
         postlog_close(postlogs[t]);
+    /* Nothing loads, inserts or moves a horizon any more; the tables (and filters) still live. */
+    for (unsigned t = 0; t < CONFIG_MAX_FILTERS; t++)
+        publish_free(publishers[t]);
     source_free(app.source);
     api_fini(&app);
     pthread_mutex_destroy(&hctx.mu);

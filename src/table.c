@@ -13,6 +13,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "answer.h"
+
 #define NS_PER_S INT64_C(1000000000)
 
 struct table {
@@ -26,6 +28,7 @@ struct table {
     table_durable_fn durable;
     table_durable_submit_fn durable_submit;
     void *durable_arg;
+    struct table_publisher pub;     /* hooks all NULL: not published */
 
     /* Every row committed before it is in the live filter; 0 = none. */
     _Atomic int64_t horizon;
@@ -131,6 +134,11 @@ void table_set_durable(struct table *t, table_durable_fn fn, table_durable_submi
     t->durable_arg = arg;
 }
 
+void table_set_publisher(struct table *t, const struct table_publisher *p)
+{
+    t->pub = *p;
+}
+
 bool table_durable(const struct table *t)
 {
     return t->durable != NULL;
@@ -170,8 +178,8 @@ struct pending *table_pending(struct table *t)
 
 static bool stale(struct table *t, int64_t h)
 {
-    return (t->max_stale_ns != 0 && table_now() - h > t->max_stale_ns)
-           || atomic_load_explicit(&t->saturated, memory_order_relaxed);
+    return answer_degraded(table_now(), h, t->max_stale_ns,
+                           atomic_load_explicit(&t->saturated, memory_order_relaxed));
 }
 
 /* After inserts: a filter that just lost its rate degrades its absent answers at once. */
@@ -572,6 +580,8 @@ static bool advance_locked(struct table *t, uint64_t epoch, int64_t when)
         return true;
     account_locked(t, h, table_now());
     atomic_store_explicit(&t->horizon, when, memory_order_release);
+    if (t->pub.horizon)
+        t->pub.horizon(t->pub.ctx, when);
     return true;
 }
 
@@ -764,7 +774,9 @@ struct table_load *table_load_begin(struct table *t, uint64_t items,
     l->t = t;
     l->ident = *ident;
     struct filter_growth g = table_growth(t->fc);
-    l->f = filter_new_growing(items, t->fc->false_positive_rate, &g, err);
+    struct filter_alloc a;
+    bool pub = t->pub.begin && t->pub.begin(t->pub.ctx, &a);
+    l->f = filter_new_with(items, t->fc->false_positive_rate, &g, pub ? &a : NULL, err);
     if (l->f == NULL) {
         free(l);
         return NULL;
@@ -803,6 +815,11 @@ bool table_load_commit(struct table_load *l, uint64_t epoch, int64_t start, cons
     /* POSTed IDs the table does not hold (yet) must survive the swap, until they expire. */
     pending_expire(t->pending, pending_clock());
     pending_replay(t->pending, l->f);
+    if (t->pub.live) {
+        pthread_mutex_lock(&t->mu);
+        t->pub.live(t->pub.ctx, l->f, l->ident.spell, atomic_load(&t->horizon));
+        pthread_mutex_unlock(&t->mu);
+    }
     guard_commit(t->g);
     /* The keys of the new filter are of its load's spelling. */
     atomic_store_explicit(&t->spell, l->ident.spell, memory_order_release);
@@ -850,6 +867,8 @@ void table_restored(struct table *t, const char *pos, const char *from, uint64_t
                     double seconds, const struct table_ident *ident)
 {
     atomic_store_explicit(&t->spell, ident->spell, memory_order_release);
+    if (t->pub.restored)
+        t->pub.restored(t->pub.ctx, ident->spell);
     pthread_mutex_lock(&t->mu);
     t->ident = *ident;
     /* The horizon stays 0 (degraded) until a catch-up or a COPY. */

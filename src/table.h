@@ -74,6 +74,31 @@ struct table *table_new(const struct config *cfg, const struct filter_config *fc
  * other threads use the table.
  */
 void table_set_wake(struct table *t, void (*wake)(void *arg), void *arg);
+/*
+ * Where the table's live filter is also published to other processes
+ * (publish.h).  Each hook may be NULL; set it before other threads use the
+ * table.
+ *   begin     a load is about to make its filter: fill *out with the
+ *             allocator of its layers (filter.h) and return true, or
+ *             false for the default (that filter is then not published);
+ *   live      next is complete (the load's journal replayed into it) and
+ *             goes live right after this returns; called under the
+ *             table's lock with the current horizon, so no horizon hook
+ *             runs meanwhile;
+ *   horizon   the horizon moved to h; called under the table's lock;
+ *   restored  a snapshot's filter went live (table_restored), on the
+ *             scheduler's thread (the only one that swaps filters).
+ * spell is the spelling of next's keys (spell.h).
+ */
+struct table_publisher {
+    void *ctx;
+    bool (*begin)(void *ctx, struct filter_alloc *out);
+    void (*live)(void *ctx, const struct filter *next, enum spell_type spell, int64_t horizon);
+    void (*horizon)(void *ctx, int64_t h);
+    void (*restored)(void *ctx, enum spell_type spell);
+};
+void table_set_publisher(struct table *t, const struct table_publisher *p);
+
 /* Free the table, its guard and its journal; no other thread may use it.  NULL: no-op. */
 void table_free(struct table *t);
 

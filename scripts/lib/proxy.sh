@@ -69,12 +69,14 @@ bg_nginx_find() {
 # log and temp paths are all in DIR, with stdin as the rest of its http {}
 # block (the caller's access_log, include and servers); set BG_NGINX_CMD to
 # run it in the foreground.  Defaults: level warn, 1024 connections.
+# BG_NGINX_MAIN: lines for the main context (load_module ...), default none.
 bg_nginx_conf() {
     local dir=$1 level=${2:-warn} conns=${3:-1024}
     mkdir -p "$dir"
     {
         echo "# A private nginx: everything in $dir; runs in the foreground."
         [ "$(id -u)" -ne 0 ] || echo "user root;"
+        [ -z "${BG_NGINX_MAIN:-}" ] || printf '%s\n' "$BG_NGINX_MAIN"
         cat <<EOC
 worker_processes 1;
 pid $dir/nginx.pid;
@@ -107,6 +109,33 @@ bg_nginx_example() {
     sed -e "s/127\.0\.0\.1:8081/$service/" -e "s/127\.0\.0\.1:8000/$listen/" \
         "$dir/bloomguard.conf.new" >"$dir/bloomguard.conf"
     rm -f "$dir/bloomguard.conf.new"
+}
+
+# bg_nginx_module: set BG_NGINX_MODULE to the build tree's
+# ngx_http_bloomguard_module.so and BG_NGINX_MAIN to the load_module line
+# for it (bg_nginx_conf), and BG_NGINX_ENV to the environment nginx needs
+# to find the build tree's libbloomguard; or return 1 with BG_WHY.
+bg_nginx_module() {
+    local build=${top_builddir:-$BG_TOP}
+    BG_NGINX_MODULE=$build/nginx/ngx_http_bloomguard_module.so
+    BG_WHY=
+    if [ ! -f "$BG_NGINX_MODULE" ]; then
+        BG_WHY="the nginx module is not built (apt-get install nginx-dev, then ./configure && make)"
+        return 1
+    fi
+    BG_NGINX_MAIN="load_module $BG_NGINX_MODULE;"
+    BG_NGINX_ENV=(env "LD_LIBRARY_PATH=$build/lib/.libs${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}")
+}
+
+# bg_nginx_module_example DIR FILTER-PATH [SERVICE [LISTEN]]:
+# DIR/bloomguard-module.conf, conf/nginx/bloomguard-module.conf with the
+# published filter at FILTER-PATH and these HOST:PORT addresses (by default
+# the shipped ones), for bg_nginx_conf's http block to include.
+bg_nginx_module_example() {
+    mkdir -p "$1"
+    sed -e "s|/run/bloomguard/default\.bgf|$2|" -e "s/127\.0\.0\.1:8081/${3:-127.0.0.1:8081}/" \
+        -e "s/127\.0\.0\.1:8000/${4:-127.0.0.1:8000}/" "$BG_TOP/conf/nginx/bloomguard-module.conf" \
+        >"$1/bloomguard-module.conf"
 }
 
 # bg_caddy_find: set BG_CADDY to Caddy, or return 1 with BG_WHY.

@@ -1,0 +1,67 @@
+/*
+ * Checking a published filter's header (pubfmt.h), for every reader: a
+ * file that passes may be mapped and looked up in without reading past its
+ * end or trusting a geometry no filter has.
+ */
+#include "pubfmt.h"
+
+#include <stdio.h>
+#include <string.h>
+
+#include "filter.h"
+#include "spell.h"
+
+static bool say(char *why, size_t whylen, const char *what)
+{
+    if (whylen > 0)
+        snprintf(why, whylen, "%s", what);
+    return false;
+}
+
+bool pubfmt_check(const struct pubfmt_header *hdr, uint64_t file_bytes, char *why, size_t whylen)
+{
+    if (file_bytes < PUBFMT_HEADER_BYTES || memcmp(hdr->magic, PUBFMT_MAGIC, 8) != 0)
+        return say(why, whylen, "not a published bloomguard filter (no BGFILTER header)");
+    if (hdr->version != PUBFMT_VERSION)
+        return say(why, whylen, "a format version this build does not read");
+    if (hdr->header_bytes != PUBFMT_HEADER_BYTES || hdr->byte_order != PUBFMT_BYTE_ORDER)
+        return say(why, whylen, "written for another byte order or header size");
+    if (hdr->hash != PUBFMT_HASH_XXH3_64 || hdr->blocks_scheme != PUBFMT_BLOCKS_SPLIT512)
+        return say(why, whylen, "a hash or block scheme this build does not use");
+    if (hdr->spell >= SPELL_NTYPES)
+        return say(why, whylen, "a column type this build does not know");
+    if (!(hdr->target_fpp > 0 && hdr->target_fpp < 1) || hdr->max_stale_ns < 0)
+        return say(why, whylen, "a rate or max_staleness out of range");
+    return true;
+}
+
+bool pubfmt_layer_ok(const struct pubfmt_layer *l, uint64_t file_bytes)
+{
+    return l->offset % PUBFMT_ALIGN == 0 && l->offset >= PUBFMT_HEADER_BYTES
+           && l->blocks >= 1 && l->blocks <= FILTER_MAX_BYTES / FILTER_BLOCK_BYTES
+           && l->probes >= 1 && l->probes <= 16 && l->offset <= file_bytes
+           && l->blocks * FILTER_BLOCK_BYTES <= file_bytes - l->offset;
+}
+
+bool pubfmt_boot_id(uint8_t out[16])
+{
+    char text[64];
+    FILE *f = fopen("/proc/sys/kernel/random/boot_id", "re");
+    if (f == NULL)
+        return false;
+    bool ok = fgets(text, sizeof text, f) != NULL;
+    fclose(f);
+    unsigned n = 0;
+    for (const char *p = text; ok && *p && n < 32; p++) {
+        int v = *p >= '0' && *p <= '9' ? *p - '0' : *p >= 'a' && *p <= 'f' ? *p - 'a' + 10
+              : *p >= 'A' && *p <= 'F' ? *p - 'A' + 10 : -1;
+        if (v < 0)
+            continue;
+        if (n % 2 == 0)
+            out[n / 2] = (uint8_t)(v << 4);
+        else
+            out[n / 2] |= (uint8_t)v;
+        n++;
+    }
+    return ok && n == 32;
+}

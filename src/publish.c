@@ -1,0 +1,437 @@
+/*
+ * The daemon's side of published filters (the rules and the proof are in
+ * publish.h): one file per generation, its layers allocated in place for
+ * filter.c, its header kept current from the table's hooks.
+ */
+#include "publish.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/random.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "answer.h"
+#include "filter.h"
+#include "guard.h"
+#include "pubfmt.h"
+
+/* One generation: a file, its header page mapped, its layers mapped by the filter. */
+struct gen {
+    atomic_int refs;            /* the filter (until done) and the publisher (building / cur) */
+    int fd;
+    struct pubfmt_header *hdr;  /* shared, read-write */
+    uint64_t file_bytes;
+    uint64_t generation;
+    bool named;                 /* renamed to the path: no temporary to remove */
+    atomic_bool broken;         /* a layer took private memory: never (again) to be read */
+    const struct log *lg;
+    char *path;                 /* the publisher's path (for withdrawing a broken one) */
+    char tmp[];                 /* the temporary name */
+};
+
+struct publish {
+    const struct config *cfg;
+    const struct filter_config *fc;
+    struct table *t;
+    const struct log *lg;
+    char *dir;
+    char *path;                 /* <dir>/<name>.bgf */
+    uint64_t instance;
+    uint8_t boot_id[16];
+    uint64_t next_gen;
+    /* The scheduler's thread sets these; the horizon hook reads cur under the table's lock. */
+    struct gen *building;       /* made by begin, not live yet */
+    struct gen *cur;            /* the one at path (or withdrawn) */
+    _Atomic uint64_t cur_generation, generations, withdrawn;
+};
+
+static uint64_t round_up(uint64_t x, uint64_t to)
+{
+    return (x + to - 1) / to * to;
+}
+
+static void gen_unref(struct gen *g)
+{
+    if (g == NULL || atomic_fetch_sub(&g->refs, 1) != 1)
+        return;
+    if (g->hdr != NULL)
+        munmap(g->hdr, PUBFMT_HEADER_BYTES);
+    if (!g->named)
+        unlink(g->tmp);
+    close(g->fd);
+    free(g->path);
+    free(g);
+}
+
+/* Readers must leave g: SUPERSEDED, and the name unlinked if it is still g's. */
+static void gen_withdraw(struct gen *g)
+{
+    atomic_fetch_or_explicit(&g->hdr->flags, PUBFMT_SUPERSEDED, memory_order_release);
+    struct stat at, mine;
+    if (g->named && stat(g->path, &at) == 0 && fstat(g->fd, &mine) == 0
+        && at.st_ino == mine.st_ino && at.st_dev == mine.st_dev)
+        unlink(g->path);
+}
+
+/* ---------------------------------------------------- the filter's memory -- */
+
+static void *gen_alloc(void *ctx, unsigned layer, const struct filter_plan *plan, size_t bytes)
+{
+    struct gen *g = ctx;
+    if (!atomic_load(&g->broken) && layer < PUBFMT_MAX_LAYERS) {
+        uint64_t at = round_up(g->file_bytes, PUBFMT_ALIGN);
+        uint64_t end = at + round_up(bytes, PUBFMT_ALIGN);
+        /*
+         * Reserve the pages now: a write to a hole that tmpfs cannot fill
+         * would be a SIGBUS in an insert, much later.
+         */
+        int e = posix_fallocate(g->fd, (off_t)at, (off_t)(end - at));
+        void *mem = e == 0 ? mmap(NULL, bytes, PROT_READ | PROT_WRITE, MAP_SHARED, g->fd, (off_t)at)
+                           : MAP_FAILED;
+        if (mem != MAP_FAILED) {
+            g->file_bytes = end;
+            g->hdr->layer[layer] = (struct pubfmt_layer){
+                .offset = at, .blocks = plan->blocks, .probes = plan->probes,
+                .capacity = plan->capacity, .target_fpp = plan->target_fpp,
+            };
+            /* Announced before filter.c lets an insert reach the layer (publish.h, (a)). */
+            atomic_store_explicit(&g->hdr->nlayers, layer + 1, memory_order_release);
+            return mem;
+        }
+        if (e == 0)
+            e = errno;
+        log_warn(g->lg, "%s: cannot publish layer %u (%.1f MiB) in %s: %s; its readers answer "
+                 "\"not ready\" (they let requests through) until a load fits", g->hdr->name,
+                 layer, (double)bytes / 1048576.0, g->tmp, strerror(e));
+        atomic_store(&g->broken, true);
+        /* Before the layer takes its first key: no reader may go on trusting this file. */
+        gen_withdraw(g);
+    }
+    void *mem = mmap(NULL, bytes, PROT_READ | PROT_WRITE,
+                     MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+    return mem == MAP_FAILED ? NULL : mem;
+}
+
+static void gen_free(void *ctx, unsigned layer, void *mem, size_t bytes)
+{
+    (void)ctx;
+    (void)layer;
+    munmap(mem, bytes);
+}
+
+static void gen_done(void *ctx)
+{
+    gen_unref(ctx);
+}
+
+/* A new generation's file under a temporary name, its fixed header written; NULL with errno. */
+static struct gen *gen_new(struct publish *p)
+{
+    uint64_t number = ++p->next_gen;
+    size_t len = strlen(p->dir) + strlen(p->fc->name) + 64;
+    struct gen *g = calloc(1, sizeof *g + len);
+    if (g == NULL || (g->path = strdup(p->path)) == NULL) {
+        free(g);
+        errno = ENOMEM;
+        return NULL;
+    }
+    snprintf(g->tmp, len, "%s/.%s.%llu.tmp", p->dir, p->fc->name, (unsigned long long)number);
+    g->lg = p->lg;
+    g->generation = number;
+    atomic_init(&g->refs, 1);
+    atomic_init(&g->broken, false);
+    g->fd = open(g->tmp, O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0644);
+    int e = 0;
+    /* Readable by the readers whatever the daemon's umask (the unit's is 0077). */
+    if (g->fd < 0 || fchmod(g->fd, 0644) != 0
+        || (e = posix_fallocate(g->fd, 0, PUBFMT_HEADER_BYTES)) != 0)
+        goto fail;
+    g->file_bytes = PUBFMT_HEADER_BYTES;
+    void *h = mmap(NULL, PUBFMT_HEADER_BYTES, PROT_READ | PROT_WRITE, MAP_SHARED, g->fd, 0);
+    if (h == MAP_FAILED)
+        goto fail;
+    g->hdr = h;
+    struct pubfmt_header *hd = g->hdr;
+    memcpy(hd->magic, PUBFMT_MAGIC, 8);
+    hd->version = PUBFMT_VERSION;
+    hd->header_bytes = PUBFMT_HEADER_BYTES;
+    hd->byte_order = PUBFMT_BYTE_ORDER;
+    hd->hash = PUBFMT_HASH_XXH3_64;
+    hd->blocks_scheme = PUBFMT_BLOCKS_SPLIT512;
+    hd->spell = SPELL_TEXT;
+    hd->pid = (uint32_t)getpid();
+    hd->generation = number;
+    hd->instance = p->instance;
+    memcpy(hd->boot_id, p->boot_id, sizeof hd->boot_id);
+    hd->target_fpp = p->fc->false_positive_rate;
+    hd->max_stale_ns = (int64_t)(p->cfg->max_staleness * 1e9);
+    hd->created = answer_now();
+    snprintf(hd->name, sizeof hd->name, "%s", p->fc->name);
+    atomic_init(&hd->flags, 0);
+    atomic_init(&hd->nlayers, 0);
+    atomic_init(&hd->horizon, 0);
+    atomic_init(&hd->updated, 0);
+    return g;
+fail:
+    e = e ? e : errno;
+    if (g->fd >= 0) {
+        close(g->fd);
+        unlink(g->tmp);
+    }
+    free(g->path);
+    free(g);
+    errno = e;
+    return NULL;
+}
+
+/* -------------------------------------------------------- table's hooks -- */
+
+static bool on_begin(void *ctx, struct filter_alloc *out)
+{
+    struct publish *p = ctx;
+    gen_unref(p->building);             /* a load that never went live */
+    p->building = gen_new(p);
+    if (p->building == NULL) {
+        log_warn(p->lg, "%s: cannot create a published filter in %s: %s; this load is not "
+                 "published", p->fc->name, p->dir, strerror(errno));
+        return false;
+    }
+    atomic_fetch_add(&p->building->refs, 1);        /* the filter's, until done */
+    *out = (struct filter_alloc){ gen_alloc, gen_free, gen_done, p->building };
+    return true;
+}
+
+static void set_saturated(struct gen *g, bool saturated)
+{
+    uint32_t f = atomic_load_explicit(&g->hdr->flags, memory_order_relaxed);
+    if (saturated && !(f & PUBFMT_SATURATED))
+        atomic_fetch_or_explicit(&g->hdr->flags, PUBFMT_SATURATED, memory_order_release);
+    else if (!saturated && (f & PUBFMT_SATURATED))
+        atomic_fetch_and_explicit(&g->hdr->flags, ~(uint32_t)PUBFMT_SATURATED,
+                                  memory_order_release);
+}
+
+/* Under the table's lock: next (built in p->building) goes live right after this. */
+static void on_live(void *ctx, const struct filter *next, enum spell_type spell, int64_t horizon)
+{
+    struct publish *p = ctx;
+    struct gen *g = p->building, *old = p->cur;
+    p->building = NULL;
+    if (g != NULL && atomic_load(&g->broken))
+        atomic_fetch_add(&p->withdrawn, 1);
+    if (g == NULL || atomic_load(&g->broken)) {
+        /* next is not (all) in a file: the old generation must not outlive its filter. */
+        if (old != NULL)
+            gen_withdraw(old);
+        gen_unref(g);
+        return;
+    }
+    g->hdr->spell = (uint32_t)spell;
+    atomic_store_explicit(&g->hdr->horizon, horizon, memory_order_release);
+    atomic_store_explicit(&g->hdr->updated, answer_now(), memory_order_relaxed);
+    set_saturated(g, filter_saturated(next));
+    atomic_fetch_or_explicit(&g->hdr->flags, PUBFMT_READY, memory_order_release);
+    if (rename(g->tmp, p->path) != 0) {
+        log_warn(p->lg, "%s: cannot publish %s: %s", p->fc->name, p->path, strerror(errno));
+        if (old != NULL)
+            gen_withdraw(old);
+        gen_unref(g);
+        return;
+    }
+    g->named = true;
+    /* Only now: a reader that leaves old finds g (or newer) at the path. */
+    if (old != NULL)
+        atomic_fetch_or_explicit(&old->hdr->flags, PUBFMT_SUPERSEDED, memory_order_release);
+    p->cur = g;
+    gen_unref(old);
+    atomic_store(&p->cur_generation, g->generation);
+    atomic_fetch_add(&p->generations, 1);
+    log_debug(p->lg, "%s: published generation %llu at %s", p->fc->name,
+              (unsigned long long)g->generation, p->path);
+}
+
+/* Under the table's lock: the live filter, cur's, covers every row committed before h. */
+static void on_horizon(void *ctx, int64_t h)
+{
+    struct publish *p = ctx;
+    struct gen *g = p->cur;
+    if (g == NULL || atomic_load(&g->broken))
+        return;
+    atomic_store_explicit(&g->hdr->horizon, h, memory_order_release);
+    atomic_store_explicit(&g->hdr->updated, answer_now(), memory_order_relaxed);
+    set_saturated(g, guard_saturated(table_guard(p->t)));
+}
+
+/*
+ * A snapshot's filter went live with its bits in private memory: copy it
+ * into a generation, as a load would (inserts reach both meanwhile), and
+ * swap.  On the scheduler's thread before any follower runs, so no horizon
+ * hook races it; POSTs may.
+ */
+static void on_restored(void *ctx, enum spell_type spell)
+{
+    struct publish *p = ctx;
+    struct guard *gd = table_guard(p->t);
+    const struct filter *live = guard_live(gd);
+    struct filter_params fp;
+    struct filter_alloc a;
+    enum filter_error fe;
+    if (live == NULL || !on_begin(p, &a))
+        return;
+    filter_export(live, &fp);
+    struct filter *next = filter_new_from_with(&fp, &a, &fe);
+    if (next == NULL) {
+        log_warn(p->lg, "%s: cannot publish the snapshot's filter: %s", p->fc->name,
+                 filter_strerror(fe));
+        gen_unref(p->building);
+        p->building = NULL;
+        return;
+    }
+    guard_begin(gd, next);
+    /* Every insert from here on reaches next; the bits before it are copied. */
+    unsigned char buf[65536];
+    bool ok = true;
+    for (unsigned i = 0; ok && i < fp.layers; i++) {
+        uint64_t size = fp.layer[i].blocks * FILTER_BLOCK_BYTES;
+        for (uint64_t off = 0; ok && off < size; off += sizeof buf) {
+            size_t n = size - off < sizeof buf ? (size_t)(size - off) : sizeof buf;
+            ok = filter_bits_read(live, i, off, buf, n) && filter_bits_write(next, i, off, buf, n);
+        }
+    }
+    /* A layer the live filter added after the export would hold keys next lacks. */
+    if (!ok || filter_layers(live) != fp.layers) {
+        log_warn(p->lg, "%s: the snapshot's filter changed while being published; the next "
+                 "load publishes the filter", p->fc->name);
+        guard_abort(gd);
+        gen_unref(p->building);
+        p->building = NULL;
+        return;
+    }
+    on_live(p, next, spell, 0);
+    guard_commit(gd);
+}
+
+/* ------------------------------------------------------------ lifetime -- */
+
+bool publish_dir(const struct config *cfg, char *out, size_t outlen)
+{
+    const char *d = cfg->publish_dir ? cfg->publish_dir : "";
+    size_t len = strlen(d);
+    if (strcmp(d, "auto") == 0) {
+        d = getenv("RUNTIME_DIRECTORY");
+        d = d ? d : "";
+        len = strcspn(d, ":");
+    }
+    while (len > 1 && d[len - 1] == '/')
+        len--;
+    int n = snprintf(out, outlen, "%.*s", (int)len, d);
+    return len > 0 && n > 0 && (size_t)n < outlen;
+}
+
+/* Temporaries of fc's name an interrupted run left in dir. */
+static void remove_temporaries(struct publish *p)
+{
+    DIR *d = opendir(p->dir);
+    if (d == NULL)
+        return;
+    size_t nlen = strlen(p->fc->name);
+    struct dirent *e;
+    while ((e = readdir(d)) != NULL) {
+        const char *s = e->d_name;
+        size_t len = strlen(s);
+        if (s[0] == '.' && strncmp(s + 1, p->fc->name, nlen) == 0 && s[1 + nlen] == '.'
+            && len > 4 && strcmp(s + len - 4, ".tmp") == 0)
+            unlinkat(dirfd(d), s, 0);
+    }
+    closedir(d);
+}
+
+/* A file at the path from an earlier run: its readers must not trust it any longer. */
+static void withdraw_leftover(struct publish *p)
+{
+    int fd = open(p->path, O_RDWR | O_CLOEXEC | O_NOFOLLOW);
+    struct stat st;
+    if (fd < 0)
+        return;
+    if (fstat(fd, &st) == 0 && S_ISREG(st.st_mode) && st.st_size >= PUBFMT_HEADER_BYTES) {
+        struct pubfmt_header *h = mmap(NULL, PUBFMT_HEADER_BYTES, PROT_READ | PROT_WRITE,
+                                       MAP_SHARED, fd, 0);
+        if (h != MAP_FAILED) {
+            if (memcmp(h->magic, PUBFMT_MAGIC, 8) == 0)
+                atomic_fetch_or_explicit(&h->flags, PUBFMT_SUPERSEDED, memory_order_release);
+            munmap(h, PUBFMT_HEADER_BYTES);
+        }
+    }
+    close(fd);
+    unlink(p->path);
+    log_info(p->lg, "%s: withdrew the published filter an earlier run left at %s", p->fc->name,
+             p->path);
+}
+
+struct publish *publish_new(const struct config *cfg, const struct filter_config *fc,
+                            struct table *t, const char *dir, const struct log *lg, char *err,
+                            size_t errlen)
+{
+    struct stat st;
+    if (stat(dir, &st) != 0 || !S_ISDIR(st.st_mode) || access(dir, W_OK | X_OK) != 0) {
+        snprintf(err, errlen, "[server] publish_dir %s: %s", dir,
+                 errno ? strerror(errno) : "not a directory");
+        return NULL;
+    }
+    struct publish *p = calloc(1, sizeof *p);
+    size_t len = strlen(dir) + strlen(fc->name) + sizeof "/" PUBFMT_SUFFIX;
+    if (p == NULL || (p->dir = strdup(dir)) == NULL || (p->path = malloc(len)) == NULL) {
+        if (p)
+            free(p->dir);
+        free(p);
+        snprintf(err, errlen, "out of memory");
+        return NULL;
+    }
+    snprintf(p->path, len, "%s/%s%s", dir, fc->name, PUBFMT_SUFFIX);
+    p->cfg = cfg;
+    p->fc = fc;
+    p->t = t;
+    p->lg = lg;
+    if (getrandom(&p->instance, sizeof p->instance, 0) != (ssize_t)sizeof p->instance)
+        p->instance = (uint64_t)answer_now() ^ (uint64_t)getpid() << 32;
+    /* Unreadable where /proc/sys is hidden (ProcSubset=pid): zeros, which readers skip. */
+    if (!pubfmt_boot_id(p->boot_id))
+        memset(p->boot_id, 0, sizeof p->boot_id);
+    remove_temporaries(p);
+    if (access(p->path, F_OK) == 0)
+        withdraw_leftover(p);
+    const struct table_publisher hooks = { p, on_begin, on_live, on_horizon, on_restored };
+    table_set_publisher(t, &hooks);
+    return p;
+}
+
+void publish_free(struct publish *p)
+{
+    if (p == NULL)
+        return;
+    if (p->cur != NULL)
+        gen_withdraw(p->cur);
+    gen_unref(p->cur);
+    gen_unref(p->building);
+    const struct table_publisher none = { 0 };
+    table_set_publisher(p->t, &none);
+    free(p->dir);
+    free(p->path);
+    free(p);
+}
+
+void publish_status(struct publish *p, struct publish_status *out)
+{
+    memset(out, 0, sizeof *out);
+    snprintf(out->path, sizeof out->path, "%s", p->path);
+    out->generation = atomic_load(&p->cur_generation);
+    out->generations = atomic_load(&p->generations);
+    out->withdrawn = atomic_load(&p->withdrawn);
+}

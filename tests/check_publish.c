@@ -1,0 +1,546 @@
+/*
+ * Unit tests of published filters without PostgreSQL: the file the daemon
+ * writes (src/publish.c, pubfmt.h) and what a reader makes of it
+ * (src/reader.c, libbloomguard's API): answers as the table's, POSTs seen
+ * at once, growth, rebuild swaps, staleness, withdrawal, spelling, bad
+ * files; and the stress test of publish.h's proof: readers racing a writer
+ * that inserts, grows layers and swaps generations never get "absent" for
+ * a key whose insert had returned.
+ */
+#include <check.h>
+#include <fcntl.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "bloomguard.h"
+#include "check_main.h"
+#include "config.h"
+#include "pubfmt.h"
+#include "publish.h"
+#include "table.h"
+
+#define NS INT64_C(1000000000)
+
+static struct config cfg;
+static struct filter_config fc;
+static struct log lg;
+static char dir[64], path[128];
+
+static void setup(void)
+{
+    memset(&cfg, 0, sizeof cfg);
+    memset(&fc, 0, sizeof fc);
+    cfg.max_staleness = 60;
+    cfg.min_rebuild_interval = 30;
+    fc.name = (char *)"users";
+    fc.false_positive_rate = 0.01;
+    fc.headroom = 2.0;
+    fc.growth = 2.0;
+    fc.max_layers = 8;
+    fc.pending_limit = 1000;
+    fc.pending_max_bytes = 1 << 20;
+    fc.pending_ttl = 3600;
+    log_init(&lg, LOG_LVL_ERROR);
+    snprintf(dir, sizeof dir, "/tmp/check_publish.XXXXXX");
+    ck_assert_ptr_nonnull(mkdtemp(dir));
+    snprintf(path, sizeof path, "%s/users.bgf", dir);
+}
+
+static void teardown(void)
+{
+    char cmd[128];
+    snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
+    ck_assert_int_eq(system(cmd), 0);
+}
+
+/* A table published in dir; *p gets the publisher. */
+static struct table *published_table(struct publish **p)
+{
+    struct table *t = table_new(&cfg, &fc);
+    char err[256];
+    ck_assert_ptr_nonnull(t);
+    *p = publish_new(&cfg, &fc, t, dir, &lg, err, sizeof err);
+    ck_assert_msg(*p != NULL, "%s", err);
+    return t;
+}
+
+static void key(char *buf, size_t cap, unsigned i)
+{
+    snprintf(buf, cap, "key-%u", i);
+}
+
+static const struct table_ident text_ident = { .relid = 1, .attnum = 1, .spell = SPELL_TEXT };
+static const struct table_ident int8_ident = { .relid = 1, .attnum = 1, .spell = SPELL_INT8 };
+
+/* A COPY of keys [0, n) of capacity items that started at start. */
+static void load(struct table *t, unsigned n, uint64_t items, int64_t start)
+{
+    enum filter_error fe;
+    uint64_t epoch = table_epoch(t);
+    struct table_load *l = table_load_begin(t, items, &text_ident, &fe);
+    ck_assert_ptr_nonnull(l);
+    char k[32];
+    for (unsigned i = 0; i < n; i++) {
+        key(k, sizeof k, i);
+        filter_add(table_load_filter(l), k, strlen(k));
+    }
+    ck_assert(table_load_commit(l, epoch, start, ""));
+}
+
+static enum bloomguard_answer look(bloomguard *bg, const char *id)
+{
+    return bloomguard_lookup(bg, id, strlen(id));
+}
+
+/* The file's header, mapped read-only (unmap PUBFMT_HEADER_BYTES). */
+static const struct pubfmt_header *map_header(const char *p)
+{
+    int fd = open(p, O_RDONLY);
+    ck_assert_int_ge(fd, 0);
+    void *m = mmap(NULL, PUBFMT_HEADER_BYTES, PROT_READ, MAP_SHARED, fd, 0);
+    close(fd);
+    ck_assert_ptr_ne(m, MAP_FAILED);
+    return m;
+}
+
+START_TEST(test_format_of_a_generation)
+{
+    struct publish *p;
+    struct table *t = published_table(&p);
+    ck_assert_int_ne(access(path, F_OK), 0);        /* nothing before the first load */
+    int64_t start = table_now();
+    load(t, 100, 1000, start);
+    const struct pubfmt_header *h = map_header(path);
+    ck_assert_mem_eq(h->magic, PUBFMT_MAGIC, 8);
+    ck_assert_uint_eq(h->version, PUBFMT_VERSION);
+    ck_assert_uint_eq(h->hash, PUBFMT_HASH_XXH3_64);
+    ck_assert_uint_eq(h->blocks_scheme, PUBFMT_BLOCKS_SPLIT512);
+    ck_assert_uint_eq(h->generation, 1);
+    ck_assert_str_eq(h->name, "users");
+    ck_assert_int_eq(h->max_stale_ns, 60 * NS);
+    ck_assert_uint_eq(atomic_load(&((struct pubfmt_header *)h)->flags), PUBFMT_READY);
+    ck_assert_uint_eq(atomic_load(&((struct pubfmt_header *)h)->nlayers), 1);
+    ck_assert_int_eq(atomic_load(&((struct pubfmt_header *)h)->horizon), start);
+    struct stat st;
+    ck_assert_int_eq(stat(path, &st), 0);
+    ck_assert_uint_eq(st.st_mode & 0777, 0644);
+    char why[128];
+    ck_assert_msg(pubfmt_check(h, (uint64_t)st.st_size, why, sizeof why), "%s", why);
+    ck_assert(pubfmt_layer_ok(&h->layer[0], (uint64_t)st.st_size));
+    ck_assert(!pubfmt_layer_ok(&h->layer[0], h->layer[0].offset));   /* a truncated file */
+    /* The horizon hook: a move of the table's horizon reaches the header. */
+    ck_assert(table_advance(t, table_epoch(t), start + 5));
+    ck_assert_int_eq(atomic_load(&((struct pubfmt_header *)h)->horizon), start + 5);
+    munmap((void *)h, PUBFMT_HEADER_BYTES);
+    publish_free(p);
+    table_free(t);
+}
+END_TEST
+
+START_TEST(test_reader_answers_as_the_table)
+{
+    struct publish *p;
+    struct table *t = published_table(&p);
+    int err = -1;
+    bloomguard *bg = bloomguard_open(path, BLOOMGUARD_OPEN_MISSING_OK, &err);
+    ck_assert_ptr_nonnull(bg);
+    ck_assert_int_eq(look(bg, "key-1"), BLOOMGUARD_NOT_READY);
+    load(t, 1000, 2000, table_now());
+    /* The handle picks the file up at its next look at the path (once a second). */
+    for (int i = 0; i < 50 && look(bg, "key-1") == BLOOMGUARD_NOT_READY; i++)
+        usleep(100000);
+    unsigned wrong = 0, absent = 0;
+    char k[32];
+    for (unsigned i = 0; i < 2000; i++) {
+        key(k, sizeof k, i);
+        enum bloomguard_answer a = look(bg, k);
+        enum table_answer ta = table_lookup(t, k, strlen(k));
+        wrong += (a == BLOOMGUARD_ABSENT) != (ta == TABLE_ABSENT);
+        absent += a == BLOOMGUARD_ABSENT;
+        if (i < 1000)
+            ck_assert_int_eq(a, BLOOMGUARD_MAYBE);
+    }
+    ck_assert_uint_eq(wrong, 0);
+    ck_assert_uint_ge(absent, 950);     /* at p = 1%, about 990 of the 1000 absent keys */
+    /* A POST: maybe at once, from the same bits. */
+    ck_assert_int_eq(look(bg, "posted"), BLOOMGUARD_ABSENT);
+    const char *ids[] = { "posted" };
+    size_t lens[] = { 6 }, added;
+    ck_assert_int_eq(table_insert(t, 1, ids, lens, &added, NULL), TABLE_INSERTED);
+    ck_assert_int_eq(look(bg, "posted"), BLOOMGUARD_MAYBE);
+    struct bloomguard_info in;
+    ck_assert_int_eq(bloomguard_info(bg, &in), BLOOMGUARD_OK);
+    ck_assert_str_eq(in.name, "users");
+    ck_assert_str_eq(in.spelling, "text");
+    ck_assert_uint_eq(in.generation, 1);
+    ck_assert_uint_eq(in.layers, 1);
+    ck_assert(!in.degraded);
+    bloomguard_close(bg);
+    publish_free(p);
+    table_free(t);
+}
+END_TEST
+
+START_TEST(test_growth_reaches_readers)
+{
+    struct publish *p;
+    struct table *t = published_table(&p);
+    load(t, 10, 1000, table_now());
+    bloomguard *bg = bloomguard_open(path, 0, NULL);
+    ck_assert_ptr_nonnull(bg);
+    char k[32];
+    /* 20x the capacity: layers are added, each announced in the header before its first key. */
+    for (unsigned i = 10; i < 20000; i++) {
+        key(k, sizeof k, i);
+        ck_assert(table_add_row(t, k, strlen(k)));
+        ck_assert_int_eq(look(bg, k), BLOOMGUARD_MAYBE);
+    }
+    struct bloomguard_info in;
+    bloomguard_info(bg, &in);
+    ck_assert_uint_ge(in.layers, 3);
+    struct filter_info fi;
+    ck_assert(guard_info(table_guard(t), &fi));
+    ck_assert_uint_eq(in.layers, fi.layers);
+    for (unsigned i = 0; i < 20000; i++) {
+        key(k, sizeof k, i);
+        ck_assert_int_eq(look(bg, k), BLOOMGUARD_MAYBE);
+    }
+    bloomguard_close(bg);
+    publish_free(p);
+    table_free(t);
+}
+END_TEST
+
+START_TEST(test_rebuild_swaps_generations)
+{
+    struct publish *p;
+    struct table *t = published_table(&p);
+    load(t, 100, 1000, table_now());
+    bloomguard *bg = bloomguard_open(path, 0, NULL);
+    ck_assert_ptr_nonnull(bg);
+    const struct pubfmt_header *old = map_header(path);
+    /* A key the second load has and the first (by its bits too) has not. */
+    char k[32];
+    unsigned i = 100;
+    for (key(k, sizeof k, i); table_lookup(t, k, strlen(k)) != TABLE_ABSENT; key(k, sizeof k, ++i))
+        ;
+    ck_assert_int_eq(look(bg, k), BLOOMGUARD_ABSENT);
+    load(t, 200, 1000, table_now());
+    ck_assert(atomic_load(&((struct pubfmt_header *)old)->flags) & PUBFMT_SUPERSEDED);
+    /* The next lookup sees SUPERSEDED and moves to the new file at once. */
+    ck_assert_int_eq(look(bg, k), BLOOMGUARD_MAYBE);
+    struct bloomguard_info in;
+    bloomguard_info(bg, &in);
+    ck_assert_uint_eq(in.generation, 2);
+    /* An insert after the swap reaches only the new generation: a reader sees it. */
+    ck_assert(table_add_row(t, "after", 5));
+    ck_assert_int_eq(look(bg, "after"), BLOOMGUARD_MAYBE);
+    munmap((void *)old, PUBFMT_HEADER_BYTES);
+    /* No temporary is left behind. */
+    char tmp[160];
+    snprintf(tmp, sizeof tmp, "%s/.users.2.tmp", dir);
+    ck_assert_int_ne(access(tmp, F_OK), 0);
+    /* Exit: withdrawn, readers not ready. */
+    publish_free(p);
+    ck_assert_int_ne(access(path, F_OK), 0);
+    ck_assert_int_eq(look(bg, "key-1"), BLOOMGUARD_NOT_READY);
+    ck_assert_int_eq(bloomguard_info(bg, &in), BLOOMGUARD_ENOENT);
+    bloomguard_close(bg);
+    table_free(t);
+}
+END_TEST
+
+START_TEST(test_stale_horizon_is_degraded)
+{
+    struct publish *p;
+    struct table *t = published_table(&p);
+    /* A COPY that started longer ago than max_staleness: absent cannot be proven. */
+    load(t, 10, 1000, table_now() - 61 * NS);
+    bloomguard *bg = bloomguard_open(path, 0, NULL);
+    ck_assert_int_eq(table_lookup(t, "nope", 4), TABLE_DEGRADED);
+    ck_assert_int_eq(look(bg, "nope"), BLOOMGUARD_DEGRADED);
+    ck_assert_int_eq(look(bg, "key-1"), BLOOMGUARD_MAYBE);
+    /* The follower proves it is current again: absent once more. */
+    ck_assert(table_advance(t, table_epoch(t), table_now()));
+    ck_assert_int_eq(look(bg, "nope"), BLOOMGUARD_ABSENT);
+    bloomguard_close(bg);
+    publish_free(p);
+    table_free(t);
+}
+END_TEST
+
+START_TEST(test_restored_snapshot_is_published)
+{
+    struct publish *p;
+    struct table *t = published_table(&p);
+    /* What persist.c does with a snapshot: a private filter goes live, then table_restored. */
+    struct filter *f = filter_new(1000, 0.01, NULL);
+    filter_add(f, "snap", 4);
+    guard_begin(table_guard(t), f);
+    guard_commit(table_guard(t));
+    table_restored(t, "", "snapshot", 1, 0.0, &text_ident);
+    bloomguard *bg = bloomguard_open(path, 0, NULL);
+    ck_assert_ptr_nonnull(bg);
+    ck_assert_int_eq(look(bg, "snap"), BLOOMGUARD_MAYBE);
+    /* No horizon after a restore: degraded, as the table says. */
+    ck_assert_int_eq(table_lookup(t, "nope", 4), TABLE_DEGRADED);
+    ck_assert_int_eq(look(bg, "nope"), BLOOMGUARD_DEGRADED);
+    /* The live filter is now the published copy: inserts reach readers. */
+    ck_assert(table_add_row(t, "later", 5));
+    ck_assert_int_eq(look(bg, "later"), BLOOMGUARD_MAYBE);
+    bloomguard_close(bg);
+    publish_free(p);
+    table_free(t);
+}
+END_TEST
+
+START_TEST(test_leftover_of_an_earlier_run_is_withdrawn)
+{
+    struct publish *p;
+    struct table *t = published_table(&p);
+    load(t, 10, 1000, table_now());
+    const struct pubfmt_header *h = map_header(path);
+    /* A crash: the file stays.  The next run withdraws it at start. */
+    struct table *t2 = table_new(&cfg, &fc);
+    char err[256];
+    struct publish *p2 = publish_new(&cfg, &fc, t2, dir, &lg, err, sizeof err);
+    ck_assert_ptr_nonnull(p2);
+    ck_assert(atomic_load(&((struct pubfmt_header *)h)->flags) & PUBFMT_SUPERSEDED);
+    ck_assert_int_ne(access(path, F_OK), 0);
+    munmap((void *)h, PUBFMT_HEADER_BYTES);
+    publish_free(p2);
+    table_free(t2);
+    publish_free(p);
+    table_free(t);
+}
+END_TEST
+
+START_TEST(test_reader_spells_by_the_column_type)
+{
+    struct publish *p;
+    struct table *t = published_table(&p);
+    /* Keys as an int8 column's: the canonical text. */
+    enum filter_error fe;
+    uint64_t epoch = table_epoch(t);
+    struct table_load *l = table_load_begin(t, 1000, &int8_ident, &fe);
+    filter_add(table_load_filter(l), "5", 1);
+    ck_assert(table_load_commit(l, epoch, table_now(), ""));
+    /* The table published its load's spelling. */
+    int fd = open(path, O_RDWR);
+    struct pubfmt_header *h = mmap(NULL, PUBFMT_HEADER_BYTES, PROT_READ | PROT_WRITE, MAP_SHARED,
+                                   fd, 0);
+    close(fd);
+    ck_assert_int_eq(h->spell, SPELL_INT8);
+    bloomguard *bg = bloomguard_open(path, 0, NULL);
+    ck_assert_int_eq(look(bg, "5"), BLOOMGUARD_MAYBE);
+    ck_assert_int_eq(look(bg, " +0005 "), BLOOMGUARD_MAYBE);
+    ck_assert_int_eq(look(bg, "6"), BLOOMGUARD_ABSENT);
+    ck_assert_int_eq(look(bg, "five"), BLOOMGUARD_ABSENT);        /* not an int8: no row */
+    h->spell = SPELL_COLLATED;                                     /* never provable */
+    bloomguard_close(bg);
+    bg = bloomguard_open(path, 0, NULL);
+    ck_assert_int_eq(look(bg, "6"), BLOOMGUARD_MAYBE);
+    struct bloomguard_info in;
+    bloomguard_info(bg, &in);
+    ck_assert_str_eq(in.spelling, "text_nondeterministic");
+    munmap(h, PUBFMT_HEADER_BYTES);
+    bloomguard_close(bg);
+    publish_free(p);
+    table_free(t);
+}
+END_TEST
+
+/* A copy of path with n bytes at off replaced, at out. */
+static void damaged_copy(const char *out, long off, const void *bytes, size_t n)
+{
+    char cmd[512];
+    snprintf(cmd, sizeof cmd, "cp '%s' '%s'", path, out);
+    ck_assert_int_eq(system(cmd), 0);
+    int fd = open(out, O_RDWR);
+    ck_assert_int_eq(pwrite(fd, bytes, n, off), (ssize_t)n);
+    close(fd);
+}
+
+START_TEST(test_bad_files_and_arguments)
+{
+    int err = 0;
+    ck_assert_ptr_null(bloomguard_open(path, 0, &err));
+    ck_assert_int_eq(err, BLOOMGUARD_ENOENT);
+    ck_assert_ptr_null(bloomguard_open("relative.bgf", 0, &err));
+    ck_assert_int_eq(err, BLOOMGUARD_EINVAL);
+    ck_assert_ptr_null(bloomguard_open(path, 0x100, &err));
+    ck_assert_int_eq(err, BLOOMGUARD_EINVAL);
+    ck_assert_ptr_null(bloomguard_open(dir, BLOOMGUARD_OPEN_MISSING_OK, &err));
+    ck_assert_int_eq(err, BLOOMGUARD_EFORMAT);                     /* a directory */
+
+    struct publish *p;
+    struct table *t = published_table(&p);
+    load(t, 10, 1000, table_now());
+    char bad[160];
+    snprintf(bad, sizeof bad, "%s/bad.bgf", dir);
+    const struct { long off; uint32_t v; } cases[] = {
+        { 0, 0x58585858 },                                          /* magic */
+        { offsetof(struct pubfmt_header, version), 99 },
+        { offsetof(struct pubfmt_header, hash), 7 },
+        { offsetof(struct pubfmt_header, spell), 1000 },
+        { offsetof(struct pubfmt_header, layer[0].probes), 17 },
+        { offsetof(struct pubfmt_header, layer[0].offset), 1 << 30 },  /* past the end */
+        { offsetof(struct pubfmt_header, nlayers), 33 },
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        damaged_copy(bad, cases[i].off, &cases[i].v, sizeof cases[i].v);
+        ck_assert_msg(bloomguard_open(bad, BLOOMGUARD_OPEN_MISSING_OK, &err) == NULL,
+                      "case %zu opened", i);
+        ck_assert_int_eq(err, BLOOMGUARD_EFORMAT);
+    }
+    /* Truncated to its header: its layer is outside the file. */
+    damaged_copy(bad, 0, PUBFMT_MAGIC, 8);
+    ck_assert_int_eq(truncate(bad, PUBFMT_HEADER_BYTES), 0);
+    ck_assert_ptr_null(bloomguard_open(bad, 0, &err));
+    ck_assert_int_eq(err, BLOOMGUARD_EFORMAT);
+    ck_assert_str_eq(bloomguard_answer_name(BLOOMGUARD_DEGRADED), "degraded");
+    ck_assert_str_eq(bloomguard_answer_name(7), "unknown");
+    publish_free(p);
+    table_free(t);
+}
+END_TEST
+
+/* ------------------------------------------------------------ the race -- */
+
+#define STRESS_CYCLES 5
+#define STRESS_PER_CYCLE 6000
+#define STRESS_READERS 3
+
+struct stress {
+    struct table *t;
+    bloomguard *shared;                 /* one handle for two readers: thread-safety */
+    _Atomic unsigned done;              /* keys [0, done) have returned from their insert */
+    atomic_bool stop;
+    _Atomic unsigned long wrong, checked, not_ready, absent_unknown;
+};
+
+/* Rebuilds (new generations) and inserts that grow layers, as fast as it can. */
+static void *writer(void *arg)
+{
+    struct stress *s = arg;
+    char k[32];
+    for (unsigned c = 0; c < STRESS_CYCLES; c++) {
+        unsigned n = atomic_load(&s->done);
+        enum filter_error fe;
+        uint64_t epoch = table_epoch(s->t);
+        int64_t start = table_now();
+        /* Small on purpose: the inserts below add layers to every generation. */
+        struct table_load *l = table_load_begin(s->t, n / 4 + 500, &text_ident, &fe);
+        for (unsigned i = 0; i < n; i++) {
+            key(k, sizeof k, i);
+            filter_add(table_load_filter(l), k, strlen(k));
+        }
+        ck_assert(table_load_commit(l, epoch, start, ""));
+        for (unsigned i = n; i < n + STRESS_PER_CYCLE; i++) {
+            key(k, sizeof k, i);
+            table_add_row(s->t, k, strlen(k));
+            atomic_store_explicit(&s->done, i + 1, memory_order_release);
+            if (i % 256 == 0)
+                table_advance(s->t, table_epoch(s->t), table_now());
+        }
+    }
+    atomic_store(&s->stop, true);
+    return NULL;
+}
+
+struct reader_arg {
+    struct stress *s;
+    bool own;                           /* a handle of its own, else the shared one */
+};
+
+static void *reader(void *arg)
+{
+    struct stress *s = ((struct reader_arg *)arg)->s;
+    bool own = ((struct reader_arg *)arg)->own;
+    bloomguard *bg = own ? bloomguard_open(path, BLOOMGUARD_OPEN_MISSING_OK, NULL) : s->shared;
+    ck_assert_ptr_nonnull(bg);
+    unsigned seed = own ? 1 : (unsigned)(uintptr_t)&own;
+    char k[32];
+    while (!atomic_load(&s->stop)) {
+        unsigned d = atomic_load_explicit(&s->done, memory_order_acquire);
+        if (d == 0)
+            continue;
+        unsigned i = (unsigned)rand_r(&seed) % d;
+        key(k, sizeof k, i);
+        enum bloomguard_answer a = look(bg, k);
+        atomic_fetch_add(&s->checked, 1);
+        if (a == BLOOMGUARD_ABSENT || a == BLOOMGUARD_DEGRADED)
+            atomic_fetch_add(&s->wrong, 1);
+        else if (a == BLOOMGUARD_NOT_READY)
+            atomic_fetch_add(&s->not_ready, 1);
+        /* Keys nobody inserted: the same handle must be able to say absent. */
+        key(k, sizeof k, 10000000 + i);
+        if (look(bg, k) == BLOOMGUARD_ABSENT)
+            atomic_fetch_add(&s->absent_unknown, 1);
+    }
+    if (own)
+        bloomguard_close(bg);
+    return NULL;
+}
+
+START_TEST(test_readers_racing_a_writer_never_see_a_wrong_absent)
+{
+    struct publish *p;
+    struct stress s = { 0 };
+    cfg.max_staleness = 0;          /* the race alone, not the clock */
+    s.t = published_table(&p);
+    load(s.t, 0, 500, table_now());
+    s.shared = bloomguard_open(path, 0, NULL);
+    ck_assert_ptr_nonnull(s.shared);
+    pthread_t w, r[STRESS_READERS];
+    struct reader_arg ra[STRESS_READERS];
+    for (int i = 0; i < STRESS_READERS; i++) {
+        ra[i] = (struct reader_arg){ &s, i == 0 };
+        ck_assert_int_eq(pthread_create(&r[i], NULL, reader, &ra[i]), 0);
+    }
+    ck_assert_int_eq(pthread_create(&w, NULL, writer, &s), 0);
+    pthread_join(w, NULL);
+    for (int i = 0; i < STRESS_READERS; i++)
+        pthread_join(r[i], NULL);
+    struct bloomguard_info in;
+    ck_assert_int_eq(bloomguard_info(s.shared, &in), BLOOMGUARD_OK);
+    fprintf(stderr, "race: %lu lookups of inserted keys, %lu wrong, %lu not ready; "
+            "%lu absent answers for other keys; generation %llu, %u layers\n",
+            (unsigned long)s.checked, (unsigned long)s.wrong, (unsigned long)s.not_ready,
+            (unsigned long)s.absent_unknown, (unsigned long long)in.generation, in.layers);
+    ck_assert_uint_eq(s.wrong, 0);
+    ck_assert_uint_gt(s.checked, 1000);
+    ck_assert_uint_gt(s.absent_unknown, 100);
+    ck_assert_uint_eq(in.generation, 1 + STRESS_CYCLES);
+    ck_assert_uint_ge(in.layers, 2);
+    bloomguard_close(s.shared);
+    publish_free(p);
+    table_free(s.t);
+}
+END_TEST
+
+Suite *check_suite(void)
+{
+    Suite *s = suite_create("publish");
+    TCase *tc = tcase_create("publish");
+    tcase_add_checked_fixture(tc, setup, teardown);
+    tcase_set_timeout(tc, 120);
+    tcase_add_test(tc, test_format_of_a_generation);
+    tcase_add_test(tc, test_reader_answers_as_the_table);
+    tcase_add_test(tc, test_growth_reaches_readers);
+    tcase_add_test(tc, test_rebuild_swaps_generations);
+    tcase_add_test(tc, test_stale_horizon_is_degraded);
+    tcase_add_test(tc, test_restored_snapshot_is_published);
+    tcase_add_test(tc, test_leftover_of_an_earlier_run_is_withdrawn);
+    tcase_add_test(tc, test_reader_spells_by_the_column_type);
+    tcase_add_test(tc, test_bad_files_and_arguments);
+    tcase_add_test(tc, test_readers_racing_a_writer_never_see_a_wrong_absent);
+    suite_add_tcase(s, tc);
+    return s;
+}
