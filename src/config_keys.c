@@ -100,12 +100,10 @@ static const struct config_enum_name uri_sources[] = {
  * every row (tests check).  Defaults are text so they go through the same
  * validation as user input.
  *
- * RESTART rows are read once at start or by the follower threads, which
- * keep the start configuration: [server] listen, threads, max_connections,
- * connection_timeout (an MHD option), header_timeout (the HTTP layer's
- * clock) and max_id_bytes (the follower decides from it whether an id too
- * long to notify may be asked for); [postgres], [filter] and [sync] belong
- * to the follower; [metrics] enabled decides what is counted from the start.
+ * CONFIG_RESTART rows are read once at start or by the follower threads,
+ * which keep the start configuration.  Which keys a SIGHUP applies is this
+ * column only: -h prints it and tests/docs.test holds bloomguard(8)'s list
+ * to it, so no comment repeats the list.
  */
 const struct config_key config_keys[] = {
     K_TYPED("server", "listen", listen, "127.0.0.1:8080", CONFIG_RESTART,
