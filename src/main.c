@@ -13,6 +13,7 @@
 #include <unistd.h>
 
 #include "api.h"
+#include "routes.h"
 #include "config.h"
 #include "http.h"
 #include "live.h"
@@ -388,7 +389,7 @@ int main(int argc, char **argv)
         token_free(live_token);
         config_free(&live_cfg);
     }
-    bool oom = app.live == NULL || (app.stats = api_stats_new()) == NULL
+    bool oom = app.live == NULL || (app.stats = routes_stats_new()) == NULL
                || (app.source = source_new(&cfg, &lg, &hooks, admin_token)) == NULL;
     for (unsigned t = 0; !oom && t < cfg.n_filters; t++)
         tables[t] = source_table(app.source, t);

@@ -2,7 +2,7 @@
  * Request and event counters, cheap enough for the hot path: relaxed atomic
  * adds on per-thread-ish stripes, summed only when someone asks (/stats,
  * /metrics).  Requests are counted by route index, a number the caller
- * gives meaning to (http.c: the index of the route in api_routes[], the
+ * gives meaning to (http.c: the index of the route in routes_table[], the
  * last slot for requests no route took); stats knows no paths or names.
  */
 #ifndef BLOOMGUARD_STATS_H
