@@ -109,7 +109,7 @@ static bool is_token(const char *s)
 }
 
 /*
- * An admin route (POST /ids, POST /reload, GET /snapshot): does the request
+ * An admin route (routes_table[] marks them): does the request
  * carry the admin right?  Whatever the method: a snapshot is a read, but of
  * the whole filter.
  */
@@ -218,10 +218,11 @@ void http_choose_write_policy(struct http *h)
         h->writes = WRITES_LOOPBACK;
     } else {
         h->writes = WRITES_REFUSED;
-        log_warn(h->a->lg, "no admin token and %s is not a loopback address: POST /ids, "
-                 "POST /reload and GET /snapshot are refused (403 admin_token_required) so that "
-                 "no one who can reach the port can write or copy a filter; set [server] "
-                 "admin_token_file to allow them",
-                 cfg->listen_host);
+        char admin_routes[160];
+        routes_admin_text(admin_routes, sizeof admin_routes);
+        log_warn(h->a->lg, "no admin token and %s is not a loopback address: %s are refused "
+                 "(403 admin_token_required) so that no one who can reach the port can write or "
+                 "copy a filter; set [server] admin_token_file to allow them",
+                 cfg->listen_host, admin_routes);
     }
 }

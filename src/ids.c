@@ -281,13 +281,11 @@ static struct reply insert_reply(struct stats *stats, struct table *t,
                          "acknowledged", want, strerror_r(e, why, sizeof why));
     }
     case TABLE_INSERT_FULL_COUNT:
-        stats_add(stats, ST_INSERTS_REFUSED, want);
         pending_info(table_pending(t), &pi);
         return api_error(MHD_HTTP_INSUFFICIENT_STORAGE, "journal_full",
                          "the POST journal holds pending_limit (%llu) ids: none of these %zu was "
                          "added", (unsigned long long)pi.limit, want);
     case TABLE_INSERT_FULL_BYTES:
-        stats_add(stats, ST_INSERTS_REFUSED, want);
         pending_info(table_pending(t), &pi);
         return api_error(MHD_HTTP_INSUFFICIENT_STORAGE, "journal_full",
                          "the POST journal holds pending_max_bytes (%llu) bytes of ids: none of "

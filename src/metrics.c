@@ -275,6 +275,14 @@ static void write_family(FILE *o, const struct metric *m, const struct status *s
     }
 }
 
+void metrics_list(FILE *out)
+{
+    static const char *const type[] = { "counter", "gauge", "histogram" };
+    for (size_t i = 0; i < sizeof metrics / sizeof metrics[0]; i++)
+        fprintf(out, "  bloomguard_%s %s\n      %s\n", metrics[i].name, type[metrics[i].type],
+                metrics[i].help);
+}
+
 struct reply metrics_serve(struct app *a, const struct api_request *rq)
 {
     (void)rq;

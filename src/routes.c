@@ -122,3 +122,48 @@ const char *routes_slot_name(unsigned slot)
 {
     return slot < routes_count ? routes_table[slot].name : "other";
 }
+
+/* "GET /snapshot": a route by its first method, as prose names it. */
+static void route_label(const struct route *r, char *out, size_t cap)
+{
+    char m[32];
+    routes_allow_header(r->methods & -r->methods, m, sizeof m);
+    snprintf(out, cap, "%s %s", m, r->path);
+}
+
+void routes_list(FILE *out)
+{
+    for (unsigned i = 0; i < routes_count; i++) {
+        const struct route *r = &routes_table[i];
+        char m[32];
+        routes_allow_header(r->methods, m, sizeof m);
+        for (char *p = m; (p = strstr(p, ", ")) != NULL;)
+            memmove(p + 1, p + 2, strlen(p + 2) + 1);       /* "GET,HEAD": one word */
+        fprintf(out, "  %-10s %-9s %-13s %s%s%s\n", r->path, r->methods == ROUTE_ANY ? "any" : m,
+                r->name,
+                r->match == ROUTE_PREFIX ? "prefix" : "exact", r->admin ? ", admin" : "",
+                r->body ? ", body" : "");
+    }
+}
+
+void routes_admin_text(char *out, size_t cap)
+{
+    unsigned n = 0, total = 0;
+    for (unsigned i = 0; i < routes_count; i++)
+        total += routes_table[i].admin;
+    size_t used = 0;
+    out[0] = '\0';
+    for (unsigned i = 0; i < routes_count && used < cap; i++) {
+        const struct route *r = &routes_table[i];
+        if (!r->admin)
+            continue;
+        char label[64];
+        route_label(r, label, sizeof label);
+        int w = snprintf(out + used, cap - used, "%s%s", n == 0 ? "" : n + 1 == total ? " and " : ", ",
+                         label);
+        if (w < 0 || (size_t)w >= cap - used)
+            break;
+        used += (size_t)w;
+        n++;
+    }
+}

@@ -67,4 +67,18 @@ void routes_allow_header(unsigned methods, char *out, size_t cap);
 struct stats *routes_stats_new(void);
 const char *routes_slot_name(unsigned slot);     /* a route's name, or "other" */
 
+/*
+ * The table for people: one line per route, "  PATH METHODS NAME prefix|
+ * exact[, admin][, body]" (METHODS: "GET,HEAD", "POST", "any"), in table order (bloomguard -h; docs.test checks
+ * the man page against it).
+ */
+void routes_list(FILE *out);
+
+/*
+ * The admin routes as prose, each by its first method: "POST /ids, POST
+ * /reload and GET /snapshot" (for log lines).  Cut at a whole route when
+ * cap is too small.
+ */
+void routes_admin_text(char *out, size_t cap);
+
 #endif
