@@ -91,11 +91,40 @@ static void duration_series(FILE *o, const char *name, const struct status *st)
     }
 }
 
+/* Per table: its follower's connection state, one series per state (1 for the current one). */
 static void source_state_series(FILE *o, const char *name, const struct status *st)
 {
-    for (enum follow_state s = FOLLOW_CONNECTING; s <= FOLLOW_RECONNECTING; s++)
-        fprintf(o, "bloomguard_%s{state=\"%s\"} %d\n", name, follow_state_name(s),
-                st->filters[0].conn.state == s ? 1 : 0);
+    for (unsigned i = 0; i < st->n; i++)
+        for (enum follow_state s = FOLLOW_CONNECTING; s <= FOLLOW_RECONNECTING; s++)
+            fprintf(o, "bloomguard_%s{filter=\"%s\",state=\"%s\"} %d\n", name,
+                    st->filters[i].name, follow_state_name(s), st->filters[i].conn.state == s ? 1 : 0);
+}
+
+/* Per table whose method is chosen: which one follows it. */
+static void follow_method_series(FILE *o, const char *name, const struct status *st)
+{
+    for (unsigned i = 0; i < st->n; i++)
+        if (st->filters[i].table.method[0] != '\0')
+            fprintf(o, "bloomguard_%s{filter=\"%s\",method=\"%s\"} 1\n", name,
+                    st->filters[i].name, st->filters[i].table.method);
+}
+
+/*
+ * Per table followed through a replication slot whose lag is known: the
+ * WAL the slot holds back (the server's current WAL position minus the
+ * slot's confirmed_flush_lsn, as the follower's last probe read it).
+ * Tables sharing a follower share its slot, and so the value.
+ */
+static void slot_lag_series(FILE *o, const char *name, const struct status *st)
+{
+    for (unsigned i = 0; i < st->n; i++) {
+        const struct status_filter *f = &st->filters[i];
+        if (strcmp(f->table.method, "logical") != 0 || f->conn.slot[0] == '\0'
+            || f->conn.slot_lag_bytes < 0)
+            continue;
+        fprintf(o, "bloomguard_%s{filter=\"%s\",slot=\"%s\"} %lld\n", name, f->name,
+                f->conn.slot, (long long)f->conn.slot_lag_bytes);
+    }
 }
 
 #define S(field) offsetof(struct status, field)
@@ -194,10 +223,17 @@ static const struct metric metrics[] = {
     { "filter_layers", MT_GAUGE,
       "Layers of the live filter: 1, and one more each time it grew in memory.", IN_FILTER,
       { { NULL, V_UINT, F(info.layers) } }, NULL },
-    { "source_state", MT_GAUGE, "PostgreSQL source state (1 for the current one).", IN_STATUS,
+    { "source_state", MT_GAUGE,
+      "State of the connection following the filter's table (1 for the current one).", IN_STATUS,
       { { 0 } }, source_state_series },
-    { "source_state_since_seconds", MT_GAUGE, "Unix time the source entered its state.",
-      IN_STATUS, { { NULL, V_TIME, S(filters[0].conn.since) } }, NULL },
+    { "source_state_since_seconds", MT_GAUGE, "Unix time the follower entered its state.",
+      IN_FILTER, { { NULL, V_TIME, F(conn.since) } }, NULL },
+    { "follow_method_info", MT_GAUGE,
+      "Always 1: how the filter's table is followed (logical, feed, notify, none) is a label.",
+      IN_STATUS, { { 0 } }, follow_method_series },
+    { "slot_lag_bytes", MT_GAUGE,
+      "WAL the replication slot holds back: the server's current WAL position minus the slot's "
+      "confirmed_flush_lsn (method logical only).", IN_STATUS, { { 0 } }, slot_lag_series },
     { "process_start_time_seconds", MT_GAUGE, "Unix time the process started.", IN_STATUS,
       { { NULL, V_TIME, S(started) } }, NULL },
     { "build_info", MT_GAUGE, "Always 1; the version is a label.", IN_STATUS,
