@@ -1,6 +1,6 @@
 /*
  * Fuzz the request bodies of POST /ids and POST /exists through the real
- * handlers (api_insert, api_exists_batch) with a real guard, journal and
+ * handlers (ids_insert, ids_exists_batch) with a real guard, journal and
  * stats, the guard loaded or not.  Invariants: every answer is one the API documents, JSON, never a
  * 500; a refused body changes nothing; an ID the handler acknowledged is
  * never absent afterwards; the journal holds each distinct ID once.
@@ -13,7 +13,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "api.h"
+#include "ids.h"
+#include "routes.h"
 #include "config.h"
 #include "guard.h"
 #include "log.h"
@@ -46,7 +47,7 @@ static void setup(void)
     FUZZ_CHECK(config_override(&cfg, "server.max_id_bytes=" STR(MAX_ID), err, sizeof err));
     FUZZ_CHECK(config_override(&cfg, "sync.max_staleness=0", err, sizeof err));
     lg.level = LOG_LVL_ERROR;
-    stats = api_stats_new();
+    stats = routes_stats_new();
     unready = table_new(&cfg, &fconf);
     FUZZ_CHECK(stats != NULL && unready != NULL);
 }
@@ -118,7 +119,7 @@ FUZZ_TARGET(body)
 
     struct api_request rq = { .method = "POST", .path = "", .rest = "", .body_type = t,
                               .body = body, .body_len = len };
-    struct reply r = insert ? api_insert(&a, &rq) : api_exists_batch(&a, &rq);
+    struct reply r = insert ? ids_insert(&a, &rq) : ids_exists_batch(&a, &rq);
     FUZZ_CHECK(r.resp != NULL);         /* NULL means "answer 500" */
     FUZZ_CHECK(r.status == 200 || r.status == 400 || r.status == 413 || r.status == 414
                || r.status == 503 || r.status == 507);

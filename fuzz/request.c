@@ -1,6 +1,6 @@
 /*
  * Fuzz the raw request URIs of GET /exists/{id} and /auth through the real
- * handlers (api_exists, api_auth) with a real guard and the configured
+ * handlers (ids_exists, ids_auth) with a real guard and the configured
  * templates.  Invariants: every answer is one the API documents, never a
  * 500; an ID in the filter is never answered 404 or denied, whatever its
  * percent-encoding; /auth denies only a URI that a template matches, with
@@ -14,7 +14,8 @@
 #include <stdbool.h>
 #include <string.h>
 
-#include "api.h"
+#include "ids.h"
+#include "routes.h"
 #include "config.h"
 #include "guard.h"
 #include "log.h"
@@ -45,7 +46,7 @@ static void setup(void)
     for (size_t i = 0; i < sizeof overrides / sizeof overrides[0]; i++)
         FUZZ_CHECK(config_override(&cfg, overrides[i], err, sizeof err));
     lg.level = LOG_LVL_ERROR;
-    stats = api_stats_new();
+    stats = routes_stats_new();
     unready = table_new(&cfg, &fconf);
     FUZZ_CHECK(stats != NULL && unready != NULL);
     base = (struct app){ .cfg = &cfg, .lg = &lg, .stats = stats, .tables = &unready, .n_tables = 1 };
@@ -101,7 +102,7 @@ FUZZ_TARGET(request)
 
     /* No connection, so no headers: /auth takes the URI from the path (uri_source auto). */
     struct api_request rq = { .method = "GET", .path = "", .rest = uri, .rest_len = len };
-    struct reply r = exists ? api_exists(&a, &rq) : api_auth(&a, &rq);
+    struct reply r = exists ? ids_exists(&a, &rq) : ids_auth(&a, &rq);
     FUZZ_CHECK(r.resp != NULL);         /* NULL means "answer 500" */
     const char *verdict = MHD_get_response_header(r.resp, "X-Bloomguard");
     if (exists) {

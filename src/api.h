@@ -1,8 +1,9 @@
 /*
- * The HTTP API: the route table (one row per endpoint: path, methods, name,
- * handler) and the handlers of the ID endpoints.  http.c matches requests
- * against the table and enforces what a row says (methods, admin token,
- * body); status.c renders /stats, /readyz and /metrics.
+ * The contract between http.c and the endpoint handlers (struct reply,
+ * struct api_request, answering later) and the helpers every handler
+ * shares.  The bottom of the HTTP layers: handlers (ids.h, admin.h,
+ * status.h, metrics.h) include it, routes.h names them, http.c includes
+ * routes.h; api.h includes none of them.
  */
 #ifndef BLOOMGUARD_API_H
 #define BLOOMGUARD_API_H
@@ -60,60 +61,12 @@ struct api_request {
 
 typedef struct reply api_handler(struct app *a, const struct api_request *rq);
 
-/* Methods a route takes; others get 405 with an Allow header made from these. */
-enum {
-    API_GET = 1, API_HEAD = 2, API_POST = 4, API_OTHER = 8,
-    API_READ = API_GET | API_HEAD,
-    API_ANY = API_GET | API_HEAD | API_POST | API_OTHER
+/* Responses that never change, queued again and again (a->prebuilt). */
+struct api_static {
+    struct MHD_Response *healthz;
+    struct MHD_Response *auth_allow[4];    /* hit, bypass, not ready (fail open), degraded */
+    struct MHD_Response *auth_deny[2];     /* miss, not ready (fail closed) */
 };
-
-enum route_match {
-    ROUTE_EXACT,    /* the path and nothing else */
-    /*
-     * The path and everything below it: "/auth" takes /auth and /auth/...
-     * (not /authx); a path ending in '/' needs something after it
-     * ("/exists/" takes /exists/..., not /exists).  rest is what follows.
-     */
-    ROUTE_PREFIX
-};
-
-struct route {
-    const char *path;
-    enum route_match match;
-    unsigned methods;           /* API_* bits */
-    const char *name;           /* in /stats requests_by_endpoint and the endpoint="" label */
-    bool admin;                 /* needs the write credential (the admin token) */
-    bool body;                  /* reads a request body (JSON or text/plain, up to max_body_bytes) */
-    bool raw_path;              /* the path bytes are not checked for UTF-8 (another service's URI) */
-    api_handler *handler;
-};
-
-/* The table, in the order /stats and /metrics list the routes. */
-extern const struct route api_routes[];
-extern const unsigned api_route_count;
-
-/*
- * The route taking path and method (an API_* bit): the first row in table
- * order (the hot routes come first) that takes both; else the first that
- * takes the path (the caller answers 405), else NULL.  *rest_off gets the
- * offset of the rest of the path, *allowed the methods of every row taking
- * the path (for the Allow header).
- */
-const struct route *api_route_find(const char *path, unsigned method, size_t *rest_off,
-                                   unsigned *allowed);
-
-/* A method's API_* bit (API_OTHER for any but GET, HEAD and POST). */
-unsigned api_method_bit(const char *method);
-
-/* "GET, HEAD", "POST", ...: the Allow header of methods (at most 32 bytes). */
-void api_allow_header(unsigned methods, char *out, size_t cap);
-
-/*
- * Request counters for every route, plus one slot, api_route_count, for
- * requests no route took: named by api_slot_name.  NULL on allocation failure.
- */
-struct stats *api_stats_new(void);
-const char *api_slot_name(unsigned slot);     /* a route's name, or "other" */
 
 /* Build the constant responses once; false on allocation failure. */
 bool api_init(struct app *a);
@@ -126,16 +79,26 @@ struct reply api_error(unsigned status, const char *code, const char *fmt, ...)
 /* A JSON document already rendered: body (malloc'd) is taken; NULL answers 500. */
 struct reply api_json_take(unsigned status, char *body);
 
+/* A reply with a constant response (api_static): the caller does not destroy it. */
+struct reply api_shared(unsigned status, struct MHD_Response *r);
+
+/* A response of len bytes of JSON from body, with its Content-Type; NULL when out of memory. */
+struct MHD_Response *api_json_response(char *body, size_t len, enum MHD_ResponseMemoryMode mode);
+
 /*
- * The ID endpoints, exported for the fuzzers.  GET/HEAD /exists/{id}: rest
- * is the raw ID.  POST /exists and POST /ids: a body of ids, JSON
- * {"ids":[...]} (/ids also {"id":...}) or text/plain lines.  /auth: the
- * original URI from X-Original-URI, X-Forwarded-Uri or rest ([auth]
- * uri_source).
+ * head, then s escaped for a JSON string, then tail, in one malloc'd block
+ * (the caller frees it, or hands it to MHD).  *len gets the length (without
+ * the NUL that ends it).  NULL when memory runs out.
  */
-struct reply api_exists(struct app *a, const struct api_request *rq);
-struct reply api_exists_batch(struct app *a, const struct api_request *rq);
-struct reply api_insert(struct app *a, const struct api_request *rq);
-struct reply api_auth(struct app *a, const struct api_request *rq);
+char *api_json_around(const char *head, const char *s, size_t n, const char *tail, size_t *len);
+
+/*
+ * The table a path names: "NAME" (exactly, len bytes) among the configured
+ * filters; -1 with a 404 unknown_filter reply in *err when there is none.
+ * api_table_of_rest: the table of a batch, reload or snapshot path, whose
+ * rest is "" (the default table, 0) or "/NAME".
+ */
+int api_table_named(struct app *a, const char *name, size_t len, struct reply *err);
+int api_table_of_rest(struct app *a, const struct api_request *rq, struct reply *err);
 
 #endif

@@ -31,7 +31,7 @@ struct app {
     const struct log *lg;
     struct table **tables;      /* the guarded tables (table.h); [0] is the default */
     unsigned n_tables;
-    struct stats *stats;        /* sized by api_stats_new: one slot per route */
+    struct stats *stats;        /* sized by routes_stats_new: one slot per route */
     struct source *source;
     time_t started;             /* wall clock at start, for uptime */
     struct api_static *prebuilt; /* constant responses, built by api_init */

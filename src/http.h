@@ -1,6 +1,6 @@
 /*
  * The HTTP server: libmicrohttpd with an epoll thread pool, request bodies
- * and limits, routing by api.c's route table (which also holds what each
+ * and limits, routing by routes.c's route table (which also holds what each
  * route needs: methods, admin token, body).
  */
 #ifndef BLOOMGUARD_HTTP_H

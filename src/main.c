@@ -13,10 +13,12 @@
 #include <unistd.h>
 
 #include "api.h"
+#include "routes.h"
 #include "config.h"
 #include "http.h"
 #include "live.h"
 #include "log.h"
+#include "metrics.h"
 #include "notify.h"
 #include "persist.h"
 #include "postlog.h"
@@ -86,6 +88,13 @@ static void usage(FILE *out)
             "<[sync] channel>_<NAME>.  The first one is\n"
             "the default filter (GET /exists/{id}); \"uri_template = /order/{id} orders\"\n"
             "names the filter of a template.\n");
+    fprintf(out, "\nendpoints (path, methods, name in /stats and /metrics, match, needs):\n");
+    routes_list(out);
+    fprintf(out, "\nstatus codes counted one by one in /stats and /metrics (others: \"other\"):\n ");
+    for (unsigned k = 0; k < SS_OTHER; k++)
+        fprintf(out, " %u", stats_status_code(k));
+    fprintf(out, "\n\nmetrics (GET /metrics):\n");
+    metrics_list(out);
 }
 
 static void on_progress(void *arg, unsigned t, uint64_t rows, bool first)
@@ -395,8 +404,11 @@ int main(int argc, char **argv)
     struct publish *publishers[CONFIG_MAX_FILTERS] = { NULL };
     struct app app = { .cfg = &cfg, .lg = &lg, .started = time(NULL), .admin_token = admin_token,
                        .tables = tables, .n_tables = cfg.n_filters };
-    if (admin_token != NULL)
-        log_info(&lg, "POST /ids, POST /reload and GET /snapshot need the admin token read from %s", token_from);
+    if (admin_token != NULL) {
+        char admin_routes[160];
+        routes_admin_text(admin_routes, sizeof admin_routes);
+        log_info(&lg, "%s need the admin token read from %s", admin_routes, token_from);
+    }
     struct http *http = NULL;
     if (config_copy(&live_cfg, &cfg)) {
         if ((admin_token == NULL || (live_token = strdup(admin_token)) != NULL)
@@ -405,7 +417,7 @@ int main(int argc, char **argv)
         token_free(live_token);
         config_free(&live_cfg);
     }
-    bool oom = app.live == NULL || (app.stats = api_stats_new()) == NULL
+    bool oom = app.live == NULL || (app.stats = routes_stats_new()) == NULL
                || (app.source = source_new(&cfg, &lg, &hooks, admin_token)) == NULL;
     for (unsigned t = 0; !oom && t < cfg.n_filters; t++)
         tables[t] = source_table(app.source, t);

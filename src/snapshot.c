@@ -183,7 +183,7 @@ struct snapshot_stream *snapshot_stream_new(const struct snapshot_meta *m, const
     s->f = f;
     /*
      * The journal first, then (as the caller reads) the bits: an ID is in
-     * the journal before it is in the filter (api.c's order), and the reader
+     * the journal before it is in the filter (ids.c's order), and the reader
      * replays the journal into the filter, so an ID POSTed while the bits
      * are copied is either in both or in neither.
      */

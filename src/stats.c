@@ -78,33 +78,26 @@ void stats_add(struct stats *s, enum stat_counter c, uint64_t n)
     atomic_fetch_add_explicit(&mine(s)->counter[c], n, memory_order_relaxed);
 }
 
+static const unsigned status_code[SS_COUNT] = {
+#define STATS_SS_CODE(code) code,
+    STATS_STATUS_CODES(STATS_SS_CODE)
+#undef STATS_SS_CODE
+    0
+};
+
 enum stat_status stats_status_index(unsigned code)
 {
     switch (code) {
-    case 200: return SS_200;
-    case 202: return SS_202;
-    case 204: return SS_204;
-    case 400: return SS_400;
-    case 401: return SS_401;
-    case 403: return SS_403;
-    case 404: return SS_404;
-    case 405: return SS_405;
-    case 410: return SS_410;
-    case 413: return SS_413;
-    case 414: return SS_414;
-    case 415: return SS_415;
-    case 500: return SS_500;
-    case 503: return SS_503;
+#define STATS_SS_CASE(c) case c: return SS_##c;
+    STATS_STATUS_CODES(STATS_SS_CASE)
+#undef STATS_SS_CASE
     default: return SS_OTHER;
     }
 }
 
 unsigned stats_status_code(enum stat_status st)
 {
-    static const unsigned code[SS_COUNT] = {
-        200, 202, 204, 400, 401, 403, 404, 405, 410, 413, 414, 415, 500, 503, 0
-    };
-    return code[st];
+    return status_code[st];
 }
 
 void stats_request(struct stats *s, unsigned slot, unsigned status, uint64_t nanos)

@@ -1,7 +1,7 @@
 /*
  * The daemon's status, taken once per request as a snapshot and rendered in
- * one place: /stats and /readyz as JSON, /metrics as Prometheus text.
- * Handlers for those routes are here; the route table is api.c's.
+ * one place: /stats and /readyz as JSON here, /metrics as Prometheus text
+ * by metrics.c.  The route table that names the handlers is routes.c's.
  */
 #ifndef BLOOMGUARD_STATUS_H
 #define BLOOMGUARD_STATUS_H
@@ -51,9 +51,9 @@ struct status {
 bool status_take(struct app *a, struct status *st, bool full);
 void status_release(struct status *st);
 
-/* The route handlers: GET /stats, GET /readyz, GET /metrics. */
+/* The route handlers: GET /stats, GET /readyz, GET /healthz (/metrics is metrics.h's). */
 struct reply status_stats(struct app *a, const struct api_request *rq);
 struct reply status_readyz(struct app *a, const struct api_request *rq);
-struct reply status_metrics(struct app *a, const struct api_request *rq);
+struct reply status_healthz(struct app *a, const struct api_request *rq);
 
 #endif

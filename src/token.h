@@ -1,5 +1,5 @@
 /*
- * The admin token that guards the write endpoints (POST /ids, POST /reload):
+ * The admin token that guards the admin routes (routes_table[] marks them):
  * reading it from [server] admin_token_file or from systemd's credential
  * directory, and checking an "Authorization: Bearer ..." header against it
  * in constant time.  Pure apart from token_load's file reads: no logging,

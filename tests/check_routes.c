@@ -1,5 +1,5 @@
 /*
- * Unit tests of the route table (api_routes[] in src/api.c) and of the
+ * Unit tests of the route table (routes_table[] in src/routes.c) and of the
  * per-route request counters: which paths each row takes and what rest it
  * hands its handler, that no row hides another, the Allow header a row's
  * methods give, and that stats counts each route in its own slot.  The
@@ -15,7 +15,7 @@
 #include <utime.h>
 
 #include "check_main.h"
-#include "api.h"
+#include "routes.h"
 #include "config.h"
 #include "stats.h"
 #include "table.h"
@@ -30,46 +30,46 @@ static const struct {
     unsigned method;
     const char *name, *rest;
 } finds[] = {
-    { "/exists/abc", API_GET, "exists", "abc" },
-    { "/exists/a%2Fb/c", API_GET, "exists", "a%2Fb/c" },
-    { "/exists/users/42", API_HEAD, "exists", "users/42" },
-    { "/exists/", API_GET, "exists", "" },
-    { "/exists", API_POST, "exists_batch", "" },
-    { "/exists/users", API_POST, "exists_batch", "/users" },
-    { "/exists", API_GET, "exists_batch", "" },       /* 405: POST only */
-    { "/existsx", API_GET, NULL, NULL },
-    { "/exist", API_GET, NULL, NULL },
-    { "/ids", API_POST, "ids", "" },
-    { "/ids/", API_POST, "ids", "/" },
-    { "/ids/orders", API_POST, "ids", "/orders" },
-    { "/idsx", API_POST, NULL, NULL },
-    { "/auth", API_GET, "auth", "" },
-    { "/auth/", API_OTHER, "auth", "/" },
-    { "/auth/user/get/1", API_GET, "auth", "/user/get/1" },
-    { "/authx", API_GET, NULL, NULL },
-    { "/auth%2F", API_GET, NULL, NULL },
-    { "/healthz", API_GET, "healthz", "" },
-    { "/healthz/", API_GET, NULL, NULL },
-    { "/readyz", API_GET, "readyz", "" },
-    { "/stats", API_GET, "stats", "" },
-    { "/stats/x", API_GET, NULL, NULL },
-    { "/metrics", API_GET, "metrics", "" },
-    { "/reload", API_POST, "reload", "" },
-    { "/reload/users", API_POST, "reload", "/users" },
-    { "/snapshot", API_GET, "snapshot", "" },
-    { "/snapshot/users", API_HEAD, "snapshot", "/users" },
-    { "/snapshot", API_POST, "snapshot", "" },        /* 405: GET and HEAD only */
-    { "/snapshots", API_GET, NULL, NULL },
-    { "/", API_GET, NULL, NULL },
-    { "", API_GET, NULL, NULL },
-    { "/EXISTS/1", API_GET, NULL, NULL },
+    { "/exists/abc", ROUTE_GET, "exists", "abc" },
+    { "/exists/a%2Fb/c", ROUTE_GET, "exists", "a%2Fb/c" },
+    { "/exists/users/42", ROUTE_HEAD, "exists", "users/42" },
+    { "/exists/", ROUTE_GET, "exists", "" },
+    { "/exists", ROUTE_POST, "exists_batch", "" },
+    { "/exists/users", ROUTE_POST, "exists_batch", "/users" },
+    { "/exists", ROUTE_GET, "exists_batch", "" },       /* 405: POST only */
+    { "/existsx", ROUTE_GET, NULL, NULL },
+    { "/exist", ROUTE_GET, NULL, NULL },
+    { "/ids", ROUTE_POST, "ids", "" },
+    { "/ids/", ROUTE_POST, "ids", "/" },
+    { "/ids/orders", ROUTE_POST, "ids", "/orders" },
+    { "/idsx", ROUTE_POST, NULL, NULL },
+    { "/auth", ROUTE_GET, "auth", "" },
+    { "/auth/", ROUTE_OTHER, "auth", "/" },
+    { "/auth/user/get/1", ROUTE_GET, "auth", "/user/get/1" },
+    { "/authx", ROUTE_GET, NULL, NULL },
+    { "/auth%2F", ROUTE_GET, NULL, NULL },
+    { "/healthz", ROUTE_GET, "healthz", "" },
+    { "/healthz/", ROUTE_GET, NULL, NULL },
+    { "/readyz", ROUTE_GET, "readyz", "" },
+    { "/stats", ROUTE_GET, "stats", "" },
+    { "/stats/x", ROUTE_GET, NULL, NULL },
+    { "/metrics", ROUTE_GET, "metrics", "" },
+    { "/reload", ROUTE_POST, "reload", "" },
+    { "/reload/users", ROUTE_POST, "reload", "/users" },
+    { "/snapshot", ROUTE_GET, "snapshot", "" },
+    { "/snapshot/users", ROUTE_HEAD, "snapshot", "/users" },
+    { "/snapshot", ROUTE_POST, "snapshot", "" },        /* 405: GET and HEAD only */
+    { "/snapshots", ROUTE_GET, NULL, NULL },
+    { "/", ROUTE_GET, NULL, NULL },
+    { "", ROUTE_GET, NULL, NULL },
+    { "/EXISTS/1", ROUTE_GET, NULL, NULL },
 };
 
 START_TEST(test_find)
 {
     size_t off = 99;
     unsigned allowed;
-    const struct route *r = api_route_find(finds[_i].path, finds[_i].method, &off, &allowed);
+    const struct route *r = routes_find(finds[_i].path, finds[_i].method, &off, &allowed);
     if (finds[_i].name == NULL) {
         ck_assert_msg(r == NULL, "%s: taken by %s", finds[_i].path, r ? r->name : "");
         return;
@@ -83,11 +83,11 @@ END_TEST
 /* Every row takes its own path: no earlier row hides it. */
 START_TEST(test_no_row_hidden)
 {
-    for (unsigned i = 0; i < api_route_count; i++) {
+    for (unsigned i = 0; i < routes_count; i++) {
         size_t off;
-        unsigned allowed, m = api_routes[i].methods & -api_routes[i].methods;   /* its first method */
-        const struct route *r = api_route_find(api_routes[i].path, m, &off, &allowed);
-        ck_assert_msg(r == &api_routes[i], "%s is taken by row %s", api_routes[i].path,
+        unsigned allowed, m = routes_table[i].methods & -routes_table[i].methods;   /* its first method */
+        const struct route *r = routes_find(routes_table[i].path, m, &off, &allowed);
+        ck_assert_msg(r == &routes_table[i], "%s is taken by row %s", routes_table[i].path,
                       r ? r->name : "(none)");
     }
 }
@@ -96,44 +96,44 @@ END_TEST
 /* Names key /stats requests_by_endpoint and label /metrics: unique, not "other". */
 START_TEST(test_rows_well_formed)
 {
-    ck_assert_uint_ge(api_route_count, 9);
-    for (unsigned i = 0; i < api_route_count; i++) {
-        const struct route *r = &api_routes[i];
+    ck_assert_uint_ge(routes_count, 9);
+    for (unsigned i = 0; i < routes_count; i++) {
+        const struct route *r = &routes_table[i];
         ck_assert_msg(r->path[0] == '/', "row %u: path %s", i, r->path);
         ck_assert_ptr_nonnull(r->handler);
         ck_assert_uint_ne(r->methods, 0);
         ck_assert_str_ne(r->name, "other");
-        ck_assert_str_eq(api_slot_name(i), r->name);
+        ck_assert_str_eq(routes_slot_name(i), r->name);
         for (unsigned j = 0; j < i; j++)
-            ck_assert_msg(strcmp(api_routes[j].name, r->name) != 0, "name %s twice", r->name);
+            ck_assert_msg(strcmp(routes_table[j].name, r->name) != 0, "name %s twice", r->name);
         /*
          * Body routes are POST only: a GET must never read a body.  Admin
          * routes write (POST), but for /snapshot: a read of a whole filter.
          */
         if (r->body)
-            ck_assert_uint_eq(r->methods, API_POST);
+            ck_assert_uint_eq(r->methods, ROUTE_POST);
         if (r->admin && strcmp(r->name, "snapshot") != 0)
-            ck_assert_uint_eq(r->methods, API_POST);
+            ck_assert_uint_eq(r->methods, ROUTE_POST);
     }
-    ck_assert_str_eq(api_slot_name(api_route_count), "other");
+    ck_assert_str_eq(routes_slot_name(routes_count), "other");
 }
 END_TEST
 
 START_TEST(test_methods)
 {
     char allow[32];
-    ck_assert_uint_eq(api_method_bit("GET"), API_GET);
-    ck_assert_uint_eq(api_method_bit("HEAD"), API_HEAD);
-    ck_assert_uint_eq(api_method_bit("POST"), API_POST);
-    ck_assert_uint_eq(api_method_bit("get"), API_OTHER);     /* methods are case-sensitive */
-    ck_assert_uint_eq(api_method_bit("PUT"), API_OTHER);
-    api_allow_header(API_READ, allow, sizeof allow);
+    ck_assert_uint_eq(routes_method_bit("GET"), ROUTE_GET);
+    ck_assert_uint_eq(routes_method_bit("HEAD"), ROUTE_HEAD);
+    ck_assert_uint_eq(routes_method_bit("POST"), ROUTE_POST);
+    ck_assert_uint_eq(routes_method_bit("get"), ROUTE_OTHER);     /* methods are case-sensitive */
+    ck_assert_uint_eq(routes_method_bit("PUT"), ROUTE_OTHER);
+    routes_allow_header(ROUTE_READ, allow, sizeof allow);
     ck_assert_str_eq(allow, "GET, HEAD");
-    api_allow_header(API_POST, allow, sizeof allow);
+    routes_allow_header(ROUTE_POST, allow, sizeof allow);
     ck_assert_str_eq(allow, "POST");
-    api_allow_header(API_ANY, allow, sizeof allow);
+    routes_allow_header(ROUTE_ANY, allow, sizeof allow);
     ck_assert_str_eq(allow, "GET, HEAD, POST");
-    api_allow_header(API_ANY, allow, 8);                     /* cut, but terminated */
+    routes_allow_header(ROUTE_ANY, allow, 8);                     /* cut, but terminated */
     ck_assert_str_eq(allow, "GET");
 }
 END_TEST
@@ -167,10 +167,10 @@ START_TEST(test_stats_slots)
     ck_assert_ptr_null(snap.route);
     stats_free(s);
 
-    s = api_stats_new();
+    s = routes_stats_new();
     ck_assert_ptr_nonnull(s);
     ck_assert(stats_snapshot(s, &snap));
-    ck_assert_uint_eq(snap.slots, api_route_count + 1);
+    ck_assert_uint_eq(snap.slots, routes_count + 1);
     stats_snapshot_free(&snap);
     stats_free(s);
 }
@@ -181,7 +181,7 @@ static struct reply get_snapshot(struct app *a, const char *path)
 {
     size_t off;
     unsigned allowed;
-    const struct route *r = api_route_find(path, API_GET, &off, &allowed);
+    const struct route *r = routes_find(path, ROUTE_GET, &off, &allowed);
     ck_assert_ptr_nonnull(r);
     ck_assert_str_eq(r->name, "snapshot");
     ck_assert(r->admin);

@@ -1,0 +1,22 @@
+/*
+ * The ID endpoints (ids.c): the handlers routes.c's table names for
+ * /exists, /ids and /auth.
+ */
+#ifndef BLOOMGUARD_IDS_H
+#define BLOOMGUARD_IDS_H
+
+#include "api.h"
+
+/*
+ * The ID endpoints, exported for the fuzzers.  GET/HEAD /exists/{id}: rest
+ * is the raw ID.  POST /exists and POST /ids: a body of ids, JSON
+ * {"ids":[...]} (/ids also {"id":...}) or text/plain lines.  /auth: the
+ * original URI from X-Original-URI, X-Forwarded-Uri or rest ([auth]
+ * uri_source).
+ */
+struct reply ids_exists(struct app *a, const struct api_request *rq);
+struct reply ids_exists_batch(struct app *a, const struct api_request *rq);
+struct reply ids_insert(struct app *a, const struct api_request *rq);
+struct reply ids_auth(struct app *a, const struct api_request *rq);
+
+#endif
