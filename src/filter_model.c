@@ -192,7 +192,8 @@ double filter_layer_rate(const struct layer *l, uint64_t bits_set)
 
 double filter_layer_rate_now(const struct layer *l)
 {
-    return filter_layer_rate(l, atomic_load_explicit(&((struct layer *)l)->bits_set, memory_order_relaxed));
+    return filter_layer_rate(l, atomic_load_explicit(&((struct layer *)l)->bits_set,
+                                                     memory_order_relaxed));
 }
 
 /*
