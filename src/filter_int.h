@@ -1,0 +1,112 @@
+/*
+ * The insides of the filter, shared by its three files: filter.c (building,
+ * growth, images and views), filter_model.c (the rate model, sizing, fill
+ * estimates) and filter_lookup.c (hashing, lookups, inserts, figures).
+ * Nothing outside them includes it; filter.h is the contract.
+ */
+#ifndef BLOOMGUARD_FILTER_INT_H
+#define BLOOMGUARD_FILTER_INT_H
+
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "filter.h"
+
+#define WORDS_PER_BLOCK (FILTER_BLOCK_BITS / 64u)
+#define MAX_PROBES (2u * WORDS_PER_BLOCK)
+/*
+ * Size for a model rate a little under the target: the measured rate then
+ * stays under it with room for sampling noise, without oversizing.
+ */
+#define SIZING_MARGIN 0.9
+/* Bits per key the sizing may choose between. */
+#define MIN_BITS_PER_KEY 1.0
+#define MAX_BITS_PER_KEY 128.0
+
+/*
+ * One blocked Bloom filter.  Everything but the counters and grow_at is
+ * written before the layer is published (filter.nlayers) and only read
+ * after, except share_fpp and full_bits of the newest layer, which
+ * filter_set_growth may change before the filter is shared.
+ */
+struct layer {
+    _Atomic uint64_t *words;      /* blocks * 8 words, 64-byte aligned (the filter's alloc) */
+    uint64_t blocks;
+    size_t map_bytes;
+    bool borrowed;                /* a view's: someone else's memory, never freed here */
+    unsigned probes;
+    uint64_t first[WORDS_PER_BLOCK];   /* all ones where word w takes >= 1 probe */
+    uint64_t second[WORDS_PER_BLOCK];  /* all ones where word w takes 2 probes */
+    uint64_t capacity;
+    double target_fpp;            /* the rate it was sized for */
+    double share_fpp;             /* the rate at which it is full */
+    uint64_t full_bits;           /* bits_set at which its estimated rate reaches share_fpp */
+    _Atomic uint64_t grow_at;     /* bits_set from which an insert tries to add a layer */
+    _Atomic uint64_t items;
+    _Atomic uint64_t bits_set;
+};
+
+/*
+ * Concurrency.  Lookups and inserts take no lock: they read nlayers
+ * (acquire) and use layer[0 .. nlayers - 1], which are never changed nor
+ * freed while the filter lives.  Adding a layer takes grow_mu: the layer is
+ * built, stored in layer[n], and then published by the release store of
+ * nlayers = n + 1, so a thread that reads the new count sees a whole layer.
+ * The only inserts that take grow_mu are those that find the newest layer
+ * full (top_for_insert): they wait for the next one rather than overfill
+ * that one while the next is being sized (2 to 13 ms measured on a busy
+ * 2-core box, once per growth); lookups never take it.
+ *
+ * Why no insert is lost when it races with growth: an insert puts its key
+ * into the layer that was the newest when it read nlayers.  If a layer is
+ * added meanwhile, the key lands in what is now an older layer, but every
+ * lookup checks every layer it knows of, and a lookup that happens after
+ * filter_add returned reads an nlayers at least as large as the insert read
+ * (nlayers only grows; read-read coherence), so it checks that layer too,
+ * and sees the bits (the insert's release ORs, the lookup's acquire loads,
+ * the caller's synchronisation in between).  The cost of the race is at
+ * most one key per inserting thread in a layer that was already full: the
+ * next layer's share is computed from the older layers' measured fill, so
+ * it pays for them.
+ */
+struct filter {
+    _Atomic unsigned nlayers;          /* >= 1 */
+    bool avx2;                         /* lookups may use contains_avx2 */
+    bool view;                         /* filter_view_new: read-only, layers borrowed */
+    struct filter_alloc alloc;         /* where the layers' bits come from */
+    atomic_bool blocked;               /* the last attempt to add a layer could not */
+    double target_fpp;
+    struct filter_growth growth;
+    pthread_mutex_t grow_mu;
+    struct layer *layer[FILTER_MAX_LAYERS];
+};
+
+/* Probes word w of a block receives when a key sets k bits. */
+static inline unsigned probes_in_word(unsigned k, unsigned w)
+{
+    return k / WORDS_PER_BLOCK + (w < k % WORDS_PER_BLOCK);
+}
+
+/*
+ * A layer's false-positive rate estimated from bits_set of its bits set
+ * (filter_layer_rate) or from its counter now (filter_layer_rate_now).
+ * Pure; safe from any thread.
+ */
+double filter_layer_rate(const struct layer *l, uint64_t bits_set);
+double filter_layer_rate_now(const struct layer *l);
+/*
+ * Makes share the rate at which layer l is full: sets share_fpp, full_bits
+ * and grow_at.  Only before the layer is shared, or under the filter's
+ * grow_mu for its newest layer.
+ */
+void filter_layer_set_share(struct layer *l, double share);
+/*
+ * The newest of n layers has reached grow_at: adds a layer unless another
+ * thread did (takes grow_mu; see filter.c).  From inserts only.
+ */
+void filter_grow(struct filter *f, unsigned n);
+
+#endif

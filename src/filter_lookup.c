@@ -1,0 +1,328 @@
+/*
+ * The hot path of the filter: a key's hash, its block and its bits in each
+ * layer, lookups (scalar or AVX2 over every layer) and inserts (atomic ORs
+ * into the newest layer), and the figures read from the counters.  Each
+ * key hashes once (XXH3) to one 512-bit block, so a lookup reads one cache
+ * line per layer and an insert is a handful of atomic ORs on one.
+ */
+#include "filter_int.h"
+
+#include <stdatomic.h>
+#include <string.h>
+
+#if defined(__x86_64__)
+#include <immintrin.h>
+#endif
+
+#define XXH_INLINE_ALL
+#include <xxhash.h>
+
+/* Murmur3's finaliser: a bijection with full avalanche. */
+static inline uint64_t mix64(uint64_t x)
+{
+    x ^= x >> 33;
+    x *= UINT64_C(0xff51afd7ed558ccd);
+    x ^= x >> 33;
+    x *= UINT64_C(0xc4ceb9fe1a85ec53);
+    x ^= x >> 33;
+    return x;
+}
+
+uint64_t filter_block_index(uint64_t h, uint64_t nblocks)
+{
+    /* Lemire's multiply-shift: uniform over [0, nblocks) for any 64-bit nblocks. */
+    return (uint64_t)(((unsigned __int128)h * nblocks) >> 64);
+}
+
+uint64_t filter_hash(const void *key, size_t len)
+{
+    return XXH3_64bits(key, len);
+}
+
+/*
+ * Split-block layout: the 512-bit block is eight 64-bit words and a key's k
+ * probes are dealt round-robin over the words (word w gets k/8 probes, one
+ * more for w < k%8).  Each word's mask comes from fixed bit fields of two
+ * remixed draws, so building it is straight-line code with no loops over
+ * memory.  The block index uses the high bits of h; the draws are bijective
+ * remixes, so the two are independent.
+ */
+static inline void probe_mask(const struct layer *l, uint64_t h, uint64_t mask[WORDS_PER_BLOCK])
+{
+    uint64_t d1 = mix64(h);
+#pragma GCC unroll 8
+    for (unsigned w = 0; w < WORDS_PER_BLOCK; w++)
+        mask[w] = (UINT64_C(1) << ((d1 >> (6 * w)) & 63)) & l->first[w];
+    if (l->probes > WORDS_PER_BLOCK) {      /* p below ~0.1%: a second bit per word */
+        uint64_t d2 = mix64(h ^ UINT64_C(0x9e3779b97f4a7c15));
+#pragma GCC unroll 8
+        for (unsigned w = 0; w < WORDS_PER_BLOCK; w++)
+            mask[w] |= (UINT64_C(1) << ((d2 >> (6 * w)) & 63)) & l->second[w];
+    }
+}
+
+/*
+ * The newest layer for an insert: the newest of the n it finds, unless that
+ * one is full and may be followed by another: then the next, once added.
+ */
+static unsigned top_for_insert(struct filter *f)
+{
+    unsigned n = atomic_load_explicit(&f->nlayers, memory_order_acquire);
+    struct layer *l = f->layer[n - 1];
+    if (n < f->growth.max_layers
+        && atomic_load_explicit(&l->bits_set, memory_order_relaxed)
+           >= atomic_load_explicit(&l->grow_at, memory_order_relaxed)) {
+        filter_grow(f, n);
+        n = atomic_load_explicit(&f->nlayers, memory_order_acquire);
+    }
+    return n;
+}
+
+/* -------------------------------------------------- lookups and inserts -- */
+
+/* Bits set in x, for x with at most two (a word takes at most two probes). */
+static inline uint64_t bits_in(uint64_t x)
+{
+    return (uint64_t)(x != 0) + (uint64_t)((x & (x - 1)) != 0);
+}
+
+static inline _Atomic uint64_t *block_of(const struct layer *l, uint64_t h)
+{
+    return l->words + filter_block_index(h, l->blocks) * WORDS_PER_BLOCK;
+}
+
+static bool contains_scalar(const struct layer *l, uint64_t h)
+{
+    uint64_t mask[WORDS_PER_BLOCK];
+    probe_mask(l, h, mask);
+    _Atomic uint64_t *b = block_of(l, h);
+    uint64_t miss = 0;
+    /* Branch-free over the whole line: no mispredicted early exits. */
+#pragma GCC unroll 8
+    for (unsigned w = 0; w < WORDS_PER_BLOCK; w++)
+        miss |= mask[w] & ~atomic_load_explicit(&b[w], memory_order_acquire);
+    return miss == 0;
+}
+
+#if defined(__x86_64__)
+/*
+ * The same test in a dozen AVX2 instructions per layer: the eight masks come
+ * from per-lane variable shifts, computed once for all layers.  Fewer
+ * instructions per lookup let the CPU keep more lookups' cache misses in
+ * flight at once, and for an absent key the layers' loads do not depend on
+ * each other, so their misses overlap too.  The two 256-bit loads read each
+ * 64-bit word whole (aligned), like the relaxed loads above; inserts only
+ * ever set bits, so a lookup sees each word before or after an insert,
+ * never torn.  Layers n-1 down to 0.
+ */
+__attribute__((target("avx2")))
+static bool contains_avx2(struct layer *const *layers, unsigned n, uint64_t h)
+{
+    const __m256i m63 = _mm256_set1_epi64x(63), one = _mm256_set1_epi64x(1);
+    const __m256i sh_lo = _mm256_setr_epi64x(0, 6, 12, 18);
+    const __m256i sh_hi = _mm256_setr_epi64x(24, 30, 36, 42);
+    __m256i d1 = _mm256_set1_epi64x((long long)mix64(h));
+    __m256i lo1 = _mm256_sllv_epi64(one, _mm256_and_si256(_mm256_srlv_epi64(d1, sh_lo), m63));
+    __m256i hi1 = _mm256_sllv_epi64(one, _mm256_and_si256(_mm256_srlv_epi64(d1, sh_hi), m63));
+    __m256i lo2 = _mm256_setzero_si256(), hi2 = _mm256_setzero_si256();
+    bool second = false;
+    for (unsigned i = n; i-- > 0;) {
+        const struct layer *l = layers[i];
+        const __m256i *b = (const __m256i *)(const void *)block_of(l, h);
+        __m256i lo = _mm256_and_si256(lo1, _mm256_loadu_si256((const __m256i *)(const void *)&l->first[0]));
+        __m256i hi = _mm256_and_si256(hi1, _mm256_loadu_si256((const __m256i *)(const void *)&l->first[4]));
+        if (l->probes > WORDS_PER_BLOCK) {
+            if (!second) {
+                __m256i d2 = _mm256_set1_epi64x((long long)mix64(h ^ UINT64_C(0x9e3779b97f4a7c15)));
+                lo2 = _mm256_sllv_epi64(one, _mm256_and_si256(_mm256_srlv_epi64(d2, sh_lo), m63));
+                hi2 = _mm256_sllv_epi64(one, _mm256_and_si256(_mm256_srlv_epi64(d2, sh_hi), m63));
+                second = true;
+            }
+            lo = _mm256_or_si256(lo, _mm256_and_si256(lo2, _mm256_loadu_si256((const __m256i *)(const void *)&l->second[0])));
+            hi = _mm256_or_si256(hi, _mm256_and_si256(hi2, _mm256_loadu_si256((const __m256i *)(const void *)&l->second[4])));
+        }
+        /* andnot(block, mask) = mask & ~block: the probed bits still clear. */
+        __m256i miss = _mm256_or_si256(_mm256_andnot_si256(_mm256_load_si256(&b[0]), lo),
+                                       _mm256_andnot_si256(_mm256_load_si256(&b[1]), hi));
+        if (_mm256_testz_si256(miss, miss))
+            return true;
+    }
+    return false;
+}
+#endif
+
+/* Whether any of the first n layers holds h, newest first. */
+static inline bool contains_in(const struct filter *f, unsigned n, uint64_t h)
+{
+#if defined(__x86_64__)
+    if (f->avx2)
+        return contains_avx2(f->layer, n, h);
+#endif
+    for (unsigned i = n; i-- > 0;)
+        if (contains_scalar(f->layer[i], h))
+            return true;
+    return false;
+}
+
+bool filter_use_simd(struct filter *f, bool on)
+{
+#if defined(__x86_64__)
+    f->avx2 = on && __builtin_cpu_supports("avx2");
+    return f->avx2;
+#else
+    (void)f;
+    (void)on;
+    return false;
+#endif
+}
+
+bool filter_contains_hash(const struct filter *f, uint64_t h)
+{
+    unsigned n = atomic_load_explicit(&((struct filter *)f)->nlayers, memory_order_acquire);
+    return contains_in(f, n, h);
+}
+
+void filter_add_hash(struct filter *f, uint64_t h)
+{
+    unsigned n = top_for_insert(f);
+    /* In an older layer for good: adding it again would only fill the newest. */
+    if (n > 1 && contains_in(f, n - 1, h))
+        return;
+    struct layer *l = f->layer[n - 1];
+    uint64_t mask[WORDS_PER_BLOCK];
+    probe_mask(l, h, mask);
+    _Atomic uint64_t *b = block_of(l, h);
+    uint64_t added = 0;
+    for (unsigned w = 0; w < WORDS_PER_BLOCK; w++) {
+        if (mask[w] == 0)
+            continue;
+        /* Skip the locked OR when the bits are already there (re-inserts). */
+        uint64_t cur = atomic_load_explicit(&b[w], memory_order_relaxed);
+        if ((cur & mask[w]) == mask[w])
+            continue;
+        uint64_t old = atomic_fetch_or_explicit(&b[w], mask[w], memory_order_release);
+        added += bits_in(mask[w] & ~old);
+    }
+    /*
+     * A key that set no new bit was already in (or a false positive of) the
+     * filter: counting it again would let duplicates inflate the size of the
+     * next filter, which is planned from items.
+     */
+    if (added) {
+        atomic_fetch_add_explicit(&l->bits_set, added, memory_order_relaxed);
+        atomic_fetch_add_explicit(&l->items, 1, memory_order_relaxed);
+    }
+}
+
+/* How far ahead the bulk insert prefetches blocks. */
+#define PREFETCH_AHEAD 8
+
+void filter_add_hashes_exclusive(struct filter *f, const uint64_t *hs, size_t n)
+{
+    size_t i = 0;
+    /* One pass per layer: the key that fills the newest layer ends it. */
+    while (i < n) {
+        unsigned nl = top_for_insert(f);
+        struct layer *l = f->layer[nl - 1];
+        uint64_t set = atomic_load_explicit(&l->bits_set, memory_order_relaxed);
+        uint64_t grow_at = nl < f->growth.max_layers
+                           ? atomic_load_explicit(&l->grow_at, memory_order_relaxed) : UINT64_MAX;
+        uint64_t added = 0, fresh = 0;
+        /* Where filter_add_hash would find it full: the same layers, key for key. */
+        for (; i < n && set + added < grow_at; i++) {
+            if (i + PREFETCH_AHEAD < n)
+                __builtin_prefetch((const void *)block_of(l, hs[i + PREFETCH_AHEAD]), 1, 3);
+            if (nl > 1 && contains_in(f, nl - 1, hs[i]))
+                continue;
+            uint64_t mask[WORDS_PER_BLOCK];
+            probe_mask(l, hs[i], mask);
+            _Atomic uint64_t *b = block_of(l, hs[i]);
+            /*
+             * Plain loads and stores (relaxed atomics compile to movs): no other
+             * writer exists by contract, and readers see each word whole.
+             */
+            uint64_t key_added = 0;
+            for (unsigned w = 0; w < WORDS_PER_BLOCK; w++) {
+                uint64_t old = atomic_load_explicit(&b[w], memory_order_relaxed);
+                key_added += bits_in(mask[w] & ~old);
+                atomic_store_explicit(&b[w], old | mask[w], memory_order_relaxed);
+            }
+            added += key_added;
+            fresh += key_added != 0;
+        }
+        atomic_fetch_add_explicit(&l->bits_set, added, memory_order_relaxed);
+        atomic_fetch_add_explicit(&l->items, fresh, memory_order_relaxed);
+        /*
+         * Next pass: top_for_insert adds a layer, or on failure moves grow_at
+         * past bits_set, so that every pass takes at least one key.
+         */
+    }
+}
+
+void filter_add(struct filter *f, const void *key, size_t len)
+{
+    filter_add_hash(f, filter_hash(key, len));
+}
+
+bool filter_contains(const struct filter *f, const void *key, size_t len)
+{
+    return filter_contains_hash(f, filter_hash(key, len));
+}
+
+/* ------------------------------------------------------------- figures -- */
+
+static void layer_figures(const struct layer *l, struct filter_layer_info *out)
+{
+    memset(out, 0, sizeof(*out));
+    out->items = atomic_load_explicit(&((struct layer *)l)->items, memory_order_relaxed);
+    out->bits_set = atomic_load_explicit(&((struct layer *)l)->bits_set, memory_order_relaxed);
+    out->capacity = l->capacity;
+    out->bits = l->blocks * FILTER_BLOCK_BITS;
+    out->probes = l->probes;
+    out->target_fpp = l->target_fpp;
+    out->share_fpp = l->share_fpp;
+    out->fill_ratio = (double)out->bits_set / (double)out->bits;
+    out->estimated_fpp = filter_layer_rate(l, out->bits_set);
+}
+
+bool filter_layer_info(const struct filter *f, unsigned i, struct filter_layer_info *out)
+{
+    if (i >= atomic_load_explicit(&((struct filter *)f)->nlayers, memory_order_acquire))
+        return false;
+    layer_figures(f->layer[i], out);
+    return true;
+}
+
+bool filter_saturated(const struct filter *f)
+{
+    unsigned n = atomic_load_explicit(&((struct filter *)f)->nlayers, memory_order_acquire);
+    const struct layer *top = f->layer[n - 1];
+    return atomic_load_explicit(&((struct layer *)top)->bits_set, memory_order_relaxed) >= top->full_bits
+           && (n >= f->growth.max_layers || atomic_load(&((struct filter *)f)->blocked));
+}
+
+void filter_info(const struct filter *f, struct filter_info *out)
+{
+    unsigned n = atomic_load_explicit(&((struct filter *)f)->nlayers, memory_order_acquire);
+    double keep = 1.0;
+    struct filter_layer_info li = { 0 };
+    memset(out, 0, sizeof(*out));
+    out->memory_bytes = sizeof(*f);
+    for (unsigned i = 0; i < n; i++) {
+        layer_figures(f->layer[i], &li);
+        out->items += li.items;
+        out->capacity += li.capacity;
+        out->bits += li.bits;
+        out->bits_set += li.bits_set;
+        out->memory_bytes += (uint64_t)f->layer[i]->map_bytes + sizeof(struct layer);
+        keep *= 1.0 - li.estimated_fpp;
+    }
+    const struct layer *top = f->layer[n - 1];
+    out->layers = n;
+    out->probes = top->probes;
+    out->target_fpp = f->target_fpp;
+    out->fill_ratio = (double)out->bits_set / (double)out->bits;
+    out->estimated_fpp = n == 1 ? li.estimated_fpp : 1.0 - keep;
+    out->saturated = li.bits_set >= top->full_bits
+                     && (n >= f->growth.max_layers || atomic_load(&((struct filter *)f)->blocked));
+}

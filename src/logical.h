@@ -1,0 +1,160 @@
+/*
+ * The insides of method logical, shared by its three files: follow_logical.c
+ * (the follower: its thread, sessions and ops), logical_slot.c (the slot,
+ * positions, what the tables can be heard with) and logical_stream.c (the
+ * replication stream and its proofs).  Nothing outside them includes it.
+ */
+#ifndef BLOOMGUARD_LOGICAL_H
+#define BLOOMGUARD_LOGICAL_H
+
+#include <libpq-fe.h>
+#include <pthread.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <time.h>
+
+#include "config.h"
+#include "follow.h"
+#include "pgoutput.h"
+
+#define NS_PER_S INT64_C(1000000000)
+/* A status update at least this often: the walsender drops a silent client after wal_sender_timeout (60 s). */
+#define STATUS_EVERY_NS (10 * NS_PER_S)
+/* A probe, or a reply asked of the walsender, unanswered this long: the connection is gone. */
+#define DEAD_NS (15 * NS_PER_S)
+/* Longest wait, with no COPY using it, for first loads to take the exported snapshot. */
+#define EXPORT_WAIT_NS (30 * NS_PER_S)
+/* How long a catch-up waits for the stream to say whether a restored position resumes. */
+#define RESUME_WAIT_MS 10000
+/* The relation cache's bounds: far more than any publication bloomguard reads. */
+#define RELS_MAX 4096
+#define RELS_BYTES (16u << 20)
+#define FP_MAX 160
+/* The tables' quoted names in one probe parameter. */
+#define NAMES_MAX (CONFIG_MAX_FILTERS * 300)
+
+struct logical {
+    struct follower base;
+    pthread_t thread;
+    bool started;
+    unsigned rng;
+    char slot[64];
+    bool temporary;
+
+    /* The follower's thread only, by table index. */
+    struct pgoutput_rels *rels;
+    uint32_t relid[CONFIG_MAX_FILTERS];         /* 0: unknown */
+    int col[CONFIG_MAX_FILTERS];                /* the column's index in the relation's tuples */
+    uint64_t col_version[CONFIG_MAX_FILTERS];   /* of the Relation message col was read from */
+    char fp[CONFIG_MAX_FILTERS][FP_MAX];        /* publication entry the epoch started with */
+    bool heard[CONFIG_MAX_FILTERS];             /* published with its column, fp known (written
+                                                   under mu: logical_ready reads it) */
+    uint64_t added[CONFIG_MAX_FILTERS], deleted[CONFIG_MAX_FILTERS];
+    uint64_t blcksz, segsz;                     /* the server's WAL page and segment sizes */
+
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+    /* Everything below is guarded by mu. */
+    enum follow_state state;
+    time_t since;
+    char error[160];
+    unsigned known;                 /* tables [0, known) had their oid and entry read (written
+                                       by the follower's thread) */
+    bool slot_ready;                /* a slot of the current lineage exists: COPYs may start */
+    uint64_t lineage;               /* bumped by each new slot */
+    char sysid[24];                 /* the cluster's system identifier */
+    char server_id[256];            /* the probe connection's server (loader_server_id) */
+    char dboid[16];                 /* the database's oid */
+    char export_name[64];           /* the slot's exported snapshot, "" = none (or gone) */
+    int64_t export_time;            /* table_now just before the slot (and its snapshot) was made */
+    bool export_want[CONFIG_MAX_FILTERS];       /* a first load should COPY in it */
+    bool export_busy;               /* a COPY holds it */
+    uint64_t applied;               /* every commit ending at or before it has been applied */
+    uint64_t proved[CONFIG_MAX_FILTERS];        /* last W a proof passed for the table, 0 none */
+    char proved_fp[CONFIG_MAX_FILTERS][FP_MAX]; /* the publication entry of that proof */
+    uint64_t saved[CONFIG_MAX_FILTERS];         /* LSN of the table's last written snapshot */
+    int resumable[CONFIG_MAX_FILTERS];          /* restored position: 1 resumes, -1 no, 0 unknown */
+    uint64_t resume_epoch[CONFIG_MAX_FILTERS];  /* the table's epoch when it resumed */
+    int64_t lag_bytes;              /* -1 unknown */
+    char wal_status[16];
+};
+
+/*
+ * The probe: the WAL insert position, the slot's lag and state, and each
+ * table's entry in the publication (its row in pg_publication_rel with the
+ * publication's own row: any ALTER PUBLICATION changes one of them), "-"
+ * where the table is not in it and the publication is not FOR ALL TABLES,
+ * "" where the publication does not exist; and what each configured table
+ * name means now (a rename or a drop and create changes it).  $1 slot, $2
+ * publication, $3 the tables' oids and $4 their quoted names, as array
+ * literals.
+ */
+#define PROBE_SQL \
+    "SELECT pg_current_wal_insert_lsn()::text, " \
+    " (SELECT (pg_current_wal_lsn() - confirmed_flush_lsn)::bigint FROM pg_replication_slots " \
+    "   WHERE slot_name = $1), " \
+    " (SELECT wal_status FROM pg_replication_slots WHERE slot_name = $1), " \
+    " (SELECT string_agg(coalesce((SELECT format('%s.%s.%s%s%s%s', p.oid, p.xmin, p.pubinsert::int, " \
+    "        p.pubupdate::int, p.puballtables::int, p.pubviaroot::int) || coalesce( " \
+    "        (SELECT format('.%s.%s.%s', pr.oid, pr.xmin, replace(pr.prattrs::text, ' ', '_')) " \
+    "           FROM pg_publication_rel pr WHERE pr.prpubid = p.oid AND pr.prrelid = u.rel), " \
+    "        CASE WHEN p.puballtables THEN '.all' ELSE '-' END) " \
+    "        FROM pg_publication p WHERE p.pubname = $2), ''), ',' ORDER BY u.i) " \
+    "    FROM unnest($3::oid[]) WITH ORDINALITY u(rel, i)), " \
+    " (SELECT string_agg(coalesce(to_regclass(u.name)::oid::text, ''), ',' ORDER BY u.i) " \
+    "    FROM unnest($4::text[]) WITH ORDINALITY u(name, i))"
+
+/*
+ * Every function below runs on the follower's thread only and takes mu
+ * itself around the fields it guards.  err/errlen receive a message when a
+ * function returns false (logical_stream: always, with why it returned).
+ */
+
+/* [sync] slot: fills l->slot and l->temporary (auto keeps a name in the snapshot directory). */
+bool logical_choose_slot(struct logical *l, char *err, size_t errlen);
+
+/*
+ * A position: "wal:<LSN> slot=<name> sysid=<id> db=<oid> pub=<entry>".
+ * parse_pos's buffers are 64 (slot), 24 (sysid), 16 (db) and FP_MAX (fp)
+ * bytes; it returns false when pos is not a logical position.
+ */
+void logical_format_pos(char *out, size_t cap, uint64_t lsn, const char *slot,
+                        const char *sysid, const char *db, const char *fp);
+bool logical_parse_pos(const char *pos, uint64_t *lsn, char *slot, char *sysid, char *db,
+                       char *fp);
+
+/* Both connections reach one primary of one cluster; reads sysid, dboid, WAL sizes. */
+bool logical_identify(struct logical *l, PGconn *repl, PGconn *probe, char *err, size_t errlen);
+/* Each of the tables [from, to) gets its oid (l->relid, 0 when unknown). */
+void logical_read_relids(struct logical *l, PGconn *probe, unsigned from, unsigned to);
+/* The tables [0, n)'s oids, and their quoted names, as array literals (false: too long). */
+void logical_relid_array(struct logical *l, unsigned n, char *out, size_t cap);
+bool logical_name_array(struct logical *l, PGconn *conn, unsigned n, char *out, size_t cap);
+/* The probe's comma-separated entries into fps[0..n); false if there are not n. */
+bool logical_split_fps(const char *list, unsigned n, char fps[][FP_MAX]);
+/* At an epoch's start: which of the tables [from, to) are heard (l->heard, l->fp); logs why not. */
+bool logical_hear_tables(struct logical *l, PGconn *probe, unsigned from, unsigned to,
+                         char *err, size_t errlen);
+
+enum slot_state { SLOT_MISSING, SLOT_OK, SLOT_LOST };
+
+/* Whether the permanent slot exists and is usable, and its confirmed position. */
+bool logical_slot_state(struct logical *l, PGconn *probe, enum slot_state *st,
+                        uint64_t *confirmed, char *err, size_t errlen);
+/* CREATE_REPLICATION_SLOT (exporting a snapshot if export); *start = its consistent point. */
+bool logical_create_slot(struct logical *l, PGconn *repl, bool export, uint64_t *start,
+                         char *err, size_t errlen);
+/* Drops the slot (a lost one); best effort, a failure shows as the slot still there. */
+void logical_drop_slot(struct logical *l, PGconn *probe);
+/* A new slot: every loaded table of [0, n) has a gap; first loads want the export. */
+void logical_new_lineage(struct logical *l, unsigned n);
+/* An existing slot: which restored positions resume; returns where the stream starts. */
+uint64_t logical_resume_point(struct logical *l, unsigned n, uint64_t confirmed);
+/* Until the first loads that wanted the exported snapshot have used it (or EXPORT_WAIT_NS). */
+void logical_wait_for_export(struct logical *l, unsigned n);
+
+/* Streams (apply, keepalives, probes, status updates) until the connection fails or stop. */
+void logical_stream(struct logical *l, PGconn *repl, PGconn *probe, char *err, size_t errlen);
+
+#endif
