@@ -14,6 +14,8 @@
  */
 #include "postlog.h"
 
+#include "durable.h"
+
 #include <errno.h>
 #include <fcntl.h>
 #include <pthread.h>
@@ -21,7 +23,6 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
-#include <sys/random.h>
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
@@ -214,33 +215,6 @@ static uint64_t wall(const struct postlog *log)
     return (uint64_t)time(NULL);
 }
 
-static int write_all(int fd, const unsigned char *p, size_t len, uint64_t off)
-{
-    while (len > 0) {
-        ssize_t w = pwrite(fd, p, len, (off_t)off);
-        if (w < 0 && errno == EINTR)
-            continue;
-        if (w < 0)
-            return errno;
-        if (w == 0)
-            return EIO;
-        p += w;
-        len -= (size_t)w;
-        off += (uint64_t)w;
-    }
-    return 0;
-}
-
-static int sync_dir(const char *dir)
-{
-    int err = 0, dfd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-    if (dfd < 0 || fsync(dfd) != 0)
-        err = errno;
-    if (dfd >= 0)
-        close(dfd);
-    return err;
-}
-
 /*
  * A new file beside path (path + ".tmp.<pid>.<16 hex>", the names
  * snapshot_clean_temps removes after a crash) holding data: created, written
@@ -250,23 +224,10 @@ static int sync_dir(const char *dir)
 static int temp_file(const char *path, const unsigned char *data, size_t len, char *tmp,
                      size_t tmplen, int *err)
 {
-    int fd = -1;
-    for (int tries = 0; fd < 0 && tries < 8; tries++) {
-        uint64_t r;
-        if (getrandom(&r, sizeof r, GRND_NONBLOCK) != (ssize_t)sizeof r)
-            r = (uint64_t)time(NULL) * UINT64_C(0x9e3779b97f4a7c15) + (uint64_t)tries;
-        snprintf(tmp, tmplen, "%s.tmp.%ld.%016llx", path, (long)getpid(), (unsigned long long)r);
-        fd = open(tmp, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
-        if (fd < 0 && errno != EEXIST) {
-            *err = errno;
-            return -1;
-        }
-    }
-    if (fd < 0) {
-        *err = EEXIST;
+    int fd = durable_temp_open(path, tmp, tmplen, err);
+    if (fd < 0)
         return -1;
-    }
-    *err = write_all(fd, data, len, 0);
+    *err = durable_write_all(fd, data, len, 0);
     if (*err == 0 && fsync(fd) != 0)
         *err = errno;
     if (*err != 0) {
@@ -275,28 +236,6 @@ static int temp_file(const char *path, const unsigned char *data, size_t len, ch
         return -1;
     }
     return fd;
-}
-
-/* Put a synced temporary file in path's place, for good (directory synced). */
-static int install(const char *tmp, const char *path, const char *dir)
-{
-    if (rename(tmp, path) != 0) {
-        int err = errno;
-        unlink(tmp);
-        return err;
-    }
-    return sync_dir(dir);
-}
-
-/* The directory of path ("." for a bare name): malloc'ed, NULL on no memory. */
-static char *dir_of(const char *path)
-{
-    const char *slash = strrchr(path, '/');
-    if (slash == NULL)
-        return strdup(".");
-    if (slash == path)
-        return strdup("/");
-    return strndup(path, (size_t)(slash - path));
 }
 
 /* ------------------------------------------------------------ opening -- */
@@ -376,7 +315,7 @@ static int load(struct postlog *log, int *fd, uint64_t size, postlog_entry_fn ea
         /* A creation cut short: start over with a header. */
         unsigned char h[HEADER_LEN];
         header(h);
-        if ((err = write_all(*fd, h, sizeof h, 0)) != 0 || fdatasync(*fd) != 0) {
+        if ((err = durable_write_all(*fd, h, sizeof h, 0)) != 0 || fdatasync(*fd) != 0) {
             err = err ? err : errno;
             snprintf(r->why, sizeof r->why, "cannot write its header: %s", strerror(err));
             goto out;
@@ -411,7 +350,7 @@ static int load(struct postlog *log, int *fd, uint64_t size, postlog_entry_fn ea
     }
     if (r->corrupt) {
         char *aside = NULL, *tmp = NULL;
-        size_t tl = strlen(log->path) + 64;
+        size_t tl = strlen(log->path) + DURABLE_TEMP_EXTRA;
         r->corrupt_offset = good;
         r->lost_bytes = size - good;
         snprintf(r->why, sizeof r->why, "a damaged record at byte %zu of %llu, with good ones "
@@ -427,7 +366,7 @@ static int load(struct postlog *log, int *fd, uint64_t size, postlog_entry_fn ea
                 /* Best effort: a file system without hard links keeps no copy. */
             }
             int nfd = temp_file(log->path, d, good, tmp, tl, &err);
-            if (nfd >= 0 && (err = install(tmp, log->path, log->dir)) == 0) {
+            if (nfd >= 0 && (err = durable_install(tmp, log->path, log->dir)) == 0) {
                 close(*fd);
                 *fd = nfd;
             } else if (nfd >= 0) {
@@ -481,7 +420,7 @@ struct postlog *postlog_open(const char *path, const struct postlog_opts *o, pos
     int err = 0;
     memset(r, 0, sizeof *r);
     struct postlog *log = calloc(1, sizeof *log);
-    if (log == NULL || (log->path = strdup(path)) == NULL || (log->dir = dir_of(path)) == NULL) {
+    if (log == NULL || (log->path = strdup(path)) == NULL || (log->dir = durable_dir_of(path)) == NULL) {
         if (log != NULL) {
             free(log->path);
             free(log);
@@ -508,13 +447,13 @@ struct postlog *postlog_open(const char *path, const struct postlog_opts *o, pos
     log->fd = open(path, O_RDWR | O_CLOEXEC);
     if (log->fd < 0 && errno == ENOENT) {
         /* Created whole under its name, so that a crash never leaves half a header. */
-        char *tmp = malloc(strlen(path) + 64);
+        char *tmp = malloc(strlen(path) + DURABLE_TEMP_EXTRA);
         unsigned char h[HEADER_LEN];
         header(h);
         if (tmp == NULL) {
             err = ENOMEM;
-        } else if ((log->fd = temp_file(path, h, sizeof h, tmp, strlen(path) + 64, &err)) >= 0
-                   && (err = install(tmp, path, log->dir)) != 0) {
+        } else if ((log->fd = temp_file(path, h, sizeof h, tmp, strlen(path) + DURABLE_TEMP_EXTRA, &err)) >= 0
+                   && (err = durable_install(tmp, path, log->dir)) != 0) {
             close(log->fd);
             log->fd = -1;
         }
@@ -588,7 +527,7 @@ static int write_batch(struct postlog *log, int fd, const struct buf *b, uint64_
 {
     int err = log->o.fault ? log->o.fault(log->o.fault_ctx, POSTLOG_IO_WRITE) : 0;
     if (err == 0)
-        err = write_all(fd, b->p, b->len, at);
+        err = durable_write_all(fd, b->p, b->len, at);
     if (err != 0) {
         /*
          * Nothing was acknowledged, but part of it may be in the file: cut
@@ -826,7 +765,7 @@ static int copy_tail(int from_fd, int to_fd, uint64_t from, uint64_t to, uint64_
             continue;
         if (got <= 0)
             return got < 0 ? errno : EIO;
-        int err = write_all(to_fd, chunk, (size_t)got, at);
+        int err = durable_write_all(to_fd, chunk, (size_t)got, at);
         if (err != 0)
             return err;
         from += (uint64_t)got;
@@ -841,7 +780,7 @@ int postlog_compact(struct postlog *log)
         return EINVAL;
     int err = 0, nfd = -1;
     struct buf b = { NULL, 0, 0 };
-    size_t tl = strlen(log->path) + 64;
+    size_t tl = strlen(log->path) + DURABLE_TEMP_EXTRA;
     char *tmp = malloc(tl);
     pthread_mutex_lock(&log->compact_mu);
     pthread_mutex_lock(&log->mu);
@@ -884,7 +823,7 @@ int postlog_compact(struct postlog *log)
     if (err == 0 && tail_end > mark && fdatasync(nfd) != 0)
         err = errno;
     if (err == 0)
-        err = install(tmp, log->path, log->dir);
+        err = durable_install(tmp, log->path, log->dir);
     else
         unlink(tmp);
 

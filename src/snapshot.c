@@ -2,15 +2,19 @@
  * The snapshot generator (format in snapshot.h): one generator makes the
  * bytes for a file and for a peer alike, reading the filter's bits straight
  * from the live filter, so a snapshot never needs a second copy of the
- * filter.  The durable file write is snapshot_file.c, the parser
+ * filter; and the file write through durable.c.  The parser is
  * snapshot_read.c.
  */
 #include "snapshot.h"
 #include "snapshot_format.h"
 
+#include "durable.h"
+
 #include <errno.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #define XXH_INLINE_ALL
 #include <xxhash.h>
@@ -290,4 +294,60 @@ out:
     free(buf);
     snapshot_stream_free(s);
     return err;
+}
+
+/* ================================================================ the file */
+
+/* A file written front to back: snapshot_write_to's sink. */
+struct file_sink {
+    int fd;
+    uint64_t off;
+};
+
+static bool write_file(void *ctx, const void *buf, size_t len)
+{
+    struct file_sink *fs = ctx;
+    int err = durable_write_all(fs->fd, buf, len, fs->off);
+    if (err != 0) {
+        errno = err;
+        return false;
+    }
+    fs->off += len;
+    return true;
+}
+
+int snapshot_write(const char *path, const struct snapshot_meta *m, const struct filter *f,
+                   struct pending *journal, uint64_t now)
+{
+    int err = 0;
+    size_t tmplen = strlen(path) + DURABLE_TEMP_EXTRA;
+    char *tmp = malloc(tmplen), *dir = durable_dir_of(path);
+    if (tmp == NULL || dir == NULL) {
+        err = ENOMEM;
+        goto out;
+    }
+    struct file_sink fs = { .fd = durable_temp_open(path, tmp, tmplen, &err) };
+    if (fs.fd < 0)
+        goto out;               /* nothing created */
+    err = snapshot_write_to(write_file, &fs, m, f, journal, now);
+    /* The data must be on disk before the name points at it. */
+    if (err == 0 && fsync(fs.fd) != 0)
+        err = errno;
+    if (close(fs.fd) != 0 && err == 0)
+        err = errno;
+    if (err != 0) {
+        unlink(tmp);
+        goto out;
+    }
+    /* And the rename on disk before we say the snapshot is written. */
+    err = durable_install(tmp, path, dir);
+out:
+    free(tmp);
+    free(dir);
+    return err;
+}
+
+int snapshot_clean_temps(const char *path)
+{
+    return durable_clean_temps(path);
 }
