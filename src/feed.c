@@ -6,6 +6,8 @@
  */
 #include "feed.h"
 
+#include "decimal.h"
+
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -41,16 +43,10 @@ static bool exec_cmd(PGconn *conn, const char *sql, const char *what, char *err,
     return ok;
 }
 
+/* A number PostgreSQL returned as text: plain decimal, within 64 bits. */
 static bool parse_u64(const char *s, uint64_t *out)
 {
-    char *end;
-    if (s == NULL || *s < '0' || *s > '9')
-        return false;
-    unsigned long long v = strtoull(s, &end, 10);
-    if (*end != '\0')
-        return false;
-    *out = (uint64_t)v;
-    return true;
+    return decimal_parse_u64(s, out) == DECIMAL_OK;
 }
 
 /* What one query tells about the feed of a table, in the caller's snapshot. */

@@ -9,6 +9,8 @@
  */
 #include "peer.h"
 
+#include "decimal.h"
+
 #include <ctype.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -84,18 +86,11 @@ static bool parse_base(const char *base, struct target *t)
     if (colon == NULL) {
         strcpy(t->port, "80");
     } else {
-        size_t pl = (size_t)(end - colon - 1);
-        unsigned long p = 0;
-        if (pl == 0 || pl > 5)
+        uint64_t p = 0;
+        if (decimal_parse_u64n(colon + 1, (size_t)(end - colon - 1), &p) != DECIMAL_OK || p == 0
+            || p > 65535)
             return false;
-        for (size_t i = 0; i < pl; i++) {
-            if (!isdigit((unsigned char)colon[1 + i]))
-                return false;
-            p = p * 10 + (unsigned long)(colon[1 + i] - '0');
-        }
-        if (p == 0 || p > 65535)
-            return false;
-        snprintf(t->port, sizeof t->port, "%lu", p);
+        snprintf(t->port, sizeof t->port, "%u", (unsigned)p);
     }
     size_t al = (size_t)(end - h);
     if (al >= sizeof t->authority)
@@ -485,21 +480,6 @@ struct head {
     uint64_t length;
 };
 
-/* A decimal Content-Length value, nothing else (no sign, no list). */
-static bool parse_length(const char *v, size_t n, uint64_t *out)
-{
-    uint64_t x = 0;
-    if (n == 0 || n > 19)
-        return false;
-    for (size_t i = 0; i < n; i++) {
-        if (!isdigit((unsigned char)v[i]))
-            return false;
-        x = x * 10 + (uint64_t)(v[i] - '0');
-    }
-    *out = x;
-    return true;
-}
-
 static bool parse_head(char *buf, struct head *h)
 {
     memset(h, 0, sizeof *h);
@@ -526,7 +506,7 @@ static bool parse_head(char *buf, struct head *h)
         if (nl == 14 && strncasecmp(line, "Content-Length", 14) == 0) {
             uint64_t x = 0;
             /* Two that disagree: which one frames the body?  Neither. */
-            if (!parse_length(v, vl, &x) || (h->has_length && x != h->length))
+            if (decimal_parse_u64n(v, vl, &x) != DECIMAL_OK || (h->has_length && x != h->length))
                 h->bad_length = true;
             h->has_length = true;
             h->length = x;

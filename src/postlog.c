@@ -1,18 +1,13 @@
 /*
- * The POST log's file format, its group commit and its rewrite.  See
- * postlog.h for the contract.
- *
- * The file: a 16-byte header ("bgpostlg", version, 0), then records:
- *
- *   u32 body_len  u32 count  body  u64 XXH64(everything before it in the record)
- *   body = count x { u64 expires (unix seconds)  u32 len  len bytes of ID }
- *
- * little-endian.  Each append is one or more records; a record is never
- * acknowledged before an fdatasync that followed its write, so a record that
- * is bad at the end of the file is the remains of an append no one was told
- * about, while a bad one followed by good ones is damage.
+ * The POST log's group commit and rewrites (contract in postlog.h): one
+ * writer thread commits concurrent appends together, one rewriting thread
+ * compacts the file to its live entries.  The file format and its repair at
+ * open are postlog_file.c.
  */
 #include "postlog.h"
+#include "postlog_int.h"
+
+#include "durable.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -21,438 +16,9 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
-#include <sys/random.h>
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
-
-#define XXH_INLINE_ALL
-#include <xxhash.h>
-
-#define HEADER_LEN 16
-#define REC_HEAD 8              /* body_len, count */
-#define REC_SUM 8
-#define ENTRY_HEAD 12           /* expires, len */
-#define MAX_ID_LEN 65536        /* CONFIG_MAX_ID_BYTES: longer is damage */
-#define REC_BODY_MAX (1u << 20) /* a record is closed once its body passes this */
-#define SUM_SEED UINT64_C(0x62677073746c6f67)
-#define DEFAULT_FLOOR (UINT64_C(1) << 20)
-#define RETRY_SECONDS 1         /* between rewrites of a broken log */
-
-static const unsigned char magic[8] = { 'b', 'g', 'p', 'o', 's', 't', 'l', 'g' };
-#define LOG_VERSION 1
-
-/* An append waiting for its batch: done is called once it is on disk or failed. */
-struct waiter {
-    struct waiter *next;
-    postlog_done_fn done;
-    void *arg;
-    bool heap;                  /* postlog_submit's: freed after done */
-};
-
-struct buf {
-    unsigned char *p;
-    size_t len, cap;
-};
-
-struct postlog {
-    char *path, *dir;
-    struct postlog_opts o;
-    pthread_mutex_t mu;
-    pthread_cond_t work;        /* the writer: a batch to write, the swap over, or stop */
-    pthread_cond_t idle;        /* a rewrite: the writer between batches */
-    pthread_cond_t cwork;       /* the rewriting thread: a rewrite wanted, or stop */
-    pthread_mutex_t compact_mu; /* one rewrite at a time */
-    /* Under mu. */
-    int fd;
-    uint64_t end;               /* bytes written and synced */
-    struct buf fill;            /* the next batch's records */
-    struct buf spare;           /* the last batch's buffer, reused */
-    struct waiter *head, **tail;
-    bool writing;               /* the writer is between taking a batch and finishing it */
-    bool swap;                  /* a rewrite is swapping files: take no batch */
-    bool compacting, compact_wanted;
-    bool stop;
-    struct postlog_info info;
-    pthread_t writer, compactor;
-};
-
-/* ------------------------------------------------------------ encoding -- */
-
-static void put32(unsigned char *p, uint32_t v)
-{
-    for (int i = 0; i < 4; i++)
-        p[i] = (unsigned char)(v >> (8 * i));
-}
-
-static void put64(unsigned char *p, uint64_t v)
-{
-    for (int i = 0; i < 8; i++)
-        p[i] = (unsigned char)(v >> (8 * i));
-}
-
-static uint32_t get32(const unsigned char *p)
-{
-    uint32_t v = 0;
-    for (int i = 3; i >= 0; i--)
-        v = v << 8 | p[i];
-    return v;
-}
-
-static uint64_t get64(const unsigned char *p)
-{
-    uint64_t v = 0;
-    for (int i = 7; i >= 0; i--)
-        v = v << 8 | p[i];
-    return v;
-}
-
-static bool reserve(struct buf *b, size_t more)
-{
-    if (b->cap - b->len >= more)
-        return true;
-    size_t cap = b->cap ? b->cap : 4096;
-    while (cap - b->len < more) {
-        if (cap > SIZE_MAX / 2)
-            return false;
-        cap *= 2;
-    }
-    unsigned char *p = realloc(b->p, cap);
-    if (p == NULL)
-        return false;
-    b->p = p;
-    b->cap = cap;
-    return true;
-}
-
-static void header(unsigned char *h)
-{
-    memcpy(h, magic, sizeof magic);
-    put32(h + 8, LOG_VERSION);
-    put32(h + 12, 0);
-}
-
-/*
- * Records being built at the end of a buffer: rec_add starts one when none
- * is open and closes it once its body passes REC_BODY_MAX, so that no
- * record grows without bound (a record is read back in one piece).
- */
-struct rec {
-    struct buf *b;
-    size_t start;               /* of the open record; SIZE_MAX: none */
-    uint32_t count;
-};
-
-static void rec_close(struct rec *r)
-{
-    if (r->start == SIZE_MAX)
-        return;
-    unsigned char *s = r->b->p + r->start;
-    size_t body = r->b->len - r->start - REC_HEAD;
-    put32(s, (uint32_t)body);
-    put32(s + 4, r->count);
-    put64(r->b->p + r->b->len, XXH64(s, REC_HEAD + body, SUM_SEED));
-    r->b->len += REC_SUM;
-    r->start = SIZE_MAX;
-}
-
-/* False on no memory (the buffer then holds a partial record: drop it). */
-static bool rec_add(struct rec *r, const char *id, size_t len, uint64_t expires)
-{
-    if (!reserve(r->b, REC_HEAD + ENTRY_HEAD + len + REC_SUM))
-        return false;
-    if (r->start == SIZE_MAX) {
-        r->start = r->b->len;
-        r->count = 0;
-        r->b->len += REC_HEAD;
-    }
-    unsigned char *e = r->b->p + r->b->len;
-    put64(e, expires);
-    put32(e + 8, (uint32_t)len);
-    memcpy(e + ENTRY_HEAD, id, len);
-    r->b->len += ENTRY_HEAD + len;
-    r->count++;
-    if (r->b->len - r->start - REC_HEAD >= REC_BODY_MAX) {
-        /* The checksum's room was reserved above. */
-        rec_close(r);
-    }
-    return true;
-}
-
-/*
- * The length of the well-formed record at off (its checksum right, its
- * entries filling its body exactly), or 0.
- */
-static size_t record_at(const unsigned char *d, size_t size, size_t off)
-{
-    if (size - off < REC_HEAD + REC_SUM)
-        return 0;
-    uint32_t body = get32(d + off), count = get32(d + off + 4);
-    if (count == 0 || body > size - off - REC_HEAD - REC_SUM
-        || (uint64_t)count * ENTRY_HEAD > body)
-        return 0;
-    size_t q = off + REC_HEAD, end = q + body;
-    for (uint32_t i = 0; i < count; i++) {
-        if (end - q < ENTRY_HEAD)
-            return 0;
-        uint32_t len = get32(d + q + 8);
-        if (len > MAX_ID_LEN || end - q - ENTRY_HEAD < len)
-            return 0;
-        q += ENTRY_HEAD + len;
-    }
-    if (q != end || XXH64(d + off, REC_HEAD + body, SUM_SEED) != get64(d + end))
-        return 0;
-    return REC_HEAD + body + REC_SUM;
-}
-
-/* ------------------------------------------------------------- files -- */
-
-static uint64_t wall(const struct postlog *log)
-{
-    if (log->o.clock)
-        return log->o.clock(log->o.clock_ctx);
-    return (uint64_t)time(NULL);
-}
-
-static int write_all(int fd, const unsigned char *p, size_t len, uint64_t off)
-{
-    while (len > 0) {
-        ssize_t w = pwrite(fd, p, len, (off_t)off);
-        if (w < 0 && errno == EINTR)
-            continue;
-        if (w < 0)
-            return errno;
-        if (w == 0)
-            return EIO;
-        p += w;
-        len -= (size_t)w;
-        off += (uint64_t)w;
-    }
-    return 0;
-}
-
-static int sync_dir(const char *dir)
-{
-    int err = 0, dfd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-    if (dfd < 0 || fsync(dfd) != 0)
-        err = errno;
-    if (dfd >= 0)
-        close(dfd);
-    return err;
-}
-
-/*
- * A new file beside path (path + ".tmp.<pid>.<16 hex>", the names
- * snapshot_clean_temps removes after a crash) holding data: created, written
- * and fsync'ed.  Returns its descriptor (the name in tmp), or -1 with the
- * errno value in *err and nothing left behind.
- */
-static int temp_file(const char *path, const unsigned char *data, size_t len, char *tmp,
-                     size_t tmplen, int *err)
-{
-    int fd = -1;
-    for (int tries = 0; fd < 0 && tries < 8; tries++) {
-        uint64_t r;
-        if (getrandom(&r, sizeof r, GRND_NONBLOCK) != (ssize_t)sizeof r)
-            r = (uint64_t)time(NULL) * UINT64_C(0x9e3779b97f4a7c15) + (uint64_t)tries;
-        snprintf(tmp, tmplen, "%s.tmp.%ld.%016llx", path, (long)getpid(), (unsigned long long)r);
-        fd = open(tmp, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
-        if (fd < 0 && errno != EEXIST) {
-            *err = errno;
-            return -1;
-        }
-    }
-    if (fd < 0) {
-        *err = EEXIST;
-        return -1;
-    }
-    *err = write_all(fd, data, len, 0);
-    if (*err == 0 && fsync(fd) != 0)
-        *err = errno;
-    if (*err != 0) {
-        close(fd);
-        unlink(tmp);
-        return -1;
-    }
-    return fd;
-}
-
-/* Put a synced temporary file in path's place, for good (directory synced). */
-static int install(const char *tmp, const char *path, const char *dir)
-{
-    if (rename(tmp, path) != 0) {
-        int err = errno;
-        unlink(tmp);
-        return err;
-    }
-    return sync_dir(dir);
-}
-
-/* The directory of path ("." for a bare name): malloc'ed, NULL on no memory. */
-static char *dir_of(const char *path)
-{
-    const char *slash = strrchr(path, '/');
-    if (slash == NULL)
-        return strdup(".");
-    if (slash == path)
-        return strdup("/");
-    return strndup(path, (size_t)(slash - path));
-}
-
-/* ------------------------------------------------------------ opening -- */
-
-/*
- * Whether d (size bytes, size < HEADER_LEN) is what a creation cut short
- * can leave: nothing, or the start of a header.
- */
-static bool header_prefix(const unsigned char *d, size_t size)
-{
-    unsigned char h[HEADER_LEN];
-    header(h);
-    return size == 0 || memcmp(d, h, size) == 0;
-}
-
-/* Give the entries of the well-formed records in [HEADER_LEN, end) to each. */
-static bool replay(const struct postlog *log, const unsigned char *d, size_t end,
-                   postlog_entry_fn each, void *ctx, struct postlog_opened *r, uint64_t *live)
-{
-    uint64_t now = wall(log);
-    size_t off = HEADER_LEN;
-    while (off < end) {
-        uint32_t body = get32(d + off), count = get32(d + off + 4);
-        size_t q = off + REC_HEAD;
-        for (uint32_t i = 0; i < count; i++) {
-            uint64_t expires = get64(d + q);
-            uint32_t len = get32(d + q + 8);
-            if (expires > now) {
-                uint64_t left = expires - now;
-                if (left > log->o.ttl)
-                    left = log->o.ttl;
-                if (!each(ctx, (const char *)d + q + ENTRY_HEAD, len, left))
-                    return false;
-                r->entries++;
-                *live += ENTRY_HEAD + len;
-            } else {
-                r->expired++;
-            }
-            q += ENTRY_HEAD + len;
-        }
-        off += REC_HEAD + body + REC_SUM;
-    }
-    return true;
-}
-
-/*
- * Read the file on fd (size bytes), give its entries to each, and repair
- * it: cut a torn tail, or set a damaged file aside and put its good prefix
- * in its place (then *fd is the new file's).  0, or an errno value with
- * r->why.
- */
-static int load(struct postlog *log, int *fd, uint64_t size, postlog_entry_fn each, void *ctx,
-                struct postlog_opened *r)
-{
-    int err = 0;
-    unsigned char *d = NULL;
-    uint64_t live = HEADER_LEN;
-    if (size > SIZE_MAX) {
-        snprintf(r->why, sizeof r->why, "too large to read (%llu bytes)", (unsigned long long)size);
-        return EFBIG;
-    }
-    if (size > 0) {
-        d = mmap(NULL, (size_t)size, PROT_READ, MAP_PRIVATE, *fd, 0);
-        if (d == MAP_FAILED) {
-            err = errno;
-            snprintf(r->why, sizeof r->why, "cannot read it: %s", strerror(err));
-            return err;
-        }
-    }
-    if (size < HEADER_LEN) {
-        if (!header_prefix(d, (size_t)size)) {
-            snprintf(r->why, sizeof r->why, "not a bloomguard POST log (%llu bytes, no header)",
-                     (unsigned long long)size);
-            err = EINVAL;
-            goto out;
-        }
-        /* A creation cut short: start over with a header. */
-        unsigned char h[HEADER_LEN];
-        header(h);
-        if ((err = write_all(*fd, h, sizeof h, 0)) != 0 || fdatasync(*fd) != 0) {
-            err = err ? err : errno;
-            snprintf(r->why, sizeof r->why, "cannot write its header: %s", strerror(err));
-            goto out;
-        }
-        r->created = size == 0;
-        r->torn_bytes = size;
-        goto out;
-    }
-    if (memcmp(d, magic, sizeof magic) != 0) {
-        snprintf(r->why, sizeof r->why, "not a bloomguard POST log (no \"bgpostlg\" header)");
-        err = EINVAL;
-        goto out;
-    }
-    if (get32(d + 8) != LOG_VERSION) {
-        snprintf(r->why, sizeof r->why, "a POST log of format version %u (this bloomguard reads %u)",
-                 get32(d + 8), LOG_VERSION);
-        err = EINVAL;
-        goto out;
-    }
-    size_t off = HEADER_LEN, n;
-    while (off < size && (n = record_at(d, (size_t)size, off)) > 0)
-        off += n;
-    size_t good = off;
-    /* Is there a good record after the bad one?  Then it is damage, not a torn append. */
-    for (size_t p = good + 1; good < size && p + REC_HEAD + REC_SUM <= size && !r->corrupt; p++)
-        if (record_at(d, (size_t)size, p) > 0)
-            r->corrupt = true;
-    if (!replay(log, d, good, each, ctx, r, &live)) {
-        snprintf(r->why, sizeof r->why, "the caller refused an entry");
-        err = ECANCELED;
-        goto out;
-    }
-    if (r->corrupt) {
-        char *aside = NULL, *tmp = NULL;
-        size_t tl = strlen(log->path) + 64;
-        r->corrupt_offset = good;
-        r->lost_bytes = size - good;
-        snprintf(r->why, sizeof r->why, "a damaged record at byte %zu of %llu, with good ones "
-                 "after it: %llu bytes from there are dropped", good, (unsigned long long)size,
-                 (unsigned long long)r->lost_bytes);
-        if ((aside = malloc(tl)) == NULL || (tmp = malloc(tl)) == NULL) {
-            err = ENOMEM;
-        } else {
-            /* Kept for a post-mortem: a hard link, so it costs no copy. */
-            snprintf(aside, tl, "%s.corrupt", log->path);
-            unlink(aside);
-            if (link(log->path, aside) != 0) {
-                /* Best effort: a file system without hard links keeps no copy. */
-            }
-            int nfd = temp_file(log->path, d, good, tmp, tl, &err);
-            if (nfd >= 0 && (err = install(tmp, log->path, log->dir)) == 0) {
-                close(*fd);
-                *fd = nfd;
-            } else if (nfd >= 0) {
-                close(nfd);
-            }
-        }
-        if (err != 0)
-            snprintf(r->why, sizeof r->why, "a damaged record at byte %zu, and the repaired "
-                     "file cannot be written: %s", good, strerror(err));
-        free(aside);
-        free(tmp);
-    } else if (good < size) {
-        r->torn_bytes = size - good;
-        if (ftruncate(*fd, (off_t)good) != 0 || fdatasync(*fd) != 0) {
-            err = errno;
-            snprintf(r->why, sizeof r->why, "cannot cut off an incomplete last append: %s",
-                     strerror(err));
-        }
-    }
-    log->info.live_bytes = live;
-out:
-    if (d != NULL)
-        munmap(d, (size_t)size);
-    return err;
-}
 
 /* --------------------------------------------------------- the threads -- */
 
@@ -481,7 +47,8 @@ struct postlog *postlog_open(const char *path, const struct postlog_opts *o, pos
     int err = 0;
     memset(r, 0, sizeof *r);
     struct postlog *log = calloc(1, sizeof *log);
-    if (log == NULL || (log->path = strdup(path)) == NULL || (log->dir = dir_of(path)) == NULL) {
+    if (log == NULL || (log->path = strdup(path)) == NULL
+        || (log->dir = durable_dir_of(path)) == NULL) {
         if (log != NULL) {
             free(log->path);
             free(log);
@@ -508,13 +75,14 @@ struct postlog *postlog_open(const char *path, const struct postlog_opts *o, pos
     log->fd = open(path, O_RDWR | O_CLOEXEC);
     if (log->fd < 0 && errno == ENOENT) {
         /* Created whole under its name, so that a crash never leaves half a header. */
-        char *tmp = malloc(strlen(path) + 64);
+        char *tmp = malloc(strlen(path) + DURABLE_TEMP_EXTRA);
         unsigned char h[HEADER_LEN];
-        header(h);
+        postlog_header(h);
         if (tmp == NULL) {
             err = ENOMEM;
-        } else if ((log->fd = temp_file(path, h, sizeof h, tmp, strlen(path) + 64, &err)) >= 0
-                   && (err = install(tmp, path, log->dir)) != 0) {
+        } else if ((log->fd = postlog_temp_file(path, h, sizeof h, tmp,
+                                                strlen(path) + DURABLE_TEMP_EXTRA, &err)) >= 0
+                   && (err = durable_install(tmp, path, log->dir)) != 0) {
             close(log->fd);
             log->fd = -1;
         }
@@ -536,7 +104,7 @@ struct postlog *postlog_open(const char *path, const struct postlog_opts *o, pos
             snprintf(r->why, sizeof r->why, "cannot read it: %s", strerror(err));
             goto fail;
         }
-        if ((err = load(log, &log->fd, (uint64_t)st.st_size, each, ctx, r)) != 0)
+        if ((err = postlog_load(log, &log->fd, (uint64_t)st.st_size, each, ctx, r)) != 0)
             goto fail;
     }
     struct stat st;
@@ -588,7 +156,7 @@ static int write_batch(struct postlog *log, int fd, const struct buf *b, uint64_
 {
     int err = log->o.fault ? log->o.fault(log->o.fault_ctx, POSTLOG_IO_WRITE) : 0;
     if (err == 0)
-        err = write_all(fd, b->p, b->len, at);
+        err = durable_write_all(fd, b->p, b->len, at);
     if (err != 0) {
         /*
          * Nothing was acknowledged, but part of it may be in the file: cut
@@ -713,17 +281,17 @@ static int enqueue(struct postlog *log, size_t n, const char *const *ids, const 
         log->info.failures++;
         return log->info.broken;
     }
-    uint64_t expires = wall(log) + ttl;
+    uint64_t expires = postlog_wall(log) + ttl;
     size_t start = log->fill.len;
-    struct rec r = { &log->fill, SIZE_MAX, 0 };
+    struct postlog_rec r = { &log->fill, SIZE_MAX, 0 };
     for (size_t i = 0; i < n; i++) {
-        if (lens[i] > MAX_ID_LEN || !rec_add(&r, ids[i], lens[i], expires)) {
+        if (lens[i] > MAX_ID_LEN || !postlog_rec_add(&r, ids[i], lens[i], expires)) {
             log->fill.len = start;
             log->info.failures++;
             return lens[i] > MAX_ID_LEN ? EINVAL : ENOMEM;
         }
     }
-    rec_close(&r);
+    postlog_rec_close(&r);
     *log->tail = w;
     log->tail = &w->next;
     log->info.appends++;
@@ -787,7 +355,7 @@ int postlog_append(struct postlog *log, size_t n, const char *const *ids, const 
 /* ------------------------------------------------------------ rewrites -- */
 
 struct export {
-    struct rec r;
+    struct postlog_rec r;
     uint64_t now;
     bool oom;
 };
@@ -796,7 +364,7 @@ static bool export_count(void *ctx, uint64_t n, uint64_t bytes)
 {
     struct export *x = ctx;
     uint64_t want = n * ENTRY_HEAD + bytes + (n / 1024 + 1) * (REC_HEAD + REC_SUM);
-    if (want > SIZE_MAX || !reserve(x->r.b, (size_t)want)) {
+    if (want > SIZE_MAX || !postlog_reserve(x->r.b, (size_t)want)) {
         x->oom = true;
         return false;
     }
@@ -808,7 +376,7 @@ static bool export_each(void *ctx, const char *id, size_t len, uint64_t ttl_left
     struct export *x = ctx;
     if (len > MAX_ID_LEN)
         return true;            /* cannot be written: never was acknowledged through here */
-    if (!rec_add(&x->r, id, len, x->now + ttl_left)) {
+    if (!postlog_rec_add(&x->r, id, len, x->now + ttl_left)) {
         x->oom = true;
         return false;
     }
@@ -826,7 +394,7 @@ static int copy_tail(int from_fd, int to_fd, uint64_t from, uint64_t to, uint64_
             continue;
         if (got <= 0)
             return got < 0 ? errno : EIO;
-        int err = write_all(to_fd, chunk, (size_t)got, at);
+        int err = durable_write_all(to_fd, chunk, (size_t)got, at);
         if (err != 0)
             return err;
         from += (uint64_t)got;
@@ -841,7 +409,7 @@ int postlog_compact(struct postlog *log)
         return EINVAL;
     int err = 0, nfd = -1;
     struct buf b = { NULL, 0, 0 };
-    size_t tl = strlen(log->path) + 64;
+    size_t tl = strlen(log->path) + DURABLE_TEMP_EXTRA;
     char *tmp = malloc(tl);
     pthread_mutex_lock(&log->compact_mu);
     pthread_mutex_lock(&log->mu);
@@ -856,20 +424,20 @@ int postlog_compact(struct postlog *log)
     uint64_t mark = log->end;
     pthread_mutex_unlock(&log->mu);
 
-    struct export x = { { &b, SIZE_MAX, 0 }, wall(log), false };
-    if (tmp == NULL || !reserve(&b, HEADER_LEN)) {
+    struct export x = { { &b, SIZE_MAX, 0 }, postlog_wall(log), false };
+    if (tmp == NULL || !postlog_reserve(&b, HEADER_LEN)) {
         err = ENOMEM;
         goto out;
     }
-    header(b.p);
+    postlog_header(b.p);
     b.len = HEADER_LEN;
     if (!log->o.live(log->o.live_ctx, export_count, export_each, &x)) {
         err = x.oom ? ENOMEM : ECANCELED;
         goto out;
     }
-    rec_close(&x.r);
+    postlog_rec_close(&x.r);
     /* The bulk is written and synced before appends are held back. */
-    if ((nfd = temp_file(log->path, b.p, b.len, tmp, tl, &err)) < 0)
+    if ((nfd = postlog_temp_file(log->path, b.p, b.len, tmp, tl, &err)) < 0)
         goto out;
 
     pthread_mutex_lock(&log->mu);
@@ -884,7 +452,7 @@ int postlog_compact(struct postlog *log)
     if (err == 0 && tail_end > mark && fdatasync(nfd) != 0)
         err = errno;
     if (err == 0)
-        err = install(tmp, log->path, log->dir);
+        err = durable_install(tmp, log->path, log->dir);
     else
         unlink(tmp);
 

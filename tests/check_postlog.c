@@ -19,6 +19,7 @@
 #include <unistd.h>
 
 #include "check_main.h"
+#include "check_util.h"
 #include "postlog.h"
 
 #define MAXE 4096
@@ -47,30 +48,6 @@ static bool has(const struct got *g, const char *id)
         if (strcmp(g->id[i], id) == 0)
             return true;
     return false;
-}
-
-static char *tmpdir(void)
-{
-    char *d = strdup("/tmp/check_postlog.XXXXXX");
-    ck_assert_ptr_nonnull(d);
-    ck_assert_ptr_nonnull(mkdtemp(d));
-    return d;
-}
-
-static char *join(const char *dir, const char *name)
-{
-    char *p = malloc(strlen(dir) + strlen(name) + 2);
-    ck_assert_ptr_nonnull(p);
-    sprintf(p, "%s/%s", dir, name);
-    return p;
-}
-
-static void rmtree(char *dir)
-{
-    char cmd[256];
-    snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
-    ck_assert_int_eq(system(cmd), 0);
-    free(dir);
 }
 
 static off_t file_size(const char *path)
@@ -105,7 +82,7 @@ static struct postlog *reopen(const char *path, const struct postlog_opts *o, st
 
 START_TEST(test_round_trip)
 {
-    char *dir = tmpdir(), *path = join(dir, "default.posts");
+    char *dir = check_tmpdir("check_postlog"), *path = check_join(dir, "default.posts");
     struct postlog_opts o = { .ttl = 3600, .clock = test_clock };
     struct postlog_opened r;
     struct got g;
@@ -140,13 +117,14 @@ START_TEST(test_round_trip)
     postlog_close(log);
     postlog_close(NULL);
     free(path);
-    rmtree(dir);
+    check_rm_rf(dir);
+    free(dir);
 }
 END_TEST
 
 START_TEST(test_wall_clock_expiry)
 {
-    char *dir = tmpdir(), *path = join(dir, "x.posts");
+    char *dir = check_tmpdir("check_postlog"), *path = check_join(dir, "x.posts");
     struct postlog_opts o = { .ttl = 100, .clock = test_clock };
     struct postlog_opened r;
     struct got g;
@@ -184,13 +162,14 @@ START_TEST(test_wall_clock_expiry)
     ck_assert_uint_eq(g.left[1], 7);
     postlog_close(log);
     free(path);
-    rmtree(dir);
+    check_rm_rf(dir);
+    free(dir);
 }
 END_TEST
 
 START_TEST(test_torn_tail)
 {
-    char *dir = tmpdir(), *path = join(dir, "x.posts");
+    char *dir = check_tmpdir("check_postlog"), *path = check_join(dir, "x.posts");
     struct postlog_opts o = { .ttl = 3600 };
     struct postlog_opened r;
     struct got g;
@@ -246,13 +225,14 @@ START_TEST(test_torn_tail)
         postlog_close(log);
     }
     free(path);
-    rmtree(dir);
+    check_rm_rf(dir);
+    free(dir);
 }
 END_TEST
 
 START_TEST(test_damage_in_the_middle)
 {
-    char *dir = tmpdir(), *path = join(dir, "x.posts"), *aside = join(dir, "x.posts.corrupt");
+    char *dir = check_tmpdir("check_postlog"), *path = check_join(dir, "x.posts"), *aside = check_join(dir, "x.posts.corrupt");
     struct postlog_opts o = { .ttl = 3600 };
     struct postlog_opened r;
     struct got g;
@@ -312,12 +292,13 @@ START_TEST(test_damage_in_the_middle)
 
     /* A directory that does not exist. */
     free(path);
-    path = join(dir, "nowhere/x.posts");
+    path = check_join(dir, "nowhere/x.posts");
     ck_assert_ptr_null(postlog_open(path, &o, collect, &g, &r));
     ck_assert_int_eq(errno, ENOENT);
     free(path);
     free(aside);
-    rmtree(dir);
+    check_rm_rf(dir);
+    free(dir);
 }
 END_TEST
 
@@ -372,7 +353,7 @@ static bool journal_walk(void *live_ctx, postlog_count_fn count, postlog_entry_f
 
 START_TEST(test_compaction_keeps_the_live)
 {
-    char *dir = tmpdir(), *path = join(dir, "x.posts");
+    char *dir = check_tmpdir("check_postlog"), *path = check_join(dir, "x.posts");
     static struct journal j = { .mu = PTHREAD_MUTEX_INITIALIZER };
     j.n = 0;
     struct postlog_opts o = { .ttl = 3600, .live = journal_walk, .live_ctx = &j,
@@ -422,13 +403,14 @@ START_TEST(test_compaction_keeps_the_live)
     ck_assert_int_eq(postlog_compact(log), EINVAL);
     postlog_close(log);
     free(path);
-    rmtree(dir);
+    check_rm_rf(dir);
+    free(dir);
 }
 END_TEST
 
 START_TEST(test_compaction_by_itself)
 {
-    char *dir = tmpdir(), *path = join(dir, "x.posts");
+    char *dir = check_tmpdir("check_postlog"), *path = check_join(dir, "x.posts");
     static struct journal j = { .mu = PTHREAD_MUTEX_INITIALIZER };
     j.n = 0;
     struct postlog_opts o = { .ttl = 3600, .live = journal_walk, .live_ctx = &j,
@@ -489,7 +471,8 @@ START_TEST(test_compaction_by_itself)
     ck_assert_int_lt(file_size(path), big);
     postlog_close(log);
     free(path);
-    rmtree(dir);
+    check_rm_rf(dir);
+    free(dir);
 }
 END_TEST
 
@@ -535,7 +518,7 @@ static void *append_thread(void *arg)
 START_TEST(test_group_commit)
 {
     enum { N = 64 };
-    char *dir = tmpdir(), *path = join(dir, "x.posts");
+    char *dir = check_tmpdir("check_postlog"), *path = check_join(dir, "x.posts");
     static struct gate gt;
     atomic_store(&gt.log, NULL);
     atomic_store(&gt.writes, 0);
@@ -571,7 +554,8 @@ START_TEST(test_group_commit)
     }
     postlog_close(log);
     free(path);
-    rmtree(dir);
+    check_rm_rf(dir);
+    free(dir);
 }
 END_TEST
 
@@ -595,7 +579,7 @@ static void count_done(void *arg, int err)
 START_TEST(test_submit)
 {
     enum { N = 300 };
-    char *dir = tmpdir(), *path = join(dir, "x.posts");
+    char *dir = check_tmpdir("check_postlog"), *path = check_join(dir, "x.posts");
     static struct gate gt;
     atomic_store(&gt.log, NULL);
     atomic_store(&gt.writes, 0);
@@ -630,7 +614,8 @@ START_TEST(test_submit)
     ck_assert_uint_eq(g.n, N);
     postlog_close(log);
     free(path);
-    rmtree(dir);
+    check_rm_rf(dir);
+    free(dir);
 }
 END_TEST
 
@@ -644,7 +629,7 @@ static int inject(void *ctx, enum postlog_io op)
 
 START_TEST(test_failures)
 {
-    char *dir = tmpdir(), *path = join(dir, "x.posts");
+    char *dir = check_tmpdir("check_postlog"), *path = check_join(dir, "x.posts");
     static struct journal j = { .mu = PTHREAD_MUTEX_INITIALIZER };
     j.n = 0;
     struct postlog_opts o = { .ttl = 3600, .live = journal_walk, .live_ctx = &j,
@@ -706,7 +691,8 @@ START_TEST(test_failures)
     ck_assert_uint_eq(never.calls, 0);
     postlog_close(log);
     free(path);
-    rmtree(dir);
+    check_rm_rf(dir);
+    free(dir);
 }
 END_TEST
 

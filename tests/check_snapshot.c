@@ -26,6 +26,7 @@
 #include <xxhash.h>
 
 #include "check_main.h"
+#include "check_util.h"
 #include "filter.h"
 #include "pending.h"
 #include "snapshot.h"
@@ -48,22 +49,6 @@ static size_t key(char *buf, size_t cap, const char *prefix, uint64_t i)
     return (size_t)snprintf(buf, cap, "%s-%llu", prefix, (unsigned long long)i);
 }
 
-static char *tmpdir(void)
-{
-    char *d = strdup("/tmp/check_snapshot.XXXXXX");
-    ck_assert_ptr_nonnull(d);
-    ck_assert_ptr_nonnull(mkdtemp(d));
-    return d;
-}
-
-static char *join(const char *dir, const char *name)
-{
-    char *p = malloc(strlen(dir) + strlen(name) + 2);
-    ck_assert_ptr_nonnull(p);
-    sprintf(p, "%s/%s", dir, name);
-    return p;
-}
-
 /* Files in dir, "." and ".." aside. */
 static int files_in(const char *dir)
 {
@@ -75,20 +60,6 @@ static int files_in(const char *dir)
         n += strcmp(de->d_name, ".") != 0 && strcmp(de->d_name, "..") != 0;
     closedir(d);
     return n;
-}
-
-static void rm_rf(const char *dir)
-{
-    DIR *d = opendir(dir);
-    if (d == NULL)
-        return;
-    chmod(dir, 0700);
-    struct dirent *de;
-    while ((de = readdir(d)) != NULL)
-        if (strcmp(de->d_name, ".") != 0 && strcmp(de->d_name, "..") != 0)
-            unlinkat(dirfd(d), de->d_name, 0);
-    closedir(d);
-    rmdir(dir);
 }
 
 static unsigned char *slurp(const char *path, size_t *len)
@@ -503,7 +474,7 @@ END_TEST
 START_TEST(test_round_trip)
 {
     char k[64];
-    char *dir = tmpdir(), *path = join(dir, "users.snap");
+    char *dir = check_tmpdir("check_snapshot"), *path = check_join(dir, "users.snap");
     struct filter *f = filter_new(5000, 0.01, NULL);
     struct pending *p = pending_new(1000, 1 << 20, 3600);
     for (uint64_t i = 0; i < 3000; i++)
@@ -642,7 +613,7 @@ START_TEST(test_round_trip)
 
     pending_free(p);
     filter_free(f);
-    rm_rf(dir);
+    check_rm_rf(dir);
     free(path);
     free(dir);
 }
@@ -652,7 +623,7 @@ END_TEST
 
 START_TEST(test_missing_and_not_a_snapshot)
 {
-    char *dir = tmpdir(), *path = join(dir, "none.snap");
+    char *dir = check_tmpdir("check_snapshot"), *path = check_join(dir, "none.snap");
     struct snapshot s;
     char why[SNAPSHOT_WHY_LEN];
     ck_assert_int_eq(snapshot_read(path, &EXPECT, &s, why, sizeof why), SNAPSHOT_MISSING);
@@ -664,7 +635,7 @@ START_TEST(test_missing_and_not_a_snapshot)
     ck_assert_int_eq(snapshot_read(path, &EXPECT, &s, why, sizeof why), SNAPSHOT_TRUNCATED);
     ck_assert_int_eq(snapshot_read(dir, &EXPECT, &s, why, sizeof why), SNAPSHOT_IO);
     ck_assert_ptr_null(s.filter);
-    rm_rf(dir);
+    check_rm_rf(dir);
     free(path);
     free(dir);
 }
@@ -674,7 +645,7 @@ START_TEST(test_truncated_every_prefix)
 {
     size_t len;
     unsigned char *buf = small_snapshot(&len);
-    char *dir = tmpdir(), *path = join(dir, "cut.snap");
+    char *dir = check_tmpdir("check_snapshot"), *path = check_join(dir, "cut.snap");
     struct snapshot s;
     char why[SNAPSHOT_WHY_LEN];
     ck_assert_int_eq(snapshot_read_mem(buf, len, &EXPECT, &s, NULL, 0), SNAPSHOT_OK);
@@ -701,7 +672,7 @@ START_TEST(test_truncated_every_prefix)
     ck_assert_ptr_nonnull(strstr(why, "1 bytes after the end"));
     free(more);
     free(buf);
-    rm_rf(dir);
+    check_rm_rf(dir);
     free(path);
     free(dir);
 }
@@ -984,7 +955,7 @@ END_TEST
 START_TEST(test_layers_and_kv_round_trip)
 {
     char k[64];
-    char *dir = tmpdir(), *path = join(dir, "users.snap");
+    char *dir = check_tmpdir("check_snapshot"), *path = check_join(dir, "users.snap");
     struct filter *f = filter_new(2000, 0.01, NULL);
     ck_assert_ptr_nonnull(f);
     for (uint64_t i = 0; i < 30000; i++)
@@ -1067,7 +1038,7 @@ START_TEST(test_layers_and_kv_round_trip)
     ck_assert_ptr_null(snapshot_kv_get(&s, "table_oid"));
     snapshot_release(&s);
     filter_free(f);
-    rm_rf(dir);
+    check_rm_rf(dir);
     free(path);
     free(dir);
 }
@@ -1327,7 +1298,7 @@ static void assert_old_snapshot(const char *path)
 START_TEST(test_failed_writes_keep_the_old_snapshot)
 {
     char k[64];
-    char *dir = tmpdir(), *path = join(dir, "users.snap");
+    char *dir = check_tmpdir("check_snapshot"), *path = check_join(dir, "users.snap");
     struct filter *old = filter_new(1000, 0.01, NULL), *f = filter_new(200000, 0.01, NULL);
     for (uint64_t i = 0; i < 500; i++)
         filter_add(old, k, key(k, sizeof k, "old", i));
@@ -1380,7 +1351,7 @@ START_TEST(test_failed_writes_keep_the_old_snapshot)
     ck_assert_int_eq(chmod(dir, 0700), 0);
 
     /* The rename itself failing: the target is a non-empty directory. */
-    char *blocker = join(dir, "blocked.snap"), *inside = join(blocker, "x");
+    char *blocker = check_join(dir, "blocked.snap"), *inside = check_join(blocker, "x");
     ck_assert_int_eq(mkdir(blocker, 0700), 0);
     spit(inside, "x", 1);
     err = snapshot_write(blocker, &META, f, NULL, 0);
@@ -1401,7 +1372,7 @@ START_TEST(test_failed_writes_keep_the_old_snapshot)
 
     filter_free(old);
     filter_free(f);
-    rm_rf(dir);
+    check_rm_rf(dir);
     free(path);
     free(dir);
 }
@@ -1409,22 +1380,22 @@ END_TEST
 
 START_TEST(test_clean_temps)
 {
-    char *dir = tmpdir(), *path = join(dir, "users.snap");
+    char *dir = check_tmpdir("check_snapshot"), *path = check_join(dir, "users.snap");
     const char *names[] = { "users.snap.tmp.123.0123456789abcdef", "users.snap.tmp.1.fedcba9876543210",
                             "users.snap.tmp.x.0123456789abcdef", "users.snap.tmp.1.0123",
                             "other.snap.tmp.1.0123456789abcdef", "users.snap" };
     for (size_t i = 0; i < sizeof names / sizeof names[0]; i++) {
-        char *p = join(dir, names[i]);
+        char *p = check_join(dir, names[i]);
         spit(p, "x", 1);
         free(p);
     }
     ck_assert_int_eq(snapshot_clean_temps(path), 2);
     ck_assert_int_eq(files_in(dir), 4);
     ck_assert_int_eq(snapshot_clean_temps(path), 0);
-    char *gone = join(dir, "nodir/users.snap");
+    char *gone = check_join(dir, "nodir/users.snap");
     ck_assert_int_eq(snapshot_clean_temps(gone), -1);
     free(gone);
-    rm_rf(dir);
+    check_rm_rf(dir);
     free(path);
     free(dir);
 }
@@ -1454,7 +1425,7 @@ static void *insert_loop(void *arg)
 START_TEST(test_concurrent_inserts_while_writing)
 {
     char k[64];
-    char *dir = tmpdir(), *path = join(dir, "users.snap");
+    char *dir = check_tmpdir("check_snapshot"), *path = check_join(dir, "users.snap");
     struct inserter in = { .f = filter_new(4 * 1000 * 1000, 0.01, NULL) };
     atomic_init(&in.stop, false);
     atomic_init(&in.done, 0);
@@ -1488,7 +1459,7 @@ START_TEST(test_concurrent_inserts_while_writing)
     ck_assert_uint_ge(back.bits_set, 1);
     snapshot_release(&s);
     filter_free(in.f);
-    rm_rf(dir);
+    check_rm_rf(dir);
     free(path);
     free(dir);
 }

@@ -332,26 +332,14 @@ hostile_clients() {
 
 # ------------------------------------------------------- several templates --
 # guard_conf FILE: the configuration tests/nginx.test and tests/caddy.test
-# start bloomguard with and print their proxy's file from: conf/bloomguard.conf
-# with the users and orders filters of sql/schema.sql and three templates,
-# the id at the end, in the middle, and beside a literal in its segment (with
-# a '.' that must not match any byte).  uri_source comes from the test.
+# start bloomguard with and print their proxy's file from: the demo's
+# (bg_demo_conf, scripts/lib/proxy.sh: the users and orders filters, the id
+# at the end and in the middle) and a third template, the id beside a
+# literal in its segment (with a '.' that must not match any byte).
+# uri_source comes from the test.
 guard_conf() {
-    cat "$top_srcdir/conf/bloomguard.conf" - >"$1" <<'EOC'
-
-[filter users]
-table = users
-column = id
-
-[filter orders]
-table = orders
-column = id
-
-[auth]
-uri_template = /user/get/{id} users
-uri_template = /orders/{id}/items orders
-uri_template = /v1.0/user/{id}.json users
-EOC
+    bg_demo_conf "$1"
+    echo 'uri_template = /v1.0/user/{id}.json users' >>"$1"
 }
 
 # guard_templates: through the proxy at PROXY_URL, bloomguard (BG_PORT[main],

@@ -1,0 +1,72 @@
+/*
+ * What the proxy writers share (private to proxyconf*.c): the pieces of a
+ * template, regexp literals, the address and keep-alive the proxy uses, and
+ * the header's common paragraphs.  proxyconf.c holds them; the nginx and the
+ * Caddy writer are proxyconf_nginx.c and proxyconf_caddy.c.
+ */
+#ifndef BLOOMGUARD_PROXYCONF_INT_H
+#define BLOOMGUARD_PROXYCONF_INT_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdio.h>
+
+#include "config.h"
+
+/* The ID an example in the header shows. */
+#define EXAMPLE_ID "42"
+
+/* A template split around "{id}": the literal text before and after it. */
+struct proxyconf_tmpl_parts {
+    const char *pre, *suf;
+    size_t npre, nsuf;
+};
+
+struct proxyconf_tmpl_parts proxyconf_tmpl_split(const char *tmpl);
+
+/*
+ * Whether the proxy's decoded path can be compared with the template's
+ * literals as they are: not when they hold a '%' (the raw URI must carry it
+ * encoded, the decoded path holds the byte it stands for).  Such templates
+ * get only the raw ID in the 404 body.
+ */
+bool proxyconf_tmpl_decodable(const char *tmpl);
+
+/* Whether ch stands for itself in both proxies' regexps (no escape needed). */
+bool proxyconf_is_plain(unsigned char ch);
+
+/*
+ * bloomguard's address as the proxy dials it: [server] listen, with a
+ * wildcard host replaced by the loopback address of its family (the proxy
+ * cannot connect to 0.0.0.0) and an IPv6 address in brackets.  Returns
+ * whether the host was a wildcard.
+ */
+bool proxyconf_addr(const struct config *c, char *buf, size_t len);
+
+/*
+ * The proxy's idle keep-alive to bloomguard: shorter than bloomguard's own
+ * connection_timeout, so that bloomguard never closes a connection the
+ * proxy is about to reuse.
+ */
+void proxyconf_keepalive_time(const struct config *c, char *buf, size_t len);
+
+/* Why proxyconf_keepalive_time is what it is, for the comment beside it. */
+void proxyconf_keepalive_why(const struct config *c, char *buf, size_t len);
+
+/* The example request of the header: the first template with EXAMPLE_ID in it. */
+void proxyconf_example_path(FILE *f, const struct config *c);
+
+/* "#     TEMPLATE   FILTER" lines, aligned. */
+void proxyconf_template_list(FILE *f, const struct config *c);
+
+/* What the header says about [auth] uri_source: the value to pin, and why. */
+void proxyconf_uri_source_text(FILE *f, const struct config *c, const char *proxy,
+                               const char *value);
+
+/* The nginx snippet of c (proxyconf_check passed) to f. */
+void proxyconf_nginx_write(FILE *f, const struct config *c);
+
+/* The Caddyfile of c (proxyconf_check passed) to f. */
+void proxyconf_caddy_write(FILE *f, const struct config *c);
+
+#endif

@@ -1,0 +1,46 @@
+/*
+ * Helpers the Check unit tests share (see check_util.h), so that a test
+ * file holds its tests and not another copy of the scratch-directory code.
+ */
+#define _XOPEN_SOURCE 700
+#include "check_util.h"
+
+#include <check.h>
+#include <ftw.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+char *check_tmpdir(const char *prefix)
+{
+    char *d = malloc(strlen(prefix) + 16);
+    ck_assert_ptr_nonnull(d);
+    sprintf(d, "/tmp/%s.XXXXXX", prefix);
+    ck_assert_ptr_nonnull(mkdtemp(d));
+    return d;
+}
+
+char *check_join(const char *dir, const char *name)
+{
+    char *p = malloc(strlen(dir) + strlen(name) + 2);
+    ck_assert_ptr_nonnull(p);
+    sprintf(p, "%s/%s", dir, name);
+    return p;
+}
+
+static int remove_one(const char *path, const struct stat *sb, int flag, struct FTW *ftw)
+{
+    (void)sb;
+    (void)flag;
+    (void)ftw;
+    remove(path);
+    return 0;
+}
+
+void check_rm_rf(const char *dir)
+{
+    /* A test may have made it read-only to provoke a failed write. */
+    chmod(dir, 0700);
+    nftw(dir, remove_one, 16, FTW_DEPTH | FTW_PHYS);
+}
