@@ -1,8 +1,8 @@
 /*
  * Reading configuration files: libinih does the INI parse, this file feeds
  * it one checked line at a time (so errors carry file:line and say what is
- * wrong), turns raw values into values and hands each key to the key table
- * of config.c.
+ * wrong) and hands each name and value to config.c; nothing in the
+ * configuration module calls back into it.
  */
 #include "config.h"
 #include "config_int.h"
@@ -19,66 +19,6 @@
 #define CONFIG_MAX_FILE_BYTES (1024 * 1024)
 #define ERR_VALUE_MAX CONFIG_ERR_VALUE_MAX
 #define errf config_errf
-
-/*
- * Turn raw value text into the value proper: trim, drop a trailing comment
- * (file syntax only) and one pair of double quotes.  Returns a heap copy.
- */
-char *config_normalize_value(const char *raw, bool comments, char *err, size_t errlen)
-{
-    char *buf = strdup(raw);
-    char *s, *e;
-
-    if (buf == NULL) {
-        errf(err, errlen, "out of memory");
-        return NULL;
-    }
-    s = buf;
-    while (isspace((unsigned char)*s))
-        s++;
-    if (*s == '"') {
-        char *q = strchr(s + 1, '"');
-        char *rest;
-
-        if (q == NULL) {
-            errf(err, errlen, "unterminated quote in %.*s%s", ERR_VALUE_MAX, s,
-                 comments ? " (whitespace followed by ';' starts a comment even inside quotes)"
-                          : "");
-            goto fail;
-        }
-        rest = q + 1;
-        while (isspace((unsigned char)*rest))
-            rest++;
-        if (*rest != '\0' && !(comments && (*rest == '#' || *rest == ';'))) {
-            errf(err, errlen, "unexpected text after the closing quote in %.*s",
-                 ERR_VALUE_MAX, s);
-            goto fail;
-        }
-        *q = '\0';
-        s++;
-    } else {
-        /*
-         * libinih strips " ;comments" itself but not " #comments".  The
-         * value reaches us left-trimmed, so a leading '#' also followed
-         * whitespace in the file.
-         */
-        if (comments)
-            for (char *p = s; *p != '\0'; p++)
-                if ((*p == '#' || *p == ';') && (p == s || isspace((unsigned char)p[-1]))) {
-                    *p = '\0';
-                    break;
-                }
-        e = s + strlen(s);
-        while (e > s && isspace((unsigned char)e[-1]))
-            *--e = '\0';
-    }
-    memmove(buf, s, strlen(s) + 1);
-    return buf;
-
-fail:
-    free(buf);
-    return NULL;
-}
 
 struct parse_state {
     struct config *c;
@@ -258,7 +198,7 @@ static int on_key(void *user, const char *section, const char *name, const char 
             parse_fail(st, "[%s] %s: set twice in this section", section, name);
             return 0;
         }
-        v = config_normalize_value(value, true, msg, sizeof msg);
+        v = config_value_normalize(value, true, msg, sizeof msg);
         if (v == NULL || !config_key_apply_filter(st->c, f, (size_t)i, v, msg, sizeof msg)) {
             parse_fail(st, "[%s] %s: %s", section, name, msg);
             free(v);
@@ -277,7 +217,7 @@ static int on_key(void *user, const char *section, const char *name, const char 
         return 0;
     }
     st->seen[i] = st->lineno;
-    v = config_normalize_value(value, true, msg, sizeof msg);
+    v = config_value_normalize(value, true, msg, sizeof msg);
     if (v == NULL || !config_key_apply(st->c, (size_t)i, v, msg, sizeof msg)) {
         parse_fail(st, "[%s] %s: %s", section, name, msg);
         free(v);

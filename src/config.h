@@ -231,23 +231,62 @@ bool config_key_at(size_t i, const char **section, const char **name,
 bool config_copy(struct config *dst, const struct config *src);
 
 /*
- * For a reload: every key that needs a restart and differs between next
- * (the configuration just read) and cur (the one in force) is reported to
- * changed (when not NULL) and set back to cur's value in next, so next can
- * replace cur.  Keys that apply at once keep next's values.  Every filter
- * key needs a restart: a changed per-filter key is reported as
- * ("filter NAME", key) (or its global section without [filter NAME]
- * sections), added, removed or renamed sections as ("filter NAME",
- * "sections"), and next gets cur's filters.  False when memory runs out or
- * a template of next names a filter cur does not have (err says which);
- * next is then still valid for config_free.
+ * When a new value of a key takes effect.  A SIGHUP puts RELOAD and
+ * REBUILD keys in force at once (the daemon reads them through live.h);
+ * REBUILD keys take effect with the next filter rebuild, so a SIGHUP that
+ * changes one starts it.  RESTART keys keep their old value until a
+ * restart (the follower threads keep the start configuration).
  */
-bool config_keep_restart_keys(struct config *next, const struct config *cur,
-                              void (*changed)(void *arg, const char *section, const char *name),
-                              void *arg, char *err, size_t errlen);
+enum config_reload { CONFIG_RELOAD, CONFIG_REBUILD, CONFIG_RESTART };
 
-/* Whether key i takes a new value on SIGHUP (else it needs a restart). */
+/* What the keys' apply hooks act on (config_apply_reload); main.c fills it. */
+struct config_reload_ctx {
+    struct log *log;
+};
+
+/* One key a reload found changed (config_reload_diff). */
+struct config_change {
+    const char *section;        /* "server", "filter orders" (a [filter NAME] key), ... */
+    const char *name;           /* the key, or "sections" for added/removed/renamed [filter NAME]s */
+    const char *old_value;      /* in force before; "(changed)" for both of a secret key */
+    const char *new_value;      /* read now */
+    enum config_reload reload;  /* RESTART: the old value stays in force */
+};
+
+/*
+ * For a reload: compare next (the configuration just read) with cur (the
+ * one in force) key by key.  Every key that differs is reported to report
+ * (when not NULL; the strings live for the call only), in table order.
+ * Keys that need a restart are set back to cur's value in next, so next
+ * can replace cur; the others keep next's.  Every per-filter key needs a
+ * restart: one changed is reported as ("filter NAME", key) (or its global
+ * section without [filter NAME] sections), added, removed or renamed
+ * sections as ("filter NAME", "sections"), and next gets cur's filters.
+ * *rebuild (when not NULL) is set to whether a changed key that now takes
+ * effect needs a rebuild.  False when memory runs out or a template of next
+ * names a filter cur does not have (err says which); next is then still
+ * valid for config_free.
+ */
+bool config_reload_diff(struct config *next, const struct config *cur,
+                        void (*report)(void *arg, const struct config_change *ch),
+                        void *arg, bool *rebuild, char *err, size_t errlen);
+
+/*
+ * After a reload put now in force in place of prev: run the apply hook of
+ * every key whose value differs (e.g. [log] level sets ctx->log's level).
+ * Call from the thread that owns ctx's objects.
+ */
+void config_apply_reload(const struct config *now, const struct config *prev,
+                         const struct config_reload_ctx *ctx);
+
+/* When a new value of key i takes effect (CONFIG_RESTART for i out of range). */
+enum config_reload config_key_reload(size_t i);
+
+/* Whether key i takes a new value on SIGHUP (RELOAD or REBUILD; else it needs a restart). */
 bool config_key_reloads(size_t i);
+
+/* Whether key i is a duration: it accepts units ("30s", "5min", "250ms"). */
+bool config_key_duration(size_t i);
 
 /*
  * Whether key i is a per-filter key: its global value is every filter's

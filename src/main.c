@@ -228,32 +228,47 @@ static bool read_token(const struct config *c, char **token, char *from, size_t 
     return false;
 }
 
-static void restart_needed(void *arg, const char *section, const char *name)
+/* One changed key of a SIGHUP, in the log: what it was, what it is, whether it is in force. */
+static void log_change(void *arg, const struct config_change *ch)
 {
-    log_warn(arg, "SIGHUP: [%s] %s changed: needs a restart (the old value stays in force)",
-             section, name);
+    if (ch->reload == CONFIG_RESTART)
+        log_warn(arg, "reload: [%s] %s: %s -> %s: needs a restart (the old value stays in force)",
+                 ch->section, ch->name, ch->old_value, ch->new_value);
+    else
+        log_info(arg, "reload: [%s] %s: %s -> %s", ch->section, ch->name, ch->old_value,
+                 ch->new_value);
 }
 
 /*
  * SIGHUP, as pgbouncer and nginx do: read the file and the command-line
- * overrides again and put the keys that may change at once in force.  Keys
- * that need a restart keep their values (each one changed is logged); a
- * file or token that cannot be read changes nothing.
+ * overrides again and put the keys that may change at once in force (each
+ * changed key is logged; the keys' apply hooks do the rest).  Keys that
+ * need a restart keep their values; a file or token that cannot be read
+ * changes nothing.  False when nothing was reloaded; *rebuild says whether
+ * a changed key needs the filters rebuilt.
  */
-static void reload_config(const struct cmdline *cl, struct live *live, struct log *lg)
+static bool reload_config(const struct cmdline *cl, struct live *live, struct log *lg,
+                          bool *rebuild)
 {
-    struct config next;
+    struct config next, prev;
     const struct config *cur = live_current(live);
     const char *file = NULL;
     char err[512] = "out of memory", from[256];
     char *token = NULL;
+    bool ok = false;
 
+    memset(&prev, 0, sizeof prev);
     if (!config_defaults(&next) || !read_config(cl, &next, &file, err, sizeof err)
         || !read_token(&next, &token, from, sizeof from, err, sizeof err)) {
         log_error(lg, "SIGHUP: configuration not reloaded, nothing changed: %s", err);
         goto out;
     }
-    if (!config_keep_restart_keys(&next, cur, restart_needed, lg, err, sizeof err)) {
+    /* The hooks compare with the values in force before; cur may be freed once next is published. */
+    if (!config_copy(&prev, cur)) {
+        log_error(lg, "SIGHUP: configuration not reloaded: out of memory");
+        goto out;
+    }
+    if (!config_reload_diff(&next, cur, log_change, lg, rebuild, err, sizeof err)) {
         log_error(lg, "SIGHUP: configuration not reloaded, nothing changed: %s", err);
         goto out;
     }
@@ -268,17 +283,19 @@ static void reload_config(const struct cmdline *cl, struct live *live, struct lo
             goto out;
         }
     }
-    enum log_level level = next.log_level;
     if (!live_publish(live, &next, token)) {
         log_error(lg, "SIGHUP: configuration not reloaded: out of memory");
         goto out;
     }
     token = NULL;                       /* the holder owns both now */
-    log_set_level(lg, level);
+    config_apply_reload(live_current(live), &prev, &(struct config_reload_ctx){ .log = lg });
     log_info(lg, "SIGHUP: configuration reloaded from %s", file ? file : "built-in defaults");
+    ok = true;
 out:
     token_free(token);
+    config_free(&prev);
     config_free(&next);
+    return ok;
 }
 
 int main(int argc, char **argv)
@@ -438,7 +455,18 @@ int main(int argc, char **argv)
             bool owe = reload_owes_ready(&hctx);
             if (owe)
                 notify_reloading();
-            reload_config(&cl, app.live, &lg);
+            bool rebuild = false;
+            /*
+             * A refused configuration changes nothing, the filters included.
+             * An accepted one rebuilds them from their tables, as bloomguard(8)
+             * promises for SIGHUP (rebuild says whether a changed key needs it
+             * too; none of today's keys do).
+             */
+            if (!reload_config(&cl, app.live, &lg, &rebuild)) {
+                if (owe)
+                    notify_ready("serving");
+                continue;
+            }
             log_info(&lg, "SIGHUP: rebuilding the filters from their tables");
             reload_tables(&hctx, app.source, owe);
             continue;

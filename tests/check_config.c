@@ -18,6 +18,7 @@
  */
 #include "check_main.h"
 #include "../src/config.h"
+#include "../src/config_int.h"  /* config_parse_duration, config_key_find */
 #include "../src/filter.h"
 #include "../src/uritmpl.h"
 
@@ -793,11 +794,24 @@ struct changes {
     int n;
 };
 
-static void note_change(void *arg, const char *section, const char *name)
+/* The changes that need a restart, as "[section] key;". */
+static void note_change(void *arg, const struct config_change *c)
 {
     struct changes *ch = arg;
     size_t len = strlen(ch->text);
-    snprintf(ch->text + len, sizeof ch->text - len, "[%s] %s;", section, name);
+    if (c->reload != CONFIG_RESTART)
+        return;
+    snprintf(ch->text + len, sizeof ch->text - len, "[%s] %s;", c->section, c->name);
+    ch->n++;
+}
+
+/* Every change, as "[section] key: old -> new (restart);". */
+static void note_all(void *arg, const struct config_change *c)
+{
+    struct changes *ch = arg;
+    size_t len = strlen(ch->text);
+    snprintf(ch->text + len, sizeof ch->text - len, "[%s] %s: %s -> %s%s;", c->section, c->name,
+             c->old_value, c->new_value, c->reload == CONFIG_RESTART ? " (restart)" : "");
     ch->n++;
 }
 
@@ -813,7 +827,7 @@ START_TEST(test_keep_restart_keys)
                           "[postgres]\ntable = other\n[filter]\nheadroom = 3\n"
                           "[auth]\nuri_template = /n/{id}\ndeny_status = 404\n"
                           "[log]\nlevel = debug\n", err));
-    ck_assert(config_keep_restart_keys(&next, &cur, note_change, &ch, err, sizeof err));
+    ck_assert(config_reload_diff(&next, &cur, note_change, &ch, NULL, err, sizeof err));
     ck_assert_str_eq(ch.text, "[server] listen;[postgres] table;[filter] headroom;");
     ck_assert_int_eq(ch.n, 3);
     /* Restart-only keys are back to cur's values ... */
@@ -828,9 +842,9 @@ START_TEST(test_keep_restart_keys)
     ck_assert_uint_eq(next.n_uri_templates, 1);
     /* Now nothing restart-only differs. */
     ch.n = 0;
-    ck_assert(config_keep_restart_keys(&next, &cur, note_change, &ch, err, sizeof err));
+    ck_assert(config_reload_diff(&next, &cur, note_change, &ch, NULL, err, sizeof err));
     ck_assert_int_eq(ch.n, 0);
-    ck_assert(config_keep_restart_keys(&next, &cur, NULL, NULL, err, sizeof err));
+    ck_assert(config_reload_diff(&next, &cur, NULL, NULL, NULL, err, sizeof err));
     config_free(&next);
     config_free(&cur);
 }
@@ -1041,7 +1055,7 @@ START_TEST(test_filters_copy_and_reload)
     ck_assert(load(&next, "[filter users]\ntable = users\ncolumn = id\n"
                           "[filter orders]\ntable = orders2\ncolumn = id\n"
                           "[auth]\nuri_template = /o/{id} orders\ndeny_status = 404\n", err));
-    ck_assert(config_keep_restart_keys(&next, &cur, note_change, &ch, err, sizeof err));
+    ck_assert(config_reload_diff(&next, &cur, note_change, &ch, NULL, err, sizeof err));
     ck_assert_str_eq(ch.text, "[filter orders] table;");
     ck_assert_str_eq(next.filters[1].table, "orders");
     ck_assert_uint_eq(next.deny_status, 404);
@@ -1054,7 +1068,7 @@ START_TEST(test_filters_copy_and_reload)
     ck_assert(load(&next, "[filter users]\ntable = users\ncolumn = id\n[filter orders]\ntable = orders\ncolumn = id\n"
                           "[filter tags]\ntable = tags\ncolumn = id\n"
                           "[auth]\nuri_template = /o/{id} orders\nuri_template = /t/{id} tags\n", err));
-    ck_assert(!config_keep_restart_keys(&next, &cur, note_change, &ch, err, sizeof err));
+    ck_assert(!config_reload_diff(&next, &cur, note_change, &ch, NULL, err, sizeof err));
     ck_assert_str_eq(ch.text, "[filter NAME] sections;");
     assert_contains(err, "no [filter tags]");
     config_free(&next);
@@ -1064,7 +1078,7 @@ START_TEST(test_filters_copy_and_reload)
     ck_assert(load(&next, "[filter users]\ntable = users\ncolumn = id\n[filter orders]\ntable = orders\ncolumn = id\n"
                           "[filter tags]\ntable = tags\ncolumn = id\n"
                           "[auth]\nuri_template = /o/{id} orders\n", err));
-    ck_assert(config_keep_restart_keys(&next, &cur, NULL, NULL, err, sizeof err));
+    ck_assert(config_reload_diff(&next, &cur, NULL, NULL, NULL, err, sizeof err));
     ck_assert_uint_eq(next.n_filters, 2);
     ck_assert_uint_eq(next.uri_template_filter[0], 1);
     config_free(&next);
@@ -1291,6 +1305,177 @@ START_TEST(test_free_after_errors)
 }
 END_TEST
 
+
+/* --- durations with units (issue 25) --- */
+
+START_TEST(test_durations)
+{
+    struct config c;
+    char err[ERRLEN];
+    double d = -1;
+
+    ck_assert(config_parse_duration("250ms", &d, err, sizeof err));
+    ck_assert_double_eq_tol(d, 0.25, 1e-12);
+    ck_assert(config_parse_duration("5min", &d, err, sizeof err));
+    ck_assert_double_eq(d, 300);
+    ck_assert(config_parse_duration("2h", &d, err, sizeof err));
+    ck_assert_double_eq(d, 7200);
+    ck_assert(config_parse_duration("1d", &d, err, sizeof err));
+    ck_assert_double_eq(d, 86400);
+    ck_assert(config_parse_duration("30 s", &d, err, sizeof err));
+    ck_assert_double_eq(d, 30);
+    ck_assert(config_parse_duration("1e3ms", &d, err, sizeof err));
+    ck_assert_double_eq(d, 1);
+    ck_assert(config_parse_duration("45", &d, err, sizeof err));    /* bare: seconds */
+    ck_assert_double_eq(d, 45);
+    ck_assert(!config_parse_duration("5 minutes", &d, err, sizeof err));
+    assert_contains(err, "\"5 minutes\" is not a duration");
+    ck_assert(!config_parse_duration("-5s", &d, err, sizeof err));
+    ck_assert(!config_parse_duration("s", &d, err, sizeof err));
+    ck_assert(!config_parse_duration("", &d, err, sizeof err));
+    ck_assert(!config_parse_duration("5e", &d, err, sizeof err));
+    ck_assert(!config_parse_duration("inf", &d, err, sizeof err));
+
+    ck_assert(config_defaults(&c));
+    /* Whole-second keys and fractional ones, plain numbers keep meaning seconds. */
+    ck_assert_msg(load(&c, "[server]\nconnection_timeout = 2min\nheader_timeout = 10\n"
+                           "[sync]\nmax_staleness = 500ms\nprobe_interval = 0.5\n"
+                           "rebuild_interval = 1h\n[feed]\nretention = 1d\n", err), "%s", err);
+    ck_assert_uint_eq(c.connection_timeout, 120);
+    ck_assert_uint_eq(c.header_timeout, 10);
+    ck_assert_double_eq_tol(c.max_staleness, 0.5, 1e-12);
+    ck_assert_double_eq_tol(c.probe_interval, 0.5, 1e-12);
+    ck_assert_uint_eq(c.filters[0].rebuild_interval, 3600);
+    ck_assert_uint_eq(c.feed_retention, 86400);
+    config_free(&c);
+
+    /* Errors name file:line, the key and the bad value, as for any key. */
+    ck_assert(config_defaults(&c));
+    ck_assert(!load(&c, "[server]\n\nheader_timeout = 5 parsecs\n", err));
+    assert_contains(err, "test.conf:3: [server] header_timeout: \"5 parsecs\" is not a duration");
+    config_free(&c);
+    ck_assert(config_defaults(&c));
+    ck_assert(!load(&c, "[server]\nheader_timeout = 2h\n", err));
+    assert_contains(err, "test.conf:2: [server] header_timeout: 2h is out of range (0..3600 seconds)");
+    config_free(&c);
+    ck_assert(config_defaults(&c));
+    ck_assert(!load(&c, "[server]\nconnection_timeout = 1500ms\n", err));
+    assert_contains(err, "[server] connection_timeout: 1500ms is not a whole number of seconds");
+    config_free(&c);
+    ck_assert(config_defaults(&c));
+    ck_assert(!load(&c, "[sync]\nprobe_interval = 5ms\n", err));
+    assert_contains(err, "[sync] probe_interval: 5ms is out of range (must be >= 0.01 and <= 60)");
+    ck_assert(config_override(&c, "sync.min_rebuild_interval=1min", err, sizeof err));
+    ck_assert_uint_eq(c.min_rebuild_interval, 60);
+    config_free(&c);
+
+    /* -h says which keys take units, and non-durations do not. */
+    {
+        int secs = config_key_find("server", "header_timeout");
+        int batch = config_key_find("server", "max_batch");
+        char buf[256];
+        ck_assert(secs >= 0 && batch >= 0);
+        ck_assert(config_key_duration((size_t)secs));
+        ck_assert(!config_key_duration((size_t)batch));
+        config_key_values((size_t)secs, buf, sizeof buf);
+        assert_contains(buf, "with a unit");
+        ck_assert(config_defaults(&c));
+        ck_assert(!config_set(&c, "server", "max_batch", "5s", err, sizeof err));
+        ck_assert_str_eq(err, "[server] max_batch: \"5s\" is not a number");
+        config_free(&c);
+    }
+}
+END_TEST
+
+/* --- what a reload reports, keeps and applies (issue 27, 25) --- */
+
+START_TEST(test_reload_diff_reports_values)
+{
+    struct config cur, next;
+    struct changes ch = { "", 0 };
+    char err[ERRLEN];
+    bool rebuild = true;
+
+    ck_assert(config_defaults(&cur));
+    ck_assert(config_defaults(&next));
+    ck_assert(load(&next, "[server]\nlisten = 127.0.0.1:9999\nmax_batch = 7\n"
+                          "[postgres]\nconninfo = password=sekrit\n"
+                          "[auth]\nuri_template = /n/{id}\n"
+                          "[sync]\nmax_staleness = 1500ms\n"
+                          "[log]\nlevel = debug\n", err));
+    ck_assert(config_reload_diff(&next, &cur, note_all, &ch, &rebuild, err, sizeof err));
+    ck_assert_str_eq(ch.text,
+                     "[server] listen: 127.0.0.1:8080 -> 127.0.0.1:9999 (restart);"
+                     "[server] max_batch: 10000 -> 7;"
+                     "[postgres] conninfo: (changed) -> (changed) (restart);"
+                     "[sync] max_staleness: 2s -> 1.5s (restart);"
+                     "[auth] uri_template: 0 templates -> 1 template;"
+                     "[log] level: info -> debug;");
+    ck_assert(strstr(ch.text, "sekrit") == NULL);
+    ck_assert(!rebuild);                         /* no key of today's table needs a rebuild */
+    /* Restart keys kept their old values, the secret one too. */
+    ck_assert_str_eq(next.conninfo, "");
+    ck_assert_double_eq(next.max_staleness, 2);
+    /* A second diff of the same pair finds only what stays changed: the reloadable keys. */
+    ch.text[0] = '\0';
+    ch.n = 0;
+    ck_assert(config_reload_diff(&next, &cur, note_change, &ch, NULL, err, sizeof err));
+    ck_assert_int_eq(ch.n, 0);
+    config_free(&next);
+    config_free(&cur);
+}
+END_TEST
+
+START_TEST(test_reload_apply_hooks)
+{
+    struct config prev, now;
+    struct log lg;
+    char err[ERRLEN];
+
+    log_init(&lg, LOG_LVL_INFO);
+    ck_assert(config_defaults(&prev));
+    ck_assert(config_defaults(&now));
+    /* Unchanged: the hook does not run (the level set by hand stays). */
+    log_set_level(&lg, LOG_LVL_ERROR);
+    config_apply_reload(&now, &prev, &(struct config_reload_ctx){ .log = &lg });
+    ck_assert_int_eq(lg.level, LOG_LVL_ERROR);
+    /* Changed: [log] level's hook sets it. */
+    ck_assert(config_set(&now, "log", "level", "debug", err, sizeof err));
+    config_apply_reload(&now, &prev, &(struct config_reload_ctx){ .log = &lg });
+    ck_assert_int_eq(lg.level, LOG_LVL_DEBUG);
+    config_free(&now);
+    config_free(&prev);
+}
+END_TEST
+
+/* Every owned value is the type's: copies share no pointer, free leaves nothing (per-filter strings too). */
+START_TEST(test_types_own_filter_strings)
+{
+    struct config a, b;
+    char err[ERRLEN];
+
+    ck_assert(config_defaults(&a));
+    ck_assert_msg(load(&a, "[filter one]\ntable = t1\ncolumn = c1\nchannel = ch1\n"
+                           "[filter two]\ntable = t2\ncolumn = c2\n", err), "%s", err);
+    ck_assert(config_copy(&b, &a));
+    for (unsigned f = 0; f < a.n_filters; f++) {
+        ck_assert_ptr_ne(a.filters[f].table, b.filters[f].table);
+        ck_assert_ptr_ne(a.filters[f].column, b.filters[f].column);
+        ck_assert_ptr_ne(a.filters[f].channel, b.filters[f].channel);
+        ck_assert_ptr_ne(a.filters[f].name, b.filters[f].name);
+        ck_assert_str_eq(a.filters[f].channel, b.filters[f].channel);
+    }
+    ck_assert_ptr_ne(a.base.table, b.base.table);
+    ck_assert_ptr_ne(a.listen_host, b.listen_host);
+    ck_assert_str_eq(b.filters[1].channel, "bloomguard_two");
+    config_free(&a);
+    ck_assert_ptr_null(a.filters[0].table);
+    ck_assert_ptr_null(a.base.channel);
+    ck_assert_ptr_null(a.listen_host);
+    config_free(&b);
+}
+END_TEST
+
 Suite *check_suite(void)
 {
     Suite *s = suite_create("config");
@@ -1324,6 +1509,10 @@ Suite *check_suite(void)
     tcase_add_test(tc, test_overrides);
     tcase_add_test(tc, test_set_unknown);
     tcase_add_test(tc, test_free_after_errors);
+    tcase_add_test(tc, test_durations);
+    tcase_add_test(tc, test_reload_diff_reports_values);
+    tcase_add_test(tc, test_reload_apply_hooks);
+    tcase_add_test(tc, test_types_own_filter_strings);
     suite_add_tcase(s, tc);
     return s;
 }
