@@ -264,6 +264,9 @@ static const struct key_def keys[] = {
 
     K_ENUM("log", "level", "info", RELOAD, log_level, log_levels,
            "least severe messages logged"),
+    K_STR("log", "file", "", RESTART, CF(log_file), NULL,
+          "append the log to this file instead of standard error (reopened on SIGUSR1, "
+          "for logrotate); empty: standard error"),
 };
 
 #define KEY_COUNT (sizeof keys / sizeof keys[0])

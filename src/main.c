@@ -65,19 +65,19 @@ static void usage(FILE *out)
     synopsis(out);
     fprintf(out,
             "\n"
-            "  -c, --config FILE    configuration file (default %s)\n"
-            "  -t, --test           check the configuration and exit (0 ok, 1 error): the\n"
+            "  -c FILE (--config)   configuration file (default %s)\n"
+            "  -t (--test)          check the configuration and exit (0 ok, 1 error): the\n"
             "                       conninfo parses, directories exist and are writable,\n"
             "                       secrets are not readable by others\n"
-            "      --connect        with -t: also connect and check each table and column\n"
-            "      --print-nginx    print the nginx configuration for the templates and exit\n"
-            "      --print-caddy    print the Caddyfile for the templates and exit\n"
-            "  -s, --signal SIGNAL  send SIGNAL to the daemon of -p PID and exit: reload\n"
+            "  --connect            with -t: also connect and check each table and column\n"
+            "  --print-nginx        print the nginx configuration for the templates and exit\n"
+            "  --print-caddy        print the Caddyfile for the templates and exit\n"
+            "  -s SIGNAL (--signal) send SIGNAL to the daemon of -p PID and exit: reload\n"
             "                       (SIGHUP; waits until the daemon has taken it), reopen\n"
             "                       (SIGUSR1, the log file), stop (SIGTERM)\n"
-            "  -p, --pid PID        the daemon -s signals (systemd: $MAINPID)\n"
-            "  -V, --version        print the version and exit\n"
-            "  -h, --help           this help, with every configuration key\n"
+            "  -p PID (--pid)       the daemon -s signals (systemd: $MAINPID)\n"
+            "  -V (--version)       print the version and exit\n"
+            "  -h (--help)          this help, with every configuration key\n"
             "  --section.key=value  override a configuration key\n"
             "\n"
             "keys (section.key = default), what they accept, and whether SIGHUP applies\n"
@@ -521,6 +521,15 @@ int main(int argc, char **argv)
     }
 
     log_init(&lg, cfg.log_level);
+    if (cfg.log_file[0] != '\0' && !log_open_file(&lg, cfg.log_file, err, sizeof err)) {
+        fprintf(stderr, "bloomguard: %s\n", err);
+        token_free(admin_token);
+        config_free(&cfg);
+        return EXIT_STARTUP;
+    }
+    /* pgbouncer refuses root; a warning keeps containers and test rigs working. */
+    if (geteuid() == 0)
+        log_warn(&lg, "running as root: use the packaged unit's DynamicUser or a dedicated user");
     /* Every thread inherits this mask; only the main thread takes signals. */
     sigset_t sigs;
     sigemptyset(&sigs);
@@ -528,6 +537,8 @@ int main(int argc, char **argv)
     sigaddset(&sigs, SIGINT);
     sigaddset(&sigs, SIGHUP);
     sigaddset(&sigs, SIGQUIT);
+    sigaddset(&sigs, SIGUSR1);
+    sigaddset(&sigs, SIGUSR2);
     pthread_sigmask(SIG_BLOCK, &sigs, NULL);
     signal(SIGPIPE, SIG_IGN);
 
@@ -609,6 +620,20 @@ int main(int argc, char **argv)
             reload_config(&cl, app.live, &lg);
             log_info(&lg, "SIGHUP: rebuilding the filters from their tables");
             reload_tables(&hctx, app.source, owe);
+            continue;
+        }
+        if (sig == SIGUSR1) {
+            /* logrotate (and nginx habits): a new file where the old one was moved away. */
+            if (!log_reopen(&lg, err, sizeof err))
+                log_error(&lg, "SIGUSR1: %s", err);
+            else if (lg.file != NULL)
+                log_info(&lg, "SIGUSR1: log file %s reopened", lg.file);
+            else
+                log_info(&lg, "SIGUSR1: no [log] file to reopen");
+            continue;
+        }
+        if (sig == SIGUSR2) {
+            log_info(&lg, "SIGUSR2: ignored (reserved)");
             continue;
         }
         log_info(&lg, "%s: shutting down", strsignal(sig));
