@@ -140,7 +140,8 @@ static const struct enum_name uri_sources[] = {
  */
 static const struct key_def keys[] = {
     K_TYPED("server", "listen", T_LISTEN, "127.0.0.1:8080", RESTART,
-            "address to listen on, host:port or [ipv6]:port; port 0 picks a free port"),
+            "address to listen on, host:port or [ipv6]:port (port 0 picks a free port), or "
+            "unix:/path (a unix socket, mode 0660)"),
     K_UINT("server", "threads", "0", RESTART, CF(threads), 0, 256,
            "worker threads, 0 = one per CPU"),
     K_UINT("server", "max_connections", "10000", RESTART, CF(max_connections), 1, 1000000,
@@ -430,6 +431,20 @@ static bool parse_listen(const char *v, char **host, unsigned *port, char *err, 
     uint64_t x = 0;
     size_t hlen;
 
+    /* "unix:/absolute/path": a unix socket (listen.h), kept whole as the host, port 0. */
+    if (strncmp(v, "unix:", 5) == 0) {
+        if (v[5] != '/' || strlen(v + 5) >= 108) {
+            errf(err, errlen, "\"%.*s\": expected unix:/absolute/path (at most 107 bytes)",
+                 ERR_VALUE_MAX, v);
+            return false;
+        }
+        if ((*host = strdup(v)) == NULL) {
+            errf(err, errlen, "out of memory");
+            return false;
+        }
+        *port = 0;
+        return true;
+    }
     if (v[0] == '[') {
         h = v + 1;
         hend = strchr(h, ']');

@@ -599,10 +599,14 @@ int main(int argc, char **argv)
         log_error(&lg, "%s", err);
         goto out;
     }
-    log_info(&lg, "bloomguard %s listening on http://%s%s%s:%u (config %s)", PACKAGE_VERSION,
-             strchr(cfg.listen_host, ':') ? "[" : "", cfg.listen_host,
-             strchr(cfg.listen_host, ':') ? "]" : "", http_port(http),
-             file ? file : "built-in defaults");
+    if (strncmp(cfg.listen_host, "unix:", 5) == 0)
+        log_info(&lg, "bloomguard %s listening on %s (config %s)", PACKAGE_VERSION,
+                 cfg.listen_host, file ? file : "built-in defaults");
+    else
+        log_info(&lg, "bloomguard %s listening on http://%s%s%s:%u (config %s)", PACKAGE_VERSION,
+                 strchr(cfg.listen_host, ':') ? "[" : "", cfg.listen_host,
+                 strchr(cfg.listen_host, ':') ? "]" : "", http_port(http),
+                 file ? file : "built-in defaults");
     if (!source_start(app.source)) {
         log_error(&lg, "cannot start the loader threads");
         goto out;
