@@ -126,6 +126,7 @@ struct config {
     bool metrics_enabled;        /* key "enabled" */
     /* [log] */
     enum log_level log_level;    /* key "level" */
+    char *log_file;              /* key "file": "" = standard error */
 };
 
 /*

@@ -82,8 +82,9 @@ static bool valid_ipv6(const char *s, size_t len)
 }
 
 /*
- * Split "host:port" or "[v6addr]:port".  Only the shape is checked here;
- * whether the name resolves is the listener's business.
+ * Split "host:port" or "[v6addr]:port", or keep "unix:/path" whole.  Only
+ * the shape is checked here; whether the name resolves is the listener's
+ * business.
  */
 static bool parse_listen(const char *v, char **host, unsigned *port, char *err, size_t errlen)
 {
@@ -91,6 +92,20 @@ static bool parse_listen(const char *v, char **host, unsigned *port, char *err, 
     unsigned x = 0;
     size_t hlen;
 
+    /* "unix:/absolute/path": a unix socket (listen.h), kept whole as the host, port 0. */
+    if (strncmp(v, "unix:", 5) == 0) {
+        if (v[5] != '/' || strlen(v + 5) >= 108) {
+            errf(err, errlen, "\"%.*s\": expected unix:/absolute/path (at most 107 bytes)",
+                 ERR_VALUE_MAX, v);
+            return false;
+        }
+        if ((*host = strdup(v)) == NULL) {
+            errf(err, errlen, "out of memory");
+            return false;
+        }
+        *port = 0;
+        return true;
+    }
     if (v[0] == '[') {
         h = v + 1;
         hend = strchr(h, ']');

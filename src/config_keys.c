@@ -107,7 +107,8 @@ static const struct config_enum_name uri_sources[] = {
  */
 const struct config_key config_keys[] = {
     K_TYPED("server", "listen", listen, "127.0.0.1:8080", CONFIG_RESTART,
-            "address to listen on, host:port or [ipv6]:port; port 0 picks a free port"),
+            "address to listen on, host:port or [ipv6]:port (port 0 picks a free port), or "
+            "unix:/path (a unix socket, mode 0660)"),
     K_UINT("server", "threads", "0", CONFIG_RESTART, CF(threads), 0, 256,
            "worker threads, 0 = one per CPU"),
     K_UINT("server", "max_connections", "10000", CONFIG_RESTART, CF(max_connections), 1, 1000000,
@@ -232,6 +233,9 @@ const struct config_key config_keys[] = {
 
     K_ENUM("log", "level", "info", CONFIG_RELOAD, log_level, log_levels,
            "least severe messages logged", .apply = apply_log_level),
+    K_STR("log", "file", "", CONFIG_RESTART, CF(log_file), NULL,
+          "append the log to this file instead of standard error (reopened on SIGUSR1, "
+          "for logrotate); empty: standard error"),
 };
 
 

@@ -1,5 +1,5 @@
 /*
- * TCP listening sockets for the daemon (and the example service).
+ * TCP and unix listening sockets for the daemon (and the example service).
  */
 #include "listen.h"
 
@@ -10,6 +10,8 @@
 #include <stdio.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
 #include <unistd.h>
 
 int listen_tcp(const char *host, unsigned port, int *family, unsigned *bound_port,
@@ -42,4 +44,43 @@ int listen_tcp(const char *host, unsigned port, int *family, unsigned *bound_por
         *bound_port = ntohs(ss.ss_family == AF_INET6 ? ((struct sockaddr_in6 *)&ss)->sin6_port
                                                      : ((struct sockaddr_in *)&ss)->sin_port);
     return fd;
+}
+
+int listen_unix(const char *path, char *err, size_t errlen)
+{
+    struct sockaddr_un sa = { .sun_family = AF_UNIX };
+    struct stat st;
+    if (strlen(path) >= sizeof sa.sun_path) {
+        snprintf(err, errlen, "cannot listen on unix:%s: path too long", path);
+        return -1;
+    }
+    memcpy(sa.sun_path, path, strlen(path) + 1);
+    /* A previous run's socket (a crash, a kill -9); never another kind of file. */
+    if (lstat(path, &st) == 0) {
+        if (!S_ISSOCK(st.st_mode)) {
+            snprintf(err, errlen, "cannot listen on unix:%s: a file that is not a socket is there",
+                     path);
+            return -1;
+        }
+        unlink(path);
+    }
+    int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    if (fd < 0 || bind(fd, (struct sockaddr *)&sa, sizeof sa) != 0 || chmod(path, 0660) != 0
+        || listen(fd, 1024) != 0) {
+        snprintf(err, errlen, "cannot listen on unix:%s: %s", path, strerror(errno));
+        if (fd >= 0)
+            close(fd);
+        return -1;
+    }
+    return fd;
+}
+
+int listen_open(const char *host, unsigned port, int *family, unsigned *bound_port,
+                char *err, size_t errlen)
+{
+    if (strncmp(host, "unix:", 5) != 0)
+        return listen_tcp(host, port, family, bound_port, err, errlen);
+    *family = AF_UNIX;
+    *bound_port = 0;
+    return listen_unix(host + 5, err, errlen);
 }

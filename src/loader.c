@@ -1,9 +1,11 @@
 /*
  * libpq side of loading: COPY of one column, row by row, straight into a
- * filter.  Nothing here logs or keeps state between calls.
+ * filter.  Nothing here logs (but libpq's notices, passed on) or keeps state
+ * between calls.
  */
 #include "loader.h"
 
+#include "log.h"
 #include "spell.h"
 
 #include <poll.h>
@@ -19,6 +21,29 @@ void loader_set_error(char *err, size_t errlen, const char *what, PGconn *conn)
     while (n > 0 && (msg[n - 1] == '\n' || msg[n - 1] == ' '))
         n--;
     snprintf(err, errlen, "%s%s%.*s", what, n ? ": " : "", (int)n, msg);
+}
+
+/*
+ * libpq's notices and asynchronous errors ("FATAL:  terminating connection
+ * due to administrator command") go through the daemon's log format and
+ * priorities instead of raw onto stderr.
+ */
+static void notice_to_log(void *arg, const char *message)
+{
+    static const struct { const char *prefix; enum log_level level; } sev[] = {
+        { "PANIC:", LOG_LVL_ERROR }, { "FATAL:", LOG_LVL_ERROR }, { "ERROR:", LOG_LVL_ERROR },
+        { "WARNING:", LOG_LVL_WARN }, { "NOTICE:", LOG_LVL_INFO }, { "INFO:", LOG_LVL_INFO },
+        { "LOG:", LOG_LVL_INFO }, { "DEBUG:", LOG_LVL_DEBUG },
+    };
+    enum log_level level = LOG_LVL_WARN;
+    (void)arg;
+    for (size_t i = 0; i < sizeof sev / sizeof sev[0]; i++)
+        if (strncmp(message, sev[i].prefix, strlen(sev[i].prefix)) == 0)
+            level = sev[i].level;
+    size_t n = strlen(message);
+    while (n > 0 && (message[n - 1] == '\n' || message[n - 1] == ' '))
+        n--;
+    log_msg(NULL, level, "postgres: %.*s", (int)n, message);
 }
 
 static PGconn *connect_as(const struct config *cfg, const char *app, bool replication, char *err,
@@ -48,6 +73,7 @@ static PGconn *connect_as(const struct config *cfg, const char *app, bool replic
         PQfinish(conn);
         return NULL;
     }
+    PQsetNoticeProcessor(conn, notice_to_log, NULL);
     /*
      * One text form for an ID, whatever the server's or the role's defaults:
      * COPY and sql/notify.sql's trigger (which pins the same settings with

@@ -4,22 +4,89 @@
  */
 #include "log.h"
 
+#include <errno.h>
+#include <fcntl.h>
 #include <stdarg.h>
 #include <stdatomic.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
-#include <time.h>
+#include <sys/stat.h>
 #include <unistd.h>
+
+bool log_under_journald(void)
+{
+    const char *js = getenv("JOURNAL_STREAM");
+    unsigned long long dev, ino;
+    struct stat st;
+    if (js == NULL || sscanf(js, "%llu:%llu", &dev, &ino) != 2)
+        return false;
+    return fstat(STDERR_FILENO, &st) == 0 && (unsigned long long)st.st_dev == dev
+           && (unsigned long long)st.st_ino == ino;
+}
 
 void log_init(struct log *lg, enum log_level level)
 {
     atomic_init(&lg->level, level);
-    lg->journal = !isatty(STDERR_FILENO);
+    lg->journal = log_under_journald();
+    lg->file = NULL;
+}
+
+/* path onto standard error; false with errno set. */
+static bool open_onto_stderr(const char *path)
+{
+    int fd = open(path, O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC | O_NOCTTY, 0640);
+    if (fd < 0)
+        return false;
+    if (dup2(fd, STDERR_FILENO) < 0) {
+        int e = errno;
+        close(fd);
+        errno = e;
+        return false;
+    }
+    close(fd);
+    return true;
+}
+
+bool log_open_file(struct log *lg, const char *path, char *err, size_t errlen)
+{
+    if (!open_onto_stderr(path)) {
+        snprintf(err, errlen, "[log] file: cannot open %s: %s", path, strerror(errno));
+        return false;
+    }
+    lg->file = path;
+    lg->journal = false;
+    return true;
+}
+
+bool log_reopen(struct log *lg, char *err, size_t errlen)
+{
+    if (lg->file == NULL)
+        return true;
+    if (!open_onto_stderr(lg->file)) {
+        snprintf(err, errlen, "cannot reopen the log file %s: %s", lg->file, strerror(errno));
+        return false;
+    }
+    return true;
 }
 
 void log_set_level(struct log *lg, enum log_level level)
 {
     atomic_store_explicit(&lg->level, level, memory_order_relaxed);
+}
+
+size_t log_timestamp(const struct timespec *ts, char *buf, size_t buflen)
+{
+    struct tm tm;
+    char zone[8];
+    localtime_r(&ts->tv_sec, &tm);
+    size_t n = strftime(buf, buflen, "%Y-%m-%dT%H:%M:%S", &tm);
+    /* %z is "+0100"; RFC 3339 wants "+01:00". */
+    if (strftime(zone, sizeof zone, "%z", &tm) != 5)
+        snprintf(zone, sizeof zone, "+0000");
+    int w = snprintf(buf + n, buflen - n, ".%03ld%.3s:%.2s", ts->tv_nsec / 1000000, zone,
+                     zone + 3);
+    return w > 0 ? n + (size_t)w : n;
 }
 
 void log_msg(const struct log *lg, enum log_level level, const char *fmt, ...)
@@ -32,14 +99,13 @@ void log_msg(const struct log *lg, enum log_level level, const char *fmt, ...)
 
     if (lg != NULL && level > atomic_load_explicit(&lg->level, memory_order_relaxed))
         return;
-    if (lg == NULL || lg->journal) {
+    if (lg != NULL ? lg->journal : log_under_journald()) {
         n = (size_t)snprintf(line, sizeof line, "<%d>", prio[level]);
     } else {
         struct timespec ts;
-        struct tm tm;
         clock_gettime(CLOCK_REALTIME, &ts);
-        localtime_r(&ts.tv_sec, &tm);
-        n = strftime(line, sizeof line, "%Y-%m-%d %H:%M:%S ", &tm);
+        n = log_timestamp(&ts, line, sizeof line);
+        line[n++] = ' ';
     }
     n += (size_t)snprintf(line + n, sizeof line - n, "bloomguard: %s: ", name[level]);
 

@@ -1,12 +1,16 @@
 /*
- * Levelled logging to stderr, one line per event.  When stderr is not a
- * terminal (journald, a pipe) each line starts with a syslog priority prefix
- * "<N>" that journald understands; on a terminal it starts with a timestamp.
+ * Levelled logging to stderr (or a file), one line per event.  Under
+ * journald (JOURNAL_STREAM names standard error) each line starts with a
+ * syslog priority prefix "<N>" that journald turns into the entry's
+ * priority; anywhere else (a terminal, a pipe, a file) with an RFC 3339
+ * timestamp in milliseconds, as nginx's and pgbouncer's logs have one.
  */
 #ifndef BLOOMGUARD_LOG_H
 #define BLOOMGUARD_LOG_H
 
 #include <stdbool.h>
+#include <stddef.h>
+#include <time.h>
 
 /* Most to least severe; a message is written when its level <= the configured one. */
 enum log_level { LOG_LVL_ERROR, LOG_LVL_WARN, LOG_LVL_INFO, LOG_LVL_DEBUG };
@@ -15,17 +19,54 @@ struct log {
     /* Messages above this level are dropped.  Atomic: SIGHUP changes it while other threads log. */
     _Atomic(enum log_level) level;
     bool journal;           /* "<N>" prefixes instead of timestamps */
+    const char *file;       /* log_open_file's path (the caller's), or NULL: stderr as inherited */
 };
 
-/* Set up from the configured level; decides the prefix style from isatty(2). */
+/* Set up from the configured level; decides the prefix style from JOURNAL_STREAM. */
 void log_init(struct log *lg, enum log_level level);
+
+/*
+ * Whether standard error is journald's stream: JOURNAL_STREAM ("dev:ino",
+ * set by systemd) names the file standard error is.  A redirected stderr
+ * under systemd is not.
+ */
+bool log_under_journald(void);
+
+/*
+ * Append to path (created 0640 if missing) instead of what standard error
+ * was: the file becomes standard error itself, so stray writes land there
+ * too, and lines get timestamps.  path must outlive lg (log_reopen opens it
+ * again).  False with the reason in err; nothing changed then.  Call before
+ * other threads log.
+ */
+bool log_open_file(struct log *lg, const char *path, char *err, size_t errlen);
+
+/*
+ * SIGUSR1: open the file of log_open_file again (new if logrotate moved it)
+ * and put it in place of standard error with one dup2, so threads logging
+ * meanwhile write to the old file or the new one, never to a closed
+ * descriptor.  True (doing nothing) without a file; false with the reason
+ * in err, the old file still in use.
+ */
+bool log_reopen(struct log *lg, char *err, size_t errlen);
 
 /* Change the level; thread-safe, takes effect for the next message of every thread. */
 void log_set_level(struct log *lg, enum log_level level);
 
-/* Thread-safe: each call is one write(2) of a whole line. */
+/*
+ * Thread-safe: each call is one write(2) of a whole line.  lg may be NULL
+ * (libpq's notice hook, which has no logger): every level is written, in
+ * the style log_under_journald says.
+ */
 void log_msg(const struct log *lg, enum log_level level, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
+
+/*
+ * The RFC 3339 timestamp of ts in local time with milliseconds,
+ * "2026-11-24T20:34:03.123+01:00", into buf (at least 32 bytes).  Returns
+ * its length.
+ */
+size_t log_timestamp(const struct timespec *ts, char *buf, size_t buflen);
 
 #define log_error(lg, ...) log_msg((lg), LOG_LVL_ERROR, __VA_ARGS__)
 #define log_warn(lg, ...)  log_msg((lg), LOG_LVL_WARN, __VA_ARGS__)

@@ -3,6 +3,7 @@
  * notifications.  Wiring only; the work happens in the modules.
  */
 #include <errno.h>
+#include <getopt.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stdatomic.h>
@@ -22,6 +23,7 @@
 #include "notify.h"
 #include "persist.h"
 #include "postlog.h"
+#include "preflight.h"
 #include "proxyconf.h"
 #include "publish.h"
 #include "source.h"
@@ -32,7 +34,7 @@
 #define DEFAULT_CONFIG SYSCONFDIR "/bloomguard/bloomguard.conf"
 
 /* Exit codes (documented in bloomguard(8)). */
-enum { EXIT_OK = 0, EXIT_CONFIG = 1, EXIT_STARTUP = 2 };
+enum { EXIT_OK = 0, EXIT_CONFIG = 1, EXIT_STARTUP = 2, EXIT_USAGE = 2 };
 
 /*
  * Readiness across tables, for sd_notify.  The hooks run on the rebuild
@@ -50,19 +52,34 @@ struct hooks_ctx {
     unsigned owing;                 /* tables with owed[t] != 0 */
 };
 
-static void usage(FILE *out)
+/* The synopsis alone: what a mistyped command line gets, on stderr. */
+static void synopsis(FILE *out)
 {
     fprintf(out,
-            "usage: bloomguard [-c FILE] [-t] [--section.key=value ...]\n"
+            "usage: bloomguard [-c FILE] [-t [--connect]] [--section.key=value ...]\n"
             "       bloomguard [-c FILE] --print-nginx | --print-caddy [--section.key=value ...]\n"
-            "       bloomguard -V | -h\n"
+            "       bloomguard -s reload|reopen|stop -p PID\n"
+            "       bloomguard -V | -h\n");
+}
+
+static void usage(FILE *out)
+{
+    synopsis(out);
+    fprintf(out,
             "\n"
-            "  -c FILE              configuration file (default %s)\n"
-            "  -t                   check the configuration and exit (0 ok, 1 error)\n"
+            "  -c FILE (--config)   configuration file (default %s)\n"
+            "  -t (--test)          check the configuration and exit (0 ok, 1 error): the\n"
+            "                       conninfo parses, directories exist and are writable,\n"
+            "                       secrets are not readable by others\n"
+            "  --connect            with -t: also connect and check each table and column\n"
             "  --print-nginx        print the nginx configuration for the templates and exit\n"
             "  --print-caddy        print the Caddyfile for the templates and exit\n"
-            "  -V                   print the version and exit\n"
-            "  -h                   this help, with every configuration key\n"
+            "  -s SIGNAL (--signal) send SIGNAL to the daemon of -p PID and exit: reload\n"
+            "                       (SIGHUP; waits until the daemon has taken it), reopen\n"
+            "                       (SIGUSR1, the log file), stop (SIGTERM)\n"
+            "  -p PID (--pid)       the daemon -s signals (systemd: $MAINPID)\n"
+            "  -V (--version)       print the version and exit\n"
+            "  -h (--help)          this help, with every configuration key\n"
             "  --section.key=value  override a configuration key\n"
             "\n"
             "keys (section.key = default), what they accept, and whether SIGHUP applies\n"
@@ -190,16 +207,115 @@ struct cmdline {
     int argc;
 };
 
-/* --print-nginx, --print-caddy: true with the proxy in *kind. */
-static bool is_print(const char *arg, enum proxyconf_kind *kind)
-{
-    return strncmp(arg, "--print-", 8) == 0 && proxyconf_kind_parse(arg + 8, kind);
-}
-
+/* "--section.key=value": a dot before any '=' tells it from the long options. */
 static bool is_override(const char *arg)
 {
-    enum proxyconf_kind k;
-    return strncmp(arg, "--", 2) == 0 && arg[2] != '\0' && !is_print(arg, &k);
+    if (strncmp(arg, "--", 2) != 0)
+        return false;
+    size_t name = strcspn(arg + 2, "=");
+    const char *dot = memchr(arg + 2, '.', name);
+    return dot != NULL && dot != arg + 2;
+}
+
+/* What the command line asks for besides the configuration. */
+struct args {
+    const char *path;           /* -c FILE, or NULL */
+    bool check_only, connect, print;
+    enum proxyconf_kind print_kind;
+    const char *signal, *pid;   /* -s SIGNAL -p PID, or NULL */
+};
+
+enum args_result { ARGS_RUN, ARGS_EXIT_OK, ARGS_EXIT_USAGE };
+
+/*
+ * getopt_long, as nginx and pgbouncer users expect (-tc FILE, --config=FILE,
+ * --), with the "--section.key=value" overrides taken out first: they are
+ * read again on every SIGHUP, from argv itself.  A mistake prints the
+ * synopsis on stderr: the caller exits 2.
+ */
+static enum args_result parse_args(int argc, char **argv, struct args *a)
+{
+    enum { OPT_CONNECT = 256, OPT_PRINT_NGINX, OPT_PRINT_CADDY };
+    static const struct option longopts[] = {
+        { "config", required_argument, NULL, 'c' },
+        { "test", no_argument, NULL, 't' },
+        { "connect", no_argument, NULL, OPT_CONNECT },
+        { "print-nginx", no_argument, NULL, OPT_PRINT_NGINX },
+        { "print-caddy", no_argument, NULL, OPT_PRINT_CADDY },
+        { "signal", required_argument, NULL, 's' },
+        { "pid", required_argument, NULL, 'p' },
+        { "version", no_argument, NULL, 'V' },
+        { "help", no_argument, NULL, 'h' },
+        { NULL, 0, NULL, 0 },
+    };
+    char **rest = calloc((size_t)argc + 1, sizeof *rest);
+    enum args_result res = ARGS_RUN;
+    int n = 0, opt;
+
+    memset(a, 0, sizeof *a);
+    if (rest == NULL) {
+        fprintf(stderr, "bloomguard: out of memory\n");
+        return ARGS_EXIT_USAGE;
+    }
+    for (int i = 0; i < argc; i++) {
+        if (i > 0 && strcmp(argv[i], "--") == 0) {
+            while (i < argc)
+                rest[n++] = argv[i++];
+            break;
+        }
+        if (i == 0 || !is_override(argv[i]))
+            rest[n++] = argv[i];
+    }
+    opterr = 0;
+    optind = 1;
+    while (res == ARGS_RUN && (opt = getopt_long(n, rest, ":c:tVhs:p:", longopts, NULL)) != -1) {
+        switch (opt) {
+        case 'c': a->path = optarg; break;
+        case 't': a->check_only = true; break;
+        case OPT_CONNECT: a->connect = true; break;
+        case OPT_PRINT_NGINX: a->print = true; a->print_kind = PROXYCONF_NGINX; break;
+        case OPT_PRINT_CADDY: a->print = true; a->print_kind = PROXYCONF_CADDY; break;
+        case 's': a->signal = optarg; break;
+        case 'p': a->pid = optarg; break;
+        case 'V':
+            printf("bloomguard %s\n", PACKAGE_VERSION);
+            res = ARGS_EXIT_OK;
+            break;
+        case 'h':
+            usage(stdout);
+            res = ARGS_EXIT_OK;
+            break;
+        case ':':
+            fprintf(stderr, "bloomguard: option %s needs an argument\n", rest[optind - 1]);
+            res = ARGS_EXIT_USAGE;
+            break;
+        default:
+            if (optopt != 0)
+                fprintf(stderr, "bloomguard: unknown option -%c\n", optopt);
+            else
+                fprintf(stderr, "bloomguard: unknown option %s\n", rest[optind - 1]);
+            res = ARGS_EXIT_USAGE;
+            break;
+        }
+    }
+    if (res == ARGS_RUN && optind < n) {
+        fprintf(stderr, "bloomguard: unexpected argument \"%s\"\n", rest[optind]);
+        res = ARGS_EXIT_USAGE;
+    }
+    if (res == ARGS_RUN && a->connect && !a->check_only) {
+        fprintf(stderr, "bloomguard: --connect goes with -t\n");
+        res = ARGS_EXIT_USAGE;
+    }
+    if (res == ARGS_RUN && (a->signal != NULL) != (a->pid != NULL)) {
+        fprintf(stderr, "bloomguard: -s and -p go together\n");
+        res = ARGS_EXIT_USAGE;
+    }
+    if (res == ARGS_EXIT_USAGE) {
+        synopsis(stderr);
+        fprintf(stderr, "(bloomguard --help lists every option and key)\n");
+    }
+    free(rest);
+    return res;
 }
 
 /*
@@ -307,6 +423,60 @@ out:
     return ok;
 }
 
+/* Whether signal sig is pending for the whole process pid (its ShdPnd mask); false once taken. */
+static bool signal_pending(long pid, int sig)
+{
+    char path[64], line[256];
+    bool pending = false;
+    snprintf(path, sizeof path, "/proc/%ld/status", pid);
+    FILE *f = fopen(path, "r");
+    if (f == NULL)
+        return false;
+    while (fgets(line, sizeof line, f) != NULL)
+        if (strncmp(line, "ShdPnd:", 7) == 0)
+            pending = (strtoull(line + 7, NULL, 16) >> (sig - 1)) & 1;
+    fclose(f);
+    return pending;
+}
+
+/*
+ * -s reload|reopen|stop -p PID, as nginx -s: what systemd's ExecReload= runs,
+ * so that the unit needs no kill(1) (a minbase system has none).  reload
+ * returns once the daemon has taken the SIGHUP and had a moment to send
+ * RELOADING=1: systemd must see that before ExecReload= exits to wait for
+ * READY=1.
+ */
+static int send_signal(const char *name, const char *pidstr)
+{
+    static const struct { const char *name; int sig; } sigs[] = {
+        { "reload", SIGHUP }, { "reopen", SIGUSR1 }, { "stop", SIGTERM }, { "quit", SIGTERM },
+    };
+    int sig = 0;
+    for (size_t i = 0; i < sizeof sigs / sizeof sigs[0]; i++)
+        if (strcmp(name, sigs[i].name) == 0)
+            sig = sigs[i].sig;
+    char *end;
+    errno = 0;
+    long pid = strtol(pidstr, &end, 10);
+    if (sig == 0 || errno != 0 || end == pidstr || *end != '\0' || pid <= 1) {
+        fprintf(stderr, "bloomguard: -s %s -p %s: expected -s reload|reopen|stop and a process id\n",
+                name, pidstr);
+        return EXIT_USAGE;
+    }
+    if (kill((pid_t)pid, sig) != 0) {
+        fprintf(stderr, "bloomguard: cannot signal process %ld: %s\n", pid, strerror(errno));
+        return EXIT_CONFIG;
+    }
+    if (sig != SIGHUP)
+        return EXIT_OK;
+    struct timespec tick = { 0, 50 * 1000 * 1000 };
+    for (int i = 0; i < 100 && signal_pending(pid, sig); i++)
+        nanosleep(&tick, NULL);
+    struct timespec settle = { 0, 200 * 1000 * 1000 };
+    nanosleep(&settle, NULL);
+    return EXIT_OK;
+}
+
 int main(int argc, char **argv)
 {
     struct config cfg;
@@ -316,33 +486,24 @@ int main(int argc, char **argv)
     const char *file = NULL;
     bool check_only = false, print = false;
     enum proxyconf_kind print_kind = PROXYCONF_NGINX;
+    struct args args;
     int rc = EXIT_STARTUP;
 
     memset(&cfg, 0, sizeof cfg);
-    /* -c FILE, -t, -V, -h; every "--section.key=value" is an override, applied after the file. */
-    for (int i = 1; i < argc; i++) {
-        const char *arg = argv[i];
-        if (is_override(arg))
-            continue;
-        if (is_print(arg, &print_kind)) {
-            print = true;
-        } else if (strcmp(arg, "-c") == 0 && i + 1 < argc) {
-            cl.path = argv[++i];
-        } else if (strncmp(arg, "-c", 2) == 0 && arg[2] != '\0') {
-            cl.path = arg + 2;
-        } else if (strcmp(arg, "-t") == 0) {
-            check_only = true;
-        } else if (strcmp(arg, "-V") == 0) {
-            printf("bloomguard %s\n", PACKAGE_VERSION);
-            return EXIT_OK;
-        } else if (strcmp(arg, "-h") == 0) {
-            usage(stdout);
-            return EXIT_OK;
-        } else {
-            fprintf(stderr, "bloomguard: unexpected argument \"%s\" (try -h)\n", arg);
-            return EXIT_CONFIG;
-        }
+    switch (parse_args(argc, argv, &args)) {
+    case ARGS_RUN:
+        break;
+    case ARGS_EXIT_OK:
+        return EXIT_OK;
+    case ARGS_EXIT_USAGE:
+        return EXIT_USAGE;
     }
+    cl.path = args.path;
+    check_only = args.check_only;
+    print = args.print;
+    print_kind = args.print_kind;
+    if (args.signal != NULL)
+        return send_signal(args.signal, args.pid);
     if (!config_defaults(&cfg)) {
         fprintf(stderr, "bloomguard: out of memory\n");
         config_free(&cfg);
@@ -372,13 +533,29 @@ int main(int argc, char **argv)
         return EXIT_CONFIG;
     }
     if (check_only) {
-        printf("bloomguard: configuration %s is valid\n", file ? file : "(built-in defaults)");
+        unsigned errors = preflight_offline(&cfg, file, stderr);
+        if (args.connect)
+            errors += preflight_connect(&cfg, stderr);
+        if (errors == 0)
+            printf("bloomguard: configuration %s is valid\n", file ? file : "(built-in defaults)");
+        else
+            fprintf(stderr, "bloomguard: configuration %s: %u error%s\n",
+                    file ? file : "(built-in defaults)", errors, errors == 1 ? "" : "s");
         token_free(admin_token);
         config_free(&cfg);
-        return EXIT_OK;
+        return errors == 0 ? EXIT_OK : EXIT_CONFIG;
     }
 
     log_init(&lg, cfg.log_level);
+    if (cfg.log_file[0] != '\0' && !log_open_file(&lg, cfg.log_file, err, sizeof err)) {
+        fprintf(stderr, "bloomguard: %s\n", err);
+        token_free(admin_token);
+        config_free(&cfg);
+        return EXIT_STARTUP;
+    }
+    /* pgbouncer refuses root; a warning keeps containers and test rigs working. */
+    if (geteuid() == 0)
+        log_warn(&lg, "running as root: use the packaged unit's DynamicUser or a dedicated user");
     /* Every thread inherits this mask; only the main thread takes signals. */
     sigset_t sigs;
     sigemptyset(&sigs);
@@ -386,6 +563,8 @@ int main(int argc, char **argv)
     sigaddset(&sigs, SIGINT);
     sigaddset(&sigs, SIGHUP);
     sigaddset(&sigs, SIGQUIT);
+    sigaddset(&sigs, SIGUSR1);
+    sigaddset(&sigs, SIGUSR2);
     pthread_sigmask(SIG_BLOCK, &sigs, NULL);
     signal(SIGPIPE, SIG_IGN);
 
@@ -449,10 +628,14 @@ int main(int argc, char **argv)
         log_error(&lg, "%s", err);
         goto out;
     }
-    log_info(&lg, "bloomguard %s listening on http://%s%s%s:%u (config %s)", PACKAGE_VERSION,
-             strchr(cfg.listen_host, ':') ? "[" : "", cfg.listen_host,
-             strchr(cfg.listen_host, ':') ? "]" : "", http_port(http),
-             file ? file : "built-in defaults");
+    if (strncmp(cfg.listen_host, "unix:", 5) == 0)
+        log_info(&lg, "bloomguard %s listening on %s (config %s)", PACKAGE_VERSION,
+                 cfg.listen_host, file ? file : "built-in defaults");
+    else
+        log_info(&lg, "bloomguard %s listening on http://%s%s%s:%u (config %s)", PACKAGE_VERSION,
+                 strchr(cfg.listen_host, ':') ? "[" : "", cfg.listen_host,
+                 strchr(cfg.listen_host, ':') ? "]" : "", http_port(http),
+                 file ? file : "built-in defaults");
     if (!source_start(app.source)) {
         log_error(&lg, "cannot start the loader threads");
         goto out;
@@ -481,6 +664,20 @@ int main(int argc, char **argv)
             }
             log_info(&lg, "SIGHUP: rebuilding the filters from their tables");
             reload_tables(&hctx, app.source, owe);
+            continue;
+        }
+        if (sig == SIGUSR1) {
+            /* logrotate (and nginx habits): a new file where the old one was moved away. */
+            if (!log_reopen(&lg, err, sizeof err))
+                log_error(&lg, "SIGUSR1: %s", err);
+            else if (lg.file != NULL)
+                log_info(&lg, "SIGUSR1: log file %s reopened", lg.file);
+            else
+                log_info(&lg, "SIGUSR1: no [log] file to reopen");
+            continue;
+        }
+        if (sig == SIGUSR2) {
+            log_info(&lg, "SIGUSR2: ignored (reserved)");
             continue;
         }
         log_info(&lg, "%s: shutting down", strsignal(sig));

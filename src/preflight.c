@@ -1,0 +1,143 @@
+/*
+ * bloomguard -t: the mistakes a configuration can carry that its parser
+ * cannot see, found before the daemon starts rather than in its log.
+ */
+#include "preflight.h"
+
+#include <errno.h>
+#include <libpq-fe.h>
+#include <stdarg.h>
+#include <stdbool.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "loader.h"
+#include "persist.h"
+#include "publish.h"
+
+static void finding(FILE *out, unsigned *errors, bool error, const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
+
+static void finding(FILE *out, unsigned *errors, bool error, const char *fmt, ...)
+{
+    va_list ap;
+    fprintf(out, "bloomguard: %s: ", error ? "error" : "warning");
+    va_start(ap, fmt);
+    vfprintf(out, fmt, ap);
+    va_end(ap);
+    fputc('\n', out);
+    if (error)
+        (*errors)++;
+}
+
+/* A directory the daemon writes into: it must exist, be a directory and be writable. */
+static void check_dir(FILE *out, unsigned *errors, const char *key, const char *dir)
+{
+    struct stat st;
+    if (stat(dir, &st) != 0) {
+        finding(out, errors, true, "%s: %s: %s (create it, owned by the daemon's user)", key, dir,
+                strerror(errno));
+        return;
+    }
+    if (!S_ISDIR(st.st_mode)) {
+        finding(out, errors, true, "%s: %s is not a directory", key, dir);
+        return;
+    }
+    if (access(dir, W_OK | X_OK) != 0)
+        finding(out, errors, true, "%s: %s is not writable by this user (chown it to the "
+                "daemon's user)", key, dir);
+}
+
+/* A secret readable by every local user: a warning with the chmod that fixes it. */
+static void check_secret(FILE *out, unsigned *errors, const char *what, const char *path)
+{
+    struct stat st;
+    if (stat(path, &st) == 0 && (st.st_mode & S_IROTH) != 0)
+        finding(out, errors, false, "%s %s is readable by every user: chmod o-rwx %s", what, path,
+                path);
+}
+
+/* Whether the conninfo sets a non-empty password (false when it does not parse). */
+static bool conninfo_has_password(const char *conninfo)
+{
+    PQconninfoOption *opts = PQconninfoParse(conninfo, NULL);
+    bool has = false;
+    for (PQconninfoOption *o = opts; o != NULL && o->keyword != NULL; o++)
+        if (strcmp(o->keyword, "password") == 0 && o->val != NULL && o->val[0] != '\0')
+            has = true;
+    PQconninfoFree(opts);
+    return has;
+}
+
+unsigned preflight_offline(const struct config *c, const char *config_file, FILE *out)
+{
+    unsigned errors = 0;
+    char *msg = NULL;
+    char dir[4096];
+
+    PQconninfoOption *opts = PQconninfoParse(c->conninfo, &msg);
+    if (opts == NULL) {
+        size_t n = msg ? strlen(msg) : 0;
+        while (n > 0 && (msg[n - 1] == '\n' || msg[n - 1] == ' '))
+            n--;
+        finding(out, &errors, true, "[postgres] conninfo: %.*s", (int)n,
+                msg ? msg : "out of memory");
+        PQfreemem(msg);
+    } else {
+        PQconninfoFree(opts);
+        if (config_file != NULL && conninfo_has_password(c->conninfo))
+            check_secret(out, &errors, "[postgres] conninfo holds a password, and the configuration",
+                         config_file);
+    }
+    if (c->admin_token_file[0] != '\0')
+        check_secret(out, &errors, "[server] admin_token_file", c->admin_token_file);
+    const char *passfile = getenv("PGPASSFILE");
+    if (passfile != NULL && passfile[0] != '\0')
+        check_secret(out, &errors, "PGPASSFILE", passfile);
+    if (persist_dir(c, dir, sizeof dir))
+        check_dir(out, &errors, "[snapshot] path", dir);
+    if (publish_dir(c, dir, sizeof dir))
+        check_dir(out, &errors, "[server] publish_dir", dir);
+    return errors;
+}
+
+unsigned preflight_connect(const struct config *c, FILE *out)
+{
+    unsigned errors = 0;
+    char err[1024];
+
+    PGconn *conn = loader_connect(c, err, sizeof err);
+    if (conn == NULL) {
+        finding(out, &errors, true, "[postgres] conninfo: %s", err);
+        return errors;
+    }
+    for (unsigned t = 0; t < c->n_filters; t++) {
+        const struct filter_config *fc = &c->filters[t];
+        struct table_ident id;
+        char *tbl = NULL, *col = NULL, sql[1024];
+        if (!loader_identify(conn, fc, &id, err, sizeof err)) {
+            finding(out, &errors, true, "filter %s: %s (GRANT USAGE ON SCHEMA and SELECT (%s) "
+                    "ON %s TO the daemon's role)", fc->name, err, fc->column, fc->table);
+            continue;
+        }
+        if (!loader_quote_names(conn, fc, &tbl, &col, err, sizeof err)) {
+            finding(out, &errors, true, "filter %s: %s", fc->name, err);
+            continue;
+        }
+        /* What the COPY needs: the right to read the column, checked without reading a row. */
+        snprintf(sql, sizeof sql, "SELECT %s FROM %s LIMIT 0", col, tbl);
+        free(tbl);
+        free(col);
+        PGresult *r = PQexec(conn, sql);
+        if (PQresultStatus(r) != PGRES_TUPLES_OK) {
+            loader_set_error(err, sizeof err, "cannot read the column", conn);
+            finding(out, &errors, true, "filter %s: %s (GRANT SELECT (%s) ON %s TO the daemon's "
+                    "role)", fc->name, err, fc->column, fc->table);
+        }
+        PQclear(r);
+    }
+    PQfinish(conn);
+    return errors;
+}

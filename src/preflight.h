@@ -1,0 +1,32 @@
+/*
+ * What `bloomguard -t` checks beyond the configuration's syntax, as nginx -t
+ * and pgbouncer do: what can be known offline (the conninfo parses, the
+ * directories exist and are writable, secrets are not readable by others)
+ * and, with --connect, what needs the server (each table and column exists
+ * and may be read).
+ */
+#ifndef BLOOMGUARD_PREFLIGHT_H
+#define BLOOMGUARD_PREFLIGHT_H
+
+#include <stdio.h>
+
+#include "config.h"
+
+/*
+ * The offline checks of c, read from config_file (NULL: built-in defaults;
+ * its permissions matter when the conninfo holds a password).  Each finding
+ * is one line on out, "bloomguard: error: ..." or "bloomguard: warning:
+ * ...", naming the key or file and the fix.  Returns the number of errors
+ * (warnings do not count).  Reads the environment (STATE_DIRECTORY,
+ * RUNTIME_DIRECTORY for the "auto" paths); otherwise thread-safe.
+ */
+unsigned preflight_offline(const struct config *c, const char *config_file, FILE *out);
+
+/*
+ * The checks that need the server: connects as the daemon would, then for
+ * each filter whether its table and column exist and may be read.  Findings
+ * and return value as preflight_offline.
+ */
+unsigned preflight_connect(const struct config *c, FILE *out);
+
+#endif

@@ -1,0 +1,154 @@
+/*
+ * Unit tests of the logger's operator-facing habits: RFC 3339 timestamps
+ * with milliseconds, journald told apart by JOURNAL_STREAM, and a [log]
+ * file that SIGUSR1 reopens after logrotate moved it away.
+ */
+#include <check.h>
+#include <regex.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "check_main.h"
+#include "log.h"
+
+static char dir[64];
+static int saved_stderr = -1;
+
+static void setup(void)
+{
+    snprintf(dir, sizeof dir, "/tmp/check_log.XXXXXX");
+    ck_assert_ptr_nonnull(mkdtemp(dir));
+    saved_stderr = dup(STDERR_FILENO);
+    ck_assert_int_ge(saved_stderr, 0);
+}
+
+static void teardown(void)
+{
+    char cmd[128];
+    dup2(saved_stderr, STDERR_FILENO);
+    close(saved_stderr);
+    snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
+    ck_assert_int_eq(system(cmd), 0);
+}
+
+static void slurp(const char *path, char *buf, size_t len)
+{
+    FILE *f = fopen(path, "r");
+    ck_assert_ptr_nonnull(f);
+    size_t n = fread(buf, 1, len - 1, f);
+    buf[n] = '\0';
+    fclose(f);
+}
+
+static bool matches(const char *s, const char *re)
+{
+    regex_t r;
+    ck_assert_int_eq(regcomp(&r, re, REG_EXTENDED | REG_NOSUB), 0);
+    bool m = regexec(&r, s, 0, NULL, 0) == 0;
+    regfree(&r);
+    return m;
+}
+
+START_TEST(timestamp_is_rfc3339_with_ms)
+{
+    char buf[64];
+    struct timespec ts = { .tv_sec = 1795638843, .tv_nsec = 7 * 1000000 + 999 };
+    setenv("TZ", "UTC", 1);
+    tzset();
+    size_t n = log_timestamp(&ts, buf, sizeof buf);
+    ck_assert_uint_eq(n, strlen(buf));
+    ck_assert_str_eq(buf, "2026-11-25T20:34:03.007+00:00");
+    setenv("TZ", "XXX-05:30", 1);
+    tzset();
+    log_timestamp(&ts, buf, sizeof buf);
+    ck_assert_str_eq(buf, "2026-11-26T02:04:03.007+05:30");
+    unsetenv("TZ");
+    tzset();
+}
+END_TEST
+
+START_TEST(journald_only_when_journal_stream_is_stderr)
+{
+    char path[128], env[64];
+    struct stat st;
+    struct log lg;
+    snprintf(path, sizeof path, "%s/stream", dir);
+    ck_assert(log_open_file(&lg, path, env, sizeof env));
+    ck_assert_int_eq(fstat(STDERR_FILENO, &st), 0);
+    unsetenv("JOURNAL_STREAM");
+    ck_assert(!log_under_journald());
+    snprintf(env, sizeof env, "%llu:%llu", (unsigned long long)st.st_dev,
+             (unsigned long long)st.st_ino);
+    setenv("JOURNAL_STREAM", env, 1);
+    ck_assert(log_under_journald());
+    log_init(&lg, LOG_LVL_INFO);
+    ck_assert(lg.journal);
+    log_info(&lg, "to journald");
+    snprintf(env, sizeof env, "%llu:%llu", (unsigned long long)st.st_dev,
+             (unsigned long long)st.st_ino + 1);
+    setenv("JOURNAL_STREAM", env, 1);
+    ck_assert(!log_under_journald());
+    log_init(&lg, LOG_LVL_INFO);
+    ck_assert(!lg.journal);
+    log_warn(&lg, "to a file");
+    unsetenv("JOURNAL_STREAM");
+
+    char got[512];
+    slurp(path, got, sizeof got);
+    ck_assert_msg(matches(got, "^<6>bloomguard: info: to journald\n"
+                               "[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9:]{8}\\.[0-9]{3}[+-][0-9]{2}:[0-9]{2} "
+                               "bloomguard: warning: to a file\n$"), "got: %s", got);
+}
+END_TEST
+
+START_TEST(reopen_follows_logrotate)
+{
+    char path[128], moved[128], err[256], got[512];
+    struct log lg;
+    log_init(&lg, LOG_LVL_INFO);
+    snprintf(path, sizeof path, "%s/bloomguard.log", dir);
+    snprintf(moved, sizeof moved, "%s/bloomguard.log.1", dir);
+    ck_assert(log_open_file(&lg, path, err, sizeof err));
+    ck_assert(!lg.journal);
+    log_info(&lg, "before");
+    ck_assert_int_eq(rename(path, moved), 0);
+    log_info(&lg, "still the old file");
+    ck_assert(log_reopen(&lg, err, sizeof err));
+    log_info(&lg, "after");
+    slurp(moved, got, sizeof got);
+    ck_assert_ptr_nonnull(strstr(got, "info: before\n"));
+    ck_assert_ptr_nonnull(strstr(got, "info: still the old file\n"));
+    ck_assert_ptr_null(strstr(got, "after"));
+    slurp(path, got, sizeof got);
+    ck_assert_ptr_nonnull(strstr(got, "info: after\n"));
+    ck_assert_ptr_null(strstr(got, "before"));
+}
+END_TEST
+
+START_TEST(file_that_cannot_open_changes_nothing)
+{
+    char err[256];
+    struct log lg;
+    log_init(&lg, LOG_LVL_INFO);
+    ck_assert(!log_open_file(&lg, "/nonexistent-dir/x.log", err, sizeof err));
+    ck_assert_ptr_nonnull(strstr(err, "/nonexistent-dir/x.log"));
+    ck_assert_ptr_null(lg.file);
+    ck_assert(log_reopen(&lg, err, sizeof err));   /* nothing to reopen */
+}
+END_TEST
+
+Suite *check_suite(void)
+{
+    Suite *s = suite_create("log");
+    TCase *tc = tcase_create("log");
+    tcase_add_checked_fixture(tc, setup, teardown);
+    tcase_add_test(tc, timestamp_is_rfc3339_with_ms);
+    tcase_add_test(tc, journald_only_when_journal_stream_is_stderr);
+    tcase_add_test(tc, reopen_follows_logrotate);
+    tcase_add_test(tc, file_that_cannot_open_changes_nothing);
+    suite_add_tcase(s, tc);
+    return s;
+}
