@@ -124,7 +124,8 @@ const struct config_key config_keys[] = {
     K_SECS("server", "header_timeout", "5", CONFIG_RESTART, CF(header_timeout), 0, 3600,
            "seconds a client may take to send a request's headers, 0 = no limit"),
     K_STR("server", "admin_token_file", "", CONFIG_RELOAD, CF(admin_token_file), NULL,
-          "file holding the token POST /ids and POST /reload need (Authorization: Bearer); "
+          "file holding the token the admin routes need (Authorization: Bearer; -h lists "
+          "the routes); "
           "empty: systemd credential admin_token if any, else writes only on loopback; "
           "SIGHUP reads the token again"),
     K_STR("server", "publish_dir", "auto", CONFIG_RESTART, CF(publish_dir), NULL,

@@ -136,7 +136,7 @@ void proxyconf_nginx_write(FILE *f, const struct config *c)
           "# template matches); there is none when bloomguard could not be asked.\n"
           "# Delete the add_header line if clients should not see it.\n"
           "#\n"
-          "# bloomguard's writes (POST /ids, POST /reload) need its admin token\n"
+          "# bloomguard's admin routes (bloomguard -h lists them) need its admin token\n"
           "# ([server] admin_token_file) and are never proxied here: clients only ever\n"
           "# reach /auth through the internal subrequest below.  If an admin path must\n"
           "# go through nginx, keep it off the public server and add the token on the\n"
