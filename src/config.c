@@ -24,8 +24,7 @@ void *config_key_obj(struct config *c, struct filter_config *fc, const struct co
     return fc != NULL ? fc : &c->base;
 }
 
-/* Replace *dst by a copy of src (NULL stays NULL); false if out of memory. */
-static bool copy_string(char **dst, const char *src)
+bool config_copy_string(char **dst, const char *src)
 {
     char *s = NULL;
 
@@ -34,6 +33,11 @@ static bool copy_string(char **dst, const char *src)
     free(*dst);
     *dst = s;
     return true;
+}
+
+bool config_same_string(const char *a, const char *b)
+{
+    return a == b || (a != NULL && b != NULL && strcmp(a, b) == 0);
 }
 
 /* --- [filter NAME] --- */
@@ -67,7 +71,7 @@ static bool fc_copy(struct filter_config *dst, const struct filter_config *src)
     bool ok;
 
     memset(dst, 0, sizeof *dst);
-    ok = copy_string(&dst->name, src->name);
+    ok = config_copy_string(&dst->name, src->name);
     for (size_t i = 0; ok && i < config_nkeys; i++)
         if (config_keys[i].per_filter)
             ok = TYPE(&config_keys[i])->copy(&config_keys[i], dst, src);
@@ -140,7 +144,7 @@ bool config_resolve(struct config *c, int *blame_filter, int *blame_template,
     *blame_filter = *blame_template = -1;
     if (!c->named_filters) {
         fc_free(&c->filters[0]);
-        if (!fc_copy(&c->filters[0], &c->base) || !copy_string(&c->filters[0].name, "default"))
+        if (!fc_copy(&c->filters[0], &c->base) || !config_copy_string(&c->filters[0].name, "default"))
             goto oom;
         c->n_filters = 1;
         c->filter_set[0] = 0;
@@ -171,7 +175,7 @@ bool config_resolve(struct config *c, int *blame_filter, int *blame_template,
                          fc->name, ch);
                     return false;
                 }
-                if (!copy_string(&fc->channel, ch))
+                if (!config_copy_string(&fc->channel, ch))
                     goto oom;
             } else if (!config_keys[k].type->copy(&config_keys[k], fc, &c->base)) {
                 goto oom;

@@ -17,23 +17,6 @@
 #define ERR_VALUE_MAX CONFIG_ERR_VALUE_MAX
 #define errf config_errf
 
-/* Replace *dst by a copy of src (NULL stays NULL); false if out of memory. */
-static bool copy_string(char **dst, const char *src)
-{
-    char *s = NULL;
-
-    if (src != NULL && (s = strdup(src)) == NULL)
-        return false;
-    free(*dst);
-    *dst = s;
-    return true;
-}
-
-static bool same_string(const char *a, const char *b)
-{
-    return a == b || (a != NULL && b != NULL && strcmp(a, b) == 0);
-}
-
 static void no_values(const struct config_key *k, char *buf, size_t len)
 {
     (void)k;
@@ -192,7 +175,7 @@ static bool listen_copy(const struct config_key *k, void *dst, const void *src)
     const struct config *s = src;
 
     (void)k;
-    if (!copy_string(&d->listen_host, s->listen_host))
+    if (!config_copy_string(&d->listen_host, s->listen_host))
         return false;
     d->listen_port = s->listen_port;
     return true;
@@ -210,7 +193,7 @@ static bool listen_equal(const struct config_key *k, const void *a, const void *
 {
     const struct config *x = a, *y = b;
     (void)k;
-    return same_string(x->listen_host, y->listen_host) && x->listen_port == y->listen_port;
+    return config_same_string(x->listen_host, y->listen_host) && x->listen_port == y->listen_port;
 }
 
 static void listen_format(const struct config_key *k, const void *obj, char *buf, size_t len)
@@ -294,7 +277,7 @@ static bool template_copy(const struct config_key *k, void *dst, const void *src
     char *t[CONFIG_MAX_TEMPLATES] = { 0 }, *n[CONFIG_MAX_TEMPLATES] = { 0 };
 
     for (unsigned i = 0; i < s->n_uri_templates; i++)
-        if (!copy_string(&t[i], s->uri_templates[i]) || !copy_string(&n[i], s->uri_template_names[i])) {
+        if (!config_copy_string(&t[i], s->uri_templates[i]) || !config_copy_string(&n[i], s->uri_template_names[i])) {
             for (unsigned j = 0; j <= i; j++) {
                 free(t[j]);
                 free(n[j]);
@@ -317,8 +300,8 @@ static bool template_equal(const struct config_key *k, const void *a, const void
     if (x->n_uri_templates != y->n_uri_templates)
         return false;
     for (unsigned i = 0; i < x->n_uri_templates; i++)
-        if (!same_string(x->uri_templates[i], y->uri_templates[i])
-            || !same_string(x->uri_template_names[i], y->uri_template_names[i]))
+        if (!config_same_string(x->uri_templates[i], y->uri_templates[i])
+            || !config_same_string(x->uri_template_names[i], y->uri_template_names[i]))
             return false;
     return true;
 }

@@ -94,6 +94,11 @@ extern const size_t config_nkeys;
 void config_errf(char *err, size_t errlen, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
 
+/* Replace *dst by a heap copy of src (NULL stays NULL), freeing the old; false if out of memory. */
+bool config_copy_string(char **dst, const char *src);
+/* Whether a and b are both NULL or equal strings. */
+bool config_same_string(const char *a, const char *b);
+
 /* Index of [section] name in the key table, -1 if there is none. */
 int config_key_find(const char *section, const char *name);
 /* Whether any key lives in [section]. */

@@ -5,6 +5,7 @@
  * type is one interface here and a new key never needs a switch.
  */
 #include "config_int.h"
+#include "decimal.h"
 
 #include <ctype.h>
 #include <errno.h>
@@ -89,55 +90,19 @@ fail:
 #define FIELD(k, obj, T) ((T *)(void *)((char *)(obj) + (k)->offset))
 #define CFIELD(k, obj, T) ((const T *)(const void *)((const char *)(obj) + (k)->offset))
 
-/* Replace *dst by a copy of src (NULL stays NULL); false if out of memory. */
-static bool copy_string(char **dst, const char *src)
-{
-    char *s = NULL;
-
-    if (src != NULL && (s = strdup(src)) == NULL)
-        return false;
-    free(*dst);
-    *dst = s;
-    return true;
-}
-
-static bool same_string(const char *a, const char *b)
-{
-    return a == b || (a != NULL && b != NULL && strcmp(a, b) == 0);
-}
-
 /* --- plain decimal numbers --- */
-
-/* 0: ok, -1: not a plain decimal number, 1: does not fit in 64 bits. */
-static int parse_u64(const char *v, uint64_t *out)
-{
-    char *end;
-    unsigned long long x;
-
-    /* strtoull would accept leading space, '+' and '-' (negating!). */
-    if (!isdigit((unsigned char)v[0]))
-        return -1;
-    errno = 0;
-    x = strtoull(v, &end, 10);
-    if (*end != '\0')
-        return -1;
-    if (errno == ERANGE)
-        return 1;
-    *out = x;
-    return 0;
-}
 
 static bool parse_ranged(const char *v, uint64_t min, uint64_t max, uint64_t *out,
                          char *err, size_t errlen)
 {
     uint64_t x = 0;
-    int r = parse_u64(v, &x);
+    enum decimal_status r = decimal_parse_u64(v, &x);
 
-    if (r < 0) {
+    if (r == DECIMAL_INVALID) {
         errf(err, errlen, "\"%.*s\" is not a number", ERR_VALUE_MAX, v);
         return false;
     }
-    if (r > 0 || x < min || x > max) {
+    if (r == DECIMAL_RANGE || x < min || x > max) {
         errf(err, errlen, "%.*s is out of range (%llu..%llu)", ERR_VALUE_MAX, v,
              (unsigned long long)min, (unsigned long long)max);
         return false;
@@ -475,7 +440,7 @@ static bool string_set(const struct config_key *k, void *obj, const char *v, cha
 
 static bool string_copy(const struct config_key *k, void *dst, const void *src)
 {
-    return copy_string(FIELD(k, dst, char *), *CFIELD(k, src, char *));
+    return config_copy_string(FIELD(k, dst, char *), *CFIELD(k, src, char *));
 }
 
 static void string_free(const struct config_key *k, void *obj)
@@ -486,7 +451,7 @@ static void string_free(const struct config_key *k, void *obj)
 
 static bool string_equal(const struct config_key *k, const void *a, const void *b)
 {
-    return same_string(*CFIELD(k, a, char *), *CFIELD(k, b, char *));
+    return config_same_string(*CFIELD(k, a, char *), *CFIELD(k, b, char *));
 }
 
 static void string_format(const struct config_key *k, const void *obj, char *buf, size_t len)
