@@ -33,19 +33,6 @@
 /* Bytes of an error answer's body read to find its JSON error code. */
 #define ERROR_BODY_MAX 4096
 
-static enum snapshot_status fail(char *why, size_t whylen, const char *fmt, ...)
-    __attribute__((format(printf, 3, 4)));
-static enum snapshot_status fail(char *why, size_t whylen, const char *fmt, ...)
-{
-    if (why != NULL && whylen > 0) {
-        va_list ap;
-        va_start(ap, fmt);
-        vsnprintf(why, whylen, fmt, ap);
-        va_end(ap);
-    }
-    return SNAPSHOT_IO;
-}
-
 /* base split into what getaddrinfo and the Host header need. */
 struct target {
     char host[256];         /* without brackets, for getaddrinfo */
@@ -155,7 +142,7 @@ static int64_t body_deadline(const struct fetch *fx, uint64_t length)
 static bool gave_up(const struct fetch *fx, char *why, size_t whylen)
 {
     if (stopping(fx)) {
-        fail(why, whylen, "%s: interrupted: stop requested", fx->url);
+        snapshot_why(why, whylen, SNAPSHOT_IO, "%s: interrupted: stop requested", fx->url);
         return true;
     }
     int64_t now = now_ms();
@@ -163,10 +150,10 @@ static bool gave_up(const struct fetch *fx, char *why, size_t whylen)
         return false;
     double took = (double)(now - fx->start) / 1000.0;
     if (!fx->has_length)
-        fail(why, whylen, "%s: too slow: no answer within %.1f s (the allowance for the name "
+        snapshot_why(why, whylen, SNAPSHOT_IO, "%s: too slow: no answer within %.1f s (the allowance for the name "
              "lookup, the connection and the answer's head)", fx->url, took);
     else
-        fail(why, whylen, "%s: too slow: the %llu-byte snapshot was not in after %.1f s "
+        snapshot_why(why, whylen, SNAPSHOT_IO, "%s: too slow: the %llu-byte snapshot was not in after %.1f s "
              "(%.1f s to connect, then at least %.0f KiB/s)", fx->url,
              (unsigned long long)fx->length, took, (double)fx->setup_ms / 1000.0,
              (double)fx->min_rate / 1024.0);
@@ -228,7 +215,7 @@ static enum snapshot_status lookup_fail(const struct fetch *fx, const struct tar
                                         int e, char *why, size_t whylen)
 {
     char ebuf[128];
-    return fail(why, whylen, "%s: cannot resolve %s: %s", fx->url, t->host,
+    return snapshot_why(why, whylen, SNAPSHOT_IO, "%s: cannot resolve %s: %s", fx->url, t->host,
                 gai == EAI_SYSTEM ? strerror_r(e, ebuf, sizeof ebuf) : gai_strerror(gai));
 }
 
@@ -251,7 +238,7 @@ static enum snapshot_status resolve(struct fetch *fx, const struct target *t,
 
     struct lookup *l = calloc(1, sizeof *l);
     if (l == NULL)
-        return fail(why, whylen, "%s: out of memory", fx->url);
+        return snapshot_why(why, whylen, SNAPSHOT_IO, "%s: out of memory", fx->url);
     pthread_mutex_init(&l->mu, NULL);
     cond_init_mono(&l->cv);
     l->refs = 2;
@@ -268,7 +255,7 @@ static enum snapshot_status resolve(struct fetch *fx, const struct target *t,
         l->refs = 1;
         lookup_unref(l);
         char ebuf[128];
-        return fail(why, whylen, "%s: cannot start the name lookup's thread: %s", fx->url,
+        return snapshot_why(why, whylen, SNAPSHOT_IO, "%s: cannot start the name lookup's thread: %s", fx->url,
                     strerror_r(e, ebuf, sizeof ebuf));
     }
     enum snapshot_status st = SNAPSHOT_IO;
@@ -578,11 +565,11 @@ enum snapshot_status peer_fetch_snapshot(const char *base, const char *name, con
     struct target t;
     char seg[3 * 255 + 1], url[1100], ebuf[128];
     if (!parse_base(base, &t))
-        return fail(why, whylen, "peer \"%.255s\" is not http://host[:port]", base);
+        return snapshot_why(why, whylen, SNAPSHOT_IO, "peer \"%.255s\" is not http://host[:port]", base);
     if (strlen(name) > 255)
-        return fail(why, whylen, "filter name too long for a peer request");
+        return snapshot_why(why, whylen, SNAPSHOT_IO, "filter name too long for a peer request");
     if (token != NULL && strpbrk(token, "\r\n") != NULL)
-        return fail(why, whylen, "the admin token holds a line break");
+        return snapshot_why(why, whylen, SNAPSHOT_IO, "the admin token holds a line break");
     encode_segment(name, seg, sizeof seg);
     snprintf(url, sizeof url, "http://%s/snapshot/%s", t.authority, seg);
 
@@ -607,7 +594,7 @@ enum snapshot_status peer_fetch_snapshot(const char *base, const char *name, con
     freeaddrinfo(ais);
     if (fd < 0) {
         if (!gave_up(&fx, why, whylen))
-            fail(why, whylen, "%s: cannot connect: %s", url, io_error(e, ebuf, sizeof ebuf));
+            snapshot_why(why, whylen, SNAPSHOT_IO, "%s: cannot connect: %s", url, io_error(e, ebuf, sizeof ebuf));
         return SNAPSHOT_IO;
     }
 
@@ -615,7 +602,7 @@ enum snapshot_status peer_fetch_snapshot(const char *base, const char *name, con
     e = watch_start(&w, fd, &fx);
     if (e != 0) {
         close(fd);
-        return fail(why, whylen, "%s: cannot start the connection's watchdog: %s", url,
+        return snapshot_why(why, whylen, SNAPSHOT_IO, "%s: cannot start the connection's watchdog: %s", url,
                     strerror_r(e, ebuf, sizeof ebuf));
     }
     st = SNAPSHOT_IO;
@@ -628,33 +615,33 @@ enum snapshot_status peer_fetch_snapshot(const char *base, const char *name, con
     if (rl < 0)
         req = NULL;             /* asprintf leaves it undefined */
     if (req == NULL || headbuf == NULL) {
-        st = fail(why, whylen, "%s: out of memory", url);
+        st = snapshot_why(why, whylen, SNAPSHOT_IO, "%s: out of memory", url);
         goto done;
     }
     if (!send_all(fd, req, (size_t)rl)) {
-        st = fail(why, whylen, "%s: cannot send the request: %s", url,
+        st = snapshot_why(why, whylen, SNAPSHOT_IO, "%s: cannot send the request: %s", url,
                   io_error(errno, ebuf, sizeof ebuf));
         goto done;
     }
     ssize_t hl = read_head(fd, headbuf, PEER_MAX_HEAD);
     struct head h;
     if (hl == -1) {
-        st = fail(why, whylen, "%s: no answer: %s", url, io_error(errno, ebuf, sizeof ebuf));
+        st = snapshot_why(why, whylen, SNAPSHOT_IO, "%s: no answer: %s", url, io_error(errno, ebuf, sizeof ebuf));
     } else if (hl == 0) {
-        st = fail(why, whylen, "%s: the peer closed the connection without an answer", url);
+        st = snapshot_why(why, whylen, SNAPSHOT_IO, "%s: the peer closed the connection without an answer", url);
     } else if (hl == -2) {
-        st = fail(why, whylen, "%s: the answer's head is over %d bytes", url, PEER_MAX_HEAD);
+        st = snapshot_why(why, whylen, SNAPSHOT_IO, "%s: the answer's head is over %d bytes", url, PEER_MAX_HEAD);
     } else if (!parse_head(headbuf, &h)) {
-        st = fail(why, whylen, "%s: the answer is not HTTP/1.x", url);
+        st = snapshot_why(why, whylen, SNAPSHOT_IO, "%s: the answer is not HTTP/1.x", url);
     } else if (h.status != 200) {
         char d[300];
         describe_refusal(fd, &h, d, sizeof d);
-        st = fail(why, whylen, "%s: the peer answered %s", url, d);
+        st = snapshot_why(why, whylen, SNAPSHOT_IO, "%s: the peer answered %s", url, d);
     } else if (h.transfer_encoding) {
-        st = fail(why, whylen, "%s: the answer has Transfer-Encoding%s, not a Content-Length",
+        st = snapshot_why(why, whylen, SNAPSHOT_IO, "%s: the answer has Transfer-Encoding%s, not a Content-Length",
                   url, h.chunked ? " chunked" : "");
     } else if (!h.has_length || h.bad_length) {
-        st = fail(why, whylen, "%s: the answer has %s Content-Length", url,
+        st = snapshot_why(why, whylen, SNAPSHOT_IO, "%s: the answer has %s Content-Length", url,
                   h.has_length ? "an unusable" : "no");
     } else {
         /* Now the body's size is known, so is the whole fetch's deadline. */
@@ -669,7 +656,7 @@ enum snapshot_status peer_fetch_snapshot(const char *base, const char *name, con
         st = snapshot_read_fd(fd, h.length, expect, out, inner, sizeof inner);
         e = errno;
         if (st == SNAPSHOT_IO && (e == EAGAIN || e == EWOULDBLOCK))
-            fail(why, whylen, "%s: timed out reading the snapshot", url);
+            snapshot_why(why, whylen, SNAPSHOT_IO, "%s: timed out reading the snapshot", url);
         else if (st != SNAPSHOT_OK && why != NULL && whylen > 0)
             snprintf(why, whylen, "%s: %s", url, inner);
     }
@@ -680,7 +667,7 @@ done:
         memset(out, 0, sizeof *out);
         st = SNAPSHOT_IO;
         if (!gave_up(&fx, why, whylen))
-            fail(why, whylen, "%s: cut short", url);    /* not reached: it fired for a reason */
+            snapshot_why(why, whylen, SNAPSHOT_IO, "%s: cut short", url);    /* not reached: it fired for a reason */
     }
     free(req);
     free(headbuf);

@@ -240,6 +240,13 @@ enum snapshot_status {
 };
 /* A short name for a status ("truncated", "other table", ...): static. */
 const char *snapshot_strstatus(enum snapshot_status st);
+/*
+ * Write the printf-style sentence into why (whylen bytes, when why is not
+ * NULL and whylen > 0) and return st: the one way readers and fetchers of
+ * snapshots report a failure.  Thread-safe.
+ */
+enum snapshot_status snapshot_why(char *why, size_t whylen, enum snapshot_status st,
+                                  const char *fmt, ...) __attribute__((format(printf, 4, 5)));
 
 /* What the caller requires of a snapshot; NULL or 0 fields accept any. */
 struct snapshot_expect {

@@ -8,7 +8,6 @@
 
 #include <errno.h>
 #include <fcntl.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -55,26 +54,12 @@ static enum snapshot_status take(struct input *in, void *buf, size_t len)
     return SNAPSHOT_OK;
 }
 
-static enum snapshot_status say(char *why, size_t whylen, enum snapshot_status st,
-                                const char *fmt, ...) __attribute__((format(printf, 4, 5)));
-static enum snapshot_status say(char *why, size_t whylen, enum snapshot_status st,
-                                const char *fmt, ...)
-{
-    if (why != NULL && whylen > 0) {
-        va_list ap;
-        va_start(ap, fmt);
-        vsnprintf(why, whylen, fmt, ap);
-        va_end(ap);
-    }
-    return st;
-}
-
 static enum snapshot_status io_status(enum snapshot_status st, char *why, size_t whylen,
                                       const char *what, int err)
 {
     if (st == SNAPSHOT_TRUNCATED)
-        return say(why, whylen, st, "the input ended inside the %s", what);
-    return say(why, whylen, st, "reading the %s: %s", what, strerror(err));
+        return snapshot_why(why, whylen, st, "the input ended inside the %s", what);
+    return snapshot_why(why, whylen, st, "reading the %s: %s", what, strerror(err));
 }
 
 /*
@@ -203,20 +188,20 @@ static enum snapshot_status read_input(struct input *in, const struct snapshot_e
     if ((st = take(in, fixed, have)) != SNAPSHOT_OK)
         return io_status(st, why, whylen, "magic", errno);
     if (memcmp(fixed, SNAPSHOT_MAGIC, have) != 0)
-        return say(why, whylen, SNAPSHOT_BAD_MAGIC, "not a bloomguard snapshot (bad magic)");
+        return snapshot_why(why, whylen, SNAPSHOT_BAD_MAGIC, "not a bloomguard snapshot (bad magic)");
     if (have < SNAPSHOT_MAGIC_LEN || in->size < OFF_HEADER_LEN)
-        return say(why, whylen, SNAPSHOT_TRUNCATED, "%llu bytes: shorter than a header",
+        return snapshot_why(why, whylen, SNAPSHOT_TRUNCATED, "%llu bytes: shorter than a header",
                    (unsigned long long)in->size);
     if ((st = take(in, fixed + OFF_VERSION, 4)) != SNAPSHOT_OK)
         return io_status(st, why, whylen, "version", errno);
     uint32_t version = get32(fixed + OFF_VERSION);
     if (version < SNAPSHOT_MIN_VERSION || version > SNAPSHOT_VERSION)
-        return say(why, whylen, SNAPSHOT_OTHER_VERSION,
+        return snapshot_why(why, whylen, SNAPSHOT_OTHER_VERSION,
                    "format version %u, this build reads %u to %u", version,
                    SNAPSHOT_MIN_VERSION, SNAPSHOT_VERSION);
     s.version = version;
     if (in->size < SNAPSHOT_FIXED_LEN)
-        return say(why, whylen, SNAPSHOT_TRUNCATED, "%llu bytes: shorter than a header",
+        return snapshot_why(why, whylen, SNAPSHOT_TRUNCATED, "%llu bytes: shorter than a header",
                    (unsigned long long)in->size);
     if ((st = take(in, fixed + OFF_HEADER_LEN, SNAPSHOT_FIXED_LEN - OFF_HEADER_LEN)) != SNAPSHOT_OK)
         return io_status(st, why, whylen, "header", errno);
@@ -231,29 +216,29 @@ static enum snapshot_status read_input(struct input *in, const struct snapshot_e
     size_t strings = 0;
     for (int i = 0; i < NSTR; i++) {
         if (slen[i] > snapshot_str_max[i])
-            return say(why, whylen, SNAPSHOT_CORRUPT, "the header's lengths disagree");
+            return snapshot_why(why, whylen, SNAPSHOT_CORRUPT, "the header's lengths disagree");
         strings += slen[i];
     }
     if (layers < 1 || layers > FILTER_MAX_LAYERS || kv_count > SNAPSHOT_MAX_KV
         || kv_len > SNAPSHOT_MAX_KV_BYTES)
-        return say(why, whylen, SNAPSHOT_CORRUPT, "the header's lengths disagree");
+        return snapshot_why(why, whylen, SNAPSHOT_CORRUPT, "the header's lengths disagree");
     size_t layers_at = SNAPSHOT_FIXED_LEN + strings;
     size_t kv_at = layers_at + (version == 1 ? 0 : (size_t)SNAPSHOT_LAYER_LEN * layers);
     if (header_len != kv_at + kv_len + SUM_LEN)
-        return say(why, whylen, SNAPSHOT_CORRUPT, "the header's lengths disagree");
+        return snapshot_why(why, whylen, SNAPSHOT_CORRUPT, "the header's lengths disagree");
     if (header_len > in->size)
-        return say(why, whylen, SNAPSHOT_TRUNCATED, "%llu bytes: shorter than its %u-byte header",
+        return snapshot_why(why, whylen, SNAPSHOT_TRUNCATED, "%llu bytes: shorter than its %u-byte header",
                    (unsigned long long)in->size, header_len);
     head = malloc(header_len);          /* at most SNAPSHOT_MAX_HEADER */
     if (head == NULL)
-        return say(why, whylen, SNAPSHOT_NOMEM, "no memory for the header");
+        return snapshot_why(why, whylen, SNAPSHOT_NOMEM, "no memory for the header");
     memcpy(head, fixed, SNAPSHOT_FIXED_LEN);
     if ((st = take(in, head + SNAPSHOT_FIXED_LEN, header_len - SNAPSHOT_FIXED_LEN)) != SNAPSHOT_OK) {
         st = io_status(st, why, whylen, "header", errno);
         goto fail;
     }
     if (XXH64(head, header_len - SUM_LEN, 0) != get64(head + header_len - SUM_LEN)) {
-        st = say(why, whylen, SNAPSHOT_BAD_CHECKSUM, "header checksum mismatch");
+        st = snapshot_why(why, whylen, SNAPSHOT_BAD_CHECKSUM, "header checksum mismatch");
         goto fail;
     }
 
@@ -275,27 +260,27 @@ static enum snapshot_status read_input(struct input *in, const struct snapshot_e
     if (reserved || too_big || filter_len != blocks_sum * FILTER_BLOCK_BYTES
         || jcount > jlen / ENTRY_HEAD || jlen > UINT64_MAX / 2 || filter_len > UINT64_MAX / 4
         || total != header_len + filter_len + jlen + SUM_LEN) {
-        st = say(why, whylen, SNAPSHOT_CORRUPT, "the header's lengths disagree");
+        st = snapshot_why(why, whylen, SNAPSHOT_CORRUPT, "the header's lengths disagree");
         goto fail;
     }
     /* The position: opaque, but a C string, as the change feed takes it. */
     const char *position = (const char *)head + SNAPSHOT_FIXED_LEN + slen[STR_NAME]
                            + slen[STR_TABLE] + slen[STR_COLUMN];
     if (memchr(position, '\0', slen[STR_POSITION]) != NULL) {
-        st = say(why, whylen, SNAPSHOT_CORRUPT, "a NUL byte in the change-feed position");
+        st = snapshot_why(why, whylen, SNAPSHOT_CORRUPT, "a NUL byte in the change-feed position");
         goto fail;
     }
     if (!kv_walk(head + kv_at, kv_len, kv_count, NULL, NULL)) {
-        st = say(why, whylen, SNAPSHOT_CORRUPT, "the metadata section does not parse");
+        st = snapshot_why(why, whylen, SNAPSHOT_CORRUPT, "the metadata section does not parse");
         goto fail;
     }
     if (total > in->size) {
-        st = say(why, whylen, SNAPSHOT_TRUNCATED, "%llu bytes of the %llu its header says",
+        st = snapshot_why(why, whylen, SNAPSHOT_TRUNCATED, "%llu bytes of the %llu its header says",
                  (unsigned long long)in->size, (unsigned long long)total);
         goto fail;
     }
     if (total < in->size) {
-        st = say(why, whylen, SNAPSHOT_CORRUPT, "%llu bytes after the end its header says",
+        st = snapshot_why(why, whylen, SNAPSHOT_CORRUPT, "%llu bytes after the end its header says",
                  (unsigned long long)(in->size - total));
         goto fail;
     }
@@ -309,13 +294,13 @@ static enum snapshot_status read_input(struct input *in, const struct snapshot_e
     char *copy[NSTR] = { NULL, NULL, NULL, NULL };
     for (int i = 0; i < 3; i++) {
         if (memchr(str, '\0', slen[i]) != NULL) {
-            st = say(why, whylen, SNAPSHOT_CORRUPT, "a NUL byte in the %s name", what[i]);
+            st = snapshot_why(why, whylen, SNAPSHOT_CORRUPT, "a NUL byte in the %s name", what[i]);
             goto fail;
         }
         if (!same(want[i], str, slen[i])) {
             char shown[SNAPSHOT_MAX_STRING + 1];
             printable(shown, sizeof shown, str, slen[i]);
-            st = say(why, whylen, other[i], "snapshot of %s \"%s\", not \"%s\"", what[i],
+            st = snapshot_why(why, whylen, other[i], "snapshot of %s \"%s\", not \"%s\"", what[i],
                      shown, want[i]);
             goto fail;
         }
@@ -334,7 +319,7 @@ static enum snapshot_status read_input(struct input *in, const struct snapshot_e
     s.kv = malloc(kv_count * sizeof(*s.kv) + kv_len + 1);
     if (s.name == NULL || s.table == NULL || s.column == NULL || s.position == NULL
         || s.kv == NULL) {
-        st = say(why, whylen, SNAPSHOT_NOMEM, "no memory for the header");
+        st = snapshot_why(why, whylen, SNAPSHOT_NOMEM, "no memory for the header");
         goto fail;
     }
     kv_walk(head + kv_at, kv_len, kv_count, s.kv, (char *)(s.kv + kv_count));
@@ -342,7 +327,7 @@ static enum snapshot_status read_input(struct input *in, const struct snapshot_e
 
     header_params(head, version, head + layers_at, layers, &s.params);
     if (expect->target_fpp != 0 && s.params.target_fpp != expect->target_fpp) {
-        st = say(why, whylen, SNAPSHOT_OTHER_PARAMS,
+        st = snapshot_why(why, whylen, SNAPSHOT_OTHER_PARAMS,
                  "snapshot of a filter for false_positive_rate %g, not %g",
                  s.params.target_fpp, expect->target_fpp);
         goto fail;
@@ -353,8 +338,8 @@ static enum snapshot_status read_input(struct input *in, const struct snapshot_e
     if (s.filter == NULL) {
         const struct filter_layer_params *l0 = &s.params.layer[0];
         st = fe == FILTER_ENOMEM
-            ? say(why, whylen, SNAPSHOT_NOMEM, "%s", filter_strerror(fe))
-            : say(why, whylen, SNAPSHOT_OTHER_PARAMS,
+            ? snapshot_why(why, whylen, SNAPSHOT_NOMEM, "%s", filter_strerror(fe))
+            : snapshot_why(why, whylen, SNAPSHOT_OTHER_PARAMS,
                   "rate %g, %u layer(s), the first of capacity %llu, %llu blocks, %u probes: %s",
                   s.params.target_fpp, layers, (unsigned long long)l0->capacity,
                   (unsigned long long)l0->blocks, l0->probes, filter_strerror(fe));
@@ -363,7 +348,7 @@ static enum snapshot_status read_input(struct input *in, const struct snapshot_e
 
     /* The bulk: each layer's bits straight into the filter, then the journal. */
     if (in->fd >= 0 && (chunk = malloc(CHUNK)) == NULL) {
-        st = say(why, whylen, SNAPSHOT_NOMEM, "no memory for reading");
+        st = snapshot_why(why, whylen, SNAPSHOT_NOMEM, "no memory for reading");
         goto fail;
     }
     for (unsigned l = 0; l < layers; l++) {
@@ -388,7 +373,7 @@ static enum snapshot_status read_input(struct input *in, const struct snapshot_e
     s.journal_len = jlen;
     s.journal = malloc(jlen ? (size_t)jlen : 1);          /* jlen < total == size */
     if (s.journal == NULL) {
-        st = say(why, whylen, SNAPSHOT_NOMEM, "no memory for the journal");
+        st = snapshot_why(why, whylen, SNAPSHOT_NOMEM, "no memory for the journal");
         goto fail;
     }
     if ((st = take(in, s.journal, (size_t)jlen)) != SNAPSHOT_OK) {
@@ -402,11 +387,11 @@ static enum snapshot_status read_input(struct input *in, const struct snapshot_e
         goto fail;
     }
     if (get64(trailer) != sum) {
-        st = say(why, whylen, SNAPSHOT_BAD_CHECKSUM, "checksum mismatch");
+        st = snapshot_why(why, whylen, SNAPSHOT_BAD_CHECKSUM, "checksum mismatch");
         goto fail;
     }
     if (!journal_walk(s.journal, jlen, jcount, NULL)) {
-        st = say(why, whylen, SNAPSHOT_CORRUPT, "the journal's entries do not fill its %llu bytes",
+        st = snapshot_why(why, whylen, SNAPSHOT_CORRUPT, "the journal's entries do not fill its %llu bytes",
                  (unsigned long long)jlen);
         goto fail;
     }
@@ -448,14 +433,14 @@ enum snapshot_status snapshot_read(const char *path, const struct snapshot_expec
     int fd = open(path, O_RDONLY | O_CLOEXEC);
     if (fd < 0)
         return errno == ENOENT
-            ? say(why, whylen, SNAPSHOT_MISSING, "%s: no such file", path)
-            : say(why, whylen, SNAPSHOT_IO, "%s: %s", path, strerror(errno));
+            ? snapshot_why(why, whylen, SNAPSHOT_MISSING, "%s: no such file", path)
+            : snapshot_why(why, whylen, SNAPSHOT_IO, "%s: %s", path, strerror(errno));
     struct stat sb;
     enum snapshot_status st;
     if (fstat(fd, &sb) != 0)
-        st = say(why, whylen, SNAPSHOT_IO, "%s: %s", path, strerror(errno));
+        st = snapshot_why(why, whylen, SNAPSHOT_IO, "%s: %s", path, strerror(errno));
     else if (!S_ISREG(sb.st_mode))
-        st = say(why, whylen, SNAPSHOT_IO, "%s: not a regular file", path);
+        st = snapshot_why(why, whylen, SNAPSHOT_IO, "%s: not a regular file", path);
     else
         st = snapshot_read_fd(fd, (uint64_t)sb.st_size, expect, out, why, whylen);
     close(fd);
