@@ -503,3 +503,19 @@ void config_apply_reload(const struct config *now, const struct config *prev,
             k->apply(now, ctx);
     }
 }
+
+bool config_dir_resolve(const char *value, const char *env, char *out, size_t outlen)
+{
+    const char *d = value != NULL ? value : "";
+    size_t len = strlen(d);
+
+    if (strcmp(d, "auto") == 0) {
+        d = getenv(env);
+        d = d != NULL ? d : "";
+        len = strcspn(d, ":");
+    }
+    while (len > 1 && d[len - 1] == '/')
+        len--;
+    int n = snprintf(out, outlen, "%.*s", (int)len, d);
+    return len > 0 && n > 0 && (size_t)n < outlen;
+}

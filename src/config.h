@@ -305,6 +305,15 @@ int config_filter_find(const struct config *c, const char *name);
  */
 void config_key_values(size_t i, char *buf, size_t len);
 
+/*
+ * A directory setting resolved: value itself, or for "auto" the first
+ * ':'-separated entry of the environment variable env (systemd's
+ * StateDirectory=/RuntimeDirectory= lists; the environment is only read).
+ * Trailing slashes are dropped ("/" stays).  Writes out; false when the
+ * result is empty (value NULL or "", auto without env) or does not fit.
+ */
+bool config_dir_resolve(const char *value, const char *env, char *out, size_t outlen);
+
 /* "error", "warn", "info" or "debug"; "?" for an invalid value. */
 const char *config_log_level_name(enum log_level level);
 

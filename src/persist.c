@@ -15,15 +15,7 @@
 
 bool persist_dir(const struct config *cfg, char *out, size_t outlen)
 {
-    const char *p = cfg->snapshot_path ? cfg->snapshot_path : "";
-    size_t len = strlen(p);
-    if (strcmp(p, "auto") == 0) {
-        p = getenv("STATE_DIRECTORY");
-        p = p ? p : "";
-        len = strcspn(p, ":");
-    }
-    int n = snprintf(out, outlen, "%.*s", (int)len, p);
-    return len > 0 && n > 0 && (size_t)n < outlen;
+    return config_dir_resolve(cfg->snapshot_path, "STATE_DIRECTORY", out, outlen);
 }
 
 /* "<[snapshot] path>/<name><ext>"; false when snapshots are off or it does not fit. */

@@ -29,8 +29,8 @@
 /*
  * [snapshot] path, with "auto" resolved: the first directory of
  * $STATE_DIRECTORY, which systemd sets for StateDirectory= (the environment
- * is only read: no thread sets it).  False (out = "") when snapshots are
- * off or the path does not fit.  Other state of the daemon's (the logical
+ * is only read: no thread sets it), trailing slashes dropped.  False
+ * when snapshots are off or the path does not fit.  Other state of the daemon's (the logical
  * slot's name) lives there too.
  */
 bool persist_dir(const struct config *cfg, char *out, size_t outlen);

@@ -322,17 +322,7 @@ static void on_restored(void *ctx, enum spell_type spell)
 
 bool publish_dir(const struct config *cfg, char *out, size_t outlen)
 {
-    const char *d = cfg->publish_dir ? cfg->publish_dir : "";
-    size_t len = strlen(d);
-    if (strcmp(d, "auto") == 0) {
-        d = getenv("RUNTIME_DIRECTORY");
-        d = d ? d : "";
-        len = strcspn(d, ":");
-    }
-    while (len > 1 && d[len - 1] == '/')
-        len--;
-    int n = snprintf(out, outlen, "%.*s", (int)len, d);
-    return len > 0 && n > 0 && (size_t)n < outlen;
+    return config_dir_resolve(cfg->publish_dir, "RUNTIME_DIRECTORY", out, outlen);
 }
 
 /* Temporaries of fc's name an interrupted run left in dir. */
