@@ -20,6 +20,7 @@
 
 #include "bloomguard.h"
 #include "check_main.h"
+#include "check_util.h"
 #include "config.h"
 #include "pubfmt.h"
 #include "publish.h"
@@ -34,18 +35,7 @@ static char dir[64], path[128];
 
 static void setup(void)
 {
-    memset(&cfg, 0, sizeof cfg);
-    memset(&fc, 0, sizeof fc);
-    cfg.max_staleness = 60;
-    cfg.min_rebuild_interval = 30;
-    fc.name = (char *)"users";
-    fc.false_positive_rate = 0.01;
-    fc.headroom = 2.0;
-    fc.growth = 2.0;
-    fc.max_layers = 8;
-    fc.pending_limit = 1000;
-    fc.pending_max_bytes = 1 << 20;
-    fc.pending_ttl = 3600;
+    check_filter_fixture(&cfg, &fc, "users", 0.01, 1000);
     log_init(&lg, LOG_LVL_ERROR);
     snprintf(dir, sizeof dir, "/tmp/check_publish.XXXXXX");
     ck_assert_ptr_nonnull(mkdtemp(dir));

@@ -13,6 +13,7 @@
 #include <string.h>
 
 #include "check_main.h"
+#include "check_util.h"
 #include "config.h"
 #include "table.h"
 
@@ -24,18 +25,7 @@ static const struct table_ident text_ident = { .relid = 1, .attnum = 1, .spell =
 
 static void setup(void)
 {
-    memset(&cfg, 0, sizeof cfg);
-    memset(&fc, 0, sizeof fc);
-    cfg.max_staleness = 60;
-    cfg.min_rebuild_interval = 30;
-    fc.name = (char *)"t";
-    fc.false_positive_rate = 0.001;
-    fc.headroom = 2.0;
-    fc.growth = 2.0;
-    fc.max_layers = 8;
-    fc.pending_limit = 100;
-    fc.pending_max_bytes = 1 << 20;
-    fc.pending_ttl = 3600;
+    check_filter_fixture(&cfg, &fc, "t", 0.001, 100);
 }
 
 /* A COPY of ids[0..n) of a column spelled as ident says, started at start in the current epoch. */

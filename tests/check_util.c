@@ -44,3 +44,20 @@ void check_rm_rf(const char *dir)
     chmod(dir, 0700);
     nftw(dir, remove_one, 16, FTW_DEPTH | FTW_PHYS);
 }
+
+void check_filter_fixture(struct config *cfg, struct filter_config *fc, const char *name,
+                          double fpp, uint64_t pending_limit)
+{
+    memset(cfg, 0, sizeof *cfg);
+    memset(fc, 0, sizeof *fc);
+    cfg->max_staleness = 60;
+    cfg->min_rebuild_interval = 30;
+    fc->name = (char *)name;
+    fc->false_positive_rate = fpp;
+    fc->headroom = 2.0;
+    fc->growth = 2.0;
+    fc->max_layers = 8;
+    fc->pending_limit = pending_limit;
+    fc->pending_max_bytes = 1 << 20;
+    fc->pending_ttl = 3600;
+}

@@ -1,10 +1,14 @@
 /*
  * Helpers the Check unit tests share (tests/check_util.c): scratch
- * directories and paths in them.  Each helper fails the running test (a
+ * directories and paths in them, and a small configuration fixture.  Each helper fails the running test (a
  * Check assertion) instead of returning an error.
  */
 #ifndef BLOOMGUARD_CHECK_UTIL_H
 #define BLOOMGUARD_CHECK_UTIL_H
+
+#include <stdint.h>
+
+#include "config.h"
 
 /* A new empty directory /tmp/<prefix>.XXXXXX; malloc'ed, the caller frees it. */
 char *check_tmpdir(const char *prefix);
@@ -14,5 +18,14 @@ char *check_join(const char *dir, const char *name);
 
 /* Remove dir and everything below it (made writable first); dir stays the caller's. */
 void check_rm_rf(const char *dir);
+
+/*
+ * Zero *cfg and *fc and give them the settings the table and publish tests
+ * build filters with: staleness 60 s, rebuilds 30 s apart, one filter
+ * named name (a static string, not owned) of false-positive rate fpp
+ * holding at most pending_limit POSTed ids.  Free neither with config_free.
+ */
+void check_filter_fixture(struct config *cfg, struct filter_config *fc, const char *name,
+                          double fpp, uint64_t pending_limit);
 
 #endif
