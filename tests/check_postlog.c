@@ -500,6 +500,33 @@ static int hold_first_write(void *ctx, enum postlog_io op)
     }
 }
 
+/*
+ * Open path with the gate armed for want appends: o is set to hold the
+ * first write until they are all queued, and the gate watches the log.
+ */
+static struct postlog *open_gated(const char *path, struct gate *gt, uint64_t want,
+                                  struct postlog_opts *o, struct got *g, struct postlog_opened *r)
+{
+    atomic_store(&gt->log, NULL);
+    atomic_store(&gt->writes, 0);
+    gt->want = want;
+    *o = (struct postlog_opts){ .ttl = 3600, .fault = hold_first_write, .fault_ctx = gt };
+    struct postlog *log = reopen(path, o, g, r);
+    atomic_store(&gt->log, log);
+    return log;
+}
+
+/* Close log and read path back: the reopened log, which must hold n ids (in *g). */
+static struct postlog *close_reopen_count(struct postlog *log, const char *path,
+                                          const struct postlog_opts *o, struct got *g,
+                                          struct postlog_opened *r, size_t n)
+{
+    postlog_close(log);
+    log = reopen(path, o, g, r);
+    ck_assert_uint_eq(g->n, n);
+    return log;
+}
+
 struct appender {
     struct postlog *log;
     int i;
@@ -520,14 +547,10 @@ START_TEST(test_group_commit)
     enum { N = 64 };
     char *dir = check_tmpdir("check_postlog"), *path = check_join(dir, "x.posts");
     static struct gate gt;
-    atomic_store(&gt.log, NULL);
-    atomic_store(&gt.writes, 0);
-    gt.want = N;
-    struct postlog_opts o = { .ttl = 3600, .fault = hold_first_write, .fault_ctx = &gt };
+    struct postlog_opts o;
     struct postlog_opened r;
     struct got g;
-    struct postlog *log = reopen(path, &o, &g, &r);
-    atomic_store(&gt.log, log);
+    struct postlog *log = open_gated(path, &gt, N, &o, &g, &r);
     pthread_t th[N];
     struct appender a[N];
     for (int i = 0; i < N; i++) {
@@ -544,9 +567,7 @@ START_TEST(test_group_commit)
     /* The first batch (whoever came first), then all the others together. */
     ck_assert_uint_le(pi.batches, 2);
     ck_assert_uint_eq(pi.syncs, pi.batches);
-    postlog_close(log);
-    log = reopen(path, &o, &g, &r);
-    ck_assert_uint_eq(g.n, N);
+    log = close_reopen_count(log, path, &o, &g, &r, N);
     for (int i = 0; i < N; i++) {
         char id[40];
         snprintf(id, sizeof id, "concurrent-%d", i);
@@ -581,15 +602,11 @@ START_TEST(test_submit)
     enum { N = 300 };
     char *dir = check_tmpdir("check_postlog"), *path = check_join(dir, "x.posts");
     static struct gate gt;
-    atomic_store(&gt.log, NULL);
-    atomic_store(&gt.writes, 0);
-    gt.want = N;
-    struct postlog_opts o = { .ttl = 3600, .fault = hold_first_write, .fault_ctx = &gt };
+    struct postlog_opts o;
     struct postlog_opened r;
     struct got g;
     static struct done_count dc = { PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER, 0, 0 };
-    struct postlog *log = reopen(path, &o, &g, &r);
-    atomic_store(&gt.log, log);
+    struct postlog *log = open_gated(path, &gt, N, &o, &g, &r);
     char id[40];
     for (int i = 0; i < N; i++) {
         snprintf(id, sizeof id, "async-%d", i);
@@ -609,9 +626,7 @@ START_TEST(test_submit)
     ck_assert_uint_eq(pi.appends, N);
     /* The submitter did not wait: the first write, then all the others in one. */
     ck_assert_uint_le(pi.syncs, 2);
-    postlog_close(log);
-    log = reopen(path, &o, &g, &r);
-    ck_assert_uint_eq(g.n, N);
+    log = close_reopen_count(log, path, &o, &g, &r, N);
     postlog_close(log);
     free(path);
     check_rm_rf(dir);
