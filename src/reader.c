@@ -270,24 +270,6 @@ static void recheck(struct bloomguard *bg)
         replace(bg, v, true);
 }
 
-/* The key of id under spelling sp (spell.h); SPELL_KEY with key/klen, *heap to free. */
-static enum spell_verdict key_of(enum spell_type sp, const char *id, size_t len, char *buf,
-                                 char **heap, const char **key, size_t *klen)
-{
-    *heap = NULL;
-    if (sp == SPELL_TEXT) {
-        *key = id;
-        *klen = len;
-        return SPELL_KEY;
-    }
-    size_t cap = spell_key_cap(sp, len);
-    char *out = buf;
-    if (cap > KEY_STACK && (out = *heap = malloc(cap)) == NULL)
-        return SPELL_MAYBE;
-    *key = out;
-    return spell_key(sp, id, len, out, cap, klen);
-}
-
 enum bloomguard_answer bloomguard_lookup(bloomguard *bg, const void *id, size_t len)
 {
     recheck(bg);
@@ -316,7 +298,8 @@ enum bloomguard_answer bloomguard_lookup(bloomguard *bg, const void *id, size_t 
         char buf[KEY_STACK], *heap;
         const char *key;
         size_t klen;
-        enum spell_verdict sv = key_of(v->spell, id, len, buf, &heap, &key, &klen);
+        enum spell_verdict sv = spell_key_buf(v->spell, id, len, buf, sizeof buf, &heap, &key,
+                                              &klen);
         bool maybe = sv == SPELL_KEY && filter_contains(v->f, key, klen);
         free(heap);
         int64_t stale_ns = v->max_stale_ns;

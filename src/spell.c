@@ -11,6 +11,7 @@
 
 #include <errno.h>
 #include <stdint.h>
+#include <stdlib.h>
 
 /* Type OIDs of PostgreSQL's catalog (pg_type.dat); stable across versions. */
 enum {
@@ -147,4 +148,21 @@ enum spell_verdict spell_key(enum spell_type t, const char *in, size_t len, char
         *outlen = 0;
     errno = saved_errno;
     return v;
+}
+
+enum spell_verdict spell_key_buf(enum spell_type t, const char *in, size_t len, char *buf,
+                                 size_t bufcap, char **heap, const char **key, size_t *klen)
+{
+    *heap = NULL;
+    if (t == SPELL_TEXT) {
+        *key = in;
+        *klen = len;
+        return SPELL_KEY;
+    }
+    size_t cap = spell_key_cap(t, len);
+    char *out = buf;
+    if (cap > bufcap && (out = *heap = malloc(cap)) == NULL)
+        return SPELL_MAYBE;
+    *key = out;
+    return spell_key(t, in, len, out, cap, klen);
 }

@@ -190,4 +190,14 @@ size_t spell_key_cap(enum spell_type t, size_t len);
 enum spell_verdict spell_key(enum spell_type t, const char *in, size_t len, char *out,
                              size_t cap, size_t *outlen);
 
+/*
+ * spell_key with the output found for the caller: *key is in itself for
+ * text (nothing copied), else buf (bufcap bytes) when the key fits there,
+ * else a malloc'ed *heap the caller frees (*heap is NULL otherwise).  The
+ * verdict of spell_key; no memory for *heap is SPELL_MAYBE, never a wrong
+ * key.  *key is valid only with SPELL_KEY.
+ */
+enum spell_verdict spell_key_buf(enum spell_type t, const char *in, size_t len, char *buf,
+                                 size_t bufcap, char **heap, const char **key, size_t *klen);
+
 #endif /* BLOOMGUARD_SPELL_H */

@@ -158,8 +158,6 @@ void table_ident(struct table *t, struct table_ident *out)
     pthread_mutex_unlock(&t->mu);
 }
 
-/* Keys up to this long are made on the stack. */
-
 /*
  * The key of id for spelling sp into *key (id itself for text, else buf,
  * or *heap when it does not fit: free it).  The verdict of spell_key; a
@@ -168,19 +166,7 @@ void table_ident(struct table *t, struct table_ident *out)
 enum spell_verdict table_key_of(enum spell_type sp, const char *id, size_t len, char *buf,
                                 char **heap, const char **key, size_t *klen)
 {
-    *heap = NULL;
-    if (sp == SPELL_TEXT) {
-        *key = id;
-        *klen = len;
-        return SPELL_KEY;
-    }
-    size_t cap = spell_key_cap(sp, len);
-    char *out = buf;
-    if (cap > KEY_STACK && (out = *heap = malloc(cap)) == NULL)
-        return SPELL_MAYBE;
-    enum spell_verdict v = spell_key(sp, id, len, out, cap, klen);
-    *key = out;
-    return v;
+    return spell_key_buf(sp, id, len, buf, KEY_STACK, heap, key, klen);
 }
 
 enum table_answer table_lookup(struct table *t, const void *id, size_t len)
