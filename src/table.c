@@ -317,19 +317,33 @@ static enum table_insert_result journal(struct table *t, const struct keyset *k)
     return TABLE_INSERT_NOMEM;
 }
 
-enum table_insert_result table_insert(struct table *t, size_t n, const char *const *ids,
-                                      const size_t *lens, size_t *inserted, int *err)
+/*
+ * The start both inserts share: *inserted and *err cleared, the ids spelled
+ * and hashed into *k (keyset_free it), and journaled for a rebuild in
+ * flight.  TABLE_INSERTED to go on; else *err names the first bad id for
+ * TABLE_INSERT_NOT_A_VALUE.
+ */
+static enum table_insert_result insert_begin(struct table *t, size_t n, const char *const *ids,
+                                             const size_t *lens, struct keyset *k,
+                                             size_t *inserted, int *err)
 {
-    struct keyset k;
     int bad = 0;
     *inserted = 0;
     if (err)
         *err = 0;
-    enum table_insert_result r = keyset_make(t, n, ids, lens, &k, &bad);
+    enum table_insert_result r = keyset_make(t, n, ids, lens, k, &bad);
     if (r == TABLE_INSERT_NOT_A_VALUE && err)
         *err = bad;
     if (r == TABLE_INSERTED)
-        r = journal(t, &k);
+        r = journal(t, k);
+    return r;
+}
+
+enum table_insert_result table_insert(struct table *t, size_t n, const char *const *ids,
+                                      const size_t *lens, size_t *inserted, int *err)
+{
+    struct keyset k;
+    enum table_insert_result r = insert_begin(t, n, ids, lens, &k, inserted, err);
     if (r == TABLE_INSERTED && t->durable != NULL && n > 0) {
         /* On disk before the filter and the 2xx; the journal's copy is harmless. */
         int e = t->durable(t->durable_arg, n, k.keys, k.lens, t->fc->pending_ttl);
@@ -372,15 +386,7 @@ enum table_insert_result table_insert_later(struct table *t, size_t n, const cha
     if (t->durable_submit == NULL || n == 0)
         return table_insert(t, n, ids, lens, inserted, err);
     struct keyset k;
-    int bad = 0;
-    *inserted = 0;
-    if (err)
-        *err = 0;
-    enum table_insert_result r = keyset_make(t, n, ids, lens, &k, &bad);
-    if (r == TABLE_INSERT_NOT_A_VALUE && err)
-        *err = bad;
-    if (r == TABLE_INSERTED)
-        r = journal(t, &k);
+    enum table_insert_result r = insert_begin(t, n, ids, lens, &k, inserted, err);
     struct insert_op *op = r == TABLE_INSERTED ? malloc(sizeof *op) : NULL;
     if (r == TABLE_INSERTED && op == NULL)
         r = TABLE_INSERT_NOMEM;
