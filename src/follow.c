@@ -98,7 +98,7 @@ static bool one_row(PGconn *conn, PGresult *r, int fields, const char *what, cha
 {
     bool ok = PQresultStatus(r) == PGRES_TUPLES_OK && PQntuples(r) == 1 && PQnfields(r) == fields;
     if (!ok)
-        loader_set_error(err, errlen, what, conn);
+        loader_set_result_error(err, errlen, what, conn, r);
     return ok;
 }
 

@@ -99,7 +99,7 @@ static bool start_replication(struct logical *l, PGconn *repl, uint64_t start, c
     PGresult *r = PQexec(repl, sql);
     bool ok = PQresultStatus(r) == PGRES_COPY_BOTH;
     if (!ok)
-        loader_set_error(err, errlen, "START_REPLICATION failed", repl);
+        loader_set_result_error(err, errlen, "START_REPLICATION failed", repl, r);
     PQclear(r);
     return ok;
 }
