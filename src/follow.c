@@ -12,6 +12,7 @@
 
 #include "feed.h"
 #include "loader.h"
+#include "pgerror.h"
 
 const char *follow_state_name(enum follow_state s)
 {
@@ -263,7 +264,16 @@ enum follow_method follow_choose(const struct config *cfg, const struct filter_c
 void follow_public_error(char *out, size_t outlen, const char *err)
 {
     size_t n = strcspn(err, ":");
+    char code[PGERROR_SQLSTATE_LEN];
     snprintf(out, outlen, "%.*s", (int)n, err);
+    if (pgerror_find(err, code))
+        pgerror_tag(out, outlen, code);
+}
+
+void follow_status_set_error(struct follow_status *out, const char *pub)
+{
+    snprintf(out->last_error, sizeof out->last_error, "%s", pub);
+    pgerror_take(out->last_error, out->sqlstate);
 }
 
 unsigned follow_jitter_ms(unsigned *rng, unsigned seconds)

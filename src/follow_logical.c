@@ -396,7 +396,7 @@ static void logical_status(struct follower *f, struct follow_status *out)
     out->state = l->state;
     out->since = l->since;
     out->listening = l->slot_ready && l->state == FOLLOW_CONNECTED;
-    snprintf(out->last_error, sizeof out->last_error, "%s", l->error);
+    follow_status_set_error(out, l->error);
     snprintf(out->slot, sizeof out->slot, "%s", l->slot);
     out->slot_temporary = l->temporary;
     out->slot_lag_bytes = l->lag_bytes;

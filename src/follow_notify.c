@@ -534,7 +534,7 @@ static void notify_status(struct follower *f, struct follow_status *out)
     out->state = n->state;
     out->since = n->since;
     out->listening = n->listening;
-    snprintf(out->last_error, sizeof out->last_error, "%s", n->error);
+    follow_status_set_error(out, n->error);
     pthread_mutex_unlock(&n->mu);
     out->slot_lag_bytes = -1;
 }

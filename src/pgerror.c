@@ -108,18 +108,33 @@ void pgerror_tag(char *err, size_t errlen, const char *sqlstate)
     snprintf(err + n, errlen - n, TAG_OPEN "%s)", sqlstate);
 }
 
-bool pgerror_find(const char *err, char out[PGERROR_SQLSTATE_LEN])
+/* The last whole tag's code in err, or NULL. */
+static const char *last_tag(const char *err)
 {
     const char *found = NULL;
-    out[0] = '\0';
     for (const char *p = err; (p = strstr(p, TAG_OPEN)) != NULL; p++) {
         const char *c = p + strlen(TAG_OPEN);
         if (valid_code(c) && c[5] == ')')
             found = c;
     }
+    return found;
+}
+
+bool pgerror_find(const char *err, char out[PGERROR_SQLSTATE_LEN])
+{
+    const char *found = last_tag(err);
+    out[0] = '\0';
     if (found == NULL)
         return false;
     memcpy(out, found, 5);
     out[5] = '\0';
+    return true;
+}
+
+bool pgerror_take(char *err, char out[PGERROR_SQLSTATE_LEN])
+{
+    if (!pgerror_find(err, out))
+        return false;
+    err[last_tag(err) - err - strlen(TAG_OPEN)] = '\0';
     return true;
 }

@@ -39,4 +39,7 @@ void pgerror_tag(char *err, size_t errlen, const char *sqlstate);
  */
 bool pgerror_find(const char *err, char out[PGERROR_SQLSTATE_LEN]);
 
+/* As pgerror_find, and cut that tag (with whatever follows it) off err. */
+bool pgerror_take(char *err, char out[PGERROR_SQLSTATE_LEN]);
+
 #endif

@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "check_main.h"
+#include "follow.h"
 #include "pgerror.h"
 
 START_TEST(hints_known_and_unknown)
@@ -88,6 +89,33 @@ START_TEST(tag_round_trip)
     char fits[40] = "0123456789abcdef";
     pgerror_tag(fits, sizeof fits, "3D000");
     ck_assert_str_eq(fits, "0123456789abcdef (SQLSTATE 3D000)");
+
+    /* Taken off: the text before it stays. */
+    ck_assert(pgerror_take(fits, code));
+    ck_assert_str_eq(code, "3D000");
+    ck_assert_str_eq(fits, "0123456789abcdef");
+    ck_assert(!pgerror_take(fits, code));
+    ck_assert_str_eq(code, "");
+    ck_assert_str_eq(fits, "0123456789abcdef");
+}
+END_TEST
+
+/* The public part keeps the code and drops libpq's detail (hosts, names). */
+START_TEST(public_error_keeps_code)
+{
+    char pub[160];
+    struct follow_status st = { 0 };
+    follow_public_error(pub, sizeof pub, "cannot connect to PostgreSQL: connection to server on "
+                        "socket \"/tmp/s/.s.PGSQL.5433\" failed: FATAL:  database \"secretdb\" "
+                        "does not exist (SQLSTATE 3D000)");
+    ck_assert_str_eq(pub, "cannot connect to PostgreSQL (SQLSTATE 3D000)");
+    follow_status_set_error(&st, pub);
+    ck_assert_str_eq(st.last_error, "cannot connect to PostgreSQL");
+    ck_assert_str_eq(st.sqlstate, "3D000");
+    follow_public_error(pub, sizeof pub, "COPY failed: server closed the connection");
+    follow_status_set_error(&st, pub);
+    ck_assert_str_eq(st.last_error, "COPY failed");
+    ck_assert_str_eq(st.sqlstate, "");
 }
 END_TEST
 
@@ -98,6 +126,7 @@ Suite *check_suite(void)
     tcase_add_test(tc, hints_known_and_unknown);
     tcase_add_test(tc, connect_texts);
     tcase_add_test(tc, tag_round_trip);
+    tcase_add_test(tc, public_error_keeps_code);
     suite_add_tcase(s, tc);
     return s;
 }
