@@ -12,6 +12,7 @@
 
 #include "feed.h"
 #include "loader.h"
+#include "pgerror.h"
 
 const char *follow_state_name(enum follow_state s)
 {
@@ -98,7 +99,7 @@ static bool one_row(PGconn *conn, PGresult *r, int fields, const char *what, cha
 {
     bool ok = PQresultStatus(r) == PGRES_TUPLES_OK && PQntuples(r) == 1 && PQnfields(r) == fields;
     if (!ok)
-        loader_set_error(err, errlen, what, conn);
+        loader_set_result_error(err, errlen, what, conn, r);
     return ok;
 }
 
@@ -263,7 +264,16 @@ enum follow_method follow_choose(const struct config *cfg, const struct filter_c
 void follow_public_error(char *out, size_t outlen, const char *err)
 {
     size_t n = strcspn(err, ":");
+    char code[PGERROR_SQLSTATE_LEN];
     snprintf(out, outlen, "%.*s", (int)n, err);
+    if (pgerror_find(err, code))
+        pgerror_tag(out, outlen, code);
+}
+
+void follow_status_set_error(struct follow_status *out, const char *pub)
+{
+    snprintf(out->last_error, sizeof out->last_error, "%s", pub);
+    pgerror_take(out->last_error, out->sqlstate);
 }
 
 unsigned follow_jitter_ms(unsigned *rng, unsigned seconds)

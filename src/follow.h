@@ -49,6 +49,7 @@ struct follow_status {
     time_t since;
     bool listening;                 /* ready for a COPY: LISTENing, polling, or a slot streaming */
     char last_error[160];           /* public part only (no hosts, paths, roles); "" = none */
+    char sqlstate[6];               /* the last error's SQLSTATE (pgerror.h), "" = unknown */
     /* logical only */
     char slot[64];                  /* the replication slot, "" = none */
     bool slot_temporary;
@@ -208,9 +209,13 @@ int follow_feed_read(struct follower *f, struct table *t, PGconn *conn, uint64_t
 /*
  * The public part of an error: the text before the first ": ", where the
  * detail from libpq (hosts, socket paths, role names) goes, which only the
- * log shows.
+ * log shows.  A SQLSTATE tagged anywhere in err (pgerror.h) follows it, as
+ * " (SQLSTATE xxxxx)": the code names nothing secret.
  */
 void follow_public_error(char *out, size_t outlen, const char *err);
+
+/* A follower's public error (as above) into out's last_error and sqlstate. */
+void follow_status_set_error(struct follow_status *out, const char *pub);
 
 /* Backoff with +-25% jitter, so that a fleet does not reconnect in step; rng is the caller's. */
 unsigned follow_jitter_ms(unsigned *rng, unsigned seconds);

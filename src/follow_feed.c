@@ -349,7 +349,7 @@ static void feed_status(struct follower *f, struct follow_status *out)
     out->state = d->state;
     out->since = d->since;
     out->listening = d->connected;
-    snprintf(out->last_error, sizeof out->last_error, "%s", d->error);
+    follow_status_set_error(out, d->error);
     pthread_mutex_unlock(&d->mu);
     out->slot_lag_bytes = -1;
 }

@@ -99,7 +99,7 @@ static bool start_replication(struct logical *l, PGconn *repl, uint64_t start, c
     PGresult *r = PQexec(repl, sql);
     bool ok = PQresultStatus(r) == PGRES_COPY_BOTH;
     if (!ok)
-        loader_set_error(err, errlen, "START_REPLICATION failed", repl);
+        loader_set_result_error(err, errlen, "START_REPLICATION failed", repl, r);
     PQclear(r);
     return ok;
 }
@@ -396,7 +396,7 @@ static void logical_status(struct follower *f, struct follow_status *out)
     out->state = l->state;
     out->since = l->since;
     out->listening = l->slot_ready && l->state == FOLLOW_CONNECTED;
-    snprintf(out->last_error, sizeof out->last_error, "%s", l->error);
+    follow_status_set_error(out, l->error);
     snprintf(out->slot, sizeof out->slot, "%s", l->slot);
     out->slot_temporary = l->temporary;
     out->slot_lag_bytes = l->lag_bytes;

@@ -121,7 +121,7 @@ static bool listen_on(PGconn *conn, const char *channel, char *err, size_t errle
     PGresult *r = PQexec(conn, sql);
     bool ok = PQresultStatus(r) == PGRES_COMMAND_OK;
     if (!ok)
-        loader_set_error(err, errlen, sql, conn);
+        loader_set_result_error(err, errlen, sql, conn, r);
     PQclear(r);
     return ok;
 }
@@ -201,11 +201,11 @@ static bool direct_session(struct notify *n, PGconn *conn, char *err, size_t err
     PGresult *r = PQexec(conn, "SELECT pg_backend_pid()");
     bool ok = PQresultStatus(r) == PGRES_TUPLES_OK && PQntuples(r) == 1;
     long pid = ok ? strtol(PQgetvalue(r, 0, 0), NULL, 10) : 0;
+    if (!ok)
+        loader_set_result_error(err, errlen, "cannot read the backend pid", conn, r);
     PQclear(r);
-    if (!ok) {
-        loader_set_error(err, errlen, "cannot read the backend pid", conn);
+    if (!ok)
         return false;
-    }
     if (pid != PQbackendPID(conn)) {
         snprintf(err, errlen, "the follower's connection goes through a connection pooler "
                  "(backend pid %ld, connection says %d): LISTEN needs a direct connection to "
@@ -339,14 +339,15 @@ static void follow(struct notify *n, PGconn *conn, char **probe, char *err, size
             bool ok = true, same = true;
             PGresult *r;
             while ((r = PQgetResult(conn)) != NULL) {
-                ok = ok && PQresultStatus(r) == PGRES_TUPLES_OK && PQntuples(r) == 1;
+                bool this_ok = PQresultStatus(r) == PGRES_TUPLES_OK && PQntuples(r) == 1;
+                if (ok && !this_ok)
+                    loader_set_result_error(err, errlen, "probe failed", conn, r);
+                ok = ok && this_ok;
                 same = ok && strcmp(PQgetvalue(r, 0, 0), "t") == 0;
                 PQclear(r);
             }
-            if (!ok) {
-                loader_set_error(err, errlen, "probe failed", conn);
+            if (!ok)
                 return;
-            }
             if (!same) {
                 snprintf(err, errlen, "the probe ran on a session that does not listen "
                          "(a connection pooler?)");
@@ -533,7 +534,7 @@ static void notify_status(struct follower *f, struct follow_status *out)
     out->state = n->state;
     out->since = n->since;
     out->listening = n->listening;
-    snprintf(out->last_error, sizeof out->last_error, "%s", n->error);
+    follow_status_set_error(out, n->error);
     pthread_mutex_unlock(&n->mu);
     out->slot_lag_bytes = -1;
 }

@@ -6,6 +6,7 @@
 #include "loader.h"
 
 #include "log.h"
+#include "pgerror.h"
 #include "spell.h"
 
 #include <poll.h>
@@ -14,13 +15,33 @@
 #include <string.h>
 #include <time.h>
 
-void loader_set_error(char *err, size_t errlen, const char *what, PGconn *conn)
+/* "what: message" into err; with a code, cut short enough that its tag fits whole. */
+static void set_error(char *err, size_t errlen, const char *what, PGconn *conn,
+                      const char *code)
 {
     const char *msg = conn ? PQerrorMessage(conn) : "";
     size_t n = strlen(msg);
     while (n > 0 && (msg[n - 1] == '\n' || msg[n - 1] == ' '))
         n--;
-    snprintf(err, errlen, "%s%s%.*s", what, n ? ": " : "", (int)n, msg);
+    size_t tag = code ? sizeof " (SQLSTATE 00000)" - 1 : 0;
+    size_t cap = errlen > tag ? errlen - tag : errlen;
+    snprintf(err, cap, "%s%s%.*s", what, n ? ": " : "", (int)n, msg);
+    pgerror_tag(err, errlen, code);
+}
+
+void loader_set_error(char *err, size_t errlen, const char *what, PGconn *conn)
+{
+    set_error(err, errlen, what, conn, pgerror_guess_connect(conn ? PQerrorMessage(conn) : NULL));
+}
+
+void loader_set_result_error(char *err, size_t errlen, const char *what, PGconn *conn,
+                             const PGresult *r)
+{
+    const char *code = r ? PQresultErrorField(r, PG_DIAG_SQLSTATE) : NULL;
+    if (code == NULL || code[0] == '\0')
+        loader_set_error(err, errlen, what, conn);
+    else
+        set_error(err, errlen, what, conn, code);
 }
 
 /*
@@ -82,9 +103,11 @@ static PGconn *connect_as(const struct config *cfg, const char *app, bool replic
      */
     PGresult *r = PQexec(conn, LOADER_SESSION_SETTINGS);
     bool ok = PQresultStatus(r) == PGRES_COMMAND_OK;
+    if (!ok)
+        loader_set_result_error(err, errlen, "cannot set the session's encoding and formats",
+                                conn, r);
     PQclear(r);
     if (!ok) {
-        loader_set_error(err, errlen, "cannot set the session's encoding and formats", conn);
         PQfinish(conn);
         return NULL;
     }
@@ -113,7 +136,7 @@ bool loader_server_id(PGconn *conn, char *out, size_t outlen, char *err, size_t 
                                "coalesce(inet_server_port(), 0), current_database()");
     bool ok = PQresultStatus(r) == PGRES_TUPLES_OK && PQntuples(r) == 1 && PQnfields(r) == 5;
     if (!ok)
-        loader_set_error(err, errlen, "cannot identify the server", conn);
+        loader_set_result_error(err, errlen, "cannot identify the server", conn, r);
     else if (strcmp(PQgetvalue(r, 0, 0), "t") == 0) {
         snprintf(err, errlen, "the server is a standby (in recovery): bloomguard needs the primary");
         ok = false;
@@ -199,9 +222,10 @@ bool loader_identify(PGconn *conn, const struct filter_config *fc, struct table_
         2, NULL, params, NULL, NULL, 0);
     bool ok = PQresultStatus(r) == PGRES_TUPLES_OK && PQnfields(r) == 9;
     if (!ok)
-        loader_set_error(err, errlen, "cannot read the table's column", conn);
+        loader_set_result_error(err, errlen, "cannot read the table's column", conn, r);
     else if (PQntuples(r) != 1) {
         snprintf(err, errlen, "table %s has no column %s", fc->table, fc->column);
+        pgerror_tag(err, errlen, "42703");
         ok = false;
     } else {
         out->relid = (uint32_t)strtoul(PQgetvalue(r, 0, 0), NULL, 10);
@@ -227,7 +251,7 @@ static bool query_u64(PGconn *conn, const char *sql, int nparams, const char *pa
     PGresult *r = PQexecParams(conn, sql, nparams, NULL, &param, NULL, NULL, 0);
     bool ok = PQresultStatus(r) == PGRES_TUPLES_OK && PQntuples(r) == 1;
     if (!ok)
-        loader_set_error(err, errlen, "cannot read the table", conn);
+        loader_set_result_error(err, errlen, "cannot read the table", conn, r);
     else
         *out = PQgetisnull(r, 0, 0) ? -1 : strtoll(PQgetvalue(r, 0, 0), NULL, 10);
     PQclear(r);
@@ -423,7 +447,7 @@ static bool in_snapshot(PGconn *conn, const char *snapshot, char *err, size_t er
     PGresult *r = PQexec(conn, sql);
     bool ok = PQresultStatus(r) == PGRES_COMMAND_OK;
     if (!ok)
-        loader_set_error(err, errlen, "cannot import the replication slot's snapshot", conn);
+        loader_set_result_error(err, errlen, "cannot import the replication slot's snapshot", conn, r);
     PQclear(r);
     return ok;
 }
@@ -433,7 +457,7 @@ static bool commit(PGconn *conn, char *err, size_t errlen)
     PGresult *r = PQexec(conn, "COMMIT");
     bool ok = PQresultStatus(r) == PGRES_COMMAND_OK;
     if (!ok)
-        loader_set_error(err, errlen, "COMMIT failed", conn);
+        loader_set_result_error(err, errlen, "COMMIT failed", conn, r);
     PQclear(r);
     return ok;
 }
@@ -470,7 +494,7 @@ bool loader_copy(PGconn *conn, const struct filter_config *fc, struct filter *f,
         goto done;                      /* PQfinish by the caller ends the statement */
     }
     if (PQresultStatus(r) != PGRES_COPY_OUT) {
-        loader_set_error(err, errlen, "COPY failed", conn);
+        loader_set_result_error(err, errlen, "COPY failed", conn, r);
         goto done;
     }
     PQclear(r);
@@ -534,7 +558,7 @@ bool loader_copy(PGconn *conn, const struct filter_config *fc, struct filter *f,
     free(keybuf);
     r = PQgetResult(conn);
     if (PQresultStatus(r) != PGRES_COMMAND_OK) {
-        loader_set_error(err, errlen, "COPY failed", conn);
+        loader_set_result_error(err, errlen, "COPY failed", conn, r);
         goto done;
     }
     PQclear(r);

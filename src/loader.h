@@ -53,6 +53,13 @@ PGconn *loader_connect_replication(const struct config *cfg, char *err, size_t e
  * (just "what" when libpq says nothing): the form of every error here.
  */
 void loader_set_error(char *err, size_t errlen, const char *what, PGconn *conn);
+/*
+ * Both end with " (SQLSTATE xxxxx)" when the code is known (pgerror.h): the
+ * failed result's code here; loader_set_error reads it from a refused
+ * connection's FATAL line only.  r may be NULL (then as loader_set_error).
+ */
+void loader_set_result_error(char *err, size_t errlen, const char *what, PGconn *conn,
+                             const PGresult *r);
 
 /*
  * Who the connection reached: the server's start time, address, port and

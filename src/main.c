@@ -1,9 +1,9 @@
 /*
- * bloomguard: command line, configuration, signals and service
- * notifications.  Wiring only; the work happens in the modules.
+ * bloomguard: configuration, signals and service notifications, after
+ * cmdline.c has read the command line.  Wiring only; the work happens in
+ * the modules.
  */
 #include <errno.h>
-#include <getopt.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stdatomic.h>
@@ -14,6 +14,7 @@
 #include <unistd.h>
 
 #include "api.h"
+#include "cmdline.h"
 #include "routes.h"
 #include "config.h"
 #include "http.h"
@@ -33,9 +34,6 @@
 
 #define DEFAULT_CONFIG SYSCONFDIR "/bloomguard/bloomguard.conf"
 
-/* Exit codes (documented in bloomguard(8)). */
-enum { EXIT_OK = 0, EXIT_CONFIG = 1, EXIT_STARTUP = 2, EXIT_USAGE = 2 };
-
 /*
  * Readiness across tables, for sd_notify.  The hooks run on the rebuild
  * thread, SIGHUP on the main thread; mu orders them (taken before the
@@ -51,68 +49,6 @@ struct hooks_ctx {
     uint64_t owed[CONFIG_MAX_FILTERS];  /* 0: none owed */
     unsigned owing;                 /* tables with owed[t] != 0 */
 };
-
-/* The synopsis alone: what a mistyped command line gets, on stderr. */
-static void synopsis(FILE *out)
-{
-    fprintf(out,
-            "usage: bloomguard [-c FILE] [-t [--connect]] [--section.key=value ...]\n"
-            "       bloomguard [-c FILE] --print-nginx | --print-caddy [--section.key=value ...]\n"
-            "       bloomguard -s reload|reopen|stop -p PID\n"
-            "       bloomguard -V | -h\n");
-}
-
-static void usage(FILE *out)
-{
-    synopsis(out);
-    fprintf(out,
-            "\n"
-            "  -c FILE (--config)   configuration file (default %s)\n"
-            "  -t (--test)          check the configuration and exit (0 ok, 1 error): the\n"
-            "                       conninfo parses, directories exist and are writable,\n"
-            "                       secrets are not readable by others\n"
-            "  --connect            with -t: also connect and check each table and column\n"
-            "  --print-nginx        print the nginx configuration for the templates and exit\n"
-            "  --print-caddy        print the Caddyfile for the templates and exit\n"
-            "  -s SIGNAL (--signal) send SIGNAL to the daemon of -p PID and exit: reload\n"
-            "                       (SIGHUP; waits until the daemon has taken it), reopen\n"
-            "                       (SIGUSR1, the log file), stop (SIGTERM)\n"
-            "  -p PID (--pid)       the daemon -s signals (systemd: $MAINPID)\n"
-            "  -V (--version)       print the version and exit\n"
-            "  -h (--help)          this help, with every configuration key\n"
-            "  --section.key=value  override a configuration key\n"
-            "\n"
-            "keys (section.key = default), what they accept, and whether SIGHUP applies\n"
-            "a new value or it needs a restart:\n",
-            DEFAULT_CONFIG);
-    for (size_t i = 0; i < config_key_count(); i++) {
-        const char *sec, *name, *def, *help;
-        char values[256];
-        if (!config_key_at(i, &sec, &name, &def, &help))
-            continue;
-        config_key_values(i, values, sizeof values);
-        fprintf(out, "  %s.%s = %s\n      %s\n      %s%s%s%s\n", sec, name, def, help,
-                values, values[0] ? "; " : "",
-                config_key_reloads(i) ? "SIGHUP applies it" : "needs a restart",
-                config_key_per_filter(i) ? "; per filter" : "");
-    }
-    fprintf(out,
-            "\n"
-            "[filter NAME] sections (NAME: [a-z][a-z0-9_]{0,31}) each declare a filter, on\n"
-            "its own table; inside one only the keys marked \"per filter\" may appear, by\n"
-            "bare name (table = orders).  Each sets its own table and column; the other keys\n"
-            "start from their global values, except channel, which defaults to\n"
-            "<[sync] channel>_<NAME>.  The first one is\n"
-            "the default filter (GET /exists/{id}); \"uri_template = /order/{id} orders\"\n"
-            "names the filter of a template.\n");
-    fprintf(out, "\nendpoints (path, methods, name in /stats and /metrics, match, needs):\n");
-    routes_list(out);
-    fprintf(out, "\nstatus codes counted one by one in /stats and /metrics (others: \"other\"):\n ");
-    for (unsigned k = 0; k < SS_OTHER; k++)
-        fprintf(out, " %u", stats_status_code(k));
-    fprintf(out, "\n\nmetrics (GET /metrics):\n");
-    metrics_list(out);
-}
 
 static void on_progress(void *arg, unsigned t, uint64_t rows, bool first)
 {
@@ -207,117 +143,6 @@ struct cmdline {
     int argc;
 };
 
-/* "--section.key=value": a dot before any '=' tells it from the long options. */
-static bool is_override(const char *arg)
-{
-    if (strncmp(arg, "--", 2) != 0)
-        return false;
-    size_t name = strcspn(arg + 2, "=");
-    const char *dot = memchr(arg + 2, '.', name);
-    return dot != NULL && dot != arg + 2;
-}
-
-/* What the command line asks for besides the configuration. */
-struct args {
-    const char *path;           /* -c FILE, or NULL */
-    bool check_only, connect, print;
-    enum proxyconf_kind print_kind;
-    const char *signal, *pid;   /* -s SIGNAL -p PID, or NULL */
-};
-
-enum args_result { ARGS_RUN, ARGS_EXIT_OK, ARGS_EXIT_USAGE };
-
-/*
- * getopt_long, as nginx and pgbouncer users expect (-tc FILE, --config=FILE,
- * --), with the "--section.key=value" overrides taken out first: they are
- * read again on every SIGHUP, from argv itself.  A mistake prints the
- * synopsis on stderr: the caller exits 2.
- */
-static enum args_result parse_args(int argc, char **argv, struct args *a)
-{
-    enum { OPT_CONNECT = 256, OPT_PRINT_NGINX, OPT_PRINT_CADDY };
-    static const struct option longopts[] = {
-        { "config", required_argument, NULL, 'c' },
-        { "test", no_argument, NULL, 't' },
-        { "connect", no_argument, NULL, OPT_CONNECT },
-        { "print-nginx", no_argument, NULL, OPT_PRINT_NGINX },
-        { "print-caddy", no_argument, NULL, OPT_PRINT_CADDY },
-        { "signal", required_argument, NULL, 's' },
-        { "pid", required_argument, NULL, 'p' },
-        { "version", no_argument, NULL, 'V' },
-        { "help", no_argument, NULL, 'h' },
-        { NULL, 0, NULL, 0 },
-    };
-    char **rest = calloc((size_t)argc + 1, sizeof *rest);
-    enum args_result res = ARGS_RUN;
-    int n = 0, opt;
-
-    memset(a, 0, sizeof *a);
-    if (rest == NULL) {
-        fprintf(stderr, "bloomguard: out of memory\n");
-        return ARGS_EXIT_USAGE;
-    }
-    for (int i = 0; i < argc; i++) {
-        if (i > 0 && strcmp(argv[i], "--") == 0) {
-            while (i < argc)
-                rest[n++] = argv[i++];
-            break;
-        }
-        if (i == 0 || !is_override(argv[i]))
-            rest[n++] = argv[i];
-    }
-    opterr = 0;
-    optind = 1;
-    while (res == ARGS_RUN && (opt = getopt_long(n, rest, ":c:tVhs:p:", longopts, NULL)) != -1) {
-        switch (opt) {
-        case 'c': a->path = optarg; break;
-        case 't': a->check_only = true; break;
-        case OPT_CONNECT: a->connect = true; break;
-        case OPT_PRINT_NGINX: a->print = true; a->print_kind = PROXYCONF_NGINX; break;
-        case OPT_PRINT_CADDY: a->print = true; a->print_kind = PROXYCONF_CADDY; break;
-        case 's': a->signal = optarg; break;
-        case 'p': a->pid = optarg; break;
-        case 'V':
-            printf("bloomguard %s\n", PACKAGE_VERSION);
-            res = ARGS_EXIT_OK;
-            break;
-        case 'h':
-            usage(stdout);
-            res = ARGS_EXIT_OK;
-            break;
-        case ':':
-            fprintf(stderr, "bloomguard: option %s needs an argument\n", rest[optind - 1]);
-            res = ARGS_EXIT_USAGE;
-            break;
-        default:
-            if (optopt != 0)
-                fprintf(stderr, "bloomguard: unknown option -%c\n", optopt);
-            else
-                fprintf(stderr, "bloomguard: unknown option %s\n", rest[optind - 1]);
-            res = ARGS_EXIT_USAGE;
-            break;
-        }
-    }
-    if (res == ARGS_RUN && optind < n) {
-        fprintf(stderr, "bloomguard: unexpected argument \"%s\"\n", rest[optind]);
-        res = ARGS_EXIT_USAGE;
-    }
-    if (res == ARGS_RUN && a->connect && !a->check_only) {
-        fprintf(stderr, "bloomguard: --connect goes with -t\n");
-        res = ARGS_EXIT_USAGE;
-    }
-    if (res == ARGS_RUN && (a->signal != NULL) != (a->pid != NULL)) {
-        fprintf(stderr, "bloomguard: -s and -p go together\n");
-        res = ARGS_EXIT_USAGE;
-    }
-    if (res == ARGS_EXIT_USAGE) {
-        synopsis(stderr);
-        fprintf(stderr, "(bloomguard --help lists every option and key)\n");
-    }
-    free(rest);
-    return res;
-}
-
 /*
  * The file, then the overrides, over *c (filled by config_defaults).
  * *file gets the file read (NULL: built-in defaults).  False with the
@@ -334,7 +159,7 @@ static bool read_config(const struct cmdline *cl, struct config *c, const char *
         *file = NULL;
     }
     for (int i = 1; i < cl->argc; i++)
-        if (is_override(cl->argv[i]) && !config_override(c, cl->argv[i] + 2, err, errlen))
+        if (cmdline_is_override(cl->argv[i]) && !config_override(c, cl->argv[i] + 2, err, errlen))
             return false;
     return true;
 }
@@ -423,60 +248,6 @@ out:
     return ok;
 }
 
-/* Whether signal sig is pending for the whole process pid (its ShdPnd mask); false once taken. */
-static bool signal_pending(long pid, int sig)
-{
-    char path[64], line[256];
-    bool pending = false;
-    snprintf(path, sizeof path, "/proc/%ld/status", pid);
-    FILE *f = fopen(path, "r");
-    if (f == NULL)
-        return false;
-    while (fgets(line, sizeof line, f) != NULL)
-        if (strncmp(line, "ShdPnd:", 7) == 0)
-            pending = (strtoull(line + 7, NULL, 16) >> (sig - 1)) & 1;
-    fclose(f);
-    return pending;
-}
-
-/*
- * -s reload|reopen|stop -p PID, as nginx -s: what systemd's ExecReload= runs,
- * so that the unit needs no kill(1) (a minbase system has none).  reload
- * returns once the daemon has taken the SIGHUP and had a moment to send
- * RELOADING=1: systemd must see that before ExecReload= exits to wait for
- * READY=1.
- */
-static int send_signal(const char *name, const char *pidstr)
-{
-    static const struct { const char *name; int sig; } sigs[] = {
-        { "reload", SIGHUP }, { "reopen", SIGUSR1 }, { "stop", SIGTERM }, { "quit", SIGTERM },
-    };
-    int sig = 0;
-    for (size_t i = 0; i < sizeof sigs / sizeof sigs[0]; i++)
-        if (strcmp(name, sigs[i].name) == 0)
-            sig = sigs[i].sig;
-    char *end;
-    errno = 0;
-    long pid = strtol(pidstr, &end, 10);
-    if (sig == 0 || errno != 0 || end == pidstr || *end != '\0' || pid <= 1) {
-        fprintf(stderr, "bloomguard: -s %s -p %s: expected -s reload|reopen|stop and a process id\n",
-                name, pidstr);
-        return EXIT_USAGE;
-    }
-    if (kill((pid_t)pid, sig) != 0) {
-        fprintf(stderr, "bloomguard: cannot signal process %ld: %s\n", pid, strerror(errno));
-        return EXIT_CONFIG;
-    }
-    if (sig != SIGHUP)
-        return EXIT_OK;
-    struct timespec tick = { 0, 50 * 1000 * 1000 };
-    for (int i = 0; i < 100 && signal_pending(pid, sig); i++)
-        nanosleep(&tick, NULL);
-    struct timespec settle = { 0, 200 * 1000 * 1000 };
-    nanosleep(&settle, NULL);
-    return EXIT_OK;
-}
-
 int main(int argc, char **argv)
 {
     struct config cfg;
@@ -486,16 +257,16 @@ int main(int argc, char **argv)
     const char *file = NULL;
     bool check_only = false, print = false;
     enum proxyconf_kind print_kind = PROXYCONF_NGINX;
-    struct args args;
+    struct cmdline_args args;
     int rc = EXIT_STARTUP;
 
     memset(&cfg, 0, sizeof cfg);
-    switch (parse_args(argc, argv, &args)) {
-    case ARGS_RUN:
+    switch (cmdline_parse(argc, argv, DEFAULT_CONFIG, &args)) {
+    case CMDLINE_RUN:
         break;
-    case ARGS_EXIT_OK:
+    case CMDLINE_EXIT_OK:
         return EXIT_OK;
-    case ARGS_EXIT_USAGE:
+    case CMDLINE_EXIT_USAGE:
         return EXIT_USAGE;
     }
     cl.path = args.path;
@@ -503,7 +274,7 @@ int main(int argc, char **argv)
     print = args.print;
     print_kind = args.print_kind;
     if (args.signal != NULL)
-        return send_signal(args.signal, args.pid);
+        return cmdline_send_signal(args.signal, args.pid);
     if (!config_defaults(&cfg)) {
         fprintf(stderr, "bloomguard: out of memory\n");
         config_free(&cfg);
@@ -531,6 +302,12 @@ int main(int argc, char **argv)
         fprintf(stderr, "bloomguard: %s\n", err);
         config_free(&cfg);
         return EXIT_CONFIG;
+    }
+    if (args.drop_slot) {
+        int failed = preflight_drop_slot(&cfg, stdout);
+        token_free(admin_token);
+        config_free(&cfg);
+        return failed ? EXIT_CONFIG : EXIT_OK;
     }
     if (check_only) {
         unsigned errors = preflight_offline(&cfg, file, stderr);

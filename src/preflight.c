@@ -141,3 +141,59 @@ unsigned preflight_connect(const struct config *c, FILE *out)
     PQfinish(conn);
     return errors;
 }
+
+int preflight_drop_slot(const struct config *c, FILE *out)
+{
+    char dir[PERSIST_PATH_MAX], path[PERSIST_PATH_MAX + 32], slot[64] = "", err[1024];
+
+    if (strcmp(c->slot_name, "auto") != 0) {
+        snprintf(slot, sizeof slot, "%s", c->slot_name);
+    } else if (persist_dir(c, dir, sizeof dir)) {
+        snprintf(path, sizeof path, "%s/logical-slot", dir);
+        FILE *fp = fopen(path, "r");
+        if (fp != NULL) {
+            if (fgets(slot, sizeof slot, fp) == NULL)
+                slot[0] = '\0';
+            fclose(fp);
+            slot[strcspn(slot, "\n")] = '\0';
+        }
+    }
+    if (slot[0] == '\0') {
+        fprintf(out, "bloomguard: no permanent replication slot: [sync] slot = auto and no "
+                "logical-slot file in the snapshot directory\n");
+        return 1;
+    }
+    PGconn *conn = loader_connect(c, err, sizeof err);
+    if (conn == NULL) {
+        fprintf(out, "bloomguard: error: [postgres] conninfo: %s\n", err);
+        return 1;
+    }
+    const char *params[1] = { slot };
+    PGresult *r = PQexecParams(conn, "SELECT active FROM pg_replication_slots WHERE slot_name = $1",
+                               1, NULL, params, NULL, NULL, 0);
+    int rc = 0;
+    if (PQresultStatus(r) != PGRES_TUPLES_OK) {
+        loader_set_error(err, sizeof err, "cannot read pg_replication_slots", conn);
+        fprintf(out, "bloomguard: error: slot %s: %s\n", slot, err);
+        rc = 1;
+    } else if (PQntuples(r) == 0) {
+        fprintf(out, "bloomguard: slot %s: not on the server (nothing to drop)\n", slot);
+    } else if (strcmp(PQgetvalue(r, 0, 0), "t") == 0) {
+        fprintf(out, "bloomguard: error: slot %s is in use: stop the daemon first\n", slot);
+        rc = 1;
+    } else {
+        PQclear(r);
+        r = PQexecParams(conn, "SELECT pg_drop_replication_slot($1)", 1, NULL, params, NULL, NULL,
+                         0);
+        if (PQresultStatus(r) != PGRES_TUPLES_OK) {
+            loader_set_error(err, sizeof err, "cannot drop the slot", conn);
+            fprintf(out, "bloomguard: error: slot %s: %s\n", slot, err);
+            rc = 1;
+        } else {
+            fprintf(out, "bloomguard: dropped replication slot %s\n", slot);
+        }
+    }
+    PQclear(r);
+    PQfinish(conn);
+    return rc;
+}

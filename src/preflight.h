@@ -29,4 +29,15 @@ unsigned preflight_offline(const struct config *c, const char *config_file, FILE
  */
 unsigned preflight_connect(const struct config *c, FILE *out);
 
+/*
+ * `bloomguard --drop-slot`: drop the permanent replication slot this
+ * configuration's daemon keeps (method logical: [sync] slot, or the name
+ * kept in <snapshot path>/logical-slot for slot = auto), so that a retired
+ * daemon holds no WAL on the primary.  The daemon must be stopped: an active
+ * slot is refused.  One line on out says what was done.  Returns 0 (dropped,
+ * or there is no such slot) or 1 (no slot configured, cannot connect,
+ * refused).
+ */
+int preflight_drop_slot(const struct config *c, FILE *out);
+
 #endif

@@ -14,6 +14,7 @@
 
 #include "config.h"
 #include "guard.h"
+#include "pgerror.h"
 #include "routes.h"
 #include "spell.h"
 #include "table.h"
@@ -274,12 +275,18 @@ static void rebuild_section(struct doc *d, json_t *o, const struct table_status 
 static void source_section(struct doc *d, json_t *o, const struct status_filter *f)
 {
     const struct follow_status *c = &f->conn;
-    const char *err = f->table.last_error[0] ? f->table.last_error : c->last_error;
+    bool own = f->table.last_error[0] != '\0';
+    const char *err = own ? f->table.last_error : c->last_error;
+    const char *code = own ? f->table.last_sqlstate : c->sqlstate;
     put_str(d, o, "state", follow_state_name(c->state));
     put_time(d, o, "since", c->since);
     put_bool(d, o, "listening", c->listening);
     if (err[0])
         put_str(d, o, "last_error", err);
+    if (err[0] && code[0]) {
+        put_str(d, o, "sqlstate", code);
+        put_str(d, o, "hint", pgerror_hint(code));
+    }
     if (c->slot[0]) {
         put_str(d, o, "slot", c->slot);
         put_bool(d, o, "slot_temporary", c->slot_temporary);

@@ -408,7 +408,11 @@ bool table_loaded(struct table *t);
 /* How the table is followed: set by the follower that took it. */
 void table_set_method(struct table *t, const char *method, const char *why);
 
-/* A load or catch-up failed: the reason (public part only: no hosts, paths, roles). */
+/*
+ * A load or catch-up failed: the reason (public part only: no hosts, paths,
+ * roles), as follow_public_error makes it; a trailing SQLSTATE tag is kept
+ * apart in last_sqlstate.
+ */
 void table_set_error(struct table *t, const char *err);
 
 /* Snapshot writes, for /stats. */
@@ -423,6 +427,7 @@ struct table_status {
     char method_why[160];           /* why that one */
     bool attempted;                 /* a first load has finished, ok or not */
     char last_error[160];           /* the last failure's public part, "" = none */
+    char last_sqlstate[6];          /* its SQLSTATE (pgerror.h), "" = none or unknown */
     /* last successful load */
     uint64_t last_rows;
     double last_seconds;

@@ -236,6 +236,7 @@ void table_job_done(struct table *t, const struct table_job *job, bool ok, const
         t->st.last_seconds = seconds;
         t->st.last_finished = time(NULL);
         t->st.last_error[0] = '\0';
+        t->st.last_sqlstate[0] = '\0';
         if (strcmp(kind, "copy") == 0)
             t->st.deletes = 0;
         snprintf(t->st.last_reason, sizeof t->st.last_reason, "%s", table_want_name(job->why));

@@ -5,6 +5,7 @@
  * endpoints report.
  */
 #include "table_int.h"
+#include "pgerror.h"
 
 #include <pthread.h>
 #include <stdatomic.h>
@@ -178,6 +179,7 @@ void table_set_error(struct table *t, const char *err)
 {
     pthread_mutex_lock(&t->mu);
     snprintf(t->st.last_error, sizeof t->st.last_error, "%s", err);
+    pgerror_take(t->st.last_error, t->st.last_sqlstate);
     pthread_mutex_unlock(&t->mu);
 }
 
