@@ -364,28 +364,27 @@ enum spell_verdict spell_float(const unsigned char *s, size_t len, bool single,
         v = strtod(buf, &stop);
     int err = errno;
     if (stop == buf || err != 0) {
+        /* float8in's special words; the first that starts buf wins, so "infinity" precedes "inf". */
+        static const struct {
+            const char *word;
+            double value;
+        } specials[] = {
+            { "nan", NAN },
+            { "infinity", INFINITY },
+            { "+infinity", INFINITY },
+            { "-infinity", -INFINITY },
+            { "inf", INFINITY },
+            { "+inf", INFINITY },
+            { "-inf", -INFINITY },
+        };
         const unsigned char *u = (const unsigned char *)buf;
-        if (spell_starts_with_ci(u, n, "nan")) {
-            v = NAN;
-            stop = buf + 3;
-        } else if (spell_starts_with_ci(u, n, "infinity")) {
-            v = INFINITY;
-            stop = buf + 8;
-        } else if (spell_starts_with_ci(u, n, "+infinity")) {
-            v = INFINITY;
-            stop = buf + 9;
-        } else if (spell_starts_with_ci(u, n, "-infinity")) {
-            v = -INFINITY;
-            stop = buf + 9;
-        } else if (spell_starts_with_ci(u, n, "inf")) {
-            v = INFINITY;
-            stop = buf + 3;
-        } else if (spell_starts_with_ci(u, n, "+inf")) {
-            v = INFINITY;
-            stop = buf + 4;
-        } else if (spell_starts_with_ci(u, n, "-inf")) {
-            v = -INFINITY;
-            stop = buf + 4;
+        size_t k = 0;
+        while (k < sizeof specials / sizeof specials[0]
+               && !spell_starts_with_ci(u, n, specials[k].word))
+            k++;
+        if (k < sizeof specials / sizeof specials[0]) {
+            v = specials[k].value;
+            stop = buf + strlen(specials[k].word);
         } else if (err == ERANGE) {
             if (v == 0.0 || isinf(v))
                 return SPELL_NOT_A_VALUE;
