@@ -15,6 +15,18 @@
 /* ----------------------------------------------------------- integers -- */
 
 /*
+ * The start strtol-alikes share: ws, then one optional sign (*neg for '-'),
+ * leaving *i at what must be the first digit; false when it is not one.
+ */
+static bool signed_start(const unsigned char *s, size_t len, size_t *i, bool *high, bool *neg)
+{
+    spell_skip_space(s, len, i, high);
+    if (*i < len && (s[*i] == '-' || s[*i] == '+'))
+        *neg = s[(*i)++] == '-';
+    return *i < len && spell_is_digit(s[*i]);
+}
+
+/*
  * pg_strtoint16/32/64 (numutils.c, PostgreSQL 15): ws, [+-], at least one
  * digit, digits, ws, end.  A magnitude beyond the type is "out of range"
  * the moment a digit overflows, before anything after the digits is looked
@@ -25,10 +37,7 @@ enum spell_verdict spell_int(const unsigned char *s, size_t len, uint64_t posmax
 {
     size_t i = 0;
     bool high = false, neg = false;
-    spell_skip_space(s, len, &i, &high);
-    if (i < len && (s[i] == '-' || s[i] == '+'))
-        neg = s[i++] == '-';
-    if (i >= len || !spell_is_digit(s[i]))
+    if (!signed_start(s, len, &i, &high, &neg))
         return SPELL_NOT_A_VALUE;
     uint64_t limit = neg ? posmax + 1 : posmax, mag = 0;
     uint64_t lim10 = limit / 10;
@@ -66,10 +75,7 @@ enum spell_verdict spell_oid(const unsigned char *s, size_t len, char *out, size
 {
     size_t i = 0;
     bool high = false, neg = false;
-    spell_skip_space(s, len, &i, &high);
-    if (i < len && (s[i] == '-' || s[i] == '+'))
-        neg = s[i++] == '-';
-    if (i >= len || !spell_is_digit(s[i]))
+    if (!signed_start(s, len, &i, &high, &neg))
         return SPELL_NOT_A_VALUE;
     uint64_t mag = 0;
     for (; i < len && spell_is_digit(s[i]); i++) {
