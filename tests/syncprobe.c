@@ -19,7 +19,7 @@
  *                                   every acknowledged id: any 404 for an
  *                                   acknowledged id is a false negative
  *   syncprobe stale -m MAX -t SECS -f STOPFILE -u URL
- *                                   the README's contract through faults the
+ *                                   docs/contract.md's promise through faults the
  *                                   test makes meanwhile: insert a row with
  *                                   SQL every 20 ms (reconnecting whenever
  *                                   PostgreSQL is away) and ask GET /exists
