@@ -69,6 +69,8 @@ struct config {
     /* [server] */
     char *listen_host;           /* key "listen" = "host:port" or "[v6addr]:port": the host, brackets stripped */
     unsigned listen_port;        /* ... and the port; 0 = pick a free one */
+    unsigned listen_mode;        /* a unix socket's permission bits (at most 0777) */
+    char *listen_group;          /* a unix socket's group: a name or a gid; "" = the process's */
     unsigned threads;            /* worker threads; 0 = number of CPUs */
     unsigned max_connections;    /* client connections open at once */
     unsigned connection_timeout; /* seconds an idle connection is kept; 0 = none */

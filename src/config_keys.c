@@ -65,6 +65,7 @@
 static bool check_table(const char *v, char *err, size_t errlen);
 static bool check_column(const char *v, char *err, size_t errlen);
 static bool check_peer(const char *v, char *err, size_t errlen);
+static bool check_group(const char *v, char *err, size_t errlen);
 static bool check_ident(const char *v, char *err, size_t errlen);
 static bool check_slot(const char *v, char *err, size_t errlen);
 
@@ -111,7 +112,13 @@ static const struct config_enum_name uri_sources[] = {
 const struct config_key config_keys[] = {
     K_TYPED("server", "listen", listen, "127.0.0.1:8080", CONFIG_RESTART,
             "address to listen on, host:port or [ipv6]:port (port 0 picks a free port), or "
-            "unix:/path (a unix socket, mode 0660)"),
+            "unix:/path (a unix socket, mode listen_mode, group listen_group)"),
+    K_TYPED("server", "listen_mode", mode, "0660", CONFIG_RESTART,
+            "permission bits of a unix socket (listen = unix:/path); a client needs write "
+            "permission to connect; o+w (any local user) draws a warning", CF(listen_mode)),
+    K_STR("server", "listen_group", "", CONFIG_RESTART, CF(listen_group), check_group,
+          "group of a unix socket (listen = unix:/path), a name or a gid, e.g. the proxy's "
+          "www-data; the daemon's user must be in it; empty: the daemon's group"),
     K_UINT("server", "threads", "0", CONFIG_RESTART, CF(threads), 0, 256,
            "worker threads, 0 = one per CPU"),
     K_UINT("server", "max_connections", "10000", CONFIG_RESTART, CF(max_connections), 1, 1000000,
@@ -384,6 +391,20 @@ static bool check_peer(const char *v, char *err, size_t errlen)
         return true;
     if (strncmp(v, "http://", 7) != 0 || len == 7 || len > 255 || strpbrk(v + 7, "/?#@ \t") != NULL) {
         errf(err, errlen, "\"%.*s\" is not http://host[:port] (no path, no https)", ERR_VALUE_MAX, v);
+        return false;
+    }
+    return true;
+}
+
+/*
+ * A group name or a gid, as chown takes it.  Only the spelling: whether the
+ * group exists is the system's to say, at start and in -t (listen.h).
+ */
+static bool check_group(const char *v, char *err, size_t errlen)
+{
+    size_t len = strlen(v);
+    if (len > 64 || strpbrk(v, ": \t\n/") != NULL || v[0] == '-') {
+        errf(err, errlen, "\"%.*s\" is not a group name or a numeric gid", ERR_VALUE_MAX, v);
         return false;
     }
     return true;

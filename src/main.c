@@ -331,6 +331,15 @@ int main(int argc, char **argv)
         return errors == 0 ? EXIT_OK : EXIT_CONFIG;
     }
 
+    /* A listen_group no group has is a configuration error (exit 1): restarting cannot fix it. */
+    char listen_warn[512];
+    if (!preflight_listen(&cfg, err, sizeof err, listen_warn, sizeof listen_warn)) {
+        fprintf(stderr, "bloomguard: %s\n", err);
+        token_free(admin_token);
+        config_free(&cfg);
+        return EXIT_CONFIG;
+    }
+
     log_init(&lg, cfg.log_level);
     if (cfg.log_file[0] != '\0' && !log_open_file(&lg, cfg.log_file, err, sizeof err)) {
         fprintf(stderr, "bloomguard: %s\n", err);
@@ -341,6 +350,8 @@ int main(int argc, char **argv)
     /* pgbouncer refuses root; a warning keeps containers and test rigs working. */
     if (geteuid() == 0)
         log_warn(&lg, "running as root: use the packaged unit's DynamicUser or a dedicated user");
+    if (listen_warn[0] != '\0')
+        log_warn(&lg, "%s", listen_warn);
     /* Every thread inherits this mask; only the main thread takes signals. */
     sigset_t sigs;
     sigemptyset(&sigs);

@@ -525,6 +525,51 @@ START_TEST(test_listen_values)
 }
 END_TEST
 
+/* listen_mode takes chmod's octal digits up to 0777; listen_group only a spelling (listen.h looks it up). */
+START_TEST(test_listen_unix_values)
+{
+    static const char *const bad_modes[] = { "", "rw", "0x1ff", "0888", "8", "1660", "4755",
+                                              "00660", "-660" };
+    static const char *const bad_groups[] = { "a b", "a:b", "/etc/group", "-g", "x\ty" };
+    struct config c;
+    char err[ERRLEN];
+
+    ck_assert(config_defaults(&c));
+    ck_assert_uint_eq(c.listen_mode, 0660);
+    ck_assert_str_eq(c.listen_group, "");
+    ck_assert(set_one(&c, "server", "listen_mode", "0640", err));
+    ck_assert_uint_eq(c.listen_mode, 0640);
+    ck_assert(set_one(&c, "server", "listen_mode", "666", err));
+    ck_assert_uint_eq(c.listen_mode, 0666);
+    ck_assert(set_one(&c, "server", "listen_mode", "0", err));
+    ck_assert_uint_eq(c.listen_mode, 0);
+    ck_assert(set_one(&c, "server", "listen_mode", "0777", err));
+    ck_assert_uint_eq(c.listen_mode, 0777);
+    for (size_t i = 0; i < sizeof bad_modes / sizeof bad_modes[0]; i++) {
+        ck_assert_msg(!set_one(&c, "server", "listen_mode", bad_modes[i], err), "accepted %s",
+                      bad_modes[i]);
+        assert_contains(err, "[server] listen_mode: ");
+        ck_assert_uint_eq(c.listen_mode, 0777);
+    }
+    ck_assert(!set_one(&c, "server", "listen_mode", "1660", err));
+    assert_contains(err, "beyond 0777");
+
+    ck_assert(set_one(&c, "server", "listen_group", "www-data", err));
+    ck_assert_str_eq(c.listen_group, "www-data");
+    ck_assert(set_one(&c, "server", "listen_group", "33", err));
+    ck_assert_str_eq(c.listen_group, "33");
+    for (size_t i = 0; i < sizeof bad_groups / sizeof bad_groups[0]; i++) {
+        ck_assert_msg(!set_one(&c, "server", "listen_group", bad_groups[i], err), "accepted %s",
+                      bad_groups[i]);
+        assert_contains(err, "[server] listen_group: ");
+        ck_assert_str_eq(c.listen_group, "33");
+    }
+    ck_assert(set_one(&c, "server", "listen_group", "", err));
+    ck_assert_str_eq(c.listen_group, "");
+    config_free(&c);
+}
+END_TEST
+
 START_TEST(test_enum_values)
 {
     static const unsigned ok_status[] = { 401, 403, 404, 410 };
@@ -1529,6 +1574,7 @@ Suite *check_suite(void)
     tcase_add_test(tc, test_double_values);
     tcase_add_test(tc, test_bool_values);
     tcase_add_test(tc, test_listen_values);
+    tcase_add_test(tc, test_listen_unix_values);
     tcase_add_test(tc, test_enum_values);
     tcase_add_test(tc, test_string_values);
     tcase_add_test(tc, test_templates);
