@@ -101,7 +101,10 @@ static const struct config_enum_name uri_sources[] = {
  * validation as user input.
  *
  * CONFIG_RESTART rows are read once at start or by the follower threads,
- * which keep the start configuration.  Which keys a SIGHUP applies is this
+ * which keep the start configuration.  CONFIG_REBUILD rows are what a
+ * load sizes its filter by (table_set_sizing): a SIGHUP that changes one
+ * rebuilds that filter.  What a filter holds (table, column, the spelling
+ * the column's type gives) is bound to its follower, so it needs a restart.  Which keys a SIGHUP applies is this
  * column only: -h prints it and tests/docs.test holds bloomguard(8)'s list
  * to it, so no comment repeats the list.
  */
@@ -143,16 +146,16 @@ const struct config_key config_keys[] = {
     K_SECS("postgres", "retry_max_seconds", "30", CONFIG_RESTART, CF(retry_max_seconds), 1, 3600,
            "longest wait between reconnection attempts, in seconds"),
 
-    K_U64("filter", "expected_items", "0", CONFIG_RESTART, FF(expected_items), 0, FILTER_MAX_ITEMS,
+    K_U64("filter", "expected_items", "0", CONFIG_REBUILD, FF(expected_items), 0, FILTER_MAX_ITEMS,
           "items the filter is sized for, 0 = table row count times headroom"),
-    K_DBL("filter", "false_positive_rate", "0.01", CONFIG_RESTART, FF(false_positive_rate),
+    K_DBL("filter", "false_positive_rate", "0.01", CONFIG_REBUILD, FF(false_positive_rate),
           FILTER_MIN_FPP, true, FILTER_MAX_FPP, true,
           "target false positive rate"),
-    K_DBL("filter", "headroom", "2.0", CONFIG_RESTART, FF(headroom), 1.0, false, 100.0, false,
+    K_DBL("filter", "headroom", "2.0", CONFIG_REBUILD, FF(headroom), 1.0, false, 100.0, false,
           "factor applied to the table row count when expected_items is 0"),
-    K_UINT("filter", "max_layers", "8", CONFIG_RESTART, FF(max_layers), 1, FILTER_MAX_LAYERS,
+    K_UINT("filter", "max_layers", "8", CONFIG_REBUILD, FF(max_layers), 1, FILTER_MAX_LAYERS,
            "layers the filter may grow to in memory when it fills up; 1 = never grows"),
-    K_DBL("filter", "growth", "2.0", CONFIG_RESTART, FF(growth), FILTER_MIN_EXPANSION, false,
+    K_DBL("filter", "growth", "2.0", CONFIG_REBUILD, FF(growth), FILTER_MIN_EXPANSION, false,
           FILTER_MAX_EXPANSION, false,
           "a layer added when the filter fills up is sized for this many times the items so far"),
 
