@@ -28,6 +28,8 @@ static void setup(void)
     cfg.conninfo = "";
     cfg.admin_token_file = "";
     cfg.publish_dir = "";
+    cfg.listen_host = "127.0.0.1";
+    cfg.listen_group = "";
 }
 
 static void teardown(void)
