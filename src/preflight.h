@@ -3,11 +3,12 @@
  * and pgbouncer do: what can be known offline (the conninfo parses, the
  * directories exist and are writable, secrets are not readable by others)
  * and, with --connect, what needs the server (each table and column exists
- * and may be read).
+ * and may be read, and what its follower needs: docs/follow.md).
  */
 #ifndef BLOOMGUARD_PREFLIGHT_H
 #define BLOOMGUARD_PREFLIGHT_H
 
+#include <stdbool.h>
 #include <stdio.h>
 
 #include "config.h"
@@ -23,9 +24,24 @@
 unsigned preflight_offline(const struct config *c, const char *config_file, FILE *out);
 
 /*
+ * The unix socket's settings ([server] listen = unix:/path, listen_group,
+ * listen_mode), checked by preflight_offline and again at start before
+ * anything is opened.  Returns false with the error in err when
+ * listen_group names no group; sets warn to a warning when listen_mode lets
+ * every local user connect (o+w), else to "".  Always true, warn "", for a
+ * TCP listen.  Thread-safe.
+ */
+bool preflight_listen(const struct config *c, char *err, size_t errlen, char *warn, size_t warnlen);
+
+/*
  * The checks that need the server: connects as the daemon would, then for
- * each filter whether its table and column exist and may be read.  Findings
- * and return value as preflight_offline.
+ * each filter whether its table and column exist and may be read, and (with
+ * [sync] enabled) what its follower needs of the server: the method the
+ * daemon would choose (for auto a plain line says which and why; none is a
+ * warning), and that method's prerequisites (an explicit method's are
+ * errors).  Method logical also opens, and closes, a replication
+ * connection; nothing is created on the server.  Findings and return value
+ * as preflight_offline.
  */
 unsigned preflight_connect(const struct config *c, FILE *out);
 
