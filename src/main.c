@@ -80,7 +80,8 @@ static void on_done(void *arg, unsigned t, uint64_t id, bool ok, bool first, uin
     snprintf(status, sizeof status, "%s: %llu rows in %.1f s", ok ? "serving" : "load failed",
              (unsigned long long)rows, seconds);
     if (first)
-        log_info(h->lg, "ready: %llu ids loaded in %.3f s", (unsigned long long)rows, seconds);
+        log_fields(h->lg, LOG_LVL_INFO, NULL, "ready", "ready: %llu ids loaded in %.3f s",
+                   (unsigned long long)rows, seconds);
     pthread_mutex_lock(&h->mu);
     if (ok)
         h->loaded |= UINT64_C(1) << t;
