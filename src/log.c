@@ -35,10 +35,16 @@ void log_init(struct log *lg, enum log_level level)
     atomic_init(&lg->level, level);
     lg->journal = log_under_journald();
     lg->file = NULL;
-#ifdef HAVE_SYSTEMD
-    lg->journal_send = sd_journal_sendv;
-#else
     lg->journal_send = NULL;
+#ifdef HAVE_SYSTEMD
+    /*
+     * sd_journal_sendv reports success when the socket is missing (it
+     * "fails silently" on ENOENT), which would lose every message of a
+     * service whose mount namespace hides /run/systemd/journal but whose
+     * stream works: look once, as the namespace is fixed by now.
+     */
+    if (access(LOG_JOURNAL_SOCKET, F_OK) == 0)
+        lg->journal_send = sd_journal_sendv;
 #endif
 }
 

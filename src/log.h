@@ -28,11 +28,15 @@ struct log {
     /*
      * Sends one journal record (sd_journal_sendv's contract: one "KEY=value"
      * field per element, >= 0 on success, a negative errno on failure).
-     * log_init sets sd_journal_sendv, or NULL without libsystemd (then the
-     * "<N>" lines go to standard error); tests put a fake in its place.
+     * log_init sets sd_journal_sendv, or NULL without libsystemd or without
+     * LOG_JOURNAL_SOCKET (then the "<N>" lines go to standard error); tests
+     * put a fake in its place.
      */
     int (*journal_send)(const struct iovec *iov, int n);
 };
+
+/* Where journald takes records (sd_journal_sendv sends there). */
+#define LOG_JOURNAL_SOCKET "/run/systemd/journal/socket"
 
 /* Set up from the configured level; decides the style from JOURNAL_STREAM. */
 void log_init(struct log *lg, enum log_level level);

@@ -169,6 +169,19 @@ START_TEST(journal_send_failure_falls_back_to_lines)
 }
 END_TEST
 
+/* sd_journal_sendv says 0 when the socket is missing: only the stream keeps those messages. */
+START_TEST(no_journal_socket_no_records)
+{
+    struct log lg;
+    log_init(&lg, LOG_LVL_INFO);
+    if (access(LOG_JOURNAL_SOCKET, F_OK) != 0)
+        ck_assert_ptr_null(lg.journal_send);
+#ifndef HAVE_SYSTEMD
+    ck_assert_ptr_null(lg.journal_send);
+#endif
+}
+END_TEST
+
 START_TEST(fields_change_nothing_off_the_journal)
 {
     char path[128], err[256], got[512];
@@ -235,6 +248,7 @@ Suite *check_suite(void)
     tcase_add_test(tc, journald_only_when_journal_stream_is_stderr);
     tcase_add_test(tc, journal_records_carry_filter_and_code);
     tcase_add_test(tc, journal_send_failure_falls_back_to_lines);
+    tcase_add_test(tc, no_journal_socket_no_records);
     tcase_add_test(tc, fields_change_nothing_off_the_journal);
     tcase_add_test(tc, reopen_follows_logrotate);
     tcase_add_test(tc, file_that_cannot_open_changes_nothing);
