@@ -66,7 +66,8 @@ static void usage(FILE *out, const char *default_config)
         config_key_values(i, values, sizeof values);
         fprintf(out, "  %s.%s = %s\n      %s\n      %s%s%s%s\n", sec, name, def, help,
                 values, values[0] ? "; " : "",
-                config_key_reloads(i) ? "SIGHUP applies it" : "needs a restart",
+                config_key_reload(i) == CONFIG_REBUILD ? "SIGHUP applies it; a change rebuilds the filter"
+                : config_key_reloads(i) ? "SIGHUP applies it" : "needs a restart",
                 config_key_per_filter(i) ? "; per filter" : "");
     }
     fprintf(out,

@@ -412,24 +412,38 @@ static void filter_names(const struct config *c, char *buf, size_t len)
     }
 }
 
-/* Report the filter keys that differ between next and cur; true if any does. */
-static bool filters_differ(const struct config *next, const struct config *cur,
-                           void (*report)(void *arg, const struct config_change *ch), void *arg)
+/* Whether next's [filter NAME] sections are not cur's (added, removed, renamed); reports it. */
+static bool sections_differ(const struct config *next, const struct config *cur,
+                            void (*report)(void *arg, const struct config_change *ch), void *arg)
 {
-    bool any = false, sections = next->n_filters != cur->n_filters
-                                 || next->named_filters != cur->named_filters;
+    bool sections = next->n_filters != cur->n_filters || next->named_filters != cur->named_filters;
 
     for (unsigned f = 0; !sections && f < cur->n_filters; f++)
         sections = strcmp(next->filters[f].name, cur->filters[f].name) != 0;
-    if (sections) {
+    if (sections && report != NULL) {
         char o[512], n[512];
         struct config_change ch = { .section = "filter NAME", .name = "sections", .old_value = o,
                                     .new_value = n, .reload = CONFIG_RESTART };
         filter_names(cur, o, sizeof o);
         filter_names(next, n, sizeof n);
-        if (report != NULL)
-            report(arg, &ch);
-        return true;
+        report(arg, &ch);
+    }
+    return sections;
+}
+
+/*
+ * Same sections: report each per-filter key that differs, set the ones
+ * that need a restart back to cur's (in the filter and in next's base) and
+ * the filter's bit in *rebuild for the others.  False when memory runs out.
+ */
+static bool filters_diff(struct config *next, const struct config *cur,
+                         void (*report)(void *arg, const struct config_change *ch), void *arg,
+                         uint64_t *rebuild)
+{
+    for (size_t i = 0; i < config_nkeys; i++) {
+        const struct config_key *k = &config_keys[i];
+        if (k->per_filter && k->reload == CONFIG_RESTART && !TYPE(k)->copy(k, &next->base, &cur->base))
+            return false;
     }
     for (unsigned f = 0; f < cur->n_filters; f++) {
         char section[CONFIG_FILTER_NAME_MAX + 16];
@@ -438,35 +452,44 @@ static bool filters_differ(const struct config *next, const struct config *cur,
             const struct config_key *k = &config_keys[i];
             if (!k->per_filter || TYPE(k)->equal(k, &next->filters[f], &cur->filters[f]))
                 continue;
-            any = true;
             report_change(report, arg, cur->named_filters ? section : k->section, k,
-                          &cur->filters[f], &next->filters[f], CONFIG_RESTART);
+                          &cur->filters[f], &next->filters[f], k->reload);
+            if (k->reload == CONFIG_REBUILD)
+                *rebuild |= UINT64_C(1) << f;
+            else if (k->reload == CONFIG_RESTART
+                     && !TYPE(k)->copy(k, &next->filters[f], &cur->filters[f]))
+                return false;
         }
     }
-    return any;
+    return true;
 }
 
 bool config_reload_diff(struct config *next, const struct config *cur,
                         void (*report)(void *arg, const struct config_change *ch),
-                        void *arg, bool *rebuild, char *err, size_t errlen)
+                        void *arg, uint64_t *rebuild, char *err, size_t errlen)
 {
+    uint64_t all = cur->n_filters >= 64 ? UINT64_MAX : (UINT64_C(1) << cur->n_filters) - 1;
+    uint64_t want = 0;
     int bt = -1;
 
     if (rebuild != NULL)
-        *rebuild = false;
+        *rebuild = 0;
     for (size_t i = 0; i < config_nkeys; i++) {
         const struct config_key *k = &config_keys[i];
 
         if (k->per_filter || TYPE(k)->equal(k, next, cur))
             continue;
         report_change(report, arg, k->section, k, cur, next, k->reload);
-        if (k->reload == CONFIG_REBUILD && rebuild != NULL)
-            *rebuild = true;
+        if (k->reload == CONFIG_REBUILD)
+            want = all;
         if (k->reload == CONFIG_RESTART && !TYPE(k)->copy(k, next, cur))
             goto oom;
     }
-    /* Every per-filter key needs a restart: the filters are cur's, wholesale. */
-    if (filters_differ(next, cur, report, arg)) {
+    if (!sections_differ(next, cur, report, arg)) {
+        if (!filters_diff(next, cur, report, arg, &want))
+            goto oom;
+    } else {
+        /* Other sections need a restart: the filters are cur's, wholesale. */
         fc_free(&next->base);
         for (unsigned f = 0; f < CONFIG_MAX_FILTERS; f++)
             fc_free(&next->filters[f]);
@@ -487,6 +510,8 @@ bool config_reload_diff(struct config *next, const struct config *cur,
             return false;
         }
     }
+    if (rebuild != NULL)
+        *rebuild = want;
     return true;
 
 oom:

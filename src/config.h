@@ -69,6 +69,8 @@ struct config {
     /* [server] */
     char *listen_host;           /* key "listen" = "host:port" or "[v6addr]:port": the host, brackets stripped */
     unsigned listen_port;        /* ... and the port; 0 = pick a free one */
+    unsigned listen_mode;        /* a unix socket's permission bits (at most 0777) */
+    char *listen_group;          /* a unix socket's group: a name or a gid; "" = the process's */
     unsigned threads;            /* worker threads; 0 = number of CPUs */
     unsigned max_connections;    /* client connections open at once */
     unsigned connection_timeout; /* seconds an idle connection is kept; 0 = none */
@@ -234,9 +236,10 @@ bool config_copy(struct config *dst, const struct config *src);
 /*
  * When a new value of a key takes effect.  A SIGHUP puts RELOAD and
  * REBUILD keys in force at once (the daemon reads them through live.h);
- * REBUILD keys take effect with the next filter rebuild, so a SIGHUP that
- * changes one starts it.  RESTART keys keep their old value until a
- * restart (the follower threads keep the start configuration).
+ * REBUILD keys size a filter's next load, so a SIGHUP that changes one
+ * rebuilds the filters it concerns, and only then.  RESTART keys keep
+ * their old value until a restart (the follower threads keep the start
+ * configuration).
  */
 enum config_reload { CONFIG_RELOAD, CONFIG_REBUILD, CONFIG_RESTART };
 
@@ -259,18 +262,20 @@ struct config_change {
  * one in force) key by key.  Every key that differs is reported to report
  * (when not NULL; the strings live for the call only), in table order.
  * Keys that need a restart are set back to cur's value in next, so next
- * can replace cur; the others keep next's.  Every per-filter key needs a
- * restart: one changed is reported as ("filter NAME", key) (or its global
- * section without [filter NAME] sections), added, removed or renamed
- * sections as ("filter NAME", "sections"), and next gets cur's filters.
- * *rebuild (when not NULL) is set to whether a changed key that now takes
- * effect needs a rebuild.  False when memory runs out or a template of next
- * names a filter cur does not have (err says which); next is then still
- * valid for config_free.
+ * can replace cur; the others keep next's.  A per-filter key is reported
+ * as ("filter NAME", key) (or its global section without [filter NAME]
+ * sections); added, removed or renamed sections as ("filter NAME",
+ * "sections"), and then next gets cur's filters, wholesale.
+ * *rebuild (when not NULL) gets one bit per filter of cur (bit f:
+ * filters[f]) whose next load a changed key that now takes effect sizes
+ * differently (CONFIG_REBUILD): a per-filter key sets its filter's bit, a
+ * global one every filter's; 0 when none.  False when memory runs out or a
+ * template of next names a filter cur does not have (err says which); next
+ * is then still valid for config_free.
  */
 bool config_reload_diff(struct config *next, const struct config *cur,
                         void (*report)(void *arg, const struct config_change *ch),
-                        void *arg, bool *rebuild, char *err, size_t errlen);
+                        void *arg, uint64_t *rebuild, char *err, size_t errlen);
 
 /*
  * After a reload put now in force in place of prev: run the apply hook of

@@ -51,6 +51,7 @@ extern const struct config_type config_type_enum;       /* an int-sized field, f
 extern const struct config_type config_type_seconds;    /* unsigned seconds, min..max; units allowed */
 extern const struct config_type config_type_seconds_real; /* double seconds, dmin..dmax; units allowed */
 extern const struct config_type config_type_listen;     /* listen_host + listen_port */
+extern const struct config_type config_type_mode;       /* unsigned permission bits, octal text, <= 0777 */
 extern const struct config_type config_type_template;   /* uri_templates[], appends */
 
 /* One allowed text of an enum key and the value it stands for. */

@@ -65,6 +65,7 @@
 static bool check_table(const char *v, char *err, size_t errlen);
 static bool check_column(const char *v, char *err, size_t errlen);
 static bool check_peer(const char *v, char *err, size_t errlen);
+static bool check_group(const char *v, char *err, size_t errlen);
 static bool check_ident(const char *v, char *err, size_t errlen);
 static bool check_slot(const char *v, char *err, size_t errlen);
 
@@ -101,14 +102,23 @@ static const struct config_enum_name uri_sources[] = {
  * validation as user input.
  *
  * CONFIG_RESTART rows are read once at start or by the follower threads,
- * which keep the start configuration.  Which keys a SIGHUP applies is this
+ * which keep the start configuration.  CONFIG_REBUILD rows are what a
+ * load sizes its filter by (table_set_sizing): a SIGHUP that changes one
+ * rebuilds that filter.  What a filter holds (table, column, the spelling
+ * the column's type gives) is bound to its follower, so it needs a restart.  Which keys a SIGHUP applies is this
  * column only: -h prints it and tests/docs.test holds bloomguard(8)'s list
  * to it, so no comment repeats the list.
  */
 const struct config_key config_keys[] = {
     K_TYPED("server", "listen", listen, "127.0.0.1:8080", CONFIG_RESTART,
             "address to listen on, host:port or [ipv6]:port (port 0 picks a free port), or "
-            "unix:/path (a unix socket, mode 0660)"),
+            "unix:/path (a unix socket, mode listen_mode, group listen_group)"),
+    K_TYPED("server", "listen_mode", mode, "0660", CONFIG_RESTART,
+            "permission bits of a unix socket (listen = unix:/path); a client needs write "
+            "permission to connect; o+w (any local user) draws a warning", CF(listen_mode)),
+    K_STR("server", "listen_group", "", CONFIG_RESTART, CF(listen_group), check_group,
+          "group of a unix socket (listen = unix:/path), a name or a gid, e.g. the proxy's "
+          "www-data; the daemon's user must be in it; empty: the daemon's group"),
     K_UINT("server", "threads", "0", CONFIG_RESTART, CF(threads), 0, 256,
            "worker threads, 0 = one per CPU"),
     K_UINT("server", "max_connections", "10000", CONFIG_RESTART, CF(max_connections), 1, 1000000,
@@ -143,16 +153,16 @@ const struct config_key config_keys[] = {
     K_SECS("postgres", "retry_max_seconds", "30", CONFIG_RESTART, CF(retry_max_seconds), 1, 3600,
            "longest wait between reconnection attempts, in seconds"),
 
-    K_U64("filter", "expected_items", "0", CONFIG_RESTART, FF(expected_items), 0, FILTER_MAX_ITEMS,
+    K_U64("filter", "expected_items", "0", CONFIG_REBUILD, FF(expected_items), 0, FILTER_MAX_ITEMS,
           "items the filter is sized for, 0 = table row count times headroom"),
-    K_DBL("filter", "false_positive_rate", "0.01", CONFIG_RESTART, FF(false_positive_rate),
+    K_DBL("filter", "false_positive_rate", "0.01", CONFIG_REBUILD, FF(false_positive_rate),
           FILTER_MIN_FPP, true, FILTER_MAX_FPP, true,
           "target false positive rate"),
-    K_DBL("filter", "headroom", "2.0", CONFIG_RESTART, FF(headroom), 1.0, false, 100.0, false,
+    K_DBL("filter", "headroom", "2.0", CONFIG_REBUILD, FF(headroom), 1.0, false, 100.0, false,
           "factor applied to the table row count when expected_items is 0"),
-    K_UINT("filter", "max_layers", "8", CONFIG_RESTART, FF(max_layers), 1, FILTER_MAX_LAYERS,
+    K_UINT("filter", "max_layers", "8", CONFIG_REBUILD, FF(max_layers), 1, FILTER_MAX_LAYERS,
            "layers the filter may grow to in memory when it fills up; 1 = never grows"),
-    K_DBL("filter", "growth", "2.0", CONFIG_RESTART, FF(growth), FILTER_MIN_EXPANSION, false,
+    K_DBL("filter", "growth", "2.0", CONFIG_REBUILD, FF(growth), FILTER_MIN_EXPANSION, false,
           FILTER_MAX_EXPANSION, false,
           "a layer added when the filter fills up is sized for this many times the items so far"),
 
@@ -381,6 +391,20 @@ static bool check_peer(const char *v, char *err, size_t errlen)
         return true;
     if (strncmp(v, "http://", 7) != 0 || len == 7 || len > 255 || strpbrk(v + 7, "/?#@ \t") != NULL) {
         errf(err, errlen, "\"%.*s\" is not http://host[:port] (no path, no https)", ERR_VALUE_MAX, v);
+        return false;
+    }
+    return true;
+}
+
+/*
+ * A group name or a gid, as chown takes it.  Only the spelling: whether the
+ * group exists is the system's to say, at start and in -t (listen.h).
+ */
+static bool check_group(const char *v, char *err, size_t errlen)
+{
+    size_t len = strlen(v);
+    if (len > 64 || strpbrk(v, ": \t\n/") != NULL || v[0] == '-') {
+        errf(err, errlen, "\"%.*s\" is not a group name or a numeric gid", ERR_VALUE_MAX, v);
         return false;
     }
     return true;

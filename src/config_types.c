@@ -383,6 +383,41 @@ static void enum_values(const struct config_key *k, char *buf, size_t len)
     enum_list(k->names, " | ", buf, len);
 }
 
+/*
+ * Permission bits as chmod writes them: octal, "0660" or "660".  Only the
+ * nine rwx bits: setuid, setgid and sticky mean nothing on a socket.
+ */
+static bool mode_set(const struct config_key *k, void *obj, const char *v, char *err, size_t errlen)
+{
+    size_t len = strlen(v);
+    unsigned m = 0;
+
+    if (len == 0 || len > 4 || strspn(v, "01234567") != len) {
+        errf(err, errlen, "\"%.*s\" is not an octal mode such as 0660", ERR_VALUE_MAX, v);
+        return false;
+    }
+    for (size_t i = 0; i < len; i++)
+        m = m * 8 + (unsigned)(v[i] - '0');
+    if (m > 0777) {
+        errf(err, errlen, "%s has bits beyond 0777 (setuid, setgid and sticky mean nothing on a "
+             "socket)", v);
+        return false;
+    }
+    *FIELD(k, obj, unsigned) = m;
+    return true;
+}
+
+static void mode_format(const struct config_key *k, const void *obj, char *buf, size_t len)
+{
+    snprintf(buf, len, "%04o", *CFIELD(k, obj, unsigned));
+}
+
+static void mode_values(const struct config_key *k, char *buf, size_t len)
+{
+    (void)k;
+    snprintf(buf, len, "an octal mode, 0000..0777");
+}
+
 #define SCALAR_OPS(T)                                                                \
     static bool T##_copy(const struct config_key *k, void *dst, const void *src)    \
     {                                                                                \
@@ -413,6 +448,9 @@ const struct config_type config_type_bool = {
 };
 const struct config_type config_type_enum = {
     enum_set, int_copy, NULL, int_equal, enum_format, enum_values
+};
+const struct config_type config_type_mode = {
+    mode_set, unsigned_copy, NULL, unsigned_equal, mode_format, mode_values
 };
 const struct config_type config_type_seconds = {
     seconds_set, unsigned_copy, NULL, unsigned_equal, seconds_format, seconds_values

@@ -401,7 +401,8 @@ struct http *http_start(struct app *a, char *err, size_t errlen)
                                       sizeof timeout_body - 1, timeout_body);
 
     int family = AF_INET;
-    h->fd = listen_open(cfg->listen_host, cfg->listen_port, &family, &h->port, err, errlen);
+    h->fd = listen_open(cfg->listen_host, cfg->listen_port, cfg->listen_mode, cfg->listen_group,
+                        &family, &h->port, err, errlen);
     if (h->fd < 0)
         goto fail;
     http_choose_write_policy(h);

@@ -5,9 +5,11 @@
 
 #include <arpa/inet.h>
 #include <errno.h>
+#include <grp.h>
 #include <netdb.h>
 #include <netinet/in.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
@@ -46,7 +48,52 @@ int listen_tcp(const char *host, unsigned port, int *family, unsigned *bound_por
     return fd;
 }
 
-int listen_unix(const char *path, char *err, size_t errlen)
+bool listen_group_id(const char *group, gid_t *gid, char *err, size_t errlen)
+{
+    if (group == NULL || group[0] == '\0') {
+        *gid = (gid_t)-1;
+        return true;
+    }
+    if (strspn(group, "0123456789") == strlen(group)) {
+        errno = 0;
+        unsigned long n = strtoul(group, NULL, 10);
+        if (errno != 0 || n >= (unsigned long)(gid_t)-1) {
+            snprintf(err, errlen, "[server] listen_group: gid %s is out of range", group);
+            return false;
+        }
+        *gid = (gid_t)n;
+        return true;
+    }
+    /* getgrnam_r's buffer: a group with many members needs more than the usual 1 KB. */
+    struct group gr, *found = NULL;
+    size_t cap = 1024;
+    char *buf = NULL;
+    int rc;
+    do {
+        cap *= 4;
+        char *nb = realloc(buf, cap);
+        if (nb == NULL) {
+            rc = ENOMEM;
+            break;
+        }
+        buf = nb;
+        rc = getgrnam_r(group, &gr, buf, cap, &found);
+    } while (rc == ERANGE && cap < (1u << 22));
+    if (found != NULL)
+        *gid = gr.gr_gid;
+    free(buf);
+    if (found != NULL)
+        return true;
+    if (rc == 0 || rc == ENOENT || rc == ESRCH)
+        snprintf(err, errlen, "[server] listen_group: no group \"%s\" on this system "
+                 "(getent group %s)", group, group);
+    else
+        snprintf(err, errlen, "[server] listen_group: cannot look up group \"%s\": %s", group,
+                 strerror(rc));
+    return false;
+}
+
+int listen_unix(const char *path, unsigned mode, gid_t gid, char *err, size_t errlen)
 {
     struct sockaddr_un sa = { .sun_family = AF_UNIX };
     struct stat st;
@@ -65,22 +112,52 @@ int listen_unix(const char *path, char *err, size_t errlen)
         unlink(path);
     }
     int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
-    if (fd < 0 || bind(fd, (struct sockaddr *)&sa, sizeof sa) != 0 || chmod(path, 0660) != 0
-        || listen(fd, 1024) != 0) {
+    if (fd < 0 || bind(fd, (struct sockaddr *)&sa, sizeof sa) != 0) {
         snprintf(err, errlen, "cannot listen on unix:%s: %s", path, strerror(errno));
-        if (fd >= 0)
-            close(fd);
-        return -1;
+        goto fail;
+    }
+    /*
+     * Group and mode between bind and listen: bind made the file under the
+     * umask, but nothing can connect before listen, so no client ever sees
+     * other permissions.  lchown, so a symlink swapped in meanwhile is not
+     * followed.
+     */
+    if (gid != (gid_t)-1 && lchown(path, (uid_t)-1, gid) != 0) {
+        int e = errno;
+        snprintf(err, errlen, "cannot listen on unix:%s: cannot give it group %lu ([server] "
+                 "listen_group): %s%s", path, (unsigned long)gid, strerror(e),
+                 e == EPERM ? " (the daemon's user must be a member of the group)"
+                 : e == EINVAL ? " (the group is not mapped in this user namespace: systemd's "
+                                 "PrivateUsers=)" : "");
+        goto unbind;
+    }
+    if (chmod(path, mode & 0777) != 0 || listen(fd, 1024) != 0) {
+        snprintf(err, errlen, "cannot listen on unix:%s: %s", path, strerror(errno));
+        goto unbind;
     }
     return fd;
+
+unbind:
+    unlink(path);
+fail:
+    if (fd >= 0)
+        close(fd);
+    return -1;
 }
 
-int listen_open(const char *host, unsigned port, int *family, unsigned *bound_port,
-                char *err, size_t errlen)
+int listen_open(const char *host, unsigned port, unsigned unix_mode, const char *unix_group,
+                int *family, unsigned *bound_port, char *err, size_t errlen)
 {
     if (strncmp(host, "unix:", 5) != 0)
         return listen_tcp(host, port, family, bound_port, err, errlen);
     *family = AF_UNIX;
     *bound_port = 0;
-    return listen_unix(host + 5, err, errlen);
+    gid_t gid;
+    char why[256];
+    /* Before anything is bound or removed: a bad group leaves the path as it was. */
+    if (!listen_group_id(unix_group, &gid, why, sizeof why)) {
+        snprintf(err, errlen, "cannot listen on %s: %s", host, why);
+        return -1;
+    }
+    return listen_unix(host + 5, unix_mode, gid, err, errlen);
 }

@@ -114,11 +114,19 @@ static bool reload_owes_ready(struct hooks_ctx *h)
     return owe;
 }
 
-/* SIGHUP: rebuild every table; if owe, READY=1 is owed when all have. */
-static void reload_tables(struct hooks_ctx *h, struct source *src, bool owe)
+/*
+ * SIGHUP: rebuild the tables of mask (bit t: table t) with the sizing now in
+ * force in cfg; if owe, READY=1 is owed when all have (at once when mask
+ * is 0 or their rebuilds have already finished).
+ */
+static void reload_tables(struct hooks_ctx *h, struct source *src, const struct config *cfg,
+                          uint64_t mask, bool owe)
 {
     pthread_mutex_lock(&h->mu);
     for (unsigned t = 0; t < h->n; t++) {
+        if (!(mask & (UINT64_C(1) << t)))
+            continue;
+        table_set_sizing(source_table(src, t), &cfg->filters[t]);
         uint64_t id = source_request_rebuild(src, t, WANT_SIGHUP, NULL);
         if (!owe)
             continue;
@@ -195,11 +203,11 @@ static void log_change(void *arg, const struct config_change *ch)
  * overrides again and put the keys that may change at once in force (each
  * changed key is logged; the keys' apply hooks do the rest).  Keys that
  * need a restart keep their values; a file or token that cannot be read
- * changes nothing.  False when nothing was reloaded; *rebuild says whether
- * a changed key needs the filters rebuilt.
+ * changes nothing.  False when nothing was reloaded; *rebuild gets the
+ * tables (bit t: table t) whose sizing a changed key altered.
  */
 static bool reload_config(const struct cmdline *cl, struct live *live, struct log *lg,
-                          bool *rebuild)
+                          uint64_t *rebuild)
 {
     struct config next, prev;
     const struct config *cur = live_current(live);
@@ -324,6 +332,15 @@ int main(int argc, char **argv)
         return errors == 0 ? EXIT_OK : EXIT_CONFIG;
     }
 
+    /* A listen_group no group has is a configuration error (exit 1): restarting cannot fix it. */
+    char listen_warn[512];
+    if (!preflight_listen(&cfg, err, sizeof err, listen_warn, sizeof listen_warn)) {
+        fprintf(stderr, "bloomguard: %s\n", err);
+        token_free(admin_token);
+        config_free(&cfg);
+        return EXIT_CONFIG;
+    }
+
     log_init(&lg, cfg.log_level);
     if (cfg.log_file[0] != '\0' && !log_open_file(&lg, cfg.log_file, err, sizeof err)) {
         fprintf(stderr, "bloomguard: %s\n", err);
@@ -334,6 +351,8 @@ int main(int argc, char **argv)
     /* pgbouncer refuses root; a warning keeps containers and test rigs working. */
     if (geteuid() == 0)
         log_warn(&lg, "running as root: use the packaged unit's DynamicUser or a dedicated user");
+    if (listen_warn[0] != '\0')
+        log_warn(&lg, "%s", listen_warn);
     /* Every thread inherits this mask; only the main thread takes signals. */
     sigset_t sigs;
     sigemptyset(&sigs);
@@ -428,20 +447,37 @@ int main(int argc, char **argv)
             bool owe = reload_owes_ready(&hctx);
             if (owe)
                 notify_reloading();
-            bool rebuild = false;
+            uint64_t rebuild = 0;
             /*
              * A refused configuration changes nothing, the filters included.
-             * An accepted one rebuilds them from their tables, as bloomguard(8)
-             * promises for SIGHUP (rebuild says whether a changed key needs it
-             * too; none of today's keys do).
+             * An accepted one rebuilds only the filters whose sizing a
+             * changed key altered: reload re-reads the configuration and is
+             * cheap, as in pgbouncer and nginx; POST /reload forces a
+             * rebuild from the table.
              */
             if (!reload_config(&cl, app.live, &lg, &rebuild)) {
                 if (owe)
                     notify_ready("serving");
                 continue;
             }
-            log_info(&lg, "SIGHUP: rebuilding the filters from their tables");
-            reload_tables(&hctx, app.source, owe);
+            if (rebuild == 0) {
+                log_info(&lg, "SIGHUP: no changed key needs a rebuild; the filters are kept "
+                         "(POST /reload rebuilds them from their tables)");
+            } else {
+                char names[512] = "";
+                size_t off = 0;
+                for (unsigned t = 0; t < cfg.n_filters && off < sizeof names; t++)
+                    if (rebuild & (UINT64_C(1) << t)) {
+                        int w = snprintf(names + off, sizeof names - off, "%s%s", off ? ", " : "",
+                                         cfg.filters[t].name);
+                        off += w > 0 ? (size_t)w : 0;
+                    }
+                log_info(&lg, "SIGHUP: rebuilding %s from %s table%s: a changed key sizes "
+                         "%s anew", names, __builtin_popcountll(rebuild) == 1 ? "its" : "their",
+                         __builtin_popcountll(rebuild) == 1 ? "" : "s",
+                         __builtin_popcountll(rebuild) == 1 ? "it" : "them");
+            }
+            reload_tables(&hctx, app.source, live_current(app.live), rebuild, owe);
             continue;
         }
         if (sig == SIGUSR1) {

@@ -7,12 +7,14 @@
 #include <errno.h>
 #include <libpq-fe.h>
 #include <stdarg.h>
+#include <stdio.h>
 #include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "listen.h"
 #include "loader.h"
 #include "persist.h"
 #include "publish.h"
@@ -71,6 +73,22 @@ static bool conninfo_has_password(const char *conninfo)
     return has;
 }
 
+bool preflight_listen(const struct config *c, char *err, size_t errlen, char *warn, size_t warnlen)
+{
+    gid_t gid;
+    warn[0] = '\0';
+    if (strncmp(c->listen_host, "unix:", 5) != 0)
+        return true;
+    if (!listen_group_id(c->listen_group, &gid, err, errlen))
+        return false;
+    /* Writes still need the admin token (a unix socket is not loopback); reads do not. */
+    if ((c->listen_mode & S_IWOTH) != 0)
+        snprintf(warn, warnlen, "[server] listen_mode = %04o: every local user can connect to "
+                 "%s and ask for any id; give the proxy the group instead (listen_group, "
+                 "listen_mode = 0660)", c->listen_mode, c->listen_host);
+    return true;
+}
+
 unsigned preflight_offline(const struct config *c, const char *config_file, FILE *out)
 {
     unsigned errors = 0;
@@ -96,6 +114,11 @@ unsigned preflight_offline(const struct config *c, const char *config_file, FILE
     const char *passfile = getenv("PGPASSFILE");
     if (passfile != NULL && passfile[0] != '\0')
         check_secret(out, &errors, "PGPASSFILE", passfile);
+    char why[512], warn[512];
+    if (!preflight_listen(c, why, sizeof why, warn, sizeof warn))
+        finding(out, &errors, true, "%s", why);
+    else if (warn[0] != '\0')
+        finding(out, &errors, false, "%s", warn);
     if (persist_dir(c, dir, sizeof dir))
         check_dir(out, &errors, "[snapshot] path", dir);
     if (publish_dir(c, dir, sizeof dir))

@@ -8,6 +8,7 @@
 #ifndef BLOOMGUARD_PREFLIGHT_H
 #define BLOOMGUARD_PREFLIGHT_H
 
+#include <stdbool.h>
 #include <stdio.h>
 
 #include "config.h"
@@ -21,6 +22,16 @@
  * RUNTIME_DIRECTORY for the "auto" paths); otherwise thread-safe.
  */
 unsigned preflight_offline(const struct config *c, const char *config_file, FILE *out);
+
+/*
+ * The unix socket's settings ([server] listen = unix:/path, listen_group,
+ * listen_mode), checked by preflight_offline and again at start before
+ * anything is opened.  Returns false with the error in err when
+ * listen_group names no group; sets warn to a warning when listen_mode lets
+ * every local user connect (o+w), else to "".  Always true, warn "", for a
+ * TCP listen.  Thread-safe.
+ */
+bool preflight_listen(const struct config *c, char *err, size_t errlen, char *warn, size_t warnlen);
 
 /*
  * The checks that need the server: connects as the daemon would, then for

@@ -92,9 +92,13 @@ bool proxyconf_is_plain(unsigned char ch)
  * cannot connect to 0.0.0.0) and an IPv6 address in brackets.  Returns
  * whether the host was a wildcard.
  */
-bool proxyconf_addr(const struct config *c, char *buf, size_t len)
+bool proxyconf_addr(const struct config *c, enum proxyconf_kind kind, char *buf, size_t len)
 {
     const char *host = c->listen_host;
+    if (strncmp(host, "unix:", 5) == 0) {
+        snprintf(buf, len, "%s%s", kind == PROXYCONF_NGINX ? "unix:" : "unix/", host + 5);
+        return false;
+    }
     unsigned char a[16];
     static const unsigned char any[16];
     bool v6 = strchr(host, ':') != NULL;
@@ -147,7 +151,7 @@ bool proxyconf_check(const struct config *c, enum proxyconf_kind kind, char *err
              "in the path; set uri_source = %s", proxy, want);
         return false;
     }
-    if (c->listen_port == 0) {
+    if (c->listen_port == 0 && strncmp(c->listen_host, "unix:", 5) != 0) {
         errf(err, errlen, "[server] listen: port 0 picks a free port at start, and %s needs "
              "bloomguard's real port; set it", proxy);
         return false;

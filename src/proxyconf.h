@@ -26,6 +26,8 @@ enum proxyconf_kind { PROXYCONF_NGINX, PROXYCONF_CADDY };
 #define PROXYCONF_LISTEN "127.0.0.1:8000"
 #define PROXYCONF_SERVICE "127.0.0.1:8081"
 #define PROXYCONF_RELAY "127.0.0.1:8082"
+/* The unix socket a TCP configuration's output suggests as the alternative (bloomguard(8)). */
+#define PROXYCONF_UNIX "/run/bloomguard/http.sock"
 
 /*
  * "nginx" -> PROXYCONF_NGINX, "caddy" -> PROXYCONF_CADDY: true and *kind

@@ -80,7 +80,7 @@ void proxyconf_caddy_write(FILE *f, const struct config *c)
     const char *listen_port = strrchr(PROXYCONF_LISTEN, ':') + 1;
     char bg[300], ka[16], kawhy[128];
 
-    bool wildcard = proxyconf_addr(c, bg, sizeof bg);
+    bool wildcard = proxyconf_addr(c, PROXYCONF_CADDY, bg, sizeof bg);
     proxyconf_keepalive_time(c, ka, sizeof ka);
     proxyconf_keepalive_why(c, kawhy, sizeof kawhy);
 

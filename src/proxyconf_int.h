@@ -36,12 +36,13 @@ bool proxyconf_tmpl_decodable(const char *tmpl);
 bool proxyconf_is_plain(unsigned char ch);
 
 /*
- * bloomguard's address as the proxy dials it: [server] listen, with a
- * wildcard host replaced by the loopback address of its family (the proxy
- * cannot connect to 0.0.0.0) and an IPv6 address in brackets.  Returns
- * whether the host was a wildcard.
+ * bloomguard's address as the proxy of kind dials it: [server] listen, with
+ * a wildcard host replaced by the loopback address of its family (the proxy
+ * cannot connect to 0.0.0.0) and an IPv6 address in brackets; a unix socket
+ * in the proxy's spelling (nginx "unix:/path", Caddy "unix//path").
+ * Returns whether the host was a wildcard.
  */
-bool proxyconf_addr(const struct config *c, char *buf, size_t len);
+bool proxyconf_addr(const struct config *c, enum proxyconf_kind kind, char *buf, size_t len);
 
 /*
  * The proxy's idle keep-alive to bloomguard: shorter than bloomguard's own

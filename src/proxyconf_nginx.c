@@ -68,7 +68,7 @@ void proxyconf_nginx_write(FILE *f, const struct config *c)
     char bg[300], ka[16], kawhy[128];
     bool any_decodable = false;
 
-    bool wildcard = proxyconf_addr(c, bg, sizeof bg);
+    bool wildcard = proxyconf_addr(c, PROXYCONF_NGINX, bg, sizeof bg);
     proxyconf_keepalive_time(c, ka, sizeof ka);
     proxyconf_keepalive_why(c, kawhy, sizeof kawhy);
     for (unsigned t = 0; t < c->n_uri_templates; t++)
@@ -180,8 +180,15 @@ void proxyconf_nginx_write(FILE *f, const struct config *c)
           "}\n"
           "\n"
           "upstream bloomguard {\n", f);
-    fprintf(f, "    server %s;\n"
-            "    keepalive 16;               # idle connections kept open, per worker\n"
+    fprintf(f, "    server %s;\n", bg);
+    if (strncmp(c->listen_host, "unix:", 5) == 0)
+        fputs("    # nginx's user needs write permission on the socket: [server] listen_group\n"
+              "    # = www-data with listen_mode = 0660 (bloomguard(8)).\n", f);
+    else
+        fputs("    # Or over a unix socket, with bloomguard's [server] listen =\n"
+              "    # unix:" PROXYCONF_UNIX " and listen_group = www-data (bloomguard(8)):\n"
+              "    #server unix:" PROXYCONF_UNIX ";\n", f);
+    fprintf(f, "    keepalive 16;               # idle connections kept open, per worker\n"
             "    keepalive_timeout %s;%*s# %s\n"
             "}\n"
             "\n"
@@ -193,7 +200,7 @@ void proxyconf_nginx_write(FILE *f, const struct config *c)
             "\n"
             "server {\n"
             "    listen " PROXYCONF_LISTEN ";\n",
-            bg, ka, (int)(strlen(ka) < 9 ? 9 - strlen(ka) : 1), "", kawhy);
+            ka, (int)(strlen(ka) < 9 ? 9 - strlen(ka) : 1), "", kawhy);
     fputs("\n"
           "    # HTTP/1.1 without \"Connection: close\", so that the keepalive pools above\n"
           "    # are used.  Locations that set their own proxy_set_header repeat these.\n"

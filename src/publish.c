@@ -170,7 +170,7 @@ static struct gen *gen_new(struct publish *p)
     hd->generation = number;
     hd->instance = p->instance;
     memcpy(hd->boot_id, p->boot_id, sizeof hd->boot_id);
-    hd->target_fpp = p->fc->false_positive_rate;
+    hd->target_fpp = table_sizing(p->t).false_positive_rate; /* a SIGHUP may have changed it */
     hd->max_stale_ns = (int64_t)(p->cfg->max_staleness * 1e9);
     hd->created = answer_now();
     snprintf(hd->name, sizeof hd->name, "%s", p->fc->name);

@@ -33,7 +33,7 @@ bool status_take(struct app *a, struct status *st, bool full)
         struct status_filter *f = &st->filters[i];
         memset(f, 0, sizeof *f);
         f->name = table_name(t);
-        f->target_fpp = table_config(t)->false_positive_rate;
+        f->target_fpp = table_sizing(t).false_positive_rate;
         if (a->source != NULL) {
             struct source_status ss;
             source_status(a->source, i, &ss);

@@ -48,6 +48,14 @@ int64_t table_now(void)
     return (int64_t)ts.tv_sec * NS_PER_S + ts.tv_nsec;
 }
 
+static void table_sizing_from(struct table_sizing *sz, const struct filter_config *fc)
+{
+    *sz = (struct table_sizing){ .expected_items = fc->expected_items,
+                                 .false_positive_rate = fc->false_positive_rate,
+                                 .headroom = fc->headroom, .max_layers = fc->max_layers,
+                                 .growth = fc->growth };
+}
+
 struct table *table_new(const struct config *cfg, const struct filter_config *fc)
 {
     struct table *t = calloc(1, sizeof *t);
@@ -69,6 +77,7 @@ struct table *table_new(const struct config *cfg, const struct filter_config *fc
     atomic_init(&t->spell, SPELL_TEXT);
     atomic_init(&t->not_a_value, 0);
     pthread_mutex_init(&t->mu, NULL);
+    table_sizing_from(&t->size, fc);
     t->epoch = 1;
     t->covered = 0;
     t->wanted = 1;                  /* the first load */
@@ -109,6 +118,23 @@ void table_free(struct table *t)
     pending_free(t->pending);
     pthread_mutex_destroy(&t->mu);
     free(t);
+}
+
+void table_set_sizing(struct table *t, const struct filter_config *fc)
+{
+    struct table_sizing sz;
+    table_sizing_from(&sz, fc);
+    pthread_mutex_lock(&t->mu);
+    t->size = sz;
+    pthread_mutex_unlock(&t->mu);
+}
+
+struct table_sizing table_sizing(struct table *t)
+{
+    pthread_mutex_lock(&t->mu);
+    struct table_sizing sz = t->size;
+    pthread_mutex_unlock(&t->mu);
+    return sz;
 }
 
 const struct filter_config *table_config(const struct table *t)

@@ -102,7 +102,29 @@ void table_set_publisher(struct table *t, const struct table_publisher *p);
 /* Free the table, its guard and its journal; no other thread may use it.  NULL: no-op. */
 void table_free(struct table *t);
 
+/*
+ * The filter's configuration at start.  Its [filter] sizing keys may have
+ * been reloaded since: table_sizing has the ones the next load uses.
+ */
 const struct filter_config *table_config(const struct table *t);
+
+/*
+ * The [filter] keys a SIGHUP may change without a restart (CONFIG_REBUILD):
+ * they size the next load's filter; the live one keeps its own.
+ */
+struct table_sizing {
+    uint64_t expected_items;
+    double false_positive_rate;
+    double headroom;
+    unsigned max_layers;
+    double growth;
+};
+
+/* Put fc's sizing keys in force for t's next load.  Any thread; fc is only read. */
+void table_set_sizing(struct table *t, const struct filter_config *fc);
+
+/* The sizing the next load uses (table_config's until table_set_sizing).  Any thread. */
+struct table_sizing table_sizing(struct table *t);
 const char *table_name(const struct table *t);
 /* For the modules that stream the filter or the journal (snapshots, status). */
 struct guard *table_guard(struct table *t);
@@ -326,6 +348,9 @@ void table_check_timers(struct table *t);
 
 /* The growth a filter of fc's gets: [filter] growth and max_layers (filter.h). */
 struct filter_growth table_growth(const struct filter_config *fc);
+
+/* The same from a reloaded sizing. */
+struct filter_growth table_growth_of(const struct table_sizing *sz);
 
 /*
  * Items to size the next filter for, from the table's row estimate: the

@@ -268,7 +268,7 @@ void table_check_timers(struct table *t)
         if (fc->rebuild_interval > 0 && t->st.last_finished > 0
             && now - t->st.last_finished >= (time_t)fc->rebuild_interval)
             why = WANT_INTERVAL;
-        else if (fc->auto_grow && fc->expected_items == 0 && guard_info(t->g, &fi)
+        else if (fc->auto_grow && t->size.expected_items == 0 && guard_info(t->g, &fi)
                  && (fi.layers > 1 || fi.saturated))
             why = WANT_GROWTH;
     }
@@ -282,24 +282,29 @@ struct filter_growth table_growth(const struct filter_config *fc)
     return (struct filter_growth){ fc->growth, FILTER_DEFAULT_TIGHTENING, fc->max_layers };
 }
 
+struct filter_growth table_growth_of(const struct table_sizing *sz)
+{
+    return (struct filter_growth){ sz->growth, FILTER_DEFAULT_TIGHTENING, sz->max_layers };
+}
+
 /* Smallest filter worth building: a fresh table still gets room to grow. */
 #define MIN_CAPACITY 1024
 
 uint64_t table_plan_items(struct table *t, uint64_t estimated_rows)
 {
-    const struct filter_config *fc = t->fc;
-    if (fc->expected_items > 0)
-        return fc->expected_items;
-    uint64_t base = estimated_rows;
     pthread_mutex_lock(&t->mu);
+    struct table_sizing sz = t->size;
+    uint64_t base = estimated_rows;
     if (t->st.last_rows > base)
         base = t->st.last_rows;
     pthread_mutex_unlock(&t->mu);
+    if (sz.expected_items > 0)
+        return sz.expected_items;
     /* Statistics may be stale; never size below what the live filter took in. */
     struct filter_info fi;
     if (guard_info(t->g, &fi) && fi.items > base)
         base = fi.items;
-    double want = ceil((double)base * fc->headroom);
+    double want = ceil((double)base * sz.headroom);
     if (want < MIN_CAPACITY)
         want = MIN_CAPACITY;
     if (want > (double)FILTER_MAX_ITEMS)

@@ -44,6 +44,7 @@ struct table {
 
     pthread_mutex_t mu;
     /* Everything below is guarded by mu. */
+    struct table_sizing size;       /* [filter] sizing of the next load (table_set_sizing) */
     uint64_t epoch;                 /* bumped by table_gap */
     uint64_t covered;               /* the epoch the live filter's load started in */
     bool loaded;

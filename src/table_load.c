@@ -31,10 +31,12 @@ struct table_load *table_load_begin(struct table *t, uint64_t items,
     }
     l->t = t;
     l->ident = *ident;
-    struct filter_growth g = table_growth(t->fc);
+    /* The sizing in force now: a SIGHUP may have changed it since start. */
+    struct table_sizing sz = table_sizing(t);
+    struct filter_growth g = table_growth_of(&sz);
     struct filter_alloc a;
     bool pub = t->pub.begin && t->pub.begin(t->pub.ctx, &a);
-    l->f = filter_new_with(items, t->fc->false_positive_rate, &g, pub ? &a : NULL, err);
+    l->f = filter_new_with(items, sz.false_positive_rate, &g, pub ? &a : NULL, err);
     if (l->f == NULL) {
         free(l);
         return NULL;

@@ -525,6 +525,51 @@ START_TEST(test_listen_values)
 }
 END_TEST
 
+/* listen_mode takes chmod's octal digits up to 0777; listen_group only a spelling (listen.h looks it up). */
+START_TEST(test_listen_unix_values)
+{
+    static const char *const bad_modes[] = { "", "rw", "0x1ff", "0888", "8", "1660", "4755",
+                                              "00660", "-660" };
+    static const char *const bad_groups[] = { "a b", "a:b", "/etc/group", "-g", "x\ty" };
+    struct config c;
+    char err[ERRLEN];
+
+    ck_assert(config_defaults(&c));
+    ck_assert_uint_eq(c.listen_mode, 0660);
+    ck_assert_str_eq(c.listen_group, "");
+    ck_assert(set_one(&c, "server", "listen_mode", "0640", err));
+    ck_assert_uint_eq(c.listen_mode, 0640);
+    ck_assert(set_one(&c, "server", "listen_mode", "666", err));
+    ck_assert_uint_eq(c.listen_mode, 0666);
+    ck_assert(set_one(&c, "server", "listen_mode", "0", err));
+    ck_assert_uint_eq(c.listen_mode, 0);
+    ck_assert(set_one(&c, "server", "listen_mode", "0777", err));
+    ck_assert_uint_eq(c.listen_mode, 0777);
+    for (size_t i = 0; i < sizeof bad_modes / sizeof bad_modes[0]; i++) {
+        ck_assert_msg(!set_one(&c, "server", "listen_mode", bad_modes[i], err), "accepted %s",
+                      bad_modes[i]);
+        assert_contains(err, "[server] listen_mode: ");
+        ck_assert_uint_eq(c.listen_mode, 0777);
+    }
+    ck_assert(!set_one(&c, "server", "listen_mode", "1660", err));
+    assert_contains(err, "beyond 0777");
+
+    ck_assert(set_one(&c, "server", "listen_group", "www-data", err));
+    ck_assert_str_eq(c.listen_group, "www-data");
+    ck_assert(set_one(&c, "server", "listen_group", "33", err));
+    ck_assert_str_eq(c.listen_group, "33");
+    for (size_t i = 0; i < sizeof bad_groups / sizeof bad_groups[0]; i++) {
+        ck_assert_msg(!set_one(&c, "server", "listen_group", bad_groups[i], err), "accepted %s",
+                      bad_groups[i]);
+        assert_contains(err, "[server] listen_group: ");
+        ck_assert_str_eq(c.listen_group, "33");
+    }
+    ck_assert(set_one(&c, "server", "listen_group", "", err));
+    ck_assert_str_eq(c.listen_group, "");
+    config_free(&c);
+}
+END_TEST
+
 START_TEST(test_enum_values)
 {
     static const unsigned ok_status[] = { 401, 403, 404, 410 };
@@ -827,14 +872,18 @@ START_TEST(test_keep_restart_keys)
                           "[postgres]\ntable = other\n[filter]\nheadroom = 3\n"
                           "[auth]\nuri_template = /n/{id}\ndeny_status = 404\n"
                           "[log]\nlevel = debug\n", err));
-    ck_assert(config_reload_diff(&next, &cur, note_change, &ch, NULL, err, sizeof err));
-    ck_assert_str_eq(ch.text, "[server] listen;[postgres] table;[filter] headroom;");
-    ck_assert_int_eq(ch.n, 3);
-    /* Restart-only keys are back to cur's values ... */
+    uint64_t rebuild = 99;
+    ck_assert(config_reload_diff(&next, &cur, note_change, &ch, &rebuild, err, sizeof err));
+    ck_assert_str_eq(ch.text, "[server] listen;[postgres] table;");
+    ck_assert_int_eq(ch.n, 2);
+    /* Restart-only keys are back to cur's values, the base included ... */
     ck_assert_str_eq(next.listen_host, "127.0.0.1");
     ck_assert_uint_eq(next.listen_port, 8080);
     ck_assert_str_eq(next.filters[0].table, "users");
-    ck_assert_double_eq(next.filters[0].headroom, 2.0);
+    ck_assert_str_eq(next.base.table, "users");
+    /* ... a sizing key takes effect with the rebuild it asks for ... */
+    ck_assert_double_eq(next.filters[0].headroom, 3.0);
+    ck_assert_uint_eq(rebuild, 1);
     /* ... the others keep the new ones. */
     ck_assert_uint_eq(next.max_batch, 7);
     ck_assert_uint_eq(next.deny_status, 404);
@@ -842,8 +891,17 @@ START_TEST(test_keep_restart_keys)
     ck_assert_uint_eq(next.n_uri_templates, 1);
     /* Now nothing restart-only differs. */
     ch.n = 0;
-    ck_assert(config_reload_diff(&next, &cur, note_change, &ch, NULL, err, sizeof err));
+    ck_assert(config_reload_diff(&next, &cur, note_change, &ch, &rebuild, err, sizeof err));
     ck_assert_int_eq(ch.n, 0);
+    ck_assert_uint_eq(rebuild, 1);
+    /* Keys that apply live alone ask for no rebuild. */
+    config_free(&cur);
+    ck_assert(config_copy(&cur, &next));
+    ck_assert(config_set(&next, "auth", "deny_status", "410", err, sizeof err));
+    ck_assert(config_set(&next, "server", "max_batch", "8", err, sizeof err));
+    ck_assert(config_reload_diff(&next, &cur, NULL, NULL, &rebuild, err, sizeof err));
+    ck_assert_uint_eq(rebuild, 0);
+    ck_assert_uint_eq(next.deny_status, 410);
     ck_assert(config_reload_diff(&next, &cur, NULL, NULL, NULL, err, sizeof err));
     config_free(&next);
     config_free(&cur);
@@ -1060,6 +1118,30 @@ START_TEST(test_filters_copy_and_reload)
     ck_assert_str_eq(next.filters[1].table, "orders");
     ck_assert_uint_eq(next.deny_status, 404);
     ck_assert_uint_eq(next.uri_template_filter[0], 1);
+    config_free(&next);
+
+    /* A sizing key of one filter: that filter alone is rebuilt, with the new value. */
+    uint64_t rebuild = 0;
+    ch.text[0] = '\0';
+    ck_assert(config_defaults(&next));
+    ck_assert(load(&next, "[filter users]\ntable = users\ncolumn = id\n"
+                          "[filter orders]\ntable = orders\ncolumn = id\nfalse_positive_rate = 0.001\n"
+                          "[auth]\nuri_template = /o/{id} orders\n", err));
+    ck_assert(config_reload_diff(&next, &cur, note_all, &ch, &rebuild, err, sizeof err));
+    ck_assert_str_eq(ch.text, "[filter orders] false_positive_rate: 0.01 -> 0.001;");
+    ck_assert_uint_eq(rebuild, 2);
+    ck_assert_double_eq(next.filters[1].false_positive_rate, 0.001);
+    ck_assert_double_eq(next.filters[0].false_positive_rate, 0.01);
+    config_free(&next);
+
+    /* The global value reaches every filter that does not set its own: both rebuild. */
+    ck_assert(config_defaults(&next));
+    ck_assert(load(&next, "[filter]\nexpected_items = 5000\n"
+                          "[filter users]\ntable = users\ncolumn = id\n"
+                          "[filter orders]\ntable = orders\ncolumn = id\n"
+                          "[auth]\nuri_template = /o/{id} orders\n", err));
+    ck_assert(config_reload_diff(&next, &cur, NULL, NULL, &rebuild, err, sizeof err));
+    ck_assert_uint_eq(rebuild, 3);
     config_free(&next);
 
     /* A new section: sections need a restart; a template naming it cannot be kept. */
@@ -1394,7 +1476,7 @@ START_TEST(test_reload_diff_reports_values)
     struct config cur, next;
     struct changes ch = { "", 0 };
     char err[ERRLEN];
-    bool rebuild = true;
+    uint64_t rebuild = 99;
 
     ck_assert(config_defaults(&cur));
     ck_assert(config_defaults(&next));
@@ -1412,7 +1494,7 @@ START_TEST(test_reload_diff_reports_values)
                      "[auth] uri_template: 0 templates -> 1 template;"
                      "[log] level: info -> debug;");
     ck_assert(strstr(ch.text, "sekrit") == NULL);
-    ck_assert(!rebuild);                         /* no key of today's table needs a rebuild */
+    ck_assert_uint_eq(rebuild, 0);               /* none of these sizes a filter */
     /* Restart keys kept their old values, the secret one too. */
     ck_assert_str_eq(next.conninfo, "");
     ck_assert_double_eq(next.max_staleness, 2);
@@ -1492,6 +1574,7 @@ Suite *check_suite(void)
     tcase_add_test(tc, test_double_values);
     tcase_add_test(tc, test_bool_values);
     tcase_add_test(tc, test_listen_values);
+    tcase_add_test(tc, test_listen_unix_values);
     tcase_add_test(tc, test_enum_values);
     tcase_add_test(tc, test_string_values);
     tcase_add_test(tc, test_templates);

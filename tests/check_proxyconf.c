@@ -314,6 +314,33 @@ START_TEST(test_addresses)
 }
 END_TEST
 
+/*
+ * A unix socket: accepted though its port is 0, dialled in each proxy's
+ * spelling; a TCP configuration shows the socket only as nginx's
+ * commented-out alternative.
+ */
+START_TEST(test_unix_socket)
+{
+    struct config c;
+    char err[256];
+    CONFIG(&c, "auth", "uri_template", "/user/get/{id}");
+    char *s = render_ok(&c, PROXYCONF_NGINX);
+    ASSERT_LINE(s, "    #server unix:" PROXYCONF_UNIX ";");
+    free(s);
+    ck_assert(config_set(&c, "server", "listen", "unix:/run/bg/x.sock", err, sizeof err));
+    s = render_ok(&c, PROXYCONF_NGINX);
+    ASSERT_LINE(s, "    server unix:/run/bg/x.sock;");
+    ASSERT_HAS_NOT(s, "#server unix:");
+    ASSERT_HAS(s, "listen_group");
+    ASSERT_HAS_NOT(s, "a wildcard address");
+    free(s);
+    s = render_ok(&c, PROXYCONF_CADDY);
+    ASSERT_LINE(s, "\t\treverse_proxy unix//run/bg/x.sock {");
+    free(s);
+    config_free(&c);
+}
+END_TEST
+
 START_TEST(test_keepalive)
 {
     static const struct { const char *timeout, *nginx, *caddy; } cases[] = {
@@ -386,6 +413,7 @@ Suite *check_suite(void)
     tcase_add_test(tc, test_fail_open);
     tcase_add_test(tc, test_uri_source_headers);
     tcase_add_loop_test(tc, test_addresses, 0, 6);
+    tcase_add_test(tc, test_unix_socket);
     tcase_add_loop_test(tc, test_keepalive, 0, 4);
     tcase_add_test(tc, test_header);
     suite_add_tcase(s, tc);

@@ -293,8 +293,12 @@ START_TEST(test_plan_items_never_below_what_is_held)
     table_job_done(t, &job, true, "copy", 50000, 0.1, 0);
     /* Stale statistics (0 rows) never size below the last load. */
     ck_assert_uint_eq(table_plan_items(t, 0), 100000);
+    /* The sizing is the table's own copy: only table_set_sizing (a SIGHUP) changes it. */
     fc.expected_items = 77;
+    ck_assert_uint_eq(table_plan_items(t, 100000), 200000);
+    table_set_sizing(t, &fc);
     ck_assert_uint_eq(table_plan_items(t, 100000), 77);
+    ck_assert_uint_eq(table_sizing(t).expected_items, 77);
     table_free(t);
 }
 END_TEST
