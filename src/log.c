@@ -36,6 +36,7 @@ void log_init(struct log *lg, enum log_level level)
     lg->journal = log_under_journald();
     lg->file = NULL;
     lg->journal_send = NULL;
+    atomic_init(&lg->records, false);
 #ifdef HAVE_SYSTEMD
     /*
      * sd_journal_sendv reports success when the socket is missing (it
@@ -86,6 +87,11 @@ bool log_reopen(struct log *lg, char *err, size_t errlen)
     return true;
 }
 
+void log_journal_records(struct log *lg, bool on)
+{
+    atomic_store_explicit(&lg->records, on, memory_order_relaxed);
+}
+
 void log_set_level(struct log *lg, enum log_level level)
 {
     atomic_store_explicit(&lg->level, level, memory_order_relaxed);
@@ -125,7 +131,8 @@ static void log_v(const struct log *lg, enum log_level level, const char *filter
     if (lg != NULL && level > atomic_load_explicit(&lg->level, memory_order_relaxed))
         return;
     bool journal = lg != NULL ? lg->journal : log_under_journald();
-    bool send = journal && lg != NULL && lg->journal_send != NULL;
+    bool send = journal && lg != NULL && lg->journal_send != NULL
+                && atomic_load_explicit(&lg->records, memory_order_relaxed);
     if (send) {
         /* Room for "<N>" before the text too, should the record not go. */
         n = sizeof message - 1;

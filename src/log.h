@@ -33,6 +33,8 @@ struct log {
      * put a fake in its place.
      */
     int (*journal_send)(const struct iovec *iov, int n);
+    /* log_journal_records: records now, not "<N>" lines.  Atomic: threads log meanwhile. */
+    _Atomic(bool) records;
 };
 
 /* Where journald takes records (sd_journal_sendv sends there). */
@@ -65,6 +67,16 @@ bool log_open_file(struct log *lg, const char *path, char *err, size_t errlen);
  * in err, the old file still in use.
  */
 bool log_reopen(struct log *lg, char *err, size_t errlen);
+
+/*
+ * Whether journal_send is used (log_init: not yet).  journald reads a
+ * record's unit (_SYSTEMD_UNIT, which journalctl -u selects) from the
+ * sender's /proc entry when the datagram arrives: the last messages of a
+ * process that exits right after them may lose it, where the stream's lines
+ * keep it.  So the daemon turns records on once it runs and off when it
+ * stops.  Thread-safe.
+ */
+void log_journal_records(struct log *lg, bool on);
 
 /* Change the level; thread-safe, takes effect for the next message of every thread. */
 void log_set_level(struct log *lg, enum log_level level);

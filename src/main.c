@@ -433,7 +433,10 @@ int main(int argc, char **argv)
                  strchr(cfg.listen_host, ':') ? "[" : "", cfg.listen_host,
                  strchr(cfg.listen_host, ':') ? "]" : "", http_port(http),
                  file ? file : "built-in defaults");
+    /* Journal records with FILTER= and CODE= while it runs (log_journal_records). */
+    log_journal_records(&lg, true);
     if (!source_start(app.source)) {
+        log_journal_records(&lg, false);
         log_error(&lg, "cannot start the loader threads");
         goto out;
     }
@@ -497,6 +500,7 @@ int main(int argc, char **argv)
         log_info(&lg, "%s: shutting down", strsignal(sig));
         break;
     }
+    log_journal_records(&lg, false);
     notify_stopping();
     http_quiesce(http);
     rc = EXIT_OK;

@@ -131,6 +131,7 @@ static void journal_to(struct log *lg, const char *name, char *path, size_t path
     ck_assert(log_open_file(lg, path, err, sizeof err));
     lg->journal = true;
     lg->journal_send = fake_send;
+    log_journal_records(lg, true);
     sent[0] = '\0';
 }
 
@@ -166,6 +167,25 @@ START_TEST(journal_send_failure_falls_back_to_lines)
     ck_assert_ptr_nonnull(strstr(sent, "CODE=degraded"));   /* it was tried */
     slurp(path, got, sizeof got);
     ck_assert_str_eq(got, "<4>bloomguard: warning: x 5\n<3>bloomguard: error: plain\n");
+}
+END_TEST
+
+START_TEST(records_only_while_turned_on)
+{
+    char path[128], got[512];
+    struct log lg;
+    journal_to(&lg, "switch", path, sizeof path);
+    send_result = 0;
+    log_journal_records(&lg, false);
+    log_fields(&lg, LOG_LVL_INFO, "default", "ready", "before");
+    log_journal_records(&lg, true);
+    log_fields(&lg, LOG_LVL_INFO, "default", "ready", "running");
+    log_journal_records(&lg, false);
+    log_info(&lg, "stopped");
+    ck_assert_str_eq(sent, "MESSAGE=bloomguard: info: running|PRIORITY=6|"
+                           "SYSLOG_IDENTIFIER=bloomguard|FILTER=default|CODE=ready|\n");
+    slurp(path, got, sizeof got);
+    ck_assert_str_eq(got, "<6>bloomguard: info: before\n<6>bloomguard: info: stopped\n");
 }
 END_TEST
 
@@ -248,6 +268,7 @@ Suite *check_suite(void)
     tcase_add_test(tc, journald_only_when_journal_stream_is_stderr);
     tcase_add_test(tc, journal_records_carry_filter_and_code);
     tcase_add_test(tc, journal_send_failure_falls_back_to_lines);
+    tcase_add_test(tc, records_only_while_turned_on);
     tcase_add_test(tc, no_journal_socket_no_records);
     tcase_add_test(tc, fields_change_nothing_off_the_journal);
     tcase_add_test(tc, reopen_follows_logrotate);
