@@ -177,7 +177,7 @@ static void log_v(const struct log *lg, enum log_level level, const char *filter
         }
         if (lg->journal_send(iov, k) >= 0)
             return;
-        /* No journal socket (or a full one): the stream's line, so nothing is lost. */
+        /* Refused (no permission, a closed socket): the stream's line, so nothing is lost. */
         char pre[8];
         int pw = snprintf(pre, sizeof pre, "<%d>", prio[level]);
         first = sizeof message - 1 - (size_t)pw;
