@@ -186,6 +186,26 @@ enum follow_method follow_choose(const struct config *cfg, const struct filter_c
                                  const struct follow_offer *srv,
                                  const struct follow_table_offer *tbl, char *why, size_t whylen);
 
+/* ------------------------------------------ method logical, for bloomguard -t -- */
+
+/*
+ * The permanent slot a daemon of cfg uses, without making one ([sync] slot,
+ * or for slot = auto the name kept in <snapshot path>/logical-slot), into
+ * name (cap bytes, 64 is enough).  False when none is known: slot = auto
+ * with no such file (a new name is made at start) or no snapshot directory
+ * (a temporary slot).  Reads the file only; thread-safe.
+ */
+bool follow_logical_known_slot(const struct config *cfg, char *name, size_t cap);
+
+/*
+ * Whether method logical's replication connection can be opened as the
+ * follower opens it (replication=database) and reaches probe's cluster and
+ * primary (IDENTIFY_SYSTEM against probe's control data); it is closed
+ * again, no slot is made.  False with err ("what: libpq's detail") if not.
+ */
+bool follow_logical_check_replication(const struct config *cfg, PGconn *probe, char *err,
+                                      size_t errlen);
+
 /* ------------------------------------------------------ shared helpers -- */
 
 /*

@@ -21,6 +21,30 @@
 
 /* ------------------------------------------------------ the slot's name -- */
 
+bool follow_logical_known_slot(const struct config *cfg, char *name, size_t cap)
+{
+    char dir[PERSIST_PATH_MAX], path[PERSIST_PATH_MAX + 32], kept[64] = "";
+    if (strcmp(cfg->slot_name, "auto") != 0) {
+        snprintf(name, cap, "%s", cfg->slot_name);
+        return true;
+    }
+    if (!persist_dir(cfg, dir, sizeof dir))
+        return false;
+    snprintf(path, sizeof path, "%s/logical-slot", dir);
+    FILE *fp = fopen(path, "r");
+    if (fp == NULL)
+        return false;
+    bool ok = fgets(kept, sizeof kept, fp) != NULL;
+    fclose(fp);
+    kept[strcspn(kept, "\n")] = '\0';
+    /* Only a name this code could have written: anything else is replaced by a new one. */
+    if (!ok || strncmp(kept, "bloomguard_", 11) != 0 || strlen(kept) >= cap
+        || strspn(kept, "abcdefghijklmnopqrstuvwxyz0123456789_") != strlen(kept))
+        return false;
+    snprintf(name, cap, "%s", kept);
+    return true;
+}
+
 /*
  * [sync] slot: a name is a permanent slot; auto is a permanent slot whose
  * name is kept in the snapshot directory (made once, so a restart finds
@@ -42,24 +66,14 @@ bool logical_choose_slot(struct logical *l, char *err, size_t errlen)
         return true;
     }
     l->temporary = false;
-    snprintf(path, sizeof path, "%s/logical-slot", dir);
-    FILE *fp = fopen(path, "r");
-    if (fp != NULL) {
-        char name[64] = "";
-        bool ok = fgets(name, sizeof name, fp) != NULL;
-        fclose(fp);
-        name[strcspn(name, "\n")] = '\0';
-        if (ok && strncmp(name, "bloomguard_", 11) == 0 && strlen(name) < sizeof l->slot
-            && strspn(name, "abcdefghijklmnopqrstuvwxyz0123456789_") == strlen(name)) {
-            snprintf(l->slot, sizeof l->slot, "%s", name);
-            return true;
-        }
-    }
+    if (follow_logical_known_slot(cfg, l->slot, sizeof l->slot))
+        return true;
     /* A new name, written atomically: temp file, fsync, rename. */
     char tmp[PERSIST_PATH_MAX + 48];
+    snprintf(path, sizeof path, "%s/logical-slot", dir);
     snprintf(l->slot, sizeof l->slot, "bloomguard_%08x%04x", r1, r2 & 0xffff);
     snprintf(tmp, sizeof tmp, "%s.tmp.%d", path, (int)getpid());
-    fp = fopen(tmp, "w");
+    FILE *fp = fopen(tmp, "w");
     bool ok = fp != NULL && fprintf(fp, "%s\n", l->slot) > 0 && fflush(fp) == 0
               && fsync(fileno(fp)) == 0;
     if (fp != NULL && fclose(fp) != 0)
@@ -149,6 +163,28 @@ bool logical_identify(struct logical *l, PGconn *repl, PGconn *probe, char *err,
         pthread_mutex_unlock(&l->mu);
     }
     PQclear(r);
+    return ok;
+}
+
+bool follow_logical_check_replication(const struct config *cfg, PGconn *probe, char *err,
+                                      size_t errlen)
+{
+    PGconn *repl = loader_connect_replication(cfg, err, errlen);
+    if (repl == NULL)
+        return false;
+    /* logical_identify's struct: only its identity fields are written, nothing is started. */
+    struct logical *l = calloc(1, sizeof *l);
+    bool ok = false;
+    if (l == NULL) {
+        snprintf(err, errlen, "out of memory");
+    } else {
+        l->base.cfg = cfg;
+        pthread_mutex_init(&l->mu, NULL);
+        ok = logical_identify(l, repl, probe, err, errlen);
+        pthread_mutex_destroy(&l->mu);
+        free(l);
+    }
+    PQfinish(repl);
     return ok;
 }
 

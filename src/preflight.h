@@ -3,7 +3,7 @@
  * and pgbouncer do: what can be known offline (the conninfo parses, the
  * directories exist and are writable, secrets are not readable by others)
  * and, with --connect, what needs the server (each table and column exists
- * and may be read).
+ * and may be read, and what its follower needs: docs/follow.md).
  */
 #ifndef BLOOMGUARD_PREFLIGHT_H
 #define BLOOMGUARD_PREFLIGHT_H
@@ -35,8 +35,13 @@ bool preflight_listen(const struct config *c, char *err, size_t errlen, char *wa
 
 /*
  * The checks that need the server: connects as the daemon would, then for
- * each filter whether its table and column exist and may be read.  Findings
- * and return value as preflight_offline.
+ * each filter whether its table and column exist and may be read, and (with
+ * [sync] enabled) what its follower needs of the server: the method the
+ * daemon would choose (for auto a plain line says which and why; none is a
+ * warning), and that method's prerequisites (an explicit method's are
+ * errors).  Method logical also opens, and closes, a replication
+ * connection; nothing is created on the server.  Findings and return value
+ * as preflight_offline.
  */
 unsigned preflight_connect(const struct config *c, FILE *out);
 
