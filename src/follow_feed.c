@@ -69,11 +69,14 @@ void follow_feed_position(struct follower *f, struct table *t, PGconn *conn, cha
     table_set_feed_available(t, avail);
     bool first = st.copies == 0;
     if (avail && (!st.feed_available || first))
-        log_info(f->lg, "%s: the change feed serves %s.%s: restarts and reconnects read only what "
-                 "changed", fc->name, fc->table, fc->column);
+        log_fields(f->lg, LOG_LVL_INFO, fc->name, "feed_available",
+                   "%s: the change feed serves %s.%s: restarts and reconnects read only what "
+                   "changed",
+                   fc->name, fc->table, fc->column);
     else if (!avail && (st.feed_available || first))
-        log_info(f->lg, "%s: no change feed (%s): restarts and reconnects copy the table",
-                 fc->name, why);
+        log_fields(f->lg, LOG_LVL_INFO, fc->name, "feed_unavailable",
+                   "%s: no change feed (%s): restarts and reconnects copy the table", fc->name,
+                   why);
     snprintf(pos, cap, "%s", avail ? p : "");
 }
 
@@ -103,8 +106,10 @@ int follow_feed_read(struct follower *f, struct table *t, PGconn *conn, uint64_t
                    err, errlen))
         return 0;
     if (too_old) {
-        log_warn(f->lg, "%s: the change feed cannot resume from the filter's position (%s): "
-                 "copying the table", fc->name, err);
+        log_fields(f->lg, LOG_LVL_WARN, fc->name, "feed_too_old",
+                   "%s: the change feed cannot resume from the filter's position (%s): "
+                   "copying the table",
+                   fc->name, err);
         table_count_too_old(t);
         if (!catchup)
             table_gap(t, WANT_POSITION);
@@ -232,7 +237,8 @@ static void *feed_main(void *arg)
         }
         if (conn == NULL) {
             set_state(d, had ? FOLLOW_RECONNECTING : FOLLOW_CONNECTING, false, err);
-            log_warn(f->lg, "follower (feed): %s; retrying in %u s", err, backoff);
+            log_fields(f->lg, LOG_LVL_WARN, NULL, "follower_retry",
+                       "follower (feed): %s; retrying in %u s", err, backoff);
             follow_nap(&f->stop, follow_jitter_ms(&d->rng, backoff));
             backoff = backoff * 2 > f->cfg->retry_max_seconds ? f->cfg->retry_max_seconds
                                                               : backoff * 2;
@@ -244,8 +250,8 @@ static void *feed_main(void *arg)
         snprintf(d->server_id, sizeof d->server_id, "%s", sid);
         pthread_mutex_unlock(&d->mu);
         set_state(d, FOLLOW_CONNECTED, true, NULL);
-        log_info(f->lg, "follower (feed): reading the change feed every %.3f s",
-                 f->cfg->poll_interval);
+        log_fields(f->lg, LOG_LVL_INFO, NULL, "follower_connected",
+                   "follower (feed): reading the change feed every %.3f s", f->cfg->poll_interval);
         if (f->wake)
             f->wake(f->wake_arg);
         bool fresh = true;
@@ -264,7 +270,8 @@ static void *feed_main(void *arg)
         for (size_t i = strlen(err); i > 0 && err[i - 1] == '\n'; i--)
             err[i - 1] = '\0';
         set_state(d, FOLLOW_RECONNECTING, false, err);
-        log_warn(f->lg, "follower (feed): %s; reconnecting", err);
+        log_fields(f->lg, LOG_LVL_WARN, NULL, "follower_reconnect",
+                   "follower (feed): %s; reconnecting", err);
     }
     return NULL;
 }

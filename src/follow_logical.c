@@ -123,21 +123,26 @@ static void session(struct logical *l, PGconn *repl, PGconn *probe, bool *had, c
     if (!l->temporary && !logical_slot_state(l, probe, &st, &confirmed, err, errlen))
         return;
     if (st == SLOT_LOST) {
-        log_warn(f->lg, "follower (logical): slot %s was invalidated (max_slot_wal_keep_size): "
-                 "degraded until a new slot's full loads", l->slot);
+        log_fields(f->lg, LOG_LVL_WARN, NULL, "degraded",
+                   "follower (logical): slot %s was invalidated (max_slot_wal_keep_size): "
+                   "degraded until a new slot's full loads",
+                   l->slot);
         logical_drop_slot(l, probe);
         st = SLOT_MISSING;
     }
     if (st == SLOT_OK && !*had && l->lineage == 0)
-        log_info(f->lg, "follower (logical): resuming from slot %s", l->slot);
+        log_fields(f->lg, LOG_LVL_INFO, NULL, "follower_connected",
+                   "follower (logical): resuming from slot %s", l->slot);
     if (st == SLOT_OK) {
         pthread_mutex_lock(&l->mu);
         bool gap = l->lineage != 0 && l->applied != 0 && confirmed > l->applied;
         pthread_mutex_unlock(&l->mu);
         if (gap) {
             /* Someone confirmed the slot past what this daemon applied: that stretch is lost. */
-            log_warn(f->lg, "follower (logical): slot %s was confirmed past what this daemon "
-                     "applied: degraded until full loads", l->slot);
+            log_fields(f->lg, LOG_LVL_WARN, NULL, "degraded",
+                       "follower (logical): slot %s was confirmed past what this daemon "
+                       "applied: degraded until full loads",
+                       l->slot);
             logical_new_lineage(l, n);
             start = confirmed;
         } else {
@@ -150,13 +155,15 @@ static void session(struct logical *l, PGconn *repl, PGconn *probe, bool *had, c
         for (unsigned i = 0; i < n && !export; i++)
             export = !table_loaded(f->tables[i]);
         if (*had || l->lineage != 0)
-            log_warn(f->lg, "follower (logical): slot %s %s: a new slot; degraded until full loads",
-                     l->slot, l->temporary ? "went with the connection" : "is gone");
+            log_fields(f->lg, LOG_LVL_WARN, NULL, "degraded",
+                       "follower (logical): slot %s %s: a new slot; degraded until full loads",
+                       l->slot, l->temporary ? "went with the connection" : "is gone");
         if (!logical_create_slot(l, repl, export, &start, err, errlen))
             return;
         logical_new_lineage(l, n);
-        log_info(f->lg, "follower (logical): %s slot %s created at %s", l->temporary ? "temporary"
-                 : "permanent", l->slot, "its consistent point");
+        log_fields(f->lg, LOG_LVL_INFO, NULL, "follower_connected",
+                   "follower (logical): %s slot %s created at %s",
+                   l->temporary ? "temporary" : "permanent", l->slot, "its consistent point");
         logical_wait_for_export(l, n);
     }
     if (!start_replication(l, repl, start, err, errlen))
@@ -191,7 +198,7 @@ static void *logical_main(void *arg)
         if (l->rels == NULL)
             snprintf(err, sizeof err, "out of memory");
         set_state(l, FOLLOW_CONNECTING, err);
-        log_error(f->lg, "follower (logical): %s", err);
+        log_fields(f->lg, LOG_LVL_ERROR, NULL, "follower_failed", "follower (logical): %s", err);
         return NULL;
     }
     while (!atomic_load(&f->stop)) {
@@ -216,7 +223,8 @@ static void *logical_main(void *arg)
             l->slot_ready = false;
         pthread_mutex_unlock(&l->mu);
         set_state(l, had ? FOLLOW_RECONNECTING : FOLLOW_CONNECTING, err);
-        log_warn(f->lg, "follower (logical): %s; retrying in %u s", err, backoff);
+        log_fields(f->lg, LOG_LVL_WARN, NULL, "follower_retry",
+                   "follower (logical): %s; retrying in %u s", err, backoff);
         follow_nap(&f->stop, follow_jitter_ms(&l->rng, backoff));
         backoff = backoff * 2 > f->cfg->retry_max_seconds ? f->cfg->retry_max_seconds : backoff * 2;
     }

@@ -181,8 +181,10 @@ static void apply_notifies(struct notify *n, PGconn *conn)
             table_count_long_id(t);
         if (n->long_ids[i] > 0 && long_matters) {
             table_gap(t, WANT_LONG_ID);
-            log_warn(f->lg, "%s: a row's id was too long for a notification: degraded until a "
-                     "catch-up or a rebuild reads it", table_name(t));
+            log_fields(f->lg, LOG_LVL_WARN, table_name(t), "degraded",
+                       "%s: a row's id was too long for a notification: degraded until a "
+                       "catch-up or a rebuild reads it",
+                       table_name(t));
         }
     }
 }
@@ -385,7 +387,8 @@ static void *notify_main(void *arg)
             PQfinish(conn);
             free(probe);
             set_state(n, had_connection ? FOLLOW_RECONNECTING : FOLLOW_CONNECTING, err);
-            log_warn(f->lg, "follower (notify): %s; retrying in %u s", err, backoff);
+            log_fields(f->lg, LOG_LVL_WARN, NULL, "follower_retry",
+                       "follower (notify): %s; retrying in %u s", err, backoff);
             follow_nap(&f->stop, follow_jitter_ms(&n->rng, backoff));
             backoff = backoff * 2 > f->cfg->retry_max_seconds ? f->cfg->retry_max_seconds
                                                               : backoff * 2;
@@ -408,10 +411,12 @@ static void *notify_main(void *arg)
         if (f->wake)
             f->wake(f->wake_arg);
         if (count == 1)
-            log_info(f->lg, "follower (notify): listening on channel \"%s\"",
-                     table_config(f->tables[0])->channel);
+            log_fields(f->lg, LOG_LVL_INFO, NULL, "follower_connected",
+                       "follower (notify): listening on channel \"%s\"",
+                       table_config(f->tables[0])->channel);
         else
-            log_info(f->lg, "follower (notify): listening on the channels of %u tables", count);
+            log_fields(f->lg, LOG_LVL_INFO, NULL, "follower_connected",
+                       "follower (notify): listening on the channels of %u tables", count);
         had_connection = true;
 
         follow(n, conn, &probe, err, sizeof err);
@@ -427,7 +432,8 @@ static void *notify_main(void *arg)
         n->server_id[0] = '\0';
         pthread_mutex_unlock(&n->mu);
         set_state(n, FOLLOW_RECONNECTING, err);
-        log_warn(f->lg, "follower (notify): %s; reconnecting", err);
+        log_fields(f->lg, LOG_LVL_WARN, NULL, "follower_reconnect",
+                   "follower (notify): %s; reconnecting", err);
     }
     return NULL;
 }

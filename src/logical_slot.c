@@ -326,11 +326,15 @@ bool logical_hear_tables(struct logical *l, PGconn *probe, unsigned from, unsign
         pthread_mutex_unlock(&l->mu);
         if (gap) {
             if (again)
-                log_warn(f->lg, "%s: the replication stream hears %s.%s again: degraded until "
-                         "a COPY", fc->name, fc->table, fc->column);
+                log_fields(f->lg, LOG_LVL_WARN, fc->name, "degraded",
+                           "%s: the replication stream hears %s.%s again: degraded until "
+                           "a COPY",
+                           fc->name, fc->table, fc->column);
             else
-                log_warn(f->lg, "%s: its publication entry changed while the stream was away "
-                         "(%s -> %s): degraded until a COPY", fc->name, l->fp[i], fps[i]);
+                log_fields(f->lg, LOG_LVL_WARN, fc->name, "degraded",
+                           "%s: its publication entry changed while the stream was away "
+                           "(%s -> %s): degraded until a COPY",
+                           fc->name, l->fp[i], fps[i]);
         }
         snprintf(l->fp[i], sizeof l->fp[i], "%s", fps[i]);
         if (gap) {
@@ -339,10 +343,13 @@ bool logical_hear_tables(struct logical *l, PGconn *probe, unsigned from, unsign
                 f->wake(f->wake_arg);
         }
         if (!l->heard[i] && (was || i >= l->known))
-            log_warn(f->lg, "%s: the replication stream cannot hear %s.%s: %s; degraded until "
-                     "SELECT bloomguard_watch('%s', '%s', method => 'logical')", fc->name,
-                     fc->table, fc->column, l->relid[i] == 0 ? "the table does not exist"
-                     : "it is not in publication with the column", fc->table, fc->column);
+            log_fields(f->lg, LOG_LVL_WARN, fc->name, "degraded",
+                       "%s: the replication stream cannot hear %s.%s: %s; degraded until "
+                       "SELECT bloomguard_watch('%s', '%s', method => 'logical')",
+                       fc->name, fc->table, fc->column,
+                       l->relid[i] == 0 ? "the table does not exist"
+                                        : "it is not in publication with the column",
+                       fc->table, fc->column);
     }
     return true;
 }

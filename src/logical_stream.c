@@ -223,9 +223,11 @@ static bool take_probe(struct logical *l, PGresult *r, struct proof *prev, struc
         if (now_oid != l->relid[i] && l->heard[i]) {
             /* The name now means another relation (a rename, a drop and create): its rows are others. */
             struct table *t = l->base.tables[i];
-            log_warn(l->base.lg, "%s: %s is now another table (oid %s, was %" PRIu32 "): degraded "
-                     "until a COPY of it", table_name(t), table_config(t)->table,
-                     oids[i][0] ? oids[i] : "none", l->relid[i]);
+            log_fields(l->base.lg, LOG_LVL_WARN, table_name(t), "degraded",
+                       "%s: %s is now another table (oid %s, was %" PRIu32 "): degraded "
+                       "until a COPY of it",
+                       table_name(t), table_config(t)->table, oids[i][0] ? oids[i] : "none",
+                       l->relid[i]);
             pthread_mutex_lock(&l->mu);
             l->heard[i] = false;    /* first: no COPY may start in the new epoch until heard */
             pthread_mutex_unlock(&l->mu);
@@ -237,8 +239,10 @@ static bool take_probe(struct logical *l, PGresult *r, struct proof *prev, struc
             continue;
         /* The publication entry changed: rows may not have been streamed since. */
         struct table *t = l->base.tables[i];
-        log_warn(l->base.lg, "%s: its publication entry changed (%s -> %s): degraded until a "
-                 "COPY", table_name(t), l->fp[i][0] ? l->fp[i] : "none", fps[i][0] ? fps[i] : "none");
+        log_fields(l->base.lg, LOG_LVL_WARN, table_name(t), "degraded",
+                   "%s: its publication entry changed (%s -> %s): degraded until a "
+                   "COPY",
+                   table_name(t), l->fp[i][0] ? l->fp[i] : "none", fps[i][0] ? fps[i] : "none");
         pthread_mutex_lock(&l->mu);
         l->heard[i] = false;
         pthread_mutex_unlock(&l->mu);

@@ -80,7 +80,8 @@ static void on_done(void *arg, unsigned t, uint64_t id, bool ok, bool first, uin
     snprintf(status, sizeof status, "%s: %llu rows in %.1f s", ok ? "serving" : "load failed",
              (unsigned long long)rows, seconds);
     if (first)
-        log_info(h->lg, "ready: %llu ids loaded in %.3f s", (unsigned long long)rows, seconds);
+        log_fields(h->lg, LOG_LVL_INFO, NULL, "ready", "ready: %llu ids loaded in %.3f s",
+                   (unsigned long long)rows, seconds);
     pthread_mutex_lock(&h->mu);
     if (ok)
         h->loaded |= UINT64_C(1) << t;
@@ -432,7 +433,10 @@ int main(int argc, char **argv)
                  strchr(cfg.listen_host, ':') ? "[" : "", cfg.listen_host,
                  strchr(cfg.listen_host, ':') ? "]" : "", http_port(http),
                  file ? file : "built-in defaults");
+    /* Journal records with FILTER= and CODE= while it runs (log_journal_records). */
+    log_journal_records(&lg, true);
     if (!source_start(app.source)) {
+        log_journal_records(&lg, false);
         log_error(&lg, "cannot start the loader threads");
         goto out;
     }
@@ -496,6 +500,7 @@ int main(int argc, char **argv)
         log_info(&lg, "%s: shutting down", strsignal(sig));
         break;
     }
+    log_journal_records(&lg, false);
     notify_stopping();
     http_quiesce(http);
     rc = EXIT_OK;

@@ -195,10 +195,12 @@ static bool run_copy(struct scheduler *s, unsigned i, const struct table_job *jo
     }
     struct filter_info fi;
     filter_info(table_load_filter(l), &fi);
-    log_info(s->lg, "%s: rebuild %llu (%s): loading %s.%s, about %llu rows, filter for %llu "
-             "items (%.1f KiB, k=%u)", fc->name, (unsigned long long)job->id,
-             table_want_name(job->why), fc->table, fc->column, (unsigned long long)rows,
-             (unsigned long long)items, (double)fi.memory_bytes / 1024.0, fi.probes);
+    log_fields(s->lg, LOG_LVL_INFO, fc->name, "rebuild_start",
+               "%s: rebuild %llu (%s): loading %s.%s, about %llu rows, filter for %llu "
+               "items (%.1f KiB, k=%u)",
+               fc->name, (unsigned long long)job->id, table_want_name(job->why), fc->table,
+               fc->column, (unsigned long long)rows, (unsigned long long)items,
+               (double)fi.memory_bytes / 1024.0, fi.probes);
     /* From here every insert reaches the new filter; then the ticket, then the snapshot. */
     if (f != NULL) {
         if (!f->ops->ticket(f, t, conn, &tk, err, errlen))
@@ -285,8 +287,9 @@ static bool run_job(struct scheduler *s, unsigned i, const struct table_job *job
         if (!same_identity(s, t, err, errlen, &mismatch)) {
             if (!mismatch)
                 return false;
-            log_warn(s->lg, "%s: not resuming from the filter's position: %s; copying the table",
-                     table_name(t), err);
+            log_fields(s->lg, LOG_LVL_WARN, table_name(t), "resume_refused",
+                       "%s: not resuming from the filter's position: %s; copying the table",
+                       table_name(t), err);
             table_count_too_old(t);
             *kind = "copy";
             return run_copy(s, i, job, rows, secs, err, errlen);
@@ -398,7 +401,8 @@ static void periodic_snapshot(struct scheduler *s, unsigned i)
     if (f != NULL && !f->ops->fresh_positions && f->ops->catch_up && pos[0] != '\0') {
         int r = f->ops->catch_up(f, t, &rows, err, sizeof err);
         if (r == 0)
-            log_warn(s->lg, "%s: catch-up before the snapshot failed: %s", table_name(t), err);
+            log_fields(s->lg, LOG_LVL_WARN, table_name(t), "snapshot_catchup_failed",
+                       "%s: catch-up before the snapshot failed: %s", table_name(t), err);
         if (r == -1)
             table_want(t, WANT_POSITION, NULL);
     }
@@ -557,20 +561,25 @@ static void *scheduler_main(void *arg)
             char pub[160];
             follow_public_error(pub, sizeof pub, err);
             table_set_error(t, pub);
-            log_error(s->lg, "%s: %s %llu (%s) failed: %s", table_name(t),
-                      strcmp(kind, "copy") == 0 ? "rebuild" : "catch-up",
-                      (unsigned long long)job.id, table_want_name(job.why), err);
+            log_fields(s->lg, LOG_LVL_ERROR, table_name(t),
+                       strcmp(kind, "copy") == 0 ? "rebuild_failed" : "catchup_failed",
+                       "%s: %s %llu (%s) failed: %s", table_name(t),
+                       strcmp(kind, "copy") == 0 ? "rebuild" : "catch-up",
+                       (unsigned long long)job.id, table_want_name(job.why), err);
         }
         table_job_done(t, &job, ok, kind, rows, secs, retry_ms);
         if (s->hooks.done)
             s->hooks.done(s->hooks.arg, (unsigned)i, job.id, ok, ok && job.first, rows, secs);
         if (ok)
-            log_info(s->lg, "%s: %s %llu (%s) done: %llu rows in %.3f s", table_name(t),
-                     strcmp(kind, "copy") == 0 ? "rebuild" : "catch-up",
-                     (unsigned long long)job.id, table_want_name(job.why),
-                     (unsigned long long)rows, secs);
+            log_fields(s->lg, LOG_LVL_INFO, table_name(t),
+                       strcmp(kind, "copy") == 0 ? "rebuild_done" : "catchup_done",
+                       "%s: %s %llu (%s) done: %llu rows in %.3f s", table_name(t),
+                       strcmp(kind, "copy") == 0 ? "rebuild" : "catch-up",
+                       (unsigned long long)job.id, table_want_name(job.why),
+                       (unsigned long long)rows, secs);
         else if (!atomic_load(&s->stop))
-            log_info(s->lg, "%s: retrying the load in about %u s", table_name(t), backoff);
+            log_fields(s->lg, LOG_LVL_INFO, table_name(t), "load_retry",
+                       "%s: retrying the load in about %u s", table_name(t), backoff);
         if (ok)
             save_table(s, (unsigned)i);
     }

@@ -150,7 +150,7 @@ static int choose(void *arg, char *err, size_t errlen)
         if (m == FOLLOW_NONE) {
             complete = 0;
             if (changed)
-                log_warn(s->lg, "%s: %s", fc->name, why);
+                log_fields(s->lg, LOG_LVL_WARN, fc->name, "not_followed", "%s: %s", fc->name, why);
             continue;
         }
         struct follower *f = follower_for(s, m, err, errlen);
@@ -162,7 +162,7 @@ static int choose(void *arg, char *err, size_t errlen)
             table_gap(t, WANT_RECONNECT);
         follow_attach(f, t);
         scheduler_set_follower(s->sched, i, f);
-        log_info(s->lg, "%s: followed by %s", fc->name, why);
+        log_fields(s->lg, LOG_LVL_INFO, fc->name, "followed", "%s: followed by %s", fc->name, why);
     }
     PQfinish(conn);
     return complete;
@@ -191,9 +191,10 @@ uint64_t source_request_rebuild(struct source *s, unsigned i, enum table_want wh
 {
     bool c = false;
     uint64_t id = table_want(s->tables[i], why, &c);
-    log_info(s->lg, "%s: rebuild %llu requested (%s)%s", table_name(s->tables[i]),
-             (unsigned long long)id, table_want_name(why),
-             c ? ", coalesced with the pending one" : "");
+    log_fields(s->lg, LOG_LVL_INFO, table_name(s->tables[i]), "rebuild_requested",
+               "%s: rebuild %llu requested (%s)%s", table_name(s->tables[i]),
+               (unsigned long long)id, table_want_name(why),
+               c ? ", coalesced with the pending one" : "");
     if (coalesced)
         *coalesced = c;
     return id;

@@ -1,9 +1,12 @@
 /*
  * Unit tests of the logger's operator-facing habits: RFC 3339 timestamps
- * with milliseconds, journald told apart by JOURNAL_STREAM, and a [log]
- * file that SIGUSR1 reopens after logrotate moved it away.
+ * with milliseconds, journald told apart by JOURNAL_STREAM, journal records
+ * with FILTER= and CODE= (through a fake sd_journal_sendv) that fall back
+ * to "<N>" lines, and a [log] file that SIGUSR1 reopens after logrotate
+ * moved it away.
  */
 #include <check.h>
+#include <errno.h>
 #include <regex.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -86,6 +89,7 @@ START_TEST(journald_only_when_journal_stream_is_stderr)
     ck_assert(log_under_journald());
     log_init(&lg, LOG_LVL_INFO);
     ck_assert(lg.journal);
+    lg.journal_send = NULL;         /* the "<N>" lines, whatever journal this machine has */
     log_info(&lg, "to journald");
     snprintf(env, sizeof env, "%llu:%llu", (unsigned long long)st.st_dev,
              (unsigned long long)st.st_ino + 1);
@@ -101,6 +105,121 @@ START_TEST(journald_only_when_journal_stream_is_stderr)
     ck_assert_msg(matches(got, "^<6>bloomguard: info: to journald\n"
                                "[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9:]{8}\\.[0-9]{3}[+-][0-9]{2}:[0-9]{2} "
                                "bloomguard: warning: to a file\n$"), "got: %s", got);
+}
+END_TEST
+
+/* What the fake sd_journal_sendv was given: each record's fields, "|"-separated. */
+static char sent[1024];
+static int send_result;
+
+static int fake_send(const struct iovec *iov, int n)
+{
+    size_t used = strlen(sent);
+    for (int i = 0; i < n; i++)
+        used += (size_t)snprintf(sent + used, sizeof sent - used, "%.*s|", (int)iov[i].iov_len,
+                                 (const char *)iov[i].iov_base);
+    snprintf(sent + used, sizeof sent - used, "\n");
+    return send_result;
+}
+
+/* lg logging to a file at dir/name, as if it were journald's stream. */
+static void journal_to(struct log *lg, const char *name, char *path, size_t pathlen)
+{
+    char err[256];
+    snprintf(path, pathlen, "%s/%s", dir, name);
+    log_init(lg, LOG_LVL_INFO);
+    ck_assert(log_open_file(lg, path, err, sizeof err));
+    lg->journal = true;
+    lg->journal_send = fake_send;
+    log_journal_records(lg, true);
+    sent[0] = '\0';
+}
+
+START_TEST(journal_records_carry_filter_and_code)
+{
+    char path[128], got[512];
+    struct log lg;
+    journal_to(&lg, "journal", path, sizeof path);
+    send_result = 0;
+    log_fields(&lg, LOG_LVL_WARN, "default", "rebuild_done", "x %d\n\tcontinued", 5);
+    log_info(&lg, "plain");
+    log_fields(&lg, LOG_LVL_ERROR, NULL, "follower_reconnect", "no filter");
+    log_fields(&lg, LOG_LVL_DEBUG, "default", "noise", "above the level");
+    ck_assert_str_eq(sent,
+                     "MESSAGE=bloomguard: warning: x 5  continued|PRIORITY=4|"
+                     "SYSLOG_IDENTIFIER=bloomguard|FILTER=default|CODE=rebuild_done|\n"
+                     "MESSAGE=bloomguard: info: plain|PRIORITY=6|SYSLOG_IDENTIFIER=bloomguard|\n"
+                     "MESSAGE=bloomguard: error: no filter|PRIORITY=3|"
+                     "SYSLOG_IDENTIFIER=bloomguard|CODE=follower_reconnect|\n");
+    slurp(path, got, sizeof got);
+    ck_assert_str_eq(got, "");      /* sent, so not written as well */
+}
+END_TEST
+
+START_TEST(journal_send_failure_falls_back_to_lines)
+{
+    char path[128], got[512];
+    struct log lg;
+    journal_to(&lg, "fallback", path, sizeof path);
+    send_result = -ENOENT;          /* no /run/systemd/journal/socket */
+    log_fields(&lg, LOG_LVL_WARN, "default", "degraded", "x %d", 5);
+    log_error(&lg, "plain");
+    ck_assert_ptr_nonnull(strstr(sent, "CODE=degraded"));   /* it was tried */
+    slurp(path, got, sizeof got);
+    ck_assert_str_eq(got, "<4>bloomguard: warning: x 5\n<3>bloomguard: error: plain\n");
+}
+END_TEST
+
+START_TEST(records_only_while_turned_on)
+{
+    char path[128], got[512];
+    struct log lg;
+    journal_to(&lg, "switch", path, sizeof path);
+    send_result = 0;
+    log_journal_records(&lg, false);
+    log_fields(&lg, LOG_LVL_INFO, "default", "ready", "before");
+    log_journal_records(&lg, true);
+    log_fields(&lg, LOG_LVL_INFO, "default", "ready", "running");
+    log_journal_records(&lg, false);
+    log_info(&lg, "stopped");
+    ck_assert_str_eq(sent, "MESSAGE=bloomguard: info: running|PRIORITY=6|"
+                           "SYSLOG_IDENTIFIER=bloomguard|FILTER=default|CODE=ready|\n");
+    slurp(path, got, sizeof got);
+    ck_assert_str_eq(got, "<6>bloomguard: info: before\n<6>bloomguard: info: stopped\n");
+}
+END_TEST
+
+/* sd_journal_sendv says 0 when the socket is missing: only the stream keeps those messages. */
+START_TEST(no_journal_socket_no_records)
+{
+    struct log lg;
+    log_init(&lg, LOG_LVL_INFO);
+    if (access(LOG_JOURNAL_SOCKET, F_OK) != 0)
+        ck_assert_ptr_null(lg.journal_send);
+#ifndef HAVE_SYSTEMD
+    ck_assert_ptr_null(lg.journal_send);
+#endif
+}
+END_TEST
+
+START_TEST(fields_change_nothing_off_the_journal)
+{
+    char path[128], err[256], got[512];
+    struct log lg;
+    snprintf(path, sizeof path, "%s/plain.log", dir);
+    log_init(&lg, LOG_LVL_INFO);
+    ck_assert(log_open_file(&lg, path, err, sizeof err));
+    lg.journal_send = fake_send;
+    sent[0] = '\0';
+    log_fields(&lg, LOG_LVL_INFO, "default", "rebuild_done", "same %s", "text");
+    log_info(&lg, "same %s", "text");
+    ck_assert_str_eq(sent, "");
+    slurp(path, got, sizeof got);
+    const char *ts = "[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9:]{8}\\.[0-9]{3}[+-][0-9]{2}:[0-9]{2} ";
+    char re[256];
+    snprintf(re, sizeof re, "^%sbloomguard: info: same text\n%sbloomguard: info: same text\n$", ts,
+             ts);
+    ck_assert_msg(matches(got, re), "got: %s", got);
 }
 END_TEST
 
@@ -147,6 +266,11 @@ Suite *check_suite(void)
     tcase_add_checked_fixture(tc, setup, teardown);
     tcase_add_test(tc, timestamp_is_rfc3339_with_ms);
     tcase_add_test(tc, journald_only_when_journal_stream_is_stderr);
+    tcase_add_test(tc, journal_records_carry_filter_and_code);
+    tcase_add_test(tc, journal_send_failure_falls_back_to_lines);
+    tcase_add_test(tc, records_only_while_turned_on);
+    tcase_add_test(tc, no_journal_socket_no_records);
+    tcase_add_test(tc, fields_change_nothing_off_the_journal);
     tcase_add_test(tc, reopen_follows_logrotate);
     tcase_add_test(tc, file_that_cannot_open_changes_nothing);
     suite_add_tcase(s, tc);
