@@ -3,6 +3,8 @@
  */
 #include "listen.h"
 
+#include "decimal.h"
+
 #include <arpa/inet.h>
 #include <errno.h>
 #include <grp.h>
@@ -54,10 +56,10 @@ bool listen_group_id(const char *group, gid_t *gid, char *err, size_t errlen)
         *gid = (gid_t)-1;
         return true;
     }
-    if (strspn(group, "0123456789") == strlen(group)) {
-        errno = 0;
-        unsigned long n = strtoul(group, NULL, 10);
-        if (errno != 0 || n >= (unsigned long)(gid_t)-1) {
+    uint64_t n;
+    enum decimal_status ds = decimal_parse_u64(group, &n);
+    if (ds != DECIMAL_INVALID) {
+        if (ds == DECIMAL_RANGE || n >= (uint64_t)(gid_t)-1) {
             snprintf(err, errlen, "[server] listen_group: gid %s is out of range", group);
             return false;
         }
