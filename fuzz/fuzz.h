@@ -30,19 +30,17 @@
 #define FUZZ_TARGET(name) int fuzz_##name(const uint8_t *data, size_t size)
 #endif
 
-/* The harnesses the replayer knows; keep in step with fuzz/replay.c. */
-int fuzz_id_decode(const uint8_t *data, size_t size);
-int fuzz_id_lines(const uint8_t *data, size_t size);
-int fuzz_json_escape(const uint8_t *data, size_t size);
-int fuzz_uritmpl(const uint8_t *data, size_t size);
-int fuzz_body(const uint8_t *data, size_t size);
-int fuzz_request(const uint8_t *data, size_t size);
-int fuzz_config(const uint8_t *data, size_t size);
-int fuzz_filter(const uint8_t *data, size_t size);
-int fuzz_filter_keys(const uint8_t *data, size_t size);
-int fuzz_snapshot(const uint8_t *data, size_t size);
-int fuzz_pgoutput(const uint8_t *data, size_t size);
-int fuzz_spell(const uint8_t *data, size_t size);
+/*
+ * The harnesses the replayer knows, in one list: X(NAME) for each, so that
+ * the declarations below and fuzz/replay.c's table cannot drift apart.
+ */
+#define FUZZ_HARNESSES(X)                                                   \
+    X(id_decode) X(id_lines) X(json_escape) X(uritmpl) X(body) X(request)   \
+    X(config) X(filter) X(filter_keys) X(snapshot) X(pgoutput) X(spell)
+
+#define FUZZ_DECLARE_(name) int fuzz_##name(const uint8_t *data, size_t size);
+FUZZ_HARNESSES(FUZZ_DECLARE_)
+#undef FUZZ_DECLARE_
 
 /*
  * A broken invariant: say which and abort, so that libFuzzer keeps the input
