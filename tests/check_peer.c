@@ -345,18 +345,31 @@ START_TEST(test_refused)
 }
 END_TEST
 
+/*
+ * A fetch from base that must fail with SNAPSHOT_IO, nothing kept; srv, when
+ * not NULL, is stopped once it returns.  Returns the seconds it took; why
+ * says what ended it.
+ */
+static double fetch_fails(const char *base, struct server *srv, const struct peer_limits *lim,
+                          char *why, size_t cap)
+{
+    struct snapshot snap;
+    double t0 = now_s();
+    enum snapshot_status st = peer_fetch_snapshot(base, "users", NULL, &EXPECT, lim, &snap, why, cap);
+    double took = now_s() - t0;
+    if (srv != NULL)
+        server_stop(srv);
+    ck_assert_msg(st == SNAPSHOT_IO, "status %s: %s", snapshot_strstatus(st), why);
+    ck_assert_ptr_null(snap.filter);
+    return took;
+}
+
 START_TEST(test_silent_peer)
 {
     struct server s;
     server_start(&s, NULL, NULL, 0);
-    struct snapshot snap;
     char why[SNAPSHOT_WHY_LEN] = "";
-    double t0 = now_s();
-    enum snapshot_status st = peer_fetch_snapshot(base_of(&s), "users", NULL, &EXPECT, &SHORT, &snap,
-                                                  why, sizeof why);
-    double took = now_s() - t0;
-    server_stop(&s);
-    ck_assert_int_eq(st, SNAPSHOT_IO);
+    double took = fetch_fails(base_of(&s), &s, &SHORT, why, sizeof why);
     ck_assert_msg(strstr(why, "timed out") != NULL, "why: %s", why);
     ck_assert_msg(took >= 0.25 && took < 2.0, "took %.3f s for a 300 ms timeout", took);
 }
@@ -443,18 +456,11 @@ START_TEST(test_trickle_deadline)
     server_run(&s);
     const struct peer_limits lim = { .timeout_ms = 2000, .setup_ms = 300, .min_rate = 1000 };
     double deadline = 0.3 + (double)b.len / 1000.0;
-    struct snapshot snap;
-    double t0 = now_s();
-    enum snapshot_status st = peer_fetch_snapshot(base_of(&s), "users", NULL, &EXPECT, &lim, &snap,
-                                                  why, sizeof why);
-    double took = now_s() - t0;
-    server_stop(&s);
-    ck_assert_msg(st == SNAPSHOT_IO, "status %s: %s", snapshot_strstatus(st), why);
+    double took = fetch_fails(base_of(&s), &s, &lim, why, sizeof why);
     ck_assert_msg(strstr(why, "too slow") != NULL, "why: %s", why);
     char bytes[64];
     snprintf(bytes, sizeof bytes, "the %zu-byte snapshot", b.len);
     ck_assert_msg(strstr(why, bytes) != NULL, "why: %s", why);
-    ck_assert_ptr_null(snap.filter);
     /* The deadline counts the body: not given up at the 0.3 s allowance, nor long after. */
     ck_assert_msg(took >= deadline - 0.05 && took < deadline + 1.5,
                   "took %.3f s for a deadline of %.3f s (%zu of %zu bytes sent)", took, deadline,
@@ -476,14 +482,8 @@ START_TEST(test_trickle_head)
     s.trickle_ms = 50;
     server_run(&s);
     const struct peer_limits lim = { .timeout_ms = 2000, .setup_ms = 600 };
-    struct snapshot snap;
     char why[SNAPSHOT_WHY_LEN] = "";
-    double t0 = now_s();
-    enum snapshot_status st = peer_fetch_snapshot(base_of(&s), "users", NULL, &EXPECT, &lim, &snap,
-                                                  why, sizeof why);
-    double took = now_s() - t0;
-    server_stop(&s);
-    ck_assert_int_eq(st, SNAPSHOT_IO);
+    double took = fetch_fails(base_of(&s), &s, &lim, why, sizeof why);
     ck_assert_msg(strstr(why, "too slow: no answer within") != NULL, "why: %s", why);
     ck_assert_msg(took >= 0.55 && took < 2.0, "took %.3f s for a 0.6 s allowance", took);
 }
@@ -593,13 +593,8 @@ START_TEST(test_lookup_hangs)
 {
     /* Nothing listens: the lookup never gets so far. */
     const struct peer_limits lim = { .timeout_ms = 2000, .setup_ms = 400, .resolve = hang_resolve };
-    struct snapshot snap;
     char why[SNAPSHOT_WHY_LEN] = "";
-    double t0 = now_s();
-    enum snapshot_status st = peer_fetch_snapshot("http://peer.test:1", "users", NULL, &EXPECT,
-                                                  &lim, &snap, why, sizeof why);
-    double took = now_s() - t0;
-    ck_assert_int_eq(st, SNAPSHOT_IO);
+    double took = fetch_fails("http://peer.test:1", NULL, &lim, why, sizeof why);
     ck_assert_msg(strstr(why, "too slow: no answer within") != NULL, "why: %s", why);
     ck_assert_msg(took >= 0.35 && took < 2.0, "took %.3f s for a 0.4 s allowance", took);
 
@@ -607,8 +602,9 @@ START_TEST(test_lookup_hangs)
     struct stopper k;
     stopper_start(&k);
     const struct peer_limits lim2 = { .setup_ms = 60000, .resolve = hang_resolve, .stop = &k.stop };
-    st = peer_fetch_snapshot("http://peer.test:1", "users", NULL, &EXPECT, &lim2, &snap, why,
-                             sizeof why);
+    struct snapshot snap;
+    enum snapshot_status st = peer_fetch_snapshot("http://peer.test:1", "users", NULL, &EXPECT,
+                                                  &lim2, &snap, why, sizeof why);
     pthread_join(k.th, NULL);
     double after = now_s() - k.at;
     ck_assert_int_eq(st, SNAPSHOT_IO);
