@@ -604,23 +604,31 @@ static void emit_replaced(const char *s, const char *from, const char *to)
         emit("%.*s%s%s", (int)(at - s), s, to, at + strlen(from));
 }
 
+/* A substitution for emit_replaced; EMIT_SWAPS makes each of a list, in order. */
+struct swap {
+    const char *from, *to;
+};
+
+static void emit_swaps(const char *s, const struct swap *list, size_t n)
+{
+    for (size_t i = 0; i < n; i++)
+        emit_replaced(s, list[i].from, list[i].to);
+}
+#define EMIT_SWAPS(s, list) emit_swaps((s), (list), sizeof (list) / sizeof (list)[0])
+
 static void gen_datetime(const char *row)
 {
     emit_common(row);
     emit_case(row, 1);
-    emit_replaced(row, "-0", "-");          /* month without its zero */
-    emit_replaced(row, "-", "/");
-    emit_replaced(row, " ", "T");
-    emit_replaced(row, "+00", "");
-    emit_replaced(row, "+00", "+00:00");
-    emit_replaced(row, "+00", "Z");
-    emit_replaced(row, "+00", "+0000");
-    emit_replaced(row, "+00", "-00");
-    emit_replaced(row, "+00", "+01");
-    emit_replaced(row, " BC", "BC");
-    emit_replaced(row, " BC", " bc");
-    emit_replaced(row, " BC", " AD");
-    emit_replaced(row, ":", "::");
+    static const struct swap swaps[] = {
+        { "-0", "-" },                      /* month without its zero */
+        { "-", "/" }, { " ", "T" },
+        { "+00", "" }, { "+00", "+00:00" }, { "+00", "Z" }, { "+00", "+0000" }, { "+00", "-00" },
+        { "+00", "+01" },
+        { " BC", "BC" }, { " BC", " bc" }, { " BC", " AD" },
+        { ":", "::" },
+    };
+    EMIT_SWAPS(row, swaps);
     char buf[128];
     snprintf(buf, sizeof buf, "%s", row);
     char *dot = strchr(buf, '.');
@@ -664,11 +672,10 @@ static void gen_interval(const char *row)
 {
     emit_common(row);
     emit_case(row, 1);
-    emit_replaced(row, "mons", "months");
-    emit_replaced(row, "mon", "month");
-    emit_replaced(row, "days", "d");
-    emit_replaced(row, "year", "yr");
-    emit_replaced(row, " ", "  ");
+    static const struct swap swaps[] = {
+        { "mons", "months" }, { "mon", "month" }, { "days", "d" }, { "year", "yr" }, { " ", "  " },
+    };
+    EMIT_SWAPS(row, swaps);
     emit("@ %s", row);
     emit("%s ago", row);
     emit("+%s", row);
