@@ -269,6 +269,33 @@ static void assert_same_layers(const struct filter *f, const struct filter *g)
     }
 }
 
+/* The end of a test's scratch: dir (from check_tmpdir) removed with all in it, both names freed. */
+static void scratch_free(char *dir, char *path)
+{
+    check_rm_rf(dir);
+    free(path);
+    free(dir);
+}
+
+/*
+ * Every proper prefix of the snapshot buf[0..len) is truncated, each read
+ * from an exact-size copy so that ASan catches a read past it.
+ */
+static void assert_prefixes_truncated(const unsigned char *buf, size_t len)
+{
+    struct snapshot s;
+    char why[SNAPSHOT_WHY_LEN];
+    for (size_t cut = 0; cut < len; cut++) {
+        unsigned char *pre = malloc(cut ? cut : 1);
+        memcpy(pre, buf, cut);
+        enum snapshot_status st = snapshot_read_mem(pre, cut, &EXPECT, &s, why, sizeof why);
+        ck_assert_msg(st == SNAPSHOT_TRUNCATED, "prefix of %zu/%zu bytes: %s (%s)", cut, len,
+                      snapshot_strstatus(st), why);
+        ck_assert_ptr_null(s.filter);
+        free(pre);
+    }
+}
+
 /* --------------------------------------------------------------- filter -- */
 
 START_TEST(test_filter_image)
@@ -613,9 +640,7 @@ START_TEST(test_round_trip)
 
     pending_free(p);
     filter_free(f);
-    check_rm_rf(dir);
-    free(path);
-    free(dir);
+    scratch_free(dir, path);
 }
 END_TEST
 
@@ -635,9 +660,7 @@ START_TEST(test_missing_and_not_a_snapshot)
     ck_assert_int_eq(snapshot_read(path, &EXPECT, &s, why, sizeof why), SNAPSHOT_TRUNCATED);
     ck_assert_int_eq(snapshot_read(dir, &EXPECT, &s, why, sizeof why), SNAPSHOT_IO);
     ck_assert_ptr_null(s.filter);
-    check_rm_rf(dir);
-    free(path);
-    free(dir);
+    scratch_free(dir, path);
 }
 END_TEST
 
@@ -650,17 +673,10 @@ START_TEST(test_truncated_every_prefix)
     char why[SNAPSHOT_WHY_LEN];
     ck_assert_int_eq(snapshot_read_mem(buf, len, &EXPECT, &s, NULL, 0), SNAPSHOT_OK);
     snapshot_release(&s);
+    assert_prefixes_truncated(buf, len);
     for (size_t cut = 0; cut < len; cut++) {
-        /* An exact-size copy, so that a read past the prefix would be caught by ASan. */
-        unsigned char *pre = malloc(cut ? cut : 1);
-        memcpy(pre, buf, cut);
-        enum snapshot_status st = snapshot_read_mem(pre, cut, &EXPECT, &s, why, sizeof why);
-        ck_assert_msg(st == SNAPSHOT_TRUNCATED, "prefix of %zu/%zu bytes: %s (%s)", cut, len,
-                      snapshot_strstatus(st), why);
-        ck_assert_ptr_null(s.filter);
-        free(pre);
         spit(path, buf, cut);
-        st = snapshot_read(path, &EXPECT, &s, why, sizeof why);
+        enum snapshot_status st = snapshot_read(path, &EXPECT, &s, why, sizeof why);
         ck_assert_msg(st == SNAPSHOT_TRUNCATED, "file of %zu/%zu bytes: %s (%s)", cut, len,
                       snapshot_strstatus(st), why);
     }
@@ -672,9 +688,7 @@ START_TEST(test_truncated_every_prefix)
     ck_assert_ptr_nonnull(strstr(why, "1 bytes after the end"));
     free(more);
     free(buf);
-    check_rm_rf(dir);
-    free(path);
-    free(dir);
+    scratch_free(dir, path);
 }
 END_TEST
 
@@ -1038,9 +1052,7 @@ START_TEST(test_layers_and_kv_round_trip)
     ck_assert_ptr_null(snapshot_kv_get(&s, "table_oid"));
     snapshot_release(&s);
     filter_free(f);
-    check_rm_rf(dir);
-    free(path);
-    free(dir);
+    scratch_free(dir, path);
 }
 END_TEST
 
@@ -1219,14 +1231,7 @@ START_TEST(test_version_1_still_read)
     snapshot_release(&s);
 
     /* Every proper prefix is truncated; one byte more is corrupt. */
-    for (size_t cut = 0; cut < len; cut++) {
-        unsigned char *pre = malloc(cut ? cut : 1);
-        memcpy(pre, buf, cut);
-        enum snapshot_status st = snapshot_read_mem(pre, cut, &EXPECT, &s, why, sizeof why);
-        ck_assert_msg(st == SNAPSHOT_TRUNCATED, "prefix of %zu/%zu bytes: %s (%s)", cut, len,
-                      snapshot_strstatus(st), why);
-        free(pre);
-    }
+    assert_prefixes_truncated(buf, len);
     unsigned char *mod = malloc(len + 1);
     memcpy(mod, buf, len);
     mod[len] = 0;
@@ -1372,9 +1377,7 @@ START_TEST(test_failed_writes_keep_the_old_snapshot)
 
     filter_free(old);
     filter_free(f);
-    check_rm_rf(dir);
-    free(path);
-    free(dir);
+    scratch_free(dir, path);
 }
 END_TEST
 
@@ -1395,9 +1398,7 @@ START_TEST(test_clean_temps)
     char *gone = check_join(dir, "nodir/users.snap");
     ck_assert_int_eq(snapshot_clean_temps(gone), -1);
     free(gone);
-    check_rm_rf(dir);
-    free(path);
-    free(dir);
+    scratch_free(dir, path);
 }
 END_TEST
 
@@ -1459,9 +1460,7 @@ START_TEST(test_concurrent_inserts_while_writing)
     ck_assert_uint_ge(back.bits_set, 1);
     snapshot_release(&s);
     filter_free(in.f);
-    check_rm_rf(dir);
-    free(path);
-    free(dir);
+    scratch_free(dir, path);
 }
 END_TEST
 
