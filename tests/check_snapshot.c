@@ -49,6 +49,14 @@ static size_t key(char *buf, size_t cap, const char *prefix, uint64_t i)
     return (size_t)snprintf(buf, cap, "%s-%llu", prefix, (unsigned long long)i);
 }
 
+/* Adds the keys prefix+from .. prefix+(to - 1), as key() spells them, to f. */
+static void add_keys(struct filter *f, const char *prefix, uint64_t from, uint64_t to)
+{
+    char k[64];
+    for (uint64_t i = from; i < to; i++)
+        filter_add(f, k, key(k, sizeof k, prefix, i));
+}
+
 /* Files in dir, "." and ".." aside. */
 static int files_in(const char *dir)
 {
@@ -118,8 +126,7 @@ static unsigned char *small_snapshot(size_t *len)
     struct pending *p = pending_new(100, 1 << 20, 3600);
     ck_assert_ptr_nonnull(f);
     ck_assert_ptr_nonnull(p);
-    for (uint64_t i = 0; i < 160; i++)
-        filter_add(f, k, key(k, sizeof k, "small", i));
+    add_keys(f, "small", 0, 160);
     struct filter_info fi;
     filter_info(f, &fi);
     ck_assert_uint_eq(fi.layers, 3);
@@ -304,8 +311,7 @@ START_TEST(test_filter_image)
     const struct filter_growth one_layer = { 2.0, 0.5, 1 };
     struct filter *f = filter_new_growing(1000, 0.01, &one_layer, NULL);
     ck_assert_ptr_nonnull(f);
-    for (uint64_t i = 0; i < 1000; i++)
-        filter_add(f, k, key(k, sizeof k, "img", i));
+    add_keys(f, "img", 0, 1000);
     struct filter_params fp;
     filter_export(f, &fp);
     struct filter_info fi;
@@ -504,8 +510,7 @@ START_TEST(test_round_trip)
     char *dir = check_tmpdir("check_snapshot"), *path = check_join(dir, "users.snap");
     struct filter *f = filter_new(5000, 0.01, NULL);
     struct pending *p = pending_new(1000, 1 << 20, 3600);
-    for (uint64_t i = 0; i < 3000; i++)
-        filter_add(f, k, key(k, sizeof k, "in", i));
+    add_keys(f, "in", 0, 3000);
     /* Five POSTed ids, as api.c does it: journal, then filter. */
     for (uint64_t i = 0; i < 5; i++) {
         size_t n = key(k, sizeof k, "posted", i);
@@ -972,8 +977,7 @@ START_TEST(test_layers_and_kv_round_trip)
     char *dir = check_tmpdir("check_snapshot"), *path = check_join(dir, "users.snap");
     struct filter *f = filter_new(2000, 0.01, NULL);
     ck_assert_ptr_nonnull(f);
-    for (uint64_t i = 0; i < 30000; i++)
-        filter_add(f, k, key(k, sizeof k, "in", i));
+    add_keys(f, "in", 0, 30000);
     struct filter_params fp;
     filter_export(f, &fp);
     ck_assert_uint_ge(fp.layers, 4);
@@ -1021,8 +1025,7 @@ START_TEST(test_layers_and_kv_round_trip)
     ck_assert_ptr_nonnull(st);
     filter_export(f, &fp);
     unsigned before = fp.layers;
-    for (uint64_t i = 100000; i < 400000; i++)          /* grows while streaming */
-        filter_add(f, k, key(k, sizeof k, "in", i));
+    add_keys(f, "in", 100000, 400000);          /* grows while streaming */
     filter_export(f, &fp);
     ck_assert_uint_gt(fp.layers, before);
     uint64_t size = snapshot_stream_size(st);
@@ -1189,8 +1192,7 @@ START_TEST(test_version_1_still_read)
 {
     char k[64];
     struct filter *f = filter_new(3000, 0.01, NULL);
-    for (uint64_t i = 0; i < 2000; i++)
-        filter_add(f, k, key(k, sizeof k, "in", i));
+    add_keys(f, "in", 0, 2000);
     size_t len;
     unsigned char *buf = v1_snapshot(&META, f, &len);
     struct snapshot s;
@@ -1302,13 +1304,10 @@ static void assert_old_snapshot(const char *path)
 
 START_TEST(test_failed_writes_keep_the_old_snapshot)
 {
-    char k[64];
     char *dir = check_tmpdir("check_snapshot"), *path = check_join(dir, "users.snap");
     struct filter *old = filter_new(1000, 0.01, NULL), *f = filter_new(200000, 0.01, NULL);
-    for (uint64_t i = 0; i < 500; i++)
-        filter_add(old, k, key(k, sizeof k, "old", i));
-    for (uint64_t i = 0; i < 1000; i++)
-        filter_add(f, k, key(k, sizeof k, "new", i));
+    add_keys(old, "old", 0, 500);
+    add_keys(f, "new", 0, 1000);
     ck_assert_int_eq(snapshot_write(path, &META, old, NULL, 0), 0);
     assert_old_snapshot(path);
 
@@ -1430,8 +1429,7 @@ START_TEST(test_concurrent_inserts_while_writing)
     struct inserter in = { .f = filter_new(4 * 1000 * 1000, 0.01, NULL) };
     atomic_init(&in.stop, false);
     atomic_init(&in.done, 0);
-    for (uint64_t i = 0; i < PRE_KEYS; i++)
-        filter_add(in.f, k, key(k, sizeof k, "pre", i));
+    add_keys(in.f, "pre", 0, PRE_KEYS);
     pthread_t t;
     ck_assert_int_eq(pthread_create(&t, NULL, insert_loop, &in), 0);
     while (atomic_load(&in.done) < 1000)
