@@ -412,6 +412,19 @@ static void later_done(void *arg, enum table_insert_result r, size_t n, int err)
     *lr = (struct later_result){ r, n, err, true };
 }
 
+/* One ID through table_insert_later, which must take it: what the callback got, once the log answered. */
+static struct later_result insert_later(struct table *t, const char *id)
+{
+    struct later_result lr = { 0 };
+    const char *ids[] = { id };
+    size_t lens[] = { strlen(id) }, n;
+    int e;
+    ck_assert_int_eq(table_insert_later(t, 1, ids, lens, &n, &e, later_done, &lr), TABLE_INSERT_LATER);
+    pthread_join(fake_tid, NULL);
+    ck_assert_msg(lr.called, "%s: no callback", id);
+    return lr;
+}
+
 START_TEST(test_durable_insert_waits_for_the_log)
 {
     struct table *t = table_new(&cfg, &fc);
@@ -433,22 +446,12 @@ START_TEST(test_durable_insert_waits_for_the_log)
     ck_assert_int_eq(table_lookup(t, "d2", 2), TABLE_ABSENT);   /* never acknowledged, never added */
     /* Later: the filter gets the IDs only once the log has them. */
     fl.fail = 0;
-    struct later_result lr = { 0 };
-    const char *ids3[] = { "d3" };
-    ck_assert_int_eq(table_insert_later(t, 1, ids3, lens, &n, &e, later_done, &lr),
-                     TABLE_INSERT_LATER);
-    pthread_join(fake_tid, NULL);
-    ck_assert(lr.called);
+    struct later_result lr = insert_later(t, "d3");
     ck_assert_int_eq(lr.r, TABLE_INSERTED);
     ck_assert_uint_eq(lr.n, 1);
     ck_assert_int_eq(table_lookup(t, "d3", 2), TABLE_MAYBE);
     fl.fail = 5;                    /* EIO */
-    lr = (struct later_result){ 0 };
-    const char *ids4[] = { "d4" };
-    ck_assert_int_eq(table_insert_later(t, 1, ids4, lens, &n, &e, later_done, &lr),
-                     TABLE_INSERT_LATER);
-    pthread_join(fake_tid, NULL);
-    ck_assert(lr.called);
+    lr = insert_later(t, "d4");
     ck_assert_int_eq(lr.r, TABLE_INSERT_NOT_DURABLE);
     ck_assert_int_eq(lr.err, 5);
     ck_assert_int_eq(table_lookup(t, "d4", 2), TABLE_ABSENT);
