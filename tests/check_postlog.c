@@ -116,9 +116,7 @@ START_TEST(test_round_trip)
     ck_assert_uint_eq(g.left[3], 60);               /* the later append of "a" */
     postlog_close(log);
     postlog_close(NULL);
-    free(path);
-    check_rm_rf(dir);
-    free(dir);
+    check_scratch_free(dir, path);
 }
 END_TEST
 
@@ -161,9 +159,7 @@ START_TEST(test_wall_clock_expiry)
     log = reopen(path, &o, &g, &r);
     ck_assert_uint_eq(g.left[1], 7);
     postlog_close(log);
-    free(path);
-    check_rm_rf(dir);
-    free(dir);
+    check_scratch_free(dir, path);
 }
 END_TEST
 
@@ -224,9 +220,7 @@ START_TEST(test_torn_tail)
         ck_assert_int_eq(file_size(path), 16);
         postlog_close(log);
     }
-    free(path);
-    check_rm_rf(dir);
-    free(dir);
+    check_scratch_free(dir, path);
 }
 END_TEST
 
@@ -402,9 +396,7 @@ START_TEST(test_compaction_keeps_the_live)
     log = reopen(path, &plain, &g, &r);
     ck_assert_int_eq(postlog_compact(log), EINVAL);
     postlog_close(log);
-    free(path);
-    check_rm_rf(dir);
-    free(dir);
+    check_scratch_free(dir, path);
 }
 END_TEST
 
@@ -470,9 +462,7 @@ START_TEST(test_compaction_by_itself)
     ck_assert_uint_eq(pi.compactions, 1);
     ck_assert_int_lt(file_size(path), big);
     postlog_close(log);
-    free(path);
-    check_rm_rf(dir);
-    free(dir);
+    check_scratch_free(dir, path);
 }
 END_TEST
 
@@ -574,9 +564,7 @@ START_TEST(test_group_commit)
         ck_assert(has(&g, id));
     }
     postlog_close(log);
-    free(path);
-    check_rm_rf(dir);
-    free(dir);
+    check_scratch_free(dir, path);
 }
 END_TEST
 
@@ -628,9 +616,7 @@ START_TEST(test_submit)
     ck_assert_uint_le(pi.syncs, 2);
     log = close_reopen_count(log, path, &o, &g, &r, N);
     postlog_close(log);
-    free(path);
-    check_rm_rf(dir);
-    free(dir);
+    check_scratch_free(dir, path);
 }
 END_TEST
 
@@ -705,9 +691,7 @@ START_TEST(test_failures)
     ck_assert_uint_eq(pi.failures, 3);
     ck_assert_uint_eq(never.calls, 0);
     postlog_close(log);
-    free(path);
-    check_rm_rf(dir);
-    free(dir);
+    check_scratch_free(dir, path);
 }
 END_TEST
 

@@ -276,14 +276,6 @@ static void assert_same_layers(const struct filter *f, const struct filter *g)
     }
 }
 
-/* The end of a test's scratch: dir (from check_tmpdir) removed with all in it, both names freed. */
-static void scratch_free(char *dir, char *path)
-{
-    check_rm_rf(dir);
-    free(path);
-    free(dir);
-}
-
 /*
  * Every proper prefix of the snapshot buf[0..len) is truncated, each read
  * from an exact-size copy so that ASan catches a read past it.
@@ -645,7 +637,7 @@ START_TEST(test_round_trip)
 
     pending_free(p);
     filter_free(f);
-    scratch_free(dir, path);
+    check_scratch_free(dir, path);
 }
 END_TEST
 
@@ -665,7 +657,7 @@ START_TEST(test_missing_and_not_a_snapshot)
     ck_assert_int_eq(snapshot_read(path, &EXPECT, &s, why, sizeof why), SNAPSHOT_TRUNCATED);
     ck_assert_int_eq(snapshot_read(dir, &EXPECT, &s, why, sizeof why), SNAPSHOT_IO);
     ck_assert_ptr_null(s.filter);
-    scratch_free(dir, path);
+    check_scratch_free(dir, path);
 }
 END_TEST
 
@@ -693,7 +685,7 @@ START_TEST(test_truncated_every_prefix)
     ck_assert_ptr_nonnull(strstr(why, "1 bytes after the end"));
     free(more);
     free(buf);
-    scratch_free(dir, path);
+    check_scratch_free(dir, path);
 }
 END_TEST
 
@@ -1055,7 +1047,7 @@ START_TEST(test_layers_and_kv_round_trip)
     ck_assert_ptr_null(snapshot_kv_get(&s, "table_oid"));
     snapshot_release(&s);
     filter_free(f);
-    scratch_free(dir, path);
+    check_scratch_free(dir, path);
 }
 END_TEST
 
@@ -1376,7 +1368,7 @@ START_TEST(test_failed_writes_keep_the_old_snapshot)
 
     filter_free(old);
     filter_free(f);
-    scratch_free(dir, path);
+    check_scratch_free(dir, path);
 }
 END_TEST
 
@@ -1397,7 +1389,7 @@ START_TEST(test_clean_temps)
     char *gone = check_join(dir, "nodir/users.snap");
     ck_assert_int_eq(snapshot_clean_temps(gone), -1);
     free(gone);
-    scratch_free(dir, path);
+    check_scratch_free(dir, path);
 }
 END_TEST
 
@@ -1458,7 +1450,7 @@ START_TEST(test_concurrent_inserts_while_writing)
     ck_assert_uint_ge(back.bits_set, 1);
     snapshot_release(&s);
     filter_free(in.f);
-    scratch_free(dir, path);
+    check_scratch_free(dir, path);
 }
 END_TEST
 

@@ -45,6 +45,13 @@ void check_rm_rf(const char *dir)
     nftw(dir, remove_one, 16, FTW_DEPTH | FTW_PHYS);
 }
 
+void check_scratch_free(char *dir, char *path)
+{
+    check_rm_rf(dir);
+    free(path);
+    free(dir);
+}
+
 void check_filter_fixture(struct config *cfg, struct filter_config *fc, const char *name,
                           double fpp, uint64_t pending_limit)
 {

@@ -19,6 +19,9 @@ char *check_join(const char *dir, const char *name);
 /* Remove dir and everything below it (made writable first); dir stays the caller's. */
 void check_rm_rf(const char *dir);
 
+/* The end of a test's scratch: check_rm_rf(dir), then both freed (path may be NULL). */
+void check_scratch_free(char *dir, char *path);
+
 /*
  * Zero *cfg and *fc and give them the settings the table and publish tests
  * build filters with: staleness 60 s, rebuilds 30 s apart, one filter
