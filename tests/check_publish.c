@@ -60,6 +60,22 @@ static struct table *published_table(struct publish **p)
     return t;
 }
 
+/* A reader of the published file, which must be there. */
+static bloomguard *open_reader(void)
+{
+    bloomguard *bg = bloomguard_open(path, 0, NULL);
+    ck_assert_msg(bg != NULL, "no reader of %s", path);
+    return bg;
+}
+
+/* The end of a test: the reader closed, then the publisher, then the table. */
+static void close_all(bloomguard *bg, struct publish *p, struct table *t)
+{
+    bloomguard_close(bg);
+    publish_free(p);
+    table_free(t);
+}
+
 static void key(char *buf, size_t cap, unsigned i)
 {
     snprintf(buf, cap, "key-%u", i);
@@ -171,9 +187,7 @@ START_TEST(test_reader_answers_as_the_table)
     ck_assert_uint_eq(in.generation, 1);
     ck_assert_uint_eq(in.layers, 1);
     ck_assert(!in.degraded);
-    bloomguard_close(bg);
-    publish_free(p);
-    table_free(t);
+    close_all(bg, p, t);
 }
 END_TEST
 
@@ -182,8 +196,7 @@ START_TEST(test_growth_reaches_readers)
     struct publish *p;
     struct table *t = published_table(&p);
     load(t, 10, 1000, table_now());
-    bloomguard *bg = bloomguard_open(path, 0, NULL);
-    ck_assert_ptr_nonnull(bg);
+    bloomguard *bg = open_reader();
     char k[32];
     /* 20x the capacity: layers are added, each announced in the header before its first key. */
     for (unsigned i = 10; i < 20000; i++) {
@@ -201,9 +214,7 @@ START_TEST(test_growth_reaches_readers)
         key(k, sizeof k, i);
         ck_assert_int_eq(look(bg, k), BLOOMGUARD_MAYBE);
     }
-    bloomguard_close(bg);
-    publish_free(p);
-    table_free(t);
+    close_all(bg, p, t);
 }
 END_TEST
 
@@ -212,8 +223,7 @@ START_TEST(test_rebuild_swaps_generations)
     struct publish *p;
     struct table *t = published_table(&p);
     load(t, 100, 1000, table_now());
-    bloomguard *bg = bloomguard_open(path, 0, NULL);
-    ck_assert_ptr_nonnull(bg);
+    bloomguard *bg = open_reader();
     const struct pubfmt_header *old = map_header(path);
     /* A key the second load has and the first (by its bits too) has not. */
     char k[32];
@@ -252,16 +262,14 @@ START_TEST(test_stale_horizon_is_degraded)
     struct table *t = published_table(&p);
     /* A COPY that started longer ago than max_staleness: absent cannot be proven. */
     load(t, 10, 1000, table_now() - 61 * NS);
-    bloomguard *bg = bloomguard_open(path, 0, NULL);
+    bloomguard *bg = open_reader();
     ck_assert_int_eq(table_lookup(t, "nope", 4), TABLE_DEGRADED);
     ck_assert_int_eq(look(bg, "nope"), BLOOMGUARD_DEGRADED);
     ck_assert_int_eq(look(bg, "key-1"), BLOOMGUARD_MAYBE);
     /* The follower proves it is current again: absent once more. */
     ck_assert(table_advance(t, table_epoch(t), table_now()));
     ck_assert_int_eq(look(bg, "nope"), BLOOMGUARD_ABSENT);
-    bloomguard_close(bg);
-    publish_free(p);
-    table_free(t);
+    close_all(bg, p, t);
 }
 END_TEST
 
@@ -275,8 +283,7 @@ START_TEST(test_restored_snapshot_is_published)
     guard_begin(table_guard(t), f);
     guard_commit(table_guard(t));
     table_restored(t, "", "snapshot", 1, 0.0, &text_ident);
-    bloomguard *bg = bloomguard_open(path, 0, NULL);
-    ck_assert_ptr_nonnull(bg);
+    bloomguard *bg = open_reader();
     ck_assert_int_eq(look(bg, "snap"), BLOOMGUARD_MAYBE);
     /* No horizon after a restore: degraded, as the table says. */
     ck_assert_int_eq(table_lookup(t, "nope", 4), TABLE_DEGRADED);
@@ -284,9 +291,7 @@ START_TEST(test_restored_snapshot_is_published)
     /* The live filter is now the published copy: inserts reach readers. */
     ck_assert(table_add_row(t, "later", 5));
     ck_assert_int_eq(look(bg, "later"), BLOOMGUARD_MAYBE);
-    bloomguard_close(bg);
-    publish_free(p);
-    table_free(t);
+    close_all(bg, p, t);
 }
 END_TEST
 
@@ -327,22 +332,20 @@ START_TEST(test_reader_spells_by_the_column_type)
                                    fd, 0);
     close(fd);
     ck_assert_int_eq(h->spell, SPELL_INT8);
-    bloomguard *bg = bloomguard_open(path, 0, NULL);
+    bloomguard *bg = open_reader();
     ck_assert_int_eq(look(bg, "5"), BLOOMGUARD_MAYBE);
     ck_assert_int_eq(look(bg, " +0005 "), BLOOMGUARD_MAYBE);
     ck_assert_int_eq(look(bg, "6"), BLOOMGUARD_ABSENT);
     ck_assert_int_eq(look(bg, "five"), BLOOMGUARD_ABSENT);        /* not an int8: no row */
     h->spell = SPELL_COLLATED;                                     /* never provable */
     bloomguard_close(bg);
-    bg = bloomguard_open(path, 0, NULL);
+    bg = open_reader();
     ck_assert_int_eq(look(bg, "6"), BLOOMGUARD_MAYBE);
     struct bloomguard_info in;
     bloomguard_info(bg, &in);
     ck_assert_str_eq(in.spelling, "text_nondeterministic");
     munmap(h, PUBFMT_HEADER_BYTES);
-    bloomguard_close(bg);
-    publish_free(p);
-    table_free(t);
+    close_all(bg, p, t);
 }
 END_TEST
 
@@ -486,8 +489,7 @@ START_TEST(test_readers_racing_a_writer_never_see_a_wrong_absent)
     cfg.max_staleness = 0;          /* the race alone, not the clock */
     s.t = published_table(&p);
     load(s.t, 0, 500, table_now());
-    s.shared = bloomguard_open(path, 0, NULL);
-    ck_assert_ptr_nonnull(s.shared);
+    s.shared = open_reader();
     pthread_t w, r[STRESS_READERS];
     struct reader_arg ra[STRESS_READERS];
     for (int i = 0; i < STRESS_READERS; i++) {
