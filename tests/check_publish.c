@@ -115,6 +115,26 @@ static const struct pubfmt_header *map_header(const char *p)
     return m;
 }
 
+/* Most tests' cast: a published table and a reader of its file. */
+struct cast {
+    struct publish *p;
+    struct table *t;
+    bloomguard *bg;
+};
+
+/* The cast, the table loaded with keys 0..n-1 (1000 planned) by a COPY that began at start. */
+static void cast_open(struct cast *c, unsigned n, int64_t start)
+{
+    c->t = published_table(&c->p);
+    load(c->t, n, 1000, start);
+    c->bg = open_reader();
+}
+
+static void cast_close(struct cast *c)
+{
+    close_all(c->bg, c->p, c->t);
+}
+
 START_TEST(test_format_of_a_generation)
 {
     struct publish *p;
@@ -193,83 +213,77 @@ END_TEST
 
 START_TEST(test_growth_reaches_readers)
 {
-    struct publish *p;
-    struct table *t = published_table(&p);
-    load(t, 10, 1000, table_now());
-    bloomguard *bg = open_reader();
+    struct cast c;
+    cast_open(&c, 10, table_now());
     char k[32];
     /* 20x the capacity: layers are added, each announced in the header before its first key. */
     for (unsigned i = 10; i < 20000; i++) {
         key(k, sizeof k, i);
-        ck_assert(table_add_row(t, k, strlen(k)));
-        ck_assert_int_eq(look(bg, k), BLOOMGUARD_MAYBE);
+        ck_assert(table_add_row(c.t, k, strlen(k)));
+        ck_assert_int_eq(look(c.bg, k), BLOOMGUARD_MAYBE);
     }
     struct bloomguard_info in;
-    bloomguard_info(bg, &in);
+    bloomguard_info(c.bg, &in);
     ck_assert_uint_ge(in.layers, 3);
     struct filter_info fi;
-    ck_assert(guard_info(table_guard(t), &fi));
+    ck_assert(guard_info(table_guard(c.t), &fi));
     ck_assert_uint_eq(in.layers, fi.layers);
     for (unsigned i = 0; i < 20000; i++) {
         key(k, sizeof k, i);
-        ck_assert_int_eq(look(bg, k), BLOOMGUARD_MAYBE);
+        ck_assert_int_eq(look(c.bg, k), BLOOMGUARD_MAYBE);
     }
-    close_all(bg, p, t);
+    cast_close(&c);
 }
 END_TEST
 
 START_TEST(test_rebuild_swaps_generations)
 {
-    struct publish *p;
-    struct table *t = published_table(&p);
-    load(t, 100, 1000, table_now());
-    bloomguard *bg = open_reader();
+    struct cast c;
+    cast_open(&c, 100, table_now());
     const struct pubfmt_header *old = map_header(path);
     /* A key the second load has and the first (by its bits too) has not. */
     char k[32];
     unsigned i = 100;
-    for (key(k, sizeof k, i); table_lookup(t, k, strlen(k)) != TABLE_ABSENT; key(k, sizeof k, ++i))
+    for (key(k, sizeof k, i); table_lookup(c.t, k, strlen(k)) != TABLE_ABSENT; key(k, sizeof k, ++i))
         ;
-    ck_assert_int_eq(look(bg, k), BLOOMGUARD_ABSENT);
-    load(t, 200, 1000, table_now());
+    ck_assert_int_eq(look(c.bg, k), BLOOMGUARD_ABSENT);
+    load(c.t, 200, 1000, table_now());
     ck_assert(atomic_load(&((struct pubfmt_header *)old)->flags) & PUBFMT_SUPERSEDED);
     /* The next lookup sees SUPERSEDED and moves to the new file at once. */
-    ck_assert_int_eq(look(bg, k), BLOOMGUARD_MAYBE);
+    ck_assert_int_eq(look(c.bg, k), BLOOMGUARD_MAYBE);
     struct bloomguard_info in;
-    bloomguard_info(bg, &in);
+    bloomguard_info(c.bg, &in);
     ck_assert_uint_eq(in.generation, 2);
     /* An insert after the swap reaches only the new generation: a reader sees it. */
-    ck_assert(table_add_row(t, "after", 5));
-    ck_assert_int_eq(look(bg, "after"), BLOOMGUARD_MAYBE);
+    ck_assert(table_add_row(c.t, "after", 5));
+    ck_assert_int_eq(look(c.bg, "after"), BLOOMGUARD_MAYBE);
     munmap((void *)old, PUBFMT_HEADER_BYTES);
     /* No temporary is left behind. */
     char tmp[160];
     snprintf(tmp, sizeof tmp, "%s/.users.2.tmp", dir);
     ck_assert_int_ne(access(tmp, F_OK), 0);
     /* Exit: withdrawn, readers not ready. */
-    publish_free(p);
+    publish_free(c.p);
     ck_assert_int_ne(access(path, F_OK), 0);
-    ck_assert_int_eq(look(bg, "key-1"), BLOOMGUARD_NOT_READY);
-    ck_assert_int_eq(bloomguard_info(bg, &in), BLOOMGUARD_ENOENT);
-    bloomguard_close(bg);
-    table_free(t);
+    ck_assert_int_eq(look(c.bg, "key-1"), BLOOMGUARD_NOT_READY);
+    ck_assert_int_eq(bloomguard_info(c.bg, &in), BLOOMGUARD_ENOENT);
+    bloomguard_close(c.bg);
+    table_free(c.t);
 }
 END_TEST
 
 START_TEST(test_stale_horizon_is_degraded)
 {
-    struct publish *p;
-    struct table *t = published_table(&p);
     /* A COPY that started longer ago than max_staleness: absent cannot be proven. */
-    load(t, 10, 1000, table_now() - 61 * NS);
-    bloomguard *bg = open_reader();
-    ck_assert_int_eq(table_lookup(t, "nope", 4), TABLE_DEGRADED);
-    ck_assert_int_eq(look(bg, "nope"), BLOOMGUARD_DEGRADED);
-    ck_assert_int_eq(look(bg, "key-1"), BLOOMGUARD_MAYBE);
+    struct cast c;
+    cast_open(&c, 10, table_now() - 61 * NS);
+    ck_assert_int_eq(table_lookup(c.t, "nope", 4), TABLE_DEGRADED);
+    ck_assert_int_eq(look(c.bg, "nope"), BLOOMGUARD_DEGRADED);
+    ck_assert_int_eq(look(c.bg, "key-1"), BLOOMGUARD_MAYBE);
     /* The follower proves it is current again: absent once more. */
-    ck_assert(table_advance(t, table_epoch(t), table_now()));
-    ck_assert_int_eq(look(bg, "nope"), BLOOMGUARD_ABSENT);
-    close_all(bg, p, t);
+    ck_assert(table_advance(c.t, table_epoch(c.t), table_now()));
+    ck_assert_int_eq(look(c.bg, "nope"), BLOOMGUARD_ABSENT);
+    cast_close(&c);
 }
 END_TEST
 
