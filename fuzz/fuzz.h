@@ -85,4 +85,35 @@ static inline struct table *fuzz_loaded_table(const struct config *cfg,
 }
 #endif
 
+/*
+ * What the handler harnesses (body, request) build once, as no input
+ * changes it: the defaults with their overrides ("section.key=value"), a log
+ * that keeps quiet, the counters, and the filter "default" on users(id)
+ * with a table never loaded.  One static per harness.
+ */
+#if defined(BLOOMGUARD_TABLE_H) && defined(BLOOMGUARD_ROUTES_H) && defined(BLOOMGUARD_LOG_H)
+struct fuzz_app {
+    struct config cfg;
+    struct log lg;
+    struct stats *stats;                /* NULL until fuzz_app_init */
+    struct table *unready;
+    struct filter_config fc;
+};
+
+static inline void fuzz_app_init(struct fuzz_app *h, const char *const *overrides, size_t n)
+{
+    char err[256];
+    FUZZ_CHECK(config_defaults(&h->cfg));
+    for (size_t i = 0; i < n; i++)
+        FUZZ_CHECK(config_override(&h->cfg, overrides[i], err, sizeof err));
+    h->lg.level = LOG_LVL_ERROR;
+    h->fc = (struct filter_config){ .name = "default", .table = "users", .column = "id",
+                                    .channel = "bloomguard", .pending_limit = 1000,
+                                    .pending_max_bytes = UINT64_MAX, .pending_ttl = 3600 };
+    h->stats = routes_stats_new();
+    h->unready = table_new(&h->cfg, &h->fc);
+    FUZZ_CHECK(h->stats != NULL && h->unready != NULL);
+}
+#endif
+
 #endif /* BLOOMGUARD_FUZZ_H */
