@@ -239,6 +239,15 @@ START_TEST(test_no_token_no_header)
 }
 END_TEST
 
+/* The users snapshot fetched from s with QUICK limits and no token; s is stopped once it returns. */
+static enum snapshot_status quick_fetch(struct server *s, struct snapshot *snap, char *why)
+{
+    enum snapshot_status st = peer_fetch_snapshot(base_of(s), "users", NULL, &EXPECT, &QUICK, snap, why,
+                                                  SNAPSHOT_WHY_LEN);
+    server_stop(s);
+    return st;
+}
+
 START_TEST(test_unauthorized)
 {
     static const char body[] =
@@ -271,9 +280,7 @@ START_TEST(test_truncated)
     server_start(&s, head, b.p, b.len - 100);      /* the peer hangs up early */
     struct snapshot snap;
     char why[SNAPSHOT_WHY_LEN] = "";
-    enum snapshot_status st = peer_fetch_snapshot(base_of(&s), "users", NULL, &EXPECT, &QUICK, &snap,
-                                                  why, sizeof why);
-    server_stop(&s);
+    enum snapshot_status st = quick_fetch(&s, &snap, why);
     ck_assert_msg(st == SNAPSHOT_TRUNCATED, "status %s: %s", snapshot_strstatus(st), why);
     ck_assert_ptr_null(snap.filter);
     free(b.p);
@@ -300,9 +307,7 @@ START_TEST(test_unframed)
     server_start(&s, unframed[_i], NULL, 0);
     struct snapshot snap;
     char why[SNAPSHOT_WHY_LEN] = "";
-    enum snapshot_status st = peer_fetch_snapshot(base_of(&s), "users", NULL, &EXPECT, &QUICK, &snap,
-                                                  why, sizeof why);
-    server_stop(&s);
+    enum snapshot_status st = quick_fetch(&s, &snap, why);
     ck_assert_msg(st == SNAPSHOT_IO, "status %s: %s", snapshot_strstatus(st), why);
     ck_assert_msg(strstr(why, unframed_why[_i]) != NULL, "why: %s", why);
 }
@@ -321,9 +326,7 @@ START_TEST(test_head_too_large)
     server_start(&s, head, NULL, 0);
     struct snapshot snap;
     char why[SNAPSHOT_WHY_LEN] = "";
-    enum snapshot_status st = peer_fetch_snapshot(base_of(&s), "users", NULL, &EXPECT, &QUICK, &snap,
-                                                  why, sizeof why);
-    server_stop(&s);
+    enum snapshot_status st = quick_fetch(&s, &snap, why);
     free(head);
     ck_assert_int_eq(st, SNAPSHOT_IO);
     ck_assert_msg(strstr(why, "head is over") != NULL, "why: %s", why);
