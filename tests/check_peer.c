@@ -116,12 +116,18 @@ static void server_run(struct server *s)
     ck_assert_int_eq(pthread_create(&s->thread, NULL, serve, s), 0);
 }
 
-static void server_start(struct server *s, const char *head, const void *body, size_t body_len)
+/* s answering head then body; started by server_run once the caller set the rest. */
+static void server_init(struct server *s, const char *head, const void *body, size_t body_len)
 {
     memset(s, 0, sizeof *s);
     s->head = head;
     s->body = body;
     s->body_len = body_len;
+}
+
+static void server_start(struct server *s, const char *head, const void *body, size_t body_len)
+{
+    server_init(s, head, body, body_len);
     server_run(s);
 }
 
@@ -451,10 +457,7 @@ START_TEST(test_trickle_deadline)
     char head[128], why[SNAPSHOT_WHY_LEN] = "";
     trickle_head(head, sizeof head, b.len);
     struct server s;
-    memset(&s, 0, sizeof s);
-    s.head = head;
-    s.body = b.p;
-    s.body_len = b.len;
+    server_init(&s, head, b.p, b.len);
     s.trickle_ms = 200;
     server_run(&s);
     const struct peer_limits lim = { .timeout_ms = 2000, .setup_ms = 300, .min_rate = 1000 };
@@ -474,10 +477,7 @@ START_TEST(test_trickle_head)
 {
     static const char body[] = "X-Pad: aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa";
     struct server s;
-    memset(&s, 0, sizeof s);
-    s.head = "HTTP/1.1 200 OK\r\n";
-    s.body = (const unsigned char *)body;
-    s.body_len = sizeof body - 1;
+    server_init(&s, "HTTP/1.1 200 OK\r\n", body, sizeof body - 1);
     s.trickle_ms = 50;
     server_run(&s);
     const struct peer_limits lim = { .timeout_ms = 2000, .setup_ms = 600 };
@@ -499,10 +499,7 @@ START_TEST(test_stop_mid_transfer)
     atomic_bool stop;
     atomic_init(&stop, false);
     struct server s;
-    memset(&s, 0, sizeof s);
-    s.head = head;
-    s.body = b.p;
-    s.body_len = b.len;
+    server_init(&s, head, b.p, b.len);
     s.trickle_ms = 100;
     s.stop = &stop;
     s.stop_after = 5;
