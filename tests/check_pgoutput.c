@@ -390,6 +390,14 @@ static void check_tuple(const struct pgoutput_tuple *t, const char *copy, size_t
     ck_assert(!pgoutput_tuple_get(t, 65535, &g));
 }
 
+/* b with byte at set to kind: refused as PGOUTPUT_BAD_KIND.  b keeps the byte. */
+static void assert_bad_kind(struct buf *b, size_t at, unsigned char kind)
+{
+    b->b[at] = kind;
+    enum pgoutput_error e = decode_err(b);
+    ck_assert_msg(e == PGOUTPUT_BAD_KIND, "kind 0x%02x at byte %zu: error %d", kind, at, (int)e);
+}
+
 /* A row message: the head already in b, then build_tuple's tuple, decoded into m. */
 static void decode_row(struct buf *b, struct pgoutput_msg *m, char **copy)
 {
@@ -417,10 +425,8 @@ START_TEST(test_insert)
     end_row(&b, &m.insert.tuple, copy);
 
     /* Only 'N' may introduce an insert's tuple. */
-    b.b[5] = 'K';
-    ck_assert_int_eq(decode_err(&b), PGOUTPUT_BAD_KIND);
-    b.b[5] = 0;
-    ck_assert_int_eq(decode_err(&b), PGOUTPUT_BAD_KIND);
+    assert_bad_kind(&b, 5, 'K');
+    assert_bad_kind(&b, 5, 0);
 }
 END_TEST
 
@@ -535,12 +541,9 @@ START_TEST(test_update)
     /* The old tuple must be followed by 'N', not by another old one. */
     size_t n_at = 5 + 1 + 2 + 7 + 4;
     ck_assert_int_eq(b.b[n_at], 'N');
-    b.b[n_at] = 'K';
-    ck_assert_int_eq(decode_err(&b), PGOUTPUT_BAD_KIND);
-    b.b[n_at] = 'O';
-    ck_assert_int_eq(decode_err(&b), PGOUTPUT_BAD_KIND);
-    b.b[5] = 'X';
-    ck_assert_int_eq(decode_err(&b), PGOUTPUT_BAD_KIND);
+    assert_bad_kind(&b, n_at, 'K');
+    assert_bad_kind(&b, n_at, 'O');
+    assert_bad_kind(&b, 5, 'X');
 }
 END_TEST
 
@@ -559,8 +562,7 @@ START_TEST(test_delete)
         end_row(&b, &m.delete.old, copy);
     }
     /* A delete always carries the old key or row. */
-    b.b[5] = 'N';
-    ck_assert_int_eq(decode_err(&b), PGOUTPUT_BAD_KIND);
+    assert_bad_kind(&b, 5, 'N');
 }
 END_TEST
 
