@@ -48,13 +48,9 @@ START_TEST(range_at_64_bits)
 }
 END_TEST
 
-Suite *check_suite(void)
-{
-    const struct check_entry list[] = {
-        CHECK_CASE("parse"),
-        CHECK_TEST(takes_plain_digits),
-        CHECK_TEST(refuses_what_strtoull_takes),
-        CHECK_TEST(range_at_64_bits),
-    };
-    return CHECK_SUITE_OF("decimal", list);
-}
+CHECK_SUITE("decimal",
+    CHECK_CASE("parse"),
+    CHECK_TEST(takes_plain_digits),
+    CHECK_TEST(refuses_what_strtoull_takes),
+    CHECK_TEST(range_at_64_bits),
+)

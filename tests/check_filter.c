@@ -781,30 +781,26 @@ START_TEST(test_concurrent_growth)
 }
 END_TEST
 
-Suite *check_suite(void)
-{
-    const struct check_entry list[] = {
-        CHECK_CASE("core", .timeout = 120),
-        CHECK_TEST(test_no_false_negatives),
-        CHECK_TEST(test_fpp_1pct),
-        CHECK_TEST(test_fpp_01pct),
-        CHECK_TEST(test_fpp_1pct_portable),
-        CHECK_TEST(test_simd_matches_scalar),
-        CHECK_TEST(test_bits_per_key_bound),
-        CHECK_TEST(test_bad_parameters),
-        CHECK_TEST(test_tiny_filters),
-        CHECK_TEST(test_index_math_64bit),
-        CHECK_TEST(test_one_layer_unchanged),
-        CHECK_TEST(test_growth_rate_1pct),
-        CHECK_TEST(test_growth_rate_1pct_portable),
-        CHECK_TEST(test_growth_rate_01pct),
-        CHECK_TEST(test_saturation),
-        CHECK_TEST(test_bulk_grows_like_add),
-        CHECK_TEST(test_layers_round_trip),
-        /* Alone, for a ThreadSanitizer build: CK_RUN_CASE=concurrency. */
-        CHECK_CASE("concurrency", .timeout = 600),
-        CHECK_TEST(test_concurrent),
-        CHECK_TEST(test_concurrent_growth),
-    };
-    return CHECK_SUITE_OF("filter", list);
-}
+CHECK_SUITE("filter",
+    CHECK_CASE("core", .timeout = 120),
+    CHECK_TEST(test_no_false_negatives),
+    CHECK_TEST(test_fpp_1pct),
+    CHECK_TEST(test_fpp_01pct),
+    CHECK_TEST(test_fpp_1pct_portable),
+    CHECK_TEST(test_simd_matches_scalar),
+    CHECK_TEST(test_bits_per_key_bound),
+    CHECK_TEST(test_bad_parameters),
+    CHECK_TEST(test_tiny_filters),
+    CHECK_TEST(test_index_math_64bit),
+    CHECK_TEST(test_one_layer_unchanged),
+    CHECK_TEST(test_growth_rate_1pct),
+    CHECK_TEST(test_growth_rate_1pct_portable),
+    CHECK_TEST(test_growth_rate_01pct),
+    CHECK_TEST(test_saturation),
+    CHECK_TEST(test_bulk_grows_like_add),
+    CHECK_TEST(test_layers_round_trip),
+    /* Alone, for a ThreadSanitizer build: CK_RUN_CASE=concurrency. */
+    CHECK_CASE("concurrency", .timeout = 600),
+    CHECK_TEST(test_concurrent),
+    CHECK_TEST(test_concurrent_growth),
+)

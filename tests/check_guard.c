@@ -370,14 +370,10 @@ START_TEST(test_pending_set)
 }
 END_TEST
 
-Suite *check_suite(void)
-{
-    const struct check_entry list[] = {
-        CHECK_CASE("core", .timeout = 120),
-        CHECK_TEST(test_not_ready_then_ready),
-        CHECK_TEST(test_rebuilds_race_inserts),
-        CHECK_TEST(test_bulk_rebuilds_race_inserts),
-        CHECK_TEST(test_pending_set),
-    };
-    return CHECK_SUITE_OF("guard", list);
-}
+CHECK_SUITE("guard",
+    CHECK_CASE("core", .timeout = 120),
+    CHECK_TEST(test_not_ready_then_ready),
+    CHECK_TEST(test_rebuilds_race_inserts),
+    CHECK_TEST(test_bulk_rebuilds_race_inserts),
+    CHECK_TEST(test_pending_set),
+)

@@ -756,29 +756,25 @@ START_TEST(test_json_random)
 }
 END_TEST
 
-Suite *check_suite(void)
-{
-    const struct check_entry list[] = {
-        CHECK_CASE("decode"),
-        CHECK_TEST(test_error_texts),
-        CHECK_EACH(test_decode_table, decode_cases),
-        CHECK_TEST(test_decode_bounds),
-        CHECK_TEST(test_decode_in_place),
-        CHECK_TEST(test_check),
+CHECK_SUITE("idcodec",
+    CHECK_CASE("decode"),
+    CHECK_TEST(test_error_texts),
+    CHECK_EACH(test_decode_table, decode_cases),
+    CHECK_TEST(test_decode_bounds),
+    CHECK_TEST(test_decode_in_place),
+    CHECK_TEST(test_check),
 
-        CHECK_CASE("utf8", .timeout = 120),
-        CHECK_TEST(test_utf8_every_code_point),
-        CHECK_TEST(test_utf8_all_short_sequences),
-        CHECK_TEST(test_utf8_positions),
+    CHECK_CASE("utf8", .timeout = 120),
+    CHECK_TEST(test_utf8_every_code_point),
+    CHECK_TEST(test_utf8_all_short_sequences),
+    CHECK_TEST(test_utf8_positions),
 
-        CHECK_CASE("lines"),
-        CHECK_EACH(test_next_line_table, lines_cases),
-        CHECK_TEST(test_next_line_misc),
+    CHECK_CASE("lines"),
+    CHECK_EACH(test_next_line_table, lines_cases),
+    CHECK_TEST(test_next_line_misc),
 
-        CHECK_CASE("json", .timeout = 60),
-        CHECK_EACH(test_json_table, json_cases),
-        CHECK_TEST(test_json_append),
-        CHECK_TEST(test_json_random),
-    };
-    return CHECK_SUITE_OF("idcodec", list);
-}
+    CHECK_CASE("json", .timeout = 60),
+    CHECK_EACH(test_json_table, json_cases),
+    CHECK_TEST(test_json_append),
+    CHECK_TEST(test_json_random),
+)

@@ -99,13 +99,9 @@ START_TEST(test_bad_group_binds_nothing)
 }
 END_TEST
 
-Suite *check_suite(void)
-{
-    const struct check_entry list[] = {
-        CHECK_CASE("core"),
-        CHECK_TEST(test_group_id),
-        CHECK_LOOP(test_mode_and_group, 5),
-        CHECK_TEST(test_bad_group_binds_nothing),
-    };
-    return CHECK_SUITE_OF("listen", list);
-}
+CHECK_SUITE("listen",
+    CHECK_CASE("core"),
+    CHECK_TEST(test_group_id),
+    CHECK_LOOP(test_mode_and_group, 5),
+    CHECK_TEST(test_bad_group_binds_nothing),
+)

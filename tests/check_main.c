@@ -1,6 +1,6 @@
 /*
  * The shared runner of the Check unit tests: builds the program's suite
- * from the registration list each tests/check_*.c gives check_suite_of(),
+ * from the registration list each tests/check_*.c writes with CHECK_SUITE,
  * runs it and exits non-zero when a test failed.  CK_FORK, CK_VERBOSITY,
  * CK_RUN_CASE and the timeout variables work as Check documents them.
  */

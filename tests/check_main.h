@@ -12,22 +12,17 @@
 #include <check.h>
 
 /*
- * One row of a test file's registration list: either the start of a TCase
- * (case != NULL) or a test added to the TCase the last such row started.
- * Write rows with the macros below, never by hand:
+ * A test file registers its tests with one list at its end:
  *
- *     Suite *check_suite(void)
- *     {
- *         const struct check_entry list[] = {
- *             CHECK_CASE("core", .timeout = 120, .setup = setup, .teardown = teardown),
- *             CHECK_TEST(test_round_trip),
- *             CHECK_EACH(test_table, table_cases),
- *         };
- *         return CHECK_SUITE_OF("snapshot", list);
- *     }
+ *     CHECK_SUITE("snapshot",
+ *         CHECK_CASE("core", .timeout = 120, .setup = setup, .teardown = teardown),
+ *         CHECK_TEST(test_round_trip),
+ *         CHECK_EACH(test_table, table_cases),
+ *     )
  *
- * The list lives inside check_suite() because START_TEST(x) makes x a
- * static variable, which a file-scope initializer may not read.
+ * Each row is a struct check_entry: either the start of a TCase (tcase !=
+ * NULL) or a test added to the TCase the last such row started.  Write rows
+ * with the macros below, never by hand.
  */
 struct check_entry {
     const char *tcase;  /* a case row: the TCase's name (CK_RUN_CASE selects by it) */
@@ -54,17 +49,28 @@ struct check_entry {
 #define CHECK_EACH(t, cases) CHECK_LOOP(t, (int)(sizeof(cases) / sizeof((cases)[0])))
 
 /*
- * A new suite named name holding the n rows of list, in order.  list must
- * start with a CHECK_CASE row (the runner aborts, naming the suite, when it
- * does not).  The suite is the caller's; check_main.c frees it with the
- * runner.
+ * A new suite named name holding the n rows of list, in order; what
+ * CHECK_SUITE expands to.  list must start with a CHECK_CASE row (the
+ * runner aborts, naming the suite, when it does not).  The suite is the
+ * caller's; main() in check_main.c frees it with the runner.
  */
 Suite *check_suite_of(const char *name, const struct check_entry *list, size_t n);
 
-/* check_suite_of over a whole array list. */
-#define CHECK_SUITE_OF(name, list) check_suite_of((name), (list), sizeof(list) / sizeof((list)[0]))
-
 /* The suite of this test program; built once, owned by the runner. */
 Suite *check_suite(void);
+
+/*
+ * Defines check_suite() as the suite name of the rows that follow, in
+ * order (a trailing comma is fine).  The rows live inside the function
+ * because START_TEST(x) makes x a static variable, which a file-scope
+ * initializer may not read.
+ */
+#define CHECK_SUITE(name, ...)                                                   \
+    Suite *check_suite(void)                                                     \
+    {                                                                            \
+        const struct check_entry check_rows_[] = {__VA_ARGS__};                  \
+        return check_suite_of((name), check_rows_,                               \
+                              sizeof check_rows_ / sizeof check_rows_[0]);       \
+    }
 
 #endif

@@ -644,27 +644,23 @@ START_TEST(test_lookup_by_name)
 }
 END_TEST
 
-Suite *check_suite(void)
-{
-    const struct check_entry list[] = {
-        CHECK_CASE("fetch"),
-        CHECK_TEST(test_ok),
-        CHECK_TEST(test_no_token_no_header),
-        CHECK_TEST(test_unauthorized),
-        CHECK_TEST(test_truncated),
-        CHECK_EACH(test_unframed, unframed),
-        CHECK_TEST(test_head_too_large),
-        CHECK_TEST(test_refused),
-        CHECK_TEST(test_silent_peer),
-        CHECK_TEST(test_bad_base),
-        CHECK_TEST(test_ipv6),
-        CHECK_CASE("bounds", .timeout = 20),
-        CHECK_TEST(test_trickle_deadline),
-        CHECK_TEST(test_trickle_head),
-        CHECK_TEST(test_stop_mid_transfer),
-        CHECK_TEST(test_stop_silent),
-        CHECK_TEST(test_lookup_hangs),
-        CHECK_TEST(test_lookup_by_name),
-    };
-    return CHECK_SUITE_OF("peer", list);
-}
+CHECK_SUITE("peer",
+    CHECK_CASE("fetch"),
+    CHECK_TEST(test_ok),
+    CHECK_TEST(test_no_token_no_header),
+    CHECK_TEST(test_unauthorized),
+    CHECK_TEST(test_truncated),
+    CHECK_EACH(test_unframed, unframed),
+    CHECK_TEST(test_head_too_large),
+    CHECK_TEST(test_refused),
+    CHECK_TEST(test_silent_peer),
+    CHECK_TEST(test_bad_base),
+    CHECK_TEST(test_ipv6),
+    CHECK_CASE("bounds", .timeout = 20),
+    CHECK_TEST(test_trickle_deadline),
+    CHECK_TEST(test_trickle_head),
+    CHECK_TEST(test_stop_mid_transfer),
+    CHECK_TEST(test_stop_silent),
+    CHECK_TEST(test_lookup_hangs),
+    CHECK_TEST(test_lookup_by_name),
+)

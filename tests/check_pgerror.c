@@ -119,14 +119,10 @@ START_TEST(public_error_keeps_code)
 }
 END_TEST
 
-Suite *check_suite(void)
-{
-    const struct check_entry list[] = {
-        CHECK_CASE("core"),
-        CHECK_TEST(hints_known_and_unknown),
-        CHECK_TEST(connect_texts),
-        CHECK_TEST(tag_round_trip),
-        CHECK_TEST(public_error_keeps_code),
-    };
-    return CHECK_SUITE_OF("pgerror", list);
-}
+CHECK_SUITE("pgerror",
+    CHECK_CASE("core"),
+    CHECK_TEST(hints_known_and_unknown),
+    CHECK_TEST(connect_texts),
+    CHECK_TEST(tag_round_trip),
+    CHECK_TEST(public_error_keeps_code),
+)

@@ -927,32 +927,28 @@ START_TEST(test_lsn)
 }
 END_TEST
 
-Suite *check_suite(void)
-{
-    const struct check_entry list[] = {
-        CHECK_CASE("decode"),
-        CHECK_TEST(test_strerror),
-        CHECK_TEST(test_frame_xlogdata),
-        CHECK_TEST(test_frame_keepalive),
-        CHECK_TEST(test_begin_commit_origin),
-        CHECK_TEST(test_relation),
-        CHECK_TEST(test_type),
-        CHECK_TEST(test_insert),
-        CHECK_TEST(test_tuple_errors),
-        CHECK_TEST(test_iter_defensive),
-        CHECK_TEST(test_update),
-        CHECK_TEST(test_delete),
-        CHECK_TEST(test_truncate),
-        CHECK_TEST(test_message),
-        CHECK_TEST(test_unknown_types),
-        CHECK_CASE("rels"),
-        CHECK_TEST(test_rels_basic),
-        CHECK_TEST(test_rels_bounds),
-        CHECK_TEST(test_rels_many),
-        CHECK_CASE("encode"),
-        CHECK_TEST(test_status),
-        CHECK_TEST(test_time),
-        CHECK_TEST(test_lsn),
-    };
-    return CHECK_SUITE_OF("pgoutput", list);
-}
+CHECK_SUITE("pgoutput",
+    CHECK_CASE("decode"),
+    CHECK_TEST(test_strerror),
+    CHECK_TEST(test_frame_xlogdata),
+    CHECK_TEST(test_frame_keepalive),
+    CHECK_TEST(test_begin_commit_origin),
+    CHECK_TEST(test_relation),
+    CHECK_TEST(test_type),
+    CHECK_TEST(test_insert),
+    CHECK_TEST(test_tuple_errors),
+    CHECK_TEST(test_iter_defensive),
+    CHECK_TEST(test_update),
+    CHECK_TEST(test_delete),
+    CHECK_TEST(test_truncate),
+    CHECK_TEST(test_message),
+    CHECK_TEST(test_unknown_types),
+    CHECK_CASE("rels"),
+    CHECK_TEST(test_rels_basic),
+    CHECK_TEST(test_rels_bounds),
+    CHECK_TEST(test_rels_many),
+    CHECK_CASE("encode"),
+    CHECK_TEST(test_status),
+    CHECK_TEST(test_time),
+    CHECK_TEST(test_lsn),
+)

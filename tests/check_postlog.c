@@ -711,19 +711,15 @@ START_TEST(test_failures)
 }
 END_TEST
 
-Suite *check_suite(void)
-{
-    const struct check_entry list[] = {
-        CHECK_CASE("core", .timeout = 120),
-        CHECK_TEST(test_round_trip),
-        CHECK_TEST(test_wall_clock_expiry),
-        CHECK_TEST(test_torn_tail),
-        CHECK_TEST(test_damage_in_the_middle),
-        CHECK_TEST(test_compaction_keeps_the_live),
-        CHECK_TEST(test_compaction_by_itself),
-        CHECK_TEST(test_group_commit),
-        CHECK_TEST(test_submit),
-        CHECK_TEST(test_failures),
-    };
-    return CHECK_SUITE_OF("postlog", list);
-}
+CHECK_SUITE("postlog",
+    CHECK_CASE("core", .timeout = 120),
+    CHECK_TEST(test_round_trip),
+    CHECK_TEST(test_wall_clock_expiry),
+    CHECK_TEST(test_torn_tail),
+    CHECK_TEST(test_damage_in_the_middle),
+    CHECK_TEST(test_compaction_keeps_the_live),
+    CHECK_TEST(test_compaction_by_itself),
+    CHECK_TEST(test_group_commit),
+    CHECK_TEST(test_submit),
+    CHECK_TEST(test_failures),
+)

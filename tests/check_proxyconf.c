@@ -399,23 +399,19 @@ START_TEST(test_header)
 }
 END_TEST
 
-Suite *check_suite(void)
-{
-    const struct check_entry list[] = {
-        CHECK_CASE("core"),
-        CHECK_TEST(test_kind_parse),
-        CHECK_LOOP(test_refusals, 2),
-        CHECK_TEST(test_caddy_needs_utf8),
-        CHECK_TEST(test_nginx_map_lines),
-        CHECK_TEST(test_caddy_map_lines),
-        CHECK_TEST(test_escaping),
-        CHECK_TEST(test_percent_template),
-        CHECK_TEST(test_fail_open),
-        CHECK_TEST(test_uri_source_headers),
-        CHECK_LOOP(test_addresses, 6),
-        CHECK_TEST(test_unix_socket),
-        CHECK_LOOP(test_keepalive, 4),
-        CHECK_TEST(test_header),
-    };
-    return CHECK_SUITE_OF("proxyconf", list);
-}
+CHECK_SUITE("proxyconf",
+    CHECK_CASE("core"),
+    CHECK_TEST(test_kind_parse),
+    CHECK_LOOP(test_refusals, 2),
+    CHECK_TEST(test_caddy_needs_utf8),
+    CHECK_TEST(test_nginx_map_lines),
+    CHECK_TEST(test_caddy_map_lines),
+    CHECK_TEST(test_escaping),
+    CHECK_TEST(test_percent_template),
+    CHECK_TEST(test_fail_open),
+    CHECK_TEST(test_uri_source_headers),
+    CHECK_LOOP(test_addresses, 6),
+    CHECK_TEST(test_unix_socket),
+    CHECK_LOOP(test_keepalive, 4),
+    CHECK_TEST(test_header),
+)

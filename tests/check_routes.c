@@ -254,18 +254,14 @@ START_TEST(test_snapshot_handler)
 }
 END_TEST
 
-Suite *check_suite(void)
-{
-    const struct check_entry list[] = {
-        CHECK_CASE("table"),
-        CHECK_EACH(test_find, finds),
-        CHECK_TEST(test_no_row_hidden),
-        CHECK_TEST(test_rows_well_formed),
-        CHECK_TEST(test_methods),
-        CHECK_CASE("snapshot"),
-        CHECK_TEST(test_snapshot_handler),
-        CHECK_CASE("stats"),
-        CHECK_TEST(test_stats_slots),
-    };
-    return CHECK_SUITE_OF("routes", list);
-}
+CHECK_SUITE("routes",
+    CHECK_CASE("table"),
+    CHECK_EACH(test_find, finds),
+    CHECK_TEST(test_no_row_hidden),
+    CHECK_TEST(test_rows_well_formed),
+    CHECK_TEST(test_methods),
+    CHECK_CASE("snapshot"),
+    CHECK_TEST(test_snapshot_handler),
+    CHECK_CASE("stats"),
+    CHECK_TEST(test_stats_slots),
+)

@@ -1465,27 +1465,23 @@ START_TEST(test_concurrent_inserts_while_writing)
 }
 END_TEST
 
-Suite *check_suite(void)
-{
-    const struct check_entry list[] = {
-        CHECK_CASE("core", .timeout = 120),
-        CHECK_TEST(test_filter_image),
-        CHECK_TEST(test_filter_new_from_checks_geometry),
-        CHECK_TEST(test_pending_export_restore),
-        CHECK_TEST(test_round_trip),
-        CHECK_TEST(test_missing_and_not_a_snapshot),
-        CHECK_TEST(test_truncated_every_prefix),
-        CHECK_TEST(test_every_flipped_byte),
-        CHECK_TEST(test_other_identity_and_params),
-        CHECK_TEST(test_position_limits),
-        CHECK_TEST(test_other_version),
-        CHECK_TEST(test_layers_and_kv_round_trip),
-        CHECK_TEST(test_kv_writer_limits),
-        CHECK_TEST(test_corrupt_kv_refused),
-        CHECK_TEST(test_version_1_still_read),
-        CHECK_TEST(test_failed_writes_keep_the_old_snapshot),
-        CHECK_TEST(test_clean_temps),
-        CHECK_TEST(test_concurrent_inserts_while_writing),
-    };
-    return CHECK_SUITE_OF("snapshot", list);
-}
+CHECK_SUITE("snapshot",
+    CHECK_CASE("core", .timeout = 120),
+    CHECK_TEST(test_filter_image),
+    CHECK_TEST(test_filter_new_from_checks_geometry),
+    CHECK_TEST(test_pending_export_restore),
+    CHECK_TEST(test_round_trip),
+    CHECK_TEST(test_missing_and_not_a_snapshot),
+    CHECK_TEST(test_truncated_every_prefix),
+    CHECK_TEST(test_every_flipped_byte),
+    CHECK_TEST(test_other_identity_and_params),
+    CHECK_TEST(test_position_limits),
+    CHECK_TEST(test_other_version),
+    CHECK_TEST(test_layers_and_kv_round_trip),
+    CHECK_TEST(test_kv_writer_limits),
+    CHECK_TEST(test_corrupt_kv_refused),
+    CHECK_TEST(test_version_1_still_read),
+    CHECK_TEST(test_failed_writes_keep_the_old_snapshot),
+    CHECK_TEST(test_clean_temps),
+    CHECK_TEST(test_concurrent_inserts_while_writing),
+)

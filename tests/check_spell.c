@@ -390,16 +390,12 @@ START_TEST(test_int2_exhaustive)
 }
 END_TEST
 
-Suite *check_suite(void)
-{
-    const struct check_entry list[] = {
-        CHECK_CASE("core"),
-        CHECK_EACH(test_cases, cases),
-        CHECK_TEST(test_nul),
-        CHECK_TEST(test_small_cap_is_maybe),
-        CHECK_TEST(test_type_of),
-        CHECK_TEST(test_names),
-        CHECK_TEST(test_int2_exhaustive),
-    };
-    return CHECK_SUITE_OF("spell", list);
-}
+CHECK_SUITE("spell",
+    CHECK_CASE("core"),
+    CHECK_EACH(test_cases, cases),
+    CHECK_TEST(test_nul),
+    CHECK_TEST(test_small_cap_is_maybe),
+    CHECK_TEST(test_type_of),
+    CHECK_TEST(test_names),
+    CHECK_TEST(test_int2_exhaustive),
+)

@@ -175,17 +175,13 @@ START_TEST(test_bearer_null)
 }
 END_TEST
 
-Suite *check_suite(void)
-{
-    const struct check_entry list[] = {
-        CHECK_CASE("load", .setup = setup, .teardown = teardown),
-        CHECK_TEST(test_load_strips_trailing_space),
-        CHECK_EACH(test_load_refuses, bad_files),
-        CHECK_TEST(test_load_too_long_and_missing),
-        CHECK_TEST(test_load_sources),
-        CHECK_CASE("bearer"),
-        CHECK_EACH(test_bearer, bearer_cases),
-        CHECK_TEST(test_bearer_null),
-    };
-    return CHECK_SUITE_OF("token", list);
-}
+CHECK_SUITE("token",
+    CHECK_CASE("load", .setup = setup, .teardown = teardown),
+    CHECK_TEST(test_load_strips_trailing_space),
+    CHECK_EACH(test_load_refuses, bad_files),
+    CHECK_TEST(test_load_too_long_and_missing),
+    CHECK_TEST(test_load_sources),
+    CHECK_CASE("bearer"),
+    CHECK_EACH(test_bearer, bearer_cases),
+    CHECK_TEST(test_bearer_null),
+)

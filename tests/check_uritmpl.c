@@ -248,17 +248,13 @@ START_TEST(test_first_template_wins)
 }
 END_TEST
 
-Suite *check_suite(void)
-{
-    const struct check_entry list[] = {
-        CHECK_CASE("valid"),
-        CHECK_EACH(test_valid_good, good_templates),
-        CHECK_EACH(test_valid_bad, bad_templates),
+CHECK_SUITE("uritmpl",
+    CHECK_CASE("valid"),
+    CHECK_EACH(test_valid_good, good_templates),
+    CHECK_EACH(test_valid_bad, bad_templates),
 
-        CHECK_CASE("match"),
-        CHECK_EACH(test_match_table, match_cases),
-        CHECK_TEST(test_match_len),
-        CHECK_TEST(test_first_template_wins),
-    };
-    return CHECK_SUITE_OF("uritmpl", list);
-}
+    CHECK_CASE("match"),
+    CHECK_EACH(test_match_table, match_cases),
+    CHECK_TEST(test_match_len),
+    CHECK_TEST(test_first_template_wins),
+)
