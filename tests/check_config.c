@@ -1558,44 +1558,38 @@ START_TEST(test_types_own_filter_strings)
 }
 END_TEST
 
-Suite *check_suite(void)
-{
-    Suite *s = suite_create("config");
-    TCase *tc = tcase_create("core");
-
-    tcase_add_unchecked_fixture(tc, setup, teardown);
-    tcase_add_test(tc, test_defaults);
-    tcase_add_test(tc, test_free_zeroed_and_null);
-    tcase_add_test(tc, test_key_table);
-    tcase_add_test(tc, test_sample_conf_gives_defaults);
-    tcase_add_test(tc, test_sample_conf_lists_every_key);
-    tcase_add_test(tc, test_uint_values);
-    tcase_add_test(tc, test_uint64_values);
-    tcase_add_test(tc, test_double_values);
-    tcase_add_test(tc, test_bool_values);
-    tcase_add_test(tc, test_listen_values);
-    tcase_add_test(tc, test_listen_unix_values);
-    tcase_add_test(tc, test_enum_values);
-    tcase_add_test(tc, test_string_values);
-    tcase_add_test(tc, test_templates);
-    tcase_add_test(tc, test_owner_rules);
-    tcase_add_test(tc, test_key_values_and_reload_flags);
-    tcase_add_test(tc, test_copy);
-    tcase_add_test(tc, test_keep_restart_keys);
-    tcase_add_test(tc, test_filters_default);
-    tcase_add_test(tc, test_filters_named);
-    tcase_add_test(tc, test_filters_errors);
-    tcase_add_test(tc, test_filters_copy_and_reload);
-    tcase_add_test(tc, test_error_names_file_line_key);
-    tcase_add_test(tc, test_syntax_errors);
-    tcase_add_test(tc, test_file_syntax);
-    tcase_add_test(tc, test_overrides);
-    tcase_add_test(tc, test_set_unknown);
-    tcase_add_test(tc, test_free_after_errors);
-    tcase_add_test(tc, test_durations);
-    tcase_add_test(tc, test_reload_diff_reports_values);
-    tcase_add_test(tc, test_reload_apply_hooks);
-    tcase_add_test(tc, test_types_own_filter_strings);
-    suite_add_tcase(s, tc);
-    return s;
-}
+CHECK_SUITE("config",
+    CHECK_CASE("core", .unchecked_setup = setup, .unchecked_teardown = teardown),
+    CHECK_TEST(test_defaults),
+    CHECK_TEST(test_free_zeroed_and_null),
+    CHECK_TEST(test_key_table),
+    CHECK_TEST(test_sample_conf_gives_defaults),
+    CHECK_TEST(test_sample_conf_lists_every_key),
+    CHECK_TEST(test_uint_values),
+    CHECK_TEST(test_uint64_values),
+    CHECK_TEST(test_double_values),
+    CHECK_TEST(test_bool_values),
+    CHECK_TEST(test_listen_values),
+    CHECK_TEST(test_listen_unix_values),
+    CHECK_TEST(test_enum_values),
+    CHECK_TEST(test_string_values),
+    CHECK_TEST(test_templates),
+    CHECK_TEST(test_owner_rules),
+    CHECK_TEST(test_key_values_and_reload_flags),
+    CHECK_TEST(test_copy),
+    CHECK_TEST(test_keep_restart_keys),
+    CHECK_TEST(test_filters_default),
+    CHECK_TEST(test_filters_named),
+    CHECK_TEST(test_filters_errors),
+    CHECK_TEST(test_filters_copy_and_reload),
+    CHECK_TEST(test_error_names_file_line_key),
+    CHECK_TEST(test_syntax_errors),
+    CHECK_TEST(test_file_syntax),
+    CHECK_TEST(test_overrides),
+    CHECK_TEST(test_set_unknown),
+    CHECK_TEST(test_free_after_errors),
+    CHECK_TEST(test_durations),
+    CHECK_TEST(test_reload_diff_reports_values),
+    CHECK_TEST(test_reload_apply_hooks),
+    CHECK_TEST(test_types_own_filter_strings),
+)

@@ -756,37 +756,25 @@ START_TEST(test_json_random)
 }
 END_TEST
 
-Suite *check_suite(void)
-{
-    Suite *s = suite_create("idcodec");
-    TCase *tc = tcase_create("decode");
-    tcase_add_test(tc, test_error_texts);
-    tcase_add_loop_test(tc, test_decode_table, 0,
-                        (int)(sizeof decode_cases / sizeof decode_cases[0]));
-    tcase_add_test(tc, test_decode_bounds);
-    tcase_add_test(tc, test_decode_in_place);
-    tcase_add_test(tc, test_check);
-    suite_add_tcase(s, tc);
+CHECK_SUITE("idcodec",
+    CHECK_CASE("decode"),
+    CHECK_TEST(test_error_texts),
+    CHECK_EACH(test_decode_table, decode_cases),
+    CHECK_TEST(test_decode_bounds),
+    CHECK_TEST(test_decode_in_place),
+    CHECK_TEST(test_check),
 
-    tc = tcase_create("utf8");
-    tcase_set_timeout(tc, 120);
-    tcase_add_test(tc, test_utf8_every_code_point);
-    tcase_add_test(tc, test_utf8_all_short_sequences);
-    tcase_add_test(tc, test_utf8_positions);
-    suite_add_tcase(s, tc);
+    CHECK_CASE("utf8", .timeout = 120),
+    CHECK_TEST(test_utf8_every_code_point),
+    CHECK_TEST(test_utf8_all_short_sequences),
+    CHECK_TEST(test_utf8_positions),
 
-    tc = tcase_create("lines");
-    tcase_add_loop_test(tc, test_next_line_table, 0,
-                        (int)(sizeof lines_cases / sizeof lines_cases[0]));
-    tcase_add_test(tc, test_next_line_misc);
-    suite_add_tcase(s, tc);
+    CHECK_CASE("lines"),
+    CHECK_EACH(test_next_line_table, lines_cases),
+    CHECK_TEST(test_next_line_misc),
 
-    tc = tcase_create("json");
-    tcase_set_timeout(tc, 60);
-    tcase_add_loop_test(tc, test_json_table, 0,
-                        (int)(sizeof json_cases / sizeof json_cases[0]));
-    tcase_add_test(tc, test_json_append);
-    tcase_add_test(tc, test_json_random);
-    suite_add_tcase(s, tc);
-    return s;
-}
+    CHECK_CASE("json", .timeout = 60),
+    CHECK_EACH(test_json_table, json_cases),
+    CHECK_TEST(test_json_append),
+    CHECK_TEST(test_json_random),
+)
