@@ -916,18 +916,37 @@ START_TEST(test_key_values_and_reload_flags)
 }
 END_TEST
 
+/*
+ * Load text over fresh defaults into *a and copy it to *b: the copy equals it
+ * and shares no string with it, so either can be freed alone.
+ */
+static void load_and_copy(struct config *a, struct config *b, const char *text)
+{
+    char err[ERRLEN];
+
+    ck_assert(config_defaults(a));
+    ck_assert_msg(load(a, text, err), "%s", err);
+    ck_assert(config_copy(b, a));
+    assert_config_eq(a, b);
+    for (unsigned f = 0; f < a->n_filters; f++) {
+        ck_assert_ptr_ne(a->filters[f].table, b->filters[f].table);
+        ck_assert_ptr_ne(a->filters[f].column, b->filters[f].column);
+        ck_assert_ptr_ne(a->filters[f].channel, b->filters[f].channel);
+        ck_assert_ptr_ne(a->filters[f].name, b->filters[f].name);
+        ck_assert_str_eq(a->filters[f].channel, b->filters[f].channel);
+    }
+    for (unsigned t = 0; t < a->n_uri_templates; t++)
+        ck_assert_ptr_ne(a->uri_templates[t], b->uri_templates[t]);
+    ck_assert_ptr_ne(a->base.table, b->base.table);
+    ck_assert_ptr_ne(a->listen_host, b->listen_host);
+}
+
 START_TEST(test_copy)
 {
     struct config a, b;
-    char err[ERRLEN];
 
-    ck_assert(config_defaults(&a));
-    ck_assert(load(&a, "[auth]\nuri_template = /u/{id}\nuri_template = /v/{id}\n"
-                       "deny_status = 404\n[postgres]\ntable = s.t\n", err));
-    ck_assert(config_copy(&b, &a));
-    assert_config_eq(&a, &b);
-    ck_assert_ptr_ne(a.filters[0].table, b.filters[0].table);
-    ck_assert_ptr_ne(a.uri_templates[1], b.uri_templates[1]);
+    load_and_copy(&a, &b, "[auth]\nuri_template = /u/{id}\nuri_template = /v/{id}\n"
+                          "deny_status = 404\n[postgres]\ntable = s.t\n");
     config_free(&a);
     ck_assert_str_eq(b.filters[0].table, "s.t");               /* b owns its own strings */
     ck_assert_str_eq(b.uri_templates[1], "/v/{id}");
@@ -1617,21 +1636,9 @@ END_TEST
 START_TEST(test_types_own_filter_strings)
 {
     struct config a, b;
-    char err[ERRLEN];
 
-    ck_assert(config_defaults(&a));
-    ck_assert_msg(load(&a, "[filter one]\ntable = t1\ncolumn = c1\nchannel = ch1\n"
-                           "[filter two]\ntable = t2\ncolumn = c2\n", err), "%s", err);
-    ck_assert(config_copy(&b, &a));
-    for (unsigned f = 0; f < a.n_filters; f++) {
-        ck_assert_ptr_ne(a.filters[f].table, b.filters[f].table);
-        ck_assert_ptr_ne(a.filters[f].column, b.filters[f].column);
-        ck_assert_ptr_ne(a.filters[f].channel, b.filters[f].channel);
-        ck_assert_ptr_ne(a.filters[f].name, b.filters[f].name);
-        ck_assert_str_eq(a.filters[f].channel, b.filters[f].channel);
-    }
-    ck_assert_ptr_ne(a.base.table, b.base.table);
-    ck_assert_ptr_ne(a.listen_host, b.listen_host);
+    load_and_copy(&a, &b, "[filter one]\ntable = t1\ncolumn = c1\nchannel = ch1\n"
+                          "[filter two]\ntable = t2\ncolumn = c2\n");
     ck_assert_str_eq(b.filters[1].channel, "bloomguard_two");
     config_free(&a);
     ck_assert_ptr_null(a.filters[0].table);
