@@ -108,35 +108,178 @@ static bool set_one(struct config *c, const char *section, const char *key,
     return config_set(c, section, key, value, err, ERRLEN);
 }
 
+/*
+ * The value tests below are tables of config_set (or, where section is NULL,
+ * config_override) calls walked in order on one struct config, so a row may
+ * rely on what the rows before it left.  An accepted row reads its field
+ * back; a refused one must leave the field as it was and say why.
+ */
+enum field_kind { F_NONE, F_UINT, F_U64, F_DOUBLE, F_BOOL, F_ENUM, F_STR, F_LISTEN };
+
+struct set_case {
+    const char *section, *key, *value;  /* section NULL: value is an override */
+    size_t off;                         /* offsetof the field the key sets */
+    enum field_kind kind;
+    uint64_t u;                         /* accepted: F_UINT, F_U64, F_BOOL, F_ENUM, F_LISTEN's port */
+    double d;                           /* accepted: F_DOUBLE */
+    const char *s;                      /* accepted: F_STR, F_LISTEN's host */
+    const char *err;                    /* refused with exactly this message */
+    const char *part;                   /* refused with a message containing this ("": any) */
+};
+
+#define FIELD(f, kind) offsetof(struct config, f), kind
+#define NO_FIELD 0, F_NONE
+#define LISTEN 0, F_LISTEN
+#define OVERRIDE(arg) NULL, NULL, arg
+#define REFUSED .part = ""
+
+/* A field's value, copied so that a change to the struct cannot alter it. */
+struct field_val {
+    uint64_t u;
+    double d;
+    char s[320];
+};
+
+static struct field_val field_get(const struct config *c, const struct set_case *r)
+{
+    const char *p = (const char *)c + r->off;
+    struct field_val v = { 0, 0, "" };
+
+    switch (r->kind) {
+    case F_NONE: break;
+    case F_UINT: v.u = *(const unsigned *)(const void *)p; break;
+    case F_U64: v.u = *(const uint64_t *)(const void *)p; break;
+    case F_DOUBLE: v.d = *(const double *)(const void *)p; break;
+    case F_BOOL: v.u = *(const bool *)(const void *)p; break;
+    case F_ENUM: v.u = (uint64_t)*(const int *)(const void *)p; break;
+    case F_STR: snprintf(v.s, sizeof v.s, "%s", *(char *const *)(const void *)p); break;
+    case F_LISTEN:
+        v.u = c->listen_port;
+        snprintf(v.s, sizeof v.s, "%s", c->listen_host);
+        break;
+    }
+    return v;
+}
+
+static bool field_eq(const struct field_val *a, const struct field_val *b)
+{
+    return a->u == b->u && a->d == b->d && strcmp(a->s, b->s) == 0;
+}
+
+/* The value an accepted row (or a config_fields row) expects. */
+static struct field_val field_want(const struct set_case *r)
+{
+    struct field_val v = { r->u, r->d, "" };
+
+    snprintf(v.s, sizeof v.s, "%s", r->s != NULL ? r->s : "");
+    return v;
+}
+
+/* Walk rows[0..n) on *c; each failure message names the row. */
+static void walk_sets(struct config *c, const struct set_case *rows, size_t n)
+{
+    for (size_t i = 0; i < n; i++) {
+        const struct set_case *r = &rows[i];
+        char err[ERRLEN] = "", row[ERRLEN + 64];
+        bool refused = r->err != NULL || r->part != NULL;
+        struct field_val before = field_get(c, r), after, want = before;
+        bool ok;
+
+        if (r->section != NULL) {
+            snprintf(row, sizeof row, "row %zu [%s] %s = \"%s\"", i, r->section, r->key, r->value);
+            ok = config_set(c, r->section, r->key, r->value, err, sizeof err);
+        } else {
+            snprintf(row, sizeof row, "row %zu --%s", i, r->value);
+            ok = config_override(c, r->value, err, sizeof err);
+        }
+        after = field_get(c, r);
+        if (!refused) {
+            ck_assert_msg(ok, "%s: refused: %s", row, err);
+            want = field_want(r);
+        } else {
+            ck_assert_msg(!ok, "%s: accepted", row);
+            ck_assert_msg(err[0] != '\0', "%s: no message", row);
+            ck_assert_msg(r->err == NULL || strcmp(err, r->err) == 0, "%s: \"%s\", want \"%s\"",
+                          row, err, r->err);
+            ck_assert_msg(r->part == NULL || strstr(err, r->part) != NULL,
+                          "%s: \"%s\" lacks \"%s\"", row, err, r->part);
+        }
+        ck_assert_msg(field_eq(&after, &want), "%s: field is %" PRIu64 " / %.17g / \"%s\", want %"
+                      PRIu64 " / %.17g / \"%s\"", row, after.u, after.d, after.s, want.u, want.d,
+                      want.s);
+    }
+}
+
+/* The fields test_defaults and assert_config_eq look at, with their defaults. */
+static const struct set_case config_fields[] = {
+    { "server", "listen", NULL, LISTEN, .s = "127.0.0.1", .u = 8080 },
+    { "server", "threads", NULL, FIELD(threads, F_UINT), .u = 0 },
+    { "server", "max_connections", NULL, FIELD(max_connections, F_UINT), .u = 10000 },
+    { "server", "connection_timeout", NULL, FIELD(connection_timeout, F_UINT), .u = 30 },
+    { "server", "max_body_bytes", NULL, FIELD(max_body_bytes, F_U64), .u = 1048576 },
+    { "server", "max_batch", NULL, FIELD(max_batch, F_UINT), .u = 10000 },
+    { "server", "max_id_bytes", NULL, FIELD(max_id_bytes, F_UINT), .u = 512 },
+    { "postgres", "conninfo", NULL, FIELD(conninfo, F_STR), .s = "" },
+    { "postgres", "table", NULL, FIELD(filters[0].table, F_STR), .s = "users" },
+    { "postgres", "column", NULL, FIELD(filters[0].column, F_STR), .s = "id" },
+    { "postgres", "retry_max_seconds", NULL, FIELD(retry_max_seconds, F_UINT), .u = 30 },
+    { "filter", "expected_items", NULL, FIELD(filters[0].expected_items, F_U64), .u = 0 },
+    { "filter", "false_positive_rate", NULL, FIELD(filters[0].false_positive_rate, F_DOUBLE),
+      .d = 0.01 },
+    { "filter", "headroom", NULL, FIELD(filters[0].headroom, F_DOUBLE), .d = 2.0 },
+    { "sync", "enabled", NULL, FIELD(sync_enabled, F_BOOL), .u = true },
+    { "sync", "channel", NULL, FIELD(filters[0].channel, F_STR), .s = "bloomguard" },
+    { "sync", "rebuild_interval", NULL, FIELD(filters[0].rebuild_interval, F_UINT), .u = 0 },
+    { "sync", "rebuild_after_deletes", NULL, FIELD(filters[0].rebuild_after_deletes, F_U64),
+      .u = 0 },
+    { "sync", "auto_grow", NULL, FIELD(filters[0].auto_grow, F_BOOL), .u = true },
+    { "auth", "uri_template", NULL, FIELD(n_uri_templates, F_UINT), .u = 0 },
+    { "auth", "deny_status", NULL, FIELD(deny_status, F_UINT), .u = 403 },
+    { "auth", "fail_open", NULL, FIELD(fail_open, F_BOOL), .u = true },
+    { "metrics", "enabled", NULL, FIELD(metrics_enabled, F_BOOL), .u = true },
+    { "log", "level", NULL, FIELD(log_level, F_ENUM), .u = LOG_LVL_INFO },
+};
+
+/* Each of config_fields in *a equals the same field of *b, or its default when b is NULL. */
+static void assert_fields(const struct config *a, const struct config *b)
+{
+    for (size_t i = 0; i < sizeof config_fields / sizeof config_fields[0]; i++) {
+        const struct set_case *r = &config_fields[i];
+        struct field_val x = field_get(a, r), y = b != NULL ? field_get(b, r) : field_want(r);
+        ck_assert_msg(field_eq(&x, &y), "[%s] %s is %" PRIu64 " / %.17g / \"%s\", want %" PRIu64
+                      " / %.17g / \"%s\"", r->section, r->key, x.u, x.d, x.s, y.u, y.d, y.s);
+    }
+}
+
+#define WALK(c, rows) walk_sets((c), (rows), sizeof (rows) / sizeof (rows)[0])
+
+/* A file config_load_file refuses, and a part of the file:line message it gives. */
+struct load_error {
+    const char *text, *want;
+};
+
+/* Load each row's text over fresh defaults; the failure messages name the row. */
+static void assert_load_errors(const struct load_error *rows, size_t n)
+{
+    char err[ERRLEN];
+
+    for (size_t i = 0; i < n; i++) {
+        struct config c;
+        ck_assert(config_defaults(&c));
+        ck_assert_msg(!load(&c, rows[i].text, err), "row %zu loaded: %s", i, rows[i].text);
+        ck_assert_msg(strstr(err, rows[i].want) != NULL, "row %zu: \"%s\" lacks \"%s\"", i, err,
+                      rows[i].want);
+        config_free(&c);
+    }
+}
+
+#define LOAD_ERRORS(rows) assert_load_errors((rows), sizeof (rows) / sizeof (rows)[0])
+
 static void assert_config_eq(const struct config *a, const struct config *b)
 {
-    ck_assert_str_eq(a->listen_host, b->listen_host);
-    ck_assert_uint_eq(a->listen_port, b->listen_port);
-    ck_assert_uint_eq(a->threads, b->threads);
-    ck_assert_uint_eq(a->max_connections, b->max_connections);
-    ck_assert_uint_eq(a->connection_timeout, b->connection_timeout);
-    ck_assert_uint_eq(a->max_body_bytes, b->max_body_bytes);
-    ck_assert_uint_eq(a->max_batch, b->max_batch);
-    ck_assert_uint_eq(a->max_id_bytes, b->max_id_bytes);
-    ck_assert_str_eq(a->conninfo, b->conninfo);
-    ck_assert_str_eq(a->filters[0].table, b->filters[0].table);
-    ck_assert_str_eq(a->filters[0].column, b->filters[0].column);
-    ck_assert_uint_eq(a->retry_max_seconds, b->retry_max_seconds);
-    ck_assert_uint_eq(a->filters[0].expected_items, b->filters[0].expected_items);
-    ck_assert_double_eq(a->filters[0].false_positive_rate, b->filters[0].false_positive_rate);
-    ck_assert_double_eq(a->filters[0].headroom, b->filters[0].headroom);
-    ck_assert_int_eq(a->sync_enabled, b->sync_enabled);
-    ck_assert_str_eq(a->filters[0].channel, b->filters[0].channel);
-    ck_assert_uint_eq(a->filters[0].rebuild_interval, b->filters[0].rebuild_interval);
-    ck_assert_uint_eq(a->filters[0].rebuild_after_deletes, b->filters[0].rebuild_after_deletes);
-    ck_assert_int_eq(a->filters[0].auto_grow, b->filters[0].auto_grow);
-    ck_assert_uint_eq(a->n_uri_templates, b->n_uri_templates);
+    assert_fields(a, b);
     for (unsigned i = 0; i < a->n_uri_templates; i++)
         ck_assert_str_eq(a->uri_templates[i], b->uri_templates[i]);
-    ck_assert_uint_eq(a->deny_status, b->deny_status);
-    ck_assert_int_eq(a->fail_open, b->fail_open);
-    ck_assert_int_eq(a->metrics_enabled, b->metrics_enabled);
-    ck_assert_int_eq(a->log_level, b->log_level);
 }
 
 static void sample_path(char *buf, size_t len)
@@ -151,32 +294,8 @@ START_TEST(test_defaults)
     struct config c;
 
     ck_assert(config_defaults(&c));
-    ck_assert_str_eq(c.listen_host, "127.0.0.1");
-    ck_assert_uint_eq(c.listen_port, 8080);
-    ck_assert_uint_eq(c.threads, 0);
-    ck_assert_uint_eq(c.max_connections, 10000);
-    ck_assert_uint_eq(c.connection_timeout, 30);
-    ck_assert_uint_eq(c.max_body_bytes, 1048576);
-    ck_assert_uint_eq(c.max_batch, 10000);
-    ck_assert_uint_eq(c.max_id_bytes, 512);
-    ck_assert_str_eq(c.conninfo, "");
-    ck_assert_str_eq(c.filters[0].table, "users");
-    ck_assert_str_eq(c.filters[0].column, "id");
-    ck_assert_uint_eq(c.retry_max_seconds, 30);
-    ck_assert_uint_eq(c.filters[0].expected_items, 0);
-    ck_assert_double_eq(c.filters[0].false_positive_rate, 0.01);
-    ck_assert_double_eq(c.filters[0].headroom, 2.0);
-    ck_assert(c.sync_enabled);
-    ck_assert_str_eq(c.filters[0].channel, "bloomguard");
-    ck_assert_uint_eq(c.filters[0].rebuild_interval, 0);
-    ck_assert_uint_eq(c.filters[0].rebuild_after_deletes, 0);
-    ck_assert(c.filters[0].auto_grow);
-    ck_assert_uint_eq(c.n_uri_templates, 0);
+    assert_fields(&c, NULL);
     ck_assert_ptr_null(c.uri_templates[0]);
-    ck_assert_uint_eq(c.deny_status, 403);
-    ck_assert(c.fail_open);
-    ck_assert(c.metrics_enabled);
-    ck_assert_int_eq(c.log_level, LOG_LVL_INFO);
     config_free(&c);
     ck_assert_ptr_null(c.listen_host);
     ck_assert_ptr_null(c.conninfo);
@@ -324,125 +443,6 @@ START_TEST(test_sample_conf_lists_every_key)
     free(found);
 }
 END_TEST
-
-/*
- * The value tests below are tables of config_set (or, where section is NULL,
- * config_override) calls walked in order on one struct config, so a row may
- * rely on what the rows before it left.  An accepted row reads its field
- * back; a refused one must leave the field as it was and say why.
- */
-enum field_kind { F_NONE, F_UINT, F_U64, F_DOUBLE, F_BOOL, F_ENUM, F_STR, F_LISTEN };
-
-struct set_case {
-    const char *section, *key, *value;  /* section NULL: value is an override */
-    size_t off;                         /* offsetof the field the key sets */
-    enum field_kind kind;
-    uint64_t u;                         /* accepted: F_UINT, F_U64, F_BOOL, F_ENUM, F_LISTEN's port */
-    double d;                           /* accepted: F_DOUBLE */
-    const char *s;                      /* accepted: F_STR, F_LISTEN's host */
-    const char *err;                    /* refused with exactly this message */
-    const char *part;                   /* refused with a message containing this ("": any) */
-};
-
-#define FIELD(f, kind) offsetof(struct config, f), kind
-#define NO_FIELD 0, F_NONE
-#define LISTEN 0, F_LISTEN
-#define OVERRIDE(arg) NULL, NULL, arg
-#define REFUSED .part = ""
-
-/* A field's value, copied so that a change to the struct cannot alter it. */
-struct field_val {
-    uint64_t u;
-    double d;
-    char s[320];
-};
-
-static struct field_val field_get(const struct config *c, const struct set_case *r)
-{
-    const char *p = (const char *)c + r->off;
-    struct field_val v = { 0, 0, "" };
-
-    switch (r->kind) {
-    case F_NONE: break;
-    case F_UINT: v.u = *(const unsigned *)(const void *)p; break;
-    case F_U64: v.u = *(const uint64_t *)(const void *)p; break;
-    case F_DOUBLE: v.d = *(const double *)(const void *)p; break;
-    case F_BOOL: v.u = *(const bool *)(const void *)p; break;
-    case F_ENUM: v.u = (uint64_t)*(const int *)(const void *)p; break;
-    case F_STR: snprintf(v.s, sizeof v.s, "%s", *(char *const *)(const void *)p); break;
-    case F_LISTEN:
-        v.u = c->listen_port;
-        snprintf(v.s, sizeof v.s, "%s", c->listen_host);
-        break;
-    }
-    return v;
-}
-
-static bool field_eq(const struct field_val *a, const struct field_val *b)
-{
-    return a->u == b->u && a->d == b->d && strcmp(a->s, b->s) == 0;
-}
-
-/* Walk rows[0..n) on *c; each failure message names the row. */
-static void walk_sets(struct config *c, const struct set_case *rows, size_t n)
-{
-    for (size_t i = 0; i < n; i++) {
-        const struct set_case *r = &rows[i];
-        char err[ERRLEN] = "", row[ERRLEN + 64];
-        bool refused = r->err != NULL || r->part != NULL;
-        struct field_val before = field_get(c, r), after, want = before;
-        bool ok;
-
-        if (r->section != NULL) {
-            snprintf(row, sizeof row, "row %zu [%s] %s = \"%s\"", i, r->section, r->key, r->value);
-            ok = config_set(c, r->section, r->key, r->value, err, sizeof err);
-        } else {
-            snprintf(row, sizeof row, "row %zu --%s", i, r->value);
-            ok = config_override(c, r->value, err, sizeof err);
-        }
-        after = field_get(c, r);
-        if (!refused) {
-            ck_assert_msg(ok, "%s: refused: %s", row, err);
-            want.u = r->u;
-            want.d = r->d;
-            snprintf(want.s, sizeof want.s, "%s", r->s != NULL ? r->s : "");
-        } else {
-            ck_assert_msg(!ok, "%s: accepted", row);
-            ck_assert_msg(err[0] != '\0', "%s: no message", row);
-            ck_assert_msg(r->err == NULL || strcmp(err, r->err) == 0, "%s: \"%s\", want \"%s\"",
-                          row, err, r->err);
-            ck_assert_msg(r->part == NULL || strstr(err, r->part) != NULL,
-                          "%s: \"%s\" lacks \"%s\"", row, err, r->part);
-        }
-        ck_assert_msg(field_eq(&after, &want), "%s: field is %" PRIu64 " / %.17g / \"%s\", want %"
-                      PRIu64 " / %.17g / \"%s\"", row, after.u, after.d, after.s, want.u, want.d,
-                      want.s);
-    }
-}
-
-#define WALK(c, rows) walk_sets((c), (rows), sizeof (rows) / sizeof (rows)[0])
-
-/* A file config_load_file refuses, and a part of the file:line message it gives. */
-struct load_error {
-    const char *text, *want;
-};
-
-/* Load each row's text over fresh defaults; the failure messages name the row. */
-static void assert_load_errors(const struct load_error *rows, size_t n)
-{
-    char err[ERRLEN];
-
-    for (size_t i = 0; i < n; i++) {
-        struct config c;
-        ck_assert(config_defaults(&c));
-        ck_assert_msg(!load(&c, rows[i].text, err), "row %zu loaded: %s", i, rows[i].text);
-        ck_assert_msg(strstr(err, rows[i].want) != NULL, "row %zu: \"%s\" lacks \"%s\"", i, err,
-                      rows[i].want);
-        config_free(&c);
-    }
-}
-
-#define LOAD_ERRORS(rows) assert_load_errors((rows), sizeof (rows) / sizeof (rows)[0])
 
 START_TEST(test_uint_values)
 {
