@@ -8,6 +8,8 @@
 #include <stdint.h>
 #include <string.h>
 
+#include "hexdigit.h"
+
 const char *id_strerror(enum id_error e)
 {
     switch (e) {
@@ -103,17 +105,6 @@ bool id_utf8_valid(const char *s, size_t len)
     return true;
 }
 
-static int hexval(unsigned char c)
-{
-    if (c >= '0' && c <= '9')
-        return c - '0';
-    if (c >= 'a' && c <= 'f')
-        return c - 'a' + 10;
-    if (c >= 'A' && c <= 'F')
-        return c - 'A' + 10;
-    return -1;
-}
-
 enum id_error id_decode(const char *src, size_t len, size_t max_len,
                         char *out, size_t outcap, size_t *outlen)
 {
@@ -131,7 +122,8 @@ enum id_error id_decode(const char *src, size_t len, size_t max_len,
         unsigned char c = s[i];
         if (c == '%') {
             int h, l;
-            if (len - i < 3 || (h = hexval(s[i + 1])) < 0 || (l = hexval(s[i + 2])) < 0) {
+            if (len - i < 3 || (h = hexdigit_value(s[i + 1])) < 0 ||
+                (l = hexdigit_value(s[i + 2])) < 0) {
                 err = ID_BAD_PERCENT;
                 goto fail;
             }
