@@ -24,22 +24,6 @@ void *config_key_obj(struct config *c, struct filter_config *fc, const struct co
     return fc != NULL ? fc : &c->base;
 }
 
-bool config_copy_string(char **dst, const char *src)
-{
-    char *s = NULL;
-
-    if (src != NULL && (s = strdup(src)) == NULL)
-        return false;
-    free(*dst);
-    *dst = s;
-    return true;
-}
-
-bool config_same_string(const char *a, const char *b)
-{
-    return a == b || (a != NULL && b != NULL && strcmp(a, b) == 0);
-}
-
 /* --- [filter NAME] --- */
 
 bool config_filter_name_valid(const char *name, char *err, size_t errlen)

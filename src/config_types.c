@@ -30,6 +30,22 @@ void config_errf(char *err, size_t errlen, const char *fmt, ...)
     va_end(ap);
 }
 
+bool config_copy_string(char **dst, const char *src)
+{
+    char *s = NULL;
+
+    if (src != NULL && (s = strdup(src)) == NULL)
+        return false;
+    free(*dst);
+    *dst = s;
+    return true;
+}
+
+bool config_same_string(const char *a, const char *b)
+{
+    return a == b || (a != NULL && b != NULL && strcmp(a, b) == 0);
+}
+
 char *config_value_normalize(const char *raw, bool comments, char *err, size_t errlen)
 {
     char *buf = strdup(raw);

@@ -21,7 +21,7 @@
 #include <unistd.h>
 
 #include "config.h"
-#include "http_internal.h"
+#include "http_int.h"
 #include "listen.h"
 #include "live.h"
 #include "log.h"

@@ -5,7 +5,7 @@
  * the announced size), and who holds the admin right at all (the write
  * policy, chosen once at start from the token and the bound address).
  */
-#include "http_internal.h"
+#include "http_int.h"
 
 #include <netinet/in.h>
 #include <stdio.h>

@@ -4,7 +4,7 @@
  * and per-connection warnings are rate-limited so that clients cannot
  * flood the log.
  */
-#include "http_internal.h"
+#include "http_int.h"
 
 #include <stdarg.h>
 #include <stdio.h>

@@ -7,6 +7,8 @@
 #include <ctype.h>
 #include <dirent.h>
 #include <errno.h>
+#include <inttypes.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -106,35 +108,178 @@ static bool set_one(struct config *c, const char *section, const char *key,
     return config_set(c, section, key, value, err, ERRLEN);
 }
 
+/*
+ * The value tests below are tables of config_set (or, where section is NULL,
+ * config_override) calls walked in order on one struct config, so a row may
+ * rely on what the rows before it left.  An accepted row reads its field
+ * back; a refused one must leave the field as it was and say why.
+ */
+enum field_kind { F_NONE, F_UINT, F_U64, F_DOUBLE, F_BOOL, F_ENUM, F_STR, F_LISTEN };
+
+struct set_case {
+    const char *section, *key, *value;  /* section NULL: value is an override */
+    size_t off;                         /* offsetof the field the key sets */
+    enum field_kind kind;
+    uint64_t u;                         /* accepted: F_UINT, F_U64, F_BOOL, F_ENUM, F_LISTEN's port */
+    double d;                           /* accepted: F_DOUBLE */
+    const char *s;                      /* accepted: F_STR, F_LISTEN's host */
+    const char *err;                    /* refused with exactly this message */
+    const char *part;                   /* refused with a message containing this ("": any) */
+};
+
+#define FIELD(f, kind) offsetof(struct config, f), kind
+#define NO_FIELD 0, F_NONE
+#define LISTEN 0, F_LISTEN
+#define OVERRIDE(arg) NULL, NULL, arg
+#define REFUSED .part = ""
+
+/* A field's value, copied so that a change to the struct cannot alter it. */
+struct field_val {
+    uint64_t u;
+    double d;
+    char s[320];
+};
+
+static struct field_val field_get(const struct config *c, const struct set_case *r)
+{
+    const char *p = (const char *)c + r->off;
+    struct field_val v = { 0, 0, "" };
+
+    switch (r->kind) {
+    case F_NONE: break;
+    case F_UINT: v.u = *(const unsigned *)(const void *)p; break;
+    case F_U64: v.u = *(const uint64_t *)(const void *)p; break;
+    case F_DOUBLE: v.d = *(const double *)(const void *)p; break;
+    case F_BOOL: v.u = *(const bool *)(const void *)p; break;
+    case F_ENUM: v.u = (uint64_t)*(const int *)(const void *)p; break;
+    case F_STR: snprintf(v.s, sizeof v.s, "%s", *(char *const *)(const void *)p); break;
+    case F_LISTEN:
+        v.u = c->listen_port;
+        snprintf(v.s, sizeof v.s, "%s", c->listen_host);
+        break;
+    }
+    return v;
+}
+
+static bool field_eq(const struct field_val *a, const struct field_val *b)
+{
+    return a->u == b->u && a->d == b->d && strcmp(a->s, b->s) == 0;
+}
+
+/* The value an accepted row (or a config_fields row) expects. */
+static struct field_val field_want(const struct set_case *r)
+{
+    struct field_val v = { r->u, r->d, "" };
+
+    snprintf(v.s, sizeof v.s, "%s", r->s != NULL ? r->s : "");
+    return v;
+}
+
+/* Walk rows[0..n) on *c; each failure message names the row. */
+static void walk_sets(struct config *c, const struct set_case *rows, size_t n)
+{
+    for (size_t i = 0; i < n; i++) {
+        const struct set_case *r = &rows[i];
+        char err[ERRLEN] = "", row[ERRLEN + 64];
+        bool refused = r->err != NULL || r->part != NULL;
+        struct field_val before = field_get(c, r), after, want = before;
+        bool ok;
+
+        if (r->section != NULL) {
+            snprintf(row, sizeof row, "row %zu [%s] %s = \"%s\"", i, r->section, r->key, r->value);
+            ok = config_set(c, r->section, r->key, r->value, err, sizeof err);
+        } else {
+            snprintf(row, sizeof row, "row %zu --%s", i, r->value);
+            ok = config_override(c, r->value, err, sizeof err);
+        }
+        after = field_get(c, r);
+        if (!refused) {
+            ck_assert_msg(ok, "%s: refused: %s", row, err);
+            want = field_want(r);
+        } else {
+            ck_assert_msg(!ok, "%s: accepted", row);
+            ck_assert_msg(err[0] != '\0', "%s: no message", row);
+            ck_assert_msg(r->err == NULL || strcmp(err, r->err) == 0, "%s: \"%s\", want \"%s\"",
+                          row, err, r->err);
+            ck_assert_msg(r->part == NULL || strstr(err, r->part) != NULL,
+                          "%s: \"%s\" lacks \"%s\"", row, err, r->part);
+        }
+        ck_assert_msg(field_eq(&after, &want), "%s: field is %" PRIu64 " / %.17g / \"%s\", want %"
+                      PRIu64 " / %.17g / \"%s\"", row, after.u, after.d, after.s, want.u, want.d,
+                      want.s);
+    }
+}
+
+/* The fields test_defaults and assert_config_eq look at, with their defaults. */
+static const struct set_case config_fields[] = {
+    { "server", "listen", NULL, LISTEN, .s = "127.0.0.1", .u = 8080 },
+    { "server", "threads", NULL, FIELD(threads, F_UINT), .u = 0 },
+    { "server", "max_connections", NULL, FIELD(max_connections, F_UINT), .u = 10000 },
+    { "server", "connection_timeout", NULL, FIELD(connection_timeout, F_UINT), .u = 30 },
+    { "server", "max_body_bytes", NULL, FIELD(max_body_bytes, F_U64), .u = 1048576 },
+    { "server", "max_batch", NULL, FIELD(max_batch, F_UINT), .u = 10000 },
+    { "server", "max_id_bytes", NULL, FIELD(max_id_bytes, F_UINT), .u = 512 },
+    { "postgres", "conninfo", NULL, FIELD(conninfo, F_STR), .s = "" },
+    { "postgres", "table", NULL, FIELD(filters[0].table, F_STR), .s = "users" },
+    { "postgres", "column", NULL, FIELD(filters[0].column, F_STR), .s = "id" },
+    { "postgres", "retry_max_seconds", NULL, FIELD(retry_max_seconds, F_UINT), .u = 30 },
+    { "filter", "expected_items", NULL, FIELD(filters[0].expected_items, F_U64), .u = 0 },
+    { "filter", "false_positive_rate", NULL, FIELD(filters[0].false_positive_rate, F_DOUBLE),
+      .d = 0.01 },
+    { "filter", "headroom", NULL, FIELD(filters[0].headroom, F_DOUBLE), .d = 2.0 },
+    { "sync", "enabled", NULL, FIELD(sync_enabled, F_BOOL), .u = true },
+    { "sync", "channel", NULL, FIELD(filters[0].channel, F_STR), .s = "bloomguard" },
+    { "sync", "rebuild_interval", NULL, FIELD(filters[0].rebuild_interval, F_UINT), .u = 0 },
+    { "sync", "rebuild_after_deletes", NULL, FIELD(filters[0].rebuild_after_deletes, F_U64),
+      .u = 0 },
+    { "sync", "auto_grow", NULL, FIELD(filters[0].auto_grow, F_BOOL), .u = true },
+    { "auth", "uri_template", NULL, FIELD(n_uri_templates, F_UINT), .u = 0 },
+    { "auth", "deny_status", NULL, FIELD(deny_status, F_UINT), .u = 403 },
+    { "auth", "fail_open", NULL, FIELD(fail_open, F_BOOL), .u = true },
+    { "metrics", "enabled", NULL, FIELD(metrics_enabled, F_BOOL), .u = true },
+    { "log", "level", NULL, FIELD(log_level, F_ENUM), .u = LOG_LVL_INFO },
+};
+
+/* Each of config_fields in *a equals the same field of *b, or its default when b is NULL. */
+static void assert_fields(const struct config *a, const struct config *b)
+{
+    for (size_t i = 0; i < sizeof config_fields / sizeof config_fields[0]; i++) {
+        const struct set_case *r = &config_fields[i];
+        struct field_val x = field_get(a, r), y = b != NULL ? field_get(b, r) : field_want(r);
+        ck_assert_msg(field_eq(&x, &y), "[%s] %s is %" PRIu64 " / %.17g / \"%s\", want %" PRIu64
+                      " / %.17g / \"%s\"", r->section, r->key, x.u, x.d, x.s, y.u, y.d, y.s);
+    }
+}
+
+#define WALK(c, rows) walk_sets((c), (rows), sizeof (rows) / sizeof (rows)[0])
+
+/* A file config_load_file refuses, and a part of the file:line message it gives. */
+struct load_error {
+    const char *text, *want;
+};
+
+/* Load each row's text over fresh defaults; the failure messages name the row. */
+static void assert_load_errors(const struct load_error *rows, size_t n)
+{
+    char err[ERRLEN];
+
+    for (size_t i = 0; i < n; i++) {
+        struct config c;
+        ck_assert(config_defaults(&c));
+        ck_assert_msg(!load(&c, rows[i].text, err), "row %zu loaded: %s", i, rows[i].text);
+        ck_assert_msg(strstr(err, rows[i].want) != NULL, "row %zu: \"%s\" lacks \"%s\"", i, err,
+                      rows[i].want);
+        config_free(&c);
+    }
+}
+
+#define LOAD_ERRORS(rows) assert_load_errors((rows), sizeof (rows) / sizeof (rows)[0])
+
 static void assert_config_eq(const struct config *a, const struct config *b)
 {
-    ck_assert_str_eq(a->listen_host, b->listen_host);
-    ck_assert_uint_eq(a->listen_port, b->listen_port);
-    ck_assert_uint_eq(a->threads, b->threads);
-    ck_assert_uint_eq(a->max_connections, b->max_connections);
-    ck_assert_uint_eq(a->connection_timeout, b->connection_timeout);
-    ck_assert_uint_eq(a->max_body_bytes, b->max_body_bytes);
-    ck_assert_uint_eq(a->max_batch, b->max_batch);
-    ck_assert_uint_eq(a->max_id_bytes, b->max_id_bytes);
-    ck_assert_str_eq(a->conninfo, b->conninfo);
-    ck_assert_str_eq(a->filters[0].table, b->filters[0].table);
-    ck_assert_str_eq(a->filters[0].column, b->filters[0].column);
-    ck_assert_uint_eq(a->retry_max_seconds, b->retry_max_seconds);
-    ck_assert_uint_eq(a->filters[0].expected_items, b->filters[0].expected_items);
-    ck_assert_double_eq(a->filters[0].false_positive_rate, b->filters[0].false_positive_rate);
-    ck_assert_double_eq(a->filters[0].headroom, b->filters[0].headroom);
-    ck_assert_int_eq(a->sync_enabled, b->sync_enabled);
-    ck_assert_str_eq(a->filters[0].channel, b->filters[0].channel);
-    ck_assert_uint_eq(a->filters[0].rebuild_interval, b->filters[0].rebuild_interval);
-    ck_assert_uint_eq(a->filters[0].rebuild_after_deletes, b->filters[0].rebuild_after_deletes);
-    ck_assert_int_eq(a->filters[0].auto_grow, b->filters[0].auto_grow);
-    ck_assert_uint_eq(a->n_uri_templates, b->n_uri_templates);
+    assert_fields(a, b);
     for (unsigned i = 0; i < a->n_uri_templates; i++)
         ck_assert_str_eq(a->uri_templates[i], b->uri_templates[i]);
-    ck_assert_uint_eq(a->deny_status, b->deny_status);
-    ck_assert_int_eq(a->fail_open, b->fail_open);
-    ck_assert_int_eq(a->metrics_enabled, b->metrics_enabled);
-    ck_assert_int_eq(a->log_level, b->log_level);
 }
 
 static void sample_path(char *buf, size_t len)
@@ -149,32 +294,8 @@ START_TEST(test_defaults)
     struct config c;
 
     ck_assert(config_defaults(&c));
-    ck_assert_str_eq(c.listen_host, "127.0.0.1");
-    ck_assert_uint_eq(c.listen_port, 8080);
-    ck_assert_uint_eq(c.threads, 0);
-    ck_assert_uint_eq(c.max_connections, 10000);
-    ck_assert_uint_eq(c.connection_timeout, 30);
-    ck_assert_uint_eq(c.max_body_bytes, 1048576);
-    ck_assert_uint_eq(c.max_batch, 10000);
-    ck_assert_uint_eq(c.max_id_bytes, 512);
-    ck_assert_str_eq(c.conninfo, "");
-    ck_assert_str_eq(c.filters[0].table, "users");
-    ck_assert_str_eq(c.filters[0].column, "id");
-    ck_assert_uint_eq(c.retry_max_seconds, 30);
-    ck_assert_uint_eq(c.filters[0].expected_items, 0);
-    ck_assert_double_eq(c.filters[0].false_positive_rate, 0.01);
-    ck_assert_double_eq(c.filters[0].headroom, 2.0);
-    ck_assert(c.sync_enabled);
-    ck_assert_str_eq(c.filters[0].channel, "bloomguard");
-    ck_assert_uint_eq(c.filters[0].rebuild_interval, 0);
-    ck_assert_uint_eq(c.filters[0].rebuild_after_deletes, 0);
-    ck_assert(c.filters[0].auto_grow);
-    ck_assert_uint_eq(c.n_uri_templates, 0);
+    assert_fields(&c, NULL);
     ck_assert_ptr_null(c.uri_templates[0]);
-    ck_assert_uint_eq(c.deny_status, 403);
-    ck_assert(c.fail_open);
-    ck_assert(c.metrics_enabled);
-    ck_assert_int_eq(c.log_level, LOG_LVL_INFO);
     config_free(&c);
     ck_assert_ptr_null(c.listen_host);
     ck_assert_ptr_null(c.conninfo);
@@ -325,53 +446,45 @@ END_TEST
 
 START_TEST(test_uint_values)
 {
+    static const struct set_case rows[] = {
+        { "server", "threads", "256", FIELD(threads, F_UINT), .u = 256 },
+        { "server", "threads", "  7  ", FIELD(threads, F_UINT), .u = 7 },
+        { "server", "threads", "\"8\"", FIELD(threads, F_UINT), .u = 8 },
+        { "server", "max_connections", "1000000", FIELD(max_connections, F_UINT), .u = 1000000 },
+        { "server", "connection_timeout", "0", FIELD(connection_timeout, F_UINT), .u = 0 },
+        { "server", "max_batch", "10000000", FIELD(max_batch, F_UINT), .u = 10000000 },
+        { "server", "max_id_bytes", "65536", FIELD(max_id_bytes, F_UINT), .u = 65536 },
+        { "postgres", "retry_max_seconds", "3600", FIELD(retry_max_seconds, F_UINT), .u = 3600 },
+        { "sync", "rebuild_interval", "31536000", FIELD(filters[0].rebuild_interval, F_UINT),
+          .u = 31536000 },
+        { "server", "threads", "257", FIELD(threads, F_UINT),
+          .err = "[server] threads: 257 is out of range (0..256)" },
+        { "server", "max_batch", "abc", FIELD(max_batch, F_UINT),
+          .err = "[server] max_batch: \"abc\" is not a number" },
+        { "server", "max_batch", "0", FIELD(max_batch, F_UINT),
+          .err = "[server] max_batch: 0 is out of range (1..10000000)" },
+        { "server", "max_connections", "1000001", FIELD(max_connections, F_UINT), REFUSED },
+        { "server", "connection_timeout", "86401", FIELD(connection_timeout, F_UINT), REFUSED },
+        { "server", "max_id_bytes", "65537", FIELD(max_id_bytes, F_UINT), REFUSED },
+        { "postgres", "retry_max_seconds", "0", FIELD(retry_max_seconds, F_UINT), REFUSED },
+        { "sync", "rebuild_interval", "31536001", FIELD(filters[0].rebuild_interval, F_UINT),
+          REFUSED },
+        { "server", "threads", "-1", FIELD(threads, F_UINT), .part = "is not a number" },
+        { "server", "threads", "+1", FIELD(threads, F_UINT), REFUSED },
+        { "server", "threads", "4x", FIELD(threads, F_UINT), REFUSED },
+        { "server", "threads", "4 4", FIELD(threads, F_UINT), REFUSED },
+        { "server", "threads", "1.5", FIELD(threads, F_UINT), REFUSED },
+        { "server", "threads", "0x10", FIELD(threads, F_UINT), REFUSED },
+        { "server", "threads", "1_000", FIELD(threads, F_UINT), REFUSED },
+        { "server", "threads", "", FIELD(threads, F_UINT), REFUSED },
+        { "server", "threads", "99999999999999999999999", FIELD(threads, F_UINT),
+          .part = "out of range (0..256)" },
+        { "server", "threads", "4294967297", FIELD(threads, F_UINT), REFUSED },   /* 2^32 + 1 */
+    };
     struct config c;
-    char err[ERRLEN];
 
     ck_assert(config_defaults(&c));
-    ck_assert(set_one(&c, "server", "threads", "256", err));
-    ck_assert_uint_eq(c.threads, 256);
-    ck_assert(set_one(&c, "server", "threads", "  7  ", err));
-    ck_assert_uint_eq(c.threads, 7);
-    ck_assert(set_one(&c, "server", "threads", "\"8\"", err));
-    ck_assert_uint_eq(c.threads, 8);
-    ck_assert(set_one(&c, "server", "max_connections", "1000000", err));
-    ck_assert_uint_eq(c.max_connections, 1000000);
-    ck_assert(set_one(&c, "server", "connection_timeout", "0", err));
-    ck_assert_uint_eq(c.connection_timeout, 0);
-    ck_assert(set_one(&c, "server", "max_batch", "10000000", err));
-    ck_assert_uint_eq(c.max_batch, 10000000);
-    ck_assert(set_one(&c, "server", "max_id_bytes", "65536", err));
-    ck_assert_uint_eq(c.max_id_bytes, 65536);
-    ck_assert(set_one(&c, "postgres", "retry_max_seconds", "3600", err));
-    ck_assert_uint_eq(c.retry_max_seconds, 3600);
-    ck_assert(set_one(&c, "sync", "rebuild_interval", "31536000", err));
-    ck_assert_uint_eq(c.filters[0].rebuild_interval, 31536000);
-
-    ck_assert(!set_one(&c, "server", "threads", "257", err));
-    ck_assert_str_eq(err, "[server] threads: 257 is out of range (0..256)");
-    ck_assert_uint_eq(c.threads, 8);    /* unchanged on failure */
-    ck_assert(!set_one(&c, "server", "max_batch", "abc", err));
-    ck_assert_str_eq(err, "[server] max_batch: \"abc\" is not a number");
-    ck_assert(!set_one(&c, "server", "max_batch", "0", err));
-    ck_assert_str_eq(err, "[server] max_batch: 0 is out of range (1..10000000)");
-    ck_assert(!set_one(&c, "server", "max_connections", "1000001", err));
-    ck_assert(!set_one(&c, "server", "connection_timeout", "86401", err));
-    ck_assert(!set_one(&c, "server", "max_id_bytes", "65537", err));
-    ck_assert(!set_one(&c, "postgres", "retry_max_seconds", "0", err));
-    ck_assert(!set_one(&c, "sync", "rebuild_interval", "31536001", err));
-    ck_assert(!set_one(&c, "server", "threads", "-1", err));
-    assert_contains(err, "is not a number");
-    ck_assert(!set_one(&c, "server", "threads", "+1", err));
-    ck_assert(!set_one(&c, "server", "threads", "4x", err));
-    ck_assert(!set_one(&c, "server", "threads", "4 4", err));
-    ck_assert(!set_one(&c, "server", "threads", "1.5", err));
-    ck_assert(!set_one(&c, "server", "threads", "0x10", err));
-    ck_assert(!set_one(&c, "server", "threads", "1_000", err));
-    ck_assert(!set_one(&c, "server", "threads", "", err));
-    ck_assert(!set_one(&c, "server", "threads", "99999999999999999999999", err));
-    assert_contains(err, "out of range (0..256)");
-    ck_assert(!set_one(&c, "server", "threads", "4294967297", err));   /* 2^32 + 1 */
+    WALK(&c, rows);
     ck_assert_uint_eq(c.threads, 8);
     config_free(&c);
 }
@@ -379,76 +492,78 @@ END_TEST
 
 START_TEST(test_uint64_values)
 {
+    static const struct set_case rows[] = {
+        { "server", "max_body_bytes", "1073741824", FIELD(max_body_bytes, F_U64), .u = 1073741824 },
+        { "server", "max_body_bytes", "1073741825", FIELD(max_body_bytes, F_U64),
+          .err = "[server] max_body_bytes: 1073741825 is out of range (1..1073741824)" },
+        { "server", "max_body_bytes", "0", FIELD(max_body_bytes, F_U64), REFUSED },
+        { "filter", "expected_items", "1000000000000", FIELD(filters[0].expected_items, F_U64),
+          .u = UINT64_C(1000000000000) },
+        { "filter", "expected_items", "1000000000001", FIELD(filters[0].expected_items, F_U64),
+          .part = "(0..1000000000000)" },
+        { "sync", "rebuild_after_deletes", "18446744073709551615",
+          FIELD(filters[0].rebuild_after_deletes, F_U64), .u = UINT64_MAX },
+        { "sync", "rebuild_after_deletes", "18446744073709551616",
+          FIELD(filters[0].rebuild_after_deletes, F_U64), .part = "out of range" },
+        { "sync", "rebuild_after_deletes", "-1", FIELD(filters[0].rebuild_after_deletes, F_U64),
+          REFUSED },
+    };
     struct config c;
-    char err[ERRLEN];
 
     ck_assert(config_defaults(&c));
-    ck_assert(set_one(&c, "server", "max_body_bytes", "1073741824", err));
-    ck_assert_uint_eq(c.max_body_bytes, 1073741824);
-    ck_assert(!set_one(&c, "server", "max_body_bytes", "1073741825", err));
-    ck_assert_str_eq(err, "[server] max_body_bytes: 1073741825 is out of range (1..1073741824)");
-    ck_assert(!set_one(&c, "server", "max_body_bytes", "0", err));
-    ck_assert(set_one(&c, "filter", "expected_items", "1000000000000", err));
-    ck_assert_uint_eq(c.filters[0].expected_items, UINT64_C(1000000000000));
-    ck_assert(!set_one(&c, "filter", "expected_items", "1000000000001", err));
-    assert_contains(err, "(0..1000000000000)");
-    ck_assert(set_one(&c, "sync", "rebuild_after_deletes", "18446744073709551615", err));
-    ck_assert_uint_eq(c.filters[0].rebuild_after_deletes, UINT64_MAX);
-    ck_assert(!set_one(&c, "sync", "rebuild_after_deletes", "18446744073709551616", err));
-    assert_contains(err, "out of range");
-    ck_assert_uint_eq(c.filters[0].rebuild_after_deletes, UINT64_MAX);
-    ck_assert(!set_one(&c, "sync", "rebuild_after_deletes", "-1", err));
-    ck_assert_uint_eq(c.filters[0].rebuild_after_deletes, UINT64_MAX);
+    WALK(&c, rows);
     config_free(&c);
 }
 END_TEST
 
 START_TEST(test_double_values)
 {
+#define FPR "filter", "false_positive_rate"
+#define FPR_FIELD FIELD(filters[0].false_positive_rate, F_DOUBLE)
+    /* The bounds are filter.h's: -t refuses what no load could build. */
+    static const struct set_case rows[] = {
+        { FPR, "0.4999", FPR_FIELD, .d = 0.4999 },
+        { FPR, "1e-9", FPR_FIELD, REFUSED },
+        { FPR, "0.0000001", FPR_FIELD,
+          .err = "[filter] false_positive_rate: 0.0000001 is out of range (must be > 1e-06 and < 0.5)" },
+        { FPR, "0.000001", FPR_FIELD, REFUSED },
+        { FPR, ".25", FPR_FIELD, .d = 0.25 },
+        { FPR, "0", FPR_FIELD,
+          .err = "[filter] false_positive_rate: 0 is out of range (must be > 1e-06 and < 0.5)" },
+        { FPR, "0.5", FPR_FIELD, .part = "out of range" },
+        { FPR, "0.0", FPR_FIELD, REFUSED },
+        { FPR, "-0.1", FPR_FIELD, REFUSED },
+        { FPR, "1", FPR_FIELD, REFUSED },
+        { FPR, "nan", FPR_FIELD, .part = "is not a number" },
+        { FPR, "inf", FPR_FIELD, REFUSED },
+        { FPR, "0x1p-3", FPR_FIELD, REFUSED },
+        { FPR, "0.01x", FPR_FIELD, REFUSED },
+        { FPR, "1e999", FPR_FIELD, REFUSED },
+        { FPR, "", FPR_FIELD, REFUSED },
+        { FPR, "e", FPR_FIELD, REFUSED },
+        { "filter", "headroom", "1", FIELD(filters[0].headroom, F_DOUBLE), .d = 1.0 },
+        { "filter", "headroom", "100.0", FIELD(filters[0].headroom, F_DOUBLE), .d = 100.0 },
+        { "filter", "headroom", "0.99", FIELD(filters[0].headroom, F_DOUBLE),
+          .err = "[filter] headroom: 0.99 is out of range (must be >= 1 and <= 100)" },
+        { "filter", "headroom", "100.01", FIELD(filters[0].headroom, F_DOUBLE), REFUSED },
+    };
+    static const char *const accepted[] = { "0.0000011", "0.00001", "0.01", "0.4999" };
     struct config c;
     char err[ERRLEN];
 
     ck_assert(config_defaults(&c));
-    ck_assert(set_one(&c, "filter", "false_positive_rate", "0.4999", err));
-    ck_assert_double_eq(c.filters[0].false_positive_rate, 0.4999);
-    /* The bounds are filter.h's: -t refuses what no load could build. */
-    ck_assert(!set_one(&c, "filter", "false_positive_rate", "1e-9", err));
-    ck_assert(!set_one(&c, "filter", "false_positive_rate", "0.0000001", err));
-    ck_assert_str_eq(err, "[filter] false_positive_rate: 0.0000001 is out of range (must be > 1e-06 and < 0.5)");
-    ck_assert(!set_one(&c, "filter", "false_positive_rate", "0.000001", err));
-    static const char *const accepted[] = { "0.0000011", "0.00001", "0.01", "0.4999" };
+    WALK(&c, rows);
+    ck_assert_double_eq(c.filters[0].false_positive_rate, 0.25);
+    /* What config accepts, filter_plan builds. */
     for (size_t i = 0; i < sizeof accepted / sizeof accepted[0]; i++) {
         struct filter_plan plan;
-        ck_assert(set_one(&c, "filter", "false_positive_rate", accepted[i], err));
-        ck_assert_int_eq(filter_plan(1000, c.filters[0].false_positive_rate, &plan), FILTER_OK);
+        ck_assert_msg(set_one(&c, FPR, accepted[i], err), "%s: %s", accepted[i], err);
+        ck_assert_msg(filter_plan(1000, c.filters[0].false_positive_rate, &plan) == FILTER_OK,
+                      "%s", accepted[i]);
     }
-    ck_assert(set_one(&c, "filter", "false_positive_rate", ".25", err));
-    ck_assert_double_eq(c.filters[0].false_positive_rate, 0.25);
-    ck_assert(!set_one(&c, "filter", "false_positive_rate", "0", err));
-    ck_assert_str_eq(err, "[filter] false_positive_rate: 0 is out of range (must be > 1e-06 and < 0.5)");
-    ck_assert(!set_one(&c, "filter", "false_positive_rate", "0.5", err));
-    assert_contains(err, "out of range");
-    ck_assert(!set_one(&c, "filter", "false_positive_rate", "0.0", err));
-    ck_assert(!set_one(&c, "filter", "false_positive_rate", "-0.1", err));
-    ck_assert(!set_one(&c, "filter", "false_positive_rate", "1", err));
-    ck_assert(!set_one(&c, "filter", "false_positive_rate", "nan", err));
-    assert_contains(err, "is not a number");
-    ck_assert(!set_one(&c, "filter", "false_positive_rate", "inf", err));
-    ck_assert(!set_one(&c, "filter", "false_positive_rate", "0x1p-3", err));
-    ck_assert(!set_one(&c, "filter", "false_positive_rate", "0.01x", err));
-    ck_assert(!set_one(&c, "filter", "false_positive_rate", "1e999", err));
-    ck_assert(!set_one(&c, "filter", "false_positive_rate", "", err));
-    ck_assert(!set_one(&c, "filter", "false_positive_rate", "e", err));
-    ck_assert_double_eq(c.filters[0].false_positive_rate, 0.25);
-
-    ck_assert(set_one(&c, "filter", "headroom", "1", err));
-    ck_assert_double_eq(c.filters[0].headroom, 1.0);
-    ck_assert(set_one(&c, "filter", "headroom", "100.0", err));
-    ck_assert_double_eq(c.filters[0].headroom, 100.0);
-    ck_assert(!set_one(&c, "filter", "headroom", "0.99", err));
-    ck_assert_str_eq(err, "[filter] headroom: 0.99 is out of range (must be >= 1 and <= 100)");
-    ck_assert(!set_one(&c, "filter", "headroom", "100.01", err));
     config_free(&c);
+#undef FPR
+#undef FPR_FIELD
 }
 END_TEST
 
@@ -491,195 +606,195 @@ START_TEST(test_listen_values)
         "host:80x", "host:+80", "host: 80", "ho st:80", "host/x:80", "", "[fe80::1%]:80",
         "[fe80::1%e/0]:80", "127.0.0.1:99999999999999999999999",
     };
+    static const struct set_case rows[] = {
+        { "server", "listen", "0.0.0.0:0", LISTEN, .s = "0.0.0.0", .u = 0 },
+        { "server", "listen", "[::1]:8080", LISTEN, .s = "::1", .u = 8080 },
+        { "server", "listen", "[::]:1", LISTEN, .s = "::", .u = 1 },
+        { "server", "listen", "[fe80::1%eth0]:80", LISTEN, .s = "fe80::1%eth0", .u = 80 },
+        { "server", "listen", "localhost:65535", LISTEN, .s = "localhost", .u = 65535 },
+        { "server", "listen", "127.0.0.1:65536", LISTEN, .part = "0..65535" },
+        { "server", "listen", "127.0.0.1", LISTEN, .part = "has no port" },
+        { "server", "listen", "::1:8080", LISTEN, .part = "brackets" },
+    };
     struct config c;
     char err[ERRLEN];
 
     ck_assert(config_defaults(&c));
-    ck_assert(set_one(&c, "server", "listen", "0.0.0.0:0", err));
-    ck_assert_str_eq(c.listen_host, "0.0.0.0");
-    ck_assert_uint_eq(c.listen_port, 0);
-    ck_assert(set_one(&c, "server", "listen", "[::1]:8080", err));
-    ck_assert_str_eq(c.listen_host, "::1");
-    ck_assert_uint_eq(c.listen_port, 8080);
-    ck_assert(set_one(&c, "server", "listen", "[::]:1", err));
-    ck_assert_str_eq(c.listen_host, "::");
-    ck_assert(set_one(&c, "server", "listen", "[fe80::1%eth0]:80", err));
-    ck_assert_str_eq(c.listen_host, "fe80::1%eth0");
-    ck_assert(set_one(&c, "server", "listen", "localhost:65535", err));
-    ck_assert_str_eq(c.listen_host, "localhost");
-    ck_assert_uint_eq(c.listen_port, 65535);
-
+    WALK(&c, rows);
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
         ck_assert_msg(!set_one(&c, "server", "listen", bad[i], err), "accepted %s", bad[i]);
         assert_contains(err, "[server] listen: ");
         ck_assert_str_eq(c.listen_host, "localhost");
         ck_assert_uint_eq(c.listen_port, 65535);
     }
-    ck_assert(!set_one(&c, "server", "listen", "127.0.0.1:65536", err));
-    assert_contains(err, "0..65535");
-    ck_assert(!set_one(&c, "server", "listen", "127.0.0.1", err));
-    assert_contains(err, "has no port");
-    ck_assert(!set_one(&c, "server", "listen", "::1:8080", err));
-    assert_contains(err, "brackets");
     config_free(&c);
 }
 END_TEST
 
+/* listen_mode takes chmod's octal digits up to 0777; listen_group only a spelling (listen.h looks it up). */
 /* listen_mode takes chmod's octal digits up to 0777; listen_group only a spelling (listen.h looks it up). */
 START_TEST(test_listen_unix_values)
 {
     static const char *const bad_modes[] = { "", "rw", "0x1ff", "0888", "8", "1660", "4755",
                                               "00660", "-660" };
     static const char *const bad_groups[] = { "a b", "a:b", "/etc/group", "-g", "x\ty" };
+    static const struct set_case modes[] = {
+        { "server", "listen_mode", "0640", FIELD(listen_mode, F_UINT), .u = 0640 },
+        { "server", "listen_mode", "666", FIELD(listen_mode, F_UINT), .u = 0666 },
+        { "server", "listen_mode", "0", FIELD(listen_mode, F_UINT), .u = 0 },
+        { "server", "listen_mode", "0777", FIELD(listen_mode, F_UINT), .u = 0777 },
+        { "server", "listen_mode", "1660", FIELD(listen_mode, F_UINT), .part = "beyond 0777" },
+    }, groups[] = {
+        { "server", "listen_group", "www-data", FIELD(listen_group, F_STR), .s = "www-data" },
+        { "server", "listen_group", "33", FIELD(listen_group, F_STR), .s = "33" },
+    }, no_group[] = {
+        { "server", "listen_group", "", FIELD(listen_group, F_STR), .s = "" },
+    };
     struct config c;
     char err[ERRLEN];
 
     ck_assert(config_defaults(&c));
     ck_assert_uint_eq(c.listen_mode, 0660);
     ck_assert_str_eq(c.listen_group, "");
-    ck_assert(set_one(&c, "server", "listen_mode", "0640", err));
-    ck_assert_uint_eq(c.listen_mode, 0640);
-    ck_assert(set_one(&c, "server", "listen_mode", "666", err));
-    ck_assert_uint_eq(c.listen_mode, 0666);
-    ck_assert(set_one(&c, "server", "listen_mode", "0", err));
-    ck_assert_uint_eq(c.listen_mode, 0);
-    ck_assert(set_one(&c, "server", "listen_mode", "0777", err));
-    ck_assert_uint_eq(c.listen_mode, 0777);
+    WALK(&c, modes);
     for (size_t i = 0; i < sizeof bad_modes / sizeof bad_modes[0]; i++) {
         ck_assert_msg(!set_one(&c, "server", "listen_mode", bad_modes[i], err), "accepted %s",
                       bad_modes[i]);
         assert_contains(err, "[server] listen_mode: ");
         ck_assert_uint_eq(c.listen_mode, 0777);
     }
-    ck_assert(!set_one(&c, "server", "listen_mode", "1660", err));
-    assert_contains(err, "beyond 0777");
-
-    ck_assert(set_one(&c, "server", "listen_group", "www-data", err));
-    ck_assert_str_eq(c.listen_group, "www-data");
-    ck_assert(set_one(&c, "server", "listen_group", "33", err));
-    ck_assert_str_eq(c.listen_group, "33");
+    WALK(&c, groups);
     for (size_t i = 0; i < sizeof bad_groups / sizeof bad_groups[0]; i++) {
         ck_assert_msg(!set_one(&c, "server", "listen_group", bad_groups[i], err), "accepted %s",
                       bad_groups[i]);
         assert_contains(err, "[server] listen_group: ");
         ck_assert_str_eq(c.listen_group, "33");
     }
-    ck_assert(set_one(&c, "server", "listen_group", "", err));
-    ck_assert_str_eq(c.listen_group, "");
+    WALK(&c, no_group);
     config_free(&c);
 }
 END_TEST
 
 START_TEST(test_enum_values)
 {
-    static const unsigned ok_status[] = { 401, 403, 404, 410 };
+#define LEVEL FIELD(log_level, F_ENUM)
+#define DENY FIELD(deny_status, F_UINT)
+#define ALLOW FIELD(allow_status, F_UINT)
+#define SOURCE FIELD(uri_source, F_ENUM)
+    static const struct set_case rows[] = {
+        { "log", "level", "error", LEVEL, .u = LOG_LVL_ERROR },
+        { "log", "level", "warn", LEVEL, .u = LOG_LVL_WARN },
+        { "log", "level", "DEBUG", LEVEL, .u = LOG_LVL_DEBUG },
+        { "log", "level", "info", LEVEL, .u = LOG_LVL_INFO },
+        { "log", "level", "verbose", LEVEL,
+          .err = "[log] level: \"verbose\" is not one of error, warn, info, debug" },
+        { "log", "level", "", LEVEL, REFUSED },
+        { "auth", "deny_status", "401", DENY, .u = 401 },
+        { "auth", "deny_status", "403", DENY, .u = 403 },
+        { "auth", "deny_status", "404", DENY, .u = 404 },
+        { "auth", "deny_status", "410", DENY, .u = 410 },
+        /* The message lists the enum table of the key. */
+        { "auth", "deny_status", "200", DENY,
+          .err = "[auth] deny_status: \"200\" is not one of 401, 403, 404, 410" },
+        { "auth", "deny_status", "402", DENY, REFUSED },
+        { "auth", "deny_status", "forbidden", DENY, REFUSED },
+        { "auth", "deny_status", "-403", DENY, REFUSED },
+        { "auth", "deny_status", "0403", DENY, REFUSED },
+        { "auth", "allow_status", "200", ALLOW, .u = 200 },
+        { "auth", "allow_status", "204", ALLOW, .u = 204 },
+        { "auth", "allow_status", "403", ALLOW,
+          .err = "[auth] allow_status: \"403\" is not one of 200, 204" },
+        { "auth", "uri_source", "X-Forwarded-Uri", SOURCE, .u = URI_SOURCE_X_FORWARDED_URI },
+        { "auth", "uri_source", "path", SOURCE, .u = URI_SOURCE_PATH },
+        { "auth", "uri_source", "x-original-uri", SOURCE, .u = URI_SOURCE_X_ORIGINAL_URI },
+        { "auth", "uri_source", "header", SOURCE,
+          .err = "[auth] uri_source: \"header\" is not one of auto, x-original-uri, "
+                 "x-forwarded-uri, path" },
+    };
     struct config c;
-    char err[ERRLEN];
 
     ck_assert(config_defaults(&c));
-    ck_assert(set_one(&c, "log", "level", "error", err));
-    ck_assert_int_eq(c.log_level, LOG_LVL_ERROR);
-    ck_assert(set_one(&c, "log", "level", "warn", err));
-    ck_assert_int_eq(c.log_level, LOG_LVL_WARN);
-    ck_assert(set_one(&c, "log", "level", "DEBUG", err));
-    ck_assert_int_eq(c.log_level, LOG_LVL_DEBUG);
-    ck_assert(set_one(&c, "log", "level", "info", err));
+    WALK(&c, rows);
     ck_assert_int_eq(c.log_level, LOG_LVL_INFO);
-    ck_assert(!set_one(&c, "log", "level", "verbose", err));
-    ck_assert_str_eq(err, "[log] level: \"verbose\" is not one of error, warn, info, debug");
-    ck_assert(!set_one(&c, "log", "level", "", err));
-    ck_assert_int_eq(c.log_level, LOG_LVL_INFO);
+    ck_assert_uint_eq(c.deny_status, 410);
     ck_assert_str_eq(config_log_level_name(LOG_LVL_WARN), "warn");
     ck_assert_str_eq(config_log_level_name((enum log_level)42), "?");
-
-    for (size_t i = 0; i < sizeof ok_status / sizeof ok_status[0]; i++) {
-        char v[16];
-        snprintf(v, sizeof v, "%u", ok_status[i]);
-        ck_assert(set_one(&c, "auth", "deny_status", v, err));
-        ck_assert_uint_eq(c.deny_status, ok_status[i]);
-    }
-    ck_assert(!set_one(&c, "auth", "deny_status", "200", err));
-    /* The message lists the enum table of the key. */
-    ck_assert_str_eq(err, "[auth] deny_status: \"200\" is not one of 401, 403, 404, 410");
-    ck_assert(!set_one(&c, "auth", "deny_status", "402", err));
-    ck_assert(!set_one(&c, "auth", "deny_status", "forbidden", err));
-    ck_assert(!set_one(&c, "auth", "deny_status", "-403", err));
-    ck_assert(!set_one(&c, "auth", "deny_status", "0403", err));
-    ck_assert_uint_eq(c.deny_status, 410);
-
-    ck_assert(set_one(&c, "auth", "allow_status", "200", err));
-    ck_assert_uint_eq(c.allow_status, 200);
-    ck_assert(set_one(&c, "auth", "allow_status", "204", err));
-    ck_assert_uint_eq(c.allow_status, 204);
-    ck_assert(!set_one(&c, "auth", "allow_status", "403", err));
-    ck_assert_str_eq(err, "[auth] allow_status: \"403\" is not one of 200, 204");
-    ck_assert_uint_eq(c.allow_status, 204);
-
-    ck_assert(set_one(&c, "auth", "uri_source", "X-Forwarded-Uri", err));
-    ck_assert_int_eq(c.uri_source, URI_SOURCE_X_FORWARDED_URI);
-    ck_assert(set_one(&c, "auth", "uri_source", "path", err));
-    ck_assert_int_eq(c.uri_source, URI_SOURCE_PATH);
-    ck_assert(set_one(&c, "auth", "uri_source", "x-original-uri", err));
-    ck_assert_int_eq(c.uri_source, URI_SOURCE_X_ORIGINAL_URI);
-    ck_assert(!set_one(&c, "auth", "uri_source", "header", err));
-    ck_assert_str_eq(err, "[auth] uri_source: \"header\" is not one of auto, x-original-uri, "
-                          "x-forwarded-uri, path");
-    ck_assert_int_eq(c.uri_source, URI_SOURCE_X_ORIGINAL_URI);
     config_free(&c);
+#undef LEVEL
+#undef DENY
+#undef ALLOW
+#undef SOURCE
 }
 END_TEST
 
 START_TEST(test_string_values)
 {
+#define A8 "aaaaaaaa"
+#define A55 A8 A8 A8 A8 A8 A8 "aaaaaaa"
+#define TABLE FIELD(filters[0].table, F_STR)
+#define COLUMN FIELD(filters[0].column, F_STR)
+#define CHANNEL FIELD(filters[0].channel, F_STR)
+    static const struct set_case rows[] = {
+        { "postgres", "conninfo", "host=db dbname=app", FIELD(conninfo, F_STR),
+          .s = "host=db dbname=app" },
+        { "postgres", "conninfo", "\"\"", FIELD(conninfo, F_STR), .s = "" },
+        { "postgres", "conninfo", "\" x \"", FIELD(conninfo, F_STR), .s = " x " },
+        { "postgres", "conninfo", "\"x", FIELD(conninfo, F_STR), .part = "unterminated quote" },
+        { "postgres", "table", "app.accounts", TABLE, .s = "app.accounts" },
+        { "postgres", "table", "Users", TABLE, .s = "Users" },
+        { "postgres", "table", "", TABLE, REFUSED },
+        { "postgres", "table", "a.b.c", TABLE, REFUSED },
+        { "postgres", "table", ".b", TABLE, REFUSED },
+        { "postgres", "table", "a.", TABLE, REFUSED },
+        { "postgres", "table", "x\"y", TABLE, REFUSED },
+        { "postgres", "table", A55 A8 "a", TABLE, REFUSED },            /* 64 bytes */
+        { "postgres", "column", "user_id", COLUMN, .s = "user_id" },
+        { "postgres", "column", "", COLUMN, REFUSED },
+        { "postgres", "column", A55 A8 "a", COLUMN, REFUSED },
+        { "sync", "channel", A55 A8 "a", CHANNEL, REFUSED },
+        { "sync", "channel", A55 "a", CHANNEL, REFUSED },
+        { "sync", "channel", A55, CHANNEL, .s = A55 },
+        { "sync", "channel", "_bg_2", CHANNEL, .s = "_bg_2" },
+        { "sync", "channel", "", CHANNEL, REFUSED },
+        { "sync", "channel", "1abc", CHANNEL, REFUSED },
+        { "sync", "channel", "bad-name", CHANNEL,
+          .err = "[sync] channel: \"bad-name\" is not an identifier of 1..55 characters "
+                 "[A-Za-z_][A-Za-z0-9_]*" },
+        { "sync", "channel", "a b", CHANNEL, REFUSED },
+    };
     struct config c;
-    char err[ERRLEN], long_name[80];
 
-    memset(long_name, 'a', 64);
-    long_name[64] = '\0';
+    ck_assert_uint_eq(strlen(A55), 55);
     ck_assert(config_defaults(&c));
-    ck_assert(set_one(&c, "postgres", "conninfo", "host=db dbname=app", err));
-    ck_assert_str_eq(c.conninfo, "host=db dbname=app");
-    ck_assert(set_one(&c, "postgres", "conninfo", "\"\"", err));
-    ck_assert_str_eq(c.conninfo, "");
-    ck_assert(set_one(&c, "postgres", "conninfo", "\" x \"", err));
-    ck_assert_str_eq(c.conninfo, " x ");
-    ck_assert(!set_one(&c, "postgres", "conninfo", "\"x", err));
-    assert_contains(err, "unterminated quote");
-
-    ck_assert(set_one(&c, "postgres", "table", "app.accounts", err));
-    ck_assert_str_eq(c.filters[0].table, "app.accounts");
-    ck_assert(set_one(&c, "postgres", "table", "Users", err));
-    ck_assert(!set_one(&c, "postgres", "table", "", err));
-    ck_assert(!set_one(&c, "postgres", "table", "a.b.c", err));
-    ck_assert(!set_one(&c, "postgres", "table", ".b", err));
-    ck_assert(!set_one(&c, "postgres", "table", "a.", err));
-    ck_assert(!set_one(&c, "postgres", "table", "x\"y", err));
-    ck_assert(!set_one(&c, "postgres", "table", long_name, err));
+    WALK(&c, rows);
     ck_assert_str_eq(c.filters[0].table, "Users");
-    ck_assert(set_one(&c, "postgres", "column", "user_id", err));
-    ck_assert_str_eq(c.filters[0].column, "user_id");
-    ck_assert(!set_one(&c, "postgres", "column", "", err));
-    ck_assert(!set_one(&c, "postgres", "column", long_name, err));
-
-    ck_assert(!set_one(&c, "sync", "channel", long_name, err));
-    long_name[56] = '\0';
-    ck_assert(!set_one(&c, "sync", "channel", long_name, err));
-    long_name[55] = '\0';
-    ck_assert(set_one(&c, "sync", "channel", long_name, err));
-    ck_assert(set_one(&c, "sync", "channel", "_bg_2", err));
-    ck_assert_str_eq(c.filters[0].channel, "_bg_2");
-    ck_assert(!set_one(&c, "sync", "channel", "", err));
-    ck_assert(!set_one(&c, "sync", "channel", "1abc", err));
-    ck_assert(!set_one(&c, "sync", "channel", "bad-name", err));
-    ck_assert_str_eq(err, "[sync] channel: \"bad-name\" is not an identifier of 1..55 characters [A-Za-z_][A-Za-z0-9_]*");
-    ck_assert(!set_one(&c, "sync", "channel", "a b", err));
     ck_assert_str_eq(c.filters[0].channel, "_bg_2");
     config_free(&c);
+#undef A8
+#undef A55
+#undef TABLE
+#undef COLUMN
+#undef CHANNEL
 }
 END_TEST
 
 START_TEST(test_templates)
 {
+#define TMPL "auth", "uri_template"
+#define COUNT FIELD(n_uri_templates, F_UINT)
+    static const struct set_case refused[] = {
+        { TMPL, "user/{id}", COUNT, .err = "[auth] uri_template: \"user/{id}\" must start with '/'" },
+        { TMPL, "/user", COUNT, .part = "must contain {id} exactly once" },
+        { TMPL, "/{id}/{id}", COUNT, .part = "exactly once" },
+        { TMPL, "/{ID}", COUNT, REFUSED },
+        { TMPL, "/{name}/{id}", COUNT, .part = "only placeholder" },
+        { TMPL, "/a b/{id}", COUNT, REFUSED },
+        { TMPL, "/{id", COUNT, REFUSED },
+        { TMPL, "", COUNT, REFUSED },
+        /* The matcher drops the query and fragment: such a template never matches. */
+        { TMPL, "/get?id={id}", COUNT, .part = "must not contain '?' or '#'" },
+        { TMPL, "/a#{id}", COUNT, REFUSED },
+    };
     struct config c;
     char err[ERRLEN], text[4096];
     size_t off = 0;
@@ -690,26 +805,10 @@ START_TEST(test_templates)
     ck_assert_uint_eq(c.n_uri_templates, 2);
     ck_assert_str_eq(c.uri_templates[0], "/user/get/{id}");
     ck_assert_str_eq(c.uri_templates[1], "/v2/users/{id}/profile");
-    ck_assert(set_one(&c, "auth", "uri_template", "/x/{id}", err));
+    ck_assert(set_one(&c, TMPL, "/x/{id}", err));
     ck_assert_uint_eq(c.n_uri_templates, 3);
     ck_assert_str_eq(c.uri_templates[2], "/x/{id}");
-
-    ck_assert(!set_one(&c, "auth", "uri_template", "user/{id}", err));
-    ck_assert_str_eq(err, "[auth] uri_template: \"user/{id}\" must start with '/'");
-    ck_assert(!set_one(&c, "auth", "uri_template", "/user", err));
-    assert_contains(err, "must contain {id} exactly once");
-    ck_assert(!set_one(&c, "auth", "uri_template", "/{id}/{id}", err));
-    assert_contains(err, "exactly once");
-    ck_assert(!set_one(&c, "auth", "uri_template", "/{ID}", err));
-    ck_assert(!set_one(&c, "auth", "uri_template", "/{name}/{id}", err));
-    assert_contains(err, "only placeholder");
-    ck_assert(!set_one(&c, "auth", "uri_template", "/a b/{id}", err));
-    ck_assert(!set_one(&c, "auth", "uri_template", "/{id", err));
-    ck_assert(!set_one(&c, "auth", "uri_template", "", err));
-    /* The matcher drops the query and fragment: such a template never matches. */
-    ck_assert(!set_one(&c, "auth", "uri_template", "/get?id={id}", err));
-    assert_contains(err, "must not contain '?' or '#'");
-    ck_assert(!set_one(&c, "auth", "uri_template", "/a#{id}", err));
+    WALK(&c, refused);
     ck_assert_uint_eq(c.n_uri_templates, 3);
     config_free(&c);
 
@@ -724,6 +823,8 @@ START_TEST(test_templates)
     ck_assert_uint_eq(c.n_uri_templates, CONFIG_MAX_TEMPLATES);
     config_free(&c);            /* valgrind: all 32 freed */
     ck_assert_uint_eq(c.n_uri_templates, 0);
+#undef TMPL
+#undef COUNT
 }
 END_TEST
 
@@ -815,18 +916,37 @@ START_TEST(test_key_values_and_reload_flags)
 }
 END_TEST
 
+/*
+ * Load text over fresh defaults into *a and copy it to *b: the copy equals it
+ * and shares no string with it, so either can be freed alone.
+ */
+static void load_and_copy(struct config *a, struct config *b, const char *text)
+{
+    char err[ERRLEN];
+
+    ck_assert(config_defaults(a));
+    ck_assert_msg(load(a, text, err), "%s", err);
+    ck_assert(config_copy(b, a));
+    assert_config_eq(a, b);
+    for (unsigned f = 0; f < a->n_filters; f++) {
+        ck_assert_ptr_ne(a->filters[f].table, b->filters[f].table);
+        ck_assert_ptr_ne(a->filters[f].column, b->filters[f].column);
+        ck_assert_ptr_ne(a->filters[f].channel, b->filters[f].channel);
+        ck_assert_ptr_ne(a->filters[f].name, b->filters[f].name);
+        ck_assert_str_eq(a->filters[f].channel, b->filters[f].channel);
+    }
+    for (unsigned t = 0; t < a->n_uri_templates; t++)
+        ck_assert_ptr_ne(a->uri_templates[t], b->uri_templates[t]);
+    ck_assert_ptr_ne(a->base.table, b->base.table);
+    ck_assert_ptr_ne(a->listen_host, b->listen_host);
+}
+
 START_TEST(test_copy)
 {
     struct config a, b;
-    char err[ERRLEN];
 
-    ck_assert(config_defaults(&a));
-    ck_assert(load(&a, "[auth]\nuri_template = /u/{id}\nuri_template = /v/{id}\n"
-                       "deny_status = 404\n[postgres]\ntable = s.t\n", err));
-    ck_assert(config_copy(&b, &a));
-    assert_config_eq(&a, &b);
-    ck_assert_ptr_ne(a.filters[0].table, b.filters[0].table);
-    ck_assert_ptr_ne(a.uri_templates[1], b.uri_templates[1]);
+    load_and_copy(&a, &b, "[auth]\nuri_template = /u/{id}\nuri_template = /v/{id}\n"
+                          "deny_status = 404\n[postgres]\ntable = s.t\n");
     config_free(&a);
     ck_assert_str_eq(b.filters[0].table, "s.t");               /* b owns its own strings */
     ck_assert_str_eq(b.uri_templates[1], "/v/{id}");
@@ -1024,9 +1144,7 @@ END_TEST
 /* Each bad [filter NAME] file and the file:line it is reported at. */
 START_TEST(test_filters_errors)
 {
-    static const struct {
-        const char *text, *want;
-    } cases[] = {
+    static const struct load_error rows[] = {
         { "[filter Users]\n", "test.conf:1: \"Users\" is not a filter name ([a-z][a-z0-9_]{0,31})" },
         { "[filter 1a]\n", "test.conf:1: \"1a\" is not a filter name" },
         { "[filter a-b]\n", "test.conf:1: \"a-b\" is not a filter name" },
@@ -1062,13 +1180,7 @@ START_TEST(test_filters_errors)
     size_t off = 0;
     struct config c;
 
-    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
-        ck_assert(config_defaults(&c));
-        ck_assert_msg(!load(&c, cases[i].text, err), "case %zu loaded", i);
-        ck_assert_msg(strstr(err, cases[i].want) != NULL, "case %zu: \"%s\" lacks \"%s\"", i, err,
-                      cases[i].want);
-        config_free(&c);
-    }
+    LOAD_ERRORS(rows);
 
     /* CONFIG_MAX_FILTERS fit, one more does not. */
     for (int i = 0; i <= CONFIG_MAX_FILTERS; i++)
@@ -1200,10 +1312,7 @@ END_TEST
 
 START_TEST(test_syntax_errors)
 {
-    static const struct {
-        const char *text;
-        const char *msg;
-    } cases[] = {
+    static const struct load_error rows[] = {
         { "[server]\nfoo = 1\n", "test.conf:2: unknown key [server] foo" },
         { "[server]\nthreads = 1\n[nosuch]\n", "test.conf:3: unknown section [nosuch]" },
         { "[nosuch]\nthreads = 1\n", "test.conf:1: unknown section [nosuch]" },
@@ -1219,15 +1328,8 @@ START_TEST(test_syntax_errors)
         { "[postgres]\nconninfo = \"a\" b\n", "test.conf:2: [postgres] conninfo: unexpected text after the closing quote" },
         { "[server]\nthreads = 1 2\n", "test.conf:2: [server] threads: \"1 2\" is not a number" },
     };
-    char err[ERRLEN];
 
-    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
-        struct config c;
-        ck_assert(config_defaults(&c));
-        ck_assert_msg(!load(&c, cases[i].text, err), "accepted: %s", cases[i].text);
-        assert_contains(err, cases[i].msg);
-        config_free(&c);
-    }
+    LOAD_ERRORS(rows);
 }
 END_TEST
 
@@ -1306,35 +1408,29 @@ START_TEST(test_overrides)
     static const char *const bad_form[] = {
         "server", "server.listen", ".listen=1", "server.=1", "=1", "serverlisten=1", "",
     };
+    static const struct set_case rows[] = {
+        { OVERRIDE("server.listen=127.0.0.1:0"), LISTEN, .s = "127.0.0.1", .u = 0 },
+        { OVERRIDE("postgres.conninfo=host=db dbname=x"), FIELD(conninfo, F_STR),
+          .s = "host=db dbname=x" },
+        { OVERRIDE("postgres.conninfo="), FIELD(conninfo, F_STR), .s = "" },
+        { OVERRIDE("postgres.table=app.users"), FIELD(filters[0].table, F_STR), .s = "app.users" },
+        { OVERRIDE("log.level=debug"), FIELD(log_level, F_ENUM), .u = LOG_LVL_DEBUG },
+        { OVERRIDE("auth.uri_template=/u/{id}"), FIELD(n_uri_templates, F_UINT), .u = 1 },
+        /* In an override '#' is just a character. */
+        { OVERRIDE("postgres.conninfo=password=a #b"), FIELD(conninfo, F_STR),
+          .s = "password=a #b" },
+        { OVERRIDE("server.foo=1"), NO_FIELD, .err = "--server.foo=1: unknown key [server] foo" },
+        { OVERRIDE("nosuch.foo=1"), NO_FIELD, .err = "--nosuch.foo=1: unknown section [nosuch]" },
+        { OVERRIDE("server.max_batch=abc"), FIELD(max_batch, F_UINT),
+          .err = "--server.max_batch=abc: [server] max_batch: \"abc\" is not a number" },
+        { OVERRIDE("server.listen=127.0.0.1:65536"), LISTEN,
+          .part = "--server.listen=127.0.0.1:65536: [server] listen: " },
+    };
     struct config c;
     char err[ERRLEN];
 
     ck_assert(config_defaults(&c));
-    ck_assert_msg(config_override(&c, "server.listen=127.0.0.1:0", err, sizeof err), "%s", err);
-    ck_assert_str_eq(c.listen_host, "127.0.0.1");
-    ck_assert_uint_eq(c.listen_port, 0);
-    ck_assert(config_override(&c, "postgres.conninfo=host=db dbname=x", err, sizeof err));
-    ck_assert_str_eq(c.conninfo, "host=db dbname=x");
-    ck_assert(config_override(&c, "postgres.conninfo=", err, sizeof err));
-    ck_assert_str_eq(c.conninfo, "");
-    ck_assert(config_override(&c, "postgres.table=app.users", err, sizeof err));
-    ck_assert_str_eq(c.filters[0].table, "app.users");
-    ck_assert(config_override(&c, "log.level=debug", err, sizeof err));
-    ck_assert_int_eq(c.log_level, LOG_LVL_DEBUG);
-    ck_assert(config_override(&c, "auth.uri_template=/u/{id}", err, sizeof err));
-    ck_assert_uint_eq(c.n_uri_templates, 1);
-    /* In an override '#' is just a character. */
-    ck_assert(config_override(&c, "postgres.conninfo=password=a #b", err, sizeof err));
-    ck_assert_str_eq(c.conninfo, "password=a #b");
-
-    ck_assert(!config_override(&c, "server.foo=1", err, sizeof err));
-    ck_assert_str_eq(err, "--server.foo=1: unknown key [server] foo");
-    ck_assert(!config_override(&c, "nosuch.foo=1", err, sizeof err));
-    ck_assert_str_eq(err, "--nosuch.foo=1: unknown section [nosuch]");
-    ck_assert(!config_override(&c, "server.max_batch=abc", err, sizeof err));
-    ck_assert_str_eq(err, "--server.max_batch=abc: [server] max_batch: \"abc\" is not a number");
-    ck_assert(!config_override(&c, "server.listen=127.0.0.1:65536", err, sizeof err));
-    assert_contains(err, "--server.listen=127.0.0.1:65536: [server] listen: ");
+    WALK(&c, rows);
     ck_assert_uint_eq(c.listen_port, 0);
     for (size_t i = 0; i < sizeof bad_form / sizeof bad_form[0]; i++) {
         char want[ERRLEN];
@@ -1354,15 +1450,15 @@ END_TEST
 
 START_TEST(test_set_unknown)
 {
+    static const struct set_case rows[] = {
+        { "server", "foo", "1", NO_FIELD, .err = "unknown key [server] foo" },
+        { "foo", "threads", "1", NO_FIELD, .err = "unknown section [foo]" },
+        { "SERVER", "threads", "1", NO_FIELD, REFUSED },
+    };
     struct config c;
-    char err[ERRLEN];
 
     ck_assert(config_defaults(&c));
-    ck_assert(!set_one(&c, "server", "foo", "1", err));
-    ck_assert_str_eq(err, "unknown key [server] foo");
-    ck_assert(!set_one(&c, "foo", "threads", "1", err));
-    ck_assert_str_eq(err, "unknown section [foo]");
-    ck_assert(!set_one(&c, "SERVER", "threads", "1", err));
+    WALK(&c, rows);
     ck_assert(!config_set(&c, "server", "threads", "x", NULL, 0));
     config_free(&c);
 }
@@ -1392,31 +1488,51 @@ END_TEST
 
 START_TEST(test_durations)
 {
+    /* want < 0: refused, and err contains part ("" any). */
+    static const struct {
+        const char *in;
+        double want;
+        const char *part;
+    } parses[] = {
+        { "250ms", 0.25, NULL },
+        { "5min", 300, NULL },
+        { "2h", 7200, NULL },
+        { "1d", 86400, NULL },
+        { "30 s", 30, NULL },
+        { "1e3ms", 1, NULL },
+        { "45", 45, NULL },         /* bare: seconds */
+        { "5 minutes", -1, "\"5 minutes\" is not a duration" },
+        { "-5s", -1, "" },
+        { "s", -1, "" },
+        { "", -1, "" },
+        { "5e", -1, "" },
+        { "inf", -1, "" },
+    };
+    /* Errors name file:line, the key and the bad value, as for any key. */
+    static const struct load_error load_errors[] = {
+        { "[server]\n\nheader_timeout = 5 parsecs\n",
+          "test.conf:3: [server] header_timeout: \"5 parsecs\" is not a duration" },
+        { "[server]\nheader_timeout = 2h\n",
+          "test.conf:2: [server] header_timeout: 2h is out of range (0..3600 seconds)" },
+        { "[server]\nconnection_timeout = 1500ms\n",
+          "[server] connection_timeout: 1500ms is not a whole number of seconds" },
+        { "[sync]\nprobe_interval = 5ms\n",
+          "[sync] probe_interval: 5ms is out of range (must be >= 0.01 and <= 60)" },
+    };
     struct config c;
     char err[ERRLEN];
-    double d = -1;
 
-    ck_assert(config_parse_duration("250ms", &d, err, sizeof err));
-    ck_assert_double_eq_tol(d, 0.25, 1e-12);
-    ck_assert(config_parse_duration("5min", &d, err, sizeof err));
-    ck_assert_double_eq(d, 300);
-    ck_assert(config_parse_duration("2h", &d, err, sizeof err));
-    ck_assert_double_eq(d, 7200);
-    ck_assert(config_parse_duration("1d", &d, err, sizeof err));
-    ck_assert_double_eq(d, 86400);
-    ck_assert(config_parse_duration("30 s", &d, err, sizeof err));
-    ck_assert_double_eq(d, 30);
-    ck_assert(config_parse_duration("1e3ms", &d, err, sizeof err));
-    ck_assert_double_eq(d, 1);
-    ck_assert(config_parse_duration("45", &d, err, sizeof err));    /* bare: seconds */
-    ck_assert_double_eq(d, 45);
-    ck_assert(!config_parse_duration("5 minutes", &d, err, sizeof err));
-    assert_contains(err, "\"5 minutes\" is not a duration");
-    ck_assert(!config_parse_duration("-5s", &d, err, sizeof err));
-    ck_assert(!config_parse_duration("s", &d, err, sizeof err));
-    ck_assert(!config_parse_duration("", &d, err, sizeof err));
-    ck_assert(!config_parse_duration("5e", &d, err, sizeof err));
-    ck_assert(!config_parse_duration("inf", &d, err, sizeof err));
+    for (size_t i = 0; i < sizeof parses / sizeof parses[0]; i++) {
+        double d = -1;
+        bool ok = config_parse_duration(parses[i].in, &d, err, sizeof err);
+        ck_assert_msg(ok == (parses[i].want >= 0), "\"%s\": %s", parses[i].in, ok ? "accepted" : err);
+        if (ok)
+            ck_assert_msg(d > parses[i].want - 1e-9 && d < parses[i].want + 1e-9, "\"%s\": %.17g, want %.17g",
+                          parses[i].in, d, parses[i].want);
+        else
+            ck_assert_msg(strstr(err, parses[i].part) != NULL, "\"%s\": \"%s\" lacks \"%s\"",
+                          parses[i].in, err, parses[i].part);
+    }
 
     ck_assert(config_defaults(&c));
     /* Whole-second keys and fractional ones, plain numbers keep meaning seconds. */
@@ -1431,22 +1547,8 @@ START_TEST(test_durations)
     ck_assert_uint_eq(c.feed_retention, 86400);
     config_free(&c);
 
-    /* Errors name file:line, the key and the bad value, as for any key. */
+    LOAD_ERRORS(load_errors);
     ck_assert(config_defaults(&c));
-    ck_assert(!load(&c, "[server]\n\nheader_timeout = 5 parsecs\n", err));
-    assert_contains(err, "test.conf:3: [server] header_timeout: \"5 parsecs\" is not a duration");
-    config_free(&c);
-    ck_assert(config_defaults(&c));
-    ck_assert(!load(&c, "[server]\nheader_timeout = 2h\n", err));
-    assert_contains(err, "test.conf:2: [server] header_timeout: 2h is out of range (0..3600 seconds)");
-    config_free(&c);
-    ck_assert(config_defaults(&c));
-    ck_assert(!load(&c, "[server]\nconnection_timeout = 1500ms\n", err));
-    assert_contains(err, "[server] connection_timeout: 1500ms is not a whole number of seconds");
-    config_free(&c);
-    ck_assert(config_defaults(&c));
-    ck_assert(!load(&c, "[sync]\nprobe_interval = 5ms\n", err));
-    assert_contains(err, "[sync] probe_interval: 5ms is out of range (must be >= 0.01 and <= 60)");
     ck_assert(config_override(&c, "sync.min_rebuild_interval=1min", err, sizeof err));
     ck_assert_uint_eq(c.min_rebuild_interval, 60);
     config_free(&c);
@@ -1534,21 +1636,9 @@ END_TEST
 START_TEST(test_types_own_filter_strings)
 {
     struct config a, b;
-    char err[ERRLEN];
 
-    ck_assert(config_defaults(&a));
-    ck_assert_msg(load(&a, "[filter one]\ntable = t1\ncolumn = c1\nchannel = ch1\n"
-                           "[filter two]\ntable = t2\ncolumn = c2\n", err), "%s", err);
-    ck_assert(config_copy(&b, &a));
-    for (unsigned f = 0; f < a.n_filters; f++) {
-        ck_assert_ptr_ne(a.filters[f].table, b.filters[f].table);
-        ck_assert_ptr_ne(a.filters[f].column, b.filters[f].column);
-        ck_assert_ptr_ne(a.filters[f].channel, b.filters[f].channel);
-        ck_assert_ptr_ne(a.filters[f].name, b.filters[f].name);
-        ck_assert_str_eq(a.filters[f].channel, b.filters[f].channel);
-    }
-    ck_assert_ptr_ne(a.base.table, b.base.table);
-    ck_assert_ptr_ne(a.listen_host, b.listen_host);
+    load_and_copy(&a, &b, "[filter one]\ntable = t1\ncolumn = c1\nchannel = ch1\n"
+                          "[filter two]\ntable = t2\ncolumn = c2\n");
     ck_assert_str_eq(b.filters[1].channel, "bloomguard_two");
     config_free(&a);
     ck_assert_ptr_null(a.filters[0].table);
@@ -1558,44 +1648,38 @@ START_TEST(test_types_own_filter_strings)
 }
 END_TEST
 
-Suite *check_suite(void)
-{
-    Suite *s = suite_create("config");
-    TCase *tc = tcase_create("core");
-
-    tcase_add_unchecked_fixture(tc, setup, teardown);
-    tcase_add_test(tc, test_defaults);
-    tcase_add_test(tc, test_free_zeroed_and_null);
-    tcase_add_test(tc, test_key_table);
-    tcase_add_test(tc, test_sample_conf_gives_defaults);
-    tcase_add_test(tc, test_sample_conf_lists_every_key);
-    tcase_add_test(tc, test_uint_values);
-    tcase_add_test(tc, test_uint64_values);
-    tcase_add_test(tc, test_double_values);
-    tcase_add_test(tc, test_bool_values);
-    tcase_add_test(tc, test_listen_values);
-    tcase_add_test(tc, test_listen_unix_values);
-    tcase_add_test(tc, test_enum_values);
-    tcase_add_test(tc, test_string_values);
-    tcase_add_test(tc, test_templates);
-    tcase_add_test(tc, test_owner_rules);
-    tcase_add_test(tc, test_key_values_and_reload_flags);
-    tcase_add_test(tc, test_copy);
-    tcase_add_test(tc, test_keep_restart_keys);
-    tcase_add_test(tc, test_filters_default);
-    tcase_add_test(tc, test_filters_named);
-    tcase_add_test(tc, test_filters_errors);
-    tcase_add_test(tc, test_filters_copy_and_reload);
-    tcase_add_test(tc, test_error_names_file_line_key);
-    tcase_add_test(tc, test_syntax_errors);
-    tcase_add_test(tc, test_file_syntax);
-    tcase_add_test(tc, test_overrides);
-    tcase_add_test(tc, test_set_unknown);
-    tcase_add_test(tc, test_free_after_errors);
-    tcase_add_test(tc, test_durations);
-    tcase_add_test(tc, test_reload_diff_reports_values);
-    tcase_add_test(tc, test_reload_apply_hooks);
-    tcase_add_test(tc, test_types_own_filter_strings);
-    suite_add_tcase(s, tc);
-    return s;
-}
+CHECK_SUITE("config",
+    CHECK_CASE("core", .unchecked_setup = setup, .unchecked_teardown = teardown),
+    CHECK_TEST(test_defaults),
+    CHECK_TEST(test_free_zeroed_and_null),
+    CHECK_TEST(test_key_table),
+    CHECK_TEST(test_sample_conf_gives_defaults),
+    CHECK_TEST(test_sample_conf_lists_every_key),
+    CHECK_TEST(test_uint_values),
+    CHECK_TEST(test_uint64_values),
+    CHECK_TEST(test_double_values),
+    CHECK_TEST(test_bool_values),
+    CHECK_TEST(test_listen_values),
+    CHECK_TEST(test_listen_unix_values),
+    CHECK_TEST(test_enum_values),
+    CHECK_TEST(test_string_values),
+    CHECK_TEST(test_templates),
+    CHECK_TEST(test_owner_rules),
+    CHECK_TEST(test_key_values_and_reload_flags),
+    CHECK_TEST(test_copy),
+    CHECK_TEST(test_keep_restart_keys),
+    CHECK_TEST(test_filters_default),
+    CHECK_TEST(test_filters_named),
+    CHECK_TEST(test_filters_errors),
+    CHECK_TEST(test_filters_copy_and_reload),
+    CHECK_TEST(test_error_names_file_line_key),
+    CHECK_TEST(test_syntax_errors),
+    CHECK_TEST(test_file_syntax),
+    CHECK_TEST(test_overrides),
+    CHECK_TEST(test_set_unknown),
+    CHECK_TEST(test_free_after_errors),
+    CHECK_TEST(test_durations),
+    CHECK_TEST(test_reload_diff_reports_values),
+    CHECK_TEST(test_reload_apply_hooks),
+    CHECK_TEST(test_types_own_filter_strings),
+)

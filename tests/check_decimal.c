@@ -48,13 +48,9 @@ START_TEST(range_at_64_bits)
 }
 END_TEST
 
-Suite *check_suite(void)
-{
-    Suite *s = suite_create("decimal");
-    TCase *tc = tcase_create("parse");
-    tcase_add_test(tc, takes_plain_digits);
-    tcase_add_test(tc, refuses_what_strtoull_takes);
-    tcase_add_test(tc, range_at_64_bits);
-    suite_add_tcase(s, tc);
-    return s;
-}
+CHECK_SUITE("decimal",
+    CHECK_CASE("parse"),
+    CHECK_TEST(takes_plain_digits),
+    CHECK_TEST(refuses_what_strtoull_takes),
+    CHECK_TEST(range_at_64_bits),
+)

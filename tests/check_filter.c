@@ -781,33 +781,26 @@ START_TEST(test_concurrent_growth)
 }
 END_TEST
 
-Suite *check_suite(void)
-{
-    Suite *s = suite_create("filter");
-    TCase *tc = tcase_create("core");
-    tcase_set_timeout(tc, 120);
-    tcase_add_test(tc, test_no_false_negatives);
-    tcase_add_test(tc, test_fpp_1pct);
-    tcase_add_test(tc, test_fpp_01pct);
-    tcase_add_test(tc, test_fpp_1pct_portable);
-    tcase_add_test(tc, test_simd_matches_scalar);
-    tcase_add_test(tc, test_bits_per_key_bound);
-    tcase_add_test(tc, test_bad_parameters);
-    tcase_add_test(tc, test_tiny_filters);
-    tcase_add_test(tc, test_index_math_64bit);
-    tcase_add_test(tc, test_one_layer_unchanged);
-    tcase_add_test(tc, test_growth_rate_1pct);
-    tcase_add_test(tc, test_growth_rate_1pct_portable);
-    tcase_add_test(tc, test_growth_rate_01pct);
-    tcase_add_test(tc, test_saturation);
-    tcase_add_test(tc, test_bulk_grows_like_add);
-    tcase_add_test(tc, test_layers_round_trip);
-    suite_add_tcase(s, tc);
+CHECK_SUITE("filter",
+    CHECK_CASE("core", .timeout = 120),
+    CHECK_TEST(test_no_false_negatives),
+    CHECK_TEST(test_fpp_1pct),
+    CHECK_TEST(test_fpp_01pct),
+    CHECK_TEST(test_fpp_1pct_portable),
+    CHECK_TEST(test_simd_matches_scalar),
+    CHECK_TEST(test_bits_per_key_bound),
+    CHECK_TEST(test_bad_parameters),
+    CHECK_TEST(test_tiny_filters),
+    CHECK_TEST(test_index_math_64bit),
+    CHECK_TEST(test_one_layer_unchanged),
+    CHECK_TEST(test_growth_rate_1pct),
+    CHECK_TEST(test_growth_rate_1pct_portable),
+    CHECK_TEST(test_growth_rate_01pct),
+    CHECK_TEST(test_saturation),
+    CHECK_TEST(test_bulk_grows_like_add),
+    CHECK_TEST(test_layers_round_trip),
     /* Alone, for a ThreadSanitizer build: CK_RUN_CASE=concurrency. */
-    TCase *cc = tcase_create("concurrency");
-    tcase_set_timeout(cc, 600);
-    tcase_add_test(cc, test_concurrent);
-    tcase_add_test(cc, test_concurrent_growth);
-    suite_add_tcase(s, cc);
-    return s;
-}
+    CHECK_CASE("concurrency", .timeout = 600),
+    CHECK_TEST(test_concurrent),
+    CHECK_TEST(test_concurrent_growth),
+)

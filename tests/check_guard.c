@@ -370,15 +370,10 @@ START_TEST(test_pending_set)
 }
 END_TEST
 
-Suite *check_suite(void)
-{
-    Suite *s = suite_create("guard");
-    TCase *tc = tcase_create("core");
-    tcase_set_timeout(tc, 120);
-    tcase_add_test(tc, test_not_ready_then_ready);
-    tcase_add_test(tc, test_rebuilds_race_inserts);
-    tcase_add_test(tc, test_bulk_rebuilds_race_inserts);
-    tcase_add_test(tc, test_pending_set);
-    suite_add_tcase(s, tc);
-    return s;
-}
+CHECK_SUITE("guard",
+    CHECK_CASE("core", .timeout = 120),
+    CHECK_TEST(test_not_ready_then_ready),
+    CHECK_TEST(test_rebuilds_race_inserts),
+    CHECK_TEST(test_bulk_rebuilds_race_inserts),
+    CHECK_TEST(test_pending_set),
+)

@@ -208,6 +208,19 @@ static enum id_error decode_exact(const char *in, size_t len, size_t max, size_t
 
 START_TEST(test_decode_bounds)
 {
+    /* An input decoded with max_len 10 into outcap bytes. */
+    static const struct small_cap {
+        const char *in;
+        size_t outcap;
+        enum id_error want;
+    } small_caps[] = {
+        { "abcd", 3, ID_TOO_LONG },
+        { "%41%42%43%44", 3, ID_TOO_LONG },
+        { "a", 1, ID_OK },
+        { "a", 0, ID_TOO_LONG },
+        { "", 0, ID_EMPTY },
+        { "%zz", 0, ID_BAD_PERCENT },
+    };
     enum { MAX = 16 };
     char buf[MAX + 2], copy[64], in[200];
     size_t outlen;
@@ -257,12 +270,12 @@ START_TEST(test_decode_bounds)
     memset(small, CANARY, sizeof small);
     ck_assert_int_eq(id_decode("abc", 3, 10, small, 3, &outlen), ID_OK);
     ck_assert_int_eq(small[3], CANARY);
-    ck_assert_int_eq(decode_exact("abcd", 4, 10, 3, copy, &outlen), ID_TOO_LONG);
-    ck_assert_int_eq(decode_exact("%41%42%43%44", 12, 10, 3, copy, &outlen), ID_TOO_LONG);
-    ck_assert_int_eq(decode_exact("a", 1, 10, 1, copy, &outlen), ID_OK);
-    ck_assert_int_eq(decode_exact("a", 1, 10, 0, copy, &outlen), ID_TOO_LONG);
-    ck_assert_int_eq(decode_exact("", 0, 10, 0, copy, &outlen), ID_EMPTY);
-    ck_assert_int_eq(decode_exact("%zz", 3, 10, 0, copy, &outlen), ID_BAD_PERCENT);
+    for (size_t i = 0; i < sizeof small_caps / sizeof small_caps[0]; i++) {
+        const struct small_cap *r = &small_caps[i];
+        enum id_error e = decode_exact(r->in, strlen(r->in), 10, r->outcap, copy, &outlen);
+        ck_assert_msg(e == r->want, "\"%s\" into %zu bytes: got %s, want %s", r->in, r->outcap,
+                      id_error_code(e), id_error_code(r->want));
+    }
     ck_assert_int_eq(id_decode("abc", 3, 10, NULL, 0, &outlen), ID_TOO_LONG);
     ck_assert_uint_eq(outlen, 0);
 
@@ -293,28 +306,40 @@ END_TEST
 
 START_TEST(test_check)
 {
-    ck_assert_int_eq(id_check("abc", 3, 512), ID_OK);
-    ck_assert_int_eq(id_check("%zz", 3, 512), ID_OK);     /* no percent rules */
-    ck_assert_int_eq(id_check("%00", 3, 512), ID_OK);
-    ck_assert_int_eq(id_check("  spaced  ", 10, 512), ID_OK);
-    ck_assert_int_eq(id_check("a+b/c", 5, 512), ID_OK);
-    ck_assert_int_eq(id_check("\xC3\xA9", 2, 512), ID_OK);
-    ck_assert_int_eq(id_check("", 0, 512), ID_EMPTY);
-    ck_assert_int_eq(id_check(NULL, 0, 512), ID_EMPTY);
-    ck_assert_int_eq(id_check("abcde", 5, 5), ID_OK);
-    ck_assert_int_eq(id_check("abcdef", 6, 5), ID_TOO_LONG);
-    ck_assert_int_eq(id_check("a\0b", 3, 512), ID_NUL);
-    ck_assert_int_eq(id_check("\0", 1, 512), ID_NUL);
-    ck_assert_int_eq(id_check("\xFF", 1, 512), ID_BAD_UTF8);
-    ck_assert_int_eq(id_check("\xC0\xAF", 2, 512), ID_BAD_UTF8);
-    ck_assert_int_eq(id_check("\xED\xA0\x80", 3, 512), ID_BAD_UTF8);
-    ck_assert_int_eq(id_check("\xF4\x90\x80\x80", 4, 512), ID_BAD_UTF8);
-    ck_assert_int_eq(id_check("\xC3", 1, 512), ID_BAD_UTF8);
-    /* Order: empty, too long, NUL, UTF-8. */
-    ck_assert_int_eq(id_check("a\0b\xFF", 4, 3), ID_TOO_LONG);
-    ck_assert_int_eq(id_check("\xFF\0", 2, 3), ID_NUL);
-    /* Only len bytes are looked at. */
-    ck_assert_int_eq(id_check("ab\xFF", 2, 512), ID_OK);
+    static const struct {
+        const char *in;
+        size_t len, max;
+        enum id_error want;
+    } rows[] = {
+        { "abc", 3, 512, ID_OK },
+        { "%zz", 3, 512, ID_OK },       /* no percent rules */
+        { "%00", 3, 512, ID_OK },
+        { "  spaced  ", 10, 512, ID_OK },
+        { "a+b/c", 5, 512, ID_OK },
+        { "\xC3\xA9", 2, 512, ID_OK },
+        { "", 0, 512, ID_EMPTY },
+        { NULL, 0, 512, ID_EMPTY },
+        { "abcde", 5, 5, ID_OK },
+        { "abcdef", 6, 5, ID_TOO_LONG },
+        { "a\0b", 3, 512, ID_NUL },
+        { "\0", 1, 512, ID_NUL },
+        { "\xFF", 1, 512, ID_BAD_UTF8 },
+        { "\xC0\xAF", 2, 512, ID_BAD_UTF8 },
+        { "\xED\xA0\x80", 3, 512, ID_BAD_UTF8 },
+        { "\xF4\x90\x80\x80", 4, 512, ID_BAD_UTF8 },
+        { "\xC3", 1, 512, ID_BAD_UTF8 },
+        /* Order: empty, too long, NUL, UTF-8. */
+        { "a\0b\xFF", 4, 3, ID_TOO_LONG },
+        { "\xFF\0", 2, 3, ID_NUL },
+        /* Only len bytes are looked at. */
+        { "ab\xFF", 2, 512, ID_OK },
+    };
+
+    for (size_t i = 0; i < sizeof rows / sizeof rows[0]; i++) {
+        enum id_error e = id_check(rows[i].in, rows[i].len, rows[i].max);
+        ck_assert_msg(e == rows[i].want, "row %zu (%zu bytes, max %zu): got %s, want %s", i,
+                      rows[i].len, rows[i].max, id_error_code(e), id_error_code(rows[i].want));
+    }
 }
 END_TEST
 
@@ -643,39 +668,46 @@ END_TEST
 
 START_TEST(test_json_append)
 {
+    /*
+     * Appends to one 16-byte buffer in turn, each from the *used its row
+     * sets: whether it fits, *used after, and the buffer's text up to it.
+     */
+    static const struct {
+        size_t used;
+        const char *in;
+        size_t len;
+        bool ok;
+        size_t after;
+        const char *out;    /* NULL: not checked */
+    } rows[] = {
+        { 0, "{\"id\":\"", 0, true, 0, NULL },
+        { 2, "a\"b", 3, true, 6, "[\"a\\\"b" },
+        /* 10 bytes left: "\u0001" + "xxxx" fits exactly. */
+        { 6, "\x01xxxx", 5, true, 16, "[\"a\\\"b\\u0001xxxx" },
+        /* Full: even one byte fails, empty still succeeds. */
+        { 16, "y", 1, false, 16, NULL },
+        { 16, "", 0, true, 16, NULL },
+        /* An escape that does not fit whole is not split. */
+        { 11, "\x01", 1, false, 11, NULL },
+        { 10, "\x01", 1, true, 16, NULL },
+        /* *used past cap is refused. */
+        { 17, "", 0, false, 17, NULL },
+    };
     char out[16];
-    size_t used = 0;
+    size_t used;
 
     memset(out, CANARY, sizeof out);
-    ck_assert(json_escape_append(out, sizeof out, &used, "{\"id\":\"", 0));
-    ck_assert_uint_eq(used, 0);
     memcpy(out, "[\"", 2);
-    used = 2;
-    ck_assert(json_escape_append(out, sizeof out, &used, "a\"b", 3));
-    ck_assert_uint_eq(used, 6);
-    ck_assert_mem_eq(out, "[\"a\\\"b", 6);
-    /* 10 bytes left: "\u0001" + "xxxx" fits exactly. */
-    ck_assert(json_escape_append(out, sizeof out, &used, "\x01xxxx", 5));
-    ck_assert_uint_eq(used, 16);
-    ck_assert_mem_eq(out, "[\"a\\\"b\\u0001xxxx", 16);
-    /* Full: even one byte fails, empty still succeeds. */
-    ck_assert(!json_escape_append(out, sizeof out, &used, "y", 1));
-    ck_assert_uint_eq(used, 16);
-    ck_assert(json_escape_append(out, sizeof out, &used, "", 0));
-    ck_assert_uint_eq(used, 16);
-
-    /* An escape that does not fit whole is not split. */
-    used = 11;
-    ck_assert(!json_escape_append(out, sizeof out, &used, "\x01", 1));
-    ck_assert_uint_eq(used, 11);
-    used = 10;
-    ck_assert(json_escape_append(out, sizeof out, &used, "\x01", 1));
-    ck_assert_uint_eq(used, 16);
-
-    /* *used past cap is refused. */
-    used = 17;
-    ck_assert(!json_escape_append(out, sizeof out, &used, "", 0));
-    ck_assert_uint_eq(used, 17);
+    for (size_t i = 0; i < sizeof rows / sizeof rows[0]; i++) {
+        used = rows[i].used;
+        bool ok = json_escape_append(out, sizeof out, &used, rows[i].in, rows[i].len);
+        ck_assert_msg(ok == rows[i].ok, "row %zu: %s", i, ok ? "fits" : "does not fit");
+        ck_assert_msg(used == rows[i].after, "row %zu: *used %zu, want %zu", i, used,
+                      rows[i].after);
+        if (rows[i].out != NULL)
+            ck_assert_msg(memcmp(out, rows[i].out, used) == 0, "row %zu: \"%.*s\"", i,
+                          (int)used, out);
+    }
 
     /* cap 0, NULL output, empty input. */
     used = 0;
@@ -697,15 +729,12 @@ static size_t json_unescape(const char *s, size_t n, char *o)
         }
         if (i + 1 >= n)
             ck_abort_msg("lone backslash at the end");
-        switch (s[++i]) {
-        case '"': o[k++] = '"'; break;
-        case '\\': o[k++] = '\\'; break;
-        case 'n': o[k++] = '\n'; break;
-        case 'r': o[k++] = '\r'; break;
-        case 't': o[k++] = '\t'; break;
-        case 'b': o[k++] = '\b'; break;
-        case 'f': o[k++] = '\f'; break;
-        case 'u': {
+        /* Each escape letter, then the byte it stands for. */
+        static const char pairs[] = "\"\"\\\\n\nr\rt\tb\bf\f";
+        const char *p = s[++i] != '\0' ? strchr(pairs, s[i]) : NULL;
+        if (p != NULL && (p - pairs) % 2 == 0) {
+            o[k++] = p[1];
+        } else if (s[i] == 'u') {
             unsigned v;
             char hex[5] = { 0 };
             if (i + 4 >= n)
@@ -715,9 +744,7 @@ static size_t json_unescape(const char *s, size_t n, char *o)
                 ck_abort_msg("bad \\u escape %s", hex);
             o[k++] = (char)v;
             i += 4;
-            break;
-        }
-        default:
+        } else {
             ck_abort_msg("bad escape \\%c", s[i]);
         }
     }
@@ -756,37 +783,25 @@ START_TEST(test_json_random)
 }
 END_TEST
 
-Suite *check_suite(void)
-{
-    Suite *s = suite_create("idcodec");
-    TCase *tc = tcase_create("decode");
-    tcase_add_test(tc, test_error_texts);
-    tcase_add_loop_test(tc, test_decode_table, 0,
-                        (int)(sizeof decode_cases / sizeof decode_cases[0]));
-    tcase_add_test(tc, test_decode_bounds);
-    tcase_add_test(tc, test_decode_in_place);
-    tcase_add_test(tc, test_check);
-    suite_add_tcase(s, tc);
+CHECK_SUITE("idcodec",
+    CHECK_CASE("decode"),
+    CHECK_TEST(test_error_texts),
+    CHECK_EACH(test_decode_table, decode_cases),
+    CHECK_TEST(test_decode_bounds),
+    CHECK_TEST(test_decode_in_place),
+    CHECK_TEST(test_check),
 
-    tc = tcase_create("utf8");
-    tcase_set_timeout(tc, 120);
-    tcase_add_test(tc, test_utf8_every_code_point);
-    tcase_add_test(tc, test_utf8_all_short_sequences);
-    tcase_add_test(tc, test_utf8_positions);
-    suite_add_tcase(s, tc);
+    CHECK_CASE("utf8", .timeout = 120),
+    CHECK_TEST(test_utf8_every_code_point),
+    CHECK_TEST(test_utf8_all_short_sequences),
+    CHECK_TEST(test_utf8_positions),
 
-    tc = tcase_create("lines");
-    tcase_add_loop_test(tc, test_next_line_table, 0,
-                        (int)(sizeof lines_cases / sizeof lines_cases[0]));
-    tcase_add_test(tc, test_next_line_misc);
-    suite_add_tcase(s, tc);
+    CHECK_CASE("lines"),
+    CHECK_EACH(test_next_line_table, lines_cases),
+    CHECK_TEST(test_next_line_misc),
 
-    tc = tcase_create("json");
-    tcase_set_timeout(tc, 60);
-    tcase_add_loop_test(tc, test_json_table, 0,
-                        (int)(sizeof json_cases / sizeof json_cases[0]));
-    tcase_add_test(tc, test_json_append);
-    tcase_add_test(tc, test_json_random);
-    suite_add_tcase(s, tc);
-    return s;
-}
+    CHECK_CASE("json", .timeout = 60),
+    CHECK_EACH(test_json_table, json_cases),
+    CHECK_TEST(test_json_append),
+    CHECK_TEST(test_json_random),
+)

@@ -99,13 +99,9 @@ START_TEST(test_bad_group_binds_nothing)
 }
 END_TEST
 
-Suite *check_suite(void)
-{
-    Suite *s = suite_create("listen");
-    TCase *tc = tcase_create("core");
-    tcase_add_test(tc, test_group_id);
-    tcase_add_loop_test(tc, test_mode_and_group, 0, 5);
-    tcase_add_test(tc, test_bad_group_binds_nothing);
-    suite_add_tcase(s, tc);
-    return s;
-}
+CHECK_SUITE("listen",
+    CHECK_CASE("core"),
+    CHECK_TEST(test_group_id),
+    CHECK_LOOP(test_mode_and_group, 5),
+    CHECK_TEST(test_bad_group_binds_nothing),
+)

@@ -259,20 +259,15 @@ START_TEST(file_that_cannot_open_changes_nothing)
 }
 END_TEST
 
-Suite *check_suite(void)
-{
-    Suite *s = suite_create("log");
-    TCase *tc = tcase_create("log");
-    tcase_add_checked_fixture(tc, setup, teardown);
-    tcase_add_test(tc, timestamp_is_rfc3339_with_ms);
-    tcase_add_test(tc, journald_only_when_journal_stream_is_stderr);
-    tcase_add_test(tc, journal_records_carry_filter_and_code);
-    tcase_add_test(tc, journal_send_failure_falls_back_to_lines);
-    tcase_add_test(tc, records_only_while_turned_on);
-    tcase_add_test(tc, no_journal_socket_no_records);
-    tcase_add_test(tc, fields_change_nothing_off_the_journal);
-    tcase_add_test(tc, reopen_follows_logrotate);
-    tcase_add_test(tc, file_that_cannot_open_changes_nothing);
-    suite_add_tcase(s, tc);
-    return s;
-}
+CHECK_SUITE("log",
+    CHECK_CASE("log", .setup = setup, .teardown = teardown),
+    CHECK_TEST(timestamp_is_rfc3339_with_ms),
+    CHECK_TEST(journald_only_when_journal_stream_is_stderr),
+    CHECK_TEST(journal_records_carry_filter_and_code),
+    CHECK_TEST(journal_send_failure_falls_back_to_lines),
+    CHECK_TEST(records_only_while_turned_on),
+    CHECK_TEST(no_journal_socket_no_records),
+    CHECK_TEST(fields_change_nothing_off_the_journal),
+    CHECK_TEST(reopen_follows_logrotate),
+    CHECK_TEST(file_that_cannot_open_changes_nothing),
+)

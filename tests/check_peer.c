@@ -644,29 +644,23 @@ START_TEST(test_lookup_by_name)
 }
 END_TEST
 
-Suite *check_suite(void)
-{
-    Suite *s = suite_create("peer");
-    TCase *tc = tcase_create("fetch");
-    tcase_add_test(tc, test_ok);
-    tcase_add_test(tc, test_no_token_no_header);
-    tcase_add_test(tc, test_unauthorized);
-    tcase_add_test(tc, test_truncated);
-    tcase_add_loop_test(tc, test_unframed, 0, (int)(sizeof unframed / sizeof unframed[0]));
-    tcase_add_test(tc, test_head_too_large);
-    tcase_add_test(tc, test_refused);
-    tcase_add_test(tc, test_silent_peer);
-    tcase_add_test(tc, test_bad_base);
-    tcase_add_test(tc, test_ipv6);
-    suite_add_tcase(s, tc);
-    TCase *tb = tcase_create("bounds");
-    tcase_set_timeout(tb, 20);
-    tcase_add_test(tb, test_trickle_deadline);
-    tcase_add_test(tb, test_trickle_head);
-    tcase_add_test(tb, test_stop_mid_transfer);
-    tcase_add_test(tb, test_stop_silent);
-    tcase_add_test(tb, test_lookup_hangs);
-    tcase_add_test(tb, test_lookup_by_name);
-    suite_add_tcase(s, tb);
-    return s;
-}
+CHECK_SUITE("peer",
+    CHECK_CASE("fetch"),
+    CHECK_TEST(test_ok),
+    CHECK_TEST(test_no_token_no_header),
+    CHECK_TEST(test_unauthorized),
+    CHECK_TEST(test_truncated),
+    CHECK_EACH(test_unframed, unframed),
+    CHECK_TEST(test_head_too_large),
+    CHECK_TEST(test_refused),
+    CHECK_TEST(test_silent_peer),
+    CHECK_TEST(test_bad_base),
+    CHECK_TEST(test_ipv6),
+    CHECK_CASE("bounds", .timeout = 20),
+    CHECK_TEST(test_trickle_deadline),
+    CHECK_TEST(test_trickle_head),
+    CHECK_TEST(test_stop_mid_transfer),
+    CHECK_TEST(test_stop_silent),
+    CHECK_TEST(test_lookup_hangs),
+    CHECK_TEST(test_lookup_by_name),
+)

@@ -119,14 +119,10 @@ START_TEST(public_error_keeps_code)
 }
 END_TEST
 
-Suite *check_suite(void)
-{
-    Suite *s = suite_create("pgerror");
-    TCase *tc = tcase_create("core");
-    tcase_add_test(tc, hints_known_and_unknown);
-    tcase_add_test(tc, connect_texts);
-    tcase_add_test(tc, tag_round_trip);
-    tcase_add_test(tc, public_error_keeps_code);
-    suite_add_tcase(s, tc);
-    return s;
-}
+CHECK_SUITE("pgerror",
+    CHECK_CASE("core"),
+    CHECK_TEST(hints_known_and_unknown),
+    CHECK_TEST(connect_texts),
+    CHECK_TEST(tag_round_trip),
+    CHECK_TEST(public_error_keeps_code),
+)

@@ -927,34 +927,28 @@ START_TEST(test_lsn)
 }
 END_TEST
 
-Suite *check_suite(void)
-{
-    Suite *s = suite_create("pgoutput");
-    TCase *tc = tcase_create("decode");
-    tcase_add_test(tc, test_strerror);
-    tcase_add_test(tc, test_frame_xlogdata);
-    tcase_add_test(tc, test_frame_keepalive);
-    tcase_add_test(tc, test_begin_commit_origin);
-    tcase_add_test(tc, test_relation);
-    tcase_add_test(tc, test_type);
-    tcase_add_test(tc, test_insert);
-    tcase_add_test(tc, test_tuple_errors);
-    tcase_add_test(tc, test_iter_defensive);
-    tcase_add_test(tc, test_update);
-    tcase_add_test(tc, test_delete);
-    tcase_add_test(tc, test_truncate);
-    tcase_add_test(tc, test_message);
-    tcase_add_test(tc, test_unknown_types);
-    suite_add_tcase(s, tc);
-    tc = tcase_create("rels");
-    tcase_add_test(tc, test_rels_basic);
-    tcase_add_test(tc, test_rels_bounds);
-    tcase_add_test(tc, test_rels_many);
-    suite_add_tcase(s, tc);
-    tc = tcase_create("encode");
-    tcase_add_test(tc, test_status);
-    tcase_add_test(tc, test_time);
-    tcase_add_test(tc, test_lsn);
-    suite_add_tcase(s, tc);
-    return s;
-}
+CHECK_SUITE("pgoutput",
+    CHECK_CASE("decode"),
+    CHECK_TEST(test_strerror),
+    CHECK_TEST(test_frame_xlogdata),
+    CHECK_TEST(test_frame_keepalive),
+    CHECK_TEST(test_begin_commit_origin),
+    CHECK_TEST(test_relation),
+    CHECK_TEST(test_type),
+    CHECK_TEST(test_insert),
+    CHECK_TEST(test_tuple_errors),
+    CHECK_TEST(test_iter_defensive),
+    CHECK_TEST(test_update),
+    CHECK_TEST(test_delete),
+    CHECK_TEST(test_truncate),
+    CHECK_TEST(test_message),
+    CHECK_TEST(test_unknown_types),
+    CHECK_CASE("rels"),
+    CHECK_TEST(test_rels_basic),
+    CHECK_TEST(test_rels_bounds),
+    CHECK_TEST(test_rels_many),
+    CHECK_CASE("encode"),
+    CHECK_TEST(test_status),
+    CHECK_TEST(test_time),
+    CHECK_TEST(test_lsn),
+)

@@ -711,20 +711,15 @@ START_TEST(test_failures)
 }
 END_TEST
 
-Suite *check_suite(void)
-{
-    Suite *s = suite_create("postlog");
-    TCase *tc = tcase_create("core");
-    tcase_set_timeout(tc, 120);
-    tcase_add_test(tc, test_round_trip);
-    tcase_add_test(tc, test_wall_clock_expiry);
-    tcase_add_test(tc, test_torn_tail);
-    tcase_add_test(tc, test_damage_in_the_middle);
-    tcase_add_test(tc, test_compaction_keeps_the_live);
-    tcase_add_test(tc, test_compaction_by_itself);
-    tcase_add_test(tc, test_group_commit);
-    tcase_add_test(tc, test_submit);
-    tcase_add_test(tc, test_failures);
-    suite_add_tcase(s, tc);
-    return s;
-}
+CHECK_SUITE("postlog",
+    CHECK_CASE("core", .timeout = 120),
+    CHECK_TEST(test_round_trip),
+    CHECK_TEST(test_wall_clock_expiry),
+    CHECK_TEST(test_torn_tail),
+    CHECK_TEST(test_damage_in_the_middle),
+    CHECK_TEST(test_compaction_keeps_the_live),
+    CHECK_TEST(test_compaction_by_itself),
+    CHECK_TEST(test_group_commit),
+    CHECK_TEST(test_submit),
+    CHECK_TEST(test_failures),
+)

@@ -120,17 +120,12 @@ START_TEST(offline_findings_are_one_line_each)
 }
 END_TEST
 
-Suite *check_suite(void)
-{
-    Suite *s = suite_create("preflight");
-    TCase *tc = tcase_create("slot");
-    tcase_add_checked_fixture(tc, setup, teardown);
-    tcase_add_test(tc, named_slot_is_known);
-    tcase_add_test(tc, auto_without_file_is_unknown_and_makes_none);
-    tcase_add_test(tc, auto_reads_the_kept_name);
-    tcase_add_test(tc, auto_refuses_a_name_it_could_not_have_written);
-    tcase_add_test(tc, auto_without_snapshots_is_a_temporary_slot);
-    tcase_add_test(tc, offline_findings_are_one_line_each);
-    suite_add_tcase(s, tc);
-    return s;
-}
+CHECK_SUITE("preflight",
+    CHECK_CASE("slot", .setup = setup, .teardown = teardown),
+    CHECK_TEST(named_slot_is_known),
+    CHECK_TEST(auto_without_file_is_unknown_and_makes_none),
+    CHECK_TEST(auto_reads_the_kept_name),
+    CHECK_TEST(auto_refuses_a_name_it_could_not_have_written),
+    CHECK_TEST(auto_without_snapshots_is_a_temporary_slot),
+    CHECK_TEST(offline_findings_are_one_line_each),
+)

@@ -399,23 +399,19 @@ START_TEST(test_header)
 }
 END_TEST
 
-Suite *check_suite(void)
-{
-    Suite *s = suite_create("proxyconf");
-    TCase *tc = tcase_create("core");
-    tcase_add_test(tc, test_kind_parse);
-    tcase_add_loop_test(tc, test_refusals, 0, 2);
-    tcase_add_test(tc, test_caddy_needs_utf8);
-    tcase_add_test(tc, test_nginx_map_lines);
-    tcase_add_test(tc, test_caddy_map_lines);
-    tcase_add_test(tc, test_escaping);
-    tcase_add_test(tc, test_percent_template);
-    tcase_add_test(tc, test_fail_open);
-    tcase_add_test(tc, test_uri_source_headers);
-    tcase_add_loop_test(tc, test_addresses, 0, 6);
-    tcase_add_test(tc, test_unix_socket);
-    tcase_add_loop_test(tc, test_keepalive, 0, 4);
-    tcase_add_test(tc, test_header);
-    suite_add_tcase(s, tc);
-    return s;
-}
+CHECK_SUITE("proxyconf",
+    CHECK_CASE("core"),
+    CHECK_TEST(test_kind_parse),
+    CHECK_LOOP(test_refusals, 2),
+    CHECK_TEST(test_caddy_needs_utf8),
+    CHECK_TEST(test_nginx_map_lines),
+    CHECK_TEST(test_caddy_map_lines),
+    CHECK_TEST(test_escaping),
+    CHECK_TEST(test_percent_template),
+    CHECK_TEST(test_fail_open),
+    CHECK_TEST(test_uri_source_headers),
+    CHECK_LOOP(test_addresses, 6),
+    CHECK_TEST(test_unix_socket),
+    CHECK_LOOP(test_keepalive, 4),
+    CHECK_TEST(test_header),
+)

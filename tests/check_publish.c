@@ -515,22 +515,16 @@ START_TEST(test_readers_racing_a_writer_never_see_a_wrong_absent)
 }
 END_TEST
 
-Suite *check_suite(void)
-{
-    Suite *s = suite_create("publish");
-    TCase *tc = tcase_create("publish");
-    tcase_add_checked_fixture(tc, setup, teardown);
-    tcase_set_timeout(tc, 120);
-    tcase_add_test(tc, test_format_of_a_generation);
-    tcase_add_test(tc, test_reader_answers_as_the_table);
-    tcase_add_test(tc, test_growth_reaches_readers);
-    tcase_add_test(tc, test_rebuild_swaps_generations);
-    tcase_add_test(tc, test_stale_horizon_is_degraded);
-    tcase_add_test(tc, test_restored_snapshot_is_published);
-    tcase_add_test(tc, test_leftover_of_an_earlier_run_is_withdrawn);
-    tcase_add_test(tc, test_reader_spells_by_the_column_type);
-    tcase_add_test(tc, test_bad_files_and_arguments);
-    tcase_add_test(tc, test_readers_racing_a_writer_never_see_a_wrong_absent);
-    suite_add_tcase(s, tc);
-    return s;
-}
+CHECK_SUITE("publish",
+    CHECK_CASE("publish", .setup = setup, .teardown = teardown, .timeout = 120),
+    CHECK_TEST(test_format_of_a_generation),
+    CHECK_TEST(test_reader_answers_as_the_table),
+    CHECK_TEST(test_growth_reaches_readers),
+    CHECK_TEST(test_rebuild_swaps_generations),
+    CHECK_TEST(test_stale_horizon_is_degraded),
+    CHECK_TEST(test_restored_snapshot_is_published),
+    CHECK_TEST(test_leftover_of_an_earlier_run_is_withdrawn),
+    CHECK_TEST(test_reader_spells_by_the_column_type),
+    CHECK_TEST(test_bad_files_and_arguments),
+    CHECK_TEST(test_readers_racing_a_writer_never_see_a_wrong_absent),
+)

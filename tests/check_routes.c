@@ -254,20 +254,14 @@ START_TEST(test_snapshot_handler)
 }
 END_TEST
 
-Suite *check_suite(void)
-{
-    Suite *s = suite_create("routes");
-    TCase *tc = tcase_create("table");
-    tcase_add_loop_test(tc, test_find, 0, (int)(sizeof finds / sizeof finds[0]));
-    tcase_add_test(tc, test_no_row_hidden);
-    tcase_add_test(tc, test_rows_well_formed);
-    tcase_add_test(tc, test_methods);
-    suite_add_tcase(s, tc);
-    tc = tcase_create("snapshot");
-    tcase_add_test(tc, test_snapshot_handler);
-    suite_add_tcase(s, tc);
-    tc = tcase_create("stats");
-    tcase_add_test(tc, test_stats_slots);
-    suite_add_tcase(s, tc);
-    return s;
-}
+CHECK_SUITE("routes",
+    CHECK_CASE("table"),
+    CHECK_EACH(test_find, finds),
+    CHECK_TEST(test_no_row_hidden),
+    CHECK_TEST(test_rows_well_formed),
+    CHECK_TEST(test_methods),
+    CHECK_CASE("snapshot"),
+    CHECK_TEST(test_snapshot_handler),
+    CHECK_CASE("stats"),
+    CHECK_TEST(test_stats_slots),
+)

@@ -1465,28 +1465,23 @@ START_TEST(test_concurrent_inserts_while_writing)
 }
 END_TEST
 
-Suite *check_suite(void)
-{
-    Suite *s = suite_create("snapshot");
-    TCase *tc = tcase_create("core");
-    tcase_set_timeout(tc, 120);
-    tcase_add_test(tc, test_filter_image);
-    tcase_add_test(tc, test_filter_new_from_checks_geometry);
-    tcase_add_test(tc, test_pending_export_restore);
-    tcase_add_test(tc, test_round_trip);
-    tcase_add_test(tc, test_missing_and_not_a_snapshot);
-    tcase_add_test(tc, test_truncated_every_prefix);
-    tcase_add_test(tc, test_every_flipped_byte);
-    tcase_add_test(tc, test_other_identity_and_params);
-    tcase_add_test(tc, test_position_limits);
-    tcase_add_test(tc, test_other_version);
-    tcase_add_test(tc, test_layers_and_kv_round_trip);
-    tcase_add_test(tc, test_kv_writer_limits);
-    tcase_add_test(tc, test_corrupt_kv_refused);
-    tcase_add_test(tc, test_version_1_still_read);
-    tcase_add_test(tc, test_failed_writes_keep_the_old_snapshot);
-    tcase_add_test(tc, test_clean_temps);
-    tcase_add_test(tc, test_concurrent_inserts_while_writing);
-    suite_add_tcase(s, tc);
-    return s;
-}
+CHECK_SUITE("snapshot",
+    CHECK_CASE("core", .timeout = 120),
+    CHECK_TEST(test_filter_image),
+    CHECK_TEST(test_filter_new_from_checks_geometry),
+    CHECK_TEST(test_pending_export_restore),
+    CHECK_TEST(test_round_trip),
+    CHECK_TEST(test_missing_and_not_a_snapshot),
+    CHECK_TEST(test_truncated_every_prefix),
+    CHECK_TEST(test_every_flipped_byte),
+    CHECK_TEST(test_other_identity_and_params),
+    CHECK_TEST(test_position_limits),
+    CHECK_TEST(test_other_version),
+    CHECK_TEST(test_layers_and_kv_round_trip),
+    CHECK_TEST(test_kv_writer_limits),
+    CHECK_TEST(test_corrupt_kv_refused),
+    CHECK_TEST(test_version_1_still_read),
+    CHECK_TEST(test_failed_writes_keep_the_old_snapshot),
+    CHECK_TEST(test_clean_temps),
+    CHECK_TEST(test_concurrent_inserts_while_writing),
+)

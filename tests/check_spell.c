@@ -390,16 +390,12 @@ START_TEST(test_int2_exhaustive)
 }
 END_TEST
 
-Suite *check_suite(void)
-{
-    Suite *s = suite_create("spell");
-    TCase *tc = tcase_create("core");
-    tcase_add_loop_test(tc, test_cases, 0, sizeof cases / sizeof cases[0]);
-    tcase_add_test(tc, test_nul);
-    tcase_add_test(tc, test_small_cap_is_maybe);
-    tcase_add_test(tc, test_type_of);
-    tcase_add_test(tc, test_names);
-    tcase_add_test(tc, test_int2_exhaustive);
-    suite_add_tcase(s, tc);
-    return s;
-}
+CHECK_SUITE("spell",
+    CHECK_CASE("core"),
+    CHECK_EACH(test_cases, cases),
+    CHECK_TEST(test_nul),
+    CHECK_TEST(test_small_cap_is_maybe),
+    CHECK_TEST(test_type_of),
+    CHECK_TEST(test_names),
+    CHECK_TEST(test_int2_exhaustive),
+)

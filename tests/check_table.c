@@ -521,25 +521,19 @@ START_TEST(test_lookups_race_inserts_and_loads)
 }
 END_TEST
 
-Suite *check_suite(void)
-{
-    Suite *s = suite_create("table");
-    TCase *tc = tcase_create("core");
-    tcase_add_checked_fixture(tc, setup, NULL);
-    tcase_set_timeout(tc, 120);
-    tcase_add_test(tc, test_not_ready_then_answers);
-    tcase_add_test(tc, test_stale_horizon_is_degraded);
-    tcase_add_test(tc, test_gap_waits_for_a_load);
-    tcase_add_test(tc, test_insert_journal_then_filter);
-    tcase_add_test(tc, test_insert_during_load_reaches_new_filter);
-    tcase_add_test(tc, test_wants_and_jobs);
-    tcase_add_test(tc, test_reload_joining_a_catch_up_copies);
-    tcase_add_test(tc, test_failed_job_retries_after_backoff);
-    tcase_add_test(tc, test_deletes_want_a_copy);
-    tcase_add_test(tc, test_plan_items_never_below_what_is_held);
-    tcase_add_test(tc, test_durable_insert_waits_for_the_log);
-    tcase_add_test(tc, test_spellings);
-    tcase_add_test(tc, test_lookups_race_inserts_and_loads);
-    suite_add_tcase(s, tc);
-    return s;
-}
+CHECK_SUITE("table",
+    CHECK_CASE("core", .setup = setup, .timeout = 120),
+    CHECK_TEST(test_not_ready_then_answers),
+    CHECK_TEST(test_stale_horizon_is_degraded),
+    CHECK_TEST(test_gap_waits_for_a_load),
+    CHECK_TEST(test_insert_journal_then_filter),
+    CHECK_TEST(test_insert_during_load_reaches_new_filter),
+    CHECK_TEST(test_wants_and_jobs),
+    CHECK_TEST(test_reload_joining_a_catch_up_copies),
+    CHECK_TEST(test_failed_job_retries_after_backoff),
+    CHECK_TEST(test_deletes_want_a_copy),
+    CHECK_TEST(test_plan_items_never_below_what_is_held),
+    CHECK_TEST(test_durable_insert_waits_for_the_log),
+    CHECK_TEST(test_spellings),
+    CHECK_TEST(test_lookups_race_inserts_and_loads),
+)

@@ -175,19 +175,13 @@ START_TEST(test_bearer_null)
 }
 END_TEST
 
-Suite *check_suite(void)
-{
-    Suite *s = suite_create("token");
-    TCase *tc = tcase_create("load");
-    tcase_add_checked_fixture(tc, setup, teardown);
-    tcase_add_test(tc, test_load_strips_trailing_space);
-    tcase_add_loop_test(tc, test_load_refuses, 0, (int)(sizeof bad_files / sizeof bad_files[0]));
-    tcase_add_test(tc, test_load_too_long_and_missing);
-    tcase_add_test(tc, test_load_sources);
-    suite_add_tcase(s, tc);
-    tc = tcase_create("bearer");
-    tcase_add_loop_test(tc, test_bearer, 0, (int)(sizeof bearer_cases / sizeof bearer_cases[0]));
-    tcase_add_test(tc, test_bearer_null);
-    suite_add_tcase(s, tc);
-    return s;
-}
+CHECK_SUITE("token",
+    CHECK_CASE("load", .setup = setup, .teardown = teardown),
+    CHECK_TEST(test_load_strips_trailing_space),
+    CHECK_EACH(test_load_refuses, bad_files),
+    CHECK_TEST(test_load_too_long_and_missing),
+    CHECK_TEST(test_load_sources),
+    CHECK_CASE("bearer"),
+    CHECK_EACH(test_bearer, bearer_cases),
+    CHECK_TEST(test_bearer_null),
+)

@@ -248,21 +248,13 @@ START_TEST(test_first_template_wins)
 }
 END_TEST
 
-Suite *check_suite(void)
-{
-    Suite *s = suite_create("uritmpl");
-    TCase *tc = tcase_create("valid");
-    tcase_add_loop_test(tc, test_valid_good, 0,
-                        (int)(sizeof good_templates / sizeof good_templates[0]));
-    tcase_add_loop_test(tc, test_valid_bad, 0,
-                        (int)(sizeof bad_templates / sizeof bad_templates[0]));
-    suite_add_tcase(s, tc);
+CHECK_SUITE("uritmpl",
+    CHECK_CASE("valid"),
+    CHECK_EACH(test_valid_good, good_templates),
+    CHECK_EACH(test_valid_bad, bad_templates),
 
-    tc = tcase_create("match");
-    tcase_add_loop_test(tc, test_match_table, 0,
-                        (int)(sizeof match_cases / sizeof match_cases[0]));
-    tcase_add_test(tc, test_match_len);
-    tcase_add_test(tc, test_first_template_wins);
-    suite_add_tcase(s, tc);
-    return s;
-}
+    CHECK_CASE("match"),
+    CHECK_EACH(test_match_table, match_cases),
+    CHECK_TEST(test_match_len),
+    CHECK_TEST(test_first_template_wins),
+)

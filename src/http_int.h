@@ -5,8 +5,8 @@
  * http_check.c decides what can be decided before a body, http_sweep.c
  * closes slow connections and rate-limits warnings.
  */
-#ifndef BLOOMGUARD_HTTP_INTERNAL_H
-#define BLOOMGUARD_HTTP_INTERNAL_H
+#ifndef BLOOMGUARD_HTTP_INT_H
+#define BLOOMGUARD_HTTP_INT_H
 
 #include <microhttpd.h>
 #include <stdarg.h>
