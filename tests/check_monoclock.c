@@ -48,12 +48,8 @@ START_TEST(cond_waits_on_monotonic)
 }
 END_TEST
 
-Suite *check_suite(void)
-{
-    Suite *s = suite_create("monoclock");
-    TCase *tc = tcase_create("core");
-    tcase_add_test(tc, after_ms_is_normalised);
-    tcase_add_test(tc, cond_waits_on_monotonic);
-    suite_add_tcase(s, tc);
-    return s;
-}
+CHECK_SUITE("monoclock",
+    CHECK_CASE("core"),
+    CHECK_TEST(after_ms_is_normalised),
+    CHECK_TEST(cond_waits_on_monotonic),
+)
