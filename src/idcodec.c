@@ -10,30 +10,33 @@
 
 #include "hexdigit.h"
 
+/* Each error's text for people and its code for clients (the JSON "error"). */
+static const struct {
+    const char *text, *code;
+} id_errors[] = {
+    [ID_OK] = { "ok", "ok" },
+    [ID_EMPTY] = { "id is empty", "empty_id" },
+    [ID_BAD_PERCENT] = { "malformed percent-encoding in id", "bad_percent_encoding" },
+    [ID_NUL] = { "id contains a NUL byte", "nul_byte" },
+    [ID_TOO_LONG] = { "id is longer than max_id_bytes", "id_too_long" },
+    [ID_BAD_UTF8] = { "id is not valid UTF-8", "bad_utf8" },
+};
+/* A value added after ID_BAD_UTF8 must get its row here (and move this check). */
+_Static_assert(sizeof id_errors / sizeof id_errors[0] == ID_BAD_UTF8 + 1, "a row per id_error");
+
+static bool id_error_known(enum id_error e)
+{
+    return (unsigned)e < sizeof id_errors / sizeof id_errors[0];
+}
+
 const char *id_strerror(enum id_error e)
 {
-    switch (e) {
-    case ID_OK:          return "ok";
-    case ID_EMPTY:       return "id is empty";
-    case ID_BAD_PERCENT: return "malformed percent-encoding in id";
-    case ID_NUL:         return "id contains a NUL byte";
-    case ID_TOO_LONG:    return "id is longer than max_id_bytes";
-    case ID_BAD_UTF8:    return "id is not valid UTF-8";
-    }
-    return "unknown id error";
+    return id_error_known(e) ? id_errors[e].text : "unknown id error";
 }
 
 const char *id_error_code(enum id_error e)
 {
-    switch (e) {
-    case ID_OK:          return "ok";
-    case ID_EMPTY:       return "empty_id";
-    case ID_BAD_PERCENT: return "bad_percent_encoding";
-    case ID_NUL:         return "nul_byte";
-    case ID_TOO_LONG:    return "id_too_long";
-    case ID_BAD_UTF8:    return "bad_utf8";
-    }
-    return "unknown";
+    return id_error_known(e) ? id_errors[e].code : "unknown";
 }
 
 /*
