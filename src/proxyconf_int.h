@@ -1,7 +1,7 @@
 /*
  * What the proxy writers share (private to proxyconf*.c): the pieces of a
  * template, regexp literals, the address and keep-alive the proxy uses, and
- * the header's common paragraphs.  proxyconf.c holds them; the nginx and the
+ * the header's common paragraphs.  proxyconf_parts.c holds them; the nginx and the
  * Caddy writer are proxyconf_nginx.c and proxyconf_caddy.c.
  */
 #ifndef BLOOMGUARD_PROXYCONF_INT_H
@@ -12,6 +12,7 @@
 #include <stdio.h>
 
 #include "config.h"
+#include "proxyconf.h"
 
 /* The ID an example in the header shows. */
 #define EXAMPLE_ID "42"
