@@ -48,34 +48,30 @@ const char *id_error_code(enum id_error e)
  */
 static size_t utf8_seq(const unsigned char *p, size_t n, size_t *bad)
 {
-    /* The Unicode Standard's table 3-7, "Well-Formed UTF-8 Byte Sequences". */
-    static const struct {
-        unsigned char first, last;          /* lead bytes */
-        unsigned char lo, hi;               /* the second byte's range */
-        unsigned char need;                 /* bytes in the sequence */
-    } leads[] = {
-        { 0xC2, 0xDF, 0x80, 0xBF, 2 },
-        { 0xE0, 0xE0, 0xA0, 0xBF, 3 },      /* overlongs shut out */
-        { 0xE1, 0xEC, 0x80, 0xBF, 3 },
-        { 0xED, 0xED, 0x80, 0x9F, 3 },      /* surrogates shut out */
-        { 0xEE, 0xEF, 0x80, 0xBF, 3 },
-        { 0xF0, 0xF0, 0x90, 0xBF, 4 },      /* overlongs shut out */
-        { 0xF1, 0xF3, 0x80, 0xBF, 4 },
-        { 0xF4, 0xF4, 0x80, 0x8F, 4 },      /* above U+10FFFF shut out */
-    };
-    unsigned char c = p[0];
-    size_t row = 0, rows = sizeof leads / sizeof leads[0];
+    unsigned char c = p[0], lo = 0x80, hi = 0xBF;
+    size_t need;
 
     if (c < 0x80)
         return 1;
-    while (row < rows && c > leads[row].last)
-        row++;
-    if (row == rows || c < leads[row].first) {
+    if (c >= 0xC2 && c <= 0xDF) {
+        need = 2;
+    } else if (c >= 0xE0 && c <= 0xEF) {
+        need = 3;
+        if (c == 0xE0)
+            lo = 0xA0;
+        else if (c == 0xED)
+            hi = 0x9F;
+    } else if (c >= 0xF0 && c <= 0xF4) {
+        need = 4;
+        if (c == 0xF0)
+            lo = 0x90;
+        else if (c == 0xF4)
+            hi = 0x8F;
+    } else {
         *bad = 1; /* continuation byte, C0, C1 or F5..FF as lead */
         return 0;
     }
-    size_t need = leads[row].need;
-    if (n < 2 || p[1] < leads[row].lo || p[1] > leads[row].hi) {
+    if (n < 2 || p[1] < lo || p[1] > hi) {
         *bad = 1;
         return 0;
     }
