@@ -186,8 +186,8 @@ static bool probe(struct link *l, const char *qtbl, const char *column, struct p
 {
     PGconn *conn = l->conn;
     memset(p, 0, sizeof *p);
-    PGresult *r = run(l, "SELECT to_regprocedure('bloomguard_feed_floor(regclass,name)') IS NOT NULL"
-                      " AND to_regprocedure('bloomguard_feed_origin()') IS NOT NULL"
+    PGresult *r = run(l, "SELECT to_regprocedure('bloomguard_feed_floor(regclass,name)') "
+                      "IS NOT NULL AND to_regprocedure('bloomguard_feed_origin()') IS NOT NULL"
                       " AND to_regclass('bloomguard_feed_log') IS NOT NULL", 0, NULL);
     if (PQresultStatus(r) != PGRES_TUPLES_OK || PQntuples(r) != 1) {
         loader_set_error(err, errlen, "cannot look for the change feed", conn);
@@ -393,9 +393,9 @@ static bool copy_ids(struct link *l, const char *relid, uint64_t from, feed_id_f
     return ok;
 }
 
-bool feed_read(PGconn *conn, struct feed_bound *bound, const char *table, const char *column, const char *since,
-               bool resume, feed_id_fn fn, void *arg, char *next, uint64_t *rows, bool *too_old,
-               char *err, size_t errlen)
+bool feed_read(PGconn *conn, struct feed_bound *bound, const char *table, const char *column,
+               const char *since, bool resume, feed_id_fn fn, void *arg, char *next,
+               uint64_t *rows, bool *too_old, char *err, size_t errlen)
 {
     char *qtbl = NULL, *qcol = NULL;
     char origin[ORIGIN_MAX];

@@ -131,8 +131,8 @@ typedef bool (*feed_id_fn)(void *arg, const char *id, size_t len);
  * rewind.
  */
 bool feed_read(PGconn *conn, struct feed_bound *bound, const char *table, const char *column,
-               const char *since, bool resume, feed_id_fn fn, void *arg, char *next, uint64_t *rows, bool *too_old,
-               char *err, size_t errlen);
+               const char *since, bool resume, feed_id_fn fn, void *arg, char *next,
+               uint64_t *rows, bool *too_old, char *err, size_t errlen);
 
 /*
  * Record a mark of this history now (bloomguard_feed_mark: the snapshot's

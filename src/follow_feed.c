@@ -104,8 +104,8 @@ static int read_table(struct follower *f, struct table *t, PGconn *conn, struct 
     *rows = 0;
     void *arg[2] = { t, &f->stop };
     int64_t start = table_now();    /* before the read's snapshot: H may move this far */
-    if (!feed_read(conn, bound, fc->table, fc->column, since, resume, on_id, arg, next, rows, &too_old,
-                   err, errlen))
+    if (!feed_read(conn, bound, fc->table, fc->column, since, resume, on_id, arg, next, rows,
+                   &too_old, err, errlen))
         return 0;
     if (too_old) {
         log_fields(f->lg, LOG_LVL_WARN, fc->name, "feed_too_old",
