@@ -7,7 +7,6 @@
 #include "proxyconf.h"
 #include "proxyconf_int.h"
 
-#include <arpa/inet.h>
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>

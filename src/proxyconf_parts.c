@@ -9,10 +9,8 @@
 #include "proxyconf_int.h"
 
 #include <arpa/inet.h>
-#include <stdlib.h>
 #include <string.h>
 
-#include "idcodec.h"
 #include "uritmpl.h"
 
 /* ------------------------------------------------------------ templates -- */
