@@ -219,8 +219,11 @@ static bool poll_all(struct feedf *d, PGconn *conn, struct feed_bound *bound, bo
         if (pos[0] == '\0')
             continue;               /* nothing to resume from until a COPY gives a position */
         uint64_t epoch = table_epoch(t);
-        if (read_table(f, t, conn, bound, epoch, false, fresh, &rows, err, errlen) == 0)
+        if (read_table(f, t, conn, bound, epoch, false, fresh, &rows, err, errlen) == 0) {
+            /* Retried at the next poll; a lock wait ends here (lock_timeout), say so. */
+            log_debug(f->lg, "follower (feed): %s", err);
             return PQstatus(conn) == CONNECTION_OK;
+        }
     }
     if (table_now() >= d->next_deletes) {
         count_deletes(d, conn, bound, count);
