@@ -8,10 +8,13 @@
 
 #include "decimal.h"
 
+#include <errno.h>
 #include <inttypes.h>
+#include <poll.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
 
 #include "loader.h"
 
@@ -33,9 +36,118 @@ static bool no_privilege(const PGresult *r)
     return st != NULL && strcmp(st, SQLSTATE_NO_PRIVILEGE) == 0;
 }
 
-static bool exec_cmd(PGconn *conn, const char *sql, const char *what, char *err, size_t errlen)
+/* The connection a read runs on, and its bound (NULL: wait as long as it takes). */
+struct link {
+    PGconn *conn;
+    struct feed_bound *bound;
+};
+
+/* One slice of waiting for conn's answer; see feed_exec. */
+static bool await_slice(PGconn *conn, struct feed_bound *b, int *silent_ms)
 {
-    PGresult *r = PQexec(conn, sql);
+    struct pollfd p = { .fd = PQsocket(conn), .events = POLLIN };
+    if (p.fd < 0)
+        return PQconsumeInput(conn) != 0;       /* no socket: libpq says what is wrong */
+    int n = poll(&p, 1, FEED_SLICE_MS);
+    if (n < 0 && errno != EINTR)
+        return false;                           /* not spinning on a broken poll */
+    if (n > 0)
+        *silent_ms = 0;
+    else if (n == 0 && (*silent_ms += FEED_SLICE_MS) >= b->stall_s * 1000) {
+        /* Unread TLS bytes never reach poll: libpq gets its chance first. */
+        if (PQconsumeInput(conn) == 0)
+            return false;
+        if (!PQisBusy(conn))
+            return true;
+        b->stalled = true;
+        shutdown(p.fd, SHUT_RDWR);              /* libpq then reads its end: CONNECTION_BAD */
+        (void)PQconsumeInput(conn);
+        return false;
+    }
+    /* Every slice, not only when poll says so: TLS may hold bytes already read. */
+    return PQconsumeInput(conn) != 0;
+}
+
+PGresult *feed_exec(PGconn *conn, struct feed_bound *b, const char *sql, int nparams,
+                    const char *const *params)
+{
+    if (b == NULL) {
+        if (sql == NULL)
+            return PQgetResult(conn);
+        return nparams > 0 ? PQexecParams(conn, sql, nparams, NULL, params, NULL, NULL, 0)
+                           : PQexec(conn, sql);
+    }
+    if (sql != NULL) {
+        int sent = nparams > 0 ? PQsendQueryParams(conn, sql, nparams, NULL, params, NULL, NULL, 0)
+                               : PQsendQuery(conn, sql);
+        if (!sent)
+            return PQmakeEmptyPGresult(conn, PGRES_FATAL_ERROR);
+    }
+    PGresult *first = NULL, *r;
+    int silent_ms = 0;
+    for (;;) {
+        while (PQisBusy(conn))
+            if (!await_slice(conn, b, &silent_ms))
+                return first != NULL ? first : PQmakeEmptyPGresult(conn, PGRES_FATAL_ERROR);
+        if ((r = PQgetResult(conn)) == NULL)
+            break;
+        ExecStatusType st = PQresultStatus(r);
+        if (first == NULL)
+            first = r;
+        else
+            PQclear(r);
+        if (st == PGRES_COPY_IN || st == PGRES_COPY_OUT || st == PGRES_COPY_BOTH)
+            break;                              /* the rows are the caller's to read */
+    }
+    return first != NULL ? first : PQmakeEmptyPGresult(conn, PGRES_FATAL_ERROR);
+}
+
+int feed_copy_row(PGconn *conn, struct feed_bound *b, char **buf, size_t *len)
+{
+    int silent_ms = 0;
+    for (;;) {
+        int n = PQgetCopyData(conn, buf, 1);
+        if (n > 0) {
+            /* As loader_copy_row hands a row out: one line, unescaped in place. */
+            size_t l = (size_t)n;
+            if ((*buf)[l - 1] == '\n')
+                l--;
+            if (memchr(*buf, '\\', l) != NULL)
+                l = loader_unescape(*buf, l);
+            (*buf)[l] = '\0';
+            *len = l;
+            return 1;
+        }
+        if (n == -1)
+            return 0;
+        if (n < -1 || !await_slice(conn, b, &silent_ms))
+            return -1;
+    }
+}
+
+bool feed_bound_session(PGconn *conn, struct feed_bound *b, char *err, size_t errlen)
+{
+    char sql[64];
+    snprintf(sql, sizeof sql, "SET lock_timeout = %d", b->stall_s * 2000 / 3);
+    PGresult *r = feed_exec(conn, b, sql, 0, NULL);
+    bool ok = PQresultStatus(r) == PGRES_COMMAND_OK;
+    if (!ok && b->stalled)
+        snprintf(err, errlen, "no answer in %d s (a silent network or a frozen proxy)", b->stall_s);
+    else if (!ok)
+        loader_set_error(err, errlen, "cannot set the session's lock_timeout", conn);
+    PQclear(r);
+    return ok;
+}
+
+static PGresult *run(struct link *l, const char *sql, int nparams, const char *const *params)
+{
+    return feed_exec(l->conn, l->bound, sql, nparams, params);
+}
+
+static bool exec_cmd(struct link *l, const char *sql, const char *what, char *err, size_t errlen)
+{
+    PGconn *conn = l->conn;
+    PGresult *r = run(l, sql, 0, NULL);
     bool ok = PQresultStatus(r) == PGRES_COMMAND_OK;
     if (!ok)
         loader_set_error(err, errlen, what, conn);
@@ -69,13 +181,14 @@ struct probe {
  * its COPY see one state.  False on an error; a missing privilege is not an
  * error but a reason (p->why) the feed cannot be used.
  */
-static bool probe(PGconn *conn, const char *qtbl, const char *column, struct probe *p,
+static bool probe(struct link *l, const char *qtbl, const char *column, struct probe *p,
                   char *err, size_t errlen)
 {
+    PGconn *conn = l->conn;
     memset(p, 0, sizeof *p);
-    PGresult *r = PQexec(conn, "SELECT to_regprocedure('bloomguard_feed_floor(regclass,name)') IS NOT NULL"
-                               " AND to_regprocedure('bloomguard_feed_origin()') IS NOT NULL"
-                               " AND to_regclass('bloomguard_feed_log') IS NOT NULL");
+    PGresult *r = run(l, "SELECT to_regprocedure('bloomguard_feed_floor(regclass,name)') "
+                      "IS NOT NULL AND to_regprocedure('bloomguard_feed_origin()') IS NOT NULL"
+                      " AND to_regclass('bloomguard_feed_log') IS NOT NULL", 0, NULL);
     if (PQresultStatus(r) != PGRES_TUPLES_OK || PQntuples(r) != 1) {
         loader_set_error(err, errlen, "cannot look for the change feed", conn);
         PQclear(r);
@@ -89,14 +202,12 @@ static bool probe(PGconn *conn, const char *qtbl, const char *column, struct pro
         return true;
     }
     const char *params[2] = { qtbl, column };
-    r = PQexecParams(conn,
-                     "SELECT bloomguard_feed_floor($1::regclass, $2), t.relid IS NOT NULL, "
-                     "t.colname = $2, t.triggers = bloomguard_feed_triggers($1::regclass), "
-                     "pg_snapshot_xmin(pg_current_snapshot()), pg_snapshot_xmax(pg_current_snapshot()), "
-                     "bloomguard_feed_origin(), $1::regclass::oid "
-                     "FROM (SELECT 1) one LEFT JOIN bloomguard_feed_tables t "
-                     "ON t.relid = $1::regclass",
-                     2, NULL, params, NULL, NULL, 0);
+    r = run(l, "SELECT bloomguard_feed_floor($1::regclass, $2), t.relid IS NOT NULL, "
+            "t.colname = $2, t.triggers = bloomguard_feed_triggers($1::regclass), "
+            "pg_snapshot_xmin(pg_current_snapshot()), pg_snapshot_xmax(pg_current_snapshot()), "
+            "bloomguard_feed_origin(), $1::regclass::oid "
+            "FROM (SELECT 1) one LEFT JOIN bloomguard_feed_tables t "
+            "ON t.relid = $1::regclass", 2, params);
     if (PQresultStatus(r) != PGRES_TUPLES_OK && no_privilege(r)) {
         loader_set_error(p->why, sizeof p->why, "this role may not read the change feed "
                          "(SELECT bloomguard_feed_grant(role))", conn);
@@ -148,7 +259,8 @@ bool feed_available(PGconn *conn, const char *table, const char *column, bool *a
     *available = false;
     if (!loader_quote_table(conn, table, column, &qtbl, &qcol, err, errlen))
         return false;
-    bool ok = probe(conn, qtbl, column, &p, err, errlen);
+    struct link l = { conn, NULL };
+    bool ok = probe(&l, qtbl, column, &p, err, errlen);
     if (ok) {
         *available = usable(&p);
         if (!*available)
@@ -191,9 +303,10 @@ static bool split_pos(const char *pos, uint64_t *xmin, char origin[ORIGIN_MAX], 
 }
 
 /* The OID of the connection's database. */
-static bool current_db(PGconn *conn, uint64_t *oid, char *err, size_t errlen)
+static bool current_db(struct link *l, uint64_t *oid, char *err, size_t errlen)
 {
-    PGresult *r = PQexec(conn, "SELECT " CURRENT_DB);
+    PGconn *conn = l->conn;
+    PGresult *r = run(l, "SELECT " CURRENT_DB, 0, NULL);
     bool ok = PQresultStatus(r) == PGRES_TUPLES_OK && PQntuples(r) == 1
               && parse_u64(PQgetvalue(r, 0, 0), oid);
     if (!ok)
@@ -215,15 +328,15 @@ static size_t sysid_len(const char *origin)
  * replicated, and with it every commit and abort before its snapshot, so no
  * transaction id below its xmin can be handed out again.  Sets *found.
  */
-static bool rewind_to_mark(PGconn *conn, const char *origin, uint64_t xmin, uint64_t *from,
+static bool rewind_to_mark(struct link *l, const char *origin, uint64_t xmin, uint64_t *from,
                            bool *found, char *err, size_t errlen)
 {
+    PGconn *conn = l->conn;
     char x[24];
     snprintf(x, sizeof x, "%" PRIu64, xmin);
     const char *params[2] = { origin, x };
-    PGresult *r = PQexecParams(conn, "SELECT max(snap_xmin) FROM bloomguard_feed_marks "
-                               "WHERE origin = $1 AND snap_xmin <= $2::xid8",
-                               2, NULL, params, NULL, NULL, 0);
+    PGresult *r = run(l, "SELECT max(snap_xmin) FROM bloomguard_feed_marks "
+                      "WHERE origin = $1 AND snap_xmin <= $2::xid8", 2, params);
     bool ok = PQresultStatus(r) == PGRES_TUPLES_OK && PQntuples(r) == 1;
     if (!ok)
         loader_set_error(err, errlen, "cannot read the change feed's marks", conn);
@@ -234,15 +347,16 @@ static bool rewind_to_mark(PGconn *conn, const char *origin, uint64_t xmin, uint
 }
 
 /* The COPY of the log rows at or after from, streamed to fn. */
-static bool copy_ids(PGconn *conn, const char *relid, uint64_t from, feed_id_fn fn, void *arg,
+static bool copy_ids(struct link *l, const char *relid, uint64_t from, feed_id_fn fn, void *arg,
                      uint64_t *rows, char *err, size_t errlen)
 {
+    PGconn *conn = l->conn;
     char sql[200];
     uint64_t n = 0;
     /* relid and from are numbers this file formatted: nothing to quote. */
     snprintf(sql, sizeof sql, "COPY (SELECT id FROM bloomguard_feed_log WHERE relid = %s "
              "AND xid >= '%" PRIu64 "'::xid8) TO STDOUT", relid, from);
-    PGresult *r = PQexec(conn, sql);
+    PGresult *r = run(l, sql, 0, NULL);
     if (PQresultStatus(r) != PGRES_COPY_OUT) {
         loader_set_error(err, errlen, "cannot read the change feed", conn);
         PQclear(r);
@@ -252,7 +366,8 @@ static bool copy_ids(PGconn *conn, const char *relid, uint64_t from, feed_id_fn 
     for (;;) {
         char *buf = NULL;
         size_t idlen;
-        int got = loader_copy_row(conn, &buf, &idlen);
+        int got = l->bound != NULL ? feed_copy_row(conn, l->bound, &buf, &idlen)
+                                   : loader_copy_row(conn, &buf, &idlen);
         if (got == 0)
             break;
         if (got < 0) {
@@ -267,27 +382,27 @@ static bool copy_ids(PGconn *conn, const char *relid, uint64_t from, feed_id_fn 
             return false;
         }
     }
-    r = PQgetResult(conn);
+    /* The COPY's own result, then nothing: waited for as any answer. */
+    r = run(l, NULL, 0, NULL);
     bool ok = PQresultStatus(r) == PGRES_COMMAND_OK;
     if (!ok)
         loader_set_error(err, errlen, "cannot read the change feed", conn);
     PQclear(r);
-    while ((r = PQgetResult(conn)) != NULL)
-        PQclear(r);
     if (rows)
         *rows = n;
     return ok;
 }
 
-bool feed_read(PGconn *conn, const char *table, const char *column, const char *since,
-               bool resume, feed_id_fn fn, void *arg, char *next, uint64_t *rows, bool *too_old,
-               char *err, size_t errlen)
+bool feed_read(PGconn *conn, struct feed_bound *bound, const char *table, const char *column,
+               const char *since, bool resume, feed_id_fn fn, void *arg, char *next,
+               uint64_t *rows, bool *too_old, char *err, size_t errlen)
 {
     char *qtbl = NULL, *qcol = NULL;
     char origin[ORIGIN_MAX];
     uint64_t xmin, from, db, this_db = 0;
     struct probe p;
     bool in_tx = false, ok = false;
+    struct link l = { conn, bound };
 
     *too_old = false;
     if (rows)
@@ -308,11 +423,11 @@ bool feed_read(PGconn *conn, const char *table, const char *column, const char *
      * it cannot take rows away from this read, and next is that snapshot's
      * xmin, below every transaction the COPY might not have seen.
      */
-    if (!exec_cmd(conn, "BEGIN ISOLATION LEVEL REPEATABLE READ, READ ONLY",
+    if (!exec_cmd(&l, "BEGIN ISOLATION LEVEL REPEATABLE READ, READ ONLY",
                   "cannot start the change feed read", err, errlen))
         goto done;
     in_tx = true;
-    if (!probe(conn, qtbl, column, &p, err, errlen) || !current_db(conn, &this_db, err, errlen))
+    if (!probe(&l, qtbl, column, &p, err, errlen) || !current_db(&l, &this_db, err, errlen))
         goto done;
     from = xmin;
     if (usable(&p) && db != this_db) {
@@ -325,7 +440,7 @@ bool feed_read(PGconn *conn, const char *table, const char *column, const char *
         if (n != sysid_len(p.origin) || strncmp(origin, p.origin, n) != 0) {
             snprintf(p.why, sizeof p.why, "the position is from another database cluster");
         } else {
-            if (!rewind_to_mark(conn, origin, xmin, &from, &found, err, errlen))
+            if (!rewind_to_mark(&l, origin, xmin, &from, &found, err, errlen))
                 goto done;
             if (!found)
                 snprintf(p.why, sizeof p.why, "the server crashed or failed over since the "
@@ -336,7 +451,7 @@ bool feed_read(PGconn *conn, const char *table, const char *column, const char *
     } else if (usable(&p) && resume) {
         /* Same origin: but is it the same history?  Only a mark of it says so. */
         bool found = false;
-        if (!rewind_to_mark(conn, origin, xmin, &from, &found, err, errlen))
+        if (!rewind_to_mark(&l, origin, xmin, &from, &found, err, errlen))
             goto done;
         if (!found) {
             snprintf(p.why, sizeof p.why, "no mark of the position's history at or before it is "
@@ -360,18 +475,21 @@ bool feed_read(PGconn *conn, const char *table, const char *column, const char *
         ok = true;
         goto done;
     }
-    if (!copy_ids(conn, p.relid, from, fn, arg, rows, err, errlen))
+    if (!copy_ids(&l, p.relid, from, fn, arg, rows, err, errlen))
         goto done;
-    if (!exec_cmd(conn, "COMMIT", "cannot end the change feed read", err, errlen))
+    if (!exec_cmd(&l, "COMMIT", "cannot end the change feed read", err, errlen))
         goto done;
     in_tx = false;
     snprintf(next, FEED_POS_MAX, "%" PRIu64 "/%s/%" PRIu64, p.xmin, p.origin, this_db);
     ok = true;
 done:
     if (in_tx && PQtransactionStatus(conn) != PQTRANS_ACTIVE) {
-        PGresult *r = PQexec(conn, "ROLLBACK");
+        PGresult *r = run(&l, "ROLLBACK", 0, NULL);
         PQclear(r);
     }
+    if (bound != NULL && bound->stalled)
+        snprintf(err, errlen, "no answer in %d s (a silent network or a frozen proxy): the "
+                 "connection is given up", bound->stall_s);
     free(qtbl);
     free(qcol);
     return ok;

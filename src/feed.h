@@ -6,7 +6,8 @@
  * committed since (and perhaps some again) and the position to resume from
  * next time.
  *
- * Nothing here starts threads, logs or keeps state between calls.  Each call
+ * Nothing here starts threads, logs or keeps state between calls (but a
+ * struct feed_bound the caller keeps).  Each call
  * uses the connection it is given and nothing else; a connection must not be
  * used by two threads at once (libpq's rule), so callers give each thread its
  * own.  Errors and the reasons for "too old" and "unavailable" are written to
@@ -26,6 +27,51 @@
  * handed back to feed_read.
  */
 #define FEED_POS_MAX 128
+
+/*
+ * A bound on silence, for the method feed follower's own session only: a
+ * silent partition behind something that still answers TCP (a frozen
+ * proxy ACKs, keepalives pass) would leave a blocking query waiting
+ * forever.  With a bound, each answer is waited for in slices of
+ * FEED_SLICE_MS (libpq reads at each, TLS included); after stall_s seconds
+ * without a byte the socket is shut down (PQstatus turns CONNECTION_BAD)
+ * and stalled is set.  A long answer that keeps arriving is never cut.
+ *
+ * Never bound a connection that may wait on a lock or run long without
+ * answering (the scheduler's loads and prunes): giving the socket up leaves
+ * the backend queued on the server.  The follower's session sets
+ * lock_timeout below the bound (feed_bound_session), so a lock wait ends
+ * with an error, which frees the backend, before the bound.
+ *
+ * One struct per connection, owned by its one thread; the caller clears
+ * stalled when it reconnects.
+ */
+#define FEED_STALL_S 15
+#define FEED_SLICE_MS 100
+struct feed_bound {
+    int stall_s;                /* > 0 */
+    bool stalled;               /* set by a call that gave the connection up */
+};
+
+/*
+ * Set the session's lock_timeout to two thirds of b->stall_s (err on
+ * failure), bounded by b: call it once after connecting a bounded session.
+ */
+bool feed_bound_session(PGconn *conn, struct feed_bound *b, char *err, size_t errlen);
+
+/*
+ * PQexecParams (nparams 0: PQexec, several statements allowed) waiting as
+ * b bounds (NULL: PQexec's unbounded wait).  Returns the first result (a
+ * COPY's PGRES_COPY_*: then read the rows with feed_copy_row), never NULL;
+ * after a stall a PGRES_FATAL_ERROR result.  sql NULL: no query is sent, the
+ * pending one's next result is collected the same way (the end of a COPY).
+ * The caller PQclears.
+ */
+PGresult *feed_exec(PGconn *conn, struct feed_bound *b, const char *sql, int nparams,
+                    const char *const *params);
+
+/* loader_copy_row (loader.h: 1 row, 0 end, -1 failure) waiting as b (non-NULL) bounds. */
+int feed_copy_row(PGconn *conn, struct feed_bound *b, char **buf, size_t *len);
 
 /*
  * Whether the feed is installed in the connection's database for table
@@ -69,6 +115,10 @@ typedef bool (*feed_id_fn)(void *arg, const char *id, size_t len);
  * or when fn stopped the read; the connection may then be left inside a
  * COPY: PQfinish it.
  *
+ * bound: NULL, or the session's bound (see struct feed_bound): after a
+ * stall it returns false with err "no answer in N s ...", bound->stalled
+ * set and the connection CONNECTION_BAD.
+ *
  * resume: the first read on a connection, after a restart or a reconnect.
  * The database may then be another history than the position's (a cold
  * backup restored keeps the cluster's identity, and hands out again the
@@ -80,9 +130,9 @@ typedef bool (*feed_id_fn)(void *arg, const char *id, size_t len);
  * old.  Reads on one connection after the first are one history: no
  * rewind.
  */
-bool feed_read(PGconn *conn, const char *table, const char *column, const char *since,
-               bool resume, feed_id_fn fn, void *arg, char *next, uint64_t *rows, bool *too_old,
-               char *err, size_t errlen);
+bool feed_read(PGconn *conn, struct feed_bound *bound, const char *table, const char *column,
+               const char *since, bool resume, feed_id_fn fn, void *arg, char *next,
+               uint64_t *rows, bool *too_old, char *err, size_t errlen);
 
 /*
  * Record a mark of this history now (bloomguard_feed_mark: the snapshot's

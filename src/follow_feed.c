@@ -88,8 +88,10 @@ static bool on_id(void *arg, const char *id, size_t len)
     return !atomic_load((atomic_bool *)a[1]);
 }
 
-int follow_feed_read(struct follower *f, struct table *t, PGconn *conn, uint64_t epoch,
-                     bool catchup, bool resume, uint64_t *rows, char *err, size_t errlen)
+/* follow_feed_read, its waits bounded by bound (NULL: unbounded). */
+static int read_table(struct follower *f, struct table *t, PGconn *conn, struct feed_bound *bound,
+                      uint64_t epoch, bool catchup, bool resume, uint64_t *rows, char *err,
+                      size_t errlen)
 {
     const struct filter_config *fc = table_config(t);
     char since[TABLE_POS_MAX], next[FEED_POS_MAX];
@@ -102,8 +104,8 @@ int follow_feed_read(struct follower *f, struct table *t, PGconn *conn, uint64_t
     *rows = 0;
     void *arg[2] = { t, &f->stop };
     int64_t start = table_now();    /* before the read's snapshot: H may move this far */
-    if (!feed_read(conn, fc->table, fc->column, since, resume, on_id, arg, next, rows, &too_old,
-                   err, errlen))
+    if (!feed_read(conn, bound, fc->table, fc->column, since, resume, on_id, arg, next, rows,
+                   &too_old, err, errlen))
         return 0;
     if (too_old) {
         log_fields(f->lg, LOG_LVL_WARN, fc->name, "feed_too_old",
@@ -121,6 +123,12 @@ int follow_feed_read(struct follower *f, struct table *t, PGconn *conn, uint64_t
     else
         table_polled(t, epoch, start, next, *rows);
     return 1;
+}
+
+int follow_feed_read(struct follower *f, struct table *t, PGconn *conn, uint64_t epoch,
+                     bool catchup, bool resume, uint64_t *rows, char *err, size_t errlen)
+{
+    return read_table(f, t, conn, NULL, epoch, catchup, resume, rows, err, errlen);
 }
 
 /* ------------------------------------------------------ method feed -- */
@@ -169,7 +177,7 @@ static void set_state(struct feedf *d, enum follow_state st, bool connected, con
  * only bring a rebuild forward.  A counter that went down was reset (a
  * crash, pg_stat_reset): counting starts again from it.
  */
-static void count_deletes(struct feedf *d, PGconn *conn, unsigned count)
+static void count_deletes(struct feedf *d, PGconn *conn, struct feed_bound *bound, unsigned count)
 {
     for (unsigned i = 0; i < count; i++) {
         struct table *t = d->base.tables[i];
@@ -179,8 +187,8 @@ static void count_deletes(struct feedf *d, PGconn *conn, unsigned count)
             || !loader_quote_table(conn, fc->table, fc->column, &qtbl, &qcol, NULL, 0))
             continue;
         const char *params[1] = { qtbl };
-        PGresult *r = PQexecParams(conn, "SELECT n_tup_del FROM pg_stat_user_tables "
-                                   "WHERE relid = $1::regclass", 1, NULL, params, NULL, NULL, 0);
+        PGresult *r = feed_exec(conn, bound, "SELECT n_tup_del FROM pg_stat_user_tables "
+                                "WHERE relid = $1::regclass", 1, params);
         if (PQresultStatus(r) == PGRES_TUPLES_OK && PQntuples(r) == 1) {
             int64_t now = strtoll(PQgetvalue(r, 0, 0), NULL, 10);
             if (d->n_tup_del[i] >= 0 && now > d->n_tup_del[i])
@@ -198,7 +206,8 @@ static void count_deletes(struct feedf *d, PGconn *conn, unsigned count)
  * the first reads on this connection, which must prove the history (see
  * feed_read's resume).
  */
-static bool poll_all(struct feedf *d, PGconn *conn, bool fresh, char *err, size_t errlen)
+static bool poll_all(struct feedf *d, PGconn *conn, struct feed_bound *bound, bool fresh,
+                     char *err, size_t errlen)
 {
     struct follower *f = &d->base;
     unsigned count = follow_count(f);
@@ -210,11 +219,19 @@ static bool poll_all(struct feedf *d, PGconn *conn, bool fresh, char *err, size_
         if (pos[0] == '\0')
             continue;               /* nothing to resume from until a COPY gives a position */
         uint64_t epoch = table_epoch(t);
-        if (follow_feed_read(f, t, conn, epoch, false, fresh, &rows, err, errlen) == 0)
+        if (read_table(f, t, conn, bound, epoch, false, fresh, &rows, err, errlen) == 0) {
+            /* Retried at the next poll; a lock wait ends here (lock_timeout), say so. */
+            log_debug(f->lg, "follower (feed): %s", err);
             return PQstatus(conn) == CONNECTION_OK;
+        }
     }
     if (table_now() >= d->next_deletes) {
-        count_deletes(d, conn, count);
+        count_deletes(d, conn, bound, count);
+        if (bound->stalled) {
+            snprintf(err, errlen, "no answer in %d s (a silent network or a frozen proxy): the "
+                     "connection is given up", bound->stall_s);
+            return false;
+        }
         d->next_deletes = table_now() + NS_PER_S;
     }
     return true;
@@ -225,13 +242,19 @@ static void *feed_main(void *arg)
     struct feedf *d = arg;
     struct follower *f = &d->base;
     char err[512], sid[256];
-    unsigned backoff = 1;
+    unsigned backoff = 1, stall_backoff = 1;
     bool had = false;
     int64_t interval = (int64_t)(f->cfg->poll_interval * (double)NS_PER_S);
 
     while (!atomic_load(&f->stop)) {
+        /*
+         * This session only is bounded (feed.h): it reads, and its
+         * lock_timeout ends a lock wait before the bound gives it up.
+         */
+        struct feed_bound bound = { .stall_s = FEED_STALL_S, .stalled = false };
         PGconn *conn = loader_connect_as(f->cfg, "bloomguard feed", err, sizeof err);
-        if (conn != NULL && !loader_server_id(conn, sid, sizeof sid, err, sizeof err)) {
+        if (conn != NULL && (!feed_bound_session(conn, &bound, err, sizeof err)
+                             || !loader_server_id(conn, sid, sizeof sid, err, sizeof err))) {
             PQfinish(conn);
             conn = NULL;
         }
@@ -257,9 +280,11 @@ static void *feed_main(void *arg)
         bool fresh = true;
         while (!atomic_load(&f->stop)) {
             int64_t begun = table_now();
-            if (!poll_all(d, conn, fresh, err, sizeof err) || PQstatus(conn) != CONNECTION_OK)
+            if (!poll_all(d, conn, &bound, fresh, err, sizeof err)
+                || PQstatus(conn) != CONNECTION_OK)
                 break;
             fresh = false;
+            stall_backoff = 1;
             int64_t left = begun + interval - table_now();
             if (left > 0)
                 follow_nap(&f->stop, (unsigned)(left / 1000000) + 1);
@@ -270,8 +295,20 @@ static void *feed_main(void *arg)
         for (size_t i = strlen(err); i > 0 && err[i - 1] == '\n'; i--)
             err[i - 1] = '\0';
         set_state(d, FOLLOW_RECONNECTING, false, err);
+        if (!bound.stalled) {
+            log_fields(f->lg, LOG_LVL_WARN, NULL, "follower_reconnect",
+                       "follower (feed): %s; reconnecting", err);
+            continue;
+        }
+        /*
+         * A stall may be a server too busy to answer: reconnecting at once,
+         * each time, would pile connections onto it.  The retry's doubling.
+         */
         log_fields(f->lg, LOG_LVL_WARN, NULL, "follower_reconnect",
-                   "follower (feed): %s; reconnecting", err);
+                   "follower (feed): %s; reconnecting in %u s", err, stall_backoff);
+        follow_nap(&f->stop, follow_jitter_ms(&d->rng, stall_backoff));
+        stall_backoff = stall_backoff * 2 > f->cfg->retry_max_seconds
+                        ? f->cfg->retry_max_seconds : stall_backoff * 2;
     }
     return NULL;
 }

@@ -134,8 +134,8 @@ int main(int argc, char **argv)
         char next[FEED_POS_MAX];
         uint64_t rows = 0;
         bool too_old;
-        if (!feed_read(conn, argv[2], argv[3], argv[4], resume, print_id, NULL, next, &rows, &too_old,
-                       err, sizeof err)) {
+        if (!feed_read(conn, NULL, argv[2], argv[3], argv[4], resume, print_id, NULL, next, &rows,
+                       &too_old, err, sizeof err)) {
             fprintf(stderr, "feedtool: %s\n", err);
             goto done;
         }
