@@ -259,6 +259,16 @@ int follow_feed_read(struct follower *f, struct table *t, PGconn *conn, uint64_t
                      bool catchup, bool resume, uint64_t *rows, char *err, size_t errlen);
 
 /*
+ * An ops->catch_up from the feed: follow_feed_read on a connection of its
+ * own, in the epoch epoch_of reads on it (false with err: 0, no read; NULL:
+ * t's epoch now).
+ */
+typedef bool (*follow_epoch_fn)(struct follower *f, struct table *t, PGconn *conn,
+                                uint64_t *epoch, char *err, size_t errlen);
+int follow_feed_catch_up(struct follower *f, struct table *t, follow_epoch_fn epoch_of,
+                         uint64_t *rows, char *err, size_t errlen);
+
+/*
  * The public part of an error: the text before the first ": ", where the
  * detail from libpq (hosts, socket paths, role names) goes, which only the
  * log shows.  A SQLSTATE tagged anywhere in err (pgerror.h) follows it, as

@@ -112,6 +112,19 @@ int follow_feed_read(struct follower *f, struct table *t, PGconn *conn, uint64_t
     return 1;
 }
 
+int follow_feed_catch_up(struct follower *f, struct table *t, follow_epoch_fn epoch_of,
+                         uint64_t *rows, char *err, size_t errlen)
+{
+    PGconn *conn = loader_connect(f->cfg, err, errlen);
+    if (conn == NULL)
+        return 0;
+    uint64_t epoch = table_epoch(t);
+    int r = epoch_of == NULL || epoch_of(f, t, conn, &epoch, err, errlen)
+        ? follow_feed_read(f, t, conn, epoch, true, true, rows, err, errlen) : 0;
+    PQfinish(conn);
+    return r;
+}
+
 /* ------------------------------------------------------ method feed -- */
 
 static void feed_init(struct follower *f)
@@ -259,12 +272,7 @@ static bool feed_ticket(struct follower *f, struct table *t, PGconn *conn,
 static int feed_catch_up(struct follower *f, struct table *t, uint64_t *rows, char *err,
                          size_t errlen)
 {
-    PGconn *conn = loader_connect(f->cfg, err, errlen);
-    if (conn == NULL)
-        return 0;
-    int r = follow_feed_read(f, t, conn, table_epoch(t), true, true, rows, err, errlen);
-    PQfinish(conn);
-    return r;
+    return follow_feed_catch_up(f, t, NULL, rows, err, errlen);
 }
 
 const struct follow_ops follow_feed_ops = {

@@ -78,12 +78,7 @@ static bool listen_on(PGconn *conn, const char *channel, char *err, size_t errle
     }
     snprintf(sql, sizeof sql, "LISTEN %s", q);
     PQfreemem(q);
-    PGresult *r = PQexec(conn, sql);
-    bool ok = PQresultStatus(r) == PGRES_COMMAND_OK;
-    if (!ok)
-        loader_set_result_error(err, errlen, sql, conn, r);
-    PQclear(r);
-    return ok;
+    return loader_exec(conn, sql, PGRES_COMMAND_OK, sql, err, errlen);
 }
 
 /* The table whose channel (or <channel>_deleted, *deleted) a notification came on, -1 if none. */
@@ -434,16 +429,9 @@ static bool notify_ticket(struct follower *f, struct table *t, PGconn *conn,
 static int notify_catch_up(struct follower *f, struct table *t, uint64_t *rows, char *err,
                            size_t errlen)
 {
-    uint64_t epoch;
     if (!f->cfg->feed_enabled)
         return -1;
-    PGconn *conn = loader_connect(f->cfg, err, errlen);
-    if (conn == NULL)
-        return 0;
-    int r = same_listener(f, t, conn, &epoch, err, errlen)
-        ? follow_feed_read(f, t, conn, epoch, true, true, rows, err, errlen) : 0;
-    PQfinish(conn);
-    return r;
+    return follow_feed_catch_up(f, t, same_listener, rows, err, errlen);
 }
 
 const struct follow_ops follow_notify_ops = {
