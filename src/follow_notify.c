@@ -33,13 +33,6 @@
 /* How long one wait for the connection may last before the loop looks around. */
 #define TICK_MS 500
 /*
- * A probe unanswered this long means the connection is gone (a partition
- * that drops packets never closes it).  Degraded answers start long before;
- * this only decides when to give up on the connection, which costs a
- * catch-up or a COPY, so it is generous.
- */
-#define PROBE_DEAD_NS (15 * NS_PER_S)
-/*
  * PostgreSQL refuses NOTIFY payloads of 8000 bytes or more, counted in the
  * server's encoding; in UTF-8 such an ID may take as little as half that.
  * An ID shorter than this in UTF-8 always fits in a notification.
@@ -270,11 +263,8 @@ static void follow(struct notify *n, PGconn *conn, char **probe, char *err, size
             in_flight = true;
             next_probe = sent + interval;
         }
-        if (in_flight && now - sent > PROBE_DEAD_NS) {
-            snprintf(err, errlen, "connection lost: no answer to a probe in %lld s",
-                     (long long)(PROBE_DEAD_NS / NS_PER_S));
+        if (in_flight && follow_probe_dead(sent, now, err, errlen))
             return;
-        }
         int64_t wait = in_flight ? 100 * 1000000 : next_probe - now;
         if (wait > TICK_MS * 1000000LL)
             wait = TICK_MS * 1000000LL;

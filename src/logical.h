@@ -21,8 +21,6 @@
 #define NS_PER_S INT64_C(1000000000)
 /* A status update at least this often: the walsender drops a silent client after wal_sender_timeout (60 s). */
 #define STATUS_EVERY_NS (10 * NS_PER_S)
-/* A probe, or a reply asked of the walsender, unanswered this long: the connection is gone. */
-#define DEAD_NS (15 * NS_PER_S)
 /* Longest wait, with no COPY using it, for first loads to take the exported snapshot. */
 #define EXPORT_WAIT_NS (30 * NS_PER_S)
 /* How long a catch-up waits for the stream to say whether a restored position resumes. */

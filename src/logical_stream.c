@@ -338,11 +338,8 @@ void logical_stream(struct logical *l, PGconn *repl, PGconn *probe, char *err, s
             probe_sent = now;
             next_probe = now + interval;
         }
-        if (probe_in_flight && now - probe_sent > DEAD_NS) {
-            snprintf(err, errlen, "connection lost: no answer to a probe in %lld s",
-                     (long long)(DEAD_NS / NS_PER_S));
+        if (probe_in_flight && follow_probe_dead(probe_sent, now, err, errlen))
             return;
-        }
         if (now - last_status >= STATUS_EVERY_NS) {
             if (!send_status(l, repl, received, false, err, errlen))
                 return;
