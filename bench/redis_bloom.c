@@ -111,38 +111,42 @@ static size_t put_u64(char *p, uint64_t v)
     return n;
 }
 
+/* Appends one RESP bulk string ("$len\r\n" s "\r\n") at buf + n; returns the new length. */
+static size_t put_bulk(char *buf, size_t n, const char *s, size_t len)
+{
+    char num[24];
+    size_t nl = put_u64(num, len);
+    buf[n++] = '$';
+    memcpy(buf + n, num, nl);
+    n += nl;
+    memcpy(buf + n, "\r\n", 2);
+    memcpy(buf + n + 2, s, len);
+    memcpy(buf + n + 2 + len, "\r\n", 2);
+    return n + 2 + len + 2;
+}
+
 /* RESP for GETBIT key off, written by hand: formatting is client CPU. */
 static void append_getbit(redisContext *c, const char *key, uint64_t off)
 {
     char buf[64 + MAX_KEY + 24], num[24];
-    size_t kl = strlen(key), nl = put_u64(num, off), n = 0;
-    n += (size_t)snprintf(buf, sizeof buf, "*3\r\n$6\r\nGETBIT\r\n$%zu\r\n", kl);
-    memcpy(buf + n, key, kl);
-    n += kl;
-    n += (size_t)snprintf(buf + n, sizeof buf - n, "\r\n$%zu\r\n", nl);
-    memcpy(buf + n, num, nl);
-    n += nl;
-    memcpy(buf + n, "\r\n", 2);
-    n += 2;
+    size_t n = (size_t)snprintf(buf, sizeof buf, "*3\r\n");
+    n = put_bulk(buf, n, "GETBIT", 6);
+    n = put_bulk(buf, n, key, strlen(key));
+    n = put_bulk(buf, n, num, put_u64(num, off));
     redisAppendFormattedCommand(c, buf, n);
 }
 
+/* BITFIELD_RO key GET u1 off... : all k probes in one command. */
 static void append_bitfield(redisContext *c, const char *key, const uint64_t *off, unsigned k)
 {
     char buf[64 + MAX_KEY + 48 * MAX_PROBES], num[24];
-    size_t kl = strlen(key), n = 0;
-    n += (size_t)snprintf(buf, sizeof buf, "*%u\r\n$11\r\nBITFIELD_RO\r\n$%zu\r\n", 2 + 3 * k, kl);
-    memcpy(buf + n, key, kl);
-    n += kl;
-    memcpy(buf + n, "\r\n", 2);
-    n += 2;
+    size_t n = (size_t)snprintf(buf, sizeof buf, "*%u\r\n", 2 + 3 * k);
+    n = put_bulk(buf, n, "BITFIELD_RO", 11);
+    n = put_bulk(buf, n, key, strlen(key));
     for (unsigned i = 0; i < k; i++) {
-        size_t nl = put_u64(num, off[i]);
-        n += (size_t)snprintf(buf + n, sizeof buf - n, "$3\r\nGET\r\n$2\r\nu1\r\n$%zu\r\n", nl);
-        memcpy(buf + n, num, nl);
-        n += nl;
-        memcpy(buf + n, "\r\n", 2);
-        n += 2;
+        n = put_bulk(buf, n, "GET", 3);
+        n = put_bulk(buf, n, "u1", 2);
+        n = put_bulk(buf, n, num, put_u64(num, off[i]));
     }
     redisAppendFormattedCommand(c, buf, n);
 }

@@ -30,26 +30,15 @@
 #define STR_(x) #x
 
 /* Built once: the config and counters do not depend on the input. */
-static struct config cfg;
-static struct log lg;
-static struct stats *stats;
-static struct table *unready;       /* no filter loaded yet */
-static struct filter_config fconf = { .name = "default", .table = "users", .column = "id",
-                                      .channel = "bloomguard", .pending_limit = 1000,
-                                      .pending_max_bytes = UINT64_MAX, .pending_ttl = 3600 };
+static struct fuzz_app h;
 
 static void setup(void)
 {
-    char err[256];
-    FUZZ_CHECK(config_defaults(&cfg));
     /* Small limits, so that inputs of a few hundred bytes reach them. */
-    FUZZ_CHECK(config_override(&cfg, "server.max_batch=" STR(MAX_BATCH), err, sizeof err));
-    FUZZ_CHECK(config_override(&cfg, "server.max_id_bytes=" STR(MAX_ID), err, sizeof err));
-    FUZZ_CHECK(config_override(&cfg, "sync.max_staleness=0", err, sizeof err));
-    lg.level = LOG_LVL_ERROR;
-    stats = routes_stats_new();
-    unready = table_new(&cfg, &fconf);
-    FUZZ_CHECK(stats != NULL && unready != NULL);
+    static const char *const overrides[] = {
+        "server.max_batch=" STR(MAX_BATCH), "server.max_id_bytes=" STR(MAX_ID), "sync.max_staleness=0",
+    };
+    fuzz_app_init(&h, overrides, sizeof overrides / sizeof overrides[0]);
 }
 
 /* The IDs of a body the handler accepted, found again without its help. */
@@ -98,7 +87,7 @@ static size_t distinct(size_t n, const char *const *ids, const size_t *lens)
 
 FUZZ_TARGET(body)
 {
-    if (stats == NULL)
+    if (h.stats == NULL)
         setup();
     if (size < 1)
         return 0;
@@ -109,8 +98,8 @@ FUZZ_TARGET(body)
     size_t len = size - 1;
 
     /* Its horizon only matters to lookups, with max_staleness 0 (setup). */
-    struct table *tbl = ready ? fuzz_loaded_table(&cfg, &fconf) : unready;
-    struct app a = { .cfg = &cfg, .lg = &lg, .stats = stats, .tables = &tbl, .n_tables = 1 };
+    struct table *tbl = ready ? fuzz_loaded_table(&h.cfg, &h.fc) : h.unready;
+    struct app a = { .cfg = &h.cfg, .lg = &h.lg, .stats = h.stats, .tables = &tbl, .n_tables = 1 };
     struct filter_info fi = { 0 };
     struct pending_info pi;
     FUZZ_CHECK(guard_info(table_guard(tbl), &fi) == ready);

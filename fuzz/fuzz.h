@@ -30,19 +30,17 @@
 #define FUZZ_TARGET(name) int fuzz_##name(const uint8_t *data, size_t size)
 #endif
 
-/* The harnesses the replayer knows; keep in step with fuzz/replay.c. */
-int fuzz_id_decode(const uint8_t *data, size_t size);
-int fuzz_id_lines(const uint8_t *data, size_t size);
-int fuzz_json_escape(const uint8_t *data, size_t size);
-int fuzz_uritmpl(const uint8_t *data, size_t size);
-int fuzz_body(const uint8_t *data, size_t size);
-int fuzz_request(const uint8_t *data, size_t size);
-int fuzz_config(const uint8_t *data, size_t size);
-int fuzz_filter(const uint8_t *data, size_t size);
-int fuzz_filter_keys(const uint8_t *data, size_t size);
-int fuzz_snapshot(const uint8_t *data, size_t size);
-int fuzz_pgoutput(const uint8_t *data, size_t size);
-int fuzz_spell(const uint8_t *data, size_t size);
+/*
+ * The harnesses the replayer knows, in one list: X(NAME) for each, so that
+ * the declarations below and fuzz/replay.c's table cannot drift apart.
+ */
+#define FUZZ_HARNESSES(X)                                                   \
+    X(id_decode) X(id_lines) X(json_escape) X(uritmpl) X(body) X(request)   \
+    X(config) X(filter) X(filter_keys) X(snapshot) X(pgoutput) X(spell)
+
+#define FUZZ_DECLARE_(name) int fuzz_##name(const uint8_t *data, size_t size);
+FUZZ_HARNESSES(FUZZ_DECLARE_)
+#undef FUZZ_DECLARE_
 
 /*
  * A broken invariant: say which and abort, so that libFuzzer keeps the input
@@ -84,6 +82,37 @@ static inline struct table *fuzz_loaded_table(const struct config *cfg,
     guard_begin(table_guard(t), f);
     guard_commit(table_guard(t));
     return t;
+}
+#endif
+
+/*
+ * What the handler harnesses (body, request) build once, as no input
+ * changes it: the defaults with their overrides ("section.key=value"), a log
+ * that keeps quiet, the counters, and the filter "default" on users(id)
+ * with a table never loaded.  One static per harness.
+ */
+#if defined(BLOOMGUARD_TABLE_H) && defined(BLOOMGUARD_ROUTES_H) && defined(BLOOMGUARD_LOG_H)
+struct fuzz_app {
+    struct config cfg;
+    struct log lg;
+    struct stats *stats;                /* NULL until fuzz_app_init */
+    struct table *unready;
+    struct filter_config fc;
+};
+
+static inline void fuzz_app_init(struct fuzz_app *h, const char *const *overrides, size_t n)
+{
+    char err[256];
+    FUZZ_CHECK(config_defaults(&h->cfg));
+    for (size_t i = 0; i < n; i++)
+        FUZZ_CHECK(config_override(&h->cfg, overrides[i], err, sizeof err));
+    h->lg.level = LOG_LVL_ERROR;
+    h->fc = (struct filter_config){ .name = "default", .table = "users", .column = "id",
+                                    .channel = "bloomguard", .pending_limit = 1000,
+                                    .pending_max_bytes = UINT64_MAX, .pending_ttl = 3600 };
+    h->stats = routes_stats_new();
+    h->unready = table_new(&h->cfg, &h->fc);
+    FUZZ_CHECK(h->stats != NULL && h->unready != NULL);
 }
 #endif
 

@@ -7,6 +7,7 @@
  * Input: byte 0 picks max_len, byte 1 the output buffer's size, the rest is
  * the raw ID.
  */
+#include <ctype.h>
 #include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
@@ -16,15 +17,12 @@
 #include "idcodec.h"
 #include "ref.h"
 
-static int hexval(unsigned char c)
+/* The value of hex digit c, or -1 (found in a string, unlike idcodec.c's ranges). */
+static int ref_hexval(unsigned char c)
 {
-    if (c >= '0' && c <= '9')
-        return c - '0';
-    if (c >= 'a' && c <= 'f')
-        return c - 'a' + 10;
-    if (c >= 'A' && c <= 'F')
-        return c - 'A' + 10;
-    return -1;
+    static const char digits[] = "0123456789abcdef";
+    const char *p = c != 0 ? strchr(digits, tolower(c)) : NULL;
+    return p != NULL ? (int)(p - digits) : -1;
 }
 
 /* id_decode as its header describes it: first problem left to right, then the whole. */
@@ -36,9 +34,9 @@ static enum id_error ref_decode(const unsigned char *s, size_t len, size_t max_l
     for (size_t i = 0; i < len; i++) {
         unsigned c = s[i];
         if (c == '%') {
-            if (i + 2 >= len || hexval(s[i + 1]) < 0 || hexval(s[i + 2]) < 0)
+            if (i + 2 >= len || ref_hexval(s[i + 1]) < 0 || ref_hexval(s[i + 2]) < 0)
                 return ID_BAD_PERCENT;
-            c = (unsigned)(hexval(s[i + 1]) * 16 + hexval(s[i + 2]));
+            c = (unsigned)(ref_hexval(s[i + 1]) * 16 + ref_hexval(s[i + 2]));
             i += 2;
         }
         if (c == 0)

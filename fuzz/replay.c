@@ -17,18 +17,9 @@ static const struct {
     const char *name;
     int (*one)(const uint8_t *, size_t);
 } targets[] = {
-    { "id_decode", fuzz_id_decode },
-    { "id_lines", fuzz_id_lines },
-    { "json_escape", fuzz_json_escape },
-    { "uritmpl", fuzz_uritmpl },
-    { "body", fuzz_body },
-    { "request", fuzz_request },
-    { "config", fuzz_config },
-    { "filter", fuzz_filter },
-    { "filter_keys", fuzz_filter_keys },
-    { "snapshot", fuzz_snapshot },
-    { "pgoutput", fuzz_pgoutput },
-    { "spell", fuzz_spell },
+#define FUZZ_ROW_(name) { #name, fuzz_##name },
+    FUZZ_HARNESSES(FUZZ_ROW_)
+#undef FUZZ_ROW_
 };
 #define NTARGETS (sizeof targets / sizeof targets[0])
 

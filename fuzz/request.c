@@ -25,14 +25,8 @@
 #include "idcodec.h"
 #include "uritmpl.h"
 
-static struct config cfg;
-static struct log lg;
-static struct stats *stats;
-static struct table *unready;
+static struct fuzz_app h;
 static struct app base;
-static struct filter_config fconf = { .name = "default", .table = "users", .column = "id",
-                                      .channel = "bloomguard", .pending_limit = 1000,
-                                      .pending_max_bytes = UINT64_MAX, .pending_ttl = 3600 };
 
 static void setup(void)
 {
@@ -41,15 +35,8 @@ static void setup(void)
         "auth.uri_template=/api/v1/orders/{id}/items", "server.max_id_bytes=64",
         "sync.max_staleness=0",     /* the tables below are never degraded */
     };
-    char err[256];
-    FUZZ_CHECK(config_defaults(&cfg));
-    for (size_t i = 0; i < sizeof overrides / sizeof overrides[0]; i++)
-        FUZZ_CHECK(config_override(&cfg, overrides[i], err, sizeof err));
-    lg.level = LOG_LVL_ERROR;
-    stats = routes_stats_new();
-    unready = table_new(&cfg, &fconf);
-    FUZZ_CHECK(stats != NULL && unready != NULL);
-    base = (struct app){ .cfg = &cfg, .lg = &lg, .stats = stats, .tables = &unready, .n_tables = 1 };
+    fuzz_app_init(&h, overrides, sizeof overrides / sizeof overrides[0]);
+    base = (struct app){ .cfg = &h.cfg, .lg = &h.lg, .stats = h.stats, .tables = &h.unready, .n_tables = 1 };
     FUZZ_CHECK(api_init(&base));
 }
 
@@ -57,12 +44,12 @@ static void setup(void)
 static bool auth_id(const char *uri, size_t len, char *id, size_t *idlen, bool *matched)
 {
     *matched = false;
-    for (unsigned i = 0; i < cfg.n_uri_templates; i++) {
+    for (unsigned i = 0; i < h.cfg.n_uri_templates; i++) {
         const char *raw;
         size_t rl;
-        if (uritmpl_match(cfg.uri_templates[i], uri, len, &raw, &rl)) {
+        if (uritmpl_match(h.cfg.uri_templates[i], uri, len, &raw, &rl)) {
             *matched = true;
-            return id_decode(raw, rl, cfg.max_id_bytes, id, CONFIG_MAX_ID_BYTES + 1, idlen) == ID_OK;
+            return id_decode(raw, rl, h.cfg.max_id_bytes, id, CONFIG_MAX_ID_BYTES + 1, idlen) == ID_OK;
         }
     }
     return false;
@@ -70,7 +57,7 @@ static bool auth_id(const char *uri, size_t len, char *id, size_t *idlen, bool *
 
 FUZZ_TARGET(request)
 {
-    if (stats == NULL)
+    if (h.stats == NULL)
         setup();
     if (size < 1)
         return 0;
@@ -78,23 +65,23 @@ FUZZ_TARGET(request)
     const char *uri = (const char *)data + 1;
     size_t len = size - 1;
     struct app a = base;
-    struct table *tbl = ready ? fuzz_loaded_table(&cfg, &fconf) : unready;
+    struct table *tbl = ready ? fuzz_loaded_table(&h.cfg, &h.fc) : h.unready;
     a.tables = &tbl;
 
     static char id[CONFIG_MAX_ID_BYTES + 1];
     size_t idlen = 0;
     bool matched = false, valid, unknown = false;
     if (exists) {
-        /* "NAME/ID" names a filter: the only one here is fconf's; "ID" alone is the default. */
+        /* "NAME/ID" names a filter: the only one here is h.fc's; "ID" alone is the default. */
         const char *raw = uri, *slash = memchr(uri, '/', len);
         size_t rawlen = len;
         if (slash != NULL) {
             size_t nl = (size_t)(slash - uri);
-            unknown = nl != strlen(fconf.name) || memcmp(uri, fconf.name, nl) != 0;
+            unknown = nl != strlen(h.fc.name) || memcmp(uri, h.fc.name, nl) != 0;
             raw = slash + 1;
             rawlen = len - nl - 1;
         }
-        valid = !unknown && id_decode(raw, rawlen, cfg.max_id_bytes, id, sizeof id, &idlen) == ID_OK;
+        valid = !unknown && id_decode(raw, rawlen, h.cfg.max_id_bytes, id, sizeof id, &idlen) == ID_OK;
     } else
         valid = auth_id(uri, len, id, &idlen, &matched);
     if (add && valid && ready)
@@ -118,13 +105,13 @@ FUZZ_TARGET(request)
             FUZZ_CHECK(r.status == 200 || (r.status == 404 && !add));
     } else {
         FUZZ_CHECK(verdict != NULL);
-        FUZZ_CHECK(r.status == cfg.allow_status || r.status == cfg.deny_status);
+        FUZZ_CHECK(r.status == h.cfg.allow_status || r.status == h.cfg.deny_status);
         /*
          * A deny needs a template match, a loaded filter and a well-formed
          * ID it says is absent; one that does not decode is a bypass (the
          * service may read it its own way); not loaded: fail_open allows.
          */
-        if (r.status == cfg.deny_status)
+        if (r.status == h.cfg.deny_status)
             FUZZ_CHECK(matched && valid && ready && !add && strcmp(verdict, "miss") == 0);
         if (!matched || (matched && !valid))
             FUZZ_CHECK(strcmp(verdict, "bypass") == 0);

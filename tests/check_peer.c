@@ -116,12 +116,18 @@ static void server_run(struct server *s)
     ck_assert_int_eq(pthread_create(&s->thread, NULL, serve, s), 0);
 }
 
-static void server_start(struct server *s, const char *head, const void *body, size_t body_len)
+/* s answering head then body; started by server_run once the caller set the rest. */
+static void server_init(struct server *s, const char *head, const void *body, size_t body_len)
 {
     memset(s, 0, sizeof *s);
     s->head = head;
     s->body = body;
     s->body_len = body_len;
+}
+
+static void server_start(struct server *s, const char *head, const void *body, size_t body_len)
+{
+    server_init(s, head, body, body_len);
     server_run(s);
 }
 
@@ -239,6 +245,15 @@ START_TEST(test_no_token_no_header)
 }
 END_TEST
 
+/* The users snapshot fetched from s with QUICK limits and no token; s is stopped once it returns. */
+static enum snapshot_status quick_fetch(struct server *s, struct snapshot *snap, char *why)
+{
+    enum snapshot_status st = peer_fetch_snapshot(base_of(s), "users", NULL, &EXPECT, &QUICK, snap, why,
+                                                  SNAPSHOT_WHY_LEN);
+    server_stop(s);
+    return st;
+}
+
 START_TEST(test_unauthorized)
 {
     static const char body[] =
@@ -271,9 +286,7 @@ START_TEST(test_truncated)
     server_start(&s, head, b.p, b.len - 100);      /* the peer hangs up early */
     struct snapshot snap;
     char why[SNAPSHOT_WHY_LEN] = "";
-    enum snapshot_status st = peer_fetch_snapshot(base_of(&s), "users", NULL, &EXPECT, &QUICK, &snap,
-                                                  why, sizeof why);
-    server_stop(&s);
+    enum snapshot_status st = quick_fetch(&s, &snap, why);
     ck_assert_msg(st == SNAPSHOT_TRUNCATED, "status %s: %s", snapshot_strstatus(st), why);
     ck_assert_ptr_null(snap.filter);
     free(b.p);
@@ -300,9 +313,7 @@ START_TEST(test_unframed)
     server_start(&s, unframed[_i], NULL, 0);
     struct snapshot snap;
     char why[SNAPSHOT_WHY_LEN] = "";
-    enum snapshot_status st = peer_fetch_snapshot(base_of(&s), "users", NULL, &EXPECT, &QUICK, &snap,
-                                                  why, sizeof why);
-    server_stop(&s);
+    enum snapshot_status st = quick_fetch(&s, &snap, why);
     ck_assert_msg(st == SNAPSHOT_IO, "status %s: %s", snapshot_strstatus(st), why);
     ck_assert_msg(strstr(why, unframed_why[_i]) != NULL, "why: %s", why);
 }
@@ -321,9 +332,7 @@ START_TEST(test_head_too_large)
     server_start(&s, head, NULL, 0);
     struct snapshot snap;
     char why[SNAPSHOT_WHY_LEN] = "";
-    enum snapshot_status st = peer_fetch_snapshot(base_of(&s), "users", NULL, &EXPECT, &QUICK, &snap,
-                                                  why, sizeof why);
-    server_stop(&s);
+    enum snapshot_status st = quick_fetch(&s, &snap, why);
     free(head);
     ck_assert_int_eq(st, SNAPSHOT_IO);
     ck_assert_msg(strstr(why, "head is over") != NULL, "why: %s", why);
@@ -345,20 +354,33 @@ START_TEST(test_refused)
 }
 END_TEST
 
+/*
+ * A fetch from base that must fail with SNAPSHOT_IO, nothing kept, a reason
+ * holding says (left in why[SNAPSHOT_WHY_LEN]), after lo to hi seconds; srv,
+ * when not NULL, is stopped once it returns.
+ */
+static void fetch_fails(const char *base, struct server *srv, const struct peer_limits *lim,
+                        const char *says, double lo, double hi, char *why)
+{
+    struct snapshot snap;
+    double t0 = now_s();
+    enum snapshot_status st = peer_fetch_snapshot(base, "users", NULL, &EXPECT, lim, &snap, why,
+                                                  SNAPSHOT_WHY_LEN);
+    double took = now_s() - t0;
+    if (srv != NULL)
+        server_stop(srv);
+    ck_assert_msg(st == SNAPSHOT_IO, "status %s: %s", snapshot_strstatus(st), why);
+    ck_assert_ptr_null(snap.filter);
+    ck_assert_msg(strstr(why, says) != NULL, "why: %s (wanted \"%s\")", why, says);
+    ck_assert_msg(took >= lo && took < hi, "took %.3f s, not %.3f to %.3f s (why: %s)", took, lo, hi, why);
+}
+
 START_TEST(test_silent_peer)
 {
     struct server s;
     server_start(&s, NULL, NULL, 0);
-    struct snapshot snap;
     char why[SNAPSHOT_WHY_LEN] = "";
-    double t0 = now_s();
-    enum snapshot_status st = peer_fetch_snapshot(base_of(&s), "users", NULL, &EXPECT, &SHORT, &snap,
-                                                  why, sizeof why);
-    double took = now_s() - t0;
-    server_stop(&s);
-    ck_assert_int_eq(st, SNAPSHOT_IO);
-    ck_assert_msg(strstr(why, "timed out") != NULL, "why: %s", why);
-    ck_assert_msg(took >= 0.25 && took < 2.0, "took %.3f s for a 300 ms timeout", took);
+    fetch_fails(base_of(&s), &s, &SHORT, "timed out", 0.25, 2.0, why);   /* a 300 ms timeout */
 }
 END_TEST
 
@@ -435,30 +457,16 @@ START_TEST(test_trickle_deadline)
     char head[128], why[SNAPSHOT_WHY_LEN] = "";
     trickle_head(head, sizeof head, b.len);
     struct server s;
-    memset(&s, 0, sizeof s);
-    s.head = head;
-    s.body = b.p;
-    s.body_len = b.len;
+    server_init(&s, head, b.p, b.len);
     s.trickle_ms = 200;
     server_run(&s);
     const struct peer_limits lim = { .timeout_ms = 2000, .setup_ms = 300, .min_rate = 1000 };
     double deadline = 0.3 + (double)b.len / 1000.0;
-    struct snapshot snap;
-    double t0 = now_s();
-    enum snapshot_status st = peer_fetch_snapshot(base_of(&s), "users", NULL, &EXPECT, &lim, &snap,
-                                                  why, sizeof why);
-    double took = now_s() - t0;
-    server_stop(&s);
-    ck_assert_msg(st == SNAPSHOT_IO, "status %s: %s", snapshot_strstatus(st), why);
-    ck_assert_msg(strstr(why, "too slow") != NULL, "why: %s", why);
+    /* The deadline counts the body: not given up at the 0.3 s allowance, nor long after. */
+    fetch_fails(base_of(&s), &s, &lim, "too slow", deadline - 0.05, deadline + 1.5, why);
     char bytes[64];
     snprintf(bytes, sizeof bytes, "the %zu-byte snapshot", b.len);
     ck_assert_msg(strstr(why, bytes) != NULL, "why: %s", why);
-    ck_assert_ptr_null(snap.filter);
-    /* The deadline counts the body: not given up at the 0.3 s allowance, nor long after. */
-    ck_assert_msg(took >= deadline - 0.05 && took < deadline + 1.5,
-                  "took %.3f s for a deadline of %.3f s (%zu of %zu bytes sent)", took, deadline,
-                  s.sent, b.len);
     ck_assert_uint_lt(s.sent, b.len);
     free(b.p);
 }
@@ -469,23 +477,12 @@ START_TEST(test_trickle_head)
 {
     static const char body[] = "X-Pad: aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa";
     struct server s;
-    memset(&s, 0, sizeof s);
-    s.head = "HTTP/1.1 200 OK\r\n";
-    s.body = (const unsigned char *)body;
-    s.body_len = sizeof body - 1;
+    server_init(&s, "HTTP/1.1 200 OK\r\n", body, sizeof body - 1);
     s.trickle_ms = 50;
     server_run(&s);
     const struct peer_limits lim = { .timeout_ms = 2000, .setup_ms = 600 };
-    struct snapshot snap;
     char why[SNAPSHOT_WHY_LEN] = "";
-    double t0 = now_s();
-    enum snapshot_status st = peer_fetch_snapshot(base_of(&s), "users", NULL, &EXPECT, &lim, &snap,
-                                                  why, sizeof why);
-    double took = now_s() - t0;
-    server_stop(&s);
-    ck_assert_int_eq(st, SNAPSHOT_IO);
-    ck_assert_msg(strstr(why, "too slow: no answer within") != NULL, "why: %s", why);
-    ck_assert_msg(took >= 0.55 && took < 2.0, "took %.3f s for a 0.6 s allowance", took);
+    fetch_fails(base_of(&s), &s, &lim, "too slow: no answer within", 0.55, 2.0, why);
 }
 END_TEST
 
@@ -502,10 +499,7 @@ START_TEST(test_stop_mid_transfer)
     atomic_bool stop;
     atomic_init(&stop, false);
     struct server s;
-    memset(&s, 0, sizeof s);
-    s.head = head;
-    s.body = b.p;
-    s.body_len = b.len;
+    server_init(&s, head, b.p, b.len);
     s.trickle_ms = 100;
     s.stop = &stop;
     s.stop_after = 5;
@@ -593,22 +587,16 @@ START_TEST(test_lookup_hangs)
 {
     /* Nothing listens: the lookup never gets so far. */
     const struct peer_limits lim = { .timeout_ms = 2000, .setup_ms = 400, .resolve = hang_resolve };
-    struct snapshot snap;
     char why[SNAPSHOT_WHY_LEN] = "";
-    double t0 = now_s();
-    enum snapshot_status st = peer_fetch_snapshot("http://peer.test:1", "users", NULL, &EXPECT,
-                                                  &lim, &snap, why, sizeof why);
-    double took = now_s() - t0;
-    ck_assert_int_eq(st, SNAPSHOT_IO);
-    ck_assert_msg(strstr(why, "too slow: no answer within") != NULL, "why: %s", why);
-    ck_assert_msg(took >= 0.35 && took < 2.0, "took %.3f s for a 0.4 s allowance", took);
+    fetch_fails("http://peer.test:1", NULL, &lim, "too slow: no answer within", 0.35, 2.0, why);
 
     /* And stopped while it hangs. */
     struct stopper k;
     stopper_start(&k);
     const struct peer_limits lim2 = { .setup_ms = 60000, .resolve = hang_resolve, .stop = &k.stop };
-    st = peer_fetch_snapshot("http://peer.test:1", "users", NULL, &EXPECT, &lim2, &snap, why,
-                             sizeof why);
+    struct snapshot snap;
+    enum snapshot_status st = peer_fetch_snapshot("http://peer.test:1", "users", NULL, &EXPECT,
+                                                  &lim2, &snap, why, sizeof why);
     pthread_join(k.th, NULL);
     double after = now_s() - k.at;
     ck_assert_int_eq(st, SNAPSHOT_IO);

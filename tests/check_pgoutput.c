@@ -390,25 +390,43 @@ static void check_tuple(const struct pgoutput_tuple *t, const char *copy, size_t
     ck_assert(!pgoutput_tuple_get(t, 65535, &g));
 }
 
+/* b with byte at set to kind: refused as PGOUTPUT_BAD_KIND.  b keeps the byte. */
+static void assert_bad_kind(struct buf *b, size_t at, unsigned char kind)
+{
+    b->b[at] = kind;
+    enum pgoutput_error e = decode_err(b);
+    ck_assert_msg(e == PGOUTPUT_BAD_KIND, "kind 0x%02x at byte %zu: error %d", kind, at, (int)e);
+}
+
+/* A row message: the head already in b, then build_tuple's tuple, decoded into m. */
+static void decode_row(struct buf *b, struct pgoutput_msg *m, char **copy)
+{
+    build_tuple(b);
+    decode_ok(b, m, copy);
+}
+
+/* The end of a row message's checks: its last tuple is build_tuple's; every truncation is refused. */
+static void end_row(const struct buf *b, const struct pgoutput_tuple *t, char *copy)
+{
+    check_tuple(t, copy, b->n);
+    free(copy);
+    check_truncations(b);
+}
+
 START_TEST(test_insert)
 {
     struct pgoutput_msg m;
     char *copy;
     struct buf b = { .n = 0 };
     b_u8(b_u32(b_u8(&b, 'I'), 16384), 'N');
-    build_tuple(&b);
-    decode_ok(&b, &m, &copy);
+    decode_row(&b, &m, &copy);
     ck_assert_int_eq(m.type, PGOUTPUT_INSERT);
     ck_assert_uint_eq(m.insert.relid, 16384);
-    check_tuple(&m.insert.tuple, copy, b.n);
-    free(copy);
-    check_truncations(&b);
+    end_row(&b, &m.insert.tuple, copy);
 
     /* Only 'N' may introduce an insert's tuple. */
-    b.b[5] = 'K';
-    ck_assert_int_eq(decode_err(&b), PGOUTPUT_BAD_KIND);
-    b.b[5] = 0;
-    ck_assert_int_eq(decode_err(&b), PGOUTPUT_BAD_KIND);
+    assert_bad_kind(&b, 5, 'K');
+    assert_bad_kind(&b, 5, 0);
 }
 END_TEST
 
@@ -488,8 +506,7 @@ START_TEST(test_update)
 
     /* No old tuple. */
     b_u8(b_u32(b_u8(&b, 'U'), 7), 'N');
-    build_tuple(&b);
-    decode_ok(&b, &m, &copy);
+    decode_row(&b, &m, &copy);
     ck_assert_int_eq(m.type, PGOUTPUT_UPDATE);
     ck_assert_uint_eq(m.update.relid, 7);
     ck_assert_int_eq(m.update.old_kind, 0);
@@ -500,9 +517,7 @@ START_TEST(test_update)
     pgoutput_tuple_iter(&m.update.old, &it);
     ck_assert(!pgoutput_tuple_next(&it, &none));
     ck_assert(!pgoutput_tuple_get(&m.update.old, 0, &none));
-    check_tuple(&m.update.tuple, copy, b.n);
-    free(copy);
-    check_truncations(&b);
+    end_row(&b, &m.update.tuple, copy);
 
     /* The old key ('K': the key, others null) or the whole old row ('O'). */
     for (const char *k = "KO"; *k; k++) {
@@ -511,8 +526,7 @@ START_TEST(test_update)
         b_u8(b_u8(b_text(b_u16(&b, 5), "41", 2), 'n'), 'n');
         b_u8(b_u8(&b, 'n'), 'n');
         b_u8(&b, 'N');
-        build_tuple(&b);
-        decode_ok(&b, &m, &copy);
+        decode_row(&b, &m, &copy);
         ck_assert_int_eq(m.update.old_kind, *k);
         ck_assert_uint_eq(m.update.old.ncols, 5);
         struct pgoutput_col c;
@@ -521,20 +535,15 @@ START_TEST(test_update)
         ck_assert_mem_eq(c.value, "41", 2);
         ck_assert(pgoutput_tuple_get(&m.update.old, 4, &c));
         ck_assert_int_eq(c.kind, 'n');
-        check_tuple(&m.update.tuple, copy, b.n);
-        free(copy);
-        check_truncations(&b);
+        end_row(&b, &m.update.tuple, copy);
     }
 
     /* The old tuple must be followed by 'N', not by another old one. */
     size_t n_at = 5 + 1 + 2 + 7 + 4;
     ck_assert_int_eq(b.b[n_at], 'N');
-    b.b[n_at] = 'K';
-    ck_assert_int_eq(decode_err(&b), PGOUTPUT_BAD_KIND);
-    b.b[n_at] = 'O';
-    ck_assert_int_eq(decode_err(&b), PGOUTPUT_BAD_KIND);
-    b.b[5] = 'X';
-    ck_assert_int_eq(decode_err(&b), PGOUTPUT_BAD_KIND);
+    assert_bad_kind(&b, n_at, 'K');
+    assert_bad_kind(&b, n_at, 'O');
+    assert_bad_kind(&b, 5, 'X');
 }
 END_TEST
 
@@ -546,18 +555,14 @@ START_TEST(test_delete)
     for (const char *k = "KO"; *k; k++) {
         b.n = 0;
         b_u8(b_u32(b_u8(&b, 'D'), 9), (unsigned char)*k);
-        build_tuple(&b);
-        decode_ok(&b, &m, &copy);
+        decode_row(&b, &m, &copy);
         ck_assert_int_eq(m.type, PGOUTPUT_DELETE);
         ck_assert_uint_eq(m.delete.relid, 9);
         ck_assert_int_eq(m.delete.old_kind, *k);
-        check_tuple(&m.delete.old, copy, b.n);
-        free(copy);
-        check_truncations(&b);
+        end_row(&b, &m.delete.old, copy);
     }
     /* A delete always carries the old key or row. */
-    b.b[5] = 'N';
-    ck_assert_int_eq(decode_err(&b), PGOUTPUT_BAD_KIND);
+    assert_bad_kind(&b, 5, 'N');
 }
 END_TEST
 

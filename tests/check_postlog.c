@@ -116,9 +116,7 @@ START_TEST(test_round_trip)
     ck_assert_uint_eq(g.left[3], 60);               /* the later append of "a" */
     postlog_close(log);
     postlog_close(NULL);
-    free(path);
-    check_rm_rf(dir);
-    free(dir);
+    check_scratch_free(dir, path);
 }
 END_TEST
 
@@ -161,9 +159,7 @@ START_TEST(test_wall_clock_expiry)
     log = reopen(path, &o, &g, &r);
     ck_assert_uint_eq(g.left[1], 7);
     postlog_close(log);
-    free(path);
-    check_rm_rf(dir);
-    free(dir);
+    check_scratch_free(dir, path);
 }
 END_TEST
 
@@ -224,9 +220,7 @@ START_TEST(test_torn_tail)
         ck_assert_int_eq(file_size(path), 16);
         postlog_close(log);
     }
-    free(path);
-    check_rm_rf(dir);
-    free(dir);
+    check_scratch_free(dir, path);
 }
 END_TEST
 
@@ -351,18 +345,46 @@ static bool journal_walk(void *live_ctx, postlog_count_fn count, postlog_entry_f
     return ok;
 }
 
+/* A compaction floor no test reaches: only postlog_compact rewrites. */
+#define NEVER (UINT64_C(1) << 40)
+
+/*
+ * Opens path as a log that rewrites itself from the journal j (emptied
+ * first): o's ttl (3600 s), live set and floor are set here, the rest is
+ * the caller's.
+ */
+static struct postlog *open_journaled(const char *path, struct postlog_opts *o, struct journal *j,
+                                      uint64_t floor, struct got *g, struct postlog_opened *r)
+{
+    j->n = 0;
+    o->ttl = 3600;
+    o->live = journal_walk;
+    o->live_ctx = j;
+    o->compact_floor = floor;
+    j->log = reopen(path, o, g, r);
+    return j->log;
+}
+
+/* Up to 10 s for the log's own thread to finish a rewrite (and not be broken); *pi the last figures. */
+static void wait_for_a_compaction(struct postlog *log, struct postlog_info *pi)
+{
+    for (int waited = 0; waited < 10000; waited++) {
+        postlog_info(log, pi);
+        if (pi->compactions > 0 && !pi->broken)
+            break;
+        usleep(1000);
+    }
+}
+
 START_TEST(test_compaction_keeps_the_live)
 {
     char *dir = check_tmpdir("check_postlog"), *path = check_join(dir, "x.posts");
     static struct journal j = { .mu = PTHREAD_MUTEX_INITIALIZER };
-    j.n = 0;
-    struct postlog_opts o = { .ttl = 3600, .live = journal_walk, .live_ctx = &j,
-                              .compact_floor = UINT64_C(1) << 40, .clock = test_clock };
+    struct postlog_opts o = { .clock = test_clock };
     struct postlog_opened r;
     struct got g;
     atomic_store(&clock_now, 3000000);
-    struct postlog *log = reopen(path, &o, &g, &r);
-    j.log = log;
+    struct postlog *log = open_journaled(path, &o, &j, NEVER, &g, &r);
     char id[40];
     for (int i = 0; i < 1000; i++) {
         snprintf(id, sizeof id, "id-%d", i);
@@ -402,9 +424,7 @@ START_TEST(test_compaction_keeps_the_live)
     log = reopen(path, &plain, &g, &r);
     ck_assert_int_eq(postlog_compact(log), EINVAL);
     postlog_close(log);
-    free(path);
-    check_rm_rf(dir);
-    free(dir);
+    check_scratch_free(dir, path);
 }
 END_TEST
 
@@ -412,13 +432,10 @@ START_TEST(test_compaction_by_itself)
 {
     char *dir = check_tmpdir("check_postlog"), *path = check_join(dir, "x.posts");
     static struct journal j = { .mu = PTHREAD_MUTEX_INITIALIZER };
-    j.n = 0;
-    struct postlog_opts o = { .ttl = 3600, .live = journal_walk, .live_ctx = &j,
-                              .compact_floor = 4096 };
+    struct postlog_opts o = { 0 };
     struct postlog_opened r;
     struct got g;
-    struct postlog *log = reopen(path, &o, &g, &r);
-    j.log = log;
+    struct postlog *log = open_journaled(path, &o, &j, 4096, &g, &r);
     /* The same 10 ids again and again: the file grows, the live set does not. */
     char id[40];
     for (int i = 0; i < 3000; i++) {
@@ -428,12 +445,7 @@ START_TEST(test_compaction_by_itself)
         ck_assert_int_eq(append1(log, id, 3600), 0);
     }
     struct postlog_info pi;
-    for (int waited = 0; waited < 10000; waited++) {
-        postlog_info(log, &pi);
-        if (pi.compactions > 0 && !pi.broken)
-            break;
-        usleep(1000);
-    }
+    wait_for_a_compaction(log, &pi);
     ck_assert_uint_ge(pi.compactions, 1);
     ck_assert_uint_eq(pi.compact_failures, 0);
     /* 3000 records of ~40 bytes would be 120 KB: the rewrites keep it near the floor. */
@@ -461,18 +473,11 @@ START_TEST(test_compaction_by_itself)
     j.n = 0;
     log = reopen(path, &oc, &g, &r);
     ck_assert_uint_eq(r.expired, 500);
-    for (int waited = 0; waited < 10000; waited++) {
-        postlog_info(log, &pi);
-        if (pi.compactions > 0)
-            break;
-        usleep(1000);
-    }
+    wait_for_a_compaction(log, &pi);
     ck_assert_uint_eq(pi.compactions, 1);
     ck_assert_int_lt(file_size(path), big);
     postlog_close(log);
-    free(path);
-    check_rm_rf(dir);
-    free(dir);
+    check_scratch_free(dir, path);
 }
 END_TEST
 
@@ -574,9 +579,7 @@ START_TEST(test_group_commit)
         ck_assert(has(&g, id));
     }
     postlog_close(log);
-    free(path);
-    check_rm_rf(dir);
-    free(dir);
+    check_scratch_free(dir, path);
 }
 END_TEST
 
@@ -628,9 +631,7 @@ START_TEST(test_submit)
     ck_assert_uint_le(pi.syncs, 2);
     log = close_reopen_count(log, path, &o, &g, &r, N);
     postlog_close(log);
-    free(path);
-    check_rm_rf(dir);
-    free(dir);
+    check_scratch_free(dir, path);
 }
 END_TEST
 
@@ -646,13 +647,10 @@ START_TEST(test_failures)
 {
     char *dir = check_tmpdir("check_postlog"), *path = check_join(dir, "x.posts");
     static struct journal j = { .mu = PTHREAD_MUTEX_INITIALIZER };
-    j.n = 0;
-    struct postlog_opts o = { .ttl = 3600, .live = journal_walk, .live_ctx = &j,
-                              .compact_floor = UINT64_C(1) << 40, .fault = inject };
+    struct postlog_opts o = { .fault = inject };
     struct postlog_opened r;
     struct got g;
-    struct postlog *log = reopen(path, &o, &g, &r);
-    j.log = log;
+    struct postlog *log = open_journaled(path, &o, &j, NEVER, &g, &r);
     journal_add(&j, "kept", 3600);
     ck_assert_int_eq(append1(log, "kept", 3600), 0);
 
@@ -705,9 +703,7 @@ START_TEST(test_failures)
     ck_assert_uint_eq(pi.failures, 3);
     ck_assert_uint_eq(never.calls, 0);
     postlog_close(log);
-    free(path);
-    check_rm_rf(dir);
-    free(dir);
+    check_scratch_free(dir, path);
 }
 END_TEST
 

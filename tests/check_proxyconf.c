@@ -53,6 +53,38 @@ static bool has_line(const char *s, const char *line)
 #define ASSERT_HAS(s, sub) ck_assert_msg(strstr((s), (sub)) != NULL, "missing: %s", (sub))
 #define ASSERT_HAS_NOT(s, sub) ck_assert_msg(strstr((s), (sub)) == NULL, "unexpected: %s", (sub))
 
+/* One thing a written file must (or must not) hold. */
+struct want {
+    enum { WANT_LINE, WANT_NO_LINE, WANT_HAS, WANT_HAS_NOT } op;
+    const char *text;
+};
+#define LINE(t) { WANT_LINE, (t) }
+#define NO_LINE(t) { WANT_NO_LINE, (t) }
+#define HAS(t) { WANT_HAS, (t) }
+#define HAS_NOT(t) { WANT_HAS_NOT, (t) }
+
+/* Writes c's file of that kind and checks each of w[0..n) in it; a failure names the kind and the row. */
+static void assert_file(const struct config *c, enum proxyconf_kind kind, const struct want *w, size_t n)
+{
+    const char *name = kind == PROXYCONF_NGINX ? "nginx" : "caddy";
+    char *s = render_ok(c, kind);
+    for (size_t i = 0; i < n; i++) {
+        bool line = w[i].op == WANT_LINE || w[i].op == WANT_NO_LINE;
+        bool want = w[i].op == WANT_LINE || w[i].op == WANT_HAS;
+        bool found = line ? has_line(s, w[i].text) : strstr(s, w[i].text) != NULL;
+        ck_assert_msg(found == want, "%s, row %zu: %s %s: %s", name, i,
+                      want ? "no" : "unexpected", line ? "line" : "text", w[i].text);
+    }
+    free(s);
+}
+
+/* EXPECT(&c, kind, LINE("..."), HAS_NOT("..."), ...): the file of that kind holds each. */
+#define EXPECT(c, kind, ...)                                                                    \
+    do {                                                                                        \
+        const struct want w_[] = { __VA_ARGS__ };                                               \
+        assert_file((c), (kind), w_, sizeof w_ / sizeof w_[0]);                                 \
+    } while (0)
+
 START_TEST(test_kind_parse)
 {
     enum proxyconf_kind k = PROXYCONF_CADDY;
@@ -154,17 +186,16 @@ START_TEST(test_caddy_map_lines)
     struct config c;
     CONFIG(&c, "auth", "uri_template", "/user/get/{id}", "auth", "uri_template",
            "/api/v1/orders/{id}/items");
-    char *s = render_ok(&c, PROXYCONF_CADDY);
-    ASSERT_LINE(s, "\t\t\t~^/user/get/(?:(?:[^/?#%\\s]|%[^2/?#\\s]|%2[^fF/?#\\s])+(?:\\?\\S*)?\\x20"
-                   "/user/get/([^/\"\\\\\\x00-\\x1f\\x7f\\x{FFFD}]+)$"
-                   "|([\\x21\\x24-\\x2e\\x30-\\x3e\\x40-\\x5b\\x5d-\\x7e]+)(?:[?#]|\\x20)"
-                   "|[^/?#\\s]+(?:[?#]|\\x20)) $1$2");
-    ASSERT_LINE(s, "\t\t\t~^/api/v1/orders/(?:(?:[^/?#%\\s]|%[^2/?#\\s]|%2[^fF/?#\\s])+/items(?:\\?\\S*)?\\x20"
-                   "/api/v1/orders/([^/\"\\\\\\x00-\\x1f\\x7f\\x{FFFD}]+)/items$"
-                   "|([\\x21\\x24-\\x2e\\x30-\\x3e\\x40-\\x5b\\x5d-\\x7e]+)/items(?:[?#]|\\x20)"
-                   "|[^/?#\\s]+/items(?:[?#]|\\x20)) $1$2");
-    ASSERT_LINE(s, "\t\t\t\trespond `{\"id\":\"{bloomguard_id}\",\"exists\":false}` 404");
-    free(s);
+    EXPECT(&c, PROXYCONF_CADDY,
+           LINE("\t\t\t~^/user/get/(?:(?:[^/?#%\\s]|%[^2/?#\\s]|%2[^fF/?#\\s])+(?:\\?\\S*)?\\x20"
+                "/user/get/([^/\"\\\\\\x00-\\x1f\\x7f\\x{FFFD}]+)$"
+                "|([\\x21\\x24-\\x2e\\x30-\\x3e\\x40-\\x5b\\x5d-\\x7e]+)(?:[?#]|\\x20)"
+                "|[^/?#\\s]+(?:[?#]|\\x20)) $1$2"),
+           LINE("\t\t\t~^/api/v1/orders/(?:(?:[^/?#%\\s]|%[^2/?#\\s]|%2[^fF/?#\\s])+/items(?:\\?\\S*)?\\x20"
+                "/api/v1/orders/([^/\"\\\\\\x00-\\x1f\\x7f\\x{FFFD}]+)/items$"
+                "|([\\x21\\x24-\\x2e\\x30-\\x3e\\x40-\\x5b\\x5d-\\x7e]+)/items(?:[?#]|\\x20)"
+                "|[^/?#\\s]+/items(?:[?#]|\\x20)) $1$2"),
+           LINE("\t\t\t\trespond `{\"id\":\"{bloomguard_id}\",\"exists\":false}` 404"));
     config_free(&c);
 }
 END_TEST
@@ -179,22 +210,20 @@ START_TEST(test_escaping)
     struct config c;
     CONFIG(&c, "auth", "uri_template", "/v1.0/a+b/(x)|[y]^*/{id}$", "auth", "uri_template",
            "/q\\b\"/{id}'z", "auth", "uri_template", "/caf\xC3\xA9/{id}");
-    char *s = render_ok(&c, PROXYCONF_NGINX);
-    ASSERT_HAS(s, "\"~^/v1\\.0/a\\+b/\\(x\\)\\|\\[y\\]\\^\\*/(?:");
-    ASSERT_HAS(s, "(?<bloomguard_r>[^/?#\\s]+)\\$(?:[?#]|\\x20))\"");
-    ASSERT_HAS(s, "\"~^/q\\x5cb\\x22/(?:");
-    ASSERT_HAS(s, "(?<bloomguard_r>[^/?#\\s]+)'z(?:[?#]|\\x20))\"");
-    ASSERT_HAS(s, "\"~^/caf\\xc3\\xa9/(?:");
-    /* The template list of the header shows them as they are. */
-    ASSERT_HAS(s, "#     /q\\b\"/{id}'z  ");
-    free(s);
+    EXPECT(&c, PROXYCONF_NGINX,
+           HAS("\"~^/v1\\.0/a\\+b/\\(x\\)\\|\\[y\\]\\^\\*/(?:"),
+           HAS("(?<bloomguard_r>[^/?#\\s]+)\\$(?:[?#]|\\x20))\""),
+           HAS("\"~^/q\\x5cb\\x22/(?:"),
+           HAS("(?<bloomguard_r>[^/?#\\s]+)'z(?:[?#]|\\x20))\""),
+           HAS("\"~^/caf\\xc3\\xa9/(?:"),
+           /* The template list of the header shows them as they are. */
+           HAS("#     /q\\b\"/{id}'z  "));
 
-    s = render_ok(&c, PROXYCONF_CADDY);
-    ASSERT_HAS(s, "\t~^/v1\\.0/a\\+b/\\(x\\)\\|\\[y\\]\\^\\*/(?:");
-    ASSERT_HAS(s, "|[^/?#\\s]+\\$(?:[?#]|\\x20)) $1$2\n");
-    ASSERT_HAS(s, "\t~^/q\\\\b\\x22/(?:");
-    ASSERT_HAS(s, "\t~^/caf\\x{e9}/(?:");
-    free(s);
+    EXPECT(&c, PROXYCONF_CADDY,
+           HAS("\t~^/v1\\.0/a\\+b/\\(x\\)\\|\\[y\\]\\^\\*/(?:"),
+           HAS("|[^/?#\\s]+\\$(?:[?#]|\\x20)) $1$2\n"),
+           HAS("\t~^/q\\\\b\\x22/(?:"),
+           HAS("\t~^/caf\\x{e9}/(?:"));
     config_free(&c);
 }
 END_TEST
@@ -207,16 +236,14 @@ START_TEST(test_percent_template)
 {
     struct config c;
     CONFIG(&c, "auth", "uri_template", "/a%20b/{id}");
-    char *s = render_ok(&c, PROXYCONF_NGINX);
-    ASSERT_LINE(s, "    \"~^/a%20b/(?:(?<bloomguard_r>[^/?#\\s]+)(?:[?#]|\\x20))\"");
-    ASSERT_LINE(s, "        \"/$bloomguard_r\";");
-    /* Nothing decoded to check: no line of the id map for it. */
-    ASSERT_HAS_NOT(s, "(?x)");
-    free(s);
-    s = render_ok(&c, PROXYCONF_CADDY);
-    ASSERT_LINE(s, "\t\t\t~^/a%20b/(?:([\\x21\\x24-\\x2e\\x30-\\x3e\\x40-\\x5b\\x5d-\\x7e]+)(?:[?#]|\\x20)"
-                   "|[^/?#\\s]+(?:[?#]|\\x20)) $1");
-    free(s);
+    EXPECT(&c, PROXYCONF_NGINX,
+           LINE("    \"~^/a%20b/(?:(?<bloomguard_r>[^/?#\\s]+)(?:[?#]|\\x20))\""),
+           LINE("        \"/$bloomguard_r\";"),
+           /* Nothing decoded to check: no line of the id map for it. */
+           HAS_NOT("(?x)"));
+    EXPECT(&c, PROXYCONF_CADDY,
+           LINE("\t\t\t~^/a%20b/(?:([\\x21\\x24-\\x2e\\x30-\\x3e\\x40-\\x5b\\x5d-\\x7e]+)(?:[?#]|\\x20)"
+                "|[^/?#\\s]+(?:[?#]|\\x20)) $1"));
     config_free(&c);
 }
 END_TEST
@@ -225,26 +252,22 @@ START_TEST(test_fail_open)
 {
     struct config c;
     CONFIG(&c, "auth", "uri_template", "/user/get/{id}");
-    char *s = render_ok(&c, PROXYCONF_NGINX);
-    ASSERT_LINE(s, "        proxy_pass http://service;");
-    ASSERT_LINE(s, "        #     return 503 '{\"error\":\"guard_unavailable\",\"message\":\"bloomguard is not answering\"}';");
-    ASSERT_HAS(s, "FAIL OPEN");
-    free(s);
-    s = render_ok(&c, PROXYCONF_CADDY);
-    ASSERT_LINE(s, "\t\trespond 204");
-    free(s);
+    EXPECT(&c, PROXYCONF_NGINX,
+           LINE("        proxy_pass http://service;"),
+           LINE("        #     return 503 '{\"error\":\"guard_unavailable\",\"message\":\"bloomguard is not answering\"}';"),
+           HAS("FAIL OPEN"));
+    EXPECT(&c, PROXYCONF_CADDY,
+           LINE("\t\trespond 204"));
     config_free(&c);
 
     CONFIG(&c, "auth", "uri_template", "/user/get/{id}", "auth", "fail_open", "no");
-    s = render_ok(&c, PROXYCONF_NGINX);
-    ASSERT_LINE(s, "        return 503 '{\"error\":\"guard_unavailable\",\"message\":\"bloomguard is not answering\"}';");
-    ASSERT_LINE(s, "        #     proxy_pass http://service;");
-    ASSERT_HAS(s, "FAIL CLOSED");
-    free(s);
-    s = render_ok(&c, PROXYCONF_CADDY);
-    ASSERT_NO_LINE(s, "\t\trespond 204");
-    ASSERT_LINE(s, "\t\trespond `{\"error\":\"guard_unavailable\",\"message\":\"bloomguard is not answering\"}` 503");
-    free(s);
+    EXPECT(&c, PROXYCONF_NGINX,
+           LINE("        return 503 '{\"error\":\"guard_unavailable\",\"message\":\"bloomguard is not answering\"}';"),
+           LINE("        #     proxy_pass http://service;"),
+           HAS("FAIL CLOSED"));
+    EXPECT(&c, PROXYCONF_CADDY,
+           NO_LINE("\t\trespond 204"),
+           LINE("\t\trespond `{\"error\":\"guard_unavailable\",\"message\":\"bloomguard is not answering\"}` 503"));
     config_free(&c);
 }
 END_TEST
@@ -253,33 +276,28 @@ START_TEST(test_uri_source_headers)
 {
     struct config c;
     CONFIG(&c, "auth", "uri_template", "/user/get/{id}", "auth", "uri_source", "x-forwarded-uri");
-    char *s = render_ok(&c, PROXYCONF_NGINX);
-    ASSERT_LINE(s, "        proxy_set_header X-Forwarded-Uri $request_uri;");
-    ASSERT_LINE(s, "#     uri_source = x-forwarded-uri");
-    ASSERT_HAS_NOT(s, "X-Original-URI $request_uri");
-    free(s);
-    s = render_ok(&c, PROXYCONF_CADDY);
-    ASSERT_LINE(s, "\t\t\theader_up X-Forwarded-Uri {vars.bloomguard_uri}");
-    free(s);
+    EXPECT(&c, PROXYCONF_NGINX,
+           LINE("        proxy_set_header X-Forwarded-Uri $request_uri;"),
+           LINE("#     uri_source = x-forwarded-uri"),
+           HAS_NOT("X-Original-URI $request_uri"));
+    EXPECT(&c, PROXYCONF_CADDY,
+           LINE("\t\t\theader_up X-Forwarded-Uri {vars.bloomguard_uri}"));
     config_free(&c);
 
     CONFIG(&c, "auth", "uri_template", "/user/get/{id}", "auth", "uri_source", "x-original-uri");
-    s = render_ok(&c, PROXYCONF_CADDY);
-    ASSERT_LINE(s, "\t\t\theader_up X-Original-URI {vars.bloomguard_uri}");
-    ASSERT_LINE(s, "#     uri_source = x-original-uri");
-    free(s);
+    EXPECT(&c, PROXYCONF_CADDY,
+           LINE("\t\t\theader_up X-Original-URI {vars.bloomguard_uri}"),
+           LINE("#     uri_source = x-original-uri"));
     config_free(&c);
 
     /* auto: each proxy's own header, and the advice to pin it. */
     CONFIG(&c, "auth", "uri_template", "/user/get/{id}");
-    s = render_ok(&c, PROXYCONF_NGINX);
-    ASSERT_LINE(s, "        proxy_set_header X-Original-URI $request_uri;");
-    ASSERT_LINE(s, "#     uri_source = x-original-uri");
-    ASSERT_HAS(s, "has uri_source = auto");
-    free(s);
-    s = render_ok(&c, PROXYCONF_CADDY);
-    ASSERT_LINE(s, "#     uri_source = x-forwarded-uri");
-    free(s);
+    EXPECT(&c, PROXYCONF_NGINX,
+           LINE("        proxy_set_header X-Original-URI $request_uri;"),
+           LINE("#     uri_source = x-original-uri"),
+           HAS("has uri_source = auto"));
+    EXPECT(&c, PROXYCONF_CADDY,
+           LINE("#     uri_source = x-forwarded-uri"));
     config_free(&c);
 }
 END_TEST
@@ -324,19 +342,16 @@ START_TEST(test_unix_socket)
     struct config c;
     char err[256];
     CONFIG(&c, "auth", "uri_template", "/user/get/{id}");
-    char *s = render_ok(&c, PROXYCONF_NGINX);
-    ASSERT_LINE(s, "    #server unix:" PROXYCONF_UNIX ";");
-    free(s);
+    EXPECT(&c, PROXYCONF_NGINX,
+           LINE("    #server unix:" PROXYCONF_UNIX ";"));
     ck_assert(config_set(&c, "server", "listen", "unix:/run/bg/x.sock", err, sizeof err));
-    s = render_ok(&c, PROXYCONF_NGINX);
-    ASSERT_LINE(s, "    server unix:/run/bg/x.sock;");
-    ASSERT_HAS_NOT(s, "#server unix:");
-    ASSERT_HAS(s, "listen_group");
-    ASSERT_HAS_NOT(s, "a wildcard address");
-    free(s);
-    s = render_ok(&c, PROXYCONF_CADDY);
-    ASSERT_LINE(s, "\t\treverse_proxy unix//run/bg/x.sock {");
-    free(s);
+    EXPECT(&c, PROXYCONF_NGINX,
+           LINE("    server unix:/run/bg/x.sock;"),
+           HAS_NOT("#server unix:"),
+           HAS("listen_group"),
+           HAS_NOT("a wildcard address"));
+    EXPECT(&c, PROXYCONF_CADDY,
+           LINE("\t\treverse_proxy unix//run/bg/x.sock {"));
     config_free(&c);
 }
 END_TEST
@@ -357,12 +372,10 @@ START_TEST(test_keepalive)
     char err[256];
     CONFIG(&c, "auth", "uri_template", "/user/get/{id}");
     ck_assert(config_set(&c, "server", "connection_timeout", cases[_i].timeout, err, sizeof err));
-    char *s = render_ok(&c, PROXYCONF_NGINX);
-    ASSERT_LINE(s, cases[_i].nginx);
-    free(s);
-    s = render_ok(&c, PROXYCONF_CADDY);
-    ASSERT_LINE(s, cases[_i].caddy);
-    free(s);
+    EXPECT(&c, PROXYCONF_NGINX,
+           LINE(cases[_i].nginx));
+    EXPECT(&c, PROXYCONF_CADDY,
+           LINE(cases[_i].caddy));
     config_free(&c);
 }
 END_TEST
@@ -391,10 +404,9 @@ START_TEST(test_header)
     ck_assert_str_eq(s, again);
     free(again);
     free(s);
-    s = render_ok(&c, PROXYCONF_CADDY);
-    ASSERT_LINE(s, "# What happens to GET /orders/42/items:");
-    ASSERT_LINE(s, "#     /user/get/{id}      filter users");
-    free(s);
+    EXPECT(&c, PROXYCONF_CADDY,
+           LINE("# What happens to GET /orders/42/items:"),
+           LINE("#     /user/get/{id}      filter users"));
     config_free(&c);
 }
 END_TEST

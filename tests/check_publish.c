@@ -60,6 +60,22 @@ static struct table *published_table(struct publish **p)
     return t;
 }
 
+/* A reader of the published file, which must be there. */
+static bloomguard *open_reader(void)
+{
+    bloomguard *bg = bloomguard_open(path, 0, NULL);
+    ck_assert_msg(bg != NULL, "no reader of %s", path);
+    return bg;
+}
+
+/* The end of a test: the reader closed, then the publisher, then the table. */
+static void close_all(bloomguard *bg, struct publish *p, struct table *t)
+{
+    bloomguard_close(bg);
+    publish_free(p);
+    table_free(t);
+}
+
 static void key(char *buf, size_t cap, unsigned i)
 {
     snprintf(buf, cap, "key-%u", i);
@@ -97,6 +113,26 @@ static const struct pubfmt_header *map_header(const char *p)
     close(fd);
     ck_assert_ptr_ne(m, MAP_FAILED);
     return m;
+}
+
+/* Most tests' cast: a published table and a reader of its file. */
+struct cast {
+    struct publish *p;
+    struct table *t;
+    bloomguard *bg;
+};
+
+/* The cast, the table loaded with keys 0..n-1 (1000 planned) by a COPY that began at start. */
+static void cast_open(struct cast *c, unsigned n, int64_t start)
+{
+    c->t = published_table(&c->p);
+    load(c->t, n, 1000, start);
+    c->bg = open_reader();
+}
+
+static void cast_close(struct cast *c)
+{
+    close_all(c->bg, c->p, c->t);
 }
 
 START_TEST(test_format_of_a_generation)
@@ -171,97 +207,83 @@ START_TEST(test_reader_answers_as_the_table)
     ck_assert_uint_eq(in.generation, 1);
     ck_assert_uint_eq(in.layers, 1);
     ck_assert(!in.degraded);
-    bloomguard_close(bg);
-    publish_free(p);
-    table_free(t);
+    close_all(bg, p, t);
 }
 END_TEST
 
 START_TEST(test_growth_reaches_readers)
 {
-    struct publish *p;
-    struct table *t = published_table(&p);
-    load(t, 10, 1000, table_now());
-    bloomguard *bg = bloomguard_open(path, 0, NULL);
-    ck_assert_ptr_nonnull(bg);
+    struct cast c;
+    cast_open(&c, 10, table_now());
     char k[32];
     /* 20x the capacity: layers are added, each announced in the header before its first key. */
     for (unsigned i = 10; i < 20000; i++) {
         key(k, sizeof k, i);
-        ck_assert(table_add_row(t, k, strlen(k)));
-        ck_assert_int_eq(look(bg, k), BLOOMGUARD_MAYBE);
+        ck_assert(table_add_row(c.t, k, strlen(k)));
+        ck_assert_int_eq(look(c.bg, k), BLOOMGUARD_MAYBE);
     }
     struct bloomguard_info in;
-    bloomguard_info(bg, &in);
+    bloomguard_info(c.bg, &in);
     ck_assert_uint_ge(in.layers, 3);
     struct filter_info fi;
-    ck_assert(guard_info(table_guard(t), &fi));
+    ck_assert(guard_info(table_guard(c.t), &fi));
     ck_assert_uint_eq(in.layers, fi.layers);
     for (unsigned i = 0; i < 20000; i++) {
         key(k, sizeof k, i);
-        ck_assert_int_eq(look(bg, k), BLOOMGUARD_MAYBE);
+        ck_assert_int_eq(look(c.bg, k), BLOOMGUARD_MAYBE);
     }
-    bloomguard_close(bg);
-    publish_free(p);
-    table_free(t);
+    cast_close(&c);
 }
 END_TEST
 
 START_TEST(test_rebuild_swaps_generations)
 {
-    struct publish *p;
-    struct table *t = published_table(&p);
-    load(t, 100, 1000, table_now());
-    bloomguard *bg = bloomguard_open(path, 0, NULL);
-    ck_assert_ptr_nonnull(bg);
+    struct cast c;
+    cast_open(&c, 100, table_now());
     const struct pubfmt_header *old = map_header(path);
     /* A key the second load has and the first (by its bits too) has not. */
     char k[32];
     unsigned i = 100;
-    for (key(k, sizeof k, i); table_lookup(t, k, strlen(k)) != TABLE_ABSENT; key(k, sizeof k, ++i))
+    for (key(k, sizeof k, i); table_lookup(c.t, k, strlen(k)) != TABLE_ABSENT; key(k, sizeof k, ++i))
         ;
-    ck_assert_int_eq(look(bg, k), BLOOMGUARD_ABSENT);
-    load(t, 200, 1000, table_now());
+    ck_assert_int_eq(look(c.bg, k), BLOOMGUARD_ABSENT);
+    load(c.t, 200, 1000, table_now());
     ck_assert(atomic_load(&((struct pubfmt_header *)old)->flags) & PUBFMT_SUPERSEDED);
     /* The next lookup sees SUPERSEDED and moves to the new file at once. */
-    ck_assert_int_eq(look(bg, k), BLOOMGUARD_MAYBE);
+    ck_assert_int_eq(look(c.bg, k), BLOOMGUARD_MAYBE);
     struct bloomguard_info in;
-    bloomguard_info(bg, &in);
+    bloomguard_info(c.bg, &in);
     ck_assert_uint_eq(in.generation, 2);
     /* An insert after the swap reaches only the new generation: a reader sees it. */
-    ck_assert(table_add_row(t, "after", 5));
-    ck_assert_int_eq(look(bg, "after"), BLOOMGUARD_MAYBE);
+    ck_assert(table_add_row(c.t, "after", 5));
+    ck_assert_int_eq(look(c.bg, "after"), BLOOMGUARD_MAYBE);
     munmap((void *)old, PUBFMT_HEADER_BYTES);
     /* No temporary is left behind. */
     char tmp[160];
     snprintf(tmp, sizeof tmp, "%s/.users.2.tmp", dir);
     ck_assert_int_ne(access(tmp, F_OK), 0);
     /* Exit: withdrawn, readers not ready. */
-    publish_free(p);
+    publish_free(c.p);
     ck_assert_int_ne(access(path, F_OK), 0);
-    ck_assert_int_eq(look(bg, "key-1"), BLOOMGUARD_NOT_READY);
-    ck_assert_int_eq(bloomguard_info(bg, &in), BLOOMGUARD_ENOENT);
-    bloomguard_close(bg);
-    table_free(t);
+    ck_assert_int_eq(look(c.bg, "key-1"), BLOOMGUARD_NOT_READY);
+    ck_assert_int_eq(bloomguard_info(c.bg, &in), BLOOMGUARD_ENOENT);
+    bloomguard_close(c.bg);
+    table_free(c.t);
 }
 END_TEST
 
 START_TEST(test_stale_horizon_is_degraded)
 {
-    struct publish *p;
-    struct table *t = published_table(&p);
     /* A COPY that started longer ago than max_staleness: absent cannot be proven. */
-    load(t, 10, 1000, table_now() - 61 * NS);
-    bloomguard *bg = bloomguard_open(path, 0, NULL);
-    ck_assert_int_eq(table_lookup(t, "nope", 4), TABLE_DEGRADED);
-    ck_assert_int_eq(look(bg, "nope"), BLOOMGUARD_DEGRADED);
-    ck_assert_int_eq(look(bg, "key-1"), BLOOMGUARD_MAYBE);
+    struct cast c;
+    cast_open(&c, 10, table_now() - 61 * NS);
+    ck_assert_int_eq(table_lookup(c.t, "nope", 4), TABLE_DEGRADED);
+    ck_assert_int_eq(look(c.bg, "nope"), BLOOMGUARD_DEGRADED);
+    ck_assert_int_eq(look(c.bg, "key-1"), BLOOMGUARD_MAYBE);
     /* The follower proves it is current again: absent once more. */
-    ck_assert(table_advance(t, table_epoch(t), table_now()));
-    ck_assert_int_eq(look(bg, "nope"), BLOOMGUARD_ABSENT);
-    bloomguard_close(bg);
-    publish_free(p);
-    table_free(t);
+    ck_assert(table_advance(c.t, table_epoch(c.t), table_now()));
+    ck_assert_int_eq(look(c.bg, "nope"), BLOOMGUARD_ABSENT);
+    cast_close(&c);
 }
 END_TEST
 
@@ -275,8 +297,7 @@ START_TEST(test_restored_snapshot_is_published)
     guard_begin(table_guard(t), f);
     guard_commit(table_guard(t));
     table_restored(t, "", "snapshot", 1, 0.0, &text_ident);
-    bloomguard *bg = bloomguard_open(path, 0, NULL);
-    ck_assert_ptr_nonnull(bg);
+    bloomguard *bg = open_reader();
     ck_assert_int_eq(look(bg, "snap"), BLOOMGUARD_MAYBE);
     /* No horizon after a restore: degraded, as the table says. */
     ck_assert_int_eq(table_lookup(t, "nope", 4), TABLE_DEGRADED);
@@ -284,9 +305,7 @@ START_TEST(test_restored_snapshot_is_published)
     /* The live filter is now the published copy: inserts reach readers. */
     ck_assert(table_add_row(t, "later", 5));
     ck_assert_int_eq(look(bg, "later"), BLOOMGUARD_MAYBE);
-    bloomguard_close(bg);
-    publish_free(p);
-    table_free(t);
+    close_all(bg, p, t);
 }
 END_TEST
 
@@ -327,22 +346,20 @@ START_TEST(test_reader_spells_by_the_column_type)
                                    fd, 0);
     close(fd);
     ck_assert_int_eq(h->spell, SPELL_INT8);
-    bloomguard *bg = bloomguard_open(path, 0, NULL);
+    bloomguard *bg = open_reader();
     ck_assert_int_eq(look(bg, "5"), BLOOMGUARD_MAYBE);
     ck_assert_int_eq(look(bg, " +0005 "), BLOOMGUARD_MAYBE);
     ck_assert_int_eq(look(bg, "6"), BLOOMGUARD_ABSENT);
     ck_assert_int_eq(look(bg, "five"), BLOOMGUARD_ABSENT);        /* not an int8: no row */
     h->spell = SPELL_COLLATED;                                     /* never provable */
     bloomguard_close(bg);
-    bg = bloomguard_open(path, 0, NULL);
+    bg = open_reader();
     ck_assert_int_eq(look(bg, "6"), BLOOMGUARD_MAYBE);
     struct bloomguard_info in;
     bloomguard_info(bg, &in);
     ck_assert_str_eq(in.spelling, "text_nondeterministic");
     munmap(h, PUBFMT_HEADER_BYTES);
-    bloomguard_close(bg);
-    publish_free(p);
-    table_free(t);
+    close_all(bg, p, t);
 }
 END_TEST
 
@@ -486,8 +503,7 @@ START_TEST(test_readers_racing_a_writer_never_see_a_wrong_absent)
     cfg.max_staleness = 0;          /* the race alone, not the clock */
     s.t = published_table(&p);
     load(s.t, 0, 500, table_now());
-    s.shared = bloomguard_open(path, 0, NULL);
-    ck_assert_ptr_nonnull(s.shared);
+    s.shared = open_reader();
     pthread_t w, r[STRESS_READERS];
     struct reader_arg ra[STRESS_READERS];
     for (int i = 0; i < STRESS_READERS; i++) {

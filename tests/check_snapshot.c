@@ -49,6 +49,14 @@ static size_t key(char *buf, size_t cap, const char *prefix, uint64_t i)
     return (size_t)snprintf(buf, cap, "%s-%llu", prefix, (unsigned long long)i);
 }
 
+/* Adds the keys prefix+from .. prefix+(to - 1), as key() spells them, to f. */
+static void add_keys(struct filter *f, const char *prefix, uint64_t from, uint64_t to)
+{
+    char k[64];
+    for (uint64_t i = from; i < to; i++)
+        filter_add(f, k, key(k, sizeof k, prefix, i));
+}
+
 /* Files in dir, "." and ".." aside. */
 static int files_in(const char *dir)
 {
@@ -118,8 +126,7 @@ static unsigned char *small_snapshot(size_t *len)
     struct pending *p = pending_new(100, 1 << 20, 3600);
     ck_assert_ptr_nonnull(f);
     ck_assert_ptr_nonnull(p);
-    for (uint64_t i = 0; i < 160; i++)
-        filter_add(f, k, key(k, sizeof k, "small", i));
+    add_keys(f, "small", 0, 160);
     struct filter_info fi;
     filter_info(f, &fi);
     ck_assert_uint_eq(fi.layers, 3);
@@ -247,25 +254,22 @@ static unsigned char *v1_snapshot(const struct snapshot_meta *m, const struct fi
     return b;
 }
 
-/* Every layer of f and g holds the same bits, under the same parameters. */
-static void assert_same_layers(const struct filter *f, const struct filter *g)
+/*
+ * Every proper prefix of the snapshot buf[0..len) is truncated, each read
+ * from an exact-size copy so that ASan catches a read past it.
+ */
+static void assert_prefixes_truncated(const unsigned char *buf, size_t len)
 {
-    struct filter_params fp, gp;
-    filter_export(f, &fp);
-    filter_export(g, &gp);
-    ck_assert_uint_eq(fp.layers, gp.layers);
-    for (unsigned i = 0; i < fp.layers; i++) {
-        ck_assert_uint_eq(fp.layer[i].blocks, gp.layer[i].blocks);
-        ck_assert_uint_eq(fp.layer[i].capacity, gp.layer[i].capacity);
-        ck_assert_uint_eq(fp.layer[i].probes, gp.layer[i].probes);
-        ck_assert(fp.layer[i].target_fpp == gp.layer[i].target_fpp);
-        size_t size = (size_t)(fp.layer[i].blocks * FILTER_BLOCK_BYTES);
-        unsigned char *x = malloc(size), *y = malloc(size);
-        ck_assert(filter_bits_read(f, i, 0, x, size));
-        ck_assert(filter_bits_read(g, i, 0, y, size));
-        ck_assert_mem_eq(x, y, size);
-        free(x);
-        free(y);
+    struct snapshot s;
+    char why[SNAPSHOT_WHY_LEN];
+    for (size_t cut = 0; cut < len; cut++) {
+        unsigned char *pre = malloc(cut ? cut : 1);
+        memcpy(pre, buf, cut);
+        enum snapshot_status st = snapshot_read_mem(pre, cut, &EXPECT, &s, why, sizeof why);
+        ck_assert_msg(st == SNAPSHOT_TRUNCATED, "prefix of %zu/%zu bytes: %s (%s)", cut, len,
+                      snapshot_strstatus(st), why);
+        ck_assert_ptr_null(s.filter);
+        free(pre);
     }
 }
 
@@ -277,8 +281,7 @@ START_TEST(test_filter_image)
     const struct filter_growth one_layer = { 2.0, 0.5, 1 };
     struct filter *f = filter_new_growing(1000, 0.01, &one_layer, NULL);
     ck_assert_ptr_nonnull(f);
-    for (uint64_t i = 0; i < 1000; i++)
-        filter_add(f, k, key(k, sizeof k, "img", i));
+    add_keys(f, "img", 0, 1000);
     struct filter_params fp;
     filter_export(f, &fp);
     struct filter_info fi;
@@ -477,8 +480,7 @@ START_TEST(test_round_trip)
     char *dir = check_tmpdir("check_snapshot"), *path = check_join(dir, "users.snap");
     struct filter *f = filter_new(5000, 0.01, NULL);
     struct pending *p = pending_new(1000, 1 << 20, 3600);
-    for (uint64_t i = 0; i < 3000; i++)
-        filter_add(f, k, key(k, sizeof k, "in", i));
+    add_keys(f, "in", 0, 3000);
     /* Five POSTed ids, as api.c does it: journal, then filter. */
     for (uint64_t i = 0; i < 5; i++) {
         size_t n = key(k, sizeof k, "posted", i);
@@ -613,9 +615,7 @@ START_TEST(test_round_trip)
 
     pending_free(p);
     filter_free(f);
-    check_rm_rf(dir);
-    free(path);
-    free(dir);
+    check_scratch_free(dir, path);
 }
 END_TEST
 
@@ -635,9 +635,7 @@ START_TEST(test_missing_and_not_a_snapshot)
     ck_assert_int_eq(snapshot_read(path, &EXPECT, &s, why, sizeof why), SNAPSHOT_TRUNCATED);
     ck_assert_int_eq(snapshot_read(dir, &EXPECT, &s, why, sizeof why), SNAPSHOT_IO);
     ck_assert_ptr_null(s.filter);
-    check_rm_rf(dir);
-    free(path);
-    free(dir);
+    check_scratch_free(dir, path);
 }
 END_TEST
 
@@ -650,17 +648,10 @@ START_TEST(test_truncated_every_prefix)
     char why[SNAPSHOT_WHY_LEN];
     ck_assert_int_eq(snapshot_read_mem(buf, len, &EXPECT, &s, NULL, 0), SNAPSHOT_OK);
     snapshot_release(&s);
+    assert_prefixes_truncated(buf, len);
     for (size_t cut = 0; cut < len; cut++) {
-        /* An exact-size copy, so that a read past the prefix would be caught by ASan. */
-        unsigned char *pre = malloc(cut ? cut : 1);
-        memcpy(pre, buf, cut);
-        enum snapshot_status st = snapshot_read_mem(pre, cut, &EXPECT, &s, why, sizeof why);
-        ck_assert_msg(st == SNAPSHOT_TRUNCATED, "prefix of %zu/%zu bytes: %s (%s)", cut, len,
-                      snapshot_strstatus(st), why);
-        ck_assert_ptr_null(s.filter);
-        free(pre);
         spit(path, buf, cut);
-        st = snapshot_read(path, &EXPECT, &s, why, sizeof why);
+        enum snapshot_status st = snapshot_read(path, &EXPECT, &s, why, sizeof why);
         ck_assert_msg(st == SNAPSHOT_TRUNCATED, "file of %zu/%zu bytes: %s (%s)", cut, len,
                       snapshot_strstatus(st), why);
     }
@@ -672,9 +663,7 @@ START_TEST(test_truncated_every_prefix)
     ck_assert_ptr_nonnull(strstr(why, "1 bytes after the end"));
     free(more);
     free(buf);
-    check_rm_rf(dir);
-    free(path);
-    free(dir);
+    check_scratch_free(dir, path);
 }
 END_TEST
 
@@ -958,8 +947,7 @@ START_TEST(test_layers_and_kv_round_trip)
     char *dir = check_tmpdir("check_snapshot"), *path = check_join(dir, "users.snap");
     struct filter *f = filter_new(2000, 0.01, NULL);
     ck_assert_ptr_nonnull(f);
-    for (uint64_t i = 0; i < 30000; i++)
-        filter_add(f, k, key(k, sizeof k, "in", i));
+    add_keys(f, "in", 0, 30000);
     struct filter_params fp;
     filter_export(f, &fp);
     ck_assert_uint_ge(fp.layers, 4);
@@ -979,7 +967,7 @@ START_TEST(test_layers_and_kv_round_trip)
         ck_assert_uint_eq(s.params.layer[i].probes, fp.layer[i].probes);
         ck_assert_uint_eq(s.params.layer[i].items, fp.layer[i].items);
     }
-    assert_same_layers(f, s.filter);
+    check_same_layers(f, s.filter);
     /* The pairs: in order, found by key, unknown ones kept, "" a value. */
     ck_assert_uint_eq(s.n_kv, 4);
     for (size_t i = 0; i < 4; i++) {
@@ -996,7 +984,7 @@ START_TEST(test_layers_and_kv_round_trip)
         filter_add(f, k, n);
         filter_add(s.filter, k, n);
     }
-    assert_same_layers(f, s.filter);
+    check_same_layers(f, s.filter);
     snapshot_release(&s);
     ck_assert_ptr_null(s.kv);
 
@@ -1007,8 +995,7 @@ START_TEST(test_layers_and_kv_round_trip)
     ck_assert_ptr_nonnull(st);
     filter_export(f, &fp);
     unsigned before = fp.layers;
-    for (uint64_t i = 100000; i < 400000; i++)          /* grows while streaming */
-        filter_add(f, k, key(k, sizeof k, "in", i));
+    add_keys(f, "in", 100000, 400000);          /* grows while streaming */
     filter_export(f, &fp);
     ck_assert_uint_gt(fp.layers, before);
     uint64_t size = snapshot_stream_size(st);
@@ -1038,9 +1025,7 @@ START_TEST(test_layers_and_kv_round_trip)
     ck_assert_ptr_null(snapshot_kv_get(&s, "table_oid"));
     snapshot_release(&s);
     filter_free(f);
-    check_rm_rf(dir);
-    free(path);
-    free(dir);
+    check_scratch_free(dir, path);
 }
 END_TEST
 
@@ -1177,8 +1162,7 @@ START_TEST(test_version_1_still_read)
 {
     char k[64];
     struct filter *f = filter_new(3000, 0.01, NULL);
-    for (uint64_t i = 0; i < 2000; i++)
-        filter_add(f, k, key(k, sizeof k, "in", i));
+    add_keys(f, "in", 0, 2000);
     size_t len;
     unsigned char *buf = v1_snapshot(&META, f, &len);
     struct snapshot s;
@@ -1215,18 +1199,11 @@ START_TEST(test_version_1_still_read)
         filter_add(f, k, n);
         filter_add(s.filter, k, n);
     }
-    assert_same_layers(f, s.filter);
+    check_same_layers(f, s.filter);
     snapshot_release(&s);
 
     /* Every proper prefix is truncated; one byte more is corrupt. */
-    for (size_t cut = 0; cut < len; cut++) {
-        unsigned char *pre = malloc(cut ? cut : 1);
-        memcpy(pre, buf, cut);
-        enum snapshot_status st = snapshot_read_mem(pre, cut, &EXPECT, &s, why, sizeof why);
-        ck_assert_msg(st == SNAPSHOT_TRUNCATED, "prefix of %zu/%zu bytes: %s (%s)", cut, len,
-                      snapshot_strstatus(st), why);
-        free(pre);
-    }
+    assert_prefixes_truncated(buf, len);
     unsigned char *mod = malloc(len + 1);
     memcpy(mod, buf, len);
     mod[len] = 0;
@@ -1297,13 +1274,10 @@ static void assert_old_snapshot(const char *path)
 
 START_TEST(test_failed_writes_keep_the_old_snapshot)
 {
-    char k[64];
     char *dir = check_tmpdir("check_snapshot"), *path = check_join(dir, "users.snap");
     struct filter *old = filter_new(1000, 0.01, NULL), *f = filter_new(200000, 0.01, NULL);
-    for (uint64_t i = 0; i < 500; i++)
-        filter_add(old, k, key(k, sizeof k, "old", i));
-    for (uint64_t i = 0; i < 1000; i++)
-        filter_add(f, k, key(k, sizeof k, "new", i));
+    add_keys(old, "old", 0, 500);
+    add_keys(f, "new", 0, 1000);
     ck_assert_int_eq(snapshot_write(path, &META, old, NULL, 0), 0);
     assert_old_snapshot(path);
 
@@ -1372,9 +1346,7 @@ START_TEST(test_failed_writes_keep_the_old_snapshot)
 
     filter_free(old);
     filter_free(f);
-    check_rm_rf(dir);
-    free(path);
-    free(dir);
+    check_scratch_free(dir, path);
 }
 END_TEST
 
@@ -1395,9 +1367,7 @@ START_TEST(test_clean_temps)
     char *gone = check_join(dir, "nodir/users.snap");
     ck_assert_int_eq(snapshot_clean_temps(gone), -1);
     free(gone);
-    check_rm_rf(dir);
-    free(path);
-    free(dir);
+    check_scratch_free(dir, path);
 }
 END_TEST
 
@@ -1429,8 +1399,7 @@ START_TEST(test_concurrent_inserts_while_writing)
     struct inserter in = { .f = filter_new(4 * 1000 * 1000, 0.01, NULL) };
     atomic_init(&in.stop, false);
     atomic_init(&in.done, 0);
-    for (uint64_t i = 0; i < PRE_KEYS; i++)
-        filter_add(in.f, k, key(k, sizeof k, "pre", i));
+    add_keys(in.f, "pre", 0, PRE_KEYS);
     pthread_t t;
     ck_assert_int_eq(pthread_create(&t, NULL, insert_loop, &in), 0);
     while (atomic_load(&in.done) < 1000)
@@ -1459,9 +1428,7 @@ START_TEST(test_concurrent_inserts_while_writing)
     ck_assert_uint_ge(back.bits_set, 1);
     snapshot_release(&s);
     filter_free(in.f);
-    check_rm_rf(dir);
-    free(path);
-    free(dir);
+    check_scratch_free(dir, path);
 }
 END_TEST
 

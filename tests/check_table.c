@@ -173,6 +173,17 @@ START_TEST(test_insert_during_load_reaches_new_filter)
 }
 END_TEST
 
+/* The first job (the initial load) taken and done as the loader does it: rows[] copied, counted rows counted. */
+static void first_load(struct table *t, uint64_t counted)
+{
+    struct table_job job;
+    int64_t wait = NS;
+    ck_assert(table_take_job(t, table_now(), &job, &wait));
+    ck_assert_int_eq(job.why, WANT_START);
+    load(t, rows, 3, table_now());
+    table_job_done(t, &job, true, "copy", counted, 0.1, 0);
+}
+
 START_TEST(test_wants_and_jobs)
 {
     struct table *t = table_new(&cfg, &fc);
@@ -216,9 +227,7 @@ START_TEST(test_reload_joining_a_catch_up_copies)
     struct table *t = table_new(&cfg, &fc);
     struct table_job job;
     int64_t wait = NS;
-    ck_assert(table_take_job(t, table_now(), &job, &wait));
-    load(t, rows, 3, table_now());
-    table_job_done(t, &job, true, "copy", 3, 0.1, 0);
+    first_load(t, 3);
     bool c1, c2;
     uint64_t a = table_want(t, WANT_RECONNECT, &c1);
     uint64_t b = table_want(t, WANT_API, &c2);
@@ -265,9 +274,7 @@ START_TEST(test_deletes_want_a_copy)
     struct table *t = table_new(&cfg, &fc);
     struct table_job job;
     int64_t wait = NS;
-    ck_assert(table_take_job(t, table_now(), &job, &wait));
-    load(t, rows, 3, table_now());
-    table_job_done(t, &job, true, "copy", 3, 0.1, 0);
+    first_load(t, 3);
     table_count_rows(t, 5, 9);
     ck_assert(!table_take_job(t, table_now() + 31 * NS, &job, &wait));
     table_count_rows(t, 0, 1);
@@ -286,11 +293,7 @@ START_TEST(test_plan_items_never_below_what_is_held)
     struct table *t = table_new(&cfg, &fc);
     ck_assert_uint_eq(table_plan_items(t, 10), 1024);       /* the minimum */
     ck_assert_uint_eq(table_plan_items(t, 100000), 200000); /* rows times headroom */
-    struct table_job job;
-    int64_t wait = NS;
-    ck_assert(table_take_job(t, table_now(), &job, &wait));
-    load(t, rows, 3, table_now());
-    table_job_done(t, &job, true, "copy", 50000, 0.1, 0);
+    first_load(t, 50000);
     /* Stale statistics (0 rows) never size below the last load. */
     ck_assert_uint_eq(table_plan_items(t, 0), 100000);
     /* The sizing is the table's own copy: only table_set_sizing (a SIGHUP) changes it. */
@@ -409,6 +412,19 @@ static void later_done(void *arg, enum table_insert_result r, size_t n, int err)
     *lr = (struct later_result){ r, n, err, true };
 }
 
+/* One ID through table_insert_later, which must take it: what the callback got, once the log answered. */
+static struct later_result insert_later(struct table *t, const char *id)
+{
+    struct later_result lr = { 0 };
+    const char *ids[] = { id };
+    size_t lens[] = { strlen(id) }, n;
+    int e;
+    ck_assert_int_eq(table_insert_later(t, 1, ids, lens, &n, &e, later_done, &lr), TABLE_INSERT_LATER);
+    pthread_join(fake_tid, NULL);
+    ck_assert_msg(lr.called, "%s: no callback", id);
+    return lr;
+}
+
 START_TEST(test_durable_insert_waits_for_the_log)
 {
     struct table *t = table_new(&cfg, &fc);
@@ -430,22 +446,12 @@ START_TEST(test_durable_insert_waits_for_the_log)
     ck_assert_int_eq(table_lookup(t, "d2", 2), TABLE_ABSENT);   /* never acknowledged, never added */
     /* Later: the filter gets the IDs only once the log has them. */
     fl.fail = 0;
-    struct later_result lr = { 0 };
-    const char *ids3[] = { "d3" };
-    ck_assert_int_eq(table_insert_later(t, 1, ids3, lens, &n, &e, later_done, &lr),
-                     TABLE_INSERT_LATER);
-    pthread_join(fake_tid, NULL);
-    ck_assert(lr.called);
+    struct later_result lr = insert_later(t, "d3");
     ck_assert_int_eq(lr.r, TABLE_INSERTED);
     ck_assert_uint_eq(lr.n, 1);
     ck_assert_int_eq(table_lookup(t, "d3", 2), TABLE_MAYBE);
     fl.fail = 5;                    /* EIO */
-    lr = (struct later_result){ 0 };
-    const char *ids4[] = { "d4" };
-    ck_assert_int_eq(table_insert_later(t, 1, ids4, lens, &n, &e, later_done, &lr),
-                     TABLE_INSERT_LATER);
-    pthread_join(fake_tid, NULL);
-    ck_assert(lr.called);
+    lr = insert_later(t, "d4");
     ck_assert_int_eq(lr.r, TABLE_INSERT_NOT_DURABLE);
     ck_assert_int_eq(lr.err, 5);
     ck_assert_int_eq(table_lookup(t, "d4", 2), TABLE_ABSENT);

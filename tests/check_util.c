@@ -45,6 +45,39 @@ void check_rm_rf(const char *dir)
     nftw(dir, remove_one, 16, FTW_DEPTH | FTW_PHYS);
 }
 
+void check_scratch_free(char *dir, char *path)
+{
+    check_rm_rf(dir);
+    free(path);
+    free(dir);
+}
+
+void check_same_layers(const struct filter *f, const struct filter *g)
+{
+    struct filter_params fp, gp;
+    filter_export(f, &fp);
+    filter_export(g, &gp);
+    ck_assert_uint_eq(fp.layers, gp.layers);
+    for (unsigned i = 0; i < fp.layers; i++) {
+        const struct filter_layer_params *a = &fp.layer[i], *b = &gp.layer[i];
+        ck_assert_msg(a->capacity == b->capacity, "layer %u: capacity %llu, not %llu", i,
+                      (unsigned long long)b->capacity, (unsigned long long)a->capacity);
+        ck_assert_msg(a->target_fpp == b->target_fpp, "layer %u: target %g, not %g", i, b->target_fpp,
+                      a->target_fpp);
+        ck_assert_msg(a->blocks == b->blocks, "layer %u: %llu blocks, not %llu", i,
+                      (unsigned long long)b->blocks, (unsigned long long)a->blocks);
+        ck_assert_msg(a->probes == b->probes, "layer %u: %u probes, not %u", i, b->probes, a->probes);
+        size_t size = (size_t)(a->blocks * FILTER_BLOCK_BYTES);
+        unsigned char *x = malloc(size), *y = malloc(size);
+        ck_assert(x != NULL && y != NULL);
+        ck_assert(filter_bits_read(f, i, 0, x, size));
+        ck_assert(filter_bits_read(g, i, 0, y, size));
+        ck_assert_msg(memcmp(x, y, size) == 0, "layer %u: the bits differ", i);
+        free(x);
+        free(y);
+    }
+}
+
 void check_filter_fixture(struct config *cfg, struct filter_config *fc, const char *name,
                           double fpp, uint64_t pending_limit)
 {

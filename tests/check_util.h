@@ -1,6 +1,7 @@
 /*
  * Helpers the Check unit tests share (tests/check_util.c): scratch
- * directories and paths in them, and a small configuration fixture.  Each helper fails the running test (a
+ * directories and paths in them, filters compared layer by layer, and a
+ * small configuration fixture.  Each helper fails the running test (a
  * Check assertion) instead of returning an error.
  */
 #ifndef BLOOMGUARD_CHECK_UTIL_H
@@ -9,6 +10,7 @@
 #include <stdint.h>
 
 #include "config.h"
+#include "filter.h"
 
 /* A new empty directory /tmp/<prefix>.XXXXXX; malloc'ed, the caller frees it. */
 char *check_tmpdir(const char *prefix);
@@ -19,12 +21,21 @@ char *check_join(const char *dir, const char *name);
 /* Remove dir and everything below it (made writable first); dir stays the caller's. */
 void check_rm_rf(const char *dir);
 
+/* The end of a test's scratch: check_rm_rf(dir), then both freed (path may be NULL). */
+void check_scratch_free(char *dir, char *path);
+
 /*
  * Zero *cfg and *fc and give them the settings the table and publish tests
  * build filters with: staleness 60 s, rebuilds 30 s apart, one filter
  * named name (a static string, not owned) of false-positive rate fpp
  * holding at most pending_limit POSTed ids.  Free neither with config_free.
  */
+/*
+ * f and g have the same layers: as many, each of the same capacity, target
+ * rate, blocks and probes, holding the same bits (read with filter_bits_read).
+ */
+void check_same_layers(const struct filter *f, const struct filter *g);
+
 void check_filter_fixture(struct config *cfg, struct filter_config *fc, const char *name,
                           double fpp, uint64_t pending_limit);
 

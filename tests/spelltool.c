@@ -171,6 +171,14 @@ static const char *any_space(void)
 }
 
 /* s with random white space around it (none, before, after, both). */
+/* Emits each spelling of a fixed list, as it is. */
+static void emit_each(const char *const *list, size_t n)
+{
+    for (size_t i = 0; i < n; i++)
+        emit("%s", list[i]);
+}
+#define EMIT_EACH(list) emit_each((list), sizeof (list) / sizeof (list)[0])
+
 static void emit_spaced(const char *s)
 {
     switch (rndn(4)) {
@@ -292,8 +300,7 @@ static void extra_int(const char *type)
         "4294967295", "4294967296", "-4294967295", "-18446744073709551615",
         "-18446744073709551616", "18446744073709551615", "\v7\f", "\r\n7\r\n",
     };
-    for (size_t i = 0; i < sizeof fixed / sizeof fixed[0]; i++)
-        emit("%s", fixed[i]);
+    EMIT_EACH(fixed);
     int bits = strcmp(type, "int2") == 0 ? 16 : strcmp(type, "int4") == 0 ? 32 : 63;
     for (int k = 0; k < 300; k++) {
         long long v = (long long)(rnd() >> (64 - bits));
@@ -462,10 +469,8 @@ static void extra_numeric(void)
         "1\xc2\xa0", "1e\xc2\xa0" "5", "123456789012345678901234567890",
         "0.000000000000000000001", "1e-20", "1E+30", "-1.5e-3",
     };
-    for (size_t i = 0; i < sizeof fixed / sizeof fixed[0]; i++)
-        emit("%s", fixed[i]);
-    for (size_t i = 0; i < sizeof special_words / sizeof special_words[0]; i++)
-        emit("%s", special_words[i]);
+    EMIT_EACH(fixed);
+    EMIT_EACH(special_words);
     for (int k = 0; k < 200; k++) {
         char buf[64];
         snprintf(buf, sizeof buf, "%s%u.%0*u", rndn(2) ? "-" : "", rndn(1000), (int)rndn(4) + 1,
@@ -529,10 +534,8 @@ static void extra_float(bool single)
         "\xc2\xa0" "1", "1\xc2\xa0", "12345678901234567890", "0.1", "0.30000000000000004",
         "1e22", "1e23", "9007199254740993", "16777217",
     };
-    for (size_t i = 0; i < sizeof fixed / sizeof fixed[0]; i++)
-        emit("%s", fixed[i]);
-    for (size_t i = 0; i < sizeof special_words / sizeof special_words[0]; i++)
-        emit("%s", special_words[i]);
+    EMIT_EACH(fixed);
+    EMIT_EACH(special_words);
     for (int k = 0; k < 150; k++) {
         double v = ((double)(rnd() >> 11) / 9007199254740992.0 - 0.5)
                    * pow(10, (int)rndn(40) - 20);
@@ -585,8 +588,7 @@ static void extra_bool(void)
         "", " ", "o", "O", "2", "-1", "tr ue", "truex", "yess", "offf", "onn", "t\xc2\xa0",
         "\xc2\xa0t", "\xc2\xa0", "t\xc3\xa9", "\v\ton\f\r", "+1", "01", "10", "y e",
     };
-    for (size_t i = 0; i < sizeof fixed / sizeof fixed[0]; i++)
-        emit("%s", fixed[i]);
+    EMIT_EACH(fixed);
 }
 
 static void gen_bool(const char *row)
@@ -602,23 +604,31 @@ static void emit_replaced(const char *s, const char *from, const char *to)
         emit("%.*s%s%s", (int)(at - s), s, to, at + strlen(from));
 }
 
+/* A substitution for emit_replaced; EMIT_SWAPS makes each of a list, in order. */
+struct swap {
+    const char *from, *to;
+};
+
+static void emit_swaps(const char *s, const struct swap *list, size_t n)
+{
+    for (size_t i = 0; i < n; i++)
+        emit_replaced(s, list[i].from, list[i].to);
+}
+#define EMIT_SWAPS(s, list) emit_swaps((s), (list), sizeof (list) / sizeof (list)[0])
+
 static void gen_datetime(const char *row)
 {
     emit_common(row);
     emit_case(row, 1);
-    emit_replaced(row, "-0", "-");          /* month without its zero */
-    emit_replaced(row, "-", "/");
-    emit_replaced(row, " ", "T");
-    emit_replaced(row, "+00", "");
-    emit_replaced(row, "+00", "+00:00");
-    emit_replaced(row, "+00", "Z");
-    emit_replaced(row, "+00", "+0000");
-    emit_replaced(row, "+00", "-00");
-    emit_replaced(row, "+00", "+01");
-    emit_replaced(row, " BC", "BC");
-    emit_replaced(row, " BC", " bc");
-    emit_replaced(row, " BC", " AD");
-    emit_replaced(row, ":", "::");
+    static const struct swap swaps[] = {
+        { "-0", "-" },                      /* month without its zero */
+        { "-", "/" }, { " ", "T" },
+        { "+00", "" }, { "+00", "+00:00" }, { "+00", "Z" }, { "+00", "+0000" }, { "+00", "-00" },
+        { "+00", "+01" },
+        { " BC", "BC" }, { " BC", " bc" }, { " BC", " AD" },
+        { ":", "::" },
+    };
+    EMIT_SWAPS(row, swaps);
     char buf[128];
     snprintf(buf, sizeof buf, "%s", row);
     char *dot = strchr(buf, '.');
@@ -655,19 +665,17 @@ static void extra_datetime(void)
         "infinity", "-infinity", "Infinity", "+infinity", "0044-03-15 BC", "44-03-15 BC",
         "J2451545", "2024-W01-1", "20240105", "2024-001", "1999-01-08 04:05:06 PST",
     };
-    for (size_t i = 0; i < sizeof fixed / sizeof fixed[0]; i++)
-        emit("%s", fixed[i]);
+    EMIT_EACH(fixed);
 }
 
 static void gen_interval(const char *row)
 {
     emit_common(row);
     emit_case(row, 1);
-    emit_replaced(row, "mons", "months");
-    emit_replaced(row, "mon", "month");
-    emit_replaced(row, "days", "d");
-    emit_replaced(row, "year", "yr");
-    emit_replaced(row, " ", "  ");
+    static const struct swap swaps[] = {
+        { "mons", "months" }, { "mon", "month" }, { "days", "d" }, { "year", "yr" }, { " ", "  " },
+    };
+    EMIT_SWAPS(row, swaps);
     emit("@ %s", row);
     emit("%s ago", row);
     emit("+%s", row);
@@ -684,8 +692,7 @@ static void extra_interval(void)
         "178956970 years 7 mons", "-178956970 years -8 mons", "2562047788:00:54.775807",
         "-2562047788:00:54.775808",
     };
-    for (size_t i = 0; i < sizeof fixed / sizeof fixed[0]; i++)
-        emit("%s", fixed[i]);
+    EMIT_EACH(fixed);
 }
 
 static int hexv(char c)
@@ -740,8 +747,7 @@ static void extra_bytea(void)
         "a\\b", "\\141\\142\\143", "\\xzz", "\\x\t61\r\n62 ", "caf\xc3\xa9", "\\x\\x",
         "x61", "\\x6", "\\X61", "\\x61 6",
     };
-    for (size_t i = 0; i < sizeof fixed / sizeof fixed[0]; i++)
-        emit("%s", fixed[i]);
+    EMIT_EACH(fixed);
 }
 
 static void gen_text(const char *row)
@@ -764,8 +770,7 @@ static void extra_text(void)
     static const char *const fixed[] = {
         "", " ", "  ", "e\xcc\x81" /* e + combining acute */, "\xc3\xa9", "ABC", "abc",
     };
-    for (size_t i = 0; i < sizeof fixed / sizeof fixed[0]; i++)
-        emit("%s", fixed[i]);
+    EMIT_EACH(fixed);
 }
 
 static void gen_other(const char *row)
