@@ -26,7 +26,8 @@ static const char *const state_names[] = {
 
 const char *follow_state_name(enum follow_state s)
 {
-    return (unsigned)s < sizeof state_names / sizeof *state_names ? state_names[s] : "unknown";
+    bool known = (unsigned)s < sizeof state_names / sizeof *state_names && state_names[s];
+    return known ? state_names[s] : "unknown";
 }
 
 /* The methods by enum follow_method; each names itself (ops->name). */
