@@ -133,7 +133,7 @@ struct follower {
     bool started;
     unsigned rng;                   /* the backoff's jitter; the follower's thread only */
 
-    pthread_mutex_t mu;             /* guards the three below and the method's shared fields */
+    pthread_mutex_t mu;             /* guards what is below and the method's shared fields */
     enum follow_state state;
     time_t since;                   /* when state last changed */
     bool listening;                 /* connected and ready for a COPY (follow_status's) */
@@ -146,7 +146,7 @@ extern const struct follow_ops follow_notify_ops, follow_feed_ops, follow_logica
 
 /*
  * A follower of method ops, following no table yet (state connecting);
- * NULL on allocation failure.  Nothing runs until ops->start.  wake(arg)
+ * NULL on allocation failure.  Nothing runs until follow_start.  wake(arg)
  * may be NULL.  follow_free(NULL) is a no-op; stop it first.
  */
 struct follower *follow_new(const struct follow_ops *ops, const struct config *cfg,
