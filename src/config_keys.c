@@ -410,41 +410,55 @@ static bool check_group(const char *v, char *err, size_t errlen)
     return true;
 }
 
-bool config_check_channel(const char *v, char *err, size_t errlen)
+/*
+ * A name PostgreSQL takes unquoted or bloomguard quotes as written: 1..max
+ * bytes of rest, the first also one of first (when not NULL).  shape is the
+ * rule as the error shows it.
+ */
+struct name_rule {
+    const char *noun;
+    int max;
+    const char *first, *rest, *shape;
+};
+
+#define LOWER_NAME_CHARS "abcdefghijklmnopqrstuvwxyz0123456789_"
+
+static bool check_name(const struct name_rule *r, const char *v, char *err, size_t errlen)
 {
     size_t len = strlen(v);
-
-    if (len == 0 || len > CHANNEL_MAX || !(isalpha((unsigned char)v[0]) || v[0] == '_') ||
-        strspn(v, "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_") != len) {
-        errf(err, errlen, "\"%.*s\" is not an identifier of 1..%d characters [A-Za-z_][A-Za-z0-9_]*",
-             ERR_VALUE_MAX, v, CHANNEL_MAX);
+    if (len == 0 || len > (size_t)r->max || strspn(v, r->rest) != len ||
+        (r->first != NULL && strchr(r->first, v[0]) == NULL)) {
+        errf(err, errlen, "\"%.*s\" is not %s of 1..%d characters %s", ERR_VALUE_MAX, v, r->noun,
+             r->max, r->shape);
         return false;
     }
     return true;
+}
+
+bool config_check_channel(const char *v, char *err, size_t errlen)
+{
+    static const struct name_rule channel = {
+        "an identifier", CHANNEL_MAX, "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz_",
+        "ABCDEFGHIJKLMNOPQRSTUVWXYZ" LOWER_NAME_CHARS, "[A-Za-z_][A-Za-z0-9_]*"
+    };
+    return check_name(&channel, v, err, errlen);
 }
 
 /* A publication: an identifier PostgreSQL keeps as written (bloomguard quotes it). */
 static bool check_ident(const char *v, char *err, size_t errlen)
 {
-    size_t len = strlen(v);
-    if (len == 0 || len > PG_IDENT_MAX || strspn(v, "abcdefghijklmnopqrstuvwxyz0123456789_") != len
-        || isdigit((unsigned char)v[0])) {
-        errf(err, errlen, "\"%.*s\" is not a name of 1..%d characters [a-z_][a-z0-9_]*",
-             ERR_VALUE_MAX, v, PG_IDENT_MAX);
-        return false;
-    }
-    return true;
+    static const struct name_rule ident = {
+        "a name", PG_IDENT_MAX, "abcdefghijklmnopqrstuvwxyz_", LOWER_NAME_CHARS, "[a-z_][a-z0-9_]*"
+    };
+    return check_name(&ident, v, err, errlen);
 }
 
 /* A slot name as PostgreSQL allows it ([a-z0-9_], at most 63), or "auto". */
 static bool check_slot(const char *v, char *err, size_t errlen)
 {
-    size_t len = strlen(v);
-    if (len == 0 || len > PG_IDENT_MAX || strspn(v, "abcdefghijklmnopqrstuvwxyz0123456789_") != len) {
-        errf(err, errlen, "\"%.*s\" is not a replication slot name of 1..%d characters "
-             "[a-z0-9_] (or auto)", ERR_VALUE_MAX, v, PG_IDENT_MAX);
-        return false;
-    }
-    return true;
+    static const struct name_rule slot = {
+        "a replication slot name", PG_IDENT_MAX, NULL, LOWER_NAME_CHARS, "[a-z0-9_] (or auto)"
+    };
+    return check_name(&slot, v, err, errlen);
 }
 

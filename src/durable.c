@@ -44,6 +44,22 @@ int durable_write_all(int fd, const void *buf, size_t len, uint64_t off)
     return 0;
 }
 
+int durable_read_all(int fd, void *buf, size_t len, size_t *got)
+{
+    *got = 0;
+    while (*got < len) {
+        ssize_t r = read(fd, (char *)buf + *got, len - *got);
+        if (r < 0 && errno == EINTR)
+            continue;
+        if (r < 0)
+            return errno;
+        if (r == 0)
+            break;
+        *got += (size_t)r;
+    }
+    return 0;
+}
+
 int durable_sync_dir(const char *dir)
 {
     int err = 0, dfd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);

@@ -2,7 +2,8 @@
  * Crash-safe file replacement, shared by the snapshot and the POST log: a
  * temporary file beside the target, written and fsync'ed, renamed over the
  * target and the directory fsync'ed, so a crash leaves the old file or the
- * new one, never half of one; and the sweep of the temporaries a crash left.
+ * new one, never half of one; the sweep of the temporaries a crash left; and
+ * the loops that read or write a whole buffer through short counts and EINTR.
  * No logging, no globals; every function is thread-safe.
  */
 #ifndef BLOOMGUARD_DURABLE_H
@@ -22,6 +23,13 @@ char *durable_dir_of(const char *path);
 
 /* Write all len bytes at offset off (pwrite, EINTR retried): 0 or an errno value. */
 int durable_write_all(int fd, const void *buf, size_t len, uint64_t off);
+
+/*
+ * Read len bytes from fd's position into buf (read, EINTR retried), fewer
+ * only at end of file: 0 or an errno value, and *got the bytes read (also
+ * on error).
+ */
+int durable_read_all(int fd, void *buf, size_t len, size_t *got);
 
 /* fsync the directory dir, so a rename in it lasts: 0 or an errno value. */
 int durable_sync_dir(const char *dir);

@@ -35,7 +35,7 @@ static bool no_privilege(const PGresult *r)
 
 static bool exec_cmd(PGconn *conn, const char *sql, const char *what, char *err, size_t errlen)
 {
-    PGresult *r = PQexec(conn, sql);
+    PGresult *r = loader_exec(conn, sql, 0, NULL);
     bool ok = PQresultStatus(r) == PGRES_COMMAND_OK;
     if (!ok)
         loader_set_error(err, errlen, what, conn);
@@ -73,9 +73,9 @@ static bool probe(PGconn *conn, const char *qtbl, const char *column, struct pro
                   char *err, size_t errlen)
 {
     memset(p, 0, sizeof *p);
-    PGresult *r = PQexec(conn, "SELECT to_regprocedure('bloomguard_feed_floor(regclass,name)') IS NOT NULL"
-                               " AND to_regprocedure('bloomguard_feed_origin()') IS NOT NULL"
-                               " AND to_regclass('bloomguard_feed_log') IS NOT NULL");
+    PGresult *r = loader_exec(conn, "SELECT to_regprocedure('bloomguard_feed_floor(regclass,name)') IS NOT NULL"
+                              " AND to_regprocedure('bloomguard_feed_origin()') IS NOT NULL"
+                              " AND to_regclass('bloomguard_feed_log') IS NOT NULL", 0, NULL);
     if (PQresultStatus(r) != PGRES_TUPLES_OK || PQntuples(r) != 1) {
         loader_set_error(err, errlen, "cannot look for the change feed", conn);
         PQclear(r);
@@ -89,14 +89,13 @@ static bool probe(PGconn *conn, const char *qtbl, const char *column, struct pro
         return true;
     }
     const char *params[2] = { qtbl, column };
-    r = PQexecParams(conn,
-                     "SELECT bloomguard_feed_floor($1::regclass, $2), t.relid IS NOT NULL, "
-                     "t.colname = $2, t.triggers = bloomguard_feed_triggers($1::regclass), "
-                     "pg_snapshot_xmin(pg_current_snapshot()), pg_snapshot_xmax(pg_current_snapshot()), "
-                     "bloomguard_feed_origin(), $1::regclass::oid "
-                     "FROM (SELECT 1) one LEFT JOIN bloomguard_feed_tables t "
-                     "ON t.relid = $1::regclass",
-                     2, NULL, params, NULL, NULL, 0);
+    r = loader_exec(conn,
+                    "SELECT bloomguard_feed_floor($1::regclass, $2), t.relid IS NOT NULL, "
+                    "t.colname = $2, t.triggers = bloomguard_feed_triggers($1::regclass), "
+                    "pg_snapshot_xmin(pg_current_snapshot()), pg_snapshot_xmax(pg_current_snapshot()), "
+                    "bloomguard_feed_origin(), $1::regclass::oid "
+                    "FROM (SELECT 1) one LEFT JOIN bloomguard_feed_tables t "
+                    "ON t.relid = $1::regclass", 2, params);
     if (PQresultStatus(r) != PGRES_TUPLES_OK && no_privilege(r)) {
         loader_set_error(p->why, sizeof p->why, "this role may not read the change feed "
                          "(SELECT bloomguard_feed_grant(role))", conn);
@@ -161,8 +160,8 @@ bool feed_available(PGconn *conn, const char *table, const char *column, bool *a
 
 bool feed_position(PGconn *conn, char *pos, char *err, size_t errlen)
 {
-    PGresult *r = PQexec(conn, "SELECT pg_snapshot_xmin(pg_current_snapshot()), "
-                               "bloomguard_feed_origin(), " CURRENT_DB);
+    PGresult *r = loader_exec(conn, "SELECT pg_snapshot_xmin(pg_current_snapshot()), "
+                              "bloomguard_feed_origin(), " CURRENT_DB, 0, NULL);
     bool ok = PQresultStatus(r) == PGRES_TUPLES_OK && PQntuples(r) == 1 && PQnfields(r) == 3
               && strlen(PQgetvalue(r, 0, 1)) < ORIGIN_MAX;
     if (!ok)
@@ -193,7 +192,7 @@ static bool split_pos(const char *pos, uint64_t *xmin, char origin[ORIGIN_MAX], 
 /* The OID of the connection's database. */
 static bool current_db(PGconn *conn, uint64_t *oid, char *err, size_t errlen)
 {
-    PGresult *r = PQexec(conn, "SELECT " CURRENT_DB);
+    PGresult *r = loader_exec(conn, "SELECT " CURRENT_DB, 0, NULL);
     bool ok = PQresultStatus(r) == PGRES_TUPLES_OK && PQntuples(r) == 1
               && parse_u64(PQgetvalue(r, 0, 0), oid);
     if (!ok)
@@ -221,9 +220,8 @@ static bool rewind_to_mark(PGconn *conn, const char *origin, uint64_t xmin, uint
     char x[24];
     snprintf(x, sizeof x, "%" PRIu64, xmin);
     const char *params[2] = { origin, x };
-    PGresult *r = PQexecParams(conn, "SELECT max(snap_xmin) FROM bloomguard_feed_marks "
-                               "WHERE origin = $1 AND snap_xmin <= $2::xid8",
-                               2, NULL, params, NULL, NULL, 0);
+    PGresult *r = loader_exec(conn, "SELECT max(snap_xmin) FROM bloomguard_feed_marks "
+                              "WHERE origin = $1 AND snap_xmin <= $2::xid8", 2, params);
     bool ok = PQresultStatus(r) == PGRES_TUPLES_OK && PQntuples(r) == 1;
     if (!ok)
         loader_set_error(err, errlen, "cannot read the change feed's marks", conn);
@@ -242,7 +240,7 @@ static bool copy_ids(PGconn *conn, const char *relid, uint64_t from, feed_id_fn 
     /* relid and from are numbers this file formatted: nothing to quote. */
     snprintf(sql, sizeof sql, "COPY (SELECT id FROM bloomguard_feed_log WHERE relid = %s "
              "AND xid >= '%" PRIu64 "'::xid8) TO STDOUT", relid, from);
-    PGresult *r = PQexec(conn, sql);
+    PGresult *r = loader_exec(conn, sql, 0, NULL);
     if (PQresultStatus(r) != PGRES_COPY_OUT) {
         loader_set_error(err, errlen, "cannot read the change feed", conn);
         PQclear(r);
@@ -369,7 +367,7 @@ bool feed_read(PGconn *conn, const char *table, const char *column, const char *
     ok = true;
 done:
     if (in_tx && PQtransactionStatus(conn) != PQTRANS_ACTIVE) {
-        PGresult *r = PQexec(conn, "ROLLBACK");
+        PGresult *r = loader_exec(conn, "ROLLBACK", 0, NULL);
         PQclear(r);
     }
     free(qtbl);
@@ -379,7 +377,7 @@ done:
 
 bool feed_mark(PGconn *conn, char *err, size_t errlen)
 {
-    PGresult *r = PQexec(conn, "SELECT bloomguard_feed_mark()");
+    PGresult *r = loader_exec(conn, "SELECT bloomguard_feed_mark()", 0, NULL);
     bool ok = PQresultStatus(r) == PGRES_TUPLES_OK;
     if (!ok)
         loader_set_error(err, errlen, "cannot record a mark of the change feed", conn);
@@ -397,8 +395,7 @@ bool feed_prune(PGconn *conn, double retention_seconds, uint64_t *deleted,
     }
     snprintf(secs, sizeof secs, "%.6f", retention_seconds);
     const char *params[1] = { secs };
-    PGresult *r = PQexecParams(conn, "SELECT bloomguard_feed_prune(make_interval(secs => $1::float8))",
-                               1, NULL, params, NULL, NULL, 0);
+    PGresult *r = loader_exec(conn, "SELECT bloomguard_feed_prune(make_interval(secs => $1::float8))", 1, params);
     bool ok = PQresultStatus(r) == PGRES_TUPLES_OK && PQntuples(r) == 1;
     uint64_t n = 0;
     if (!ok)

@@ -152,8 +152,8 @@ static void count_deletes(struct feedf *d, PGconn *conn, unsigned count)
             || !loader_quote_table(conn, fc->table, fc->column, &qtbl, &qcol, NULL, 0))
             continue;
         const char *params[1] = { qtbl };
-        PGresult *r = PQexecParams(conn, "SELECT n_tup_del FROM pg_stat_user_tables "
-                                   "WHERE relid = $1::regclass", 1, NULL, params, NULL, NULL, 0);
+        PGresult *r = loader_exec(conn, "SELECT n_tup_del FROM pg_stat_user_tables "
+                                  "WHERE relid = $1::regclass", 1, params);
         if (PQresultStatus(r) == PGRES_TUPLES_OK && PQntuples(r) == 1) {
             int64_t now = strtoll(PQgetvalue(r, 0, 0), NULL, 10);
             if (d->n_tup_del[i] >= 0 && now > d->n_tup_del[i])

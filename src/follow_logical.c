@@ -72,7 +72,7 @@ static bool start_replication(struct logical *l, PGconn *repl, uint64_t start, c
     snprintf(sql, sizeof sql, "START_REPLICATION SLOT %s LOGICAL %s (proto_version '1', "
              "publication_names '\"%s\"', messages 'true')", l->slot, lsn,
              l->base.cfg->publication);
-    return loader_exec(repl, sql, PGRES_COPY_BOTH, "START_REPLICATION failed", err, errlen);
+    return loader_command(repl, sql, PGRES_COPY_BOTH, "START_REPLICATION failed", err, errlen);
 }
 
 /* What happened to the slot (what) and what answers are until the loads that follow. */

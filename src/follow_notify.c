@@ -71,7 +71,7 @@ static bool listen_on(PGconn *conn, const char *channel, char *err, size_t errle
     }
     snprintf(sql, sizeof sql, "LISTEN %s", q);
     PQfreemem(q);
-    return loader_exec(conn, sql, PGRES_COMMAND_OK, sql, err, errlen);
+    return loader_command(conn, sql, PGRES_COMMAND_OK, sql, err, errlen);
 }
 
 /* The table whose channel (or <channel>_deleted, *deleted) a notification came on, -1 if none. */

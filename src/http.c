@@ -25,6 +25,7 @@
 #include "listen.h"
 #include "live.h"
 #include "log.h"
+#include "monoclock.h"
 #include "stats.h"
 
 /*
@@ -381,11 +382,7 @@ struct http *http_start(struct app *a, char *err, size_t errlen)
     pthread_mutex_init(&h->conns_lock, NULL);
     pthread_mutex_init(&h->warn_lock, NULL);
     pthread_mutex_init(&h->stop_lock, NULL);
-    pthread_condattr_t ca;
-    pthread_condattr_init(&ca);
-    pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
-    pthread_cond_init(&h->stop_cond, &ca);
-    pthread_condattr_destroy(&ca);
+    monoclock_cond_init(&h->stop_cond);
     atomic_init(&h->live, 0);
     atomic_init(&h->refused, 0);
     atomic_init(&h->suspended, 0);

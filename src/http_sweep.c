@@ -13,6 +13,7 @@
 
 #include "config.h"
 #include "log.h"
+#include "monoclock.h"
 
 /* ------------------------------------------------------------ warnings -- */
 
@@ -121,13 +122,7 @@ void *http_sweeper_main(void *arg)
     struct http *h = arg;
     pthread_mutex_lock(&h->stop_lock);
     while (!h->stopping) {
-        struct timespec ts;
-        clock_gettime(CLOCK_MONOTONIC, &ts);
-        ts.tv_nsec += SWEEP_EVERY_MS * 1000000L;
-        if (ts.tv_nsec >= 1000000000L) {
-            ts.tv_sec++;
-            ts.tv_nsec -= 1000000000L;
-        }
+        struct timespec ts = monoclock_after_ms(SWEEP_EVERY_MS);
         pthread_cond_timedwait(&h->stop_cond, &h->stop_lock, &ts);
         if (h->stopping)
             break;

@@ -8,30 +8,35 @@
 #include <stdint.h>
 #include <string.h>
 
+#include "hexdigit.h"
+
+/* Each error's text for people and its code for clients (the JSON "error"). */
+static const struct {
+    const char *text, *code;
+} id_errors[] = {
+    [ID_OK] = { "ok", "ok" },
+    [ID_EMPTY] = { "id is empty", "empty_id" },
+    [ID_BAD_PERCENT] = { "malformed percent-encoding in id", "bad_percent_encoding" },
+    [ID_NUL] = { "id contains a NUL byte", "nul_byte" },
+    [ID_TOO_LONG] = { "id is longer than max_id_bytes", "id_too_long" },
+    [ID_BAD_UTF8] = { "id is not valid UTF-8", "bad_utf8" },
+};
+/* A value added after ID_BAD_UTF8 must get its row here (and move this check). */
+_Static_assert(sizeof id_errors / sizeof id_errors[0] == ID_BAD_UTF8 + 1, "a row per id_error");
+
+static bool id_error_known(enum id_error e)
+{
+    return (unsigned)e < sizeof id_errors / sizeof id_errors[0];
+}
+
 const char *id_strerror(enum id_error e)
 {
-    switch (e) {
-    case ID_OK:          return "ok";
-    case ID_EMPTY:       return "id is empty";
-    case ID_BAD_PERCENT: return "malformed percent-encoding in id";
-    case ID_NUL:         return "id contains a NUL byte";
-    case ID_TOO_LONG:    return "id is longer than max_id_bytes";
-    case ID_BAD_UTF8:    return "id is not valid UTF-8";
-    }
-    return "unknown id error";
+    return id_error_known(e) ? id_errors[e].text : "unknown id error";
 }
 
 const char *id_error_code(enum id_error e)
 {
-    switch (e) {
-    case ID_OK:          return "ok";
-    case ID_EMPTY:       return "empty_id";
-    case ID_BAD_PERCENT: return "bad_percent_encoding";
-    case ID_NUL:         return "nul_byte";
-    case ID_TOO_LONG:    return "id_too_long";
-    case ID_BAD_UTF8:    return "bad_utf8";
-    }
-    return "unknown";
+    return id_error_known(e) ? id_errors[e].code : "unknown";
 }
 
 /*
@@ -43,30 +48,34 @@ const char *id_error_code(enum id_error e)
  */
 static size_t utf8_seq(const unsigned char *p, size_t n, size_t *bad)
 {
-    unsigned char c = p[0], lo = 0x80, hi = 0xBF;
-    size_t need;
+    /* The Unicode Standard's table 3-7, "Well-Formed UTF-8 Byte Sequences". */
+    static const struct {
+        unsigned char first, last;          /* lead bytes */
+        unsigned char lo, hi;               /* the second byte's range */
+        unsigned char need;                 /* bytes in the sequence */
+    } leads[] = {
+        { 0xC2, 0xDF, 0x80, 0xBF, 2 },
+        { 0xE0, 0xE0, 0xA0, 0xBF, 3 },      /* overlongs shut out */
+        { 0xE1, 0xEC, 0x80, 0xBF, 3 },
+        { 0xED, 0xED, 0x80, 0x9F, 3 },      /* surrogates shut out */
+        { 0xEE, 0xEF, 0x80, 0xBF, 3 },
+        { 0xF0, 0xF0, 0x90, 0xBF, 4 },      /* overlongs shut out */
+        { 0xF1, 0xF3, 0x80, 0xBF, 4 },
+        { 0xF4, 0xF4, 0x80, 0x8F, 4 },      /* above U+10FFFF shut out */
+    };
+    unsigned char c = p[0];
+    size_t row = 0, rows = sizeof leads / sizeof leads[0];
 
     if (c < 0x80)
         return 1;
-    if (c >= 0xC2 && c <= 0xDF) {
-        need = 2;
-    } else if (c >= 0xE0 && c <= 0xEF) {
-        need = 3;
-        if (c == 0xE0)
-            lo = 0xA0;
-        else if (c == 0xED)
-            hi = 0x9F;
-    } else if (c >= 0xF0 && c <= 0xF4) {
-        need = 4;
-        if (c == 0xF0)
-            lo = 0x90;
-        else if (c == 0xF4)
-            hi = 0x8F;
-    } else {
+    while (row < rows && c > leads[row].last)
+        row++;
+    if (row == rows || c < leads[row].first) {
         *bad = 1; /* continuation byte, C0, C1 or F5..FF as lead */
         return 0;
     }
-    if (n < 2 || p[1] < lo || p[1] > hi) {
+    size_t need = leads[row].need;
+    if (n < 2 || p[1] < leads[row].lo || p[1] > leads[row].hi) {
         *bad = 1;
         return 0;
     }
@@ -103,17 +112,6 @@ bool id_utf8_valid(const char *s, size_t len)
     return true;
 }
 
-static int hexval(unsigned char c)
-{
-    if (c >= '0' && c <= '9')
-        return c - '0';
-    if (c >= 'a' && c <= 'f')
-        return c - 'a' + 10;
-    if (c >= 'A' && c <= 'F')
-        return c - 'A' + 10;
-    return -1;
-}
-
 enum id_error id_decode(const char *src, size_t len, size_t max_len,
                         char *out, size_t outcap, size_t *outlen)
 {
@@ -131,7 +129,8 @@ enum id_error id_decode(const char *src, size_t len, size_t max_len,
         unsigned char c = s[i];
         if (c == '%') {
             int h, l;
-            if (len - i < 3 || (h = hexval(s[i + 1])) < 0 || (l = hexval(s[i + 2])) < 0) {
+            if (len - i < 3 || (h = hexdigit_value(s[i + 1])) < 0 ||
+                (l = hexdigit_value(s[i + 2])) < 0) {
                 err = ID_BAD_PERCENT;
                 goto fail;
             }

@@ -198,14 +198,25 @@ oom:
     return (struct reply){ 500, NULL, false };
 }
 
+/*
+ * A batch's table (its index, in *t) and its IDs (in *l, for idlist_free):
+ * status 0, else the reply that refuses the request.
+ */
+static struct reply batch_request(struct app *a, const struct api_request *rq, bool allow_single,
+                                  int *t, struct idlist *l)
+{
+    struct reply err;
+    *t = api_table_of_rest(a, rq, &err);
+    if (*t < 0)
+        return err;
+    return parse_ids(a, rq->body_type, rq->body, rq->body_len, allow_single, l);
+}
+
 struct reply ids_exists_batch(struct app *a, const struct api_request *rq)
 {
     struct idlist l;
-    struct reply err;
-    int t = api_table_of_rest(a, rq, &err);
-    if (t < 0)
-        return err;
-    err = parse_ids(a, rq->body_type, rq->body, rq->body_len, false, &l);
+    int t;
+    struct reply err = batch_request(a, rq, false, &t, &l);
     if (err.status != 0)
         return err;
     bool *ans = malloc(l.n * sizeof(bool) + 1);
@@ -320,14 +331,11 @@ static void insert_done(void *arg, enum table_insert_result r, size_t n, int e)
 struct reply ids_insert(struct app *a, const struct api_request *rq)
 {
     struct idlist l;
-    struct reply err;
-    int ti = api_table_of_rest(a, rq, &err);
-    if (ti < 0)
-        return err;
-    struct table *t = a->tables[ti];
-    err = parse_ids(a, rq->body_type, rq->body, rq->body_len, true, &l);
+    int ti;
+    struct reply err = batch_request(a, rq, true, &ti, &l);
     if (err.status != 0)
         return err;
+    struct table *t = a->tables[ti];
     size_t n = 0, want = l.n;
     int e = 0;
     enum table_insert_result r;

@@ -9,10 +9,12 @@
 #include "pgerror.h"
 #include "spell.h"
 
+#include <errno.h>
 #include <poll.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
 #include <time.h>
 
 /* "what: message" into err; with a code, cut short enough that its tag fits whole. */
@@ -44,8 +46,8 @@ void loader_set_result_error(char *err, size_t errlen, const char *what, PGconn 
         set_error(err, errlen, what, conn, code);
 }
 
-bool loader_exec(PGconn *conn, const char *sql, ExecStatusType want, const char *what, char *err,
-                 size_t errlen)
+bool loader_command(PGconn *conn, const char *sql, ExecStatusType want, const char *what,
+                    char *err, size_t errlen)
 {
     PGresult *r = PQexec(conn, sql);
     bool ok = PQresultStatus(r) == want;
@@ -112,8 +114,8 @@ static PGconn *connect_as(const struct config *cfg, const char *app, bool replic
      * SET clauses) must render every ID identically, in UTF-8.  Keep this
      * list and the trigger's in step.
      */
-    if (!loader_exec(conn, LOADER_SESSION_SETTINGS, PGRES_COMMAND_OK,
-                     "cannot set the session's encoding and formats", err, errlen)) {
+    if (!loader_command(conn, LOADER_SESSION_SETTINGS, PGRES_COMMAND_OK,
+                        "cannot set the session's encoding and formats", err, errlen)) {
         PQfinish(conn);
         return NULL;
     }
@@ -354,15 +356,40 @@ static void copy_row_text(char *buf, int n, size_t *len)
     *len = l;
 }
 
+/*
+ * Wait for bytes of an answer, at most LOADER_STALL_S; silence that long
+ * shuts the connection down (logged), so that libpq reads its end.  False
+ * when libpq cannot read (PQerrorMessage says why; PQstatus is BAD).
+ */
+static bool await_or_give_up(PGconn *conn)
+{
+    struct pollfd p = { .fd = PQsocket(conn), .events = POLLIN };
+    int n;
+    if (p.fd < 0)
+        return PQconsumeInput(conn) != 0;   /* no socket: let libpq say what is wrong */
+    while ((n = poll(&p, 1, LOADER_STALL_S * 1000)) < 0 && errno == EINTR)
+        ;
+    if (n == 0) {
+        log_msg(NULL, LOG_LVL_WARN, "postgres: no byte of an answer in %d s: the connection is "
+                "given up (a silent network or a frozen proxy)", LOADER_STALL_S);
+        shutdown(p.fd, SHUT_RDWR);
+    }
+    return PQconsumeInput(conn) != 0;
+}
+
 int loader_copy_row(PGconn *conn, char **buf, size_t *len)
 {
-    int n = PQgetCopyData(conn, buf, 0);
-    if (n == -1)
-        return 0;
-    if (n < 0)
-        return -1;
-    copy_row_text(*buf, n, len);
-    return 1;
+    for (;;) {
+        int n = PQgetCopyData(conn, buf, 1);
+        if (n > 0) {
+            copy_row_text(*buf, n, len);
+            return 1;
+        }
+        if (n == -1)
+            return 0;
+        if (n < -1 || !await_or_give_up(conn))
+            return -1;
+    }
 }
 
 static bool stopped(atomic_bool *stop)
@@ -405,6 +432,32 @@ static int copy_row_stoppable(PGconn *conn, char **buf, size_t *len, atomic_bool
         if (n < -1 || !await_input(conn))
             return -1;
     }
+}
+
+PGresult *loader_exec(PGconn *conn, const char *sql, int nparams, const char *const *params)
+{
+    int sent = nparams > 0 ? PQsendQueryParams(conn, sql, nparams, NULL, params, NULL, NULL, 0)
+                           : PQsendQuery(conn, sql);
+    if (!sent)
+        return PQmakeEmptyPGresult(conn, PGRES_FATAL_ERROR);
+    PGresult *last = NULL, *r;
+    for (;;) {
+        while (PQisBusy(conn) && await_or_give_up(conn))
+            ;
+        if ((r = PQgetResult(conn)) == NULL)
+            break;
+        ExecStatusType st = PQresultStatus(r);
+        if (last != NULL && PQresultStatus(last) == PGRES_FATAL_ERROR) {
+            PQclear(r);                         /* the first error is the one to tell */
+        } else {
+            PQclear(last);
+            last = r;
+        }
+        if (st == PGRES_COPY_IN || st == PGRES_COPY_OUT || st == PGRES_COPY_BOTH
+            || PQstatus(conn) == CONNECTION_BAD)
+            break;
+    }
+    return last != NULL ? last : PQmakeEmptyPGresult(conn, PGRES_FATAL_ERROR);
 }
 
 /*
@@ -450,13 +503,13 @@ static bool in_snapshot(PGconn *conn, const char *snapshot, char *err, size_t er
     snprintf(sql, sizeof sql, "BEGIN ISOLATION LEVEL REPEATABLE READ; SET TRANSACTION SNAPSHOT %s",
              lit);
     PQfreemem(lit);
-    return loader_exec(conn, sql, PGRES_COMMAND_OK,
-                       "cannot import the replication slot's snapshot", err, errlen);
+    return loader_command(conn, sql, PGRES_COMMAND_OK,
+                          "cannot import the replication slot's snapshot", err, errlen);
 }
 
 static bool commit(PGconn *conn, char *err, size_t errlen)
 {
-    return loader_exec(conn, "COMMIT", PGRES_COMMAND_OK, "COMMIT failed", err, errlen);
+    return loader_command(conn, "COMMIT", PGRES_COMMAND_OK, "COMMIT failed", err, errlen);
 }
 
 bool loader_copy(PGconn *conn, const struct filter_config *fc, struct filter *f,

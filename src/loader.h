@@ -62,12 +62,24 @@ void loader_set_result_error(char *err, size_t errlen, const char *what, PGconn 
                              const PGresult *r);
 
 /*
- * Run sql (one or more commands, no parameters) and expect the last
+ * PQexecParams (nparams 0: PQexec, several statements allowed; the last
+ * result, or the first error) for a follower's session, bounded: when no
+ * byte of the answer arrives for LOADER_STALL_S seconds (a silent network
+ * partition, a frozen proxy: TCP keepalives are answered by whatever holds
+ * the other end), the connection is shut down and logged, and the result
+ * is an error with PQstatus CONNECTION_BAD, so the caller reconnects.  A
+ * long answer that keeps arriving is never cut.  The caller PQclears.
+ */
+#define LOADER_STALL_S 15
+PGresult *loader_exec(PGconn *conn, const char *sql, int nparams, const char *const *params);
+
+/*
+ * PQexec sql (one or more commands, unbounded) and expect the last
  * result's status want (PGRES_COMMAND_OK, PGRES_COPY_BOTH...); else false
  * with "what: ..." in err (loader_set_result_error).  The result is cleared.
  */
-bool loader_exec(PGconn *conn, const char *sql, ExecStatusType want, const char *what, char *err,
-                 size_t errlen);
+bool loader_command(PGconn *conn, const char *sql, ExecStatusType want, const char *what,
+                    char *err, size_t errlen);
 
 /*
  * Who the connection reached: the server's start time, address, port and
@@ -158,6 +170,7 @@ bool loader_copy(PGconn *conn, const struct filter_config *fc, struct filter *f,
  * (free it with PQfreemem) gets the value unescaped and NUL-terminated,
  * *len its length.  1 for a row, 0 at the end of the COPY (collect its
  * result with PQgetResult), -1 on failure (PQerrorMessage says why).
+ * Silence of LOADER_STALL_S gives the connection up, as in loader_exec.
  */
 int loader_copy_row(PGconn *conn, char **buf, size_t *len);
 

@@ -10,6 +10,7 @@
 #include "peer.h"
 
 #include "decimal.h"
+#include "monoclock.h"
 
 #include <ctype.h>
 #include <errno.h>
@@ -98,16 +99,6 @@ static int64_t now_ms(void)
 static struct timespec mono_ts(int64_t ms)
 {
     return (struct timespec){ .tv_sec = ms / 1000, .tv_nsec = (long)(ms % 1000) * 1000000L };
-}
-
-/* Waits end on monotonic time: a wall-clock step must not stretch them. */
-static void cond_init_mono(pthread_cond_t *cv)
-{
-    pthread_condattr_t ca;
-    pthread_condattr_init(&ca);
-    pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
-    pthread_cond_init(cv, &ca);
-    pthread_condattr_destroy(&ca);
 }
 
 /* One fetch's bounds, in force. */
@@ -240,7 +231,7 @@ static enum snapshot_status resolve(struct fetch *fx, const struct target *t,
     if (l == NULL)
         return snapshot_why(why, whylen, SNAPSHOT_IO, "%s: out of memory", fx->url);
     pthread_mutex_init(&l->mu, NULL);
-    cond_init_mono(&l->cv);
+    monoclock_cond_init(&l->cv);
     l->refs = 2;
     l->resolve = fn != NULL ? fn : getaddrinfo;
     snprintf(l->host, sizeof l->host, "%s", t->host);
@@ -388,7 +379,7 @@ static int watch_start(struct watch *w, int fd, const struct fetch *fx)
     w->fd = fd;
     w->fx = fx;
     pthread_mutex_init(&w->mu, NULL);
-    cond_init_mono(&w->cv);
+    monoclock_cond_init(&w->cv);
     int e = pthread_create(&w->thread, NULL, watch_main, w);
     if (e != 0) {
         pthread_mutex_destroy(&w->mu);

@@ -10,10 +10,14 @@
 
 #define TAG_OPEN " (SQLSTATE "
 
-static const struct {
+/* A SQLSTATE and a text about it: both tables below are made of these. */
+struct code_text {
     const char *code;
-    const char *hint;
-} hints[] = {
+    const char *text;
+};
+
+/* The hint for each code pgerror_hint knows. */
+static const struct code_text hints[] = {
     { "28P01", "authentication failed: check the password file or pg_hba.conf" },
     { "28000", "authentication failed: check the password file or pg_hba.conf" },
     { "3D000", "the database does not exist" },
@@ -34,24 +38,21 @@ static const struct {
 };
 
 /* Server FATAL texts of a refused connection (PostgreSQL's English wording). */
-static const struct {
-    const char *text;
-    const char *code;
-} connect_texts[] = {
-    { "password authentication failed", "28P01" },
-    { "no pg_hba.conf entry", "28000" },
-    { "pg_hba.conf rejects connection", "28000" },
-    { "role \"", "28000" },                 /* role "x" does not exist */
-    { "database \"", "3D000" },             /* database "x" does not exist */
-    { "permission denied for database", "42501" },
-    { "sorry, too many clients already", "53300" },
-    { "remaining connection slots are reserved", "53300" },
-    { "too many connections for", "53300" },
-    { "the database system is starting up", "57P03" },
-    { "the database system is shutting down", "57P03" },
-    { "the database system is in recovery mode", "57P03" },
-    { "the database system is not yet accepting connections", "57P03" },
-    { "terminating connection due to administrator command", "57P01" },
+static const struct code_text connect_texts[] = {
+    { "28P01", "password authentication failed" },
+    { "28000", "no pg_hba.conf entry" },
+    { "28000", "pg_hba.conf rejects connection" },
+    { "28000", "role \"" },                 /* role "x" does not exist */
+    { "3D000", "database \"" },             /* database "x" does not exist */
+    { "42501", "permission denied for database" },
+    { "53300", "sorry, too many clients already" },
+    { "53300", "remaining connection slots are reserved" },
+    { "53300", "too many connections for" },
+    { "57P03", "the database system is starting up" },
+    { "57P03", "the database system is shutting down" },
+    { "57P03", "the database system is in recovery mode" },
+    { "57P03", "the database system is not yet accepting connections" },
+    { "57P01", "terminating connection due to administrator command" },
 };
 
 static bool valid_code(const char *s)
@@ -70,7 +71,7 @@ const char *pgerror_hint(const char *sqlstate)
         return NULL;
     for (size_t i = 0; i < sizeof hints / sizeof hints[0]; i++)
         if (strcmp(hints[i].code, sqlstate) == 0)
-            return hints[i].hint;
+            return hints[i].text;
     return NULL;
 }
 

@@ -10,6 +10,8 @@
 
 #include "pgoutput.h"
 
+#include "hexdigit.h"
+
 const char *pgoutput_strerror(enum pgoutput_error e)
 {
     switch (e) {
@@ -171,8 +173,9 @@ enum pgoutput_error pgoutput_frame_decode(const void *buf, size_t len, struct pg
  * Shared by decoding (which thereby validates every column once) and the
  * iterators (which then cannot disagree with it).
  */
-static bool rd_col(struct rd *r, struct pgoutput_col *col)
+static bool rd_col(struct rd *r, void *out)
 {
+    struct pgoutput_col *col = out;
     uint8_t kind;
     if (!rd_u8(r, &kind))
         return false;
@@ -191,42 +194,66 @@ static bool rd_col(struct rd *r, struct pgoutput_col *col)
     }
 }
 
-static bool rd_tuple(struct rd *r, struct pgoutput_tuple *t)
+/* Reads one element of a list (a struct pgoutput_col or pgoutput_attr) into out. */
+typedef bool rd_elem_fn(struct rd *r, void *out);
+
+/*
+ * A uint16 count and that many elements of at least min_bytes each, read
+ * (so validated) once here: *data and *len say where they lie, for the
+ * iterators to read again.  elem's output goes to scratch.
+ */
+static bool rd_list(struct rd *r, uint16_t *n, size_t min_bytes, rd_elem_fn *elem, void *scratch,
+                    const char **data, size_t *len)
 {
-    if (!rd_u16(r, &t->ncols))
+    if (!rd_u16(r, n))
         return false;
-    /* Each column takes at least its kind byte. */
-    if (t->ncols > rd_left(r))
+    if (*n > rd_left(r) / min_bytes)
         return rd_fail(r, PGOUTPUT_BAD_COUNT);
-    t->data = (const char *)r->p;
-    struct pgoutput_col col;
-    for (unsigned i = 0; i < t->ncols; i++)
-        if (!rd_col(r, &col))
+    *data = (const char *)r->p;
+    for (unsigned i = 0; i < *n; i++)
+        if (!elem(r, scratch))
             return false;
-    t->len = (size_t)((const char *)r->p - t->data);
+    *len = (size_t)((const char *)r->p - *data);
     return true;
 }
 
-void pgoutput_tuple_iter(const struct pgoutput_tuple *t, struct pgoutput_iter *it)
+static void list_iter(struct pgoutput_iter *it, const char *data, size_t len, uint16_t n)
 {
     /* An Update's absent old tuple has no data: NULL + 0 is undefined. */
-    it->p = t->data;
-    it->end = t->data ? t->data + t->len : NULL;
-    it->left = t->data ? t->ncols : 0;
+    it->p = data;
+    it->end = data ? data + len : NULL;
+    it->left = data ? n : 0;
 }
 
-bool pgoutput_tuple_next(struct pgoutput_iter *it, struct pgoutput_col *col)
+static bool list_next(struct pgoutput_iter *it, rd_elem_fn *elem, void *out)
 {
     if (it->left == 0)
         return false;
     struct rd r = { (const unsigned char *)it->p, (const unsigned char *)it->end, PGOUTPUT_OK };
-    if (!rd_col(&r, col)) {
+    if (!elem(&r, out)) {
         it->left = 0;
         return false;
     }
     it->p = (const char *)r.p;
     it->left--;
     return true;
+}
+
+/* Each column takes at least its kind byte. */
+static bool rd_tuple(struct rd *r, struct pgoutput_tuple *t)
+{
+    struct pgoutput_col col;
+    return rd_list(r, &t->ncols, 1, rd_col, &col, &t->data, &t->len);
+}
+
+void pgoutput_tuple_iter(const struct pgoutput_tuple *t, struct pgoutput_iter *it)
+{
+    list_iter(it, t->data, t->len, t->ncols);
+}
+
+bool pgoutput_tuple_next(struct pgoutput_iter *it, struct pgoutput_col *col)
+{
+    return list_next(it, rd_col, col);
 }
 
 bool pgoutput_tuple_get(const struct pgoutput_tuple *t, unsigned idx, struct pgoutput_col *col)
@@ -243,8 +270,9 @@ bool pgoutput_tuple_get(const struct pgoutput_tuple *t, unsigned idx, struct pgo
 
 /* -------------------------------------------------------- relation attrs -- */
 
-static bool rd_attr(struct rd *r, struct pgoutput_attr *a)
+static bool rd_attr(struct rd *r, void *out)
 {
+    struct pgoutput_attr *a = out;
     uint32_t typmod;
     if (!rd_u8(r, &a->flags) || !rd_str(r, &a->name, &a->name_len) || !rd_u32(r, &a->typid)
         || !rd_u32(r, &typmod))
@@ -258,38 +286,18 @@ static bool rd_attr(struct rd *r, struct pgoutput_attr *a)
 
 static bool rd_attrs(struct rd *r, struct pgoutput_attrs *a)
 {
-    if (!rd_u16(r, &a->natts))
-        return false;
-    if (a->natts > rd_left(r) / ATTR_MIN_BYTES)
-        return rd_fail(r, PGOUTPUT_BAD_COUNT);
-    a->data = (const char *)r->p;
     struct pgoutput_attr attr;
-    for (unsigned i = 0; i < a->natts; i++)
-        if (!rd_attr(r, &attr))
-            return false;
-    a->len = (size_t)((const char *)r->p - a->data);
-    return true;
+    return rd_list(r, &a->natts, ATTR_MIN_BYTES, rd_attr, &attr, &a->data, &a->len);
 }
 
 void pgoutput_attrs_iter(const struct pgoutput_attrs *a, struct pgoutput_iter *it)
 {
-    it->p = a->data;
-    it->end = a->data ? a->data + a->len : NULL;
-    it->left = a->data ? a->natts : 0;
+    list_iter(it, a->data, a->len, a->natts);
 }
 
 bool pgoutput_attrs_next(struct pgoutput_iter *it, struct pgoutput_attr *attr)
 {
-    if (it->left == 0)
-        return false;
-    struct rd r = { (const unsigned char *)it->p, (const unsigned char *)it->end, PGOUTPUT_OK };
-    if (!rd_attr(&r, attr)) {
-        it->left = 0;
-        return false;
-    }
-    it->p = (const char *)r.p;
-    it->left--;
-    return true;
+    return list_next(it, rd_attr, attr);
 }
 
 uint32_t pgoutput_truncate_relid(const struct pgoutput_msg *m, uint32_t i)
@@ -471,24 +479,13 @@ int64_t pgoutput_time_to_unix_us(int64_t pg_us)
     return pg_us + PGOUTPUT_EPOCH_UNIX_US;
 }
 
-static int hexval(char ch)
-{
-    if (ch >= '0' && ch <= '9')
-        return ch - '0';
-    if (ch >= 'a' && ch <= 'f')
-        return ch - 'a' + 10;
-    if (ch >= 'A' && ch <= 'F')
-        return ch - 'A' + 10;
-    return -1;
-}
-
 /* 1 to 8 hex digits from s[*i], stopping at the first other byte. */
 static bool lsn_half(const char *s, size_t len, size_t *i, uint32_t *v)
 {
     size_t start = *i;
     int d;
     *v = 0;
-    while (*i < len && (d = hexval(s[*i])) >= 0) {
+    while (*i < len && (d = hexdigit_value((unsigned char)s[*i])) >= 0) {
         if (*i - start == 8)
             return false;
         *v = *v << 4 | (uint32_t)d;

@@ -8,6 +8,7 @@
 #include "postlog_int.h"
 
 #include "durable.h"
+#include "monoclock.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -66,11 +67,7 @@ struct postlog *postlog_open(const char *path, const struct postlog_opts *o, pos
     pthread_mutex_init(&log->compact_mu, NULL);
     pthread_cond_init(&log->work, NULL);
     pthread_cond_init(&log->idle, NULL);
-    pthread_condattr_t ca;
-    pthread_condattr_init(&ca);
-    pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
-    pthread_cond_init(&log->cwork, &ca);
-    pthread_condattr_destroy(&ca);
+    monoclock_cond_init(&log->cwork);
 
     log->fd = open(path, O_RDWR | O_CLOEXEC);
     if (log->fd < 0 && errno == ENOENT) {
@@ -256,9 +253,7 @@ static void *compactor_main(void *arg)
         }
         if (log->info.broken && log->o.live != NULL) {
             /* A failed rewrite of a broken log: try again in a while, not in a loop. */
-            struct timespec ts;
-            clock_gettime(CLOCK_MONOTONIC, &ts);
-            ts.tv_sec += RETRY_SECONDS;
+            struct timespec ts = monoclock_after_ms(RETRY_SECONDS * 1000);
             pthread_cond_timedwait(&log->cwork, &log->mu, &ts);
             if (log->info.broken && !log->stop)
                 log->compact_wanted = true;

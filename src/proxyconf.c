@@ -65,6 +65,24 @@ bool proxyconf_tmpl_decodable(const char *tmpl)
     return strchr(tmpl, '%') == NULL;
 }
 
+void proxyconf_map_regexp(FILE *f, const char *tmpl, const struct proxyconf_dialect *d)
+{
+    struct proxyconf_tmpl_parts p = proxyconf_tmpl_split(tmpl);
+    d->literal(f, p.pre, p.npre);
+    fputs("(?:", f);
+    if (proxyconf_tmpl_decodable(tmpl)) {
+        fputs(d->seen, f);
+        d->literal(f, p.suf, p.nsuf);
+        fputs("(?:\\?\\S*)?\\x20", f);
+        d->literal(f, p.pre, p.npre);
+        fputs(d->decoded, f);
+        d->literal(f, p.suf, p.nsuf);
+        fputs("$|", f);
+    }
+    fputs(d->raw, f);
+    d->literal(f, p.suf, p.nsuf);
+}
+
 /* The filter a template asks, by name: its own or the default one's. */
 static const char *tmpl_filter(const struct config *c, unsigned t)
 {

@@ -50,22 +50,16 @@ static void caddy_literal(FILE *f, const char *s, size_t n)
  */
 static void caddy_map_line(FILE *f, const char *tmpl)
 {
+    static const struct proxyconf_dialect caddy = {
+        .literal = caddy_literal,
+        .seen = "(?:[^/?#%\\s]|%[^2/?#\\s]|%2[^fF/?#\\s])+",
+        .decoded = "([^/\"\\\\\\x00-\\x1f\\x7f\\x{FFFD}]+)",
+        .raw = "([\\x21\\x24-\\x2e\\x30-\\x3e\\x40-\\x5b\\x5d-\\x7e]+)",
+    };
     struct proxyconf_tmpl_parts p = proxyconf_tmpl_split(tmpl);
     bool dec = proxyconf_tmpl_decodable(tmpl);
     fputs("\t\t\t~^", f);
-    caddy_literal(f, p.pre, p.npre);
-    fputs("(?:", f);
-    if (dec) {
-        fputs("(?:[^/?#%\\s]|%[^2/?#\\s]|%2[^fF/?#\\s])+", f);
-        caddy_literal(f, p.suf, p.nsuf);
-        fputs("(?:\\?\\S*)?\\x20", f);
-        caddy_literal(f, p.pre, p.npre);
-        fputs("([^/\"\\\\\\x00-\\x1f\\x7f\\x{FFFD}]+)", f);
-        caddy_literal(f, p.suf, p.nsuf);
-        fputs("$|", f);
-    }
-    fputs("([\\x21\\x24-\\x2e\\x30-\\x3e\\x40-\\x5b\\x5d-\\x7e]+)", f);
-    caddy_literal(f, p.suf, p.nsuf);
+    proxyconf_map_regexp(f, tmpl, &caddy);
     fputs("(?:[?#]|\\x20)|[^/?#\\s]+", f);
     caddy_literal(f, p.suf, p.nsuf);
     fputs(dec ? "(?:[?#]|\\x20)) $1$2\n" : "(?:[?#]|\\x20)) $1\n", f);

@@ -32,6 +32,26 @@ struct proxyconf_tmpl_parts proxyconf_tmpl_split(const char *tmpl);
  */
 bool proxyconf_tmpl_decodable(const char *tmpl);
 
+/*
+ * A proxy's regexp dialect for the map lines: how it escapes a literal and
+ * the groups that take the ID.  seen takes the ID as the request line's URI
+ * carries it and decoded the same ID in the decoded path after the space
+ * (both only for templates proxyconf_tmpl_decodable accepts); raw takes the
+ * URI's ID when the decoded one cannot be had.
+ */
+struct proxyconf_dialect {
+    void (*literal)(FILE *f, const char *s, size_t n);
+    const char *seen, *decoded, *raw;
+};
+
+/*
+ * The part of template tmpl's map regexp both proxies share, to f:
+ * PRE(?:SEEN SUF(?:\?\S*)?\x20 PRE DECODED SUF$|RAW SUF, the alternation
+ * left open for the caller's tail; the first alternative only when tmpl is
+ * decodable.
+ */
+void proxyconf_map_regexp(FILE *f, const char *tmpl, const struct proxyconf_dialect *d);
+
 /* Whether ch stands for itself in both proxies' regexps (no escape needed). */
 bool proxyconf_is_plain(unsigned char ch);
 

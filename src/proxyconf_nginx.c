@@ -40,21 +40,14 @@ static void nginx_literal(FILE *f, const char *s, size_t n)
  */
 static void nginx_map_line(FILE *f, const char *tmpl)
 {
-    struct proxyconf_tmpl_parts p = proxyconf_tmpl_split(tmpl);
+    static const struct proxyconf_dialect nginx = {
+        .literal = nginx_literal,
+        .seen = "(?<bloomguard_s>(?:[^/?#%\\s]|%(?!2[fF]))+)",
+        .decoded = "(?<bloomguard_d>[^/]+)",
+        .raw = "(?<bloomguard_r>[^/?#\\s]+)",
+    };
     fputs("    \"~^", f);
-    nginx_literal(f, p.pre, p.npre);
-    fputs("(?:", f);
-    if (proxyconf_tmpl_decodable(tmpl)) {
-        fputs("(?<bloomguard_s>(?:[^/?#%\\s]|%(?!2[fF]))+)", f);
-        nginx_literal(f, p.suf, p.nsuf);
-        fputs("(?:\\?\\S*)?\\x20", f);
-        nginx_literal(f, p.pre, p.npre);
-        fputs("(?<bloomguard_d>[^/]+)", f);
-        nginx_literal(f, p.suf, p.nsuf);
-        fputs("$|", f);
-    }
-    fputs("(?<bloomguard_r>[^/?#\\s]+)", f);
-    nginx_literal(f, p.suf, p.nsuf);
+    proxyconf_map_regexp(f, tmpl, &nginx);
     fprintf(f, "(?:[?#]|\\x20))\"\n        \"%s$bloomguard_r\";\n",
             proxyconf_tmpl_decodable(tmpl) ? "$bloomguard_d/$bloomguard_s" : "/");
 }

@@ -18,6 +18,7 @@
 
 #include "feed.h"
 #include "loader.h"
+#include "monoclock.h"
 #include "persist.h"
 
 #define NS_PER_S INT64_C(1000000000)
@@ -77,12 +78,7 @@ struct scheduler *scheduler_new(const struct config *cfg, struct table *const *t
     s->rng = (unsigned)table_now() ^ (unsigned)getpid();
     atomic_init(&s->stop, false);
     pthread_mutex_init(&s->mu, NULL);
-    /* Naps end on a monotonic deadline: a wall-clock step must not stretch them. */
-    pthread_condattr_t ca;
-    pthread_condattr_init(&ca);
-    pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
-    pthread_cond_init(&s->cv, &ca);
-    pthread_condattr_destroy(&ca);
+    monoclock_cond_init(&s->cv);
     return s;
 }
 
@@ -126,14 +122,7 @@ void scheduler_wake(void *arg)
 /* Sleep up to ms, waking early on stop or scheduler_wake. */
 static void nap(struct scheduler *s, unsigned ms)
 {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    ts.tv_sec += ms / 1000;
-    ts.tv_nsec += (long)(ms % 1000) * 1000000L;
-    if (ts.tv_nsec >= 1000000000L) {
-        ts.tv_sec++;
-        ts.tv_nsec -= 1000000000L;
-    }
+    struct timespec ts = monoclock_after_ms(ms);
     pthread_mutex_lock(&s->mu);
     if (!atomic_load(&s->stop) && !s->woken)
         pthread_cond_timedwait(&s->cv, &s->mu, &ts);

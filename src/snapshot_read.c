@@ -17,6 +17,8 @@
 #define XXH_INLINE_ALL
 #include <xxhash.h>
 
+#include "durable.h"
+
 /* An input of known size: a descriptor or memory. */
 struct input {
     int fd;                     /* -1: memory */
@@ -37,17 +39,11 @@ static enum snapshot_status take(struct input *in, void *buf, size_t len)
     if (in->fd < 0) {
         memcpy(buf, in->mem + in->pos, len);
     } else {
-        size_t got = 0;
-        while (got < len) {
-            ssize_t r = read(in->fd, (char *)buf + got, len - got);
-            if (r < 0 && errno == EINTR)
-                continue;
-            if (r < 0)
-                return SNAPSHOT_IO;
-            if (r == 0)
-                return SNAPSHOT_TRUNCATED;
-            got += (size_t)r;
-        }
+        size_t got;
+        if (durable_read_all(in->fd, buf, len, &got) != 0)
+            return SNAPSHOT_IO;
+        if (got < len)
+            return SNAPSHOT_TRUNCATED;
     }
     XXH64_update(&in->sum, buf, len);
     in->pos += len;

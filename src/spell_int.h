@@ -12,6 +12,7 @@
 #include <stdint.h>
 #include <string.h>
 
+#include "hexdigit.h"
 #include "spell.h"
 
 static inline bool spell_is_space(unsigned char c)
@@ -22,18 +23,6 @@ static inline bool spell_is_space(unsigned char c)
 static inline bool spell_is_digit(unsigned char c)
 {
     return c >= '0' && c <= '9';
-}
-
-/* Hex digit values, -1 for every other byte: one load per byte on the hot path. */
-static const signed char spell_hex_table[256] = {
-    ['0'] = 1, ['1'] = 2, ['2'] = 3, ['3'] = 4, ['4'] = 5, ['5'] = 6, ['6'] = 7, ['7'] = 8,
-    ['8'] = 9, ['9'] = 10, ['a'] = 11, ['b'] = 12, ['c'] = 13, ['d'] = 14, ['e'] = 15,
-    ['f'] = 16, ['A'] = 11, ['B'] = 12, ['C'] = 13, ['D'] = 14, ['E'] = 15, ['F'] = 16,
-};
-
-static inline int spell_hex_value(unsigned char c)
-{
-    return spell_hex_table[c] - 1;        /* stored + 1 so that the zero fill means "none" */
 }
 
 static inline unsigned char spell_lower(unsigned char c)

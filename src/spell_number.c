@@ -114,7 +114,7 @@ enum spell_verdict spell_uuid(const unsigned char *s, size_t len, char *out, siz
     for (int b = 0; b < 16; b++) {
         if (i + 2 > len)
             return SPELL_NOT_A_VALUE;
-        int hi = spell_hex_value(s[i]), lo = spell_hex_value(s[i + 1]);
+        int hi = hexdigit_value(s[i]), lo = hexdigit_value(s[i + 1]);
         if (hi < 0 || lo < 0)
             return SPELL_NOT_A_VALUE;
         if (b == 4 || b == 6 || b == 8 || b == 10)
@@ -477,7 +477,7 @@ enum spell_verdict spell_bytea(const unsigned char *s, size_t len, char *out,
             }
             if (i + 1 >= len)
                 return SPELL_NOT_A_VALUE;
-            int hi = spell_hex_value(s[i]), lo = spell_hex_value(s[i + 1]);
+            int hi = hexdigit_value(s[i]), lo = hexdigit_value(s[i + 1]);
             if (hi < 0 || lo < 0)
                 return SPELL_NOT_A_VALUE;
             out[n++] = hex[hi];

@@ -12,26 +12,20 @@
 #include <strings.h>
 #include <unistd.h>
 
+#include "durable.h"
+
 /* Read at most cap bytes of path into buf; -1 with errno on failure. */
 static ssize_t read_small(const char *path, char *buf, size_t cap)
 {
     int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOCTTY);
     if (fd < 0)
         return -1;
-    size_t n = 0;
-    while (n < cap) {
-        ssize_t r = read(fd, buf + n, cap - n);
-        if (r < 0 && errno == EINTR)
-            continue;
-        if (r < 0) {
-            int e = errno;
-            close(fd);
-            errno = e;
-            return -1;
-        }
-        if (r == 0)
-            break;
-        n += (size_t)r;
+    size_t n;
+    int e = durable_read_all(fd, buf, cap, &n);
+    if (e != 0) {
+        close(fd);
+        errno = e;
+        return -1;
     }
     close(fd);
     return (ssize_t)n;
