@@ -1,55 +1,58 @@
 /*
  * What the ways of following share: choosing a table's method from what
- * the server offers, the follower's common part, and small helpers
- * (public errors, jittered backoff, naps that end on stop).
+ * the server offers, and the follower's common part (its thread, its
+ * connection's state and status, the retry with jittered backoff, public
+ * errors, naps that end on stop), so each method is only what it does
+ * differently.
  */
 #include "follow.h"
 
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "feed.h"
 #include "loader.h"
 #include "pgerror.h"
 
+static const char *const state_names[] = {
+    [FOLLOW_CONNECTING] = "connecting",
+    [FOLLOW_CONNECTED] = "connected",
+    [FOLLOW_RECONNECTING] = "reconnecting",
+};
+
 const char *follow_state_name(enum follow_state s)
 {
-    switch (s) {
-    case FOLLOW_CONNECTING: return "connecting";
-    case FOLLOW_CONNECTED: return "connected";
-    case FOLLOW_RECONNECTING: return "reconnecting";
-    }
-    return "unknown";
+    bool known = (unsigned)s < sizeof state_names / sizeof *state_names && state_names[s];
+    return known ? state_names[s] : "unknown";
+}
+
+/* The methods by enum follow_method; each names itself (ops->name). */
+static const struct follow_ops *const methods[] = {
+    [FOLLOW_NONE] = NULL,
+    [FOLLOW_LOGICAL] = &follow_logical_ops,
+    [FOLLOW_FEED] = &follow_feed_ops,
+    [FOLLOW_NOTIFY] = &follow_notify_ops,
+};
+
+const struct follow_ops *follow_method_ops(enum follow_method m)
+{
+    return (unsigned)m < sizeof methods / sizeof *methods ? methods[m] : NULL;
 }
 
 const char *follow_method_name(enum follow_method m)
 {
-    switch (m) {
-    case FOLLOW_NONE: return "none";
-    case FOLLOW_LOGICAL: return "logical";
-    case FOLLOW_FEED: return "feed";
-    case FOLLOW_NOTIFY: return "notify";
-    }
-    return "none";
-}
-
-const struct follow_ops *follow_method_ops(enum follow_method m)
-{
-    switch (m) {
-    case FOLLOW_LOGICAL: return &follow_logical_ops;
-    case FOLLOW_FEED: return &follow_feed_ops;
-    case FOLLOW_NOTIFY: return &follow_notify_ops;
-    case FOLLOW_NONE: break;
-    }
-    return NULL;
+    const struct follow_ops *ops = follow_method_ops(m);
+    return ops != NULL ? ops->name : "none";
 }
 
 struct follower *follow_new(const struct follow_ops *ops, const struct config *cfg,
                             const struct log *lg, void (*wake)(void *arg), void *arg)
 {
-    struct follower *f = ops->create();
+    struct follower *f = calloc(1, ops->size);
     if (f == NULL)
         return NULL;
     f->ops = ops;
@@ -59,13 +62,69 @@ struct follower *follow_new(const struct follow_ops *ops, const struct config *c
     f->wake = wake;
     f->wake_arg = arg;
     atomic_init(&f->stop, false);
+    /* Each follower its own jitter, so that followers do not retry in step either. */
+    f->rng = (unsigned)time(NULL) ^ (unsigned)getpid() ^ (unsigned)(uintptr_t)f;
+    pthread_mutex_init(&f->mu, NULL);
+    f->state = FOLLOW_CONNECTING;
+    f->since = time(NULL);
+    if (ops->init != NULL)
+        ops->init(f);
     return f;
 }
 
 void follow_free(struct follower *f)
 {
-    if (f != NULL)
-        f->ops->free(f);
+    if (f == NULL)
+        return;
+    if (f->ops->fini != NULL)
+        f->ops->fini(f);
+    pthread_mutex_destroy(&f->mu);
+    free(f);
+}
+
+static void *thread_main(void *arg)
+{
+    struct follower *f = arg;
+    f->ops->run(f);
+    return NULL;
+}
+
+bool follow_start(struct follower *f)
+{
+    f->started = pthread_create(&f->thread, NULL, thread_main, f) == 0;
+    return f->started;
+}
+
+void follow_stop(struct follower *f)
+{
+    atomic_store(&f->stop, true);
+    if (f->ops->interrupt != NULL)
+        f->ops->interrupt(f);
+    if (f->started)
+        pthread_join(f->thread, NULL);
+    f->started = false;
+}
+
+void follow_position(struct follower *f, struct table *t, char *out, size_t cap)
+{
+    if (f->ops->position != NULL)
+        f->ops->position(f, t, out, cap);
+    else
+        table_position(t, out, cap);
+}
+
+void follow_status(struct follower *f, struct follow_status *out)
+{
+    memset(out, 0, sizeof *out);
+    out->slot_lag_bytes = -1;
+    pthread_mutex_lock(&f->mu);
+    out->state = f->state;
+    out->since = f->since;
+    out->listening = f->listening;
+    follow_status_set_error(out, f->error);
+    if (f->ops->status_locked != NULL)
+        f->ops->status_locked(f, out);
+    pthread_mutex_unlock(&f->mu);
 }
 
 void follow_attach(struct follower *f, struct table *t)
@@ -94,13 +153,39 @@ int follow_index(const struct follower *f, const struct table *t)
 
 /* ----------------------------------------------------- choosing methods -- */
 
-static bool one_row(PGconn *conn, PGresult *r, int fields, const char *what, char *err,
-                    size_t errlen)
+/* pg_replication_slots is readable by every role.  $1: our own slot. */
+#define SERVER_SQL \
+    "SELECT current_setting('wal_level') = 'logical', " \
+    "(SELECT rolreplication OR rolsuper FROM pg_roles WHERE rolname = current_user), " \
+    "(SELECT count(*) FROM pg_replication_slots WHERE plugin = 'pgoutput' " \
+    "   AND slot_name LIKE 'bloomguard%' AND slot_name <> $1)"
+
+/*
+ * The publication must publish inserts and carry the column (a column list
+ * without it would stream rows without their IDs); the trigger must be
+ * enabled and notify this filter's channel.  $1 the quoted table, $2 the
+ * column, $3 the publication, $4 the trigger's call with the channel.
+ */
+#define TABLE_SQL \
+    "SELECT EXISTS (SELECT 1 FROM pg_publication_tables pt JOIN pg_publication p " \
+    "                 ON p.pubname = pt.pubname " \
+    "                WHERE pt.pubname = $3 AND p.pubinsert " \
+    "                  AND format('%I.%I', pt.schemaname, pt.tablename)::regclass = $1::regclass " \
+    "                  AND $2 = ANY (pt.attnames)), " \
+    "       EXISTS (SELECT 1 FROM pg_trigger t JOIN pg_proc f ON f.oid = t.tgfoid " \
+    "                WHERE t.tgrelid = $1::regclass AND t.tgname = 'bloomguard_notify' " \
+    "                  AND t.tgenabled <> 'D' AND strpos(f.prosrc, $4) > 0)"
+
+/* The one row of fields columns sql returns (PQclear it), or NULL with err ("what: ..."). */
+static PGresult *one_row(PGconn *conn, const char *sql, int nparams, const char *const *params,
+                         int fields, const char *what, char *err, size_t errlen)
 {
-    bool ok = PQresultStatus(r) == PGRES_TUPLES_OK && PQntuples(r) == 1 && PQnfields(r) == fields;
-    if (!ok)
-        loader_set_result_error(err, errlen, what, conn, r);
-    return ok;
+    PGresult *r = PQexecParams(conn, sql, nparams, NULL, params, NULL, NULL, 0);
+    if (PQresultStatus(r) == PGRES_TUPLES_OK && PQntuples(r) == 1 && PQnfields(r) == fields)
+        return r;
+    loader_set_result_error(err, errlen, what, conn, r);
+    PQclear(r);
+    return NULL;
 }
 
 static bool is_true(const PGresult *r, int field)
@@ -114,21 +199,15 @@ bool follow_probe_server(PGconn *conn, const struct config *cfg, const char *own
     (void)cfg;
     memset(out, 0, sizeof *out);
     const char *params[1] = { own_slot ? own_slot : "" };
-    /* pg_replication_slots is readable by every role. */
-    PGresult *r = PQexecParams(conn,
-        "SELECT current_setting('wal_level') = 'logical', "
-        "(SELECT rolreplication OR rolsuper FROM pg_roles WHERE rolname = current_user), "
-        "(SELECT count(*) FROM pg_replication_slots WHERE plugin = 'pgoutput' "
-        "   AND slot_name LIKE 'bloomguard%' AND slot_name <> $1)",
-        1, NULL, params, NULL, NULL, 0);
-    bool ok = one_row(conn, r, 3, "cannot read what the server offers", err, errlen);
-    if (ok) {
-        out->wal_logical = is_true(r, 0);
-        out->may_replicate = is_true(r, 1);
-        out->other_slots = (unsigned)strtoul(PQgetvalue(r, 0, 2), NULL, 10);
-    }
+    PGresult *r = one_row(conn, SERVER_SQL, 1, params, 3, "cannot read what the server offers",
+                          err, errlen);
+    if (r == NULL)
+        return false;
+    out->wal_logical = is_true(r, 0);
+    out->may_replicate = is_true(r, 1);
+    out->other_slots = (unsigned)strtoul(PQgetvalue(r, 0, 2), NULL, 10);
     PQclear(r);
-    return ok;
+    return true;
 }
 
 bool follow_probe_table(PGconn *conn, const struct config *cfg, const struct filter_config *fc,
@@ -138,31 +217,16 @@ bool follow_probe_table(PGconn *conn, const struct config *cfg, const struct fil
     char *qtbl = NULL, *qcol = NULL;
     if (!loader_quote_table(conn, fc->table, fc->column, &qtbl, &qcol, err, errlen))
         return false;
-    /*
-     * The publication must publish inserts and carry the column (a column
-     * list without it would stream rows without their IDs); the trigger
-     * must be enabled and notify this filter's channel.
-     */
     char chan[96];
     snprintf(chan, sizeof chan, "pg_notify('%s'", fc->channel);     /* channels are [A-Za-z0-9_] */
     const char *params[4] = { qtbl, fc->column, cfg->publication, chan };
-    PGresult *r = PQexecParams(conn,
-        "SELECT EXISTS (SELECT 1 FROM pg_publication_tables pt JOIN pg_publication p "
-        "                 ON p.pubname = pt.pubname "
-        "                WHERE pt.pubname = $3 AND p.pubinsert "
-        "                  AND format('%I.%I', pt.schemaname, pt.tablename)::regclass = $1::regclass "
-        "                  AND $2 = ANY (pt.attnames)), "
-        "       EXISTS (SELECT 1 FROM pg_trigger t JOIN pg_proc f ON f.oid = t.tgfoid "
-        "                WHERE t.tgrelid = $1::regclass AND t.tgname = 'bloomguard_notify' "
-        "                  AND t.tgenabled <> 'D' AND strpos(f.prosrc, $4) > 0)",
-        4, NULL, params, NULL, NULL, 0);
-    bool ok = one_row(conn, r, 2, "cannot read how the table is watched", err, errlen);
+    PGresult *r = one_row(conn, TABLE_SQL, 4, params, 2, "cannot read how the table is watched",
+                          err, errlen);
+    bool ok = r != NULL;
     if (ok) {
         out->published = is_true(r, 0);
         out->notify_trigger = is_true(r, 1);
-    }
-    PQclear(r);
-    if (ok) {
+        PQclear(r);
         char why[256] = "";
         ok = feed_available(conn, fc->table, fc->column, &out->feed, why, sizeof why);
         if (!ok)
@@ -274,6 +338,79 @@ void follow_status_set_error(struct follow_status *out, const char *pub)
 {
     snprintf(out->last_error, sizeof out->last_error, "%s", pub);
     pgerror_take(out->last_error, out->sqlstate);
+}
+
+void follow_set_state_locked(struct follower *f, enum follow_state st, const char *err)
+{
+    if (f->state != st) {
+        f->state = st;
+        f->since = time(NULL);
+    }
+    f->listening = st == FOLLOW_CONNECTED;
+    if (err)
+        follow_public_error(f->error, sizeof f->error, err);
+    else
+        f->error[0] = '\0';
+}
+
+void follow_set_state(struct follower *f, enum follow_state st, const char *err)
+{
+    pthread_mutex_lock(&f->mu);
+    follow_set_state_locked(f, st, err);
+    pthread_mutex_unlock(&f->mu);
+}
+
+bool follow_same_server_locked(struct follower *f, const char *mine, char *err, size_t errlen)
+{
+    if (strcmp(mine, f->server_id) == 0)
+        return true;
+    snprintf(err, errlen, "the COPY connection reached another server than the follower: "
+             "[%.150s] against [%.150s]; set a single host in conninfo", mine,
+             f->server_id[0] ? f->server_id : "none");
+    return false;
+}
+
+void follow_wake(struct follower *f)
+{
+    if (f->wake)
+        f->wake(f->wake_arg);
+}
+
+/* libpq's messages end in a newline; the log's lines do not. */
+static void chomp(char *err)
+{
+    for (size_t i = strlen(err); i > 0 && err[i - 1] == '\n'; i--)
+        err[i - 1] = '\0';
+}
+
+void follow_retry(struct follower *f, char *err, bool had, unsigned *backoff)
+{
+    chomp(err);
+    follow_set_state(f, had ? FOLLOW_RECONNECTING : FOLLOW_CONNECTING, err);
+    log_fields(f->lg, LOG_LVL_WARN, NULL, "follower_retry", "follower (%s): %s; retrying in %u s",
+               f->ops->name, err, *backoff);
+    follow_nap(&f->stop, follow_jitter_ms(&f->rng, *backoff));
+    unsigned max = f->cfg->retry_max_seconds;
+    *backoff = *backoff * 2 > max ? max : *backoff * 2;
+}
+
+void follow_lost(struct follower *f, char *err)
+{
+    chomp(err);
+    pthread_mutex_lock(&f->mu);
+    f->server_id[0] = '\0';
+    follow_set_state_locked(f, FOLLOW_RECONNECTING, err);
+    pthread_mutex_unlock(&f->mu);
+    log_fields(f->lg, LOG_LVL_WARN, NULL, "follower_reconnect", "follower (%s): %s; reconnecting",
+               f->ops->name, err);
+}
+
+bool follow_probe_dead(int64_t sent, int64_t now, char *err, size_t errlen)
+{
+    if (now - sent <= (int64_t)FOLLOW_PROBE_DEAD_S * 1000000000)
+        return false;
+    snprintf(err, errlen, "connection lost: no answer to a probe in %d s", FOLLOW_PROBE_DEAD_S);
+    return true;
 }
 
 unsigned follow_jitter_ms(unsigned *rng, unsigned seconds)

@@ -15,6 +15,7 @@
 #define BLOOMGUARD_FOLLOW_H
 
 #include <libpq-fe.h>
+#include <pthread.h>
 #include <stdatomic.h>
 #include <stdbool.h>
 #include <stddef.h>
@@ -58,9 +59,11 @@ struct follow_status {
 };
 
 /*
- * Each method's operations.  Every function but start/stop/free may be
- * called from the scheduler's thread while the follower's own runs, and
- * the implementations lock what they share.
+ * Each method's operations, behind follow_new, follow_start, follow_stop,
+ * follow_status and follow_position (which do the common part).  Every
+ * function but size/init/fini/run/interrupt may be called from the
+ * scheduler's thread while the follower's own runs, and the
+ * implementations lock what they share.
  */
 struct follow_ops {
     const char *name;               /* "logical", "feed", "notify" */
@@ -70,13 +73,16 @@ struct follow_ops {
      * snapshot so the snapshot's position is fresh.
      */
     bool fresh_positions;
-    /* Allocate the method's follower (its struct follower first); NULL: no memory. */
-    struct follower *(*create)(void);
-    /* Start the follower's thread; false if it could not start. */
-    bool (*start)(struct follower *f);
-    /* Stop and join it (interrupting a connection in progress within a second). */
-    void (*stop)(struct follower *f);
-    void (*free)(struct follower *f);
+    /* The method's struct, its struct follower first: follow_new zeroes this much. */
+    size_t size;
+    /* Set up what the zeroed struct cannot start as.  May be NULL. */
+    void (*init)(struct follower *f);
+    /* Release what init made (not f itself).  May be NULL. */
+    void (*fini)(struct follower *f);
+    /* The follower's thread (follow_start runs it): follow until f->stop. */
+    void (*run)(struct follower *f);
+    /* Wake the thread's own waits so it sees f->stop (follow_stop).  May be NULL. */
+    void (*interrupt)(struct follower *f);
     /*
      * Whether a COPY of t may start now (t LISTENed to, a slot in
      * place...): the scheduler waits while it may not, and the follower
@@ -99,21 +105,20 @@ struct follow_ops {
      * the table instead.
      */
     int (*catch_up)(struct follower *f, struct table *t, uint64_t *rows, char *err, size_t errlen);
-    /*
-     * The position t's live filter is exact at right now, for a snapshot
-     * about to stream it ("" = none: a restart copies).
-     */
+    /* follow_position's, for a method that proves positions itself.  NULL: the table's own. */
     void (*position)(struct follower *f, struct table *t, char *out, size_t cap);
     /* A snapshot of t exact at pos is on disk (a slot may let go of older WAL).  May be NULL. */
     void (*saved)(struct follower *f, struct table *t, const char *pos);
-    void (*status)(struct follower *f, struct follow_status *out);
+    /* follow_status's method part, with f->mu held (the common part filled in).  May be NULL. */
+    void (*status_locked)(struct follower *f, struct follow_status *out);
 };
 
 /*
  * What every follower starts from; implementations put it first in their
  * own struct.  tables[0..n) are the tables it follows (it does not own
  * them).  Tables are only ever appended (follow_attach), so a reader loads
- * n (acquire) and reads the tables below it without a lock.
+ * n (acquire) and reads the tables below it without a lock.  The
+ * connection's state, kept here, is what /stats shows of every method.
  */
 struct follower {
     const struct follow_ops *ops;
@@ -124,19 +129,46 @@ struct follower {
     atomic_bool stop;
     void (*wake)(void *arg);        /* the scheduler's: a COPY may be possible now */
     void *wake_arg;
+    pthread_t thread;               /* ops->run's, while started */
+    bool started;
+    unsigned rng;                   /* the backoff's jitter; the follower's thread only */
+
+    pthread_mutex_t mu;             /* guards what is below and the method's shared fields */
+    enum follow_state state;
+    time_t since;                   /* when state last changed */
+    bool listening;                 /* connected and ready for a COPY (follow_status's) */
+    char error[160];                /* public part of the last failure, "" = none */
+    char server_id[256];            /* the server followed (loader_server_id), "" = none */
 };
 
 /* The methods, each in its own file. */
 extern const struct follow_ops follow_notify_ops, follow_feed_ops, follow_logical_ops;
 
 /*
- * A follower of method ops, following no table yet; NULL on allocation
- * failure.  Nothing runs until ops->start.  wake(arg) may be NULL.
- * follow_free(NULL) is a no-op; stop it first.
+ * A follower of method ops, following no table yet (state connecting);
+ * NULL on allocation failure.  Nothing runs until follow_start.  wake(arg)
+ * may be NULL.  follow_free(NULL) is a no-op; stop it first.
  */
 struct follower *follow_new(const struct follow_ops *ops, const struct config *cfg,
                             const struct log *lg, void (*wake)(void *arg), void *arg);
 void follow_free(struct follower *f);
+
+/*
+ * The thread's life: follow_start runs ops->run on a new thread (false if
+ * it could not start); follow_stop sets f->stop, calls ops->interrupt and
+ * joins the thread (within a second of a connection in progress).
+ */
+bool follow_start(struct follower *f);
+void follow_stop(struct follower *f);
+
+/* The connection's state, since, listening and error, then ops->status_locked's part. */
+void follow_status(struct follower *f, struct follow_status *out);
+
+/*
+ * The position t's live filter is exact at right now, for a snapshot about
+ * to stream it ("" = none: a restart copies): ops->position's, else t's own.
+ */
+void follow_position(struct follower *f, struct table *t, char *out, size_t cap);
 
 /*
  * Follow t too, before or after start (its thread takes it up: LISTENs,
@@ -227,6 +259,16 @@ int follow_feed_read(struct follower *f, struct table *t, PGconn *conn, uint64_t
                      bool catchup, bool resume, uint64_t *rows, char *err, size_t errlen);
 
 /*
+ * An ops->catch_up from the feed: follow_feed_read on a connection of its
+ * own, in the epoch epoch_of reads on it (false with err: 0, no read; NULL:
+ * t's epoch now).
+ */
+typedef bool (*follow_epoch_fn)(struct follower *f, struct table *t, PGconn *conn,
+                                uint64_t *epoch, char *err, size_t errlen);
+int follow_feed_catch_up(struct follower *f, struct table *t, follow_epoch_fn epoch_of,
+                         uint64_t *rows, char *err, size_t errlen);
+
+/*
  * The public part of an error: the text before the first ": ", where the
  * detail from libpq (hosts, socket paths, role names) goes, which only the
  * log shows.  A SQLSTATE tagged anywhere in err (pgerror.h) follows it, as
@@ -236,6 +278,52 @@ void follow_public_error(char *out, size_t outlen, const char *err);
 
 /* A follower's public error (as above) into out's last_error and sqlstate. */
 void follow_status_set_error(struct follow_status *out, const char *pub);
+
+/*
+ * The connection's state: since moves when it changes, listening is
+ * whether it is FOLLOW_CONNECTED, and the error is err's public part ("" for
+ * NULL).  _locked: the caller holds f->mu.
+ */
+void follow_set_state(struct follower *f, enum follow_state st, const char *err);
+void follow_set_state_locked(struct follower *f, enum follow_state st, const char *err);
+
+/*
+ * Whether mine, the server a COPY's or a catch-up's connection reaches
+ * (loader_server_id), is the one f follows (f->server_id): a read of
+ * another server (a multi-host conninfo, a lagging standby) would pair
+ * two histories.  False with err if not.  Caller holds f->mu.
+ */
+bool follow_same_server_locked(struct follower *f, const char *mine, char *err, size_t errlen);
+
+/* Tell the scheduler a COPY may be possible now (f->wake, when there is one). */
+void follow_wake(struct follower *f);
+
+/*
+ * The follower's thread after a connection attempt or a session failed
+ * (err, its trailing newlines cut): the state (reconnecting if it had
+ * connected before, else connecting), a follower_retry warning, a
+ * jittered nap of *backoff seconds (cut short by stop), and *backoff
+ * doubled up to [sync] retry_max_seconds.
+ */
+void follow_retry(struct follower *f, char *err, bool had, unsigned *backoff);
+
+/*
+ * The follower's thread after a connection it followed on was lost (err,
+ * its trailing newlines cut): reconnecting with no server, and a
+ * follower_reconnect warning.  The caller reconnects at once.
+ */
+void follow_lost(struct follower *f, char *err);
+
+/*
+ * A probe (a proof of freshness) unanswered this long means the connection
+ * is gone: a partition that drops packets never closes it.  Degraded
+ * answers start long before; this only decides when to give up on the
+ * connection, which costs a catch-up or a COPY, so it is generous.
+ */
+#define FOLLOW_PROBE_DEAD_S 15
+
+/* Whether a probe sent at sent (table_now) is unanswered at now for too long (err says so). */
+bool follow_probe_dead(int64_t sent, int64_t now, char *err, size_t errlen);
 
 /* Backoff with +-25% jitter, so that a fleet does not reconnect in step; rng is the caller's. */
 unsigned follow_jitter_ms(unsigned *rng, unsigned seconds);

@@ -27,21 +27,10 @@
 #define NS_PER_S INT64_C(1000000000)
 
 struct feedf {
-    struct follower base;
-    pthread_t thread;
-    bool started;
-    unsigned rng;
+    struct follower base;           /* base.listening: connected, so a COPY may start */
     /* The follower's thread only: deletes seen in pg_stat_user_tables, -1 = not read yet. */
     int64_t n_tup_del[CONFIG_MAX_FILTERS];
     int64_t next_deletes;           /* table_now of the next read of the counts */
-
-    pthread_mutex_t mu;
-    /* Everything below is guarded by mu. */
-    enum follow_state state;
-    time_t since;
-    bool connected;
-    char error[160];
-    char server_id[256];            /* the reader's server (loader_server_id), "" = none */
 };
 
 static struct feedf *of(struct follower *f)
@@ -131,42 +120,26 @@ int follow_feed_read(struct follower *f, struct table *t, PGconn *conn, uint64_t
     return read_table(f, t, conn, NULL, epoch, catchup, resume, rows, err, errlen);
 }
 
+int follow_feed_catch_up(struct follower *f, struct table *t, follow_epoch_fn epoch_of,
+                         uint64_t *rows, char *err, size_t errlen)
+{
+    PGconn *conn = loader_connect(f->cfg, err, errlen);
+    if (conn == NULL)
+        return 0;
+    uint64_t epoch = table_epoch(t);
+    int r = epoch_of == NULL || epoch_of(f, t, conn, &epoch, err, errlen)
+        ? follow_feed_read(f, t, conn, epoch, true, true, rows, err, errlen) : 0;
+    PQfinish(conn);
+    return r;
+}
+
 /* ------------------------------------------------------ method feed -- */
 
-static struct follower *feed_create(void)
-{
-    struct feedf *d = calloc(1, sizeof *d);
-    if (d == NULL)
-        return NULL;
-    pthread_mutex_init(&d->mu, NULL);
-    d->state = FOLLOW_CONNECTING;
-    d->since = time(NULL);
-    d->rng = (unsigned)time(NULL) ^ (unsigned)getpid() ^ 0x5eed;
-    for (unsigned i = 0; i < CONFIG_MAX_FILTERS; i++)
-        d->n_tup_del[i] = -1;
-    return &d->base;
-}
-
-static void feed_free(struct follower *f)
+static void feed_init(struct follower *f)
 {
     struct feedf *d = of(f);
-    pthread_mutex_destroy(&d->mu);
-    free(d);
-}
-
-static void set_state(struct feedf *d, enum follow_state st, bool connected, const char *err)
-{
-    pthread_mutex_lock(&d->mu);
-    if (d->state != st) {
-        d->state = st;
-        d->since = time(NULL);
-    }
-    d->connected = connected;
-    if (err)
-        follow_public_error(d->error, sizeof d->error, err);
-    else
-        d->error[0] = '\0';
-    pthread_mutex_unlock(&d->mu);
+    for (unsigned i = 0; i < CONFIG_MAX_FILTERS; i++)
+        d->n_tup_del[i] = -1;
 }
 
 /*
@@ -237,10 +210,9 @@ static bool poll_all(struct feedf *d, PGconn *conn, struct feed_bound *bound, bo
     return true;
 }
 
-static void *feed_main(void *arg)
+static void feed_run(struct follower *f)
 {
-    struct feedf *d = arg;
-    struct follower *f = &d->base;
+    struct feedf *d = of(f);
     char err[512], sid[256];
     unsigned backoff = 1, stall_backoff = 1;
     bool had = false;
@@ -259,24 +231,18 @@ static void *feed_main(void *arg)
             conn = NULL;
         }
         if (conn == NULL) {
-            set_state(d, had ? FOLLOW_RECONNECTING : FOLLOW_CONNECTING, false, err);
-            log_fields(f->lg, LOG_LVL_WARN, NULL, "follower_retry",
-                       "follower (feed): %s; retrying in %u s", err, backoff);
-            follow_nap(&f->stop, follow_jitter_ms(&d->rng, backoff));
-            backoff = backoff * 2 > f->cfg->retry_max_seconds ? f->cfg->retry_max_seconds
-                                                              : backoff * 2;
+            follow_retry(f, err, had, &backoff);
             continue;
         }
         backoff = 1;
         had = true;
-        pthread_mutex_lock(&d->mu);
-        snprintf(d->server_id, sizeof d->server_id, "%s", sid);
-        pthread_mutex_unlock(&d->mu);
-        set_state(d, FOLLOW_CONNECTED, true, NULL);
+        pthread_mutex_lock(&f->mu);
+        snprintf(f->server_id, sizeof f->server_id, "%s", sid);
+        follow_set_state_locked(f, FOLLOW_CONNECTED, NULL);
+        pthread_mutex_unlock(&f->mu);
         log_fields(f->lg, LOG_LVL_INFO, NULL, "follower_connected",
                    "follower (feed): reading the change feed every %.3f s", f->cfg->poll_interval);
-        if (f->wake)
-            f->wake(f->wake_arg);
+        follow_wake(f);
         bool fresh = true;
         while (!atomic_load(&f->stop)) {
             int64_t begun = table_now();
@@ -292,53 +258,28 @@ static void *feed_main(void *arg)
         PQfinish(conn);
         if (atomic_load(&f->stop))
             break;
-        for (size_t i = strlen(err); i > 0 && err[i - 1] == '\n'; i--)
-            err[i - 1] = '\0';
-        set_state(d, FOLLOW_RECONNECTING, false, err);
-        if (!bound.stalled) {
-            log_fields(f->lg, LOG_LVL_WARN, NULL, "follower_reconnect",
-                       "follower (feed): %s; reconnecting", err);
+        follow_lost(f, err);
+        if (!bound.stalled)
             continue;
-        }
         /*
          * A stall may be a server too busy to answer: reconnecting at once,
          * each time, would pile connections onto it.  The retry's doubling.
          */
-        log_fields(f->lg, LOG_LVL_WARN, NULL, "follower_reconnect",
-                   "follower (feed): %s; reconnecting in %u s", err, stall_backoff);
-        follow_nap(&f->stop, follow_jitter_ms(&d->rng, stall_backoff));
+        log_fields(f->lg, LOG_LVL_INFO, NULL, "follower_backoff",
+                   "follower (feed): the connection stalled; reconnecting in %u s", stall_backoff);
+        follow_nap(&f->stop, follow_jitter_ms(&f->rng, stall_backoff));
         stall_backoff = stall_backoff * 2 > f->cfg->retry_max_seconds
                         ? f->cfg->retry_max_seconds : stall_backoff * 2;
     }
-    return NULL;
-}
-
-static bool feed_start(struct follower *f)
-{
-    struct feedf *d = of(f);
-    if (pthread_create(&d->thread, NULL, feed_main, d) != 0)
-        return false;
-    d->started = true;
-    return true;
-}
-
-static void feed_stop(struct follower *f)
-{
-    struct feedf *d = of(f);
-    atomic_store(&f->stop, true);
-    if (d->started)
-        pthread_join(d->thread, NULL);
-    d->started = false;
 }
 
 /* The reader must be connected: a COPY's position is read on the server it reads. */
 static bool feed_ready(struct follower *f, struct table *t)
 {
-    struct feedf *d = of(f);
     (void)t;
-    pthread_mutex_lock(&d->mu);
-    bool ready = d->connected;
-    pthread_mutex_unlock(&d->mu);
+    pthread_mutex_lock(&f->mu);
+    bool ready = f->listening;
+    pthread_mutex_unlock(&f->mu);
     return ready;
 }
 
@@ -350,17 +291,13 @@ static bool feed_ready(struct follower *f, struct table *t)
 static bool feed_ticket(struct follower *f, struct table *t, PGconn *conn,
                         struct follow_ticket *tk, char *err, size_t errlen)
 {
-    struct feedf *d = of(f);
-    char mine[256];
+    char mine[sizeof f->server_id];
     if (!loader_server_id(conn, mine, sizeof mine, err, errlen))
         return false;
-    pthread_mutex_lock(&d->mu);
-    bool ok = d->connected && strcmp(mine, d->server_id) == 0;
-    if (!ok)
-        snprintf(err, errlen, "the COPY connection reached another server than the follower: "
-                 "[%.150s] against [%.150s]; set a single host in conninfo", mine,
-                 d->connected ? d->server_id : "none");
-    pthread_mutex_unlock(&d->mu);
+    /* Connected is having a server (follow_lost forgets it): one check says both. */
+    pthread_mutex_lock(&f->mu);
+    bool ok = follow_same_server_locked(f, mine, err, errlen);
+    pthread_mutex_unlock(&f->mu);
     if (!ok)
         return false;
     tk->epoch = table_epoch(t);
@@ -371,45 +308,16 @@ static bool feed_ticket(struct follower *f, struct table *t, PGconn *conn,
 static int feed_catch_up(struct follower *f, struct table *t, uint64_t *rows, char *err,
                          size_t errlen)
 {
-    PGconn *conn = loader_connect(f->cfg, err, errlen);
-    if (conn == NULL)
-        return 0;
-    int r = follow_feed_read(f, t, conn, table_epoch(t), true, true, rows, err, errlen);
-    PQfinish(conn);
-    return r;
-}
-
-static void feed_position_of(struct follower *f, struct table *t, char *out, size_t cap)
-{
-    (void)f;
-    table_position(t, out, cap);
-}
-
-static void feed_status(struct follower *f, struct follow_status *out)
-{
-    struct feedf *d = of(f);
-    memset(out, 0, sizeof *out);
-    pthread_mutex_lock(&d->mu);
-    out->state = d->state;
-    out->since = d->since;
-    out->listening = d->connected;
-    follow_status_set_error(out, d->error);
-    pthread_mutex_unlock(&d->mu);
-    out->slot_lag_bytes = -1;
+    return follow_feed_catch_up(f, t, NULL, rows, err, errlen);
 }
 
 const struct follow_ops follow_feed_ops = {
     .name = "feed",
     .fresh_positions = true,
-    .create = feed_create,
-    .start = feed_start,
-    .stop = feed_stop,
-    .free = feed_free,
+    .size = sizeof(struct feedf),
+    .init = feed_init,
+    .run = feed_run,
     .ready = feed_ready,
     .ticket = feed_ticket,
-    .copied = NULL,
     .catch_up = feed_catch_up,
-    .position = feed_position_of,
-    .saved = NULL,
-    .status = feed_status,
 };

@@ -46,47 +46,23 @@ static struct logical *of(struct follower *f)
     return (struct logical *)f;
 }
 
-static struct follower *logical_create(void)
+static void logical_init(struct follower *f)
 {
-    struct logical *l = calloc(1, sizeof *l);
-    if (l == NULL)
-        return NULL;
-    pthread_mutex_init(&l->mu, NULL);
+    struct logical *l = of(f);
     pthread_condattr_t ca;
     pthread_condattr_init(&ca);
     pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
     pthread_cond_init(&l->cv, &ca);
     pthread_condattr_destroy(&ca);
-    l->state = FOLLOW_CONNECTING;
-    l->since = time(NULL);
     l->lag_bytes = -1;
-    l->rng = (unsigned)time(NULL) ^ (unsigned)getpid() ^ 0x10c1;
-    return &l->base;
 }
 
-static void logical_free(struct follower *f)
+static void logical_fini(struct follower *f)
 {
     struct logical *l = of(f);
     pgoutput_rels_free(l->rels);
-    pthread_mutex_destroy(&l->mu);
     pthread_cond_destroy(&l->cv);
-    free(l);
 }
-
-static void set_state(struct logical *l, enum follow_state st, const char *err)
-{
-    pthread_mutex_lock(&l->mu);
-    if (l->state != st) {
-        l->state = st;
-        l->since = time(NULL);
-    }
-    if (err)
-        follow_public_error(l->error, sizeof l->error, err);
-    else
-        l->error[0] = '\0';
-    pthread_mutex_unlock(&l->mu);
-}
-
 
 static bool start_replication(struct logical *l, PGconn *repl, uint64_t start, char *err,
                               size_t errlen)
@@ -96,12 +72,14 @@ static bool start_replication(struct logical *l, PGconn *repl, uint64_t start, c
     snprintf(sql, sizeof sql, "START_REPLICATION SLOT %s LOGICAL %s (proto_version '1', "
              "publication_names '\"%s\"', messages 'true')", l->slot, lsn,
              l->base.cfg->publication);
-    PGresult *r = PQexec(repl, sql);
-    bool ok = PQresultStatus(r) == PGRES_COPY_BOTH;
-    if (!ok)
-        loader_set_result_error(err, errlen, "START_REPLICATION failed", repl, r);
-    PQclear(r);
-    return ok;
+    return loader_command(repl, sql, PGRES_COPY_BOTH, "START_REPLICATION failed", err, errlen);
+}
+
+/* What happened to the slot (what) and what answers are until the loads that follow. */
+static void slot_degraded(struct logical *l, const char *what, const char *until)
+{
+    log_fields(l->base.lg, LOG_LVL_WARN, NULL, "degraded", "follower (logical): slot %s %s: %s",
+               l->slot, what, until);
 }
 
 /* One connection's life: identify, find or make the slot, start, stream. */
@@ -115,18 +93,16 @@ static void session(struct logical *l, PGconn *repl, PGconn *probe, bool *had, c
     logical_read_relids(l, probe, 0, n);
     if (!logical_hear_tables(l, probe, 0, n, err, errlen))
         return;
-    pthread_mutex_lock(&l->mu);
+    pthread_mutex_lock(&l->base.mu);
     l->known = n;
-    pthread_mutex_unlock(&l->mu);
+    pthread_mutex_unlock(&l->base.mu);
     enum slot_state st = SLOT_MISSING;
     uint64_t confirmed = 0, start = 0;
     if (!l->temporary && !logical_slot_state(l, probe, &st, &confirmed, err, errlen))
         return;
     if (st == SLOT_LOST) {
-        log_fields(f->lg, LOG_LVL_WARN, NULL, "degraded",
-                   "follower (logical): slot %s was invalidated (max_slot_wal_keep_size): "
-                   "degraded until a new slot's full loads",
-                   l->slot);
+        slot_degraded(l, "was invalidated (max_slot_wal_keep_size)",
+                      "degraded until a new slot's full loads");
         logical_drop_slot(l, probe);
         st = SLOT_MISSING;
     }
@@ -134,15 +110,13 @@ static void session(struct logical *l, PGconn *repl, PGconn *probe, bool *had, c
         log_fields(f->lg, LOG_LVL_INFO, NULL, "follower_connected",
                    "follower (logical): resuming from slot %s", l->slot);
     if (st == SLOT_OK) {
-        pthread_mutex_lock(&l->mu);
+        pthread_mutex_lock(&l->base.mu);
         bool gap = l->lineage != 0 && l->applied != 0 && confirmed > l->applied;
-        pthread_mutex_unlock(&l->mu);
+        pthread_mutex_unlock(&l->base.mu);
         if (gap) {
             /* Someone confirmed the slot past what this daemon applied: that stretch is lost. */
-            log_fields(f->lg, LOG_LVL_WARN, NULL, "degraded",
-                       "follower (logical): slot %s was confirmed past what this daemon "
-                       "applied: degraded until full loads",
-                       l->slot);
+            slot_degraded(l, "was confirmed past what this daemon applied",
+                          "degraded until full loads");
             logical_new_lineage(l, n);
             start = confirmed;
         } else {
@@ -155,9 +129,8 @@ static void session(struct logical *l, PGconn *repl, PGconn *probe, bool *had, c
         for (unsigned i = 0; i < n && !export; i++)
             export = !table_loaded(f->tables[i]);
         if (*had || l->lineage != 0)
-            log_fields(f->lg, LOG_LVL_WARN, NULL, "degraded",
-                       "follower (logical): slot %s %s: a new slot; degraded until full loads",
-                       l->slot, l->temporary ? "went with the connection" : "is gone");
+            slot_degraded(l, l->temporary ? "went with the connection" : "is gone",
+                          "a new slot; degraded until full loads");
         if (!logical_create_slot(l, repl, export, &start, err, errlen))
             return;
         logical_new_lineage(l, n);
@@ -168,11 +141,11 @@ static void session(struct logical *l, PGconn *repl, PGconn *probe, bool *had, c
     }
     if (!start_replication(l, repl, start, err, errlen))
         return;
-    pthread_mutex_lock(&l->mu);
+    pthread_mutex_lock(&l->base.mu);
     l->applied = start;
     pthread_cond_broadcast(&l->cv);
-    pthread_mutex_unlock(&l->mu);
-    set_state(l, FOLLOW_CONNECTED, NULL);
+    pthread_mutex_unlock(&l->base.mu);
+    follow_set_state(f, FOLLOW_CONNECTED, NULL);
     *had = true;
     {
         char lsn[PGOUTPUT_LSN_BUFSIZE];
@@ -180,15 +153,13 @@ static void session(struct logical *l, PGconn *repl, PGconn *probe, bool *had, c
         log_info(f->lg, "follower (logical): streaming %u table%s from slot %s at %s, "
                  "publication %s", n, n == 1 ? "" : "s", l->slot, lsn, f->cfg->publication);
     }
-    if (f->wake)
-        f->wake(f->wake_arg);
+    follow_wake(f);
     logical_stream(l, repl, probe, err, errlen);
 }
 
-static void *logical_main(void *arg)
+static void logical_run(struct follower *f)
 {
-    struct logical *l = arg;
-    struct follower *f = &l->base;
+    struct logical *l = of(f);
     char err[512];
     unsigned backoff = 1;
     bool had = false;
@@ -197,9 +168,9 @@ static void *logical_main(void *arg)
     if (l->rels == NULL || !logical_choose_slot(l, err, sizeof err)) {
         if (l->rels == NULL)
             snprintf(err, sizeof err, "out of memory");
-        set_state(l, FOLLOW_CONNECTING, err);
+        follow_set_state(f, FOLLOW_CONNECTING, err);
         log_fields(f->lg, LOG_LVL_ERROR, NULL, "follower_failed", "follower (logical): %s", err);
-        return NULL;
+        return;
     }
     while (!atomic_load(&f->stop)) {
         err[0] = '\0';
@@ -215,47 +186,28 @@ static void *logical_main(void *arg)
         PQfinish(probe);
         if (atomic_load(&f->stop))
             break;
-        for (size_t i = strlen(err); i > 0 && err[i - 1] == '\n'; i--)
-            err[i - 1] = '\0';
-        pthread_mutex_lock(&l->mu);
+        pthread_mutex_lock(&f->mu);
         /* A temporary slot went with its connection: no COPY until a new one exists. */
         if (l->temporary)
             l->slot_ready = false;
-        pthread_mutex_unlock(&l->mu);
-        set_state(l, had ? FOLLOW_RECONNECTING : FOLLOW_CONNECTING, err);
-        log_fields(f->lg, LOG_LVL_WARN, NULL, "follower_retry",
-                   "follower (logical): %s; retrying in %u s", err, backoff);
-        follow_nap(&f->stop, follow_jitter_ms(&l->rng, backoff));
-        backoff = backoff * 2 > f->cfg->retry_max_seconds ? f->cfg->retry_max_seconds : backoff * 2;
+        pthread_mutex_unlock(&f->mu);
+        follow_retry(f, err, had, &backoff);
     }
-    return NULL;
 }
 
 /* ------------------------------------------------------------ the ops -- */
 
-static bool logical_start(struct follower *f)
+/* A catch-up or the export's wait on cv sees stop at once. */
+static void logical_interrupt(struct follower *f)
 {
     struct logical *l = of(f);
-    if (pthread_create(&l->thread, NULL, logical_main, l) != 0)
-        return false;
-    l->started = true;
-    return true;
-}
-
-static void logical_stop(struct follower *f)
-{
-    struct logical *l = of(f);
-    atomic_store(&f->stop, true);
-    pthread_mutex_lock(&l->mu);
+    pthread_mutex_lock(&f->mu);
     pthread_cond_broadcast(&l->cv);
-    pthread_mutex_unlock(&l->mu);
-    if (l->started)
-        pthread_join(l->thread, NULL);
-    l->started = false;
+    pthread_mutex_unlock(&f->mu);
 }
 
 /*
- * Caller holds mu: whether a COPY of table i may start as far as the stream
+ * Caller holds base.mu: whether a COPY of table i may start as far as the stream
  * goes.  A loaded table the stream cannot hear (out of the publication, its
  * name now another table's) is not copied until it is heard again: the rows
  * committed after the COPY would not be followed.  A first load goes ahead
@@ -266,7 +218,7 @@ static bool hearing(struct logical *l, int i, struct table *t)
     return l->heard[i] || !table_loaded(t);
 }
 
-/* Caller holds mu: the table's index among those the stream knows, -1 if none. */
+/* Caller holds base.mu: the table's index among those the stream knows, -1 if none. */
 static int known_index(struct logical *l, struct table *t)
 {
     int i = follow_index(&l->base, t);
@@ -276,10 +228,10 @@ static int known_index(struct logical *l, struct table *t)
 static bool logical_ready(struct follower *f, struct table *t)
 {
     struct logical *l = of(f);
-    pthread_mutex_lock(&l->mu);
+    pthread_mutex_lock(&l->base.mu);
     int i = known_index(l, t);
     bool ready = l->slot_ready && i >= 0 && hearing(l, i, t);
-    pthread_mutex_unlock(&l->mu);
+    pthread_mutex_unlock(&l->base.mu);
     return ready;
 }
 
@@ -287,10 +239,10 @@ static bool logical_ticket(struct follower *f, struct table *t, PGconn *conn,
                            struct follow_ticket *tk, char *err, size_t errlen)
 {
     struct logical *l = of(f);
-    char mine[256];
+    char mine[sizeof f->server_id];
     if (!loader_server_id(conn, mine, sizeof mine, err, errlen))
         return false;
-    pthread_mutex_lock(&l->mu);
+    pthread_mutex_lock(&l->base.mu);
     int i = known_index(l, t);
     bool ok = l->slot_ready && i >= 0;
     if (!ok) {
@@ -300,11 +252,8 @@ static bool logical_ticket(struct follower *f, struct table *t, PGconn *conn,
         snprintf(err, errlen, "the replication stream cannot hear the table (not in the "
                  "publication with its column): no COPY it would not follow");
         ok = false;
-    } else if (strcmp(mine, l->server_id) != 0) {
-        /* The slot streams one server: a COPY of another would pair two histories. */
-        snprintf(err, errlen, "the COPY connection reached another server than the follower: "
-                 "[%.150s] against [%.150s]; set a single host in conninfo", mine, l->server_id);
-        ok = false;
+    } else if (!follow_same_server_locked(f, mine, err, errlen)) {
+        ok = false;             /* the slot streams one server */
     } else {
         tk->epoch = table_epoch(t);
         if (l->export_name[0] && l->export_want[i] && !l->export_busy) {
@@ -313,7 +262,7 @@ static bool logical_ticket(struct follower *f, struct table *t, PGconn *conn,
             l->export_busy = true;
         }
     }
-    pthread_mutex_unlock(&l->mu);
+    pthread_mutex_unlock(&l->base.mu);
     if (ok && tk->snapshot[0])
         log_info(f->lg, "%s: the first load copies in snapshot %s, exported by slot %s: the "
                  "stream starts exactly where the COPY ends", table_name(t), tk->snapshot,
@@ -328,13 +277,13 @@ static void logical_copied(struct follower *f, struct table *t, const struct fol
     (void)ok;
     if (tk->snapshot[0] == '\0')
         return;
-    pthread_mutex_lock(&l->mu);
+    pthread_mutex_lock(&l->base.mu);
     int i = follow_index(f, t);
     if (i >= 0)
         l->export_want[i] = false;  /* tried: a retry takes a fresh snapshot */
     l->export_busy = false;
     pthread_cond_broadcast(&l->cv);
-    pthread_mutex_unlock(&l->mu);
+    pthread_mutex_unlock(&l->base.mu);
 }
 
 /*
@@ -347,17 +296,17 @@ static int logical_catch_up(struct follower *f, struct table *t, uint64_t *rows,
     struct logical *l = of(f);
     *rows = 0;
     int64_t until = table_now() + (int64_t)RESUME_WAIT_MS * 1000000;
-    pthread_mutex_lock(&l->mu);
+    pthread_mutex_lock(&l->base.mu);
     int i = follow_index(f, t);
     while (i >= 0 && l->resumable[i] == 0 && table_now() < until && !atomic_load(&f->stop)) {
         struct timespec ts;
         clock_gettime(CLOCK_MONOTONIC, &ts);
         ts.tv_sec += 1;
-        pthread_cond_timedwait(&l->cv, &l->mu, &ts);
+        pthread_cond_timedwait(&l->cv, &l->base.mu, &ts);
     }
     int r = i < 0 ? -1 : l->resumable[i];
     uint64_t epoch = i >= 0 ? l->resume_epoch[i] : 0;
-    pthread_mutex_unlock(&l->mu);
+    pthread_mutex_unlock(&l->base.mu);
     if (r == 0) {
         snprintf(err, errlen, "the replication stream has not started yet");
         return 0;
@@ -375,11 +324,11 @@ static void logical_position(struct follower *f, struct table *t, char *out, siz
 {
     struct logical *l = of(f);
     out[0] = '\0';
-    pthread_mutex_lock(&l->mu);
+    pthread_mutex_lock(&l->base.mu);
     int i = follow_index(f, t);
     if (!l->temporary && i >= 0 && l->proved[i] != 0 && table_covered(t))
         logical_format_pos(out, cap, l->proved[i], l->slot, l->sysid, l->dboid, l->proved_fp[i]);
-    pthread_mutex_unlock(&l->mu);
+    pthread_mutex_unlock(&l->base.mu);
 }
 
 static void logical_saved(struct follower *f, struct table *t, const char *pos)
@@ -389,41 +338,36 @@ static void logical_saved(struct follower *f, struct table *t, const char *pos)
     uint64_t lsn;
     if (!logical_parse_pos(pos, &lsn, slot, sysid, db, fp))
         return;
-    pthread_mutex_lock(&l->mu);
+    pthread_mutex_lock(&l->base.mu);
     int i = follow_index(f, t);
     if (i >= 0 && strcmp(slot, l->slot) == 0)
         l->saved[i] = lsn;
-    pthread_mutex_unlock(&l->mu);
+    pthread_mutex_unlock(&l->base.mu);
 }
 
-static void logical_status(struct follower *f, struct follow_status *out)
+static void logical_status_locked(struct follower *f, struct follow_status *out)
 {
     struct logical *l = of(f);
-    memset(out, 0, sizeof *out);
-    pthread_mutex_lock(&l->mu);
-    out->state = l->state;
-    out->since = l->since;
-    out->listening = l->slot_ready && l->state == FOLLOW_CONNECTED;
-    follow_status_set_error(out, l->error);
+    out->listening = l->slot_ready && f->state == FOLLOW_CONNECTED;
     snprintf(out->slot, sizeof out->slot, "%s", l->slot);
     out->slot_temporary = l->temporary;
     out->slot_lag_bytes = l->lag_bytes;
     snprintf(out->wal_status, sizeof out->wal_status, "%s", l->wal_status);
-    pthread_mutex_unlock(&l->mu);
 }
 
 const struct follow_ops follow_logical_ops = {
     .name = "logical",
     .fresh_positions = true,
-    .create = logical_create,
-    .start = logical_start,
-    .stop = logical_stop,
-    .free = logical_free,
+    .size = sizeof(struct logical),
+    .init = logical_init,
+    .fini = logical_fini,
+    .run = logical_run,
+    .interrupt = logical_interrupt,
     .ready = logical_ready,
     .ticket = logical_ticket,
     .copied = logical_copied,
     .catch_up = logical_catch_up,
     .position = logical_position,
     .saved = logical_saved,
-    .status = logical_status,
+    .status_locked = logical_status_locked,
 };

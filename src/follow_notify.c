@@ -33,13 +33,6 @@
 /* How long one wait for the connection may last before the loop looks around. */
 #define TICK_MS 500
 /*
- * A probe unanswered this long means the connection is gone (a partition
- * that drops packets never closes it).  Degraded answers start long before;
- * this only decides when to give up on the connection, which costs a
- * catch-up or a COPY, so it is generous.
- */
-#define PROBE_DEAD_NS (15 * NS_PER_S)
-/*
  * PostgreSQL refuses NOTIFY payloads of 8000 bytes or more, counted in the
  * server's encoding; in UTF-8 such an ID may take as little as half that.
  * An ID shorter than this in UTF-8 always fits in a notification.
@@ -47,24 +40,15 @@
 #define NOTIFY_MIN_LONG_UTF8 4000
 
 struct notify {
-    struct follower base;
-    pthread_t thread;
-    bool started;
+    struct follower base;           /* base.listening: LISTENing on a connection */
     long backend_pid;               /* of the listening session */
     /* Per table, by index in base.tables: for the follower's thread only. */
     char del_channel[CONFIG_MAX_FILTERS][80];   /* <channel>_deleted */
     uint64_t epoch[CONFIG_MAX_FILTERS];         /* the epoch the running probe proves */
     uint64_t added[CONFIG_MAX_FILTERS], deleted[CONFIG_MAX_FILTERS], long_ids[CONFIG_MAX_FILTERS];
-    unsigned rng;
 
-    pthread_mutex_t mu;
-    /* Everything below is guarded by mu. */
-    enum follow_state state;
-    time_t since;
-    bool listening;
+    /* Guarded by base.mu. */
     unsigned listened;              /* tables [0, listened) are LISTENed on the connection */
-    char error[160];                /* public part of the last failure */
-    char server_id[256];            /* the listening connection's server (loader_server_id) */
 };
 
 static struct notify *of(struct follower *f)
@@ -72,40 +56,9 @@ static struct notify *of(struct follower *f)
     return (struct notify *)f;
 }
 
-static struct follower *notify_create(void)
-{
-    struct notify *n = calloc(1, sizeof *n);
-    if (n == NULL)
-        return NULL;
-    pthread_mutex_init(&n->mu, NULL);
-    n->state = FOLLOW_CONNECTING;
-    n->since = time(NULL);
-    n->rng = (unsigned)time(NULL) ^ (unsigned)getpid();
-    return &n->base;
-}
-
-static void notify_free(struct follower *f)
-{
-    struct notify *n = of(f);
-    pthread_mutex_destroy(&n->mu);
-    free(n);
-}
-
 static int64_t now_ns(void)
 {
     return table_now();
-}
-
-static void set_state(struct notify *n, enum follow_state st, const char *err)
-{
-    pthread_mutex_lock(&n->mu);
-    if (n->state != st) {
-        n->state = st;
-        n->since = time(NULL);
-    }
-    if (err)
-        follow_public_error(n->error, sizeof n->error, err);
-    pthread_mutex_unlock(&n->mu);
 }
 
 static bool listen_on(PGconn *conn, const char *channel, char *err, size_t errlen)
@@ -118,12 +71,7 @@ static bool listen_on(PGconn *conn, const char *channel, char *err, size_t errle
     }
     snprintf(sql, sizeof sql, "LISTEN %s", q);
     PQfreemem(q);
-    PGresult *r = PQexec(conn, sql);
-    bool ok = PQresultStatus(r) == PGRES_COMMAND_OK;
-    if (!ok)
-        loader_set_result_error(err, errlen, sql, conn, r);
-    PQclear(r);
-    return ok;
+    return loader_command(conn, sql, PGRES_COMMAND_OK, sql, err, errlen);
 }
 
 /* The table whose channel (or <channel>_deleted, *deleted) a notification came on, -1 if none. */
@@ -266,9 +214,9 @@ static bool listen_range(struct notify *n, PGconn *conn, unsigned from, unsigned
 static bool take_new_tables(struct notify *n, PGconn *conn, char **probe, char *err, size_t errlen)
 {
     unsigned count = follow_count(&n->base);
-    pthread_mutex_lock(&n->mu);
+    pthread_mutex_lock(&n->base.mu);
     unsigned had = n->listened;
-    pthread_mutex_unlock(&n->mu);
+    pthread_mutex_unlock(&n->base.mu);
     if (count <= had)
         return true;
     char *p;
@@ -277,12 +225,11 @@ static bool take_new_tables(struct notify *n, PGconn *conn, char **probe, char *
         return false;
     free(*probe);
     *probe = p;
-    pthread_mutex_lock(&n->mu);
+    pthread_mutex_lock(&n->base.mu);
     n->listened = count;
-    pthread_mutex_unlock(&n->mu);
+    pthread_mutex_unlock(&n->base.mu);
     log_info(n->base.lg, "follower (notify): now listening on the channels of %u tables", count);
-    if (n->base.wake)
-        n->base.wake(n->base.wake_arg);
+    follow_wake(&n->base);
     return true;
 }
 
@@ -303,9 +250,9 @@ static void follow(struct notify *n, PGconn *conn, char **probe, char *err, size
         if (!in_flight && !take_new_tables(n, conn, probe, err, errlen))
             return;
         if (!in_flight && now >= next_probe) {
-            pthread_mutex_lock(&n->mu);
+            pthread_mutex_lock(&f->mu);
             probed = n->listened;
-            pthread_mutex_unlock(&n->mu);
+            pthread_mutex_unlock(&f->mu);
             for (unsigned i = 0; i < probed; i++)
                 n->epoch[i] = table_epoch(f->tables[i]);
             sent = now;             /* before the query leaves: H may move only this far */
@@ -316,11 +263,8 @@ static void follow(struct notify *n, PGconn *conn, char **probe, char *err, size
             in_flight = true;
             next_probe = sent + interval;
         }
-        if (in_flight && now - sent > PROBE_DEAD_NS) {
-            snprintf(err, errlen, "connection lost: no answer to a probe in %lld s",
-                     (long long)(PROBE_DEAD_NS / NS_PER_S));
+        if (in_flight && follow_probe_dead(sent, now, err, errlen))
             return;
-        }
         int64_t wait = in_flight ? 100 * 1000000 : next_probe - now;
         if (wait > TICK_MS * 1000000LL)
             wait = TICK_MS * 1000000LL;
@@ -368,10 +312,9 @@ static void follow(struct notify *n, PGconn *conn, char **probe, char *err, size
     }
 }
 
-static void *notify_main(void *arg)
+static void notify_run(struct follower *f)
 {
-    struct notify *n = arg;
-    struct follower *f = &n->base;
+    struct notify *n = of(f);
     char err[512], sid[256];
     unsigned backoff = 1;
     bool had_connection = false;
@@ -386,30 +329,19 @@ static void *notify_main(void *arg)
             || !loader_server_id(conn, sid, sizeof sid, err, sizeof err)) {
             PQfinish(conn);
             free(probe);
-            set_state(n, had_connection ? FOLLOW_RECONNECTING : FOLLOW_CONNECTING, err);
-            log_fields(f->lg, LOG_LVL_WARN, NULL, "follower_retry",
-                       "follower (notify): %s; retrying in %u s", err, backoff);
-            follow_nap(&f->stop, follow_jitter_ms(&n->rng, backoff));
-            backoff = backoff * 2 > f->cfg->retry_max_seconds ? f->cfg->retry_max_seconds
-                                                              : backoff * 2;
+            follow_retry(f, err, had_connection, &backoff);
             continue;
         }
         backoff = 1;
-        pthread_mutex_lock(&n->mu);
-        n->listening = true;
-        if (n->state != FOLLOW_CONNECTED) {
-            n->state = FOLLOW_CONNECTED;
-            n->since = time(NULL);
-        }
-        n->error[0] = '\0';
+        pthread_mutex_lock(&f->mu);
+        follow_set_state_locked(f, FOLLOW_CONNECTED, NULL);
         n->listened = count;
-        snprintf(n->server_id, sizeof n->server_id, "%s", sid);
+        snprintf(f->server_id, sizeof f->server_id, "%s", sid);
         /* Notifications sent while we were away are lost: only a catch-up or a COPY covers them. */
         for (unsigned i = 0; i < count; i++)
             table_gap(f->tables[i], had_connection ? WANT_RECONNECT : WANT_NONE);
-        pthread_mutex_unlock(&n->mu);
-        if (f->wake)
-            f->wake(f->wake_arg);
+        pthread_mutex_unlock(&f->mu);
+        follow_wake(f);
         if (count == 1)
             log_fields(f->lg, LOG_LVL_INFO, NULL, "follower_connected",
                        "follower (notify): listening on channel \"%s\"",
@@ -424,51 +356,26 @@ static void *notify_main(void *arg)
         free(probe);
         if (atomic_load(&f->stop))
             break;
-        for (size_t i = strlen(err); i > 0 && err[i - 1] == '\n'; i--)
-            err[i - 1] = '\0';
-        pthread_mutex_lock(&n->mu);
-        n->listening = false;
+        pthread_mutex_lock(&f->mu);
         n->listened = 0;
-        n->server_id[0] = '\0';
-        pthread_mutex_unlock(&n->mu);
-        set_state(n, FOLLOW_RECONNECTING, err);
-        log_fields(f->lg, LOG_LVL_WARN, NULL, "follower_reconnect",
-                   "follower (notify): %s; reconnecting", err);
+        pthread_mutex_unlock(&f->mu);
+        follow_lost(f, err);
     }
-    return NULL;
 }
 
-static bool notify_start(struct follower *f)
-{
-    struct notify *n = of(f);
-    if (pthread_create(&n->thread, NULL, notify_main, n) != 0)
-        return false;
-    n->started = true;
-    return true;
-}
-
-static void notify_stop(struct follower *f)
-{
-    struct notify *n = of(f);
-    atomic_store(&f->stop, true);
-    if (n->started)
-        pthread_join(n->thread, NULL);
-    n->started = false;
-}
-
-/* Whether t's channel is LISTENed to now.  Caller holds mu. */
+/* Whether t's channel is LISTENed to now.  Caller holds base.mu. */
 static bool listens_locked(struct notify *n, struct table *t)
 {
     int i = follow_index(&n->base, t);
-    return n->listening && i >= 0 && (unsigned)i < n->listened;
+    return n->base.listening && i >= 0 && (unsigned)i < n->listened;
 }
 
 static bool notify_ready(struct follower *f, struct table *t)
 {
     struct notify *n = of(f);
-    pthread_mutex_lock(&n->mu);
+    pthread_mutex_lock(&f->mu);
     bool ready = listens_locked(n, t);
-    pthread_mutex_unlock(&n->mu);
+    pthread_mutex_unlock(&f->mu);
     return ready;
 }
 
@@ -480,30 +387,28 @@ static bool notify_ready(struct follower *f, struct table *t)
  * moves to another server afterwards starts a new epoch the read does not
  * cover.
  */
-static bool same_listener(struct notify *n, struct table *t, PGconn *conn, uint64_t *epoch,
+static bool same_listener(struct follower *f, struct table *t, PGconn *conn, uint64_t *epoch,
                           char *err, size_t errlen)
 {
-    char mine[256];
+    struct notify *n = of(f);
+    char mine[sizeof f->server_id];
     if (!loader_server_id(conn, mine, sizeof mine, err, errlen))
         return false;
-    pthread_mutex_lock(&n->mu);
+    pthread_mutex_lock(&f->mu);
     bool ok = listens_locked(n, t);
     if (!ok)
         snprintf(err, errlen, "the follower is not listening: no COPY or catch-up without LISTEN");
-    else if (strcmp(mine, n->server_id) != 0) {
-        snprintf(err, errlen, "the COPY connection reached another server than the follower: "
-                 "[%.150s] against [%.150s]; set a single host in conninfo", mine, n->server_id);
-        ok = false;
-    }
+    else
+        ok = follow_same_server_locked(f, mine, err, errlen);
     *epoch = table_epoch(t);
-    pthread_mutex_unlock(&n->mu);
+    pthread_mutex_unlock(&f->mu);
     return ok;
 }
 
 static bool notify_ticket(struct follower *f, struct table *t, PGconn *conn,
                           struct follow_ticket *tk, char *err, size_t errlen)
 {
-    if (!same_listener(of(f), t, conn, &tk->epoch, err, errlen))
+    if (!same_listener(f, t, conn, &tk->epoch, err, errlen))
         return false;
     /* Before the COPY's snapshot: a position taken earlier is only more cautious. */
     if (f->cfg->feed_enabled)
@@ -514,49 +419,17 @@ static bool notify_ticket(struct follower *f, struct table *t, PGconn *conn,
 static int notify_catch_up(struct follower *f, struct table *t, uint64_t *rows, char *err,
                            size_t errlen)
 {
-    uint64_t epoch;
     if (!f->cfg->feed_enabled)
         return -1;
-    PGconn *conn = loader_connect(f->cfg, err, errlen);
-    if (conn == NULL)
-        return 0;
-    int r = same_listener(of(f), t, conn, &epoch, err, errlen)
-        ? follow_feed_read(f, t, conn, epoch, true, true, rows, err, errlen) : 0;
-    PQfinish(conn);
-    return r;
-}
-
-static void notify_position(struct follower *f, struct table *t, char *out, size_t cap)
-{
-    (void)f;
-    table_position(t, out, cap);
-}
-
-static void notify_status(struct follower *f, struct follow_status *out)
-{
-    struct notify *n = of(f);
-    memset(out, 0, sizeof *out);
-    pthread_mutex_lock(&n->mu);
-    out->state = n->state;
-    out->since = n->since;
-    out->listening = n->listening;
-    follow_status_set_error(out, n->error);
-    pthread_mutex_unlock(&n->mu);
-    out->slot_lag_bytes = -1;
+    return follow_feed_catch_up(f, t, same_listener, rows, err, errlen);
 }
 
 const struct follow_ops follow_notify_ops = {
     .name = "notify",
     .fresh_positions = false,
-    .create = notify_create,
-    .start = notify_start,
-    .stop = notify_stop,
-    .free = notify_free,
+    .size = sizeof(struct notify),
+    .run = notify_run,
     .ready = notify_ready,
     .ticket = notify_ticket,
-    .copied = NULL,
     .catch_up = notify_catch_up,
-    .position = notify_position,
-    .saved = NULL,
-    .status = notify_status,
 };

@@ -44,6 +44,17 @@ void loader_set_result_error(char *err, size_t errlen, const char *what, PGconn 
         set_error(err, errlen, what, conn, code);
 }
 
+bool loader_command(PGconn *conn, const char *sql, ExecStatusType want, const char *what,
+                    char *err, size_t errlen)
+{
+    PGresult *r = PQexec(conn, sql);
+    bool ok = PQresultStatus(r) == want;
+    if (!ok)
+        loader_set_result_error(err, errlen, what, conn, r);
+    PQclear(r);
+    return ok;
+}
+
 /*
  * libpq's notices and asynchronous errors ("FATAL:  terminating connection
  * due to administrator command") go through the daemon's log format and
@@ -101,13 +112,8 @@ static PGconn *connect_as(const struct config *cfg, const char *app, bool replic
      * SET clauses) must render every ID identically, in UTF-8.  Keep this
      * list and the trigger's in step.
      */
-    PGresult *r = PQexec(conn, LOADER_SESSION_SETTINGS);
-    bool ok = PQresultStatus(r) == PGRES_COMMAND_OK;
-    if (!ok)
-        loader_set_result_error(err, errlen, "cannot set the session's encoding and formats",
-                                conn, r);
-    PQclear(r);
-    if (!ok) {
+    if (!loader_command(conn, LOADER_SESSION_SETTINGS, PGRES_COMMAND_OK,
+                        "cannot set the session's encoding and formats", err, errlen)) {
         PQfinish(conn);
         return NULL;
     }
@@ -444,22 +450,13 @@ static bool in_snapshot(PGconn *conn, const char *snapshot, char *err, size_t er
     snprintf(sql, sizeof sql, "BEGIN ISOLATION LEVEL REPEATABLE READ; SET TRANSACTION SNAPSHOT %s",
              lit);
     PQfreemem(lit);
-    PGresult *r = PQexec(conn, sql);
-    bool ok = PQresultStatus(r) == PGRES_COMMAND_OK;
-    if (!ok)
-        loader_set_result_error(err, errlen, "cannot import the replication slot's snapshot", conn, r);
-    PQclear(r);
-    return ok;
+    return loader_command(conn, sql, PGRES_COMMAND_OK,
+                          "cannot import the replication slot's snapshot", err, errlen);
 }
 
 static bool commit(PGconn *conn, char *err, size_t errlen)
 {
-    PGresult *r = PQexec(conn, "COMMIT");
-    bool ok = PQresultStatus(r) == PGRES_COMMAND_OK;
-    if (!ok)
-        loader_set_result_error(err, errlen, "COMMIT failed", conn, r);
-    PQclear(r);
-    return ok;
+    return loader_command(conn, "COMMIT", PGRES_COMMAND_OK, "COMMIT failed", err, errlen);
 }
 
 bool loader_copy(PGconn *conn, const struct filter_config *fc, struct filter *f,

@@ -62,6 +62,14 @@ void loader_set_result_error(char *err, size_t errlen, const char *what, PGconn 
                              const PGresult *r);
 
 /*
+ * PQexec sql (one or more commands, unbounded) and expect the last
+ * result's status want (PGRES_COMMAND_OK, PGRES_COPY_BOTH...); else false
+ * with "what: ..." in err (loader_set_result_error).  The result is cleared.
+ */
+bool loader_command(PGconn *conn, const char *sql, ExecStatusType want, const char *what,
+                    char *err, size_t errlen);
+
+/*
  * Who the connection reached: the server's start time, address, port and
  * database in out, e.g. to check that two connections reach one server.
  * False (with the reason) when it cannot be read or the server is a standby.

@@ -21,8 +21,6 @@
 #define NS_PER_S INT64_C(1000000000)
 /* A status update at least this often: the walsender drops a silent client after wal_sender_timeout (60 s). */
 #define STATUS_EVERY_NS (10 * NS_PER_S)
-/* A probe, or a reply asked of the walsender, unanswered this long: the connection is gone. */
-#define DEAD_NS (15 * NS_PER_S)
 /* Longest wait, with no COPY using it, for first loads to take the exported snapshot. */
 #define EXPORT_WAIT_NS (30 * NS_PER_S)
 /* How long a catch-up waits for the stream to say whether a restored position resumes. */
@@ -35,10 +33,7 @@
 #define NAMES_MAX (CONFIG_MAX_FILTERS * 300)
 
 struct logical {
-    struct follower base;
-    pthread_t thread;
-    bool started;
-    unsigned rng;
+    struct follower base;           /* base.mu guards what is marked so below */
     char slot[64];
     bool temporary;
 
@@ -53,18 +48,13 @@ struct logical {
     uint64_t added[CONFIG_MAX_FILTERS], deleted[CONFIG_MAX_FILTERS];
     uint64_t blcksz, segsz;                     /* the server's WAL page and segment sizes */
 
-    pthread_mutex_t mu;
-    pthread_cond_t cv;
-    /* Everything below is guarded by mu. */
-    enum follow_state state;
-    time_t since;
-    char error[160];
+    pthread_cond_t cv;              /* on base.mu: the slot, an export or a resume moved */
+    /* Everything below is guarded by base.mu. */
     unsigned known;                 /* tables [0, known) had their oid and entry read (written
                                        by the follower's thread) */
     bool slot_ready;                /* a slot of the current lineage exists: COPYs may start */
     uint64_t lineage;               /* bumped by each new slot */
     char sysid[24];                 /* the cluster's system identifier */
-    char server_id[256];            /* the probe connection's server (loader_server_id) */
     char dboid[16];                 /* the database's oid */
     char export_name[64];           /* the slot's exported snapshot, "" = none (or gone) */
     int64_t export_time;            /* table_now just before the slot (and its snapshot) was made */

@@ -59,7 +59,7 @@ bool logical_choose_slot(struct logical *l, char *err, size_t errlen)
         l->temporary = false;
         return true;
     }
-    unsigned r1 = (unsigned)rand_r(&l->rng), r2 = (unsigned)rand_r(&l->rng);
+    unsigned r1 = (unsigned)rand_r(&l->base.rng), r2 = (unsigned)rand_r(&l->base.rng);
     if (!persist_dir(cfg, dir, sizeof dir)) {
         snprintf(l->slot, sizeof l->slot, "bloomguard_tmp_%d_%04x", (int)getpid(), r1 & 0xffff);
         l->temporary = true;
@@ -156,11 +156,11 @@ bool logical_identify(struct logical *l, PGconn *repl, PGconn *probe, char *err,
     if (ok) {
         l->blcksz = strtoull(PQgetvalue(r, 0, 2), NULL, 10);
         l->segsz = strtoull(PQgetvalue(r, 0, 3), NULL, 10);
-        pthread_mutex_lock(&l->mu);
-        snprintf(l->server_id, sizeof l->server_id, "%s", sid);
+        pthread_mutex_lock(&l->base.mu);
+        snprintf(l->base.server_id, sizeof l->base.server_id, "%s", sid);
         snprintf(l->sysid, sizeof l->sysid, "%s", sysid);
         snprintf(l->dboid, sizeof l->dboid, "%s", PQgetvalue(r, 0, 1));
-        pthread_mutex_unlock(&l->mu);
+        pthread_mutex_unlock(&l->base.mu);
     }
     PQclear(r);
     return ok;
@@ -179,9 +179,9 @@ bool follow_logical_check_replication(const struct config *cfg, PGconn *probe, c
         snprintf(err, errlen, "out of memory");
     } else {
         l->base.cfg = cfg;
-        pthread_mutex_init(&l->mu, NULL);
+        pthread_mutex_init(&l->base.mu, NULL);
         ok = logical_identify(l, repl, probe, err, errlen);
-        pthread_mutex_destroy(&l->mu);
+        pthread_mutex_destroy(&l->base.mu);
         free(l);
     }
     PQfinish(repl);
@@ -321,9 +321,9 @@ bool logical_hear_tables(struct logical *l, PGconn *probe, unsigned from, unsign
          */
         bool again = !was, changed = was && strcmp(l->fp[i], fps[i]) != 0;
         bool gap = i < l->known && now && table_loaded(t) && (again || changed);
-        pthread_mutex_lock(&l->mu);
+        pthread_mutex_lock(&l->base.mu);
         l->heard[i] = now;
-        pthread_mutex_unlock(&l->mu);
+        pthread_mutex_unlock(&l->base.mu);
         if (gap) {
             if (again)
                 log_fields(f->lg, LOG_LVL_WARN, fc->name, "degraded",
@@ -405,11 +405,11 @@ bool logical_create_slot(struct logical *l, PGconn *repl, bool export, uint64_t 
         ok = pgoutput_lsn_parse(cp, strlen(cp), start);
         if (!ok)
             snprintf(err, errlen, "CREATE_REPLICATION_SLOT: unexpected consistent point");
-        pthread_mutex_lock(&l->mu);
+        pthread_mutex_lock(&l->base.mu);
         snprintf(l->export_name, sizeof l->export_name, "%s",
                  export && !PQgetisnull(r, 0, 2) ? PQgetvalue(r, 0, 2) : "");
         l->export_time = before;
-        pthread_mutex_unlock(&l->mu);
+        pthread_mutex_unlock(&l->base.mu);
     }
     PQclear(r);
     return ok;
@@ -429,7 +429,7 @@ void logical_drop_slot(struct logical *l, PGconn *probe)
  */
 void logical_new_lineage(struct logical *l, unsigned n)
 {
-    pthread_mutex_lock(&l->mu);
+    pthread_mutex_lock(&l->base.mu);
     l->lineage++;
     l->slot_ready = true;
     l->applied = 0;
@@ -443,7 +443,7 @@ void logical_new_lineage(struct logical *l, unsigned n)
             table_gap(t, WANT_RECONNECT);
         }
     }
-    pthread_mutex_unlock(&l->mu);
+    pthread_mutex_unlock(&l->base.mu);
 }
 
 /*
@@ -465,7 +465,7 @@ void logical_new_lineage(struct logical *l, unsigned n)
  */
 uint64_t logical_resume_point(struct logical *l, unsigned n, uint64_t confirmed)
 {
-    pthread_mutex_lock(&l->mu);
+    pthread_mutex_lock(&l->base.mu);
     l->slot_ready = true;
     for (unsigned i = 0; i < n; i++) {
         if (l->proved[i] > confirmed)
@@ -499,7 +499,7 @@ uint64_t logical_resume_point(struct logical *l, unsigned n, uint64_t confirmed)
         }
     }
     pthread_cond_broadcast(&l->cv);
-    pthread_mutex_unlock(&l->mu);
+    pthread_mutex_unlock(&l->base.mu);
     return confirmed;
 }
 
@@ -509,7 +509,7 @@ void logical_wait_for_export(struct logical *l, unsigned n)
     int64_t idle_since = table_now();
     if (l->base.wake)
         l->base.wake(l->base.wake_arg);
-    pthread_mutex_lock(&l->mu);
+    pthread_mutex_lock(&l->base.mu);
     while (!atomic_load(&l->base.stop)) {
         bool wanted = false;
         for (unsigned i = 0; i < n; i++)
@@ -527,11 +527,11 @@ void logical_wait_for_export(struct logical *l, unsigned n)
             ts.tv_sec++;
             ts.tv_nsec -= 1000000000L;
         }
-        pthread_cond_timedwait(&l->cv, &l->mu, &ts);
+        pthread_cond_timedwait(&l->cv, &l->base.mu, &ts);
     }
     /* START_REPLICATION ends the export: later COPYs take fresh snapshots. */
     l->export_name[0] = '\0';
     for (unsigned i = 0; i < n; i++)
         l->export_want[i] = false;
-    pthread_mutex_unlock(&l->mu);
+    pthread_mutex_unlock(&l->base.mu);
 }

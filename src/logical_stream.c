@@ -37,7 +37,7 @@ static bool send_status(struct logical *l, PGconn *repl, uint64_t received, bool
     int64_t us = (int64_t)now.tv_sec * 1000000 + now.tv_nsec / 1000;
     uint64_t flush = 0;
     unsigned n = follow_count(&l->base);
-    pthread_mutex_lock(&l->mu);
+    pthread_mutex_lock(&l->base.mu);
     if (l->temporary) {
         flush = l->applied;         /* nothing outlives the connection anyway */
     } else {
@@ -58,7 +58,7 @@ static bool send_status(struct logical *l, PGconn *repl, uint64_t received, bool
         if (flush > l->applied)
             flush = l->applied;     /* a snapshot of another history (see logical_resume_point) */
     }
-    pthread_mutex_unlock(&l->mu);
+    pthread_mutex_unlock(&l->base.mu);
     pgoutput_status_encode(buf, sizeof buf, received, flush, flush,
                            pgoutput_time_from_unix_us(us), reply);
     if (PQputCopyData(repl, (const char *)buf, (int)sizeof buf) != 1 || PQflush(repl) < 0) {
@@ -136,10 +136,10 @@ static bool apply_message(struct logical *l, const struct pgoutput_frame *fr, un
         break;
     case PGOUTPUT_COMMIT:
         flush_counts(l, n);
-        pthread_mutex_lock(&l->mu);
+        pthread_mutex_lock(&l->base.mu);
         if (m.commit.end_lsn > l->applied)
             l->applied = m.commit.end_lsn;
-        pthread_mutex_unlock(&l->mu);
+        pthread_mutex_unlock(&l->base.mu);
         break;
     case PGOUTPUT_BEGIN:
     case PGOUTPUT_ORIGIN:
@@ -204,10 +204,10 @@ static bool take_probe(struct logical *l, PGresult *r, struct proof *prev, struc
         return false;
     }
     cur->wal = record_boundary(l, cur->wal);
-    pthread_mutex_lock(&l->mu);
+    pthread_mutex_lock(&l->base.mu);
     l->lag_bytes = PQgetisnull(r, 0, 1) ? -1 : strtoll(PQgetvalue(r, 0, 1), NULL, 10);
     snprintf(l->wal_status, sizeof l->wal_status, "%s", PQgetisnull(r, 0, 2) ? "" : PQgetvalue(r, 0, 2));
-    pthread_mutex_unlock(&l->mu);
+    pthread_mutex_unlock(&l->base.mu);
     if (PQgetisnull(r, 0, 2) && !l->temporary) {
         snprintf(err, errlen, "the replication slot %s is gone", l->slot);
         return false;
@@ -228,9 +228,9 @@ static bool take_probe(struct logical *l, PGresult *r, struct proof *prev, struc
                        "until a COPY of it",
                        table_name(t), table_config(t)->table, oids[i][0] ? oids[i] : "none",
                        l->relid[i]);
-            pthread_mutex_lock(&l->mu);
+            pthread_mutex_lock(&l->base.mu);
             l->heard[i] = false;    /* first: no COPY may start in the new epoch until heard */
-            pthread_mutex_unlock(&l->mu);
+            pthread_mutex_unlock(&l->base.mu);
             table_gap(t, WANT_POSITION);
             changed = true;
             continue;
@@ -243,9 +243,9 @@ static bool take_probe(struct logical *l, PGresult *r, struct proof *prev, struc
                    "%s: its publication entry changed (%s -> %s): degraded until a "
                    "COPY",
                    table_name(t), l->fp[i][0] ? l->fp[i] : "none", fps[i][0] ? fps[i] : "none");
-        pthread_mutex_lock(&l->mu);
+        pthread_mutex_lock(&l->base.mu);
         l->heard[i] = false;
-        pthread_mutex_unlock(&l->mu);
+        pthread_mutex_unlock(&l->base.mu);
         table_gap(t, WANT_POSITION);
         changed = true;
     }
@@ -255,11 +255,11 @@ static bool take_probe(struct logical *l, PGresult *r, struct proof *prev, struc
         for (unsigned i = 0; i < prev->n; i++) {
             if (!l->heard[i] || !table_advance(l->base.tables[i], prev->epoch[i], prev->sent))
                 continue;
-            pthread_mutex_lock(&l->mu);
+            pthread_mutex_lock(&l->base.mu);
             if (prev->wal > l->proved[i])
                 l->proved[i] = prev->wal;
             snprintf(l->proved_fp[i], sizeof l->proved_fp[i], "%s", l->fp[i]);
-            pthread_mutex_unlock(&l->mu);
+            pthread_mutex_unlock(&l->base.mu);
         }
         prev->pending = false;
     }
@@ -291,9 +291,9 @@ void logical_stream(struct logical *l, PGconn *repl, PGconn *probe, char *err, s
             logical_read_relids(l, probe, l->known, n);
             if (!logical_hear_tables(l, probe, l->known, n, err, errlen))
                 return;
-            pthread_mutex_lock(&l->mu);
+            pthread_mutex_lock(&l->base.mu);
             l->known = n;
-            pthread_mutex_unlock(&l->mu);
+            pthread_mutex_unlock(&l->base.mu);
             if (f->wake)
                 f->wake(f->wake_arg);
         }
@@ -307,9 +307,9 @@ void logical_stream(struct logical *l, PGconn *repl, PGconn *probe, char *err, s
                 if (!logical_hear_tables(l, probe, 0, n, err, errlen))
                     return;
             }
-            pthread_mutex_lock(&l->mu);
+            pthread_mutex_lock(&l->base.mu);
             uint64_t applied = l->applied;
-            pthread_mutex_unlock(&l->mu);
+            pthread_mutex_unlock(&l->base.mu);
             if (cur.pending) {
                 cur.passed_before_next = applied >= cur.wal;
                 prev = cur;
@@ -338,11 +338,8 @@ void logical_stream(struct logical *l, PGconn *repl, PGconn *probe, char *err, s
             probe_sent = now;
             next_probe = now + interval;
         }
-        if (probe_in_flight && now - probe_sent > DEAD_NS) {
-            snprintf(err, errlen, "connection lost: no answer to a probe in %lld s",
-                     (long long)(DEAD_NS / NS_PER_S));
+        if (probe_in_flight && follow_probe_dead(probe_sent, now, err, errlen))
             return;
-        }
         if (now - last_status >= STATUS_EVERY_NS) {
             if (!send_status(l, repl, received, false, err, errlen))
                 return;
@@ -375,10 +372,10 @@ void logical_stream(struct logical *l, PGconn *repl, PGconn *probe, char *err, s
             if (ok && fr.type == PGOUTPUT_KEEPALIVE) {
                 /* Every transaction that committed before this position was sent before it. */
                 flush_counts(l, n);
-                pthread_mutex_lock(&l->mu);
+                pthread_mutex_lock(&l->base.mu);
                 if (fr.wal_end > l->applied)
                     l->applied = fr.wal_end;
-                pthread_mutex_unlock(&l->mu);
+                pthread_mutex_unlock(&l->base.mu);
             }
             if (ok && fr.wal_end > received)
                 received = fr.wal_end;

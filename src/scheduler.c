@@ -330,7 +330,7 @@ static void save_table(struct scheduler *s, unsigned i)
         return;
     /* The position first: every change after it is in the filter or read again on resume. */
     if (f != NULL)
-        f->ops->position(f, t, pos, sizeof pos);
+        follow_position(f, t, pos, sizeof pos);
     else
         table_position(t, pos, sizeof pos);
     struct table_ident ident;

@@ -89,7 +89,7 @@ static struct follower *follower_for(struct source *s, enum follow_method m, cha
         snprintf(err, errlen, "out of memory");
         return NULL;
     }
-    if (!f->ops->start(f)) {
+    if (!follow_start(f)) {
         snprintf(err, errlen, "cannot start the %s follower's thread", f->ops->name);
         follow_free(f);
         return NULL;
@@ -183,7 +183,7 @@ void source_stop(struct source *s)
     scheduler_stop(s->sched);
     for (unsigned m = 0; m < 4; m++)
         if (f[m] != NULL)
-            f[m]->ops->stop(f[m]);
+            follow_stop(f[m]);
 }
 
 uint64_t source_request_rebuild(struct source *s, unsigned i, enum table_want why,
@@ -206,9 +206,9 @@ void source_status(struct source *s, unsigned i, struct source_status *out)
     table_status(s->tables[i], &out->table);
     struct follower *f = scheduler_follower(s->sched, i);
     if (f != NULL) {
-        f->ops->status(f, &out->conn);
+        follow_status(f, &out->conn);
         /* Where the live filter is exact now, as a snapshot would record it. */
-        f->ops->position(f, s->tables[i], out->table.position, sizeof out->table.position);
+        follow_position(f, s->tables[i], out->table.position, sizeof out->table.position);
     } else {
         out->conn.state = s->cfg->sync_enabled ? FOLLOW_CONNECTING : FOLLOW_CONNECTED;
         out->conn.slot_lag_bytes = -1;
