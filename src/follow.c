@@ -7,6 +7,7 @@
  */
 #include "follow.h"
 
+#include <assert.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -52,6 +53,7 @@ const char *follow_method_name(enum follow_method m)
 struct follower *follow_new(const struct follow_ops *ops, const struct config *cfg,
                             const struct log *lg, void (*wake)(void *arg), void *arg)
 {
+    assert(ops->size >= sizeof(struct follower));
     struct follower *f = calloc(1, ops->size);
     if (f == NULL)
         return NULL;

@@ -38,6 +38,7 @@
 #include <unistd.h>
 
 #include "loader.h"
+#include "monoclock.h"
 #include "logical.h"
 #include "pgoutput.h"
 
@@ -49,11 +50,7 @@ static struct logical *of(struct follower *f)
 static void logical_init(struct follower *f)
 {
     struct logical *l = of(f);
-    pthread_condattr_t ca;
-    pthread_condattr_init(&ca);
-    pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
-    pthread_cond_init(&l->cv, &ca);
-    pthread_condattr_destroy(&ca);
+    monoclock_cond_init(&l->cv);
     l->lag_bytes = -1;
 }
 

@@ -339,8 +339,7 @@ bool logical_hear_tables(struct logical *l, PGconn *probe, unsigned from, unsign
         snprintf(l->fp[i], sizeof l->fp[i], "%s", fps[i]);
         if (gap) {
             table_gap(t, WANT_POSITION);
-            if (f->wake)
-                f->wake(f->wake_arg);
+            follow_wake(f);
         }
         if (!l->heard[i] && (was || i >= l->known))
             log_fields(f->lg, LOG_LVL_WARN, fc->name, "degraded",
@@ -507,8 +506,7 @@ uint64_t logical_resume_point(struct logical *l, unsigned n, uint64_t confirmed)
 void logical_wait_for_export(struct logical *l, unsigned n)
 {
     int64_t idle_since = table_now();
-    if (l->base.wake)
-        l->base.wake(l->base.wake_arg);
+    follow_wake(&l->base);
     pthread_mutex_lock(&l->base.mu);
     while (!atomic_load(&l->base.stop)) {
         bool wanted = false;

@@ -294,8 +294,7 @@ void logical_stream(struct logical *l, PGconn *repl, PGconn *probe, char *err, s
             pthread_mutex_lock(&l->base.mu);
             l->known = n;
             pthread_mutex_unlock(&l->base.mu);
-            if (f->wake)
-                f->wake(f->wake_arg);
+            follow_wake(f);
         }
         if (!probe_in_flight && now >= next_probe) {
             bool again = false;
