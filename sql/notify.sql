@@ -257,6 +257,8 @@ DECLARE
     logname text;
     keep boolean := false;
     since xid8;
+    typ oid;
+    pins text;
 BEGIN
     IF m NOT IN ('auto', 'logical', 'feed', 'notify') THEN
         RAISE EXCEPTION 'bloomguard: method must be auto, logical, feed or notify, not %', method;
@@ -316,8 +318,10 @@ BEGIN
             RAISE EXCEPTION 'bloomguard: % may not insert into bloomguard_feed_log (grant it, or watch with method => ''notify'', feed => false)',
                 current_user;
         END IF;
-        -- The trigger function writes the log as its owner (this role), with
-        -- a pinned search_path, whoever inserts into the table.
+        -- The trigger function writes the log as its owner (this role),
+        -- whoever inserts into the table: every name in its body is
+        -- schema-qualified, so the inserting session's search_path cannot
+        -- lend it another function, operator or type.
         SELECT format('%I.%I', n.nspname, c.relname) INTO logname
           FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace
          WHERE c.oid = 'bloomguard_feed_log'::regclass;
@@ -330,44 +334,57 @@ BEGIN
     END IF;
     -- The SET clauses pin how an id is rendered as text to what bloomguard's
     -- own sessions use for COPY (src/loader.h, LOADER_SESSION_SETTINGS), so
-    -- the inserting session's TimeZone, DateStyle, extra_float_digits or
-    -- bytea_output cannot make a logged or notified id differ from the
-    -- copied one.  (A notification's payload is converted to bloomguard's
+    -- the inserting session's TimeZone, DateStyle, extra_float_digits,
+    -- bytea_output or search_path (regclass...) cannot make a logged or
+    -- notified id differ from the copied one.  A SET clause costs every
+    -- insert (each call sets and restores it; search_path also empties the
+    -- name lookup cache), so a column whose type's text form no setting
+    -- changes (integers, numeric, text, uuid, also under a domain) gets
+    -- none.  (A notification's payload is converted to bloomguard's
     -- client_encoding, UTF8, on delivery, as COPY's output is.)  With NOTIFY,
     -- an id of 8000 bytes or more does not fit in a notification: an empty
     -- payload tells bloomguard that such a row exists, instead of failing the
     -- application's write.  The log takes the id whole.
+    SELECT a.atttypid INTO typ FROM pg_attribute a WHERE a.attrelid = tbl AND a.attname = col;
+    WHILE (SELECT t.typtype FROM pg_type t WHERE t.oid = typ) = 'd' LOOP
+        SELECT t.typbasetype INTO typ FROM pg_type t WHERE t.oid = typ;
+    END LOOP;
+    pins := CASE WHEN typ IN ('int2'::regtype, 'int4'::regtype, 'int8'::regtype, 'numeric'::regtype,
+                              'oid'::regtype, 'text'::regtype, 'varchar'::regtype,
+                              'bpchar'::regtype, 'name'::regtype, 'uuid'::regtype)
+                 THEN ''
+                 ELSE 'SET DateStyle = ''ISO, MDY'' SET TimeZone = ''UTC'' SET IntervalStyle = ''postgres'' '
+                      'SET extra_float_digits = 1 SET bytea_output = ''hex'' '
+                      'SET search_path = pg_catalog, pg_temp' END;
     EXECUTE format($fn$
-        CREATE OR REPLACE FUNCTION %I() RETURNS trigger LANGUAGE plpgsql
-        SET DateStyle = 'ISO, MDY' SET TimeZone = 'UTC' SET IntervalStyle = 'postgres'
-        SET extra_float_digits = 1 SET bytea_output = 'hex' %s
+        CREATE OR REPLACE FUNCTION %I() RETURNS trigger LANGUAGE plpgsql %s %s
         AS $body$
         DECLARE
-            v text;
+            v pg_catalog.text;
         BEGIN
-            IF TG_OP = 'DELETE' THEN
+            IF TG_OP OPERATOR(pg_catalog.=) 'DELETE' THEN
                 %s
                 RETURN OLD;
             END IF;
-            v := NEW.%I::text;
+            v := NEW.%I::pg_catalog.text;
             IF v IS NOT NULL THEN
                 %s
                 %s
             END IF;
             RETURN NEW;
         END
-        $body$ $fn$, fn,
-        CASE WHEN feed THEN 'SECURITY DEFINER SET search_path = pg_catalog, pg_temp' ELSE '' END,
+        $body$ $fn$, fn, pins,
+        CASE WHEN feed THEN 'SECURITY DEFINER' ELSE '' END,
         CASE WHEN m = 'notify'
-             THEN format('v := OLD.%I::text; IF v IS NOT NULL AND octet_length(v) < 8000 THEN PERFORM pg_notify(%L, v); END IF;',
+             THEN format('v := OLD.%I::pg_catalog.text; IF v IS NOT NULL AND pg_catalog.octet_length(v) OPERATOR(pg_catalog.<) 8000 THEN PERFORM pg_catalog.pg_notify(%L, v); END IF;',
                          col, channel || '_deleted')
              ELSE 'NULL;' END,
         col,
         CASE WHEN m = 'notify'
-             THEN format('PERFORM pg_notify(%L, CASE WHEN octet_length(v) < 8000 THEN v ELSE '''' END);', channel)
+             THEN format('PERFORM pg_catalog.pg_notify(%L, CASE WHEN pg_catalog.octet_length(v) OPERATOR(pg_catalog.<) 8000 THEN v ELSE '''' END);', channel)
              ELSE '' END,
         -- The table's own oid, not TG_RELID: a partition's row fires this too.
-        CASE WHEN feed THEN format('INSERT INTO %s (relid, xid, id) VALUES (%s, pg_current_xact_id(), v);',
+        CASE WHEN feed THEN format('INSERT INTO %s (relid, xid, id) VALUES (%s, pg_catalog.pg_current_xact_id(), v);',
                                    logname, tbl::oid)
              ELSE '' END);
     IF EXISTS (SELECT 1 FROM pg_trigger WHERE tgrelid = tbl AND tgname = 'bloomguard_notify') THEN
