@@ -52,6 +52,20 @@ static bool rd_fail(struct rd *r, enum pgoutput_error e)
     return false;
 }
 
+/* A reader over the len > 0 bytes at buf past the first, the message's type (in *type). */
+static struct rd rd_open(const void *buf, size_t len, uint8_t *type)
+{
+    const unsigned char *p = buf;
+    *type = p[0];
+    return (struct rd){ p + 1, p + len, PGOUTPUT_OK };
+}
+
+/* The end of a message that was read whole: trailing bytes are an error. */
+static enum pgoutput_error rd_end(const struct rd *r)
+{
+    return rd_left(r) == 0 ? PGOUTPUT_OK : PGOUTPUT_TRAILING;
+}
+
 static bool rd_need(struct rd *r, size_t n)
 {
     return rd_left(r) >= n || rd_fail(r, PGOUTPUT_TRUNCATED);
@@ -65,40 +79,31 @@ static uint64_t be(const unsigned char *p, int n)
     return v;
 }
 
-static bool rd_u8(struct rd *r, uint8_t *v)
+/* An n-byte big-endian unsigned integer, when n bytes are left. */
+static bool rd_be(struct rd *r, int n, uint64_t *v)
 {
-    if (!rd_need(r, 1))
+    if (!rd_need(r, (size_t)n))
         return false;
-    *v = *r->p++;
+    *v = be(r->p, n);
+    r->p += n;
     return true;
 }
 
-static bool rd_u16(struct rd *r, uint16_t *v)
-{
-    if (!rd_need(r, 2))
-        return false;
-    *v = (uint16_t)be(r->p, 2);
-    r->p += 2;
-    return true;
-}
-
-static bool rd_u32(struct rd *r, uint32_t *v)
-{
-    if (!rd_need(r, 4))
-        return false;
-    *v = (uint32_t)be(r->p, 4);
-    r->p += 4;
-    return true;
-}
-
-static bool rd_u64(struct rd *r, uint64_t *v)
-{
-    if (!rd_need(r, 8))
-        return false;
-    *v = be(r->p, 8);
-    r->p += 8;
-    return true;
-}
+/* rd_u8, rd_u16, rd_u32, rd_u64: rd_be at that width. */
+#define RD_UINT(bits)                                                        \
+    static bool rd_u##bits(struct rd *r, uint##bits##_t *v)                  \
+    {                                                                        \
+        uint64_t u;                                                          \
+        if (!rd_be(r, (bits) / 8, &u))                                       \
+            return false;                                                    \
+        *v = (uint##bits##_t)u;                                              \
+        return true;                                                         \
+    }
+RD_UINT(8)
+RD_UINT(16)
+RD_UINT(32)
+RD_UINT(64)
+#undef RD_UINT
 
 static bool rd_i64(struct rd *r, int64_t *v)
 {
@@ -141,11 +146,10 @@ static bool rd_counted(struct rd *r, const char **s, size_t *len)
 
 enum pgoutput_error pgoutput_frame_decode(const void *buf, size_t len, struct pgoutput_frame *out)
 {
-    uint8_t type = 0;
+    uint8_t type;
     if (len == 0)
         return PGOUTPUT_TRUNCATED;
-    struct rd r = { buf, (const unsigned char *)buf + len, PGOUTPUT_OK };
-    rd_u8(&r, &type);
+    struct rd r = rd_open(buf, len, &type);
     memset(out, 0, sizeof *out);
     switch (type) {
     case 'w':
@@ -159,7 +163,7 @@ enum pgoutput_error pgoutput_frame_decode(const void *buf, size_t len, struct pg
     case 'k':
         out->type = PGOUTPUT_KEEPALIVE;
         if (rd_u64(&r, &out->wal_end) && rd_i64(&r, &out->send_time) && rd_u8(&r, &out->reply_requested))
-            return rd_left(&r) == 0 ? PGOUTPUT_OK : PGOUTPUT_TRAILING;
+            return rd_end(&r);
         return r.err;
     default:
         return PGOUTPUT_UNKNOWN_TYPE;
@@ -382,61 +386,67 @@ static bool decode_message(struct rd *r, struct pgoutput_msg *m)
         && rd_counted(r, &m->message.content, &m->message.content_len);
 }
 
+static bool decode_origin(struct rd *r, struct pgoutput_msg *m)
+{
+    return rd_u64(r, &m->origin.lsn) && rd_str(r, &m->origin.name, &m->origin.name_len);
+}
+
+static bool decode_type(struct rd *r, struct pgoutput_msg *m)
+{
+    return rd_u32(r, &m->pgtype.typid) && rd_str(r, &m->pgtype.nspname, &m->pgtype.nspname_len)
+        && rd_str(r, &m->pgtype.typname, &m->pgtype.typname_len);
+}
+
+static bool decode_insert(struct rd *r, struct pgoutput_msg *m)
+{
+    char marker;
+    return rd_u32(r, &m->insert.relid) && rd_marker(r, "N", &marker)
+        && rd_tuple(r, &m->insert.tuple);
+}
+
+static bool decode_delete(struct rd *r, struct pgoutput_msg *m)
+{
+    return rd_u32(r, &m->delete.relid) && rd_marker(r, "KO", &m->delete.old_kind)
+        && rd_tuple(r, &m->delete.old);
+}
+
+/* The decoder of each message type this reader knows, by its type byte: a new type is one row. */
+typedef bool decode_fn(struct rd *r, struct pgoutput_msg *m);
+static decode_fn *const decoders[256] = {
+    [PGOUTPUT_BEGIN] = decode_begin,
+    [PGOUTPUT_COMMIT] = decode_commit,
+    [PGOUTPUT_ORIGIN] = decode_origin,
+    [PGOUTPUT_RELATION] = decode_relation,
+    [PGOUTPUT_TYPE] = decode_type,
+    [PGOUTPUT_INSERT] = decode_insert,
+    [PGOUTPUT_UPDATE] = decode_update,
+    [PGOUTPUT_DELETE] = decode_delete,
+    [PGOUTPUT_TRUNCATE] = decode_truncate,
+    [PGOUTPUT_MESSAGE] = decode_message,
+};
+
+/*
+ * Stream start/stop/commit/abort, two-phase begin/prepare/commit/rollback,
+ * stream prepare: types pgoutput sends only when asked for options this
+ * reader never asks for.
+ */
+static const char unsupported_types[] = "SEcAbPKrp";
+
 enum pgoutput_error pgoutput_decode(const void *buf, size_t len, struct pgoutput_msg *out)
 {
-    uint8_t type = 0;
-    bool ok;
-    char marker;
+    uint8_t type;
     if (len == 0)
         return PGOUTPUT_TRUNCATED;
-    struct rd r = { buf, (const unsigned char *)buf + len, PGOUTPUT_OK };
-    rd_u8(&r, &type);
+    struct rd r = rd_open(buf, len, &type);
     memset(out, 0, sizeof *out);
     out->type = (enum pgoutput_msg_type)type;
-    switch (type) {
-    case PGOUTPUT_BEGIN:
-        ok = decode_begin(&r, out);
-        break;
-    case PGOUTPUT_COMMIT:
-        ok = decode_commit(&r, out);
-        break;
-    case PGOUTPUT_ORIGIN:
-        ok = rd_u64(&r, &out->origin.lsn) && rd_str(&r, &out->origin.name, &out->origin.name_len);
-        break;
-    case PGOUTPUT_RELATION:
-        ok = decode_relation(&r, out);
-        break;
-    case PGOUTPUT_TYPE:
-        ok = rd_u32(&r, &out->pgtype.typid) && rd_str(&r, &out->pgtype.nspname, &out->pgtype.nspname_len)
-            && rd_str(&r, &out->pgtype.typname, &out->pgtype.typname_len);
-        break;
-    case PGOUTPUT_INSERT:
-        ok = rd_u32(&r, &out->insert.relid) && rd_marker(&r, "N", &marker)
-            && rd_tuple(&r, &out->insert.tuple);
-        break;
-    case PGOUTPUT_UPDATE:
-        ok = decode_update(&r, out);
-        break;
-    case PGOUTPUT_DELETE:
-        ok = rd_u32(&r, &out->delete.relid) && rd_marker(&r, "KO", &out->delete.old_kind)
-            && rd_tuple(&r, &out->delete.old);
-        break;
-    case PGOUTPUT_TRUNCATE:
-        ok = decode_truncate(&r, out);
-        break;
-    case PGOUTPUT_MESSAGE:
-        ok = decode_message(&r, out);
-        break;
-    /* Stream start/stop/commit/abort, two-phase begin/prepare/commit/rollback, stream prepare. */
-    case 'S': case 'E': case 'c': case 'A':
-    case 'b': case 'P': case 'K': case 'r': case 'p':
-        return PGOUTPUT_UNSUPPORTED;
-    default:
-        return PGOUTPUT_UNKNOWN_TYPE;
-    }
-    if (!ok)
+    decode_fn *decode = decoders[type];
+    if (decode == NULL)
+        return type != 0 && strchr(unsupported_types, type) != NULL ? PGOUTPUT_UNSUPPORTED
+                                                                    : PGOUTPUT_UNKNOWN_TYPE;
+    if (!decode(&r, out))
         return r.err;
-    return rd_left(&r) == 0 ? PGOUTPUT_OK : PGOUTPUT_TRAILING;
+    return rd_end(&r);
 }
 
 /* --------------------------------------------------------------- encoders -- */
