@@ -398,11 +398,22 @@ static void assert_bad_kind(struct buf *b, size_t at, unsigned char kind)
     ck_assert_msg(e == PGOUTPUT_BAD_KIND, "kind 0x%02x at byte %zu: error %d", kind, at, (int)e);
 }
 
-/* A row message: the head already in b, then build_tuple's tuple, decoded into m. */
+/* b emptied, then a row message's head: its type, relation and the marker of its first tuple. */
+static struct buf *b_row_head(struct buf *b, unsigned char type, uint32_t relid, unsigned char marker)
+{
+    b->n = 0;
+    return b_u8(b_u32(b_u8(b, type), relid), marker);
+}
+
+/*
+ * A row message: the head already in b, then build_tuple's tuple, decoded
+ * into m as the type its first byte names.
+ */
 static void decode_row(struct buf *b, struct pgoutput_msg *m, char **copy)
 {
     build_tuple(b);
     decode_ok(b, m, copy);
+    ck_assert_int_eq(m->type, b->b[0]);
 }
 
 /* The end of a row message's checks: its last tuple is build_tuple's; every truncation is refused. */
@@ -417,10 +428,9 @@ START_TEST(test_insert)
 {
     struct pgoutput_msg m;
     char *copy;
-    struct buf b = { .n = 0 };
-    b_u8(b_u32(b_u8(&b, 'I'), 16384), 'N');
+    struct buf b;
+    b_row_head(&b, 'I', 16384, 'N');
     decode_row(&b, &m, &copy);
-    ck_assert_int_eq(m.type, PGOUTPUT_INSERT);
     ck_assert_uint_eq(m.insert.relid, 16384);
     end_row(&b, &m.insert.tuple, copy);
 
@@ -432,9 +442,8 @@ END_TEST
 
 START_TEST(test_tuple_errors)
 {
-    struct buf b = { .n = 0 };
-    const size_t head = 6;      /* 'I', relid, 'N' */
-    b_u8(b_u32(b_u8(&b, 'I'), 1), 'N');
+    struct buf b;
+    const size_t head = b_row_head(&b, 'I', 1, 'N')->n;
 
     /* Zero columns is a valid tuple. */
     b_u16(&b, 0);
@@ -502,12 +511,11 @@ START_TEST(test_update)
 {
     struct pgoutput_msg m;
     char *copy;
-    struct buf b = { .n = 0 };
+    struct buf b;
 
     /* No old tuple. */
-    b_u8(b_u32(b_u8(&b, 'U'), 7), 'N');
+    b_row_head(&b, 'U', 7, 'N');
     decode_row(&b, &m, &copy);
-    ck_assert_int_eq(m.type, PGOUTPUT_UPDATE);
     ck_assert_uint_eq(m.update.relid, 7);
     ck_assert_int_eq(m.update.old_kind, 0);
     ck_assert_uint_eq(m.update.old.ncols, 0);
@@ -521,8 +529,7 @@ START_TEST(test_update)
 
     /* The old key ('K': the key, others null) or the whole old row ('O'). */
     for (const char *k = "KO"; *k; k++) {
-        b.n = 0;
-        b_u8(b_u32(b_u8(&b, 'U'), 7), (unsigned char)*k);
+        b_row_head(&b, 'U', 7, (unsigned char)*k);
         b_u8(b_u8(b_text(b_u16(&b, 5), "41", 2), 'n'), 'n');
         b_u8(b_u8(&b, 'n'), 'n');
         b_u8(&b, 'N');
@@ -551,12 +558,10 @@ START_TEST(test_delete)
 {
     struct pgoutput_msg m;
     char *copy;
-    struct buf b = { .n = 0 };
+    struct buf b;
     for (const char *k = "KO"; *k; k++) {
-        b.n = 0;
-        b_u8(b_u32(b_u8(&b, 'D'), 9), (unsigned char)*k);
+        b_row_head(&b, 'D', 9, (unsigned char)*k);
         decode_row(&b, &m, &copy);
-        ck_assert_int_eq(m.type, PGOUTPUT_DELETE);
         ck_assert_uint_eq(m.delete.relid, 9);
         ck_assert_int_eq(m.delete.old_kind, *k);
         end_row(&b, &m.delete.old, copy);
