@@ -198,41 +198,46 @@ oom:
     return (struct reply){ 500, NULL, false };
 }
 
+/* What a batch endpoint does with the valid IDs l for table t; batch_serve frees l after. */
+typedef struct reply batch_fn(struct app *a, const struct api_request *rq, struct table *t,
+                              const struct idlist *l);
+
 /*
- * A batch's table (its index, in *t) and its IDs (in *l, for idlist_free):
- * status 0, else the reply that refuses the request.
+ * A batch request: its table and its IDs, each refused with its own reply,
+ * then fn's answer.  The IDs are taken and freed here, once for every path.
  */
-static struct reply batch_request(struct app *a, const struct api_request *rq, bool allow_single,
-                                  int *t, struct idlist *l)
+static struct reply batch_serve(struct app *a, const struct api_request *rq, bool allow_single,
+                                batch_fn *fn)
 {
     struct reply err;
-    *t = api_table_of_rest(a, rq, &err);
-    if (*t < 0)
+    int t = api_table_of_rest(a, rq, &err);
+    if (t < 0)
         return err;
-    return parse_ids(a, rq->body_type, rq->body, rq->body_len, allow_single, l);
-}
-
-struct reply ids_exists_batch(struct app *a, const struct api_request *rq)
-{
     struct idlist l;
-    int t;
-    struct reply err = batch_request(a, rq, false, &t, &l);
+    err = parse_ids(a, rq->body_type, rq->body, rq->body_len, allow_single, &l);
     if (err.status != 0)
         return err;
-    bool *ans = malloc(l.n * sizeof(bool) + 1);
-    char *out = malloc(l.n * 6 + 48);
+    struct reply r = fn(a, rq, a->tables[t], &l);
+    idlist_free(&l);
+    return r;
+}
+
+static struct reply exists_batch(struct app *a, const struct api_request *rq, struct table *t,
+                                 const struct idlist *l)
+{
+    (void)rq;
+    bool *ans = malloc(l->n * sizeof(bool) + 1);
+    char *out = malloc(l->n * 6 + 48);
     if (ans == NULL || out == NULL) {
         free(ans);
         free(out);
-        idlist_free(&l);
         return (struct reply){ 500, NULL, false };
     }
     bool degraded = false;
     size_t absent = 0;
-    if (!table_lookup_many(a->tables[t], l.n, l.ids, l.lens, ans, &degraded, &absent)) {
+    if (!table_lookup_many(t, l->n, l->ids, l->lens, ans, &degraded, &absent)) {
         free(ans);
         free(out);
-        idlist_free(&l);
         return not_ready();
     }
     size_t used = 0, hits = 0;
@@ -240,7 +245,7 @@ struct reply ids_exists_batch(struct app *a, const struct api_request *rq)
         stats_add(a->stats, ST_DEGRADED, absent);
     memcpy(out, "{\"exists\":[", 11);
     used = 11;
-    for (size_t i = 0; i < l.n; i++) {
+    for (size_t i = 0; i < l->n; i++) {
         if (i)
             out[used++] = ',';
         const char *v = ans[i] ? "true" : "false";
@@ -255,10 +260,14 @@ struct reply ids_exists_batch(struct app *a, const struct api_request *rq)
     memcpy(out + used, end, el);
     used += el;
     stats_add(a->stats, ST_LOOKUP_HIT, hits);
-    stats_add(a->stats, ST_LOOKUP_MISS, l.n - hits);
+    stats_add(a->stats, ST_LOOKUP_MISS, l->n - hits);
     free(ans);
-    idlist_free(&l);
     return (struct reply){ MHD_HTTP_OK, api_json_response(out, used, MHD_RESPMEM_MUST_FREE), false };
+}
+
+struct reply ids_exists_batch(struct app *a, const struct api_request *rq)
+{
+    return batch_serve(a, rq, false, exists_batch);
 }
 
 /*
@@ -328,15 +337,10 @@ static void insert_done(void *arg, enum table_insert_result r, size_t n, int e)
     later.done(later.ctx, rp);
 }
 
-struct reply ids_insert(struct app *a, const struct api_request *rq)
+static struct reply insert_batch(struct app *a, const struct api_request *rq, struct table *t,
+                                 const struct idlist *l)
 {
-    struct idlist l;
-    int ti;
-    struct reply err = batch_request(a, rq, true, &ti, &l);
-    if (err.status != 0)
-        return err;
-    struct table *t = a->tables[ti];
-    size_t n = 0, want = l.n;
+    size_t n = 0, want = l->n;
     int e = 0;
     enum table_insert_result r;
     /*
@@ -348,15 +352,18 @@ struct reply ids_insert(struct app *a, const struct api_request *rq)
     if (il != NULL) {
         *il = (struct insert_later){ a->stats, t, want, *rq->later };
         il->later.begin(il->later.ctx);
-        r = table_insert_later(t, l.n, l.ids, l.lens, &n, &e, insert_done, il);
-        idlist_free(&l);
+        r = table_insert_later(t, l->n, l->ids, l->lens, &n, &e, insert_done, il);
         if (r != TABLE_INSERT_LATER)
             insert_done(il, r, n, e);
         return (struct reply){ API_LATER, NULL, false };
     }
-    r = table_insert(t, l.n, l.ids, l.lens, &n, &e);
-    idlist_free(&l);
+    r = table_insert(t, l->n, l->ids, l->lens, &n, &e);
     return insert_reply(a->stats, t, r, n, want, e);
+}
+
+struct reply ids_insert(struct app *a, const struct api_request *rq)
+{
+    return batch_serve(a, rq, true, insert_batch);
 }
 
 /* The decision for one original URI (raw). */
