@@ -12,10 +12,12 @@
 #ifndef BLOOMGUARD_FUZZ_H
 #define BLOOMGUARD_FUZZ_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 #ifdef FUZZ_LIBFUZZER
 #define FUZZ_TARGET(name)                                                   \
@@ -113,6 +115,23 @@ static inline void fuzz_app_init(struct fuzz_app *h, const char *const *override
     h->stats = routes_stats_new();
     h->unready = table_new(&h->cfg, &h->fc);
     FUZZ_CHECK(h->stats != NULL && h->unready != NULL);
+}
+
+/*
+ * The table an input runs against, by bits 2-4 of its byte 0: loaded
+ * (fuzz_loaded_table) unless they are all 0, in 1 input of 8, when it is
+ * h's table never loaded.  Bits 0-1 are each harness's own.
+ */
+static inline struct table *fuzz_app_table(struct fuzz_app *h, uint8_t flags)
+{
+    return flags & 0x1C ? fuzz_loaded_table(&h->cfg, &h->fc) : h->unready;
+}
+
+/* Whether a handler's reply says it is JSON, as every JSON answer of the API must. */
+static inline bool fuzz_reply_is_json(struct MHD_Response *resp)
+{
+    const char *ct = MHD_get_response_header(resp, MHD_HTTP_HEADER_CONTENT_TYPE);
+    return ct != NULL && strcmp(ct, "application/json") == 0;
 }
 #endif
 

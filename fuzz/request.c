@@ -61,11 +61,12 @@ FUZZ_TARGET(request)
         setup();
     if (size < 1)
         return 0;
-    bool exists = data[0] & 1, add = data[0] & 2, ready = (data[0] & 0x1C) != 0;
+    bool exists = data[0] & 1, add = data[0] & 2;
+    struct table *tbl = fuzz_app_table(&h, data[0]);
+    bool ready = tbl != h.unready;
     const char *uri = (const char *)data + 1;
     size_t len = size - 1;
     struct app a = base;
-    struct table *tbl = ready ? fuzz_loaded_table(&h.cfg, &h.fc) : h.unready;
     a.tables = &tbl;
 
     static char id[CONFIG_MAX_ID_BYTES + 1];
@@ -93,8 +94,7 @@ FUZZ_TARGET(request)
     FUZZ_CHECK(r.resp != NULL);         /* NULL means "answer 500" */
     const char *verdict = MHD_get_response_header(r.resp, "X-Bloomguard");
     if (exists) {
-        const char *ct = MHD_get_response_header(r.resp, MHD_HTTP_HEADER_CONTENT_TYPE);
-        FUZZ_CHECK(ct != NULL && strcmp(ct, "application/json") == 0);
+        FUZZ_CHECK(fuzz_reply_is_json(r.resp));
         if (unknown)
             FUZZ_CHECK(r.status == 404);        /* unknown_filter, whatever the ID */
         else if (!valid)
