@@ -50,10 +50,10 @@ static bool has(const struct got *g, const char *id)
     return false;
 }
 
-static off_t file_size(const char *path)
+static off_t file_size(const char *file)
 {
     struct stat st;
-    ck_assert_int_eq(stat(path, &st), 0);
+    ck_assert_int_eq(stat(file, &st), 0);
     return st.st_size;
 }
 
@@ -71,24 +71,40 @@ static uint64_t test_clock(void *ctx)
     return atomic_load(&clock_now);
 }
 
-static struct postlog *reopen(const char *path, const struct postlog_opts *o, struct got *g,
-                              struct postlog_opened *r)
+/*
+ * Each test's scratch (the case's setup and teardown): a fresh directory
+ * with the log's path in it, and what the last reopen gave back.
+ */
+static char *dir, *path;
+static struct postlog_opened opened;
+static struct got got;
+
+static void setup(void)
 {
-    memset(g, 0, sizeof *g);
-    struct postlog *log = postlog_open(path, o, collect, g, r);
-    ck_assert_msg(log != NULL, "open %s: %s", path, r->why);
+    dir = check_tmpdir("check_postlog");
+    path = check_join(dir, "x.posts");
+}
+
+static void teardown(void)
+{
+    check_scratch_free(dir, path);
+}
+
+/* The log at path opened with o, which must succeed; its entries in got, the rest in opened. */
+static struct postlog *reopen(const struct postlog_opts *o)
+{
+    memset(&got, 0, sizeof got);
+    struct postlog *log = postlog_open(path, o, collect, &got, &opened);
+    ck_assert_msg(log != NULL, "open %s: %s", path, opened.why);
     return log;
 }
 
 START_TEST(test_round_trip)
 {
-    char *dir = check_tmpdir("check_postlog"), *path = check_join(dir, "default.posts");
     struct postlog_opts o = { .ttl = 3600, .clock = test_clock };
-    struct postlog_opened r;
-    struct got g;
-    struct postlog *log = reopen(path, &o, &g, &r);
-    ck_assert(r.created);
-    ck_assert_uint_eq(g.n, 0);
+    struct postlog *log = reopen(&o);
+    ck_assert(opened.created);
+    ck_assert_uint_eq(got.n, 0);
     ck_assert_int_eq(postlog_append(log, 0, NULL, NULL, 60), 0);
     const char *ids[] = { "a", "", "ccc", "a" };    /* an empty id, and "a" again later */
     size_t lens[] = { 1, 0, 3, 1 };
@@ -103,73 +119,65 @@ START_TEST(test_round_trip)
     ck_assert_uint_eq(pi.bytes, (uint64_t)file_size(path));
     postlog_close(log);
 
-    log = reopen(path, &o, &g, &r);
-    ck_assert(!r.created && !r.corrupt);
-    ck_assert_uint_eq(r.torn_bytes, 0);
-    ck_assert_uint_eq(r.entries, 4);
-    ck_assert_uint_eq(g.n, 4);
-    ck_assert_str_eq(g.id[0], "a");
-    ck_assert_str_eq(g.id[1], "");
-    ck_assert_str_eq(g.id[2], "ccc");
-    ck_assert_str_eq(g.id[3], "a");
-    ck_assert_uint_eq(g.left[0], 50);               /* appended at 1000000, read at 1000010 */
-    ck_assert_uint_eq(g.left[3], 60);               /* the later append of "a" */
+    log = reopen(&o);
+    ck_assert(!opened.created && !opened.corrupt);
+    ck_assert_uint_eq(opened.torn_bytes, 0);
+    ck_assert_uint_eq(opened.entries, 4);
+    ck_assert_uint_eq(got.n, 4);
+    ck_assert_str_eq(got.id[0], "a");
+    ck_assert_str_eq(got.id[1], "");
+    ck_assert_str_eq(got.id[2], "ccc");
+    ck_assert_str_eq(got.id[3], "a");
+    ck_assert_uint_eq(got.left[0], 50);               /* appended at 1000000, read at 1000010 */
+    ck_assert_uint_eq(got.left[3], 60);               /* the later append of "a" */
     postlog_close(log);
     postlog_close(NULL);
-    check_scratch_free(dir, path);
 }
 END_TEST
 
 START_TEST(test_wall_clock_expiry)
 {
-    char *dir = check_tmpdir("check_postlog"), *path = check_join(dir, "x.posts");
     struct postlog_opts o = { .ttl = 100, .clock = test_clock };
-    struct postlog_opened r;
-    struct got g;
     atomic_store(&clock_now, 2000000);
-    struct postlog *log = reopen(path, &o, &g, &r);
+    struct postlog *log = reopen(&o);
     ck_assert_int_eq(append1(log, "short", 10), 0);
     ck_assert_int_eq(append1(log, "long", 100), 0);
     postlog_close(log);
 
     /* 50 s later (the machine rebooted, say): the short one is gone. */
     atomic_store(&clock_now, 2000050);
-    log = reopen(path, &o, &g, &r);
-    ck_assert_uint_eq(r.entries, 1);
-    ck_assert_uint_eq(r.expired, 1);
-    ck_assert_str_eq(g.id[0], "long");
-    ck_assert_uint_eq(g.left[0], 50);
+    log = reopen(&o);
+    ck_assert_uint_eq(opened.entries, 1);
+    ck_assert_uint_eq(opened.expired, 1);
+    ck_assert_str_eq(got.id[0], "long");
+    ck_assert_uint_eq(got.left[0], 50);
     postlog_close(log);
 
     /* At exactly its expiry an entry is gone. */
     atomic_store(&clock_now, 2000100);
-    log = reopen(path, &o, &g, &r);
-    ck_assert_uint_eq(r.entries, 0);
-    ck_assert_uint_eq(r.expired, 2);
+    log = reopen(&o);
+    ck_assert_uint_eq(opened.entries, 0);
+    ck_assert_uint_eq(opened.expired, 2);
     postlog_close(log);
 
     /* The clock set back: never more than the configured ttl, nor a lowered one. */
     atomic_store(&clock_now, 1000000);
-    log = reopen(path, &o, &g, &r);
-    ck_assert_uint_eq(g.n, 2);
-    ck_assert_uint_eq(g.left[0], 100);
-    ck_assert_uint_eq(g.left[1], 100);
+    log = reopen(&o);
+    ck_assert_uint_eq(got.n, 2);
+    ck_assert_uint_eq(got.left[0], 100);
+    ck_assert_uint_eq(got.left[1], 100);
     postlog_close(log);
     o.ttl = 7;
-    log = reopen(path, &o, &g, &r);
-    ck_assert_uint_eq(g.left[1], 7);
+    log = reopen(&o);
+    ck_assert_uint_eq(got.left[1], 7);
     postlog_close(log);
-    check_scratch_free(dir, path);
 }
 END_TEST
 
 START_TEST(test_torn_tail)
 {
-    char *dir = check_tmpdir("check_postlog"), *path = check_join(dir, "x.posts");
     struct postlog_opts o = { .ttl = 3600 };
-    struct postlog_opened r;
-    struct got g;
-    struct postlog *log = reopen(path, &o, &g, &r);
+    struct postlog *log = reopen(&o);
     ck_assert_int_eq(append1(log, "first", 60), 0);
     off_t good = file_size(path);
     ck_assert_int_eq(append1(log, "second", 60), 0);
@@ -186,11 +194,11 @@ START_TEST(test_torn_tail)
         fd = open(path, O_WRONLY | O_TRUNC);
         ck_assert_int_eq(write(fd, whole, (size_t)cut), (ssize_t)cut);
         close(fd);
-        log = reopen(path, &o, &g, &r);
-        ck_assert_msg(!r.corrupt, "cut at %lld: %s", (long long)cut, r.why);
-        ck_assert_uint_eq(r.torn_bytes, (uint64_t)(cut - good));
-        ck_assert_uint_eq(g.n, 1);
-        ck_assert_str_eq(g.id[0], "first");
+        log = reopen(&o);
+        ck_assert_msg(!opened.corrupt, "cut at %lld: %s", (long long)cut, opened.why);
+        ck_assert_uint_eq(opened.torn_bytes, (uint64_t)(cut - good));
+        ck_assert_uint_eq(got.n, 1);
+        ck_assert_str_eq(got.id[0], "first");
         ck_assert_int_eq(file_size(path), good);    /* cut off on disk */
         postlog_close(log);
     }
@@ -201,36 +209,33 @@ START_TEST(test_torn_tail)
     static const char zeros[5000];
     ck_assert_int_eq(write(fd, zeros, sizeof zeros), (ssize_t)sizeof zeros);
     close(fd);
-    log = reopen(path, &o, &g, &r);
-    ck_assert(!r.corrupt);
-    ck_assert_uint_eq(r.torn_bytes, sizeof zeros);
+    log = reopen(&o);
+    ck_assert(!opened.corrupt);
+    ck_assert_uint_eq(opened.torn_bytes, sizeof zeros);
     ck_assert_int_eq(append1(log, "third", 60), 0);  /* goes where the zeros were */
     postlog_close(log);
-    log = reopen(path, &o, &g, &r);
-    ck_assert_uint_eq(r.torn_bytes, 0);
-    ck_assert_uint_eq(g.n, 2);
-    ck_assert_str_eq(g.id[1], "third");
+    log = reopen(&o);
+    ck_assert_uint_eq(opened.torn_bytes, 0);
+    ck_assert_uint_eq(got.n, 2);
+    ck_assert_str_eq(got.id[1], "third");
     postlog_close(log);
 
     /* A header cut short, and an empty file: an empty log. */
     for (off_t cut = 0; cut < 16; cut += 5) {
         ck_assert_int_eq(truncate(path, cut), 0);
-        log = reopen(path, &o, &g, &r);
-        ck_assert_uint_eq(g.n, 0);
+        log = reopen(&o);
+        ck_assert_uint_eq(got.n, 0);
         ck_assert_int_eq(file_size(path), 16);
         postlog_close(log);
     }
-    check_scratch_free(dir, path);
 }
 END_TEST
 
 START_TEST(test_damage_in_the_middle)
 {
-    char *dir = check_tmpdir("check_postlog"), *path = check_join(dir, "x.posts"), *aside = check_join(dir, "x.posts.corrupt");
+    char *aside = check_join(dir, "x.posts.corrupt");
     struct postlog_opts o = { .ttl = 3600 };
-    struct postlog_opened r;
-    struct got g;
-    struct postlog *log = reopen(path, &o, &g, &r);
+    struct postlog *log = reopen(&o);
     ck_assert_int_eq(append1(log, "one", 60), 0);
     off_t second = file_size(path);
     ck_assert_int_eq(append1(log, "two", 60), 0);
@@ -247,21 +252,21 @@ START_TEST(test_damage_in_the_middle)
     ck_assert_int_eq(pwrite(fd, &c, 1, second + 8 + 12), 1);
     close(fd);
 
-    log = reopen(path, &o, &g, &r);
-    ck_assert(r.corrupt);
-    ck_assert_uint_eq(r.corrupt_offset, (uint64_t)second);
-    ck_assert_uint_eq(r.lost_bytes, (uint64_t)(full - second));
-    ck_assert_ptr_nonnull(strstr(r.why, "damaged"));
-    ck_assert_uint_eq(g.n, 1);
-    ck_assert_str_eq(g.id[0], "one");
+    log = reopen(&o);
+    ck_assert(opened.corrupt);
+    ck_assert_uint_eq(opened.corrupt_offset, (uint64_t)second);
+    ck_assert_uint_eq(opened.lost_bytes, (uint64_t)(full - second));
+    ck_assert_ptr_nonnull(strstr(opened.why, "damaged"));
+    ck_assert_uint_eq(got.n, 1);
+    ck_assert_str_eq(got.id[0], "one");
     ck_assert_int_eq(file_size(path), second);      /* repaired: the good prefix */
     ck_assert_int_eq(file_size(aside), full);       /* the damaged file kept aside */
     ck_assert_int_eq(append1(log, "four", 60), 0);
     postlog_close(log);
-    log = reopen(path, &o, &g, &r);
-    ck_assert(!r.corrupt);
-    ck_assert_uint_eq(g.n, 2);
-    ck_assert_str_eq(g.id[1], "four");
+    log = reopen(&o);
+    ck_assert(!opened.corrupt);
+    ck_assert_uint_eq(got.n, 2);
+    ck_assert_str_eq(got.id[1], "four");
     postlog_close(log);
 
     /* Not a POST log, another version: refused, nothing touched. */
@@ -270,29 +275,26 @@ START_TEST(test_damage_in_the_middle)
     ck_assert_ptr_nonnull(f);
     fputs(text, f);
     fclose(f);
-    memset(&g, 0, sizeof g);
+    memset(&got, 0, sizeof got);
     errno = 0;
-    ck_assert_ptr_null(postlog_open(path, &o, collect, &g, &r));
+    ck_assert_ptr_null(postlog_open(path, &o, collect, &got, &opened));
     ck_assert_int_eq(errno, EINVAL);
-    ck_assert_ptr_nonnull(strstr(r.why, "not a bloomguard POST log"));
+    ck_assert_ptr_nonnull(strstr(opened.why, "not a bloomguard POST log"));
     ck_assert_int_eq(file_size(path), (off_t)strlen(text));
     f = fopen(path, "w");
     ck_assert_ptr_nonnull(f);
     fwrite("bgpostlg\x02\0\0\0\0\0\0\0", 1, 16, f);
     fclose(f);
-    ck_assert_ptr_null(postlog_open(path, &o, collect, &g, &r));
+    ck_assert_ptr_null(postlog_open(path, &o, collect, &got, &opened));
     ck_assert_int_eq(errno, EINVAL);
-    ck_assert_ptr_nonnull(strstr(r.why, "version 2"));
+    ck_assert_ptr_nonnull(strstr(opened.why, "version 2"));
 
     /* A directory that does not exist. */
-    free(path);
-    path = check_join(dir, "nowhere/x.posts");
-    ck_assert_ptr_null(postlog_open(path, &o, collect, &g, &r));
+    char *nowhere = check_join(dir, "nowhere/x.posts");
+    ck_assert_ptr_null(postlog_open(nowhere, &o, collect, &got, &opened));
     ck_assert_int_eq(errno, ENOENT);
-    free(path);
+    free(nowhere);
     free(aside);
-    check_rm_rf(dir);
-    free(dir);
 }
 END_TEST
 
@@ -353,15 +355,14 @@ static bool journal_walk(void *live_ctx, postlog_count_fn count, postlog_entry_f
  * first): o's ttl (3600 s), live set and floor are set here, the rest is
  * the caller's.
  */
-static struct postlog *open_journaled(const char *path, struct postlog_opts *o, struct journal *j,
-                                      uint64_t floor, struct got *g, struct postlog_opened *r)
+static struct postlog *open_journaled(struct postlog_opts *o, struct journal *j, uint64_t floor)
 {
     j->n = 0;
     o->ttl = 3600;
     o->live = journal_walk;
     o->live_ctx = j;
     o->compact_floor = floor;
-    j->log = reopen(path, o, g, r);
+    j->log = reopen(o);
     return j->log;
 }
 
@@ -378,13 +379,10 @@ static void wait_for_a_compaction(struct postlog *log, struct postlog_info *pi)
 
 START_TEST(test_compaction_keeps_the_live)
 {
-    char *dir = check_tmpdir("check_postlog"), *path = check_join(dir, "x.posts");
     static struct journal j = { .mu = PTHREAD_MUTEX_INITIALIZER };
     struct postlog_opts o = { .clock = test_clock };
-    struct postlog_opened r;
-    struct got g;
     atomic_store(&clock_now, 3000000);
-    struct postlog *log = open_journaled(path, &o, &j, NEVER, &g, &r);
+    struct postlog *log = open_journaled(&o, &j, NEVER);
     char id[40];
     for (int i = 0; i < 1000; i++) {
         snprintf(id, sizeof id, "id-%d", i);
@@ -406,36 +404,32 @@ START_TEST(test_compaction_keeps_the_live)
     postlog_close(log);
 
     atomic_store(&clock_now, 3000100);
-    log = reopen(path, &o, &g, &r);
-    ck_assert(!r.corrupt);
-    ck_assert_uint_eq(r.torn_bytes, 0);
-    ck_assert_uint_eq(g.n, 12);
+    log = reopen(&o);
+    ck_assert(!opened.corrupt);
+    ck_assert_uint_eq(opened.torn_bytes, 0);
+    ck_assert_uint_eq(got.n, 12);
     for (int i = 0; i < 1000; i += 100) {
         snprintf(id, sizeof id, "id-%d", i);
-        ck_assert_msg(has(&g, id), "%s lost by the rewrite", id);
+        ck_assert_msg(has(&got, id), "%s lost by the rewrite", id);
     }
-    ck_assert_uint_eq(g.left[0], 500);              /* the expiry travels through the rewrite */
-    ck_assert(has(&g, "arrived-during-the-rewrite"));
-    ck_assert(has(&g, "after"));
+    ck_assert_uint_eq(got.left[0], 500);              /* the expiry travels through the rewrite */
+    ck_assert(has(&got, "arrived-during-the-rewrite"));
+    ck_assert(has(&got, "after"));
     postlog_close(log);
 
     /* Without a walk there is no rewrite. */
     struct postlog_opts plain = { .ttl = 3600 };
-    log = reopen(path, &plain, &g, &r);
+    log = reopen(&plain);
     ck_assert_int_eq(postlog_compact(log), EINVAL);
     postlog_close(log);
-    check_scratch_free(dir, path);
 }
 END_TEST
 
 START_TEST(test_compaction_by_itself)
 {
-    char *dir = check_tmpdir("check_postlog"), *path = check_join(dir, "x.posts");
     static struct journal j = { .mu = PTHREAD_MUTEX_INITIALIZER };
     struct postlog_opts o = { 0 };
-    struct postlog_opened r;
-    struct got g;
-    struct postlog *log = open_journaled(path, &o, &j, 4096, &g, &r);
+    struct postlog *log = open_journaled(&o, &j, 4096);
     /* The same 10 ids again and again: the file grows, the live set does not. */
     char id[40];
     for (int i = 0; i < 3000; i++) {
@@ -451,10 +445,10 @@ START_TEST(test_compaction_by_itself)
     /* 3000 records of ~40 bytes would be 120 KB: the rewrites keep it near the floor. */
     ck_assert_int_lt(file_size(path), 3 * 4096);
     postlog_close(log);
-    log = reopen(path, &o, &g, &r);
+    log = reopen(&o);
     for (int i = 0; i < 10; i++) {
         snprintf(id, sizeof id, "again-%d", i);
-        ck_assert(has(&g, id));
+        ck_assert(has(&got, id));
     }
     postlog_close(log);
 
@@ -462,7 +456,7 @@ START_TEST(test_compaction_by_itself)
     atomic_store(&clock_now, 4000000);
     struct postlog_opts oc = o, append_only = { .ttl = 3600, .clock = test_clock };
     oc.clock = test_clock;
-    log = reopen(path, &append_only, &g, &r);
+    log = reopen(&append_only);
     for (int i = 0; i < 500; i++) {
         snprintf(id, sizeof id, "short-lived-%d", i);
         ck_assert_int_eq(append1(log, id, 5), 0);
@@ -471,13 +465,12 @@ START_TEST(test_compaction_by_itself)
     off_t big = file_size(path);
     atomic_store(&clock_now, 4000010);
     j.n = 0;
-    log = reopen(path, &oc, &g, &r);
-    ck_assert_uint_eq(r.expired, 500);
+    log = reopen(&oc);
+    ck_assert_uint_eq(opened.expired, 500);
     wait_for_a_compaction(log, &pi);
     ck_assert_uint_eq(pi.compactions, 1);
     ck_assert_int_lt(file_size(path), big);
     postlog_close(log);
-    check_scratch_free(dir, path);
 }
 END_TEST
 
@@ -506,30 +499,33 @@ static int hold_first_write(void *ctx, enum postlog_io op)
 }
 
 /*
- * Open path with the gate armed for want appends: o is set to hold the
- * first write until they are all queued, and the gate watches the log.
+ * The log at path with the gate armed for want appends: its options hold
+ * the first write until they are all queued, and the gate watches the log.
+ * Static in a test, as the gate outlives the log's threads.
  */
-static struct postlog *open_gated(const char *path, struct gate *gt, uint64_t want,
-                                  struct postlog_opts *o, struct got *g, struct postlog_opened *r)
+struct gated {
+    struct gate gt;
+    struct postlog_opts o;
+    struct postlog *log;
+};
+
+static void open_gated(struct gated *x, uint64_t want)
 {
-    atomic_store(&gt->log, NULL);
-    atomic_store(&gt->writes, 0);
-    gt->want = want;
-    *o = (struct postlog_opts){ .ttl = 3600, .fault = hold_first_write, .fault_ctx = gt };
-    struct postlog *log = reopen(path, o, g, r);
-    atomic_store(&gt->log, log);
-    return log;
+    atomic_store(&x->gt.log, NULL);
+    atomic_store(&x->gt.writes, 0);
+    x->gt.want = want;
+    x->o = (struct postlog_opts){ .ttl = 3600, .fault = hold_first_write, .fault_ctx = &x->gt };
+    x->log = reopen(&x->o);
+    atomic_store(&x->gt.log, x->log);
 }
 
-/* Close log and read path back: the reopened log, which must hold n ids (in *g). */
-static struct postlog *close_reopen_count(struct postlog *log, const char *path,
-                                          const struct postlog_opts *o, struct got *g,
-                                          struct postlog_opened *r, size_t n)
+/* Close x's log and read path back: the reopened log must hold n ids (in got); then closed too. */
+static void close_reopen_count(struct gated *x, size_t n)
 {
-    postlog_close(log);
-    log = reopen(path, o, g, r);
-    ck_assert_uint_eq(g->n, n);
-    return log;
+    postlog_close(x->log);
+    x->log = reopen(&x->o);
+    ck_assert_uint_eq(got.n, n);
+    postlog_close(x->log);
 }
 
 struct appender {
@@ -550,16 +546,12 @@ static void *append_thread(void *arg)
 START_TEST(test_group_commit)
 {
     enum { N = 64 };
-    char *dir = check_tmpdir("check_postlog"), *path = check_join(dir, "x.posts");
-    static struct gate gt;
-    struct postlog_opts o;
-    struct postlog_opened r;
-    struct got g;
-    struct postlog *log = open_gated(path, &gt, N, &o, &g, &r);
+    static struct gated x;
+    open_gated(&x, N);
     pthread_t th[N];
     struct appender a[N];
     for (int i = 0; i < N; i++) {
-        a[i] = (struct appender){ log, i, -1 };
+        a[i] = (struct appender){ x.log, i, -1 };
         ck_assert_int_eq(pthread_create(&th[i], NULL, append_thread, &a[i]), 0);
     }
     for (int i = 0; i < N; i++) {
@@ -567,19 +559,17 @@ START_TEST(test_group_commit)
         ck_assert_int_eq(a[i].rc, 0);
     }
     struct postlog_info pi;
-    postlog_info(log, &pi);
+    postlog_info(x.log, &pi);
     ck_assert_uint_eq(pi.appends, N);
     /* The first batch (whoever came first), then all the others together. */
     ck_assert_uint_le(pi.batches, 2);
     ck_assert_uint_eq(pi.syncs, pi.batches);
-    log = close_reopen_count(log, path, &o, &g, &r, N);
+    close_reopen_count(&x, N);
     for (int i = 0; i < N; i++) {
         char id[40];
         snprintf(id, sizeof id, "concurrent-%d", i);
-        ck_assert(has(&g, id));
+        ck_assert(has(&got, id));
     }
-    postlog_close(log);
-    check_scratch_free(dir, path);
 }
 END_TEST
 
@@ -603,35 +593,29 @@ static void count_done(void *arg, int err)
 START_TEST(test_submit)
 {
     enum { N = 300 };
-    char *dir = check_tmpdir("check_postlog"), *path = check_join(dir, "x.posts");
-    static struct gate gt;
-    struct postlog_opts o;
-    struct postlog_opened r;
-    struct got g;
+    static struct gated x;
     static struct done_count dc = { PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER, 0, 0 };
-    struct postlog *log = open_gated(path, &gt, N, &o, &g, &r);
+    open_gated(&x, N);
     char id[40];
     for (int i = 0; i < N; i++) {
         snprintf(id, sizeof id, "async-%d", i);
         const char *p = id;
         size_t len = strlen(id);
-        ck_assert_int_eq(postlog_submit(log, 1, &p, &len, 600, count_done, &dc), 0);
+        ck_assert_int_eq(postlog_submit(x.log, 1, &p, &len, 600, count_done, &dc), 0);
     }
-    ck_assert_int_eq(postlog_submit(log, 0, NULL, NULL, 600, count_done, &dc), EINVAL);
+    ck_assert_int_eq(postlog_submit(x.log, 0, NULL, NULL, 600, count_done, &dc), EINVAL);
     pthread_mutex_lock(&dc.mu);
     while (dc.calls < N)
         pthread_cond_wait(&dc.cv, &dc.mu);
     pthread_mutex_unlock(&dc.mu);
     struct postlog_info pi;
-    postlog_info(log, &pi);
+    postlog_info(x.log, &pi);
     ck_assert_uint_eq(dc.calls, N);                 /* once each, the EINVAL one never */
     ck_assert_uint_eq(dc.errors, 0);
     ck_assert_uint_eq(pi.appends, N);
     /* The submitter did not wait: the first write, then all the others in one. */
     ck_assert_uint_le(pi.syncs, 2);
-    log = close_reopen_count(log, path, &o, &g, &r, N);
-    postlog_close(log);
-    check_scratch_free(dir, path);
+    close_reopen_count(&x, N);
 }
 END_TEST
 
@@ -645,12 +629,9 @@ static int inject(void *ctx, enum postlog_io op)
 
 START_TEST(test_failures)
 {
-    char *dir = check_tmpdir("check_postlog"), *path = check_join(dir, "x.posts");
     static struct journal j = { .mu = PTHREAD_MUTEX_INITIALIZER };
     struct postlog_opts o = { .fault = inject };
-    struct postlog_opened r;
-    struct got g;
-    struct postlog *log = open_journaled(path, &o, &j, NEVER, &g, &r);
+    struct postlog *log = open_journaled(&o, &j, NEVER);
     journal_add(&j, "kept", 3600);
     ck_assert_int_eq(append1(log, "kept", 3600), 0);
 
@@ -678,18 +659,18 @@ START_TEST(test_failures)
     ck_assert_int_eq(append1(log, "repaired", 3600), 0);
     postlog_close(log);
 
-    log = reopen(path, &o, &g, &r);
-    ck_assert(!r.corrupt);
-    ck_assert(has(&g, "kept"));
-    ck_assert(has(&g, "next"));
-    ck_assert(has(&g, "repaired"));
-    ck_assert(!has(&g, "refused"));
-    ck_assert(!has(&g, "unsynced"));
+    log = reopen(&o);
+    ck_assert(!opened.corrupt);
+    ck_assert(has(&got, "kept"));
+    ck_assert(has(&got, "next"));
+    ck_assert(has(&got, "repaired"));
+    ck_assert(!has(&got, "refused"));
+    ck_assert(!has(&got, "unsynced"));
     postlog_close(log);
 
     /* A broken log answers at once, before the rewrite, with the sync's error. */
     struct postlog_opts o2 = { .ttl = 3600, .fault = inject };   /* no walk: stays broken */
-    log = reopen(path, &o2, &g, &r);
+    log = reopen(&o2);
     atomic_store(&fail_sync, EIO);
     ck_assert_int_eq(append1(log, "x", 3600), EIO);
     ck_assert_int_eq(append1(log, "y", 3600), EIO);
@@ -703,12 +684,11 @@ START_TEST(test_failures)
     ck_assert_uint_eq(pi.failures, 3);
     ck_assert_uint_eq(never.calls, 0);
     postlog_close(log);
-    check_scratch_free(dir, path);
 }
 END_TEST
 
 CHECK_SUITE("postlog",
-    CHECK_CASE("core", .timeout = 120),
+    CHECK_CASE("core", .setup = setup, .teardown = teardown, .timeout = 120),
     CHECK_TEST(test_round_trip),
     CHECK_TEST(test_wall_clock_expiry),
     CHECK_TEST(test_torn_tail),
