@@ -63,17 +63,23 @@ struct want {
 #define HAS(t) { WANT_HAS, (t) }
 #define HAS_NOT(t) { WANT_HAS_NOT, (t) }
 
-/* Writes c's file of that kind and checks each of w[0..n) in it; a failure names the kind and the row. */
-static void assert_file(const struct config *c, enum proxyconf_kind kind, const struct want *w, size_t n)
+/*
+ * Writes c's file of that kind and checks each of w[0..n) in it (n stops
+ * early at a row with no text); a failure names the kind, label (the
+ * table row's, or NULL) and the want.
+ */
+static void assert_file(const struct config *c, enum proxyconf_kind kind, const char *label,
+                        const struct want *w, size_t n)
 {
     const char *name = kind == PROXYCONF_NGINX ? "nginx" : "caddy";
     char *s = render_ok(c, kind);
-    for (size_t i = 0; i < n; i++) {
+    for (size_t i = 0; i < n && w[i].text != NULL; i++) {
         bool line = w[i].op == WANT_LINE || w[i].op == WANT_NO_LINE;
         bool want = w[i].op == WANT_LINE || w[i].op == WANT_HAS;
         bool found = line ? has_line(s, w[i].text) : strstr(s, w[i].text) != NULL;
-        ck_assert_msg(found == want, "%s, row %zu: %s %s: %s", name, i,
-                      want ? "no" : "unexpected", line ? "line" : "text", w[i].text);
+        ck_assert_msg(found == want, "%s%s%s, want %zu: %s %s: %s", name, label ? ", " : "",
+                      label ? label : "", i, want ? "no" : "unexpected", line ? "line" : "text",
+                      w[i].text);
     }
     free(s);
 }
@@ -82,7 +88,7 @@ static void assert_file(const struct config *c, enum proxyconf_kind kind, const 
 #define EXPECT(c, kind, ...)                                                                    \
     do {                                                                                        \
         const struct want w_[] = { __VA_ARGS__ };                                               \
-        assert_file((c), (kind), w_, sizeof w_ / sizeof w_[0]);                                 \
+        assert_file((c), (kind), NULL, w_, sizeof w_ / sizeof w_[0]);                           \
     } while (0)
 
 START_TEST(test_kind_parse)
@@ -159,145 +165,118 @@ START_TEST(test_caddy_needs_utf8)
 }
 END_TEST
 
-/* One map line per template, the same shapes for any template. */
-START_TEST(test_nginx_map_lines)
+/* The key triple of one [auth] uri_template. */
+#define TMPL(t) "auth", "uri_template", (t)
+
+/*
+ * A configuration (the defaults, listen 127.0.0.1:8080, then key triples)
+ * and what its nginx and its Caddy file hold and do not; what names the row
+ * in a failure.
+ */
+static const struct file_case {
+    const char *what;
+    const char *kv[9];
+    struct want nginx[6], caddy[4];     /* each up to its first row without text */
+} file_cases[] = {
+    /* One map line per template, the same shapes for any template. */
+    { "map lines", { TMPL("/user/get/{id}"), TMPL("/api/v1/orders/{id}/items"), TMPL("/files/{id}.json") },
+      { LINE("    \"~^/user/get/(?:(?<bloomguard_s>(?:[^/?#%\\s]|%(?!2[fF]))+)(?:\\?\\S*)?\\x20"
+             "/user/get/(?<bloomguard_d>[^/]+)$|(?<bloomguard_r>[^/?#\\s]+)(?:[?#]|\\x20))\""),
+        LINE("    \"~^/api/v1/orders/(?:(?<bloomguard_s>(?:[^/?#%\\s]|%(?!2[fF]))+)/items(?:\\?\\S*)?\\x20"
+             "/api/v1/orders/(?<bloomguard_d>[^/]+)/items$|(?<bloomguard_r>[^/?#\\s]+)/items(?:[?#]|\\x20))\""),
+        LINE("    \"~^/files/(?:(?<bloomguard_s>(?:[^/?#%\\s]|%(?!2[fF]))+)\\.json(?:\\?\\S*)?\\x20"
+             "/files/(?<bloomguard_d>[^/]+)\\.json$|(?<bloomguard_r>[^/?#\\s]+)\\.json(?:[?#]|\\x20))\""),
+        LINE("        \"$bloomguard_d/$bloomguard_s$bloomguard_r\";") },
+      { LINE("\t\t\t~^/user/get/(?:(?:[^/?#%\\s]|%[^2/?#\\s]|%2[^fF/?#\\s])+(?:\\?\\S*)?\\x20"
+             "/user/get/([^/\"\\\\\\x00-\\x1f\\x7f\\x{FFFD}]+)$"
+             "|([\\x21\\x24-\\x2e\\x30-\\x3e\\x40-\\x5b\\x5d-\\x7e]+)(?:[?#]|\\x20)"
+             "|[^/?#\\s]+(?:[?#]|\\x20)) $1$2"),
+        LINE("\t\t\t~^/api/v1/orders/(?:(?:[^/?#%\\s]|%[^2/?#\\s]|%2[^fF/?#\\s])+/items(?:\\?\\S*)?\\x20"
+             "/api/v1/orders/([^/\"\\\\\\x00-\\x1f\\x7f\\x{FFFD}]+)/items$"
+             "|([\\x21\\x24-\\x2e\\x30-\\x3e\\x40-\\x5b\\x5d-\\x7e]+)/items(?:[?#]|\\x20)"
+             "|[^/?#\\s]+/items(?:[?#]|\\x20)) $1$2"),
+        LINE("\t\t\t\trespond `{\"id\":\"{bloomguard_id}\",\"exists\":false}` 404") } },
+    /*
+     * Metacharacters and what each file format does to backslashes and
+     * quotes: nginx keeps "\." but turns "\\" and "\"" into other things, so
+     * those go out as \xHH; Caddy's lexer keeps every backslash pair in a
+     * bare token.  The template list of the header shows them as they are.
+     */
+    { "escaping", { TMPL("/v1.0/a+b/(x)|[y]^*/{id}$"), TMPL("/q\\b\"/{id}'z"), TMPL("/caf\xC3\xA9/{id}") },
+      { HAS("\"~^/v1\\.0/a\\+b/\\(x\\)\\|\\[y\\]\\^\\*/(?:"),
+        HAS("(?<bloomguard_r>[^/?#\\s]+)\\$(?:[?#]|\\x20))\""),
+        HAS("\"~^/q\\x5cb\\x22/(?:"),
+        HAS("(?<bloomguard_r>[^/?#\\s]+)'z(?:[?#]|\\x20))\""),
+        HAS("\"~^/caf\\xc3\\xa9/(?:"),
+        HAS("#     /q\\b\"/{id}'z  ") },
+      { HAS("\t~^/v1\\.0/a\\+b/\\(x\\)\\|\\[y\\]\\^\\*/(?:"),
+        HAS("|[^/?#\\s]+\\$(?:[?#]|\\x20)) $1$2\n"),
+        HAS("\t~^/q\\\\b\\x22/(?:"),
+        HAS("\t~^/caf\\x{e9}/(?:") } },
+    /*
+     * A '%' in the template's text: the decoded path holds the byte it
+     * stands for, so the map compares only the raw URI and gives the raw ID
+     * (and nginx's id map has no line for a decoded one).
+     */
+    { "percent template", { TMPL("/a%20b/{id}") },
+      { LINE("    \"~^/a%20b/(?:(?<bloomguard_r>[^/?#\\s]+)(?:[?#]|\\x20))\""),
+        LINE("        \"/$bloomguard_r\";"),
+        HAS_NOT("(?x)") },
+      { LINE("\t\t\t~^/a%20b/(?:([\\x21\\x24-\\x2e\\x30-\\x3e\\x40-\\x5b\\x5d-\\x7e]+)(?:[?#]|\\x20)"
+             "|[^/?#\\s]+(?:[?#]|\\x20)) $1") } },
+    /* fail_open: the default yes, then no. */
+    { "fail open", { TMPL("/user/get/{id}") },
+      { LINE("        proxy_pass http://service;"),
+        LINE("        #     return 503 '{\"error\":\"guard_unavailable\",\"message\":\"bloomguard is not answering\"}';"),
+        HAS("FAIL OPEN") },
+      { LINE("\t\trespond 204") } },
+    { "fail closed", { TMPL("/user/get/{id}"), "auth", "fail_open", "no" },
+      { LINE("        return 503 '{\"error\":\"guard_unavailable\",\"message\":\"bloomguard is not answering\"}';"),
+        LINE("        #     proxy_pass http://service;"),
+        HAS("FAIL CLOSED") },
+      { NO_LINE("\t\trespond 204"),
+        LINE("\t\trespond `{\"error\":\"guard_unavailable\",\"message\":\"bloomguard is not answering\"}` 503") } },
+    /* uri_source: the header each proxy sets; auto is each proxy's own, with the advice to pin it. */
+    { "uri_source x-forwarded-uri", { TMPL("/user/get/{id}"), "auth", "uri_source", "x-forwarded-uri" },
+      { LINE("        proxy_set_header X-Forwarded-Uri $request_uri;"),
+        LINE("#     uri_source = x-forwarded-uri"),
+        HAS_NOT("X-Original-URI $request_uri") },
+      { LINE("\t\t\theader_up X-Forwarded-Uri {vars.bloomguard_uri}") } },
+    { "uri_source x-original-uri", { TMPL("/user/get/{id}"), "auth", "uri_source", "x-original-uri" },
+      { { 0 } },      /* nginx's own: the auto row */
+      { LINE("\t\t\theader_up X-Original-URI {vars.bloomguard_uri}"),
+        LINE("#     uri_source = x-original-uri") } },
+    { "uri_source auto", { TMPL("/user/get/{id}") },
+      { LINE("        proxy_set_header X-Original-URI $request_uri;"),
+        LINE("#     uri_source = x-original-uri"),
+        HAS("has uri_source = auto") },
+      { LINE("#     uri_source = x-forwarded-uri") } },
+};
+
+START_TEST(test_file)
+{
+    const struct file_case *fc = &file_cases[_i];
+    size_t n = 0;
+    while (n < sizeof fc->kv / sizeof fc->kv[0] && fc->kv[n] != NULL)
+        n++;
+    struct config c;
+    setup_config(&c, fc->kv, n);
+    assert_file(&c, PROXYCONF_NGINX, fc->what, fc->nginx, sizeof fc->nginx / sizeof fc->nginx[0]);
+    assert_file(&c, PROXYCONF_CADDY, fc->what, fc->caddy, sizeof fc->caddy / sizeof fc->caddy[0]);
+    config_free(&c);
+}
+END_TEST
+
+/* The map lines in the configured order: bloomguard's first match decides. */
+START_TEST(test_map_order)
 {
     struct config c;
-    CONFIG(&c, "auth", "uri_template", "/user/get/{id}", "auth", "uri_template",
-           "/api/v1/orders/{id}/items", "auth", "uri_template", "/files/{id}.json");
+    CONFIG(&c, TMPL("/user/get/{id}"), TMPL("/api/v1/orders/{id}/items"), TMPL("/files/{id}.json"));
     char *s = render_ok(&c, PROXYCONF_NGINX);
-    ASSERT_LINE(s, "    \"~^/user/get/(?:(?<bloomguard_s>(?:[^/?#%\\s]|%(?!2[fF]))+)(?:\\?\\S*)?\\x20"
-                   "/user/get/(?<bloomguard_d>[^/]+)$|(?<bloomguard_r>[^/?#\\s]+)(?:[?#]|\\x20))\"");
-    ASSERT_LINE(s, "    \"~^/api/v1/orders/(?:(?<bloomguard_s>(?:[^/?#%\\s]|%(?!2[fF]))+)/items(?:\\?\\S*)?\\x20"
-                   "/api/v1/orders/(?<bloomguard_d>[^/]+)/items$|(?<bloomguard_r>[^/?#\\s]+)/items(?:[?#]|\\x20))\"");
-    ASSERT_LINE(s, "    \"~^/files/(?:(?<bloomguard_s>(?:[^/?#%\\s]|%(?!2[fF]))+)\\.json(?:\\?\\S*)?\\x20"
-                   "/files/(?<bloomguard_d>[^/]+)\\.json$|(?<bloomguard_r>[^/?#\\s]+)\\.json(?:[?#]|\\x20))\"");
-    ASSERT_LINE(s, "        \"$bloomguard_d/$bloomguard_s$bloomguard_r\";");
-    /* In the configured order: bloomguard's first match decides. */
+    ck_assert_ptr_nonnull(strstr(s, "\"~^/files/"));
     ck_assert(strstr(s, "\"~^/user/get/") < strstr(s, "\"~^/api/v1/orders/"));
     ck_assert(strstr(s, "\"~^/api/v1/orders/") < strstr(s, "\"~^/files/"));
     free(s);
-    config_free(&c);
-}
-END_TEST
-
-START_TEST(test_caddy_map_lines)
-{
-    struct config c;
-    CONFIG(&c, "auth", "uri_template", "/user/get/{id}", "auth", "uri_template",
-           "/api/v1/orders/{id}/items");
-    EXPECT(&c, PROXYCONF_CADDY,
-           LINE("\t\t\t~^/user/get/(?:(?:[^/?#%\\s]|%[^2/?#\\s]|%2[^fF/?#\\s])+(?:\\?\\S*)?\\x20"
-                "/user/get/([^/\"\\\\\\x00-\\x1f\\x7f\\x{FFFD}]+)$"
-                "|([\\x21\\x24-\\x2e\\x30-\\x3e\\x40-\\x5b\\x5d-\\x7e]+)(?:[?#]|\\x20)"
-                "|[^/?#\\s]+(?:[?#]|\\x20)) $1$2"),
-           LINE("\t\t\t~^/api/v1/orders/(?:(?:[^/?#%\\s]|%[^2/?#\\s]|%2[^fF/?#\\s])+/items(?:\\?\\S*)?\\x20"
-                "/api/v1/orders/([^/\"\\\\\\x00-\\x1f\\x7f\\x{FFFD}]+)/items$"
-                "|([\\x21\\x24-\\x2e\\x30-\\x3e\\x40-\\x5b\\x5d-\\x7e]+)/items(?:[?#]|\\x20)"
-                "|[^/?#\\s]+/items(?:[?#]|\\x20)) $1$2"),
-           LINE("\t\t\t\trespond `{\"id\":\"{bloomguard_id}\",\"exists\":false}` 404"));
-    config_free(&c);
-}
-END_TEST
-
-/*
- * Metacharacters and what each file format does to backslashes and quotes:
- * nginx keeps "\." but turns "\\" and "\"" into other things, so those go
- * out as \xHH; Caddy's lexer keeps every backslash pair in a bare token.
- */
-START_TEST(test_escaping)
-{
-    struct config c;
-    CONFIG(&c, "auth", "uri_template", "/v1.0/a+b/(x)|[y]^*/{id}$", "auth", "uri_template",
-           "/q\\b\"/{id}'z", "auth", "uri_template", "/caf\xC3\xA9/{id}");
-    EXPECT(&c, PROXYCONF_NGINX,
-           HAS("\"~^/v1\\.0/a\\+b/\\(x\\)\\|\\[y\\]\\^\\*/(?:"),
-           HAS("(?<bloomguard_r>[^/?#\\s]+)\\$(?:[?#]|\\x20))\""),
-           HAS("\"~^/q\\x5cb\\x22/(?:"),
-           HAS("(?<bloomguard_r>[^/?#\\s]+)'z(?:[?#]|\\x20))\""),
-           HAS("\"~^/caf\\xc3\\xa9/(?:"),
-           /* The template list of the header shows them as they are. */
-           HAS("#     /q\\b\"/{id}'z  "));
-
-    EXPECT(&c, PROXYCONF_CADDY,
-           HAS("\t~^/v1\\.0/a\\+b/\\(x\\)\\|\\[y\\]\\^\\*/(?:"),
-           HAS("|[^/?#\\s]+\\$(?:[?#]|\\x20)) $1$2\n"),
-           HAS("\t~^/q\\\\b\\x22/(?:"),
-           HAS("\t~^/caf\\x{e9}/(?:"));
-    config_free(&c);
-}
-END_TEST
-
-/*
- * A '%' in the template's text: the decoded path holds the byte it stands
- * for, so the map compares only the raw URI and gives the raw ID.
- */
-START_TEST(test_percent_template)
-{
-    struct config c;
-    CONFIG(&c, "auth", "uri_template", "/a%20b/{id}");
-    EXPECT(&c, PROXYCONF_NGINX,
-           LINE("    \"~^/a%20b/(?:(?<bloomguard_r>[^/?#\\s]+)(?:[?#]|\\x20))\""),
-           LINE("        \"/$bloomguard_r\";"),
-           /* Nothing decoded to check: no line of the id map for it. */
-           HAS_NOT("(?x)"));
-    EXPECT(&c, PROXYCONF_CADDY,
-           LINE("\t\t\t~^/a%20b/(?:([\\x21\\x24-\\x2e\\x30-\\x3e\\x40-\\x5b\\x5d-\\x7e]+)(?:[?#]|\\x20)"
-                "|[^/?#\\s]+(?:[?#]|\\x20)) $1"));
-    config_free(&c);
-}
-END_TEST
-
-START_TEST(test_fail_open)
-{
-    struct config c;
-    CONFIG(&c, "auth", "uri_template", "/user/get/{id}");
-    EXPECT(&c, PROXYCONF_NGINX,
-           LINE("        proxy_pass http://service;"),
-           LINE("        #     return 503 '{\"error\":\"guard_unavailable\",\"message\":\"bloomguard is not answering\"}';"),
-           HAS("FAIL OPEN"));
-    EXPECT(&c, PROXYCONF_CADDY,
-           LINE("\t\trespond 204"));
-    config_free(&c);
-
-    CONFIG(&c, "auth", "uri_template", "/user/get/{id}", "auth", "fail_open", "no");
-    EXPECT(&c, PROXYCONF_NGINX,
-           LINE("        return 503 '{\"error\":\"guard_unavailable\",\"message\":\"bloomguard is not answering\"}';"),
-           LINE("        #     proxy_pass http://service;"),
-           HAS("FAIL CLOSED"));
-    EXPECT(&c, PROXYCONF_CADDY,
-           NO_LINE("\t\trespond 204"),
-           LINE("\t\trespond `{\"error\":\"guard_unavailable\",\"message\":\"bloomguard is not answering\"}` 503"));
-    config_free(&c);
-}
-END_TEST
-
-START_TEST(test_uri_source_headers)
-{
-    struct config c;
-    CONFIG(&c, "auth", "uri_template", "/user/get/{id}", "auth", "uri_source", "x-forwarded-uri");
-    EXPECT(&c, PROXYCONF_NGINX,
-           LINE("        proxy_set_header X-Forwarded-Uri $request_uri;"),
-           LINE("#     uri_source = x-forwarded-uri"),
-           HAS_NOT("X-Original-URI $request_uri"));
-    EXPECT(&c, PROXYCONF_CADDY,
-           LINE("\t\t\theader_up X-Forwarded-Uri {vars.bloomguard_uri}"));
-    config_free(&c);
-
-    CONFIG(&c, "auth", "uri_template", "/user/get/{id}", "auth", "uri_source", "x-original-uri");
-    EXPECT(&c, PROXYCONF_CADDY,
-           LINE("\t\t\theader_up X-Original-URI {vars.bloomguard_uri}"),
-           LINE("#     uri_source = x-original-uri"));
-    config_free(&c);
-
-    /* auto: each proxy's own header, and the advice to pin it. */
-    CONFIG(&c, "auth", "uri_template", "/user/get/{id}");
-    EXPECT(&c, PROXYCONF_NGINX,
-           LINE("        proxy_set_header X-Original-URI $request_uri;"),
-           LINE("#     uri_source = x-original-uri"),
-           HAS("has uri_source = auto"));
-    EXPECT(&c, PROXYCONF_CADDY,
-           LINE("#     uri_source = x-forwarded-uri"));
     config_free(&c);
 }
 END_TEST
@@ -416,12 +395,8 @@ CHECK_SUITE("proxyconf",
     CHECK_TEST(test_kind_parse),
     CHECK_LOOP(test_refusals, 2),
     CHECK_TEST(test_caddy_needs_utf8),
-    CHECK_TEST(test_nginx_map_lines),
-    CHECK_TEST(test_caddy_map_lines),
-    CHECK_TEST(test_escaping),
-    CHECK_TEST(test_percent_template),
-    CHECK_TEST(test_fail_open),
-    CHECK_TEST(test_uri_source_headers),
+    CHECK_EACH(test_file, file_cases),
+    CHECK_TEST(test_map_order),
     CHECK_LOOP(test_addresses, 6),
     CHECK_TEST(test_unix_socket),
     CHECK_LOOP(test_keepalive, 4),
