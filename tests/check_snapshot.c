@@ -786,11 +786,23 @@ START_TEST(test_other_identity_and_params)
     put_le64(mod + 96, 1000);                  /* journal_len */
     reseal_header(mod);
     ck_assert_int_eq(snapshot_read_mem(mod, len, &EXPECT, &s, why, sizeof why), SNAPSHOT_CORRUPT);
-    /* A reserved field set: the header's, then a layer's. */
+    /* A blocked image's kind is the 0 that builds before the field require of it. */
+    ck_assert_uint_eq(le32_at(buf + 76), 0);
+    /* A kind this build does not know: refused, never read as blocked. */
     memcpy(mod, buf, len);
-    mod[76] = 1;
+    put_le32(mod + 76, 200);
     reseal_header(mod);
-    ck_assert_int_eq(snapshot_read_mem(mod, len, &EXPECT, &s, why, sizeof why), SNAPSHOT_CORRUPT);
+    ck_assert_int_eq(snapshot_read_mem(mod, len, &EXPECT, &s, why, sizeof why),
+                     SNAPSHOT_OTHER_KIND);
+    ck_assert_str_eq(why, "a filter of kind 200, which this build does not know (written by a "
+                     "newer bloomguard?)");
+    ck_assert_ptr_null(s.filter);
+    /* A kind it knows that is not the expected one. */
+    e = EXPECT;
+    e.kind = "counting";
+    ck_assert_int_eq(snapshot_read_mem(buf, len, &e, &s, why, sizeof why), SNAPSHOT_OTHER_KIND);
+    ck_assert_str_eq(why, "snapshot of a blocked filter, not counting");
+    /* A layer's reserved field set. */
     memcpy(mod, buf, len);
     mod[lay + 2 * SNAPSHOT_LAYER_LEN + 44] = 1;
     reseal_header(mod);
@@ -957,6 +969,8 @@ START_TEST(test_layers_and_kv_round_trip)
     char why[SNAPSHOT_WHY_LEN] = "";
     ck_assert_msg(snapshot_read(path, &EXPECT, &s, why, sizeof why) == SNAPSHOT_OK, "%s", why);
     ck_assert_uint_eq(s.version, 2);
+    ck_assert_int_eq(s.params.kind, FILTER_KIND_BLOCKED);      /* the kind round-trips */
+    ck_assert_int_eq(filter_kind(s.filter), FILTER_KIND_BLOCKED);
     ck_assert_uint_eq(s.params.layers, fp.layers);
     ck_assert_mem_eq(&s.params.growth, &fp.growth, sizeof fp.growth);
     for (unsigned i = 0; i < fp.layers; i++) {
@@ -1170,6 +1184,8 @@ START_TEST(test_version_1_still_read)
     ck_assert_msg(snapshot_read_mem(buf, len, &EXPECT, &s, why, sizeof why) == SNAPSHOT_OK, "%s",
                   why);
     ck_assert_uint_eq(s.version, 1);
+    ck_assert_int_eq(s.params.kind, FILTER_KIND_BLOCKED);       /* old images are blocked */
+    ck_assert_int_eq(filter_kind(s.filter), FILTER_KIND_BLOCKED);
     ck_assert_uint_eq(s.n_kv, 0);
     ck_assert_str_eq(s.position, META.position);
     ck_assert_str_eq(s.table, "public.users");
