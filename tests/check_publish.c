@@ -178,9 +178,11 @@ START_TEST(test_format_of_a_generation)
 }
 END_TEST
 
+/* For each filter kind (_i): the file says the kind, and its readers answer as the table. */
 START_TEST(test_reader_answers_as_the_table)
 {
     struct publish *p;
+    fc.kind = _i;
     struct table *t = published_table(&p);
     int err = -1;
     bloomguard *bg = bloomguard_open(path, BLOOMGUARD_OPEN_MISSING_OK, &err);
@@ -216,6 +218,9 @@ START_TEST(test_reader_answers_as_the_table)
     ck_assert_uint_eq(in.generation, 1);
     ck_assert_uint_eq(in.layers, 1);
     ck_assert(!in.degraded);
+    const struct pubfmt_header *h = map_header(path);
+    ck_assert_uint_eq(h->blocks_scheme, pubfmt_kind_scheme((enum filter_kind)_i));
+    munmap((void *)h, PUBFMT_HEADER_BYTES);
     close_all(bg, p, t);
 }
 END_TEST
@@ -545,7 +550,7 @@ END_TEST
 CHECK_SUITE("publish",
     CHECK_CASE("publish", .setup = setup, .teardown = teardown, .timeout = 120),
     CHECK_TEST(test_format_of_a_generation),
-    CHECK_TEST(test_reader_answers_as_the_table),
+    CHECK_LOOP(test_reader_answers_as_the_table, FILTER_KINDS),
     CHECK_TEST(test_growth_reaches_readers),
     CHECK_TEST(test_rebuild_swaps_generations),
     CHECK_TEST(test_stale_horizon_is_degraded),

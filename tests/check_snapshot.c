@@ -1448,6 +1448,41 @@ START_TEST(test_concurrent_inserts_while_writing)
 }
 END_TEST
 
+/*
+ * Each filter kind (_i), grown to several layers, through a snapshot: read
+ * back as that kind, every key in it, and refused where another kind is
+ * expected.
+ */
+START_TEST(test_each_kind_round_trips)
+{
+    enum filter_kind kind = (enum filter_kind)_i;
+    enum filter_error fe;
+    struct filter *f = filter_new_with(kind, 2000, 0.01, NULL, NULL, &fe);
+    ck_assert_msg(f != NULL, "%s", filter_strerror(fe));
+    add_keys(f, "in", 0, 10000);
+    size_t len;
+    unsigned char *buf = stream_all(&META, f, NULL, 0, 4096, &len);
+    ck_assert_uint_eq(le32_at(buf + 76), kind);
+    struct snapshot s;
+    char why[SNAPSHOT_WHY_LEN] = "";
+    struct snapshot_expect e = EXPECT;
+    e.kind = filter_kind_name(kind);
+    ck_assert_msg(snapshot_read_mem(buf, len, &e, &s, why, sizeof why) == SNAPSHOT_OK, "%s", why);
+    ck_assert_int_eq(s.params.kind, kind);
+    ck_assert_int_eq(filter_kind(s.filter), kind);
+    ck_assert_uint_ge(s.params.layers, 2);
+    char k[64];
+    for (uint64_t i = 0; i < 10000; i++)
+        ck_assert(filter_contains(s.filter, k, key(k, sizeof k, "in", i)));
+    snapshot_release(&s);
+    e.kind = filter_kind_name((enum filter_kind)((kind + 1) % FILTER_KINDS));
+    if (FILTER_KINDS > 1)
+        ck_assert_int_eq(snapshot_read_mem(buf, len, &e, &s, why, sizeof why), SNAPSHOT_OTHER_KIND);
+    free(buf);
+    filter_free(f);
+}
+END_TEST
+
 CHECK_SUITE("snapshot",
     CHECK_CASE("core", .timeout = 120),
     CHECK_TEST(test_filter_image),
@@ -1461,6 +1496,7 @@ CHECK_SUITE("snapshot",
     CHECK_TEST(test_position_limits),
     CHECK_TEST(test_other_version),
     CHECK_TEST(test_layers_and_kv_round_trip),
+    CHECK_LOOP(test_each_kind_round_trips, FILTER_KINDS),
     CHECK_TEST(test_kv_writer_limits),
     CHECK_TEST(test_corrupt_kv_refused),
     CHECK_TEST(test_version_1_still_read),
