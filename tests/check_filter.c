@@ -774,9 +774,10 @@ END_TEST
 /*
  * Each kind (_i), through everything that takes a kind: made by its
  * constructor, it says its kind (filter_kind, filter_info, filter_export),
- * holds every key, keeps its rate, grows, and comes back the same filter
- * of the same kind from its image, and a view over the image answers as
- * it does.  A new kind is tested here by being in enum filter_kind.
+ * holds every key, keeps its rate, grows (the bulk path into the same
+ * layers and bits as the atomic one), and comes back the same filter of
+ * the same kind from its image, and a view over the image answers as it
+ * does.  A new kind is tested here by being in enum filter_kind.
  */
 START_TEST(test_each_kind)
 {
@@ -808,6 +809,29 @@ START_TEST(test_each_kind)
     ck_assert_uint_ge(info.layers, 2);
     ck_assert_msg(info.estimated_fpp <= 0.01, "%s: estimated %g after growth", name,
                   info.estimated_fpp);
+    /* The bulk path, key for key as filter_add: the same layers, bit for bit. */
+    uint64_t *hs = malloc(100000 * sizeof *hs);
+    for (uint64_t i = 0; i < 100000; i++)
+        hs[i] = filter_hash(k, key_of(k, sizeof k, "in", i));
+    struct filter *bulk = filter_new_with(kind, 20000, 0.01, NULL, NULL, &e);
+    ck_assert_ptr_nonnull(bulk);
+    filter_add_hashes_exclusive(bulk, hs, 10000);
+    filter_add_hashes_exclusive(bulk, hs + 10000, 90000);
+    ck_assert_uint_eq(filter_layers(bulk), info.layers);
+    for (unsigned l = 0; l < info.layers; l++) {
+        struct filter_layer_info a, b;
+        ck_assert(filter_layer_info(f, l, &a) && filter_layer_info(bulk, l, &b));
+        ck_assert_msg(a.bits == b.bits && a.bits_set == b.bits_set && a.items == b.items,
+                      "%s: layer %u differs between filter_add and the bulk path", name, l);
+        size_t size = (size_t)(a.bits / 8);
+        unsigned char *x = malloc(size), *y = malloc(size);
+        ck_assert(filter_bits_read(f, l, 0, x, size) && filter_bits_read(bulk, l, 0, y, size));
+        ck_assert_msg(memcmp(x, y, size) == 0, "%s: layer %u's bits differ", name, l);
+        free(x);
+        free(y);
+    }
+    filter_free(bulk);
+    free(hs);
 
     /* Its image: back as the same kind, bit for bit; and a view over it. */
     struct filter_params p;
