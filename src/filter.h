@@ -171,9 +171,10 @@ enum filter_error filter_plan_layer_kind(enum filter_kind kind, uint64_t expecte
 /*
  * Create an empty blocked filter of one layer sized so that its
  * false-positive rate after expected_items distinct inserts is at most fpp,
- * growing with the default parameters (FILTER_GROWTH_DEFAULT) past that.  expected_items may
- * be 0 (one block).  Returns NULL and sets *err (if err is not NULL) on
- * failure.  The caller owns the filter and releases it with filter_free.
+ * growing with the default parameters (FILTER_GROWTH_DEFAULT) past that.
+ * expected_items may be 0 (one block).  Returns NULL and sets *err (if err
+ * is not NULL) on failure.  The caller owns the filter and releases it with
+ * filter_free.
  */
 struct filter *filter_new(uint64_t expected_items, double fpp, enum filter_error *err);
 /* The same with growth parameters g (NULL: the defaults). */
@@ -417,8 +418,9 @@ bool filter_bits_write(struct filter *f, unsigned layer, uint64_t offset, const 
  * lookups may run.  NULL / false when the geometry is not one a filter can
  * have (a kind this build does not know, blocks 0 or beyond
  * FILTER_MAX_BYTES, probes outside 1..16, words unaligned), or the view
- * has FILTER_MAX_LAYERS layers, or no memory.  filter_free releases the view, never the bits.
- * Never call an insert on a view.  target_fpp is only reported back.
+ * has FILTER_MAX_LAYERS layers, or no memory.  filter_free releases the
+ * view, never the bits.  Never call an insert on a view.  target_fpp is
+ * only reported back.
  */
 struct filter *filter_view_new(enum filter_kind kind, double target_fpp, uint64_t blocks,
                                unsigned probes, const void *words);

@@ -95,9 +95,10 @@
  * this when there is no file.
  *
  * Which parameters must match (struct snapshot_expect): the kind and the
- * false-positive rate, when the caller gives them.  The capacity (and so the geometry), the
- * layers and the growth parameters may differ: the daemon sizes a filter
- * from the table's row count, which moves all the time, and a snapshot
+ * false-positive rate, when the caller gives them.  The capacity (and so
+ * the geometry), the layers and the growth parameters may differ: the
+ * daemon sizes a filter from the table's row count, which moves all the
+ * time, and a snapshot
  * sized for fewer rows is still exact (no false negatives), only fuller or
  * grown; a caller that wants its own growth parameters sets them
  * (filter_set_growth).  Each layer's geometry must still be the one
