@@ -98,10 +98,9 @@
  * false-positive rate, when the caller gives them.  The capacity (and so
  * the geometry), the layers and the growth parameters may differ: the
  * daemon sizes a filter from the table's row count, which moves all the
- * time, and a snapshot
- * sized for fewer rows is still exact (no false negatives), only fuller or
- * grown; a caller that wants its own growth parameters sets them
- * (filter_set_growth).  Each layer's geometry must still be the one
+ * time, and a snapshot sized for fewer rows is still exact (no false
+ * negatives), only fuller or grown; a caller that wants its own growth
+ * parameters sets them (filter_set_growth).  Each layer's geometry must still be the one
  * filter_plan gives for its stored capacity and rate, and the rates and
  * shares must fit in the whole's (filter_new_from), or the snapshot counts
  * as other parameters: it was sized by another sizing rule.
