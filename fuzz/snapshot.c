@@ -99,11 +99,15 @@ FUZZ_TARGET(snapshot)
     FUZZ_CHECK(le64_at(buf + n - 8) == XXH64(buf, n - 8, 0));
     FUZZ_CHECK(s.params.layers >= 1 && s.params.layers <= FILTER_MAX_LAYERS);
     FUZZ_CHECK(version > 1 || s.params.layers == 1);
+    /* Of a kind this build knows, stored as read (version 1: blocked), and made so. */
+    FUZZ_CHECK(filter_kind_known(s.params.kind) && filter_kind(s.filter) == s.params.kind);
+    FUZZ_CHECK(s.params.kind == (version == 1 ? FILTER_KIND_BLOCKED : le32_at(buf + 76)));
     uint64_t blocks = 0, items = 0;
     for (unsigned l = 0; l < s.params.layers; l++) {
         const struct filter_layer_params *lp = &s.params.layer[l];
         struct filter_plan plan;
-        FUZZ_CHECK(filter_plan_layer(lp->capacity, lp->target_fpp, &plan) == FILTER_OK);
+        FUZZ_CHECK(filter_plan_layer_kind(s.params.kind, lp->capacity, lp->target_fpp, &plan)
+                   == FILTER_OK);
         FUZZ_CHECK(plan.blocks == lp->blocks && plan.probes == lp->probes);
         FUZZ_CHECK(lp->target_fpp <= s.params.target_fpp);
         blocks += lp->blocks;

@@ -49,6 +49,7 @@ struct filter_config {
     double headroom;             /* [filter] */
     unsigned max_layers;         /* [filter] layers the filter may grow to (filter.h) */
     double growth;               /* [filter] a new layer's size over the items so far */
+    int kind;                    /* [filter] kind: enum filter_kind (filter.h) */
     unsigned rebuild_interval;   /* [sync] seconds; 0 = off */
     uint64_t rebuild_after_deletes; /* [sync]; 0 = off */
     bool auto_grow;              /* [sync] */

@@ -90,6 +90,10 @@ static const struct config_enum_name sync_methods[] = {
     { "auto", SYNC_AUTO }, { "logical", SYNC_LOGICAL }, { "feed", SYNC_FEED },
     { "notify", SYNC_NOTIFY }, { NULL, 0 }
 };
+/* Every enum filter_kind, by filter_kind_name (tests/check_filter.c holds the two together). */
+static const struct config_enum_name filter_kinds[] = {
+    { "blocked", FILTER_KIND_BLOCKED }, { NULL, 0 }
+};
 static const struct config_enum_name uri_sources[] = {
     { "auto", URI_SOURCE_AUTO }, { "x-original-uri", URI_SOURCE_X_ORIGINAL_URI },
     { "x-forwarded-uri", URI_SOURCE_X_FORWARDED_URI }, { "path", URI_SOURCE_PATH }, { NULL, 0 }
@@ -165,6 +169,9 @@ const struct config_key config_keys[] = {
     K_DBL("filter", "growth", "2.0", CONFIG_REBUILD, FF(growth), FILTER_MIN_EXPANSION, false,
           FILTER_MAX_EXPANSION, false,
           "a layer added when the filter fills up is sized for this many times the items so far"),
+    K_FENUM("filter", "kind", "blocked", CONFIG_REBUILD, kind, filter_kinds,
+            "the filter's layout: blocked (each key's bits in one 64-byte block: one cache line "
+            "per lookup)"),
 
     K_BOOL("sync", "enabled", "yes", CONFIG_RESTART, CF(sync_enabled),
            "follow changes to the tables after their load; no: only loads (a static table)"),

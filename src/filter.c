@@ -26,8 +26,26 @@ const char *filter_strerror(enum filter_error e)
         return "filter geometry is not the one sized for its capacity and false-positive rate";
     case FILTER_EINVAL_GROWTH:
         return "filter growth parameters are out of range";
+    case FILTER_EKIND: return "a filter kind this build does not know";
     }
     return "unknown filter error";
+}
+
+/* The names of the kinds, by enum filter_kind: one per kind, checked below. */
+static const char *const kind_names[] = {
+    [FILTER_KIND_BLOCKED] = "blocked",
+};
+_Static_assert(sizeof kind_names / sizeof kind_names[0] == FILTER_KINDS,
+               "each filter kind needs its name in kind_names[]");
+
+bool filter_kind_known(unsigned k)
+{
+    return k < FILTER_KINDS;
+}
+
+const char *filter_kind_name(enum filter_kind kind)
+{
+    return filter_kind_known(kind) ? kind_names[kind] : NULL;
 }
 
 /* ---------------------------------------------------------- building -- */
@@ -64,6 +82,7 @@ static struct layer *layer_shell(const struct filter_plan *plan)
     struct layer *l = calloc(1, sizeof(*l));
     if (l == NULL)
         return NULL;
+    l->kind = plan->kind;
     l->blocks = plan->blocks;
     l->probes = plan->probes;
     for (unsigned w = 0; w < WORDS_PER_BLOCK; w++) {
@@ -116,9 +135,8 @@ static struct filter *filter_around(struct layer *l0, double p, const struct fil
         layer_free(a, 0, l0);
         return NULL;
     }
-#if defined(__x86_64__)
-    f->avx2 = __builtin_cpu_supports("avx2");
-#endif
+    f->kind = l0->kind;
+    filter_lookup_choose(f, true);
     f->alloc = *a;
     f->target_fpp = p;
     f->growth = *g;
@@ -167,8 +185,9 @@ static double share_for(const struct filter *f, unsigned i)
     return share_after(f->target_fpp, &f->growth, i, keep);
 }
 
-struct filter *filter_new_with(uint64_t n, double p, const struct filter_growth *g,
-                               const struct filter_alloc *a, enum filter_error *err)
+struct filter *filter_new_with(enum filter_kind kind, uint64_t n, double p,
+                               const struct filter_growth *g, const struct filter_alloc *a,
+                               enum filter_error *err)
 {
     struct filter_plan plan;
     struct filter *f = NULL;
@@ -178,7 +197,8 @@ struct filter *filter_new_with(uint64_t n, double p, const struct filter_growth 
         g = &def;
     if (a == NULL)
         a = &default_alloc;
-    enum filter_error e = filter_growth_valid(g) ? filter_plan(n, p, &plan) : FILTER_EINVAL_GROWTH;
+    enum filter_error e = filter_growth_valid(g) ? filter_plan_kind(kind, n, p, &plan)
+                                                 : FILTER_EINVAL_GROWTH;
     if (e == FILTER_OK && ((l0 = layer_new(a, 0, &plan)) == NULL
                            || (f = filter_around(l0, p, g, a)) == NULL))
         e = FILTER_ENOMEM;
@@ -194,7 +214,7 @@ struct filter *filter_new_with(uint64_t n, double p, const struct filter_growth 
 struct filter *filter_new_growing(uint64_t n, double p, const struct filter_growth *g,
                                   enum filter_error *err)
 {
-    return filter_new_with(n, p, g, NULL, err);
+    return filter_new_with(FILTER_KIND_BLOCKED, n, p, g, NULL, err);
 }
 
 struct filter *filter_new(uint64_t n, double p, enum filter_error *err)
@@ -216,6 +236,11 @@ bool filter_set_growth(struct filter *f, const struct filter_growth *g)
 void filter_get_growth(const struct filter *f, struct filter_growth *out)
 {
     *out = f->growth;
+}
+
+enum filter_kind filter_kind(const struct filter *f)
+{
+    return f->kind;
 }
 
 void filter_free(struct filter *f)
@@ -250,7 +275,8 @@ static bool grow_locked(struct filter *f, unsigned n)
         want = (double)FILTER_MAX_ITEMS;
     struct filter_plan plan;
     struct layer *l;
-    if (share < FILTER_MIN_LAYER_FPP || filter_plan_layer((uint64_t)want, share, &plan) != FILTER_OK
+    if (share < FILTER_MIN_LAYER_FPP
+        || filter_plan_layer_kind(f->kind, (uint64_t)want, share, &plan) != FILTER_OK
         || (l = layer_new(&f->alloc, n, &plan)) == NULL) {
         atomic_store(&f->blocked, true);
         return false;
@@ -288,8 +314,12 @@ void filter_export(const struct filter *f, struct filter_params *out)
 {
     unsigned n = atomic_load_explicit(&((struct filter *)f)->nlayers, memory_order_acquire);
     memset(out, 0, sizeof(*out));
+    out->kind = f->kind;
     out->target_fpp = f->target_fpp;
-    out->growth = f->growth;
+    /* Field by field: the struct's padding is the caller's stack, and images are compared. */
+    out->growth.expansion = f->growth.expansion;
+    out->growth.tightening = f->growth.tightening;
+    out->growth.max_layers = f->growth.max_layers;
     out->layers = n;
     for (unsigned i = 0; i < n; i++) {
         struct layer *l = f->layer[i];
@@ -310,6 +340,9 @@ static enum filter_error check_params(const struct filter_params *p, double shar
                                       struct filter_plan plan[])
 {
     double p0 = p->target_fpp;
+    /* First: another kind's geometry means nothing to the checks below. */
+    if (!filter_kind_known(p->kind))
+        return FILTER_EKIND;
     if (!(p0 > FILTER_MIN_FPP && p0 < FILTER_MAX_FPP))
         return FILTER_EINVAL_FPP;
     if (!filter_growth_valid(&p->growth))
@@ -319,7 +352,7 @@ static enum filter_error check_params(const struct filter_params *p, double shar
     double keep = 1.0;          /* prod (1 - share) so far */
     for (unsigned i = 0; i < p->layers; i++) {
         const struct filter_layer_params *l = &p->layer[i];
-        enum filter_error e = filter_plan_layer(l->capacity, l->target_fpp, &plan[i]);
+        enum filter_error e = filter_plan_layer_kind(p->kind, l->capacity, l->target_fpp, &plan[i]);
         if (e != FILTER_OK)
             return e;
         if (plan[i].blocks != l->blocks || plan[i].probes != l->probes)
@@ -387,13 +420,14 @@ struct filter *filter_new_from(const struct filter_params *p, enum filter_error 
 /* ---------------------------------------------------------------- views -- */
 
 /* A layer of a view over words, or NULL when the geometry is not one a filter has. */
-static struct layer *view_layer(uint64_t blocks, unsigned probes, const void *words)
+static struct layer *view_layer(enum filter_kind kind, uint64_t blocks, unsigned probes,
+                                const void *words)
 {
-    if (blocks < 1 || blocks > FILTER_MAX_BYTES / FILTER_BLOCK_BYTES || probes < 1
-        || probes > MAX_PROBES || words == NULL || (uintptr_t)words % 64 != 0)
+    if (!filter_kind_known(kind) || blocks < 1 || blocks > FILTER_MAX_BYTES / FILTER_BLOCK_BYTES
+        || probes < 1 || probes > MAX_PROBES || words == NULL || (uintptr_t)words % 64 != 0)
         return NULL;
-    struct filter_plan plan = { .blocks = blocks, .bits = blocks * FILTER_BLOCK_BITS,
-                                .probes = probes };
+    struct filter_plan plan = { .kind = kind, .blocks = blocks,
+                                .bits = blocks * FILTER_BLOCK_BITS, .probes = probes };
     struct layer *l = layer_shell(&plan);
     if (l == NULL)
         return NULL;
@@ -402,10 +436,10 @@ static struct layer *view_layer(uint64_t blocks, unsigned probes, const void *wo
     return l;
 }
 
-struct filter *filter_view_new(double target_fpp, uint64_t blocks, unsigned probes,
-                               const void *words)
+struct filter *filter_view_new(enum filter_kind kind, double target_fpp, uint64_t blocks,
+                               unsigned probes, const void *words)
 {
-    struct layer *l0 = view_layer(blocks, probes, words);
+    struct layer *l0 = view_layer(kind, blocks, probes, words);
     if (l0 == NULL)
         return NULL;
     struct filter_growth g = FILTER_GROWTH_DEFAULT;
@@ -421,7 +455,7 @@ bool filter_view_add(struct filter *f, uint64_t blocks, unsigned probes, const v
     unsigned n = atomic_load_explicit(&f->nlayers, memory_order_relaxed);
     if (!f->view || n >= FILTER_MAX_LAYERS)
         return false;
-    struct layer *l = view_layer(blocks, probes, words);
+    struct layer *l = view_layer(f->kind, blocks, probes, words);
     if (l == NULL)
         return false;
     f->layer[n] = l;

@@ -61,6 +61,24 @@
 
 struct filter;
 
+/*
+ * What a filter is: its kind picks the layout of a layer's bits (and so
+ * the lookup, the sizing and the model).  Every layer of one filter is of
+ * the filter's kind.  The value is stored in images (a snapshot's kind
+ * field, snapshot.h; a published file's blocks_scheme, pubfmt.h): never
+ * renumber a kind, add new ones before FILTER_KINDS.
+ *   blocked  a split-block Bloom filter: a key's probes all fall in one
+ *            512-bit block (one cache line per layer per lookup).
+ */
+enum filter_kind {
+    FILTER_KIND_BLOCKED = 0,
+    FILTER_KINDS            /* how many; not a kind */
+};
+/* A kind's name ("blocked"), as the configuration and /stats spell it; NULL for no kind. */
+const char *filter_kind_name(enum filter_kind kind);
+/* Whether k is a kind this build knows (k < FILTER_KINDS). */
+bool filter_kind_known(unsigned k);
+
 /* Bits in one block: one cache line. */
 #define FILTER_BLOCK_BITS 512u
 /*
@@ -112,7 +130,8 @@ enum filter_error {
     FILTER_EGEOMETRY,    /* filter_new_from: blocks or probes are not what filter_plan
                             chooses for that capacity and rate, or the layers' rates and
                             shares do not fit in the filter's */
-    FILTER_EINVAL_GROWTH /* growth parameters outside the bounds above */
+    FILTER_EINVAL_GROWTH, /* growth parameters outside the bounds above */
+    FILTER_EKIND         /* filter_new_from: a kind this build does not know */
 };
 
 /* Human text for an error code (static storage). */
@@ -125,6 +144,7 @@ const char *filter_strerror(enum filter_error e);
  * FILTER_OK or an error as for filter_new.
  */
 struct filter_plan {
+    enum filter_kind kind; /* the kind it is a plan for */
     uint64_t capacity;     /* n as requested */
     uint64_t blocks;       /* >= 1 */
     uint64_t bits;         /* blocks * 512 */
@@ -139,13 +159,22 @@ enum filter_error filter_plan(uint64_t expected_items, double fpp, struct filter
  * For rates filter_plan accepts, both give the same plan.
  */
 enum filter_error filter_plan_layer(uint64_t expected_items, double fpp, struct filter_plan *out);
+/*
+ * filter_plan and filter_plan_layer are plans for FILTER_KIND_BLOCKED; these
+ * for any kind (FILTER_EKIND for a kind this build does not know).
+ */
+enum filter_error filter_plan_kind(enum filter_kind kind, uint64_t expected_items, double fpp,
+                                   struct filter_plan *out);
+enum filter_error filter_plan_layer_kind(enum filter_kind kind, uint64_t expected_items,
+                                         double fpp, struct filter_plan *out);
 
 /*
- * Create an empty filter of one layer sized so that its false-positive rate
- * after expected_items distinct inserts is at most fpp, growing with the
- * default parameters (FILTER_GROWTH_DEFAULT) past that.  expected_items may
- * be 0 (one block).  Returns NULL and sets *err (if err is not NULL) on
- * failure.  The caller owns the filter and releases it with filter_free.
+ * Create an empty blocked filter of one layer sized so that its
+ * false-positive rate after expected_items distinct inserts is at most fpp,
+ * growing with the default parameters (FILTER_GROWTH_DEFAULT) past that.
+ * expected_items may be 0 (one block).  Returns NULL and sets *err (if err
+ * is not NULL) on failure.  The caller owns the filter and releases it with
+ * filter_free.
  */
 struct filter *filter_new(uint64_t expected_items, double fpp, enum filter_error *err);
 /* The same with growth parameters g (NULL: the defaults). */
@@ -178,9 +207,15 @@ struct filter_alloc {
     void (*done)(void *ctx);
     void *ctx;
 };
-/* filter_new_growing with the layers' bits from a (NULL: the default). */
-struct filter *filter_new_with(uint64_t expected_items, double fpp, const struct filter_growth *g,
-                               const struct filter_alloc *a, enum filter_error *err);
+/*
+ * filter_new_growing of kind kind (FILTER_EKIND when this build does not
+ * know it), with the layers' bits from a (NULL: the default).
+ */
+struct filter *filter_new_with(enum filter_kind kind, uint64_t expected_items, double fpp,
+                               const struct filter_growth *g, const struct filter_alloc *a,
+                               enum filter_error *err);
+/* The kind f was made as (filter_new_with, filter_new_from, filter_view_new). */
+enum filter_kind filter_kind(const struct filter *f);
 
 /*
  * Change the growth parameters of f (e.g. of a filter read from a snapshot
@@ -246,6 +281,7 @@ bool filter_use_simd(struct filter *f, bool on);
  * moments).
  */
 struct filter_info {
+    enum filter_kind kind;
     uint64_t items;        /* keys that set at least one new bit: distinct keys, less
                               the few that were false positives when added (sum of layers) */
     uint64_t capacity;     /* expected items the layers were sized for (sum) */
@@ -304,9 +340,11 @@ bool filter_layer_info(const struct filter *f, unsigned i, struct filter_layer_i
  * same holds for items as filter_export reads it: it may lag the bits.
  *
  * filter_new_from builds an empty filter of exactly these parameters after
- * checking them: each layer's geometry must be the one filter_plan chooses
- * for its (capacity, target_fpp) (a layer's rate may be below
- * FILTER_MIN_FPP, down to FILTER_MIN_LAYER_FPP), layer 0's rate is the
+ * checking them: the kind must be one this build knows (FILTER_EKIND: never
+ * read an image of another kind as one of ours), each layer's geometry
+ * must be the one filter_plan_layer_kind chooses for its (capacity,
+ * target_fpp) (a layer's rate may be below FILTER_MIN_FPP, down to
+ * FILTER_MIN_LAYER_FPP), layer 0's rate is the
  * whole's, no layer's rate or share is above it and the shares' compound is
  * not either, so a filter read back is one this build could have made
  * (FILTER_EGEOMETRY otherwise; filter_plan's errors for the whole's rate and
@@ -328,6 +366,7 @@ struct filter_layer_params {
     uint64_t items;        /* as filter_layer_info's items */
 };
 struct filter_params {
+    enum filter_kind kind; /* every layer's */
     double target_fpp;     /* p of the whole */
     struct filter_growth growth;
     unsigned layers;       /* 1 ..= FILTER_MAX_LAYERS */
@@ -370,19 +409,21 @@ bool filter_bits_write(struct filter *f, unsigned layer, uint64_t offset, const 
  * ever set bits, with whole-word stores, so a view sees each word before
  * or after an insert, never torn.
  *
- * filter_view_new makes a view of one layer: blocks 512-bit blocks at
- * words (64-byte aligned, blocks * FILTER_BLOCK_BYTES bytes, readable for
- * the view's life), each key setting probes bits.  filter_view_add
- * appends the next layer and publishes it (release) to lookups running
- * concurrently: the same append-only rule as growth, so adds must not
- * overlap one another, lookups may run.  NULL / false when the geometry is
- * not one a filter can have (blocks 0 or beyond FILTER_MAX_BYTES, probes
- * outside 1..16, words unaligned), or the view has FILTER_MAX_LAYERS
- * layers, or no memory.  filter_free releases the view, never the bits.
- * Never call an insert on a view.  target_fpp is only reported back.
+ * filter_view_new makes a view of one layer of kind kind: blocks 512-bit
+ * blocks at words (64-byte aligned, blocks * FILTER_BLOCK_BYTES bytes,
+ * readable for the view's life), each key setting probes bits.
+ * filter_view_add appends the next layer (of the view's kind) and
+ * publishes it (release) to lookups running concurrently: the same
+ * append-only rule as growth, so adds must not overlap one another,
+ * lookups may run.  NULL / false when the geometry is not one a filter can
+ * have (a kind this build does not know, blocks 0 or beyond
+ * FILTER_MAX_BYTES, probes outside 1..16, words unaligned), or the view
+ * has FILTER_MAX_LAYERS layers, or no memory.  filter_free releases the
+ * view, never the bits.  Never call an insert on a view.  target_fpp is
+ * only reported back.
  */
-struct filter *filter_view_new(double target_fpp, uint64_t blocks, unsigned probes,
-                               const void *words);
+struct filter *filter_view_new(enum filter_kind kind, double target_fpp, uint64_t blocks,
+                               unsigned probes, const void *words);
 bool filter_view_add(struct filter *f, uint64_t blocks, unsigned probes, const void *words);
 /* Layers f has now (acquire): a lookup checks these. */
 unsigned filter_layers(const struct filter *f);

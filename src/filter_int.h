@@ -34,6 +34,7 @@
  */
 struct layer {
     _Atomic uint64_t *words;      /* blocks * 8 words, 64-byte aligned (the filter's alloc) */
+    enum filter_kind kind;        /* the filter's: the model and sizing read it from here */
     uint64_t blocks;
     size_t map_bytes;
     bool borrowed;                /* a view's: someone else's memory, never freed here */
@@ -72,9 +73,20 @@ struct layer {
  * next layer's share is computed from the older layers' measured fill, so
  * it pays for them.
  */
+/*
+ * How a filter's lookups run, chosen once from its kind and the CPU
+ * (filter_lookup_choose) so that a lookup branches once, on this, whatever
+ * the kind: a new kind is one more value and one more case in contains_in.
+ */
+enum filter_lookup {
+    LOOKUP_BLOCKED,           /* contains_scalar per layer */
+    LOOKUP_BLOCKED_AVX2       /* contains_avx2 over the layers */
+};
+
 struct filter {
     _Atomic unsigned nlayers;          /* >= 1 */
-    bool avx2;                         /* lookups may use contains_avx2 */
+    enum filter_kind kind;             /* every layer's */
+    unsigned char lookup;              /* enum filter_lookup */
     bool view;                         /* filter_view_new: read-only, layers borrowed */
     struct filter_alloc alloc;         /* where the layers' bits come from */
     atomic_bool blocked;               /* the last attempt to add a layer could not */
@@ -89,6 +101,12 @@ static inline unsigned probes_in_word(unsigned k, unsigned w)
 {
     return k / WORDS_PER_BLOCK + (w < k % WORDS_PER_BLOCK);
 }
+
+/*
+ * The lookup f's kind takes, with SIMD when simd says so and the CPU has it.
+ * Only before f is shared.
+ */
+void filter_lookup_choose(struct filter *f, bool simd);
 
 /*
  * A layer's false-positive rate estimated from bits_set of its bits set

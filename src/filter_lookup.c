@@ -151,29 +151,48 @@ static bool contains_avx2(struct layer *const *layers, unsigned n, uint64_t h)
 }
 #endif
 
-/* Whether any of the first n layers holds h, newest first. */
+/*
+ * Whether any of the first n layers holds h, newest first.  The one branch
+ * of a lookup on what the filter is: f->lookup, set once from its kind.
+ */
 static inline bool contains_in(const struct filter *f, unsigned n, uint64_t h)
 {
+    switch ((enum filter_lookup)f->lookup) {
+    case LOOKUP_BLOCKED_AVX2:
 #if defined(__x86_64__)
-    if (f->avx2)
         return contains_avx2(f->layer, n, h);
 #endif
+    case LOOKUP_BLOCKED:
+        break;
+    }
     for (unsigned i = n; i-- > 0;)
         if (contains_scalar(f->layer[i], h))
             return true;
     return false;
 }
 
+void filter_lookup_choose(struct filter *f, bool simd)
+{
+    bool avx2 = false;
+#if defined(__x86_64__)
+    avx2 = simd && __builtin_cpu_supports("avx2");
+#else
+    (void)simd;
+#endif
+    f->lookup = LOOKUP_BLOCKED;
+    switch (f->kind) {
+    case FILTER_KIND_BLOCKED:
+        f->lookup = avx2 ? LOOKUP_BLOCKED_AVX2 : LOOKUP_BLOCKED;
+        break;
+    case FILTER_KINDS:
+        break;
+    }
+}
+
 bool filter_use_simd(struct filter *f, bool on)
 {
-#if defined(__x86_64__)
-    f->avx2 = on && __builtin_cpu_supports("avx2");
-    return f->avx2;
-#else
-    (void)f;
-    (void)on;
-    return false;
-#endif
+    filter_lookup_choose(f, on);
+    return f->lookup == LOOKUP_BLOCKED_AVX2;
 }
 
 bool filter_contains_hash(const struct filter *f, uint64_t h)
@@ -308,6 +327,7 @@ void filter_info(const struct filter *f, struct filter_info *out)
     struct filter_layer_info li = { 0 };
     memset(out, 0, sizeof(*out));
     out->memory_bytes = sizeof(*f);
+    out->kind = f->kind;
     for (unsigned i = 0; i < n; i++) {
         layer_figures(f->layer[i], &li);
         out->items += li.items;

@@ -1,8 +1,9 @@
 /*
- * The arithmetic of a blocked Bloom filter layer, with no memory of its
+ * The arithmetic of a filter layer of each kind, with no memory of its
  * own: the false-positive model, sizing a plan for n keys at a rate p, and
  * a layer's rate estimated from its fill (and the fill at which it is
- * full).
+ * full).  The entry points switch on the kind; a kind missing from a
+ * switch is a compiler warning (-Wswitch), so an error under --enable-werror.
  */
 #include "filter_int.h"
 
@@ -77,9 +78,9 @@ static double fpp_at(double bits_per_key, unsigned k)
 }
 
 
-/* The sizing behind filter_plan and filter_plan_layer: rates above floor. */
-static enum filter_error plan_above(uint64_t n, double p, double floor_p, bool floor_open,
-                                    struct filter_plan *out)
+/* The blocked sizing behind filter_plan and filter_plan_layer: rates above floor. */
+static enum filter_error plan_blocked(uint64_t n, double p, double floor_p, bool floor_open,
+                                      struct filter_plan *out)
 {
     bool above = floor_open ? p > floor_p : p >= floor_p;
     if (!(above && p < FILTER_MAX_FPP))     /* also rejects NaN */
@@ -141,14 +142,43 @@ static enum filter_error plan_above(uint64_t n, double p, double floor_p, bool f
     return FILTER_OK;
 }
 
+/* A plan of kind kind for rates above floor. */
+static enum filter_error plan_above(enum filter_kind kind, uint64_t n, double p, double floor_p,
+                                    bool floor_open, struct filter_plan *out)
+{
+    enum filter_error e = FILTER_EKIND;
+    switch (kind) {
+    case FILTER_KIND_BLOCKED:
+        e = plan_blocked(n, p, floor_p, floor_open, out);
+        break;
+    case FILTER_KINDS:
+        break;
+    }
+    if (e == FILTER_OK)
+        out->kind = kind;
+    return e;
+}
+
+enum filter_error filter_plan_kind(enum filter_kind kind, uint64_t n, double p,
+                                   struct filter_plan *out)
+{
+    return plan_above(kind, n, p, FILTER_MIN_FPP, true, out);
+}
+
+enum filter_error filter_plan_layer_kind(enum filter_kind kind, uint64_t n, double p,
+                                         struct filter_plan *out)
+{
+    return plan_above(kind, n, p, FILTER_MIN_LAYER_FPP, false, out);
+}
+
 enum filter_error filter_plan(uint64_t n, double p, struct filter_plan *out)
 {
-    return plan_above(n, p, FILTER_MIN_FPP, true, out);
+    return filter_plan_kind(FILTER_KIND_BLOCKED, n, p, out);
 }
 
 enum filter_error filter_plan_layer(uint64_t n, double p, struct filter_plan *out)
 {
-    return plan_above(n, p, FILTER_MIN_LAYER_FPP, false, out);
+    return filter_plan_layer_kind(FILTER_KIND_BLOCKED, n, p, out);
 }
 
 bool filter_growth_valid(const struct filter_growth *g)
@@ -172,11 +202,11 @@ static double fill_at(unsigned k, double lambda)
 }
 
 /*
- * A layer's false-positive rate estimated from its fill: the keys per block
- * the fill implies (bisection: fill grows with lambda), then the model for
- * that many keys.
+ * A blocked layer's false-positive rate estimated from its fill: the keys
+ * per block the fill implies (bisection: fill grows with lambda), then the
+ * model for that many keys.
  */
-double filter_layer_rate(const struct layer *l, uint64_t bits_set)
+static double blocked_rate(const struct layer *l, uint64_t bits_set)
 {
     double fill_ratio = (double)bits_set / (double)(l->blocks * FILTER_BLOCK_BITS);
     double lo = 0.0, hi = 64.0 * WORDS_PER_BLOCK * 4;
@@ -190,6 +220,17 @@ double filter_layer_rate(const struct layer *l, uint64_t bits_set)
     return model_at(lo, l->probes, true);
 }
 
+double filter_layer_rate(const struct layer *l, uint64_t bits_set)
+{
+    switch (l->kind) {
+    case FILTER_KIND_BLOCKED:
+        return blocked_rate(l, bits_set);
+    case FILTER_KINDS:
+        break;
+    }
+    return 1.0;
+}
+
 double filter_layer_rate_now(const struct layer *l)
 {
     return filter_layer_rate(l, atomic_load_explicit(&((struct layer *)l)->bits_set,
@@ -197,15 +238,13 @@ double filter_layer_rate_now(const struct layer *l)
 }
 
 /*
- * The bits_set at which filter_layer_rate() reaches share: the inverse, computed
+ * The bits_set at which blocked_rate() reaches share: the inverse, computed
  * once per layer so that an insert compares two integers.  Bisection on the
  * keys per block (the model grows with them), then their expected fill.
  */
-static uint64_t bits_at_rate(const struct layer *l, double share)
+static uint64_t blocked_bits_at_rate(const struct layer *l, double share)
 {
     uint64_t bits = l->blocks * FILTER_BLOCK_BITS;
-    if (!(share > 0))
-        return 0;
     double lo = 0.0, hi = 512.0;
     if (model_at(hi, l->probes, true) < share)
         return bits;
@@ -218,6 +257,20 @@ static uint64_t bits_at_rate(const struct layer *l, double share)
     }
     double b = ceil(fill_at(l->probes, hi) * (double)bits);
     return b >= (double)bits ? bits : (uint64_t)b;
+}
+
+/* The same for a layer of any kind: 0 for no share. */
+static uint64_t bits_at_rate(const struct layer *l, double share)
+{
+    if (!(share > 0))
+        return 0;
+    switch (l->kind) {
+    case FILTER_KIND_BLOCKED:
+        return blocked_bits_at_rate(l, share);
+    case FILTER_KINDS:
+        break;
+    }
+    return 0;
 }
 
 void filter_layer_set_share(struct layer *l, double share)

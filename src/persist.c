@@ -216,6 +216,7 @@ bool persist_restore(const struct config *cfg, const struct filter_config *fc, c
     const struct snapshot_expect expect = {
         .name = fc->name, .table = fc->table, .column = fc->column,
         .target_fpp = fc->false_positive_rate,
+        .kind = filter_kind_name((enum filter_kind)fc->kind),
     };
     double t0 = mono_seconds();
     enum snapshot_status st = SNAPSHOT_MISSING;

@@ -26,13 +26,38 @@ bool pubfmt_check(const struct pubfmt_header *hdr, uint64_t file_bytes, char *wh
         return say(why, whylen, "a format version this build does not read");
     if (hdr->header_bytes != PUBFMT_HEADER_BYTES || hdr->byte_order != PUBFMT_BYTE_ORDER)
         return say(why, whylen, "written for another byte order or header size");
-    if (hdr->hash != PUBFMT_HASH_XXH3_64 || hdr->blocks_scheme != PUBFMT_BLOCKS_SPLIT512)
-        return say(why, whylen, "a hash or block scheme this build does not use");
+    enum filter_kind kind;
+    if (hdr->hash != PUBFMT_HASH_XXH3_64)
+        return say(why, whylen, "a hash this build does not use");
+    if (!pubfmt_scheme_kind(hdr->blocks_scheme, &kind))
+        return say(why, whylen, "a filter kind (block scheme) this build does not know");
     if (hdr->spell >= SPELL_NTYPES)
         return say(why, whylen, "a column type this build does not know");
     if (!(hdr->target_fpp > 0 && hdr->target_fpp < 1) || hdr->max_stale_ns < 0)
         return say(why, whylen, "a rate or max_staleness out of range");
     return true;
+}
+
+/* The scheme of each kind, by enum filter_kind: one per kind, checked below. */
+static const uint32_t kind_schemes[] = {
+    [FILTER_KIND_BLOCKED] = PUBFMT_BLOCKS_SPLIT512,
+};
+_Static_assert(sizeof kind_schemes / sizeof kind_schemes[0] == FILTER_KINDS,
+               "each filter kind needs its blocks_scheme in kind_schemes[]");
+
+uint32_t pubfmt_kind_scheme(enum filter_kind kind)
+{
+    return filter_kind_known(kind) ? kind_schemes[kind] : 0;
+}
+
+bool pubfmt_scheme_kind(uint32_t scheme, enum filter_kind *kind)
+{
+    for (unsigned k = 0; k < FILTER_KINDS; k++)
+        if (scheme != 0 && kind_schemes[k] == scheme) {
+            *kind = (enum filter_kind)k;
+            return true;
+        }
+    return false;
 }
 
 bool pubfmt_layer_ok(const struct pubfmt_layer *l, uint64_t file_bytes)

@@ -15,6 +15,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "filter.h"
+
 #define PUBFMT_MAGIC "BGFILTER"         /* 8 bytes, no terminator */
 #define PUBFMT_VERSION 1u
 /* The header page; the layers start at multiples of PUBFMT_ALIGN after it. */
@@ -24,11 +26,18 @@
 /* The key's hash: XXH3_64bits(key, len) with seed 0 (filter_hash). */
 #define PUBFMT_HASH_XXH3_64 1u
 /*
- * The block scheme of filter.c: a layer is `blocks` 512-bit blocks; the
- * block is (hash * blocks) >> 64; the probes are dealt round robin over the
- * block's eight 64-bit words, their bit positions six-bit fields of
- * murmur3's fmix64 of the hash (and of hash ^ 0x9e3779b97f4a7c15 for a
- * second bit per word beyond eight probes).  Words are native uint64_t.
+ * blocks_scheme says the filter's kind (filter.h), the layout of a layer's
+ * bits, one value per kind (pubfmt_scheme_kind):
+ *
+ * PUBFMT_BLOCKS_SPLIT512, kind blocked: a layer is `blocks` 512-bit
+ * blocks; the block is (hash * blocks) >> 64; the probes are dealt round
+ * robin over the block's eight 64-bit words, their bit positions six-bit
+ * fields of murmur3's fmix64 of the hash (and of hash ^ 0x9e3779b97f4a7c15
+ * for a second bit per word beyond eight probes).  Words are native
+ * uint64_t.
+ *
+ * A reader refuses a scheme it does not know (pubfmt_check): it never
+ * looks keys up in a layout it would misread as another.
  */
 #define PUBFMT_BLOCKS_SPLIT512 1u
 #define PUBFMT_MAX_LAYERS 32u
@@ -65,7 +74,7 @@ struct pubfmt_header {
     uint32_t header_bytes;      /* PUBFMT_HEADER_BYTES */
     uint64_t byte_order;        /* PUBFMT_BYTE_ORDER as the writer stores it */
     uint32_t hash;              /* PUBFMT_HASH_XXH3_64 */
-    uint32_t blocks_scheme;     /* PUBFMT_BLOCKS_SPLIT512 */
+    uint32_t blocks_scheme;     /* the kind: PUBFMT_BLOCKS_SPLIT512 (blocked), ... */
     uint32_t spell;             /* enum spell_type of the keys (spell.h) */
     uint32_t pid;               /* the daemon's (informational) */
     uint64_t generation;        /* counts up per filter and daemon run, from 1 */
@@ -95,6 +104,10 @@ _Static_assert(sizeof(struct pubfmt_header) <= PUBFMT_HEADER_BYTES, "header page
  * as a reader maps them: a daemon may add some meanwhile.
  */
 bool pubfmt_check(const struct pubfmt_header *hdr, uint64_t file_bytes, char *why, size_t whylen);
+
+/* The blocks_scheme of a kind; the kind of a scheme (false: none this build knows). */
+uint32_t pubfmt_kind_scheme(enum filter_kind kind);
+bool pubfmt_scheme_kind(uint32_t scheme, enum filter_kind *kind);
 
 /* Whether layer l lies inside a file of file_bytes bytes with a geometry a filter can have. */
 bool pubfmt_layer_ok(const struct pubfmt_layer *l, uint64_t file_bytes);

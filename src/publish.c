@@ -164,7 +164,7 @@ static struct gen *gen_new(struct publish *p)
     hd->header_bytes = PUBFMT_HEADER_BYTES;
     hd->byte_order = PUBFMT_BYTE_ORDER;
     hd->hash = PUBFMT_HASH_XXH3_64;
-    hd->blocks_scheme = PUBFMT_BLOCKS_SPLIT512;
+    hd->blocks_scheme = 0;              /* the filter's kind, at on_live */
     hd->spell = SPELL_TEXT;
     hd->pid = (uint32_t)getpid();
     hd->generation = number;
@@ -234,6 +234,7 @@ static void on_live(void *ctx, const struct filter *next, enum spell_type spell,
         return;
     }
     g->hdr->spell = (uint32_t)spell;
+    g->hdr->blocks_scheme = pubfmt_kind_scheme(filter_kind(next));
     atomic_store_explicit(&g->hdr->horizon, horizon, memory_order_release);
     atomic_store_explicit(&g->hdr->updated, answer_now(), memory_order_relaxed);
     set_saturated(g, filter_saturated(next));

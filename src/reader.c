@@ -44,6 +44,7 @@ struct view {
     size_t map_len[PUBFMT_MAX_LAYERS];
     unsigned mapped;                        /* layers mapped (under the handle's mu) */
     enum spell_type spell;
+    enum filter_kind kind;                  /* from blocks_scheme (pubfmt_check knew it) */
     int64_t max_stale_ns;
 };
 
@@ -108,7 +109,8 @@ static bool view_map_layers(struct view *v, unsigned n, int *err, char *why, siz
             snprintf(why, whylen, "mmap of layer %u: %s", i, strerror(errno));
             return false;
         }
-        bool ok = i == 0 ? (v->f = filter_view_new(v->hdr->target_fpp, l->blocks, l->probes, m)) != NULL
+        bool ok = i == 0 ? (v->f = filter_view_new(v->kind, v->hdr->target_fpp, l->blocks,
+                                                   l->probes, m)) != NULL
                          : filter_view_add(v->f, l->blocks, l->probes, m);
         if (!ok) {
             munmap(m, len);
@@ -182,6 +184,13 @@ static struct view *view_open(const struct bloomguard *bg, int *err, char *why, 
         goto fail;
     }
     v->spell = (enum spell_type)v->hdr->spell;
+    /* Read once more, as the view will use it: a kind it does not know is never read as another. */
+    if (!pubfmt_scheme_kind(v->hdr->blocks_scheme, &v->kind)) {
+        *err = BLOOMGUARD_EFORMAT;
+        snprintf(why, whylen, "%s: a filter kind (block scheme) this build does not know",
+                 bg->path);
+        goto fail;
+    }
     v->max_stale_ns = v->hdr->max_stale_ns;
     unsigned n = atomic_load_explicit(&((struct pubfmt_header *)v->hdr)->nlayers,
                                       memory_order_acquire);

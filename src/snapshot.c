@@ -35,6 +35,7 @@ const char *snapshot_strstatus(enum snapshot_status st)
     case SNAPSHOT_OTHER_TABLE: return "other table";
     case SNAPSHOT_OTHER_COLUMN: return "other column";
     case SNAPSHOT_OTHER_PARAMS: return "other filter parameters";
+    case SNAPSHOT_OTHER_KIND: return "other filter kind";
     case SNAPSHOT_NOMEM: return "out of memory";
     }
     return "unknown snapshot status";
@@ -187,6 +188,7 @@ struct snapshot_stream *snapshot_stream_new(const struct snapshot_meta *m, const
     put64(h + OFF_FPP, fpp_bits(fp->target_fpp));
     put64(h + OFF_TIGHTENING, fpp_bits(fp->growth.tightening));
     put32(h + OFF_MAX_LAYERS, fp->growth.max_layers);
+    put32(h + OFF_KIND, (uint32_t)fp->kind);
     put16(h + OFF_LAYERS, (uint16_t)fp->layers);
     put16(h + OFF_KV_COUNT, (uint16_t)m->n_kv);
     put32(h + OFF_KV_LEN, (uint32_t)kv_len);

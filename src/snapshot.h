@@ -29,7 +29,10 @@
  *       70     2  kv_count: metadata pairs, at most SNAPSHOT_MAX_KV
  *       72     4  kv_len: bytes of the metadata section, at most
  *                 SNAPSHOT_MAX_KV_BYTES
- *       76     4  reserved, 0
+ *       76     4  kind: the filter's (enum filter_kind, filter.h): 0 blocked.
+ *                 Builds before the field refused any value but 0 as
+ *                 corrupt, so an image of another kind is never read as
+ *                 blocked, and a blocked image is the bytes it always was
  *       80     8  filter_len: the layers' blocks x 64, summed
  *       88     8  journal_count: entries in the journal section
  *       96     8  journal_len: bytes of the journal section
@@ -55,9 +58,9 @@
  *
  * Version 1 differs in the fixed header only: 40 capacity (8), 48
  * target_fpp, 56 blocks (8), 64 probes (4), 68 reserved (4), 72 items (8);
- * header_len is 112 + the strings + 8.  It is read as one layer of those
- * parameters (its share as filter_new_from gives it) with the default
- * growth parameters and no metadata.
+ * header_len is 112 + the strings + 8.  It is read as one blocked layer of
+ * those parameters (its share as filter_new_from gives it) with the
+ * default growth parameters and no metadata.
  *
  * The header checksum lets a reader trust the header (lengths, identity)
  * before it allocates anything or reads the bulk; the trailer covers every
@@ -71,13 +74,16 @@
  *      length are within their bounds and header_len agrees with them, else
  *      corrupt; the input holds the header, else truncated; header
  *      checksum, else bad checksum;
- *   4. a header with a good checksum whose lengths do not add up to
+ *   4. a header with a good checksum whose kind this build does not know:
+ *      other kind (before anything else of it is trusted: another kind's
+ *      layers may mean other things); whose lengths do not add up to
  *      total_len (filter_len is the layers' images summed), whose reserved
  *      fields are set, whose position holds a NUL byte or whose metadata
  *      does not fill its section exactly by the rules above: corrupt;
  *      total_len beyond the input: truncated; bytes after total_len: corrupt;
  *   5. identity: other name, other table, other column;
- *   6. parameters: other parameters (rate, then geometry, see below);
+ *   6. parameters: other kind when it is not the expected one, then other
+ *      parameters (rate, then geometry, see below);
  *   7. the bulk: truncated if the input ends early (a file that shrank, a
  *      peer that hung up), then the trailer: bad checksum; then the journal
  *      entries must fill their section exactly, else corrupt.
@@ -88,13 +94,13 @@
  * journal of journal_len bytes).  snapshot_read says "missing" before all
  * this when there is no file.
  *
- * Which parameters must match (struct snapshot_expect): the false-positive
- * rate, when the caller gives one.  The capacity (and so the geometry), the
- * layers and the growth parameters may differ: the daemon sizes a filter
- * from the table's row count, which moves all the time, and a snapshot
- * sized for fewer rows is still exact (no false negatives), only fuller or
- * grown; a caller that wants its own growth parameters sets them
- * (filter_set_growth).  Each layer's geometry must still be the one
+ * Which parameters must match (struct snapshot_expect): the kind and the
+ * false-positive rate, when the caller gives them.  The capacity (and so
+ * the geometry), the layers and the growth parameters may differ: the
+ * daemon sizes a filter from the table's row count, which moves all the
+ * time, and a snapshot sized for fewer rows is still exact (no false
+ * negatives), only fuller or grown; a caller that wants its own growth
+ * parameters sets them (filter_set_growth).  Each layer's geometry must still be the one
  * filter_plan gives for its stored capacity and rate, and the rates and
  * shares must fit in the whole's (filter_new_from), or the snapshot counts
  * as other parameters: it was sized by another sizing rule.
@@ -236,6 +242,7 @@ enum snapshot_status {
     SNAPSHOT_OTHER_COLUMN,   /* of another column */
     SNAPSHOT_OTHER_PARAMS,   /* another false-positive rate, or a geometry this build
                                 would not choose */
+    SNAPSHOT_OTHER_KIND,     /* a filter kind this build does not know, or not the expected one */
     SNAPSHOT_NOMEM           /* no memory for the filter or the journal */
 };
 /* A short name for a status ("truncated", "other table", ...): static. */
@@ -252,6 +259,7 @@ enum snapshot_status snapshot_why(char *why, size_t whylen, enum snapshot_status
 struct snapshot_expect {
     const char *name, *table, *column;
     double target_fpp;      /* 0: any */
+    const char *kind;       /* filter_kind_name of the kind; NULL: any */
 };
 
 /* A snapshot read back.  The caller owns it: snapshot_release. */

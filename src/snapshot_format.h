@@ -29,7 +29,7 @@ enum {
 /* version 2 only, */
 enum {
     OFF_EXPANSION = 40, OFF_TIGHTENING = 56, OFF_MAX_LAYERS = 64, OFF_LAYERS = 68,
-    OFF_KV_COUNT = 70, OFF_KV_LEN = 72, OFF_RESERVED2 = 76
+    OFF_KV_COUNT = 70, OFF_KV_LEN = 72, OFF_KIND = 76
 };
 /* version 1 only, */
 enum { OFF_CAPACITY = 40, OFF_BLOCKS = 56, OFF_PROBES = 64, OFF_RESERVED1 = 68, OFF_ITEMS = 72 };

@@ -144,6 +144,7 @@ static void header_params(const unsigned char *head, uint32_t version, const uns
     memset(p, 0, sizeof(*p));
     p->target_fpp = bits_fpp(get64(head + OFF_FPP));
     p->layers = layers;
+    p->kind = version == 1 ? FILTER_KIND_BLOCKED : (enum filter_kind)get32(head + OFF_KIND);
     if (version == 1) {
         /* One layer whose share filter_new_from gives, growing by the defaults. */
         p->growth = FILTER_GROWTH_DEFAULT;
@@ -238,12 +239,19 @@ static enum snapshot_status read_input(struct input *in, const struct snapshot_e
         goto fail;
     }
 
-    /* A header we can trust; do its lengths add up, and to the input's size? */
+    /* A header we can trust: first, is it of a kind we know (version 1: blocked)? */
+    uint32_t kind = version == 1 ? FILTER_KIND_BLOCKED : get32(head + OFF_KIND);
+    if (!filter_kind_known(kind)) {
+        st = snapshot_why(why, whylen, SNAPSHOT_OTHER_KIND,
+                          "a filter of kind %u, which this build does not know (written by a "
+                          "newer bloomguard?)", kind);
+        goto fail;
+    }
+    /* Do its lengths add up, and to the input's size? */
     uint64_t total = get64(head + OFF_TOTAL_LEN), blocks_sum = 0;
     uint64_t filter_len = get64(head + OFF_FILTER_LEN);
     uint64_t jcount = get64(head + OFF_JOURNAL_COUNT), jlen = get64(head + OFF_JOURNAL_LEN);
-    bool reserved = version == 1 ? get32(head + OFF_RESERVED1) != 0
-                                 : get32(head + OFF_RESERVED2) != 0;
+    bool reserved = version == 1 && get32(head + OFF_RESERVED1) != 0;
     bool too_big = false;
     for (unsigned i = 0; i < layers; i++) {
         const unsigned char *lay = head + layers_at + (size_t)i * SNAPSHOT_LAYER_LEN;
@@ -322,6 +330,11 @@ static enum snapshot_status read_input(struct input *in, const struct snapshot_e
     s.n_kv = kv_count;
 
     header_params(head, version, head + layers_at, layers, &s.params);
+    if (expect->kind != NULL && strcmp(expect->kind, filter_kind_name(s.params.kind)) != 0) {
+        st = snapshot_why(why, whylen, SNAPSHOT_OTHER_KIND, "snapshot of a %s filter, not %s",
+                          filter_kind_name(s.params.kind), expect->kind);
+        goto fail;
+    }
     if (expect->target_fpp != 0 && s.params.target_fpp != expect->target_fpp) {
         st = snapshot_why(why, whylen, SNAPSHOT_OTHER_PARAMS,
                  "snapshot of a filter for false_positive_rate %g, not %g",

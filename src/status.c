@@ -45,8 +45,10 @@ bool status_take(struct app *a, struct status *st, bool full)
         if (full) {
             f->n_layers = guard_layers(table_guard(t), f->layer, FILTER_MAX_LAYERS);
             f->ready = guard_info(table_guard(t), &f->info);
-            if (!f->ready)
+            if (!f->ready) {
                 memset(&f->info, 0, sizeof f->info);
+                f->info.kind = table_sizing(t).kind;    /* what its load will make */
+            }
             pending_info(table_pending(t), &f->pending);
             f->posts_durable = table_durable(t);
         } else {
@@ -145,6 +147,7 @@ static struct reply doc_reply(struct doc *d, unsigned status)
 static void filter_section(struct doc *d, json_t *o, const struct status_filter *f)
 {
     put_bool(d, o, "ready", f->ready);
+    put_str(d, o, "kind", filter_kind_name(f->info.kind));
     put_u64(d, o, "items", f->info.items);
     put_u64(d, o, "capacity", f->info.capacity);
     put_u64(d, o, "bits", f->info.bits);

@@ -53,7 +53,7 @@ static void table_sizing_from(struct table_sizing *sz, const struct filter_confi
     *sz = (struct table_sizing){ .expected_items = fc->expected_items,
                                  .false_positive_rate = fc->false_positive_rate,
                                  .headroom = fc->headroom, .max_layers = fc->max_layers,
-                                 .growth = fc->growth };
+                                 .growth = fc->growth, .kind = (enum filter_kind)fc->kind };
 }
 
 struct table *table_new(const struct config *cfg, const struct filter_config *fc)

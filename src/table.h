@@ -118,6 +118,7 @@ struct table_sizing {
     double headroom;
     unsigned max_layers;
     double growth;
+    enum filter_kind kind;
 };
 
 /* Put fc's sizing keys in force for t's next load.  Any thread; fc is only read. */

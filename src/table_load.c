@@ -36,7 +36,7 @@ struct table_load *table_load_begin(struct table *t, uint64_t items,
     struct filter_growth g = table_growth_of(&sz);
     struct filter_alloc a;
     bool pub = t->pub.begin && t->pub.begin(t->pub.ctx, &a);
-    l->f = filter_new_with(items, sz.false_positive_rate, &g, pub ? &a : NULL, err);
+    l->f = filter_new_with(sz.kind, items, sz.false_positive_rate, &g, pub ? &a : NULL, err);
     if (l->f == NULL) {
         free(l);
         return NULL;

@@ -15,6 +15,7 @@
 
 #include "check_main.h"
 #include "check_util.h"
+#include "config.h"
 #include "filter.h"
 
 #define MILLION 1000000u
@@ -770,6 +771,148 @@ START_TEST(test_concurrent_growth)
 }
 END_TEST
 
+/*
+ * Each kind (_i), through everything that takes a kind: made by its
+ * constructor, it says its kind (filter_kind, filter_info, filter_export),
+ * holds every key, keeps its rate, grows (the bulk path into the same
+ * layers and bits as the atomic one), and comes back the same filter of
+ * the same kind from its image, and a view over the image answers as it
+ * does.  A new kind is tested here by being in enum filter_kind.
+ */
+START_TEST(test_each_kind)
+{
+    enum filter_kind kind = (enum filter_kind)_i;
+    char k[64];
+    const char *name = filter_kind_name(kind);
+    ck_assert_ptr_nonnull(name);
+    enum filter_error e = FILTER_ENOMEM;
+    struct filter *f = filter_new_with(kind, 20000, 0.01, NULL, NULL, &e);
+    ck_assert_msg(f != NULL, "%s: %s", name, filter_strerror(e));
+    ck_assert_int_eq(filter_kind(f), kind);
+    for (uint64_t i = 0; i < 20000; i++)
+        filter_add(f, k, key_of(k, sizeof k, "in", i));
+    uint64_t fp = 0, absent = 200000;
+    for (uint64_t i = 0; i < absent; i++)
+        fp += filter_contains(f, k, key_of(k, sizeof k, "out", i));
+    double rate = (double)fp / (double)absent;
+    ck_assert_msg(rate <= 0.01 && rate >= 0.0025, "%s: measured rate %g at capacity, target 0.01",
+                  name, rate);
+    /* Past its capacity it grows, in its own kind, and keeps every key. */
+    for (uint64_t i = 20000; i < 100000; i++)
+        filter_add(f, k, key_of(k, sizeof k, "in", i));
+    for (uint64_t i = 0; i < 100000; i++)
+        ck_assert_msg(filter_contains(f, k, key_of(k, sizeof k, "in", i)), "%s: lost key %llu",
+                      name, (unsigned long long)i);
+    struct filter_info info;
+    filter_info(f, &info);
+    ck_assert_int_eq(info.kind, kind);
+    ck_assert_uint_ge(info.layers, 2);
+    ck_assert_msg(info.estimated_fpp <= 0.01, "%s: estimated %g after growth", name,
+                  info.estimated_fpp);
+    /* The bulk path, key for key as filter_add: the same layers, bit for bit. */
+    uint64_t *hs = malloc(100000 * sizeof *hs);
+    for (uint64_t i = 0; i < 100000; i++)
+        hs[i] = filter_hash(k, key_of(k, sizeof k, "in", i));
+    struct filter *bulk = filter_new_with(kind, 20000, 0.01, NULL, NULL, &e);
+    ck_assert_ptr_nonnull(bulk);
+    filter_add_hashes_exclusive(bulk, hs, 10000);
+    filter_add_hashes_exclusive(bulk, hs + 10000, 90000);
+    ck_assert_uint_eq(filter_layers(bulk), info.layers);
+    for (unsigned l = 0; l < info.layers; l++) {
+        struct filter_layer_info a, b;
+        ck_assert(filter_layer_info(f, l, &a) && filter_layer_info(bulk, l, &b));
+        ck_assert_msg(a.bits == b.bits && a.bits_set == b.bits_set && a.items == b.items,
+                      "%s: layer %u differs between filter_add and the bulk path", name, l);
+        size_t size = (size_t)(a.bits / 8);
+        unsigned char *x = malloc(size), *y = malloc(size);
+        ck_assert(filter_bits_read(f, l, 0, x, size) && filter_bits_read(bulk, l, 0, y, size));
+        ck_assert_msg(memcmp(x, y, size) == 0, "%s: layer %u's bits differ", name, l);
+        free(x);
+        free(y);
+    }
+    filter_free(bulk);
+    free(hs);
+
+    /* Its image: back as the same kind, bit for bit; and a view over it. */
+    struct filter_params p;
+    filter_export(f, &p);
+    ck_assert_int_eq(p.kind, kind);
+    struct filter *g = filter_new_from(&p, &e);
+    ck_assert_msg(g != NULL, "%s: %s", name, filter_strerror(e));
+    ck_assert_int_eq(filter_kind(g), kind);
+    void *img[FILTER_MAX_LAYERS];
+    struct filter *v = NULL;
+    for (unsigned l = 0; l < p.layers; l++) {
+        size_t size = (size_t)(p.layer[l].blocks * FILTER_BLOCK_BYTES);
+        img[l] = aligned_alloc(64, size);
+        ck_assert(filter_bits_read(f, l, 0, img[l], size));
+        ck_assert(filter_bits_write(g, l, 0, img[l], size));
+        if (l == 0)
+            v = filter_view_new(kind, p.target_fpp, p.layer[0].blocks, p.layer[0].probes, img[0]);
+        else
+            ck_assert(filter_view_add(v, p.layer[l].blocks, p.layer[l].probes, img[l]));
+        ck_assert_ptr_nonnull(v);
+    }
+    ck_assert_int_eq(filter_kind(v), kind);
+    for (uint64_t i = 0; i < 50000; i++) {
+        size_t n = key_of(k, sizeof k, i % 2 ? "in" : "out", i);
+        bool want = filter_contains(f, k, n);
+        ck_assert_msg(filter_contains(g, k, n) == want && filter_contains(v, k, n) == want,
+                      "%s: key %s answered differently read back", name, k);
+    }
+    filter_free(v);
+    for (unsigned l = 0; l < p.layers; l++)
+        free(img[l]);
+    filter_free(g);
+    filter_free(f);
+}
+END_TEST
+
+/*
+ * A kind this build does not know is refused everywhere one comes in:
+ * never made, read back or viewed as another.  And [filter] kind accepts
+ * exactly the kinds, by their names.
+ */
+START_TEST(test_unknown_kind)
+{
+    enum filter_error e = FILTER_OK;
+    enum filter_kind bad = FILTER_KINDS;
+    ck_assert_ptr_null(filter_kind_name(bad));
+    ck_assert(!filter_kind_known(FILTER_KINDS));
+    ck_assert(!filter_kind_known(UINT32_MAX));
+    ck_assert_ptr_null(filter_new_with(bad, 1000, 0.01, NULL, NULL, &e));
+    ck_assert_int_eq(e, FILTER_EKIND);
+    struct filter_plan plan;
+    ck_assert_int_eq(filter_plan_kind(bad, 1000, 0.01, &plan), FILTER_EKIND);
+    struct filter *f = filter_new(1000, 0.01, NULL);
+    struct filter_params p;
+    filter_export(f, &p);
+    ck_assert_int_eq(p.kind, FILTER_KIND_BLOCKED);          /* filter_new's */
+    p.kind = bad;
+    e = FILTER_OK;
+    ck_assert_ptr_null(filter_new_from(&p, &e));
+    ck_assert_int_eq(e, FILTER_EKIND);
+    ck_assert_str_eq(filter_strerror(e), "a filter kind this build does not know");
+    void *words = aligned_alloc(64, FILTER_BLOCK_BYTES);
+    ck_assert_ptr_null(filter_view_new(bad, 0.01, 1, 4, words));
+    free(words);
+    filter_free(f);
+
+    char want[256] = "", got[256];
+    for (unsigned k = 0; k < FILTER_KINDS; k++)
+        snprintf(want + strlen(want), sizeof want - strlen(want), "%s%s", k ? " | " : "",
+                 filter_kind_name((enum filter_kind)k));
+    size_t i = 0;
+    const char *section, *name;
+    while (config_key_at(i, &section, &name, NULL, NULL)
+           && !(strcmp(section, "filter") == 0 && strcmp(name, "kind") == 0))
+        i++;
+    ck_assert_msg(i < config_key_count(), "no key [filter] kind");
+    config_key_values(i, got, sizeof got);
+    ck_assert_str_eq(got, want);
+}
+END_TEST
+
 CHECK_SUITE("filter",
     CHECK_CASE("core", .timeout = 120),
     CHECK_TEST(test_no_false_negatives),
@@ -788,6 +931,8 @@ CHECK_SUITE("filter",
     CHECK_TEST(test_saturation),
     CHECK_TEST(test_bulk_grows_like_add),
     CHECK_TEST(test_layers_round_trip),
+    CHECK_LOOP(test_each_kind, FILTER_KINDS),
+    CHECK_TEST(test_unknown_kind),
     /* Alone, for a ThreadSanitizer build: CK_RUN_CASE=concurrency. */
     CHECK_CASE("concurrency", .timeout = 600),
     CHECK_TEST(test_concurrent),

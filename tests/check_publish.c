@@ -146,7 +146,16 @@ START_TEST(test_format_of_a_generation)
     ck_assert_mem_eq(h->magic, PUBFMT_MAGIC, 8);
     ck_assert_uint_eq(h->version, PUBFMT_VERSION);
     ck_assert_uint_eq(h->hash, PUBFMT_HASH_XXH3_64);
-    ck_assert_uint_eq(h->blocks_scheme, PUBFMT_BLOCKS_SPLIT512);
+    ck_assert_uint_eq(h->blocks_scheme, PUBFMT_BLOCKS_SPLIT512);    /* the kind: blocked */
+    /* One scheme per kind, each read back as its kind; 0 is none. */
+    for (unsigned k = 0; k < FILTER_KINDS; k++) {
+        enum filter_kind back = FILTER_KINDS;
+        ck_assert(pubfmt_scheme_kind(pubfmt_kind_scheme((enum filter_kind)k), &back));
+        ck_assert_uint_eq(back, k);
+    }
+    enum filter_kind none;
+    ck_assert(!pubfmt_scheme_kind(0, &none));
+    ck_assert(!pubfmt_scheme_kind(99, &none));
     ck_assert_uint_eq(h->generation, 1);
     ck_assert_str_eq(h->name, "users");
     ck_assert_int_eq(h->max_stale_ns, 60 * NS);
@@ -169,9 +178,11 @@ START_TEST(test_format_of_a_generation)
 }
 END_TEST
 
+/* For each filter kind (_i): the file says the kind, and its readers answer as the table. */
 START_TEST(test_reader_answers_as_the_table)
 {
     struct publish *p;
+    fc.kind = _i;
     struct table *t = published_table(&p);
     int err = -1;
     bloomguard *bg = bloomguard_open(path, BLOOMGUARD_OPEN_MISSING_OK, &err);
@@ -207,6 +218,9 @@ START_TEST(test_reader_answers_as_the_table)
     ck_assert_uint_eq(in.generation, 1);
     ck_assert_uint_eq(in.layers, 1);
     ck_assert(!in.degraded);
+    const struct pubfmt_header *h = map_header(path);
+    ck_assert_uint_eq(h->blocks_scheme, pubfmt_kind_scheme((enum filter_kind)_i));
+    munmap((void *)h, PUBFMT_HEADER_BYTES);
     close_all(bg, p, t);
 }
 END_TEST
@@ -395,6 +409,8 @@ START_TEST(test_bad_files_and_arguments)
         { 0, 0x58585858 },                                          /* magic */
         { offsetof(struct pubfmt_header, version), 99 },
         { offsetof(struct pubfmt_header, hash), 7 },
+        { offsetof(struct pubfmt_header, blocks_scheme), 99 },     /* a kind it does not know */
+        { offsetof(struct pubfmt_header, blocks_scheme), 0 },
         { offsetof(struct pubfmt_header, spell), 1000 },
         { offsetof(struct pubfmt_header, layer[0].probes), 17 },
         { offsetof(struct pubfmt_header, layer[0].offset), 1 << 30 },  /* past the end */
@@ -534,7 +550,7 @@ END_TEST
 CHECK_SUITE("publish",
     CHECK_CASE("publish", .setup = setup, .teardown = teardown, .timeout = 120),
     CHECK_TEST(test_format_of_a_generation),
-    CHECK_TEST(test_reader_answers_as_the_table),
+    CHECK_LOOP(test_reader_answers_as_the_table, FILTER_KINDS),
     CHECK_TEST(test_growth_reaches_readers),
     CHECK_TEST(test_rebuild_swaps_generations),
     CHECK_TEST(test_stale_horizon_is_degraded),

@@ -786,11 +786,23 @@ START_TEST(test_other_identity_and_params)
     put_le64(mod + 96, 1000);                  /* journal_len */
     reseal_header(mod);
     ck_assert_int_eq(snapshot_read_mem(mod, len, &EXPECT, &s, why, sizeof why), SNAPSHOT_CORRUPT);
-    /* A reserved field set: the header's, then a layer's. */
+    /* A blocked image's kind is the 0 that builds before the field require of it. */
+    ck_assert_uint_eq(le32_at(buf + 76), 0);
+    /* A kind this build does not know: refused, never read as blocked. */
     memcpy(mod, buf, len);
-    mod[76] = 1;
+    put_le32(mod + 76, 200);
     reseal_header(mod);
-    ck_assert_int_eq(snapshot_read_mem(mod, len, &EXPECT, &s, why, sizeof why), SNAPSHOT_CORRUPT);
+    ck_assert_int_eq(snapshot_read_mem(mod, len, &EXPECT, &s, why, sizeof why),
+                     SNAPSHOT_OTHER_KIND);
+    ck_assert_str_eq(why, "a filter of kind 200, which this build does not know (written by a "
+                     "newer bloomguard?)");
+    ck_assert_ptr_null(s.filter);
+    /* A kind it knows that is not the expected one. */
+    e = EXPECT;
+    e.kind = "counting";
+    ck_assert_int_eq(snapshot_read_mem(buf, len, &e, &s, why, sizeof why), SNAPSHOT_OTHER_KIND);
+    ck_assert_str_eq(why, "snapshot of a blocked filter, not counting");
+    /* A layer's reserved field set. */
     memcpy(mod, buf, len);
     mod[lay + 2 * SNAPSHOT_LAYER_LEN + 44] = 1;
     reseal_header(mod);
@@ -957,6 +969,8 @@ START_TEST(test_layers_and_kv_round_trip)
     char why[SNAPSHOT_WHY_LEN] = "";
     ck_assert_msg(snapshot_read(path, &EXPECT, &s, why, sizeof why) == SNAPSHOT_OK, "%s", why);
     ck_assert_uint_eq(s.version, 2);
+    ck_assert_int_eq(s.params.kind, FILTER_KIND_BLOCKED);      /* the kind round-trips */
+    ck_assert_int_eq(filter_kind(s.filter), FILTER_KIND_BLOCKED);
     ck_assert_uint_eq(s.params.layers, fp.layers);
     ck_assert_mem_eq(&s.params.growth, &fp.growth, sizeof fp.growth);
     for (unsigned i = 0; i < fp.layers; i++) {
@@ -1170,6 +1184,8 @@ START_TEST(test_version_1_still_read)
     ck_assert_msg(snapshot_read_mem(buf, len, &EXPECT, &s, why, sizeof why) == SNAPSHOT_OK, "%s",
                   why);
     ck_assert_uint_eq(s.version, 1);
+    ck_assert_int_eq(s.params.kind, FILTER_KIND_BLOCKED);       /* old images are blocked */
+    ck_assert_int_eq(filter_kind(s.filter), FILTER_KIND_BLOCKED);
     ck_assert_uint_eq(s.n_kv, 0);
     ck_assert_str_eq(s.position, META.position);
     ck_assert_str_eq(s.table, "public.users");
@@ -1432,6 +1448,41 @@ START_TEST(test_concurrent_inserts_while_writing)
 }
 END_TEST
 
+/*
+ * Each filter kind (_i), grown to several layers, through a snapshot: read
+ * back as that kind, every key in it, and refused where another kind is
+ * expected.
+ */
+START_TEST(test_each_kind_round_trips)
+{
+    enum filter_kind kind = (enum filter_kind)_i;
+    enum filter_error fe;
+    struct filter *f = filter_new_with(kind, 2000, 0.01, NULL, NULL, &fe);
+    ck_assert_msg(f != NULL, "%s", filter_strerror(fe));
+    add_keys(f, "in", 0, 10000);
+    size_t len;
+    unsigned char *buf = stream_all(&META, f, NULL, 0, 4096, &len);
+    ck_assert_uint_eq(le32_at(buf + 76), kind);
+    struct snapshot s;
+    char why[SNAPSHOT_WHY_LEN] = "";
+    struct snapshot_expect e = EXPECT;
+    e.kind = filter_kind_name(kind);
+    ck_assert_msg(snapshot_read_mem(buf, len, &e, &s, why, sizeof why) == SNAPSHOT_OK, "%s", why);
+    ck_assert_int_eq(s.params.kind, kind);
+    ck_assert_int_eq(filter_kind(s.filter), kind);
+    ck_assert_uint_ge(s.params.layers, 2);
+    char k[64];
+    for (uint64_t i = 0; i < 10000; i++)
+        ck_assert(filter_contains(s.filter, k, key(k, sizeof k, "in", i)));
+    snapshot_release(&s);
+    e.kind = filter_kind_name((enum filter_kind)((kind + 1) % FILTER_KINDS));
+    if (FILTER_KINDS > 1)
+        ck_assert_int_eq(snapshot_read_mem(buf, len, &e, &s, why, sizeof why), SNAPSHOT_OTHER_KIND);
+    free(buf);
+    filter_free(f);
+}
+END_TEST
+
 CHECK_SUITE("snapshot",
     CHECK_CASE("core", .timeout = 120),
     CHECK_TEST(test_filter_image),
@@ -1445,6 +1496,7 @@ CHECK_SUITE("snapshot",
     CHECK_TEST(test_position_limits),
     CHECK_TEST(test_other_version),
     CHECK_TEST(test_layers_and_kv_round_trip),
+    CHECK_LOOP(test_each_kind_round_trips, FILTER_KINDS),
     CHECK_TEST(test_kv_writer_limits),
     CHECK_TEST(test_corrupt_kv_refused),
     CHECK_TEST(test_version_1_still_read),
