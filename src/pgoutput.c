@@ -52,12 +52,18 @@ static bool rd_fail(struct rd *r, enum pgoutput_error e)
     return false;
 }
 
-/* A reader over the len > 0 bytes at buf past the first, the message's type (in *type). */
-static struct rd rd_open(const void *buf, size_t len, uint8_t *type)
+/*
+ * A reader over the bytes at buf past the first, the message's type (in
+ * *type); false for an empty buf, which has not even a type.
+ */
+static bool rd_open(struct rd *r, const void *buf, size_t len, uint8_t *type)
 {
     const unsigned char *p = buf;
+    if (len == 0)
+        return false;
     *type = p[0];
-    return (struct rd){ p + 1, p + len, PGOUTPUT_OK };
+    *r = (struct rd){ p + 1, p + len, PGOUTPUT_OK };
+    return true;
 }
 
 /* The end of a message that was read whole: trailing bytes are an error. */
@@ -146,11 +152,11 @@ static bool rd_counted(struct rd *r, const char **s, size_t *len)
 
 enum pgoutput_error pgoutput_frame_decode(const void *buf, size_t len, struct pgoutput_frame *out)
 {
+    struct rd r;
     uint8_t type;
-    if (len == 0)
-        return PGOUTPUT_TRUNCATED;
-    struct rd r = rd_open(buf, len, &type);
     memset(out, 0, sizeof *out);
+    if (!rd_open(&r, buf, len, &type))
+        return PGOUTPUT_TRUNCATED;
     switch (type) {
     case 'w':
         out->type = PGOUTPUT_XLOGDATA;
@@ -434,11 +440,11 @@ static const char unsupported_types[] = "SEcAbPKrp";
 
 enum pgoutput_error pgoutput_decode(const void *buf, size_t len, struct pgoutput_msg *out)
 {
+    struct rd r;
     uint8_t type;
-    if (len == 0)
-        return PGOUTPUT_TRUNCATED;
-    struct rd r = rd_open(buf, len, &type);
     memset(out, 0, sizeof *out);
+    if (!rd_open(&r, buf, len, &type))
+        return PGOUTPUT_TRUNCATED;
     out->type = (enum pgoutput_msg_type)type;
     decode_fn *decode = decoders[type];
     if (decode == NULL)
