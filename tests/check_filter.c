@@ -626,40 +626,31 @@ START_TEST(test_layers_round_trip)
     /* Parameters this build would not have made are refused. */
     struct filter_params bad = fp;
     bad.layer[1].share_fpp = 0.02;                      /* above p */
-    ck_assert_ptr_null(filter_new_from(&bad, &e));
-    ck_assert_int_eq(e, FILTER_EGEOMETRY);
+    check_refused_params(&bad, FILTER_EGEOMETRY, "layer[1].share_fpp = 0.02");
     bad = fp;
     bad.layer[1].share_fpp = bad.layer[2].share_fpp = 0.006;   /* the compound above p */
-    ck_assert_ptr_null(filter_new_from(&bad, &e));
-    ck_assert_int_eq(e, FILTER_EGEOMETRY);
+    check_refused_params(&bad, FILTER_EGEOMETRY, "layer[1].share_fpp = bad.layer[2].share_fpp = 0.006");
     bad = fp;
     bad.layer[2].probes++;
-    ck_assert_ptr_null(filter_new_from(&bad, &e));
-    ck_assert_int_eq(e, FILTER_EGEOMETRY);
+    check_refused_params(&bad, FILTER_EGEOMETRY, "layer[2].probes++");
     bad = fp;
     bad.layer[0].target_fpp = 0.005;                    /* layer 0 is sized at p */
-    ck_assert_ptr_null(filter_new_from(&bad, &e));
-    ck_assert_int_eq(e, FILTER_EGEOMETRY);
+    check_refused_params(&bad, FILTER_EGEOMETRY, "layer[0].target_fpp = 0.005");
     bad = fp;
     bad.layers = 0;
-    ck_assert_ptr_null(filter_new_from(&bad, &e));
-    ck_assert_int_eq(e, FILTER_EGEOMETRY);
+    check_refused_params(&bad, FILTER_EGEOMETRY, "layers = 0");
     bad = fp;
     bad.layers = FILTER_MAX_LAYERS + 1;
-    ck_assert_ptr_null(filter_new_from(&bad, &e));
-    ck_assert_int_eq(e, FILTER_EGEOMETRY);
+    check_refused_params(&bad, FILTER_EGEOMETRY, "layers = FILTER_MAX_LAYERS + 1");
     bad = fp;
     bad.growth.max_layers = 0;
-    ck_assert_ptr_null(filter_new_from(&bad, &e));
-    ck_assert_int_eq(e, FILTER_EINVAL_GROWTH);
+    check_refused_params(&bad, FILTER_EINVAL_GROWTH, "growth.max_layers = 0");
     bad = fp;
     bad.layer[3].target_fpp = 1e-13;                    /* below any layer's floor */
-    ck_assert_ptr_null(filter_new_from(&bad, &e));
-    ck_assert_int_eq(e, FILTER_EINVAL_FPP);
+    check_refused_params(&bad, FILTER_EINVAL_FPP, "layer[3].target_fpp = 1e-13");
     bad = fp;
     bad.layer[3].items = FILTER_MAX_ITEMS + 1;
-    ck_assert_ptr_null(filter_new_from(&bad, &e));
-    ck_assert_int_eq(e, FILTER_ETOO_LARGE);
+    check_refused_params(&bad, FILTER_ETOO_LARGE, "layer[3].items = FILTER_MAX_ITEMS + 1");
     filter_free(f);
 }
 END_TEST

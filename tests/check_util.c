@@ -94,3 +94,13 @@ void check_filter_fixture(struct config *cfg, struct filter_config *fc, const ch
     fc->pending_max_bytes = 1 << 20;
     fc->pending_ttl = 3600;
 }
+
+void check_refused_params(const struct filter_params *p, enum filter_error want, const char *what)
+{
+    enum filter_error e = FILTER_OK;
+    struct filter *f = filter_new_from(p, &e);
+    bool made = f != NULL;
+    filter_free(f);
+    ck_assert_msg(!made && e == want, "%s: %s (error %d, want %d)", what,
+                  made ? "a filter was made" : "refused for another reason", (int)e, (int)want);
+}

@@ -21,6 +21,12 @@ char *check_join(const char *dir, const char *name);
 /* Remove dir and everything below it (made writable first); dir stays the caller's. */
 void check_rm_rf(const char *dir);
 
+/*
+ * filter_new_from refuses p with error want (a filter made is freed first);
+ * what, the case (e.g. the field changed), names it in the failure.
+ */
+void check_refused_params(const struct filter_params *p, enum filter_error want, const char *what);
+
 /* The end of a test's scratch: check_rm_rf(dir), then both freed (path may be NULL). */
 void check_scratch_free(char *dir, char *path);
 
