@@ -126,6 +126,29 @@ static void layer_free(const struct filter_alloc *a, unsigned index, struct laye
     free(l);
 }
 
+/*
+ * The lookup a filter of f's kind takes (filter_lookup.c branches on it
+ * once per call), decided here where filters are made: SIMD where the
+ * kind has it and the CPU does.
+ */
+void filter_lookup_choose(struct filter *f, bool simd)
+{
+    bool avx2 = false;
+#if defined(__x86_64__)
+    avx2 = simd && __builtin_cpu_supports("avx2");
+#else
+    (void)simd;
+#endif
+    f->lookup = LOOKUP_BLOCKED;
+    switch (f->kind) {
+    case FILTER_KIND_BLOCKED:
+        f->lookup = avx2 ? LOOKUP_BLOCKED_AVX2 : LOOKUP_BLOCKED;
+        break;
+    case FILTER_KINDS:
+        break;
+    }
+}
+
 /* A filter around an empty layer 0 (taken over, freed on failure), its layers from a. */
 static struct filter *filter_around(struct layer *l0, double p, const struct filter_growth *g,
                                     const struct filter_alloc *a)

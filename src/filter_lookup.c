@@ -171,24 +171,6 @@ static inline bool contains_in(const struct filter *f, unsigned n, uint64_t h)
     return false;
 }
 
-void filter_lookup_choose(struct filter *f, bool simd)
-{
-    bool avx2 = false;
-#if defined(__x86_64__)
-    avx2 = simd && __builtin_cpu_supports("avx2");
-#else
-    (void)simd;
-#endif
-    f->lookup = LOOKUP_BLOCKED;
-    switch (f->kind) {
-    case FILTER_KIND_BLOCKED:
-        f->lookup = avx2 ? LOOKUP_BLOCKED_AVX2 : LOOKUP_BLOCKED;
-        break;
-    case FILTER_KINDS:
-        break;
-    }
-}
-
 bool filter_use_simd(struct filter *f, bool on)
 {
     filter_lookup_choose(f, on);
