@@ -378,6 +378,19 @@ int bloomguard_info(bloomguard *bg, struct bloomguard_info *out)
 {
     memset(out, 0, sizeof *out);
     recheck(bg);
+    /*
+     * What a lookup would answer from: a superseded generation is left
+     * first, as bloomguard_lookup leaves it (recheck's stat runs only every
+     * RECHECK_NS, so it alone could describe the generation before).
+     */
+    struct rcu_read r = rcu_read_enter(&bg->rcu);
+    struct view *was = atomic_load_explicit(&bg->cur, memory_order_acquire);
+    bool superseded = was != NULL
+                      && (atomic_load_explicit(&((struct pubfmt_header *)was->hdr)->flags,
+                                               memory_order_acquire) & PUBFMT_SUPERSEDED);
+    rcu_read_exit(r);
+    if (superseded)
+        replace(bg, was, true);
     pthread_mutex_lock(&bg->mu);
     struct view *v = atomic_load(&bg->cur);
     if (v == NULL) {
