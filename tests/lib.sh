@@ -82,7 +82,12 @@ cleanup() {
         bg_pg_drop_slots "$BG_DB"
         dropdb --if-exists --force "$BG_DB" 2>/dev/null || dropdb --if-exists "$BG_DB" || true
     fi
-    [ -n "$BG_WORK" ] && rm -rf "$BG_WORK"
+    # BG_TEST_KEEP=1: a failed test's work dir (its daemons' whole logs) stays.
+    if [ -n "$BG_WORK" ] && [ "$rc" -ne 0 ] && [ "$rc" -ne 77 ] && [ -n "${BG_TEST_KEEP:-}" ]; then
+        printf '# kept %s\n' "$BG_WORK"
+    elif [ -n "$BG_WORK" ]; then
+        rm -rf "$BG_WORK"
+    fi
     exit "$rc"
 }
 
