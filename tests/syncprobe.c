@@ -527,8 +527,8 @@ static void *stale_inserter(void *arg)
             atomic_fetch_add(&st->insert_errors, 1);
             PQfinish(p);                        /* the id may still have committed: skip it */
             p = NULL;
+            st->acked_at[i] = -1;               /* before n: a reader of n sees it skipped */
             atomic_store(&st->n, i + 1);
-            st->acked_at[i] = -1;
         }
         msleep(20);
     }
