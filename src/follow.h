@@ -35,6 +35,8 @@ struct follow_ticket {
                                        was before the COPY (an exported one); 0: the COPY's start */
     char position[TABLE_POS_MAX];   /* where the loaded filter will be exact, "" = none */
     char snapshot[64];              /* COPY inside this exported snapshot; "" = its own */
+    atomic_bool *stop;              /* set by the scheduler: the COPY's stop, for a wait in ticket */
+    PGconn *held;                   /* the follower's, holding snapshot until copied; NULL: none */
 };
 
 enum follow_state {
@@ -92,7 +94,9 @@ struct follow_ops {
     /*
      * On the COPY's connection, after table_load_begin and before the
      * COPY's snapshot: may a COPY of t start now (err says why not), in
-     * which epoch, exact at which position, in which snapshot.
+     * which epoch, exact at which position, in which snapshot.  It may wait
+     * (ending when *tk->stop is set) and hold what keeps the snapshot
+     * (tk->held) until copied, which is then not NULL.
      */
     bool (*ticket)(struct follower *f, struct table *t, PGconn *conn, struct follow_ticket *tk,
                    char *err, size_t errlen);

@@ -130,9 +130,10 @@ PGconn *loader_connect_as(const struct config *cfg, const char *app, char *err, 
     return connect_as(cfg, app, false, err, errlen);
 }
 
-PGconn *loader_connect_replication(const struct config *cfg, char *err, size_t errlen)
+PGconn *loader_connect_replication(const struct config *cfg, const char *app, char *err,
+                                   size_t errlen)
 {
-    return connect_as(cfg, "bloomguard logical", true, err, errlen);
+    return connect_as(cfg, app, true, err, errlen);
 }
 
 bool loader_server_id(PGconn *conn, char *out, size_t outlen, char *err, size_t errlen)
@@ -429,6 +430,43 @@ static PGresult *exec_stoppable(PGconn *conn, const char *sql, atomic_bool *stop
             return NULL;
     }
     return PQgetResult(conn);
+}
+
+PGresult *loader_exec_bounded(PGconn *conn, const char *sql, atomic_bool *stop,
+                              unsigned timeout_ms, char *err, size_t errlen)
+{
+    struct timespec t0, t;
+    clock_gettime(CLOCK_MONOTONIC, &t0);
+    if (!PQsendQuery(conn, sql)) {
+        loader_set_error(err, errlen, "cannot send the statement", conn);
+        return NULL;
+    }
+    bool late = false;
+    while (PQisBusy(conn)) {
+        clock_gettime(CLOCK_MONOTONIC, &t);
+        int64_t ms = (int64_t)(t.tv_sec - t0.tv_sec) * 1000 + (t.tv_nsec - t0.tv_nsec) / 1000000;
+        late = stopped(stop) || ms >= (int64_t)timeout_ms;
+        if (late)
+            break;
+        if (!await_input(conn)) {
+            loader_set_error(err, errlen, "the connection failed", conn);
+            return NULL;
+        }
+    }
+    if (!late)
+        return PQgetResult(conn);
+    /* Cancelled rather than left to run: a waiting walsender would hold its slot. */
+    char buf[256];
+    PGcancel *c = PQgetCancel(conn);
+    if (c != NULL) {
+        (void)PQcancel(c, buf, sizeof buf);
+        PQfreeCancel(c);
+    }
+    if (stopped(stop))
+        snprintf(err, errlen, "interrupted: stopping");
+    else
+        snprintf(err, errlen, "no answer within %.1f s: cancelled", (double)timeout_ms / 1000.0);
+    return NULL;
 }
 
 static double now_s(void)

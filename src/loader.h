@@ -32,11 +32,23 @@ PGconn *loader_connect(const struct config *cfg, char *err, size_t errlen);
 PGconn *loader_connect_as(const struct config *cfg, const char *app, char *err, size_t errlen);
 
 /*
- * The same as a logical replication connection (replication=database), for
- * method logical's stream, with the same session settings: the walsender
- * renders every value with them and converts it to the client encoding.
+ * The same as a logical replication connection (replication=database),
+ * named app, for method logical's stream and slots, with the same session
+ * settings: the walsender renders every value with them and converts it to
+ * the client encoding.
  */
-PGconn *loader_connect_replication(const struct config *cfg, char *err, size_t errlen);
+PGconn *loader_connect_replication(const struct config *cfg, const char *app, char *err,
+                                   size_t errlen);
+
+/*
+ * PQexec of one statement whose answer may be long in coming (a slot's
+ * creation waits for the transactions running on the server): at most
+ * timeout_ms, and only while *stop (may be NULL) stays false.  Past either,
+ * the statement is cancelled, err says which and NULL is returned; NULL
+ * too when libpq failed (err from it).  Otherwise its result: PQclear it.
+ */
+PGresult *loader_exec_bounded(PGconn *conn, const char *sql, atomic_bool *stop,
+                              unsigned timeout_ms, char *err, size_t errlen);
 
 /*
  * The settings every bloomguard session runs with (client encoding and the

@@ -192,6 +192,7 @@ static bool run_copy(struct scheduler *s, unsigned i, const struct table_job *jo
                (double)fi.memory_bytes / 1024.0, fi.probes);
     /* From here every insert reaches the new filter; then the ticket, then the snapshot. */
     if (f != NULL) {
+        tk.stop = &s->stop;
         if (!f->ops->ticket(f, t, conn, &tk, err, errlen))
             goto out;
         ticket = true;
