@@ -109,8 +109,19 @@ static void session(struct logical *l, PGconn *repl, PGconn *probe, bool *had, c
     if (st == SLOT_OK) {
         pthread_mutex_lock(&l->base.mu);
         bool gap = l->lineage != 0 && l->applied != 0 && confirmed > l->applied;
+        bool unsure = l->create_unsure;
         pthread_mutex_unlock(&l->base.mu);
-        if (gap) {
+        if (unsure) {
+            /*
+             * Made by the attempt whose answer was lost (or by someone else
+             * meanwhile): it starts where that attempt began, not where this
+             * daemon's filters are (applied may be of the old primary's LSNs).
+             */
+            slot_degraded(l, "exists, made by an attempt whose answer was lost",
+                          "degraded until full loads");
+            logical_new_lineage(l, n);
+            start = confirmed;
+        } else if (gap) {
             /* Someone confirmed the slot past what this daemon applied: that stretch is lost. */
             slot_degraded(l, "was confirmed past what this daemon applied",
                           "degraded until full loads");
@@ -128,8 +139,12 @@ static void session(struct logical *l, PGconn *repl, PGconn *probe, bool *had, c
         if (*had || l->lineage != 0)
             slot_degraded(l, l->temporary ? "went with the connection" : "is gone",
                           "a new slot; degraded until full loads");
-        if (!logical_create_slot(l, repl, export, &start, err, errlen))
+        if (!logical_create_slot(l, repl, export, &start, err, errlen)) {
+            pthread_mutex_lock(&l->base.mu);
+            l->create_unsure = !l->temporary;
+            pthread_mutex_unlock(&l->base.mu);
             return;
+        }
         logical_new_lineage(l, n);
         log_fields(f->lg, LOG_LVL_INFO, NULL, "follower_connected",
                    "follower (logical): %s slot %s created at %s",
@@ -396,22 +411,26 @@ static void logical_position(struct follower *f, struct table *t, char *out, siz
     out[0] = '\0';
     pthread_mutex_lock(&l->base.mu);
     int i = follow_index(f, t);
-    if (!l->temporary && i >= 0 && l->proved[i] != 0 && table_covered(t))
-        logical_format_pos(out, cap, l->proved[i], l->slot, l->sysid, l->dboid, l->proved_fp[i]);
+    if (!l->temporary && i >= 0 && l->proved[i] != 0 && table_covered(t)) {
+        struct logical_pos p;
+        logical_pos_here_locked(l, (unsigned)i, l->proved[i], &p);
+        logical_format_pos(out, cap, &p);
+    }
     pthread_mutex_unlock(&l->base.mu);
 }
 
 static void logical_saved(struct follower *f, struct table *t, const char *pos)
 {
     struct logical *l = of(f);
-    char slot[64], sysid[24], db[16], fp[FP_MAX];
-    uint64_t lsn;
-    if (!logical_parse_pos(pos, &lsn, slot, sysid, db, fp))
+    struct logical_pos p;
+    if (!logical_parse_pos(pos, &p))
         return;
     pthread_mutex_lock(&l->base.mu);
     int i = follow_index(f, t);
-    if (i >= 0 && strcmp(slot, l->slot) == 0)
-        l->saved[i] = lsn;
+    /* Of this slot on this timeline: a save that began before a failover confirms nothing. */
+    if (i >= 0 && strcmp(p.slot, l->slot) == 0 && strcmp(p.tli, l->tli) == 0
+        && strcmp(p.sysid, l->sysid) == 0)
+        l->saved[i] = p.lsn;
     pthread_mutex_unlock(&l->base.mu);
 }
 

@@ -54,7 +54,9 @@ struct logical {
                                        by the follower's thread) */
     bool slot_ready;                /* a slot of the current lineage exists: COPYs may start */
     uint64_t lineage;               /* bumped by each new slot */
+    bool create_unsure;             /* a CREATE_REPLICATION_SLOT failed: it may have been made */
     char sysid[24];                 /* the cluster's system identifier */
+    char tli[12];                   /* its timeline (a promoted standby's is a new one) */
     char dboid[16];                 /* the database's oid */
     char export_name[64];           /* the slot's exported snapshot, "" = none (or gone) */
     int64_t export_time;            /* table_now just before the slot (and its snapshot) was made */
@@ -105,14 +107,19 @@ struct logical {
 bool logical_choose_slot(struct logical *l, char *err, size_t errlen);
 
 /*
- * A position: "wal:<LSN> slot=<name> sysid=<id> db=<oid> pub=<entry>".
- * parse_pos's buffers are 64 (slot), 24 (sysid), 16 (db) and FP_MAX (fp)
- * bytes; it returns false when pos is not a logical position.
+ * A position: "wal:<LSN> tli=<timeline> slot=<name> sysid=<id> db=<oid>
+ * pub=<entry>" (logical_slot.c says what it means).  parse_pos returns
+ * false when pos is not a logical position of this form.
  */
-void logical_format_pos(char *out, size_t cap, uint64_t lsn, const char *slot,
-                        const char *sysid, const char *db, const char *fp);
-bool logical_parse_pos(const char *pos, uint64_t *lsn, char *slot, char *sysid, char *db,
-                       char *fp);
+struct logical_pos {
+    uint64_t lsn;
+    char tli[12], slot[64], sysid[24], db[16], fp[FP_MAX];
+};
+void logical_format_pos(char *out, size_t cap, const struct logical_pos *p);
+bool logical_parse_pos(const char *pos, struct logical_pos *p);
+/* This lineage's position of table i at lsn, as logical_format_pos will write it.  Holds base.mu. */
+void logical_pos_here_locked(const struct logical *l, unsigned i, uint64_t lsn,
+                             struct logical_pos *p);
 
 /* Both connections reach one primary of one cluster; reads sysid, dboid, WAL sizes. */
 bool logical_identify(struct logical *l, PGconn *repl, PGconn *probe, char *err, size_t errlen);

@@ -90,27 +90,47 @@ bool logical_choose_slot(struct logical *l, char *err, size_t errlen)
 /* ----------------------------------------------------------- positions -- */
 
 /*
- * A position: "wal:<LSN> slot=<name> sysid=<id> db=<oid> pub=<entry>":
- * every commit ending at or before LSN is in the filter, as streamed from
- * that slot of that cluster's database while the table's publication entry
- * was that one.
+ * A position: "wal:<LSN> tli=<timeline> slot=<name> sysid=<id> db=<oid>
+ * pub=<entry>": every commit ending at or before LSN is in the filter, as
+ * streamed from that slot of that cluster's database on that timeline
+ * while the table's publication entry was that one.  The timeline tells a
+ * promoted standby's history from its old primary's: the two share the
+ * system identifier and, after the fork, reuse each other's LSNs (a slot
+ * of the same name on the new primary is another slot).
  */
-void logical_format_pos(char *out, size_t cap, uint64_t lsn, const char *slot,
-                        const char *sysid, const char *db, const char *fp)
+void logical_format_pos(char *out, size_t cap, const struct logical_pos *p)
 {
     char l[PGOUTPUT_LSN_BUFSIZE];
-    pgoutput_lsn_format(lsn, l);
-    snprintf(out, cap, "wal:%s slot=%s sysid=%s db=%s pub=%s", l, slot, sysid, db, fp);
+    pgoutput_lsn_format(p->lsn, l);
+    snprintf(out, cap, "wal:%s tli=%s slot=%s sysid=%s db=%s pub=%s", l, p->tli, p->slot,
+             p->sysid, p->db, p->fp);
 }
 
+/* "wal:" LSN " tli=" " slot=" " sysid=" " db=" " pub=", each field at its longest. */
+_Static_assert(4 + 17 + 5 + 11 + 6 + 63 + 7 + 23 + 4 + 15 + 5 + (FP_MAX - 1) < TABLE_POS_MAX,
+               "the longest logical position fits a table's position");
+
 /* The parts of a position; false when it is not one of ours (a feed position, garbage). */
-bool logical_parse_pos(const char *pos, uint64_t *lsn, char *slot, char *sysid, char *db, char *fp)
+bool logical_parse_pos(const char *pos, struct logical_pos *p)
 {
     char l[32];
+    _Static_assert(FP_MAX == 160, "the pub= width below is FP_MAX - 1");
     if (strncmp(pos, "wal:", 4) != 0
-        || sscanf(pos + 4, "%31s slot=%63s sysid=%23s db=%15s pub=%159s", l, slot, sysid, db, fp) != 5)
+        || sscanf(pos + 4, "%31s tli=%11s slot=%63s sysid=%23s db=%15s pub=%159s", l, p->tli,
+                  p->slot, p->sysid, p->db, p->fp) != 6)
         return false;
-    return pgoutput_lsn_parse(l, strlen(l), lsn);
+    return pgoutput_lsn_parse(l, strlen(l), &p->lsn);
+}
+
+void logical_pos_here_locked(const struct logical *l, unsigned i, uint64_t lsn,
+                             struct logical_pos *p)
+{
+    p->lsn = lsn;
+    snprintf(p->tli, sizeof p->tli, "%s", l->tli);
+    snprintf(p->slot, sizeof p->slot, "%s", l->slot);
+    snprintf(p->sysid, sizeof p->sysid, "%s", l->sysid);
+    snprintf(p->db, sizeof p->db, "%s", l->dboid);
+    snprintf(p->fp, sizeof p->fp, "%s", l->proved_fp[i]);
 }
 
 /* ---------------------------------------------------------- connecting -- */
@@ -132,11 +152,13 @@ bool logical_identify(struct logical *l, PGconn *repl, PGconn *probe, char *err,
         return false;
     PGresult *r = PQexec(repl, "IDENTIFY_SYSTEM");
     bool ok = PQresultStatus(r) == PGRES_TUPLES_OK && PQntuples(r) == 1 && PQnfields(r) >= 4;
-    char sysid[24] = "";
-    if (!ok)
+    char sysid[24] = "", tli[12] = "";
+    if (!ok) {
         loader_set_error(err, errlen, "IDENTIFY_SYSTEM failed", repl);
-    else
+    } else {
         snprintf(sysid, sizeof sysid, "%s", PQgetvalue(r, 0, 0));
+        snprintf(tli, sizeof tli, "%s", PQgetvalue(r, 0, 1));
+    }
     PQclear(r);
     if (!ok)
         return false;
@@ -159,6 +181,7 @@ bool logical_identify(struct logical *l, PGconn *repl, PGconn *probe, char *err,
         pthread_mutex_lock(&l->base.mu);
         snprintf(l->base.server_id, sizeof l->base.server_id, "%s", sid);
         snprintf(l->sysid, sizeof l->sysid, "%s", sysid);
+        snprintf(l->tli, sizeof l->tli, "%s", tli);
         snprintf(l->dboid, sizeof l->dboid, "%s", PQgetvalue(r, 0, 1));
         pthread_mutex_unlock(&l->base.mu);
     }
@@ -430,6 +453,7 @@ void logical_new_lineage(struct logical *l, unsigned n)
 {
     pthread_mutex_lock(&l->base.mu);
     l->lineage++;
+    l->create_unsure = false;
     l->slot_ready = true;
     l->applied = 0;
     for (unsigned i = 0; i < n; i++) {
@@ -476,23 +500,26 @@ uint64_t logical_resume_point(struct logical *l, unsigned n, uint64_t confirmed)
         struct table *t = l->base.tables[i];
         if (l->resumable[i] != 0)
             continue;
-        char pos[TABLE_POS_MAX], slot[64], sysid[24], db[16], fp[FP_MAX];
-        uint64_t lsn;
+        char pos[TABLE_POS_MAX];
+        struct logical_pos p;
         table_position(t, pos, sizeof pos);
-        bool ok = table_loaded(t) && logical_parse_pos(pos, &lsn, slot, sysid, db, fp)
-                  && strcmp(slot, l->slot) == 0 && strcmp(sysid, l->sysid) == 0
-                  && strcmp(db, l->dboid) == 0 && l->heard[i] && strcmp(fp, l->fp[i]) == 0
-                  && lsn >= confirmed;
+        bool parsed = logical_parse_pos(pos, &p);
+        bool ok = table_loaded(t) && parsed && strcmp(p.slot, l->slot) == 0
+                  && strcmp(p.sysid, l->sysid) == 0 && strcmp(p.tli, l->tli) == 0
+                  && strcmp(p.db, l->dboid) == 0 && l->heard[i] && strcmp(p.fp, l->fp[i]) == 0
+                  && p.lsn >= confirmed;
         l->resumable[i] = ok ? 1 : -1;
         if (ok) {
             l->resume_epoch[i] = table_epoch(t);
             l->proved[i] = confirmed;
-            snprintf(l->proved_fp[i], sizeof l->proved_fp[i], "%s", fp);
+            snprintf(l->proved_fp[i], sizeof l->proved_fp[i], "%s", p.fp);
         } else if (table_loaded(t) && pos[0] != '\0') {
             log_warn(l->base.lg, "%s: the snapshot's position does not resume from slot %s (%s): "
                      "copying the table", table_name(t), l->slot,
-                     strncmp(pos, "wal:", 4) != 0 ? "not a WAL position"
-                     : lsn < confirmed ? "the slot was confirmed past it"
+                     !parsed ? "not a WAL position of this form"
+                     : strcmp(p.tli, l->tli) != 0 ? "another timeline: a promoted standby's "
+                                                    "history forks from its old primary's"
+                     : p.lsn < confirmed ? "the slot was confirmed past it"
                      : "another slot, cluster, database or publication entry");
             table_drop_position(t);
         }

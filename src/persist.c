@@ -13,6 +13,8 @@
 #include "snapshot.h"
 #include "table.h"
 
+_Static_assert(SNAPSHOT_MAX_POSITION == TABLE_POS_MAX - 1, "a snapshot holds any table position");
+
 bool persist_dir(const struct config *cfg, char *out, size_t outlen)
 {
     return config_dir_resolve(cfg->snapshot_path, "STATE_DIRECTORY", out, outlen);

@@ -127,8 +127,12 @@
 #define SNAPSHOT_MIN_VERSION 1u
 /* Longest name, table or column stored. */
 #define SNAPSHOT_MAX_STRING 1024u
-/* Longest change-feed position stored (feed.h's FEED_POS_MAX - 1). */
-#define SNAPSHOT_MAX_POSITION 127u
+/*
+ * Longest follower's position stored (table.h's TABLE_POS_MAX - 1: a
+ * logical position with a 63-byte slot name and a long publication entry
+ * is over 300 bytes).  A reader older than this accepts 127 at most.
+ */
+#define SNAPSHOT_MAX_POSITION 383u
 /* Bytes of the fixed part of the header, before the strings. */
 #define SNAPSHOT_FIXED_LEN 112u
 /* Bytes of a layer's parameters in the header. */

@@ -38,7 +38,7 @@
 struct table;
 
 /* Longest position (follow.h) a table keeps, terminator included. */
-#define TABLE_POS_MAX 160
+#define TABLE_POS_MAX 384
 
 /*
  * What PostgreSQL says the guarded column is, read at every load with the

@@ -1,13 +1,16 @@
 /*
  * Unit tests of the common part of the followers (src/follow.c): the
  * names of states and methods, the connection's state and status a method
- * reports through, the server check and the probe's deadline, without
+ * reports through, the server check and the probe's deadline, and method
+ * logical's positions (their longest fits a snapshot), without
  * PostgreSQL or a thread.
  */
 #include <string.h>
 
 #include "check_main.h"
 #include "follow.h"
+#include "logical.h"
+#include "snapshot.h"
 
 START_TEST(names_from_tables)
 {
@@ -100,10 +103,37 @@ START_TEST(probe_deadline)
 }
 END_TEST
 
+/* A logical position at its longest fits a snapshot and reads back; an old one (no tli) is not one. */
+START_TEST(logical_positions)
+{
+    struct logical_pos p = { .lsn = UINT64_C(0xFFFFFFFFFFFFFFFE) }, q;
+    memset(p.tli, '9', sizeof p.tli - 1);
+    memset(p.slot, 's', sizeof p.slot - 1);
+    memset(p.sysid, '7', sizeof p.sysid - 1);
+    memset(p.db, '4', sizeof p.db - 1);
+    memset(p.fp, '1', sizeof p.fp - 1);
+    char out[TABLE_POS_MAX];
+    logical_format_pos(out, sizeof out, &p);
+    ck_assert_uint_lt(strlen(out), sizeof out - 1);         /* not cut short */
+    ck_assert_uint_le(strlen(out), SNAPSHOT_MAX_POSITION);
+    ck_assert(logical_parse_pos(out, &q));
+    ck_assert_uint_eq(q.lsn, p.lsn);
+    ck_assert_str_eq(q.tli, p.tli);
+    ck_assert_str_eq(q.slot, p.slot);
+    ck_assert_str_eq(q.sysid, p.sysid);
+    ck_assert_str_eq(q.db, p.db);
+    ck_assert_str_eq(q.fp, p.fp);
+    ck_assert(!logical_parse_pos("wal:0/1DFC6F8 slot=bloomguard_580ad3eae03c sysid=7 db=5 pub=1.2", &q));
+    ck_assert(!logical_parse_pos("feed:12/abc/5", &q));
+}
+END_TEST
+
 CHECK_SUITE("follow",
     CHECK_CASE("common"),
     CHECK_TEST(names_from_tables),
     CHECK_TEST(state_and_status),
     CHECK_TEST(same_server),
     CHECK_TEST(probe_deadline),
+    CHECK_CASE("logical positions"),
+    CHECK_TEST(logical_positions),
 )
