@@ -41,7 +41,7 @@
  *      108     2  column_len
  *      110     2  position_len: at most SNAPSHOT_MAX_POSITION, no NUL byte
  *      112     .  name, table, column, position: the bytes, no terminators;
- *                 position is the change feed's (feed.h), opaque; none = ""
+ *                 position is the follower's (follow.h), opaque; none = ""
  *            .    layers: for each, oldest first, 48 bytes { capacity 8,
  *                 target_fpp 8, share_fpp 8, blocks 8, items 8, probes 4,
  *                 reserved 4 (0) } (struct filter_layer_params)
