@@ -35,8 +35,13 @@ struct follow_ticket {
                                        was before the COPY (an exported one); 0: the COPY's start */
     char position[TABLE_POS_MAX];   /* where the loaded filter will be exact, "" = none */
     char snapshot[64];              /* COPY inside this exported snapshot; "" = its own */
-    atomic_bool *stop;              /* set by the scheduler: the COPY's stop, for a wait in ticket */
-    PGconn *held;                   /* the follower's, holding snapshot until copied; NULL: none */
+    /*
+     * Transactions whose rows the follower already gave the live filter and
+     * that a new snapshot may not see yet (xidsnap.h): the COPY's own
+     * snapshot must see each.  malloc'ed; the scheduler frees it.
+     */
+    uint32_t *must_see;
+    size_t n_must_see;
 };
 
 enum follow_state {
@@ -94,9 +99,8 @@ struct follow_ops {
     /*
      * On the COPY's connection, after table_load_begin and before the
      * COPY's snapshot: may a COPY of t start now (err says why not), in
-     * which epoch, exact at which position, in which snapshot.  It may wait
-     * (ending when *tk->stop is set) and hold what keeps the snapshot
-     * (tk->held) until copied, which is then not NULL.
+     * which epoch, exact at which position, in which snapshot, or with
+     * which transactions its own snapshot must see.
      */
     bool (*ticket)(struct follower *f, struct table *t, PGconn *conn, struct follow_ticket *tk,
                    char *err, size_t errlen);

@@ -12,6 +12,9 @@
  * ends.  Any other COPY runs in a fresh snapshot while the slot exists:
  * what committed before it is in the COPY, what committed after it is in
  * the stream, since the slot keeps everything after its confirmed position.
+ * A commit can be streamed before new snapshots see it (xidsnap.h): the
+ * ticket hands the COPY the transactions the stream applied that no probe
+ * has seen finished yet, and the COPY's snapshot must see them all.
  *
  * The horizon (the proofs of freshness) is logical_stream.c's; the slot,
  * positions and resumption are logical_slot.c's (logical.h holds what the
@@ -52,12 +55,14 @@ static void logical_init(struct follower *f)
     struct logical *l = of(f);
     monoclock_cond_init(&l->cv);
     l->lag_bytes = -1;
+    xidset_init(&l->unseen);
 }
 
 static void logical_fini(struct follower *f)
 {
     struct logical *l = of(f);
     pgoutput_rels_free(l->rels);
+    xidset_free(&l->unseen);
     pthread_cond_destroy(&l->cv);
 }
 
@@ -247,73 +252,6 @@ static bool logical_ready(struct follower *f, struct table *t)
     return ready;
 }
 
-/*
- * A snapshot the stream agrees with, for every COPY but a first load's in
- * the slot's own export: a temporary slot made now, on a replication
- * connection of the COPY's, exports one exact at its consistent point.  A
- * fresh snapshot of the COPY's connection would not do: PostgreSQL flushes
- * a commit (and a walsender may stream it) before the transaction is
- * visible to new snapshots, for a moment, or for as long as a synchronous
- * standby does not answer.  A row streamed so before the load began went
- * into the old filter only, and such a snapshot would miss it too: lost
- * once the new filter is live.  An exported snapshot counts a transaction
- * committed when its commit record lies before the consistent point, as
- * decoding does; every commit past that point is streamed after the load
- * began, into the new filter.  The slot waits, as the first one did, for
- * the transactions running when it is made (COPY_SLOT_WAIT_MS at most, or
- * the load fails and is retried); it decodes nothing, and goes with its
- * connection once the COPY is done (logical_copied).  Its name is the
- * daemon's slot's with "bgcopy_" for "bloomguard_", so that auto's count
- * of other daemons' slots does not take it for one.
- */
-#define COPY_SLOT_WAIT_MS 60000u
-static bool copy_snapshot(struct logical *l, int i, const char *mine, struct follow_ticket *tk,
-                          char *err, size_t errlen)
-{
-    char sid[sizeof l->base.server_id], name[64], sql[256];
-    const char *base = strncmp(l->slot, "bloomguard_", 11) == 0 ? l->slot + 11 : l->slot;
-    snprintf(name, sizeof name, "bgcopy_%.40s_%d", base, i);
-    PGconn *c = loader_connect_replication(l->base.cfg, "bloomguard copy", err, errlen);
-    if (c == NULL)
-        return false;
-    if (!loader_server_id(c, sid, sizeof sid, err, errlen))
-        goto fail;
-    if (strcmp(sid, mine) != 0) {
-        snprintf(err, errlen, "the COPY's replication connection reached another server than "
-                 "its COPY connection: [%.150s] against [%.150s]; set a single host in conninfo",
-                 sid, mine);
-        goto fail;
-    }
-    snprintf(sql, sizeof sql, "CREATE_REPLICATION_SLOT %s TEMPORARY LOGICAL pgoutput "
-             "(SNAPSHOT 'export')", name);
-    int64_t before = table_now();   /* every commit acknowledged before this is in the snapshot */
-    char why[256];
-    PGresult *r = loader_exec_bounded(c, sql, tk->stop, COPY_SLOT_WAIT_MS, why, sizeof why);
-    bool ok = r != NULL && PQresultStatus(r) == PGRES_TUPLES_OK && PQntuples(r) == 1
-              && PQnfields(r) >= 3 && !PQgetisnull(r, 0, 2);
-    if (!ok) {
-        if (r == NULL)
-            snprintf(err, errlen, "cannot make temporary slot %s for the COPY's snapshot: %s",
-                     name, why);
-        else
-            loader_set_result_error(err, errlen, "cannot make a temporary slot for the COPY's "
-                                    "snapshot", c, r);
-        PQclear(r);
-        goto fail;
-    }
-    snprintf(tk->snapshot, sizeof tk->snapshot, "%s", PQgetvalue(r, 0, 2));
-    log_debug(l->base.lg, "%s: the COPY runs in snapshot %s of temporary slot %s, exact at its "
-              "consistent point %s", table_name(l->base.tables[i]), tk->snapshot, name,
-              PQgetvalue(r, 0, 1));
-    PQclear(r);
-    tk->start = before;
-    tk->held = c;
-    return true;
-fail:
-    PQfinish(c);
-    return false;
-}
-
 static bool logical_ticket(struct follower *f, struct table *t, PGconn *conn,
                            struct follow_ticket *tk, char *err, size_t errlen)
 {
@@ -339,6 +277,20 @@ static bool logical_ticket(struct follower *f, struct table *t, PGconn *conn,
             snprintf(tk->snapshot, sizeof tk->snapshot, "%s", l->export_name);
             tk->start = l->export_time;
             l->export_busy = true;
+        } else if (l->unseen.overflowed) {
+            snprintf(err, errlen, "too many streamed transactions not yet seen finished: no "
+                     "COPY until a probe sees them");
+            ok = false;
+        } else if (l->unseen.n > 0) {
+            /* The load has begun: what the stream applied before it, the COPY must see. */
+            tk->must_see = malloc(l->unseen.n * sizeof *tk->must_see);
+            if (tk->must_see == NULL) {
+                snprintf(err, errlen, "out of memory");
+                ok = false;
+            } else {
+                memcpy(tk->must_see, l->unseen.v, l->unseen.n * sizeof *tk->must_see);
+                tk->n_must_see = l->unseen.n;
+            }
         }
     }
     pthread_mutex_unlock(&l->base.mu);
@@ -346,8 +298,6 @@ static bool logical_ticket(struct follower *f, struct table *t, PGconn *conn,
         log_info(f->lg, "%s: the first load copies in snapshot %s, exported by slot %s: the "
                  "stream starts exactly where the COPY ends", table_name(t), tk->snapshot,
                  l->slot);
-    else if (ok)
-        ok = copy_snapshot(l, i, mine, tk, err, errlen);
     return ok;
 }
 
@@ -356,10 +306,6 @@ static void logical_copied(struct follower *f, struct table *t, const struct fol
 {
     struct logical *l = of(f);
     (void)ok;
-    if (tk->held != NULL) {
-        PQfinish(tk->held);         /* the COPY's temporary slot goes with it */
-        return;
-    }
     if (tk->snapshot[0] == '\0')
         return;
     pthread_mutex_lock(&l->base.mu);
@@ -428,7 +374,7 @@ static void logical_saved(struct follower *f, struct table *t, const char *pos)
     pthread_mutex_lock(&l->base.mu);
     int i = follow_index(f, t);
     /* Of this slot on this timeline: a save that began before a failover confirms nothing. */
-    if (i >= 0 && strcmp(p.slot, l->slot) == 0 && strcmp(p.tli, l->tli) == 0
+    if (i >= 0 && strcmp(p.slot, l->slot) == 0 && strcmp(p.tli, l->lineage_tli) == 0
         && strcmp(p.sysid, l->sysid) == 0)
         l->saved[i] = p.lsn;
     pthread_mutex_unlock(&l->base.mu);

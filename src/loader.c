@@ -8,7 +8,9 @@
 #include "log.h"
 #include "pgerror.h"
 #include "spell.h"
+#include "xidsnap.h"
 
+#include <inttypes.h>
 #include <poll.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -432,43 +434,6 @@ static PGresult *exec_stoppable(PGconn *conn, const char *sql, atomic_bool *stop
     return PQgetResult(conn);
 }
 
-PGresult *loader_exec_bounded(PGconn *conn, const char *sql, atomic_bool *stop,
-                              unsigned timeout_ms, char *err, size_t errlen)
-{
-    struct timespec t0, t;
-    clock_gettime(CLOCK_MONOTONIC, &t0);
-    if (!PQsendQuery(conn, sql)) {
-        loader_set_error(err, errlen, "cannot send the statement", conn);
-        return NULL;
-    }
-    bool late = false;
-    while (PQisBusy(conn)) {
-        clock_gettime(CLOCK_MONOTONIC, &t);
-        int64_t ms = (int64_t)(t.tv_sec - t0.tv_sec) * 1000 + (t.tv_nsec - t0.tv_nsec) / 1000000;
-        late = stopped(stop) || ms >= (int64_t)timeout_ms;
-        if (late)
-            break;
-        if (!await_input(conn)) {
-            loader_set_error(err, errlen, "the connection failed", conn);
-            return NULL;
-        }
-    }
-    if (!late)
-        return PQgetResult(conn);
-    /* Cancelled rather than left to run: a waiting walsender would hold its slot. */
-    char buf[256];
-    PGcancel *c = PQgetCancel(conn);
-    if (c != NULL) {
-        (void)PQcancel(c, buf, sizeof buf);
-        PQfreeCancel(c);
-    }
-    if (stopped(stop))
-        snprintf(err, errlen, "interrupted: stopping");
-    else
-        snprintf(err, errlen, "no answer within %.1f s: cancelled", (double)timeout_ms / 1000.0);
-    return NULL;
-}
-
 static double now_s(void)
 {
     struct timespec ts;
@@ -490,6 +455,49 @@ static bool in_snapshot(PGconn *conn, const char *snapshot, char *err, size_t er
     PQfreemem(lit);
     return loader_command(conn, sql, PGRES_COMMAND_OK,
                           "cannot import the replication slot's snapshot", err, errlen);
+}
+
+/*
+ * BEGIN REPEATABLE READ in a snapshot that sees must_see[0, n) finished:
+ * they committed (the stream says so) but may still be leaving the proc
+ * array, a moment on a busy server, or until a synchronous standby answers.
+ */
+static bool seeing(PGconn *conn, const uint32_t *must_see, size_t n, atomic_bool *stop,
+                   char *err, size_t errlen)
+{
+    double until = now_s() + LOADER_VISIBLE_WAIT_S;
+    for (;;) {
+        PGresult *r = PQexec(conn, "BEGIN ISOLATION LEVEL REPEATABLE READ; "
+                                   "SELECT pg_catalog.pg_current_snapshot()::text");
+        if (PQresultStatus(r) != PGRES_TUPLES_OK || PQntuples(r) != 1) {
+            loader_set_result_error(err, errlen, "cannot take the COPY's snapshot", conn, r);
+            PQclear(r);
+            return false;
+        }
+        uint32_t first;
+        bool all = xidsnap_sees_all(PQgetvalue(r, 0, 0), must_see, n, &first);
+        PQclear(r);
+        if (all)
+            return true;
+        if (!loader_command(conn, "ROLLBACK", PGRES_COMMAND_OK, "ROLLBACK failed", err, errlen))
+            return false;
+        if (first == 0) {
+            snprintf(err, errlen, "cannot read the COPY's snapshot");
+            return false;
+        }
+        if (stopped(stop)) {
+            snprintf(err, errlen, "load interrupted");
+            return false;
+        }
+        if (now_s() > until) {
+            snprintf(err, errlen, "transaction %" PRIu32 ", whose rows were streamed, is still "
+                     "not visible after %d s (a synchronous standby that does not answer?)",
+                     first, LOADER_VISIBLE_WAIT_S);
+            return false;
+        }
+        struct timespec tick = { 0, LOADER_VISIBLE_TICK_MS * 1000000L };
+        nanosleep(&tick, NULL);
+    }
 }
 
 static bool commit(PGconn *conn, char *err, size_t errlen)
@@ -520,8 +528,14 @@ bool loader_copy(PGconn *conn, const struct filter_config *fc, struct filter *f,
     }
     snprintf(sql, len, "COPY (SELECT %s::text FROM %s WHERE %s IS NOT NULL) TO STDOUT",
              col, tbl, col);
-    if (o->snapshot && o->snapshot[0] && !in_snapshot(conn, o->snapshot, err, errlen))
+    bool txn = o->snapshot && o->snapshot[0];
+    if (txn && !in_snapshot(conn, o->snapshot, err, errlen))
         goto done;
+    if (!txn && o->n_must_see > 0) {
+        if (!seeing(conn, o->must_see, o->n_must_see, o->stop, err, errlen))
+            goto done;
+        txn = true;
+    }
     bool interrupted;
     r = exec_stoppable(conn, sql, o->stop, &interrupted);
     if (interrupted) {
@@ -600,7 +614,7 @@ bool loader_copy(PGconn *conn, const struct filter_config *fc, struct filter *f,
     /* Drain to the end so the connection can run the next command. */
     while ((r = PQgetResult(conn)) != NULL)
         PQclear(r);
-    if (o->snapshot && o->snapshot[0] && !commit(conn, err, errlen))
+    if (txn && !commit(conn, err, errlen))
         goto done;
     res->rows = rows;
     res->seconds = now_s() - t0;

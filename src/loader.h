@@ -40,15 +40,6 @@ PGconn *loader_connect_as(const struct config *cfg, const char *app, char *err, 
 PGconn *loader_connect_replication(const struct config *cfg, const char *app, char *err,
                                    size_t errlen);
 
-/*
- * PQexec of one statement whose answer may be long in coming (a slot's
- * creation waits for the transactions running on the server): at most
- * timeout_ms, and only while *stop (may be NULL) stays false.  Past either,
- * the statement is cancelled, err says which and NULL is returned; NULL
- * too when libpq failed (err from it).  Otherwise its result: PQclear it.
- */
-PGresult *loader_exec_bounded(PGconn *conn, const char *sql, atomic_bool *stop,
-                              unsigned timeout_ms, char *err, size_t errlen);
 
 /*
  * The settings every bloomguard session runs with (client encoding and the
@@ -135,6 +126,8 @@ typedef void (*loader_seen_fn)(void *arg, const char *id, size_t len, uint64_t h
 /* What a COPY may be asked besides its table; every field may be 0/NULL. */
 struct loader_copy_opts {
     const char *snapshot;       /* run in this exported snapshot (SET TRANSACTION SNAPSHOT) */
+    const uint32_t *must_see;   /* else: in a snapshot that sees these transactions finished */
+    size_t n_must_see;
     enum spell_type spell;      /* each row is added by its key for this spelling (spell.h) */
     loader_seen_fn seen;
     void *seen_arg;
@@ -148,7 +141,11 @@ struct loader_copy_opts {
  * COPY (SELECT col::text ...) TO STDOUT, telling o->seen about each one.
  * With o->snapshot, the COPY runs in a REPEATABLE READ transaction that
  * imports that snapshot first (a replication slot's: the stream then
- * begins exactly where the COPY ends).  The copy is f's only writer
+ * begins exactly where the COPY ends).  Else, with o->must_see, in a
+ * REPEATABLE READ transaction whose snapshot sees each of those
+ * transactions finished (xidsnap.h): a snapshot that does not is let go
+ * and another taken every LOADER_VISIBLE_TICK_MS, for LOADER_VISIBLE_WAIT_S at
+ * most (then an error naming the first one).  The copy is f's only writer
  * meanwhile (bulk inserts without atomics; see guard_begin_bulk).  Holds no
  * result set and allocates nothing per row itself.  After a failure the
  * connection may be left inside the COPY: PQfinish it.
@@ -161,6 +158,9 @@ struct loader_copy_opts {
  * the caller's PQfinish closes the connection.)
  */
 #define LOADER_POLL_MS 100
+/* A COPY's snapshot that does not see o->must_see is taken again this often, this long. */
+#define LOADER_VISIBLE_TICK_MS 10
+#define LOADER_VISIBLE_WAIT_S 60
 bool loader_copy(PGconn *conn, const struct filter_config *fc, struct filter *f,
                  const struct loader_copy_opts *o, struct load_result *res, char *err,
                  size_t errlen);

@@ -17,6 +17,7 @@
 #include "config.h"
 #include "follow.h"
 #include "pgoutput.h"
+#include "xidsnap.h"
 
 #define NS_PER_S INT64_C(1000000000)
 /* A status update at least this often: the walsender drops a silent client after wal_sender_timeout (60 s). */
@@ -47,6 +48,8 @@ struct logical {
                                                    under mu: logical_ready reads it) */
     uint64_t added[CONFIG_MAX_FILTERS], deleted[CONFIG_MAX_FILTERS];
     uint64_t blcksz, segsz;                     /* the server's WAL page and segment sizes */
+    uint32_t xact;                              /* the streamed transaction's xid (its Begin) */
+    bool xact_noted;                            /* ... is in unseen */
 
     pthread_cond_t cv;              /* on base.mu: the slot, an export or a resume moved */
     /* Everything below is guarded by base.mu. */
@@ -57,6 +60,7 @@ struct logical {
     bool create_unsure;             /* a CREATE_REPLICATION_SLOT failed: it may have been made */
     char sysid[24];                 /* the cluster's system identifier */
     char tli[12];                   /* its timeline (a promoted standby's is a new one) */
+    char lineage_tli[12];           /* the timeline the current lineage streams: positions' */
     char dboid[16];                 /* the database's oid */
     char export_name[64];           /* the slot's exported snapshot, "" = none (or gone) */
     int64_t export_time;            /* table_now just before the slot (and its snapshot) was made */
@@ -70,6 +74,11 @@ struct logical {
     uint64_t resume_epoch[CONFIG_MAX_FILTERS];  /* the table's epoch when it resumed */
     int64_t lag_bytes;              /* -1 unknown */
     char wal_status[16];
+    /*
+     * Transactions the stream applied rows of that no probe's snapshot has
+     * yet seen finished: a COPY's snapshot must see them (xidsnap.h).
+     */
+    struct xidset unseen;
 };
 
 /*
@@ -78,7 +87,8 @@ struct logical {
  * publication's own row: any ALTER PUBLICATION changes one of them), "-"
  * where the table is not in it and the publication is not FOR ALL TABLES,
  * "" where the publication does not exist; and what each configured table
- * name means now (a rename or a drop and create changes it).  $1 slot, $2
+ * name means now (a rename or a drop and create changes it); and a
+ * snapshot, whose finished transactions leave unseen.  $1 slot, $2
  * publication, $3 the tables' oids and $4 their quoted names, as array
  * literals.
  */
@@ -95,7 +105,8 @@ struct logical {
     "        FROM pg_publication p WHERE p.pubname = $2), ''), ',' ORDER BY u.i) " \
     "    FROM unnest($3::oid[]) WITH ORDINALITY u(rel, i)), " \
     " (SELECT string_agg(coalesce(to_regclass(u.name)::oid::text, ''), ',' ORDER BY u.i) " \
-    "    FROM unnest($4::text[]) WITH ORDINALITY u(name, i))"
+    "    FROM unnest($4::text[]) WITH ORDINALITY u(name, i)), " \
+    " pg_current_snapshot()::text"
 
 /*
  * Every function below runs on the follower's thread only and takes mu

@@ -126,7 +126,7 @@ void logical_pos_here_locked(const struct logical *l, unsigned i, uint64_t lsn,
                              struct logical_pos *p)
 {
     p->lsn = lsn;
-    snprintf(p->tli, sizeof p->tli, "%s", l->tli);
+    snprintf(p->tli, sizeof p->tli, "%s", l->lineage_tli);
     snprintf(p->slot, sizeof p->slot, "%s", l->slot);
     snprintf(p->sysid, sizeof p->sysid, "%s", l->sysid);
     snprintf(p->db, sizeof p->db, "%s", l->dboid);
@@ -454,6 +454,7 @@ void logical_new_lineage(struct logical *l, unsigned n)
     pthread_mutex_lock(&l->base.mu);
     l->lineage++;
     l->create_unsure = false;
+    snprintf(l->lineage_tli, sizeof l->lineage_tli, "%s", l->tli);
     l->slot_ready = true;
     l->applied = 0;
     for (unsigned i = 0; i < n; i++) {
@@ -490,6 +491,7 @@ uint64_t logical_resume_point(struct logical *l, unsigned n, uint64_t confirmed)
 {
     pthread_mutex_lock(&l->base.mu);
     l->slot_ready = true;
+    snprintf(l->lineage_tli, sizeof l->lineage_tli, "%s", l->tli);
     for (unsigned i = 0; i < n; i++) {
         if (l->proved[i] > confirmed)
             l->proved[i] = confirmed;

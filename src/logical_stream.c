@@ -86,7 +86,16 @@ static void apply_tuple(struct logical *l, uint32_t relid, const struct pgoutput
         if (l->col[i] < 0 || !pgoutput_tuple_get(tuple, (unsigned)l->col[i], &c))
             continue;
         /* 'n': NULL is no ID; 'u': an unchanged TOASTed value, so not a new ID. */
-        if (c.kind == 't' && table_add_row(l->base.tables[i], c.value, c.len))
+        if (c.kind != 't')
+            continue;
+        if (!l->xact_noted) {
+            /* Before its first row reaches a filter: a COPY beginning now must see it. */
+            pthread_mutex_lock(&l->base.mu);
+            xidset_add(&l->unseen, l->xact);
+            pthread_mutex_unlock(&l->base.mu);
+            l->xact_noted = true;
+        }
+        if (table_add_row(l->base.tables[i], c.value, c.len))
             l->added[i]++;
     }
 }
@@ -142,6 +151,9 @@ static bool apply_message(struct logical *l, const struct pgoutput_frame *fr, un
         pthread_mutex_unlock(&l->base.mu);
         break;
     case PGOUTPUT_BEGIN:
+        l->xact = m.begin.xid;
+        l->xact_noted = false;
+        break;
     case PGOUTPUT_ORIGIN:
     case PGOUTPUT_TYPE:
     case PGOUTPUT_MESSAGE:
@@ -192,7 +204,7 @@ static bool take_probe(struct logical *l, PGresult *r, struct proof *prev, struc
     char fps[CONFIG_MAX_FILTERS][FP_MAX], oids[CONFIG_MAX_FILTERS][FP_MAX];
     (void)n;
     n = cur->n;
-    if (PQresultStatus(r) != PGRES_TUPLES_OK || PQntuples(r) != 1 || PQnfields(r) != 5
+    if (PQresultStatus(r) != PGRES_TUPLES_OK || PQntuples(r) != 1 || PQnfields(r) != 6
         || !logical_split_fps(PQgetvalue(r, 0, 3), n, fps)
         || !logical_split_fps(PQgetvalue(r, 0, 4), n, oids)) {
         snprintf(err, errlen, "probe failed: %s", PQresultErrorMessage(r));
@@ -205,6 +217,8 @@ static bool take_probe(struct logical *l, PGresult *r, struct proof *prev, struc
     }
     cur->wal = record_boundary(l, cur->wal);
     pthread_mutex_lock(&l->base.mu);
+    /* What this snapshot sees finished, a COPY's later snapshot sees too. */
+    xidset_prune(&l->unseen, PQgetvalue(r, 0, 5));
     l->lag_bytes = PQgetisnull(r, 0, 1) ? -1 : strtoll(PQgetvalue(r, 0, 1), NULL, 10);
     snprintf(l->wal_status, sizeof l->wal_status, "%s", PQgetisnull(r, 0, 2) ? "" : PQgetvalue(r, 0, 2));
     pthread_mutex_unlock(&l->base.mu);

@@ -229,16 +229,6 @@ static void check_logical_server(PGconn *conn, const struct config *c,
                 "restart PostgreSQL", sf->max_senders);
         room = false;
     }
-    /* Each COPY after a first load holds a temporary slot and a walsender of its own. */
-    int slots_after = sf->used_slots + (sf->slot_exists ? 0 : 1);
-    int senders_after = sf->used_senders + (ours_running ? 0 : 1);
-    if (room && (slots_after >= sf->max_slots || senders_after >= sf->max_senders))
-        finding(out, errors, false, "no room for a COPY's temporary slot: with this daemon's slot "
-                "and walsender, %d of max_replication_slots = %d and %d of max_wal_senders = %d "
-                "are in use, and each COPY after the first load (a reload, growth, a reconnect's) "
-                "makes one more for its duration (docs/follow.md): raise both by one per "
-                "daemon, or those loads fail and are retried", slots_after, sf->max_slots,
-                senders_after, sf->max_senders);
     if (room && !follow_logical_check_replication(c, conn, err, sizeof err))
         finding(out, errors, true, "method logical: %s (the replication connection uses the "
                 "same conninfo with replication=database: pg_hba.conf must admit the role to the "

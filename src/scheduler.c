@@ -192,7 +192,6 @@ static bool run_copy(struct scheduler *s, unsigned i, const struct table_job *jo
                (double)fi.memory_bytes / 1024.0, fi.probes);
     /* From here every insert reaches the new filter; then the ticket, then the snapshot. */
     if (f != NULL) {
-        tk.stop = &s->stop;
         if (!f->ops->ticket(f, t, conn, &tk, err, errlen))
             goto out;
         ticket = true;
@@ -202,7 +201,8 @@ static bool run_copy(struct scheduler *s, unsigned i, const struct table_job *jo
     int64_t copy_start = table_now();
     struct progress_ctx pc = { s, i, job->first };
     const struct loader_copy_opts o = {
-        .snapshot = tk.snapshot, .spell = ident.spell, .seen = on_seen, .seen_arg = l,
+        .snapshot = tk.snapshot, .must_see = tk.must_see, .n_must_see = tk.n_must_see,
+        .spell = ident.spell, .seen = on_seen, .seen_arg = l,
         .stop = &s->stop,
         .progress = on_progress, .progress_arg = &pc,
     };
@@ -223,6 +223,7 @@ out:
     PQfinish(conn);
     if (ticket && f->ops->copied)
         f->ops->copied(f, t, &tk, ok);
+    free(tk.must_see);
     return ok;
 }
 

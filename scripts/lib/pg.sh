@@ -41,7 +41,7 @@ bg_pg_start() {
 # bg_pg_ctl start|stop: start or (fast) stop the cluster of bg_pg_start again.
 bg_pg_ctl() {
     local dir=$BG_PG_DIR
-    local o="-k $dir -c listen_addresses='' -p 5432 -c max_connections=200 -c wal_level=logical -c max_replication_slots=64 -c max_wal_senders=64"
+    local o="-k $dir -c listen_addresses='' -p 5432 -c max_connections=200 -c wal_level=logical -c max_replication_slots=40 -c max_wal_senders=40"
     [ "${BG_PG_DURABLE:-}" = yes ] || o+=" -c fsync=off -c synchronous_commit=off -c full_page_writes=off"
     case $1 in
         start) bg_as_pg "$BG_PG_BIN/pg_ctl" -D "$dir/pg" -l "$dir/pg.log" -w -t 60 -o "$o" start >/dev/null ;;
