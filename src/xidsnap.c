@@ -92,7 +92,8 @@ static bool parse(const char *text, struct snap *sn)
         }
         sn->xip[sn->n++] = (uint32_t)x;
     }
-    qsort(sn->xip, sn->n, sizeof *sn->xip, cmp_u32);
+    if (sn->n > 1)                  /* qsort and bsearch take no NULL base, even for 0 */
+        qsort(sn->xip, sn->n, sizeof *sn->xip, cmp_u32);
     return true;
 bad:
     free(sn->xip);
@@ -103,7 +104,7 @@ bad:
 static bool in_progress(const struct snap *sn, uint32_t xid)
 {
     return !precedes(xid, sn->xmax)
-           || bsearch(&xid, sn->xip, sn->n, sizeof *sn->xip, cmp_u32) != NULL;
+           || (sn->n > 0 && bsearch(&xid, sn->xip, sn->n, sizeof *sn->xip, cmp_u32) != NULL);
 }
 
 bool xidset_prune(struct xidset *s, const char *snapshot)
