@@ -32,7 +32,7 @@ const char *follow_state_name(enum follow_state s)
 }
 
 /* The methods by enum follow_method; each names itself (ops->name). */
-static const struct follow_ops *const methods[] = {
+static const struct follow_ops *const methods[FOLLOW_METHODS] = {
     [FOLLOW_NONE] = NULL,
     [FOLLOW_LOGICAL] = &follow_logical_ops,
     [FOLLOW_FEED] = &follow_feed_ops,

@@ -191,6 +191,12 @@ int follow_index(const struct follower *f, const struct table *t);
 /* ----------------------------------------------------- choosing methods -- */
 
 enum follow_method { FOLLOW_NONE, FOLLOW_LOGICAL, FOLLOW_FEED, FOLLOW_NOTIFY };
+/*
+ * Arrays by method are this long: the last method's + 1 (follow.c's ops
+ * table has one entry per method, so a new last method that is not counted
+ * here does not compile).
+ */
+#define FOLLOW_METHODS (FOLLOW_NOTIFY + 1)
 const char *follow_method_name(enum follow_method m);
 const struct follow_ops *follow_method_ops(enum follow_method m);
 

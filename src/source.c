@@ -5,6 +5,7 @@
  */
 #include "source.h"
 
+#include <assert.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -19,7 +20,7 @@ struct source {
     unsigned n;
     struct scheduler *sched;
     /* Set once by choose(), on the scheduler's thread, before any load. */
-    struct follower *followers[4];  /* by enum follow_method; [FOLLOW_NONE] unused */
+    struct follower *followers[FOLLOW_METHODS];  /* by enum follow_method; [FOLLOW_NONE] unused */
     pthread_mutex_t mu;             /* guards followers[] for readers on other threads */
 };
 
@@ -82,6 +83,7 @@ struct table *source_table(struct source *s, unsigned i)
 static struct follower *follower_for(struct source *s, enum follow_method m, char *err,
                                      size_t errlen)
 {
+    assert(m > FOLLOW_NONE && (unsigned)m < FOLLOW_METHODS);
     if (s->followers[m] != NULL)
         return s->followers[m];
     struct follower *f = follow_new(follow_method_ops(m), s->cfg, s->lg, scheduler_wake, s->sched);
@@ -177,11 +179,11 @@ void source_stop(struct source *s)
 {
     /* Followers first: their rows need nothing more of the scheduler, whose stop writes snapshots. */
     pthread_mutex_lock(&s->mu);
-    struct follower *f[4];
+    struct follower *f[FOLLOW_METHODS];
     memcpy(f, s->followers, sizeof f);
     pthread_mutex_unlock(&s->mu);
     scheduler_stop(s->sched);
-    for (unsigned m = 0; m < 4; m++)
+    for (unsigned m = 0; m < FOLLOW_METHODS; m++)
         if (f[m] != NULL)
             follow_stop(f[m]);
 }
