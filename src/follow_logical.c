@@ -192,7 +192,7 @@ static void logical_run(struct follower *f)
     while (!atomic_load(&f->stop)) {
         err[0] = '\0';
         PGconn *probe = loader_connect_as(f->cfg, "bloomguard logical probe", err, sizeof err);
-        PGconn *repl = probe ? loader_connect_replication(f->cfg, "bloomguard logical", err, sizeof err) : NULL;
+        PGconn *repl = probe ? loader_connect_replication(f->cfg, err, sizeof err) : NULL;
         if (repl != NULL) {
             int64_t t0 = table_now();
             session(l, repl, probe, &had, err, sizeof err);

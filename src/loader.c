@@ -132,10 +132,9 @@ PGconn *loader_connect_as(const struct config *cfg, const char *app, char *err, 
     return connect_as(cfg, app, false, err, errlen);
 }
 
-PGconn *loader_connect_replication(const struct config *cfg, const char *app, char *err,
-                                   size_t errlen)
+PGconn *loader_connect_replication(const struct config *cfg, char *err, size_t errlen)
 {
-    return connect_as(cfg, app, true, err, errlen);
+    return connect_as(cfg, "bloomguard logical", true, err, errlen);
 }
 
 bool loader_server_id(PGconn *conn, char *out, size_t outlen, char *err, size_t errlen)

@@ -32,14 +32,11 @@ PGconn *loader_connect(const struct config *cfg, char *err, size_t errlen);
 PGconn *loader_connect_as(const struct config *cfg, const char *app, char *err, size_t errlen);
 
 /*
- * The same as a logical replication connection (replication=database),
- * named app, for method logical's stream and slots, with the same session
- * settings: the walsender renders every value with them and converts it to
- * the client encoding.
+ * The same as a logical replication connection (replication=database), for
+ * method logical's stream, with the same session settings: the walsender
+ * renders every value with them and converts it to the client encoding.
  */
-PGconn *loader_connect_replication(const struct config *cfg, const char *app, char *err,
-                                   size_t errlen);
-
+PGconn *loader_connect_replication(const struct config *cfg, char *err, size_t errlen);
 
 /*
  * The settings every bloomguard session runs with (client encoding and the

@@ -128,7 +128,7 @@ struct logical_pos {
 };
 void logical_format_pos(char *out, size_t cap, const struct logical_pos *p);
 bool logical_parse_pos(const char *pos, struct logical_pos *p);
-/* This lineage's position of table i at lsn, as logical_format_pos will write it.  Holds base.mu. */
+/* This lineage's position of table i at lsn, for logical_format_pos.  Caller holds base.mu. */
 void logical_pos_here_locked(const struct logical *l, unsigned i, uint64_t lsn,
                              struct logical_pos *p);
 

@@ -192,7 +192,7 @@ bool logical_identify(struct logical *l, PGconn *repl, PGconn *probe, char *err,
 bool follow_logical_check_replication(const struct config *cfg, PGconn *probe, char *err,
                                       size_t errlen)
 {
-    PGconn *repl = loader_connect_replication(cfg, "bloomguard logical", err, errlen);
+    PGconn *repl = loader_connect_replication(cfg, err, errlen);
     if (repl == NULL)
         return false;
     /* logical_identify's struct: only its identity fields are written, nothing is started. */

@@ -85,7 +85,7 @@ START_TEST(overflow_until_xmin_passes)
 {
     struct xidset s;
     xidset_init(&s);
-    size_t kept = 0;                /* one assert, not a million (each is a write to Check's pipe) */
+    size_t kept = 0;                /* one assert, not a million (each writes to Check's pipe) */
     for (uint32_t x = 1000; x < 1000 + XIDSNAP_MAX; x++)
         kept += xidset_add(&s, x);
     ck_assert_uint_eq(kept, XIDSNAP_MAX);
