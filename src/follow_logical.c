@@ -144,6 +144,12 @@ static void session(struct logical *l, PGconn *repl, PGconn *probe, bool *had, c
         if (*had || l->lineage != 0)
             slot_degraded(l, l->temporary ? "went with the connection" : "is gone",
                           "a new slot; degraded until full loads");
+        /* PostgreSQL makes a logical slot once every transaction with an xid
+         * running now has ended: a long one holds the start back, say so. */
+        log_info(f->lg, "follower (logical): creating %s slot %s (it waits for the "
+                 "transactions running now to end)", l->temporary ? "temporary" : "permanent",
+                 l->slot);
+        int64_t t0 = table_now();
         if (!logical_create_slot(l, repl, export, &start, err, errlen)) {
             pthread_mutex_lock(&l->base.mu);
             l->create_unsure = !l->temporary;
@@ -152,8 +158,9 @@ static void session(struct logical *l, PGconn *repl, PGconn *probe, bool *had, c
         }
         logical_new_lineage(l, n);
         log_fields(f->lg, LOG_LVL_INFO, NULL, "follower_connected",
-                   "follower (logical): %s slot %s created at %s",
-                   l->temporary ? "temporary" : "permanent", l->slot, "its consistent point");
+                   "follower (logical): %s slot %s created at its consistent point "
+                   "after %.1f s", l->temporary ? "temporary" : "permanent", l->slot,
+                   (double)(table_now() - t0) / NS_PER_S);
         logical_wait_for_export(l, n);
     }
     if (!start_replication(l, repl, start, err, errlen))
