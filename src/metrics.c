@@ -12,7 +12,6 @@
 #include <string.h>
 
 #include "config.h"
-#include "routes.h"
 #include "stats.h"
 #include "status.h"
 
@@ -62,7 +61,7 @@ static void requests_series(FILE *o, const char *name, const struct status *st)
                 continue;
             unsigned code = stats_status_code(k);
             fprintf(o, "bloomguard_%s{endpoint=\"%s\",code=\"%s%.0u\"} %llu\n", name,
-                    routes_slot_name(e), code ? "" : "other", code, (unsigned long long)n);
+                    stats_slot_name(&st->stats, e), code ? "" : "other", code, (unsigned long long)n);
         }
 }
 
@@ -75,7 +74,7 @@ static void duration_series(FILE *o, const char *name, const struct status *st)
             cum += r->latency_bucket[b];
         if (cum == 0)
             continue;
-        const char *ep = routes_slot_name(e);
+        const char *ep = stats_slot_name(&st->stats, e);
         cum = 0;
         for (unsigned b = 0; b < STATS_BUCKETS; b++) {
             cum += r->latency_bucket[b];

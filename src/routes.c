@@ -115,7 +115,7 @@ void routes_allow_header(unsigned methods, char *out, size_t cap)
 
 struct stats *routes_stats_new(void)
 {
-    return stats_new(routes_count + 1);
+    return stats_new(routes_count + 1, routes_slot_name);
 }
 
 const char *routes_slot_name(unsigned slot)

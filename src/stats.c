@@ -28,6 +28,7 @@ struct stripe {
 
 struct stats {
     unsigned slots;
+    stats_slot_name_fn *slot_name;
     size_t stride;              /* bytes per stripe: a whole number of cache lines */
     unsigned char *mem;         /* STRIPES stripes, 64-byte aligned */
 };
@@ -46,7 +47,7 @@ static struct stripe *mine(struct stats *s)
     return stripe_at(s, (unsigned)(x % STRIPES));
 }
 
-struct stats *stats_new(unsigned slots)
+struct stats *stats_new(unsigned slots, stats_slot_name_fn *slot_name)
 {
     if (slots == 0)
         return NULL;
@@ -54,6 +55,7 @@ struct stats *stats_new(unsigned slots)
     if (s == NULL)
         return NULL;
     s->slots = slots;
+    s->slot_name = slot_name;
     size_t bytes = sizeof(struct stripe) + (size_t)slots * sizeof(struct route_stripe);
     s->stride = (bytes + 63) / 64 * 64;
     s->mem = aligned_alloc(64, STRIPES * s->stride);
@@ -128,6 +130,7 @@ bool stats_snapshot(struct stats *s, struct stats_snapshot *out)
 {
     memset(out, 0, sizeof(*out));
     stats_counters(s, out->counter);
+    out->slot_name = s->slot_name;
     out->route = calloc(s->slots, sizeof(out->route[0]));
     if (out->route == NULL)
         return false;

@@ -3,12 +3,15 @@
  * adds on per-thread-ish stripes, summed only when someone asks (/stats,
  * /metrics).  Requests are counted by route index, a number the caller
  * gives meaning to (http.c: the index of the route in routes_table[], the
- * last slot for requests no route took); stats knows no paths or names.
+ * last slot for requests no route took); stats knows no paths, and names a
+ * slot only through the function its creator gave (so /stats and /metrics
+ * need no route table).
  */
 #ifndef BLOOMGUARD_STATS_H
 #define BLOOMGUARD_STATS_H
 
 #include <stdbool.h>
+#include <stddef.h>
 #include <stdint.h>
 
 /*
@@ -43,11 +46,15 @@ extern const double stats_bucket_bounds[STATS_BUCKETS];
 
 struct stats;
 
+/* A route slot's name, as /stats and /metrics print it. */
+typedef const char *stats_slot_name_fn(unsigned slot);
+
 /*
- * Counters for requests in `slots` route slots (0 .. slots-1).  NULL on
- * allocation failure or slots == 0.  stats_free(NULL) is a no-op.
+ * Counters for requests in `slots` route slots (0 .. slots-1), named by
+ * slot_name (NULL: every slot is "other").  NULL on allocation failure or
+ * slots == 0.  stats_free(NULL) is a no-op.
  */
-struct stats *stats_new(unsigned slots);
+struct stats *stats_new(unsigned slots, stats_slot_name_fn *slot_name);
 void stats_free(struct stats *s);
 
 /* Thread-safe, lock-free.  A slot out of range counts in the last one. */
@@ -71,7 +78,14 @@ struct stats_snapshot {
     uint64_t counter[ST_COUNT];
     unsigned slots;
     struct stats_route *route;
+    stats_slot_name_fn *slot_name;
 };
+
+/* The name of a snapshot's route slot. */
+static inline const char *stats_slot_name(const struct stats_snapshot *s, unsigned slot)
+{
+    return s->slot_name != NULL ? s->slot_name(slot) : "other";
+}
 bool stats_snapshot(struct stats *s, struct stats_snapshot *out);
 void stats_snapshot_free(struct stats_snapshot *out);
 

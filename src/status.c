@@ -15,7 +15,6 @@
 #include "config.h"
 #include "guard.h"
 #include "pgerror.h"
-#include "routes.h"
 #include "spell.h"
 #include "table.h"
 
@@ -207,7 +206,7 @@ static void requests_sections(struct doc *d, json_t *o, const struct status *st)
             put_u64(d, codes, code ? key : "other", n);
             by_class[code ? code / 100 : 5] += n;
         }
-        put(d, routes, routes_slot_name(e), codes);
+        put(d, routes, stats_slot_name(&st->stats, e), codes);
     }
     json_t *classes = put_object(d, o, "requests");
     put_u64(d, classes, "2xx", by_class[2]);

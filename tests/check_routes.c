@@ -140,8 +140,8 @@ END_TEST
 
 START_TEST(test_stats_slots)
 {
-    ck_assert_ptr_null(stats_new(0));
-    struct stats *s = stats_new(3);
+    ck_assert_ptr_null(stats_new(0, NULL));
+    struct stats *s = stats_new(3, NULL);
     ck_assert_ptr_nonnull(s);
     stats_request(s, 0, 200, 1000);             /* 1 us */
     stats_request(s, 1, 404, 2000000000);       /* 2 s: past the last bound */
@@ -171,6 +171,8 @@ START_TEST(test_stats_slots)
     ck_assert_ptr_nonnull(s);
     ck_assert(stats_snapshot(s, &snap));
     ck_assert_uint_eq(snap.slots, routes_count + 1);
+    ck_assert_str_eq(stats_slot_name(&snap, 0), routes_table[0].name);
+    ck_assert_str_eq(stats_slot_name(&snap, routes_count), "other");
     stats_snapshot_free(&snap);
     stats_free(s);
 }
