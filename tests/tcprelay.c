@@ -2,9 +2,11 @@
  * tcprelay: a TCP-to-unix-socket relay that can freeze like a silent network
  * partition, for the tests: packets stop, nothing is closed, no RST.
  *
- *   tcprelay PORTFILE UNIX-SOCKET
+ *   tcprelay PORTFILE UNIX-SOCKET [PORT]
  *
- * Listens on 127.0.0.1 (a free port, written to PORTFILE once listening) and
+ * Listens on 127.0.0.1 (PORT, or a free port; written to PORTFILE once
+ * listening: a relay started again on the port of one that exited stands
+ * where it stood, for a client that reconnects to the same address) and
  * relays each connection to UNIX-SOCKET (e.g. PostgreSQL's
  * /dir/.s.PGSQL.5432).  SIGUSR1 freezes: no byte moves in either direction
  * and new connections are neither accepted nor refused (they wait in the
@@ -80,8 +82,8 @@ static bool pump(int from, int to)
 
 int main(int argc, char **argv)
 {
-    if (argc != 3) {
-        fprintf(stderr, "usage: tcprelay PORTFILE UNIX-SOCKET\n");
+    if (argc != 3 && argc != 4) {
+        fprintf(stderr, "usage: tcprelay PORTFILE UNIX-SOCKET [PORT]\n");
         return 2;
     }
     struct sigaction sa = { .sa_handler = on_signal };
@@ -96,7 +98,8 @@ int main(int argc, char **argv)
     int ls = socket(AF_INET, SOCK_STREAM, 0);
     int one = 1;
     setsockopt(ls, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
-    struct sockaddr_in in = { .sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK) };
+    struct sockaddr_in in = { .sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK),
+                              .sin_port = htons(argc == 4 ? (uint16_t)atoi(argv[3]) : 0) };
     socklen_t len = sizeof in;
     if (bind(ls, (struct sockaddr *)&in, sizeof in) != 0 || listen(ls, 64) != 0
         || getsockname(ls, (struct sockaddr *)&in, &len) != 0) {
