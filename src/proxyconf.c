@@ -5,7 +5,8 @@
  * which build it from the pieces in proxyconf_parts.c.
  */
 #include "proxyconf.h"
-#include "proxyconf_int.h"
+#include "proxyconf_caddy.h"
+#include "proxyconf_nginx.h"
 
 #include <stdarg.h>
 #include <stdlib.h>

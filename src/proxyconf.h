@@ -13,21 +13,8 @@
 #include <stdio.h>
 
 #include "config.h"
-
-/* Which proxy to write for. */
-enum proxyconf_kind { PROXYCONF_NGINX, PROXYCONF_CADDY };
-
-/*
- * The placeholder addresses of what bloomguard does not know (where the
- * proxy listens, the service behind it, Caddy's relay to bloomguard); the
- * written file says to adjust them.  bloomguard's own address is [server]
- * listen.
- */
-#define PROXYCONF_LISTEN "127.0.0.1:8000"
-#define PROXYCONF_SERVICE "127.0.0.1:8081"
-#define PROXYCONF_RELAY "127.0.0.1:8082"
-/* The unix socket a TCP configuration's output suggests as the alternative (bloomguard(8)). */
-#define PROXYCONF_UNIX "/run/bloomguard/http.sock"
+/* enum proxyconf_kind and the PROXYCONF_* placeholder addresses. */
+#include "proxyconf_parts.h"
 
 /*
  * "nginx" -> PROXYCONF_NGINX, "caddy" -> PROXYCONF_CADDY: true and *kind

@@ -3,8 +3,8 @@
  * template, and a map whose regexps (Go's, on runes) take exactly the URIs
  * and the ID uritmpl_match takes.
  */
-#include "proxyconf.h"
-#include "proxyconf_int.h"
+#include "proxyconf_caddy.h"
+#include "proxyconf_parts.h"
 
 #include <stdlib.h>
 #include <string.h>

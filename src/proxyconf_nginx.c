@@ -3,8 +3,8 @@
  * location per template, and a map whose regexps take exactly the URIs and
  * the ID uritmpl_match takes.
  */
-#include "proxyconf.h"
-#include "proxyconf_int.h"
+#include "proxyconf_nginx.h"
+#include "proxyconf_parts.h"
 
 #include <stdlib.h>
 #include <string.h>

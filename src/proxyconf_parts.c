@@ -1,12 +1,12 @@
 /*
- * The pieces both proxy writers build from (proxyconf_int.h): templates
+ * The pieces both proxy writers build from (proxyconf_parts.h): templates
  * split and turned into regexps, literals, the upstream address, keepalive
  * and the header's lines.  The hard part is the regexps: each one must
  * take exactly the URIs and the ID uritmpl_match takes, for any template
  * uritmpl_valid accepts, so that the 404 body a proxy writes names the ID
  * bloomguard said no to.
  */
-#include "proxyconf_int.h"
+#include "proxyconf_parts.h"
 
 #include <arpa/inet.h>
 #include <string.h>

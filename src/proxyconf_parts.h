@@ -1,18 +1,35 @@
 /*
- * What the proxy writers share (private to proxyconf*.c): the pieces of a
- * template, regexp literals, the address and keep-alive the proxy uses, and
- * the header's common paragraphs.  proxyconf_parts.c holds them; the nginx and the
- * Caddy writer are proxyconf_nginx.c and proxyconf_caddy.c.
+ * The lowest layer of the proxy configuration: the pieces both proxy
+ * writers build from (which proxy, the placeholder addresses, a template's
+ * parts and regexps, the address and keep-alive the proxy uses, the
+ * header's common paragraphs), defined in proxyconf_parts.c.  It knows
+ * neither the writers nor proxyconf.c; they include it, never the reverse.
+ * Only enum proxyconf_kind and the PROXYCONF_* defaults are public (through
+ * proxyconf.h); the functions are private to proxyconf*.c.
  */
-#ifndef BLOOMGUARD_PROXYCONF_INT_H
-#define BLOOMGUARD_PROXYCONF_INT_H
+#ifndef BLOOMGUARD_PROXYCONF_PARTS_H
+#define BLOOMGUARD_PROXYCONF_PARTS_H
 
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdio.h>
 
 #include "config.h"
-#include "proxyconf.h"
+
+/* Which proxy to write for. */
+enum proxyconf_kind { PROXYCONF_NGINX, PROXYCONF_CADDY };
+
+/*
+ * The placeholder addresses of what bloomguard does not know (where the
+ * proxy listens, the service behind it, Caddy's relay to bloomguard); the
+ * written file says to adjust them.  bloomguard's own address is [server]
+ * listen.
+ */
+#define PROXYCONF_LISTEN "127.0.0.1:8000"
+#define PROXYCONF_SERVICE "127.0.0.1:8081"
+#define PROXYCONF_RELAY "127.0.0.1:8082"
+/* The unix socket a TCP configuration's output suggests as the alternative (bloomguard(8)). */
+#define PROXYCONF_UNIX "/run/bloomguard/http.sock"
 
 /* The ID an example in the header shows. */
 #define EXAMPLE_ID "42"
@@ -85,10 +102,4 @@ void proxyconf_template_list(FILE *f, const struct config *c);
 void proxyconf_uri_source_text(FILE *f, const struct config *c, const char *proxy,
                                const char *value);
 
-/* The nginx snippet of c (proxyconf_check passed) to f. */
-void proxyconf_nginx_write(FILE *f, const struct config *c);
-
-/* The Caddyfile of c (proxyconf_check passed) to f. */
-void proxyconf_caddy_write(FILE *f, const struct config *c);
-
-#endif
+#endif /* BLOOMGUARD_PROXYCONF_PARTS_H */
