@@ -2,7 +2,7 @@
  * What reading a POST log gives back, the two types that its contract
  * (postlog.h) and its file format (postlog_file.h) both speak of: kept apart
  * so that the format, below the log, needs nothing of the log above it.
- * postlog.h includes this file; include that one, not this.
+ * postlog.h includes this file: the rest of the tree includes that one.
  */
 #ifndef BLOOMGUARD_POSTLOG_TYPES_H
 #define BLOOMGUARD_POSTLOG_TYPES_H
