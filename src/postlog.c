@@ -2,10 +2,10 @@
  * The POST log's group commit and rewrites (contract in postlog.h): one
  * writer thread commits concurrent appends together, one rewriting thread
  * compacts the file to its live entries.  The file format and its repair at
- * open are postlog_file.c.
+ * open are below it, in postlog_file.c.
  */
 #include "postlog.h"
-#include "postlog_int.h"
+#include "postlog_file.h"
 
 #include "durable.h"
 #include "monoclock.h"
@@ -20,6 +20,48 @@
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
+
+#define DEFAULT_FLOOR (UINT64_C(1) << 20)
+#define RETRY_SECONDS 1         /* between rewrites of a broken log */
+
+/* An append waiting for its batch: done is called once it is on disk or failed. */
+struct waiter {
+    struct waiter *next;
+    postlog_done_fn done;
+    void *arg;
+    bool heap;                  /* postlog_submit's: freed after done */
+};
+
+/* The log (opaque in postlog.h): its file, its threads and what they share. */
+struct postlog {
+    char *path, *dir;
+    struct postlog_opts o;
+    pthread_mutex_t mu;
+    pthread_cond_t work;        /* the writer: a batch to write, the swap over, or stop */
+    pthread_cond_t idle;        /* a rewrite: the writer between batches */
+    pthread_cond_t cwork;       /* the rewriting thread: a rewrite wanted, or stop */
+    pthread_mutex_t compact_mu; /* one rewrite at a time */
+    /* Under mu. */
+    int fd;
+    uint64_t end;               /* bytes written and synced */
+    struct postlog_buf fill;    /* the next batch's records */
+    struct postlog_buf spare;   /* the last batch's buffer, reused */
+    struct waiter *head, **tail;
+    bool writing;               /* the writer is between taking a batch and finishing it */
+    bool swap;                  /* a rewrite is swapping files: take no batch */
+    bool compacting, compact_wanted;
+    bool stop;
+    struct postlog_info info;
+    pthread_t writer, compactor;
+};
+
+/* The log's clock: wall-clock unix seconds, or the test clock of its options. */
+static uint64_t wall_clock(const struct postlog *log)
+{
+    if (log->o.clock)
+        return log->o.clock(log->o.clock_ctx);
+    return (uint64_t)time(NULL);
+}
 
 /* --------------------------------------------------------- the threads -- */
 
@@ -73,11 +115,11 @@ struct postlog *postlog_open(const char *path, const struct postlog_opts *o, pos
     if (log->fd < 0 && errno == ENOENT) {
         /* Created whole under its name, so that a crash never leaves half a header. */
         char *tmp = malloc(strlen(path) + DURABLE_TEMP_EXTRA);
-        unsigned char h[HEADER_LEN];
-        postlog_header(h);
+        unsigned char h[POSTLOG_HEADER_LEN];
+        postlog_file_header(h);
         if (tmp == NULL) {
             err = ENOMEM;
-        } else if ((log->fd = postlog_temp_file(path, h, sizeof h, tmp,
+        } else if ((log->fd = postlog_file_temp(path, h, sizeof h, tmp,
                                                 strlen(path) + DURABLE_TEMP_EXTRA, &err)) >= 0
                    && (err = durable_install(tmp, path, log->dir)) != 0) {
             close(log->fd);
@@ -89,7 +131,7 @@ struct postlog *postlog_open(const char *path, const struct postlog_opts *o, pos
             goto fail;
         }
         r->created = true;
-        log->info.live_bytes = HEADER_LEN;
+        log->info.live_bytes = POSTLOG_HEADER_LEN;
     } else if (log->fd < 0) {
         err = errno;
         snprintf(r->why, sizeof r->why, "cannot open it: %s", strerror(err));
@@ -101,7 +143,9 @@ struct postlog *postlog_open(const char *path, const struct postlog_opts *o, pos
             snprintf(r->why, sizeof r->why, "cannot read it: %s", strerror(err));
             goto fail;
         }
-        if ((err = postlog_load(log, &log->fd, (uint64_t)st.st_size, each, ctx, r)) != 0)
+        if ((err = postlog_file_load(log->path, log->dir, &log->fd, (uint64_t)st.st_size,
+                                     wall_clock(log), log->o.ttl, each, ctx, r,
+                                     &log->info.live_bytes)) != 0)
             goto fail;
     }
     struct stat st;
@@ -148,7 +192,7 @@ static void maybe_compact(struct postlog *log)
 }
 
 /* One batch: write it at the end, fdatasync.  Runs without the lock. */
-static int write_batch(struct postlog *log, int fd, const struct buf *b, uint64_t at,
+static int write_batch(struct postlog *log, int fd, const struct postlog_buf *b, uint64_t at,
                        bool *sync_failed)
 {
     int err = log->o.fault ? log->o.fault(log->o.fault_ctx, POSTLOG_IO_WRITE) : 0;
@@ -187,7 +231,7 @@ static void *writer_main(void *arg)
             pthread_cond_wait(&log->work, &log->mu);
             continue;
         }
-        struct buf b = log->fill;
+        struct postlog_buf b = log->fill;
         log->fill = log->spare;
         log->fill.len = 0;
         struct waiter *w = log->head;
@@ -215,10 +259,10 @@ static void *writer_main(void *arg)
             for (struct waiter *x = w; x != NULL; x = x->next)
                 log->info.failures++;
         b.len = 0;
-        if (b.cap > 4 * REC_BODY_MAX) {
+        if (b.cap > 4 * POSTLOG_REC_BODY_MAX) {
             /* One huge POST must not pin its buffer for the life of the daemon. */
             free(b.p);
-            b = (struct buf){ NULL, 0, 0 };
+            b = (struct postlog_buf){ NULL, 0, 0 };
         }
         log->spare = b;
         log->writing = false;
@@ -276,17 +320,17 @@ static int enqueue(struct postlog *log, size_t n, const char *const *ids, const 
         log->info.failures++;
         return log->info.broken;
     }
-    uint64_t expires = postlog_wall(log) + ttl;
+    uint64_t expires = wall_clock(log) + ttl;
     size_t start = log->fill.len;
     struct postlog_rec r = { &log->fill, SIZE_MAX, 0 };
     for (size_t i = 0; i < n; i++) {
-        if (lens[i] > MAX_ID_LEN || !postlog_rec_add(&r, ids[i], lens[i], expires)) {
+        if (lens[i] > POSTLOG_MAX_ID_LEN || !postlog_file_rec_add(&r, ids[i], lens[i], expires)) {
             log->fill.len = start;
             log->info.failures++;
-            return lens[i] > MAX_ID_LEN ? EINVAL : ENOMEM;
+            return lens[i] > POSTLOG_MAX_ID_LEN ? EINVAL : ENOMEM;
         }
     }
-    postlog_rec_close(&r);
+    postlog_file_rec_close(&r);
     *log->tail = w;
     log->tail = &w->next;
     log->info.appends++;
@@ -358,8 +402,9 @@ struct export {
 static bool export_count(void *ctx, uint64_t n, uint64_t bytes)
 {
     struct export *x = ctx;
-    uint64_t want = n * ENTRY_HEAD + bytes + (n / 1024 + 1) * (REC_HEAD + REC_SUM);
-    if (want > SIZE_MAX || !postlog_reserve(x->r.b, (size_t)want)) {
+    uint64_t want = n * POSTLOG_ENTRY_HEAD + bytes
+        + (n / 1024 + 1) * (POSTLOG_REC_HEAD + POSTLOG_REC_SUM);
+    if (want > SIZE_MAX || !postlog_file_reserve(x->r.b, (size_t)want)) {
         x->oom = true;
         return false;
     }
@@ -369,9 +414,9 @@ static bool export_count(void *ctx, uint64_t n, uint64_t bytes)
 static bool export_each(void *ctx, const char *id, size_t len, uint64_t ttl_left)
 {
     struct export *x = ctx;
-    if (len > MAX_ID_LEN)
+    if (len > POSTLOG_MAX_ID_LEN)
         return true;            /* cannot be written: never was acknowledged through here */
-    if (!postlog_rec_add(&x->r, id, len, x->now + ttl_left)) {
+    if (!postlog_file_rec_add(&x->r, id, len, x->now + ttl_left)) {
         x->oom = true;
         return false;
     }
@@ -403,7 +448,7 @@ int postlog_compact(struct postlog *log)
     if (log->o.live == NULL)
         return EINVAL;
     int err = 0, nfd = -1;
-    struct buf b = { NULL, 0, 0 };
+    struct postlog_buf b = { NULL, 0, 0 };
     size_t tl = strlen(log->path) + DURABLE_TEMP_EXTRA;
     char *tmp = malloc(tl);
     pthread_mutex_lock(&log->compact_mu);
@@ -419,20 +464,20 @@ int postlog_compact(struct postlog *log)
     uint64_t mark = log->end;
     pthread_mutex_unlock(&log->mu);
 
-    struct export x = { { &b, SIZE_MAX, 0 }, postlog_wall(log), false };
-    if (tmp == NULL || !postlog_reserve(&b, HEADER_LEN)) {
+    struct export x = { { &b, SIZE_MAX, 0 }, wall_clock(log), false };
+    if (tmp == NULL || !postlog_file_reserve(&b, POSTLOG_HEADER_LEN)) {
         err = ENOMEM;
         goto out;
     }
-    postlog_header(b.p);
-    b.len = HEADER_LEN;
+    postlog_file_header(b.p);
+    b.len = POSTLOG_HEADER_LEN;
     if (!log->o.live(log->o.live_ctx, export_count, export_each, &x)) {
         err = x.oom ? ENOMEM : ECANCELED;
         goto out;
     }
-    postlog_rec_close(&x.r);
+    postlog_file_rec_close(&x.r);
     /* The bulk is written and synced before appends are held back. */
-    if ((nfd = postlog_temp_file(log->path, b.p, b.len, tmp, tl, &err)) < 0)
+    if ((nfd = postlog_file_temp(log->path, b.p, b.len, tmp, tl, &err)) < 0)
         goto out;
 
     pthread_mutex_lock(&log->mu);

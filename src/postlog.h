@@ -13,13 +13,10 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "postlog_types.h"      /* postlog_entry_fn, struct postlog_opened */
+
 struct postlog;
 
-/*
- * One entry: an ID and the seconds it has left (>= 1).  Returning false
- * stops the walk that called it.
- */
-typedef bool (*postlog_entry_fn)(void *ctx, const char *id, size_t len, uint64_t ttl_left);
 /* How many entries and bytes of IDs the walk will give; false stops it. */
 typedef bool (*postlog_count_fn)(void *ctx, uint64_t n, uint64_t bytes);
 /*
@@ -58,18 +55,6 @@ struct postlog_opts {
     void *fault_ctx;
     uint64_t (*clock)(void *clock_ctx);
     void *clock_ctx;
-};
-
-/* What postlog_open found in the file. */
-struct postlog_opened {
-    uint64_t entries;           /* given to each (unexpired) */
-    uint64_t expired;           /* entries read but expired: not given */
-    uint64_t torn_bytes;        /* an incomplete last append (a crash mid-write), cut off */
-    bool corrupt;               /* a bad record with records after it: see why */
-    uint64_t corrupt_offset;    /* where it starts; everything from there is dropped */
-    uint64_t lost_bytes;        /* bytes dropped from there to the end */
-    bool created;               /* there was no file: an empty one was made */
-    char why[160];              /* the corruption, or why the open failed */
 };
 
 /*

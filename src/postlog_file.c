@@ -1,7 +1,7 @@
 /*
  * The POST log's file format: building records, and reading, checking and
- * repairing a file at open.  The group commit and rewrites are postlog.c;
- * postlog.h has the contract.
+ * repairing a file at open (contract in postlog_file.h).  The group commit
+ * and rewrites, above it, are postlog.c.
  *
  * The file: a 16-byte header ("bgpostlg", version, 0), then records:
  *
@@ -13,26 +13,27 @@
  * is bad at the end of the file is the remains of an append no one was told
  * about, while a bad one followed by good ones is damage.
  */
-#include "postlog.h"
-#include "postlog_int.h"
+#include "postlog_file.h"
 
 #include "durable.h"
 
 #include <errno.h>
 #include <fcntl.h>
-#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
-#include <time.h>
 #include <unistd.h>
 
 #define XXH_INLINE_ALL
 #include <xxhash.h>
 
+#define LOG_VERSION 1
+#define SUM_SEED UINT64_C(0x62677073746c6f67)
+
 static const unsigned char magic[8] = { 'b', 'g', 'p', 'o', 's', 't', 'l', 'g' };
+
 /* ------------------------------------------------------------ encoding -- */
 
 static void put32(unsigned char *p, uint32_t v)
@@ -63,7 +64,7 @@ static uint64_t get64(const unsigned char *p)
     return v;
 }
 
-bool postlog_reserve(struct buf *b, size_t more)
+bool postlog_file_reserve(struct postlog_buf *b, size_t more)
 {
     if (b->cap - b->len >= more)
         return true;
@@ -81,7 +82,7 @@ bool postlog_reserve(struct buf *b, size_t more)
     return true;
 }
 
-void postlog_header(unsigned char *h)
+void postlog_file_header(unsigned char *h)
 {
     memcpy(h, magic, sizeof magic);
     put32(h + 8, LOG_VERSION);
@@ -89,38 +90,38 @@ void postlog_header(unsigned char *h)
 }
 
 
-void postlog_rec_close(struct postlog_rec *r)
+void postlog_file_rec_close(struct postlog_rec *r)
 {
     if (r->start == SIZE_MAX)
         return;
     unsigned char *s = r->b->p + r->start;
-    size_t body = r->b->len - r->start - REC_HEAD;
+    size_t body = r->b->len - r->start - POSTLOG_REC_HEAD;
     put32(s, (uint32_t)body);
     put32(s + 4, r->count);
-    put64(r->b->p + r->b->len, XXH64(s, REC_HEAD + body, SUM_SEED));
-    r->b->len += REC_SUM;
+    put64(r->b->p + r->b->len, XXH64(s, POSTLOG_REC_HEAD + body, SUM_SEED));
+    r->b->len += POSTLOG_REC_SUM;
     r->start = SIZE_MAX;
 }
 
 /* False on no memory (the buffer then holds a partial record: drop it). */
-bool postlog_rec_add(struct postlog_rec *r, const char *id, size_t len, uint64_t expires)
+bool postlog_file_rec_add(struct postlog_rec *r, const char *id, size_t len, uint64_t expires)
 {
-    if (!postlog_reserve(r->b, REC_HEAD + ENTRY_HEAD + len + REC_SUM))
+    if (!postlog_file_reserve(r->b, POSTLOG_REC_HEAD + POSTLOG_ENTRY_HEAD + len + POSTLOG_REC_SUM))
         return false;
     if (r->start == SIZE_MAX) {
         r->start = r->b->len;
         r->count = 0;
-        r->b->len += REC_HEAD;
+        r->b->len += POSTLOG_REC_HEAD;
     }
     unsigned char *e = r->b->p + r->b->len;
     put64(e, expires);
     put32(e + 8, (uint32_t)len);
-    memcpy(e + ENTRY_HEAD, id, len);
-    r->b->len += ENTRY_HEAD + len;
+    memcpy(e + POSTLOG_ENTRY_HEAD, id, len);
+    r->b->len += POSTLOG_ENTRY_HEAD + len;
     r->count++;
-    if (r->b->len - r->start - REC_HEAD >= REC_BODY_MAX) {
+    if (r->b->len - r->start - POSTLOG_REC_HEAD >= POSTLOG_REC_BODY_MAX) {
         /* The checksum's room was reserved above. */
-        postlog_rec_close(r);
+        postlog_file_rec_close(r);
     }
     return true;
 }
@@ -131,34 +132,27 @@ bool postlog_rec_add(struct postlog_rec *r, const char *id, size_t len, uint64_t
  */
 static size_t record_at(const unsigned char *d, size_t size, size_t off)
 {
-    if (size - off < REC_HEAD + REC_SUM)
+    if (size - off < POSTLOG_REC_HEAD + POSTLOG_REC_SUM)
         return 0;
     uint32_t body = get32(d + off), count = get32(d + off + 4);
-    if (count == 0 || body > size - off - REC_HEAD - REC_SUM
-        || (uint64_t)count * ENTRY_HEAD > body)
+    if (count == 0 || body > size - off - POSTLOG_REC_HEAD - POSTLOG_REC_SUM
+        || (uint64_t)count * POSTLOG_ENTRY_HEAD > body)
         return 0;
-    size_t q = off + REC_HEAD, end = q + body;
+    size_t q = off + POSTLOG_REC_HEAD, end = q + body;
     for (uint32_t i = 0; i < count; i++) {
-        if (end - q < ENTRY_HEAD)
+        if (end - q < POSTLOG_ENTRY_HEAD)
             return 0;
         uint32_t len = get32(d + q + 8);
-        if (len > MAX_ID_LEN || end - q - ENTRY_HEAD < len)
+        if (len > POSTLOG_MAX_ID_LEN || end - q - POSTLOG_ENTRY_HEAD < len)
             return 0;
-        q += ENTRY_HEAD + len;
+        q += POSTLOG_ENTRY_HEAD + len;
     }
-    if (q != end || XXH64(d + off, REC_HEAD + body, SUM_SEED) != get64(d + end))
+    if (q != end || XXH64(d + off, POSTLOG_REC_HEAD + body, SUM_SEED) != get64(d + end))
         return 0;
-    return REC_HEAD + body + REC_SUM;
+    return POSTLOG_REC_HEAD + body + POSTLOG_REC_SUM;
 }
 
 /* ------------------------------------------------------------- files -- */
-
-uint64_t postlog_wall(const struct postlog *log)
-{
-    if (log->o.clock)
-        return log->o.clock(log->o.clock_ctx);
-    return (uint64_t)time(NULL);
-}
 
 /*
  * A new file beside path (path + ".tmp.<pid>.<16 hex>", the names
@@ -166,8 +160,8 @@ uint64_t postlog_wall(const struct postlog *log)
  * and fsync'ed.  Returns its descriptor (the name in tmp), or -1 with the
  * errno value in *err and nothing left behind.
  */
-int postlog_temp_file(const char *path, const unsigned char *data, size_t len, char *tmp,
-                     size_t tmplen, int *err)
+int postlog_file_temp(const char *path, const unsigned char *data, size_t len, char *tmp,
+                      size_t tmplen, int *err)
 {
     int fd = durable_temp_open(path, tmp, tmplen, err);
     if (fd < 0)
@@ -186,42 +180,41 @@ int postlog_temp_file(const char *path, const unsigned char *data, size_t len, c
 /* ------------------------------------------------------------ opening -- */
 
 /*
- * Whether d (size bytes, size < HEADER_LEN) is what a creation cut short
+ * Whether d (size bytes, size < POSTLOG_HEADER_LEN) is what a creation cut short
  * can leave: nothing, or the start of a header.
  */
 static bool header_prefix(const unsigned char *d, size_t size)
 {
-    unsigned char h[HEADER_LEN];
-    postlog_header(h);
+    unsigned char h[POSTLOG_HEADER_LEN];
+    postlog_file_header(h);
     return size == 0 || memcmp(d, h, size) == 0;
 }
 
-/* Give the entries of the well-formed records in [HEADER_LEN, end) to each. */
-static bool replay(const struct postlog *log, const unsigned char *d, size_t end,
+/* Give the entries of the well-formed records in [POSTLOG_HEADER_LEN, end) to each. */
+static bool replay(const unsigned char *d, size_t end, uint64_t now, uint64_t ttl,
                    postlog_entry_fn each, void *ctx, struct postlog_opened *r, uint64_t *live)
 {
-    uint64_t now = postlog_wall(log);
-    size_t off = HEADER_LEN;
+    size_t off = POSTLOG_HEADER_LEN;
     while (off < end) {
         uint32_t body = get32(d + off), count = get32(d + off + 4);
-        size_t q = off + REC_HEAD;
+        size_t q = off + POSTLOG_REC_HEAD;
         for (uint32_t i = 0; i < count; i++) {
             uint64_t expires = get64(d + q);
             uint32_t len = get32(d + q + 8);
             if (expires > now) {
                 uint64_t left = expires - now;
-                if (left > log->o.ttl)
-                    left = log->o.ttl;
-                if (!each(ctx, (const char *)d + q + ENTRY_HEAD, len, left))
+                if (left > ttl)
+                    left = ttl;
+                if (!each(ctx, (const char *)d + q + POSTLOG_ENTRY_HEAD, len, left))
                     return false;
                 r->entries++;
-                *live += ENTRY_HEAD + len;
+                *live += POSTLOG_ENTRY_HEAD + len;
             } else {
                 r->expired++;
             }
-            q += ENTRY_HEAD + len;
+            q += POSTLOG_ENTRY_HEAD + len;
         }
-        off += REC_HEAD + body + REC_SUM;
+        off += POSTLOG_REC_HEAD + body + POSTLOG_REC_SUM;
     }
     return true;
 }
@@ -232,12 +225,13 @@ static bool replay(const struct postlog *log, const unsigned char *d, size_t end
  * in its place (then *fd is the new file's).  0, or an errno value with
  * r->why.
  */
-int postlog_load(struct postlog *log, int *fd, uint64_t size, postlog_entry_fn each, void *ctx,
-                struct postlog_opened *r)
+int postlog_file_load(const char *path, const char *dir, int *fd, uint64_t size, uint64_t now,
+                      uint64_t ttl, postlog_entry_fn each, void *ctx, struct postlog_opened *r,
+                      uint64_t *live_bytes)
 {
     int err = 0;
     unsigned char *d = NULL;
-    uint64_t live = HEADER_LEN;
+    uint64_t live = POSTLOG_HEADER_LEN;
     if (size > SIZE_MAX) {
         snprintf(r->why, sizeof r->why, "too large to read (%llu bytes)", (unsigned long long)size);
         return EFBIG;
@@ -250,7 +244,7 @@ int postlog_load(struct postlog *log, int *fd, uint64_t size, postlog_entry_fn e
             return err;
         }
     }
-    if (size < HEADER_LEN) {
+    if (size < POSTLOG_HEADER_LEN) {
         if (!header_prefix(d, (size_t)size)) {
             snprintf(r->why, sizeof r->why, "not a bloomguard POST log (%llu bytes, no header)",
                      (unsigned long long)size);
@@ -258,8 +252,8 @@ int postlog_load(struct postlog *log, int *fd, uint64_t size, postlog_entry_fn e
             goto out;
         }
         /* A creation cut short: start over with a header. */
-        unsigned char h[HEADER_LEN];
-        postlog_header(h);
+        unsigned char h[POSTLOG_HEADER_LEN];
+        postlog_file_header(h);
         if ((err = durable_write_all(*fd, h, sizeof h, 0)) != 0 || fdatasync(*fd) != 0) {
             err = err ? err : errno;
             snprintf(r->why, sizeof r->why, "cannot write its header: %s", strerror(err));
@@ -280,22 +274,23 @@ int postlog_load(struct postlog *log, int *fd, uint64_t size, postlog_entry_fn e
         err = EINVAL;
         goto out;
     }
-    size_t off = HEADER_LEN, n;
+    size_t off = POSTLOG_HEADER_LEN, n;
     while (off < size && (n = record_at(d, (size_t)size, off)) > 0)
         off += n;
     size_t good = off;
     /* Is there a good record after the bad one?  Then it is damage, not a torn append. */
-    for (size_t p = good + 1; good < size && p + REC_HEAD + REC_SUM <= size && !r->corrupt; p++)
+    for (size_t p = good + 1;
+         good < size && p + POSTLOG_REC_HEAD + POSTLOG_REC_SUM <= size && !r->corrupt; p++)
         if (record_at(d, (size_t)size, p) > 0)
             r->corrupt = true;
-    if (!replay(log, d, good, each, ctx, r, &live)) {
+    if (!replay(d, good, now, ttl, each, ctx, r, &live)) {
         snprintf(r->why, sizeof r->why, "the caller refused an entry");
         err = ECANCELED;
         goto out;
     }
     if (r->corrupt) {
         char *aside = NULL, *tmp = NULL;
-        size_t tl = strlen(log->path) + DURABLE_TEMP_EXTRA;
+        size_t tl = strlen(path) + DURABLE_TEMP_EXTRA;
         r->corrupt_offset = good;
         r->lost_bytes = size - good;
         snprintf(r->why, sizeof r->why, "a damaged record at byte %zu of %llu, with good ones "
@@ -305,13 +300,13 @@ int postlog_load(struct postlog *log, int *fd, uint64_t size, postlog_entry_fn e
             err = ENOMEM;
         } else {
             /* Kept for a post-mortem: a hard link, so it costs no copy. */
-            snprintf(aside, tl, "%s.corrupt", log->path);
+            snprintf(aside, tl, "%s.corrupt", path);
             unlink(aside);
-            if (link(log->path, aside) != 0) {
+            if (link(path, aside) != 0) {
                 /* Best effort: a file system without hard links keeps no copy. */
             }
-            int nfd = postlog_temp_file(log->path, d, good, tmp, tl, &err);
-            if (nfd >= 0 && (err = durable_install(tmp, log->path, log->dir)) == 0) {
+            int nfd = postlog_file_temp(path, d, good, tmp, tl, &err);
+            if (nfd >= 0 && (err = durable_install(tmp, path, dir)) == 0) {
                 close(*fd);
                 *fd = nfd;
             } else if (nfd >= 0) {
@@ -331,7 +326,7 @@ int postlog_load(struct postlog *log, int *fd, uint64_t size, postlog_entry_fn e
                      strerror(err));
         }
     }
-    log->info.live_bytes = live;
+    *live_bytes = live;
 out:
     if (d != NULL)
         munmap(d, (size_t)size);
