@@ -5,6 +5,7 @@
  * configuration module calls back into it.
  */
 #include "config.h"
+#include "config_build.h"
 #include "config_int.h"
 
 #include <ctype.h>

@@ -1,10 +1,12 @@
 /*
  * The configuration as a whole: defaults, setting keys, [filter NAME]
  * inheritance and checks across keys, copies, and what a reload changes.
- * Every value is handled through its row's type (config_types.c); the
- * rows are in config_keys.c and files are read by conffile.c.
+ * It sits on top of its parts and calls down into them: every value is
+ * handled through its row's type (config_types.c), the rows are in
+ * config_keys.c; conffile.c, above it, reads files through config_build.h.
  */
 #include "config.h"
+#include "config_build.h"
 #include "config_int.h"
 
 #include <stdio.h>
@@ -17,7 +19,8 @@
 /* Each key's type, on the struct its value lives in. */
 #define TYPE(k) ((k)->type)
 
-void *config_key_obj(struct config *c, struct filter_config *fc, const struct config_key *k)
+/* Where key k's value lives in c: c itself, or for a per-filter key fc (NULL: the global base). */
+static void *key_obj(struct config *c, struct filter_config *fc, const struct config_key *k)
 {
     if (!k->per_filter)
         return c;
@@ -25,19 +28,6 @@ void *config_key_obj(struct config *c, struct filter_config *fc, const struct co
 }
 
 /* --- [filter NAME] --- */
-
-bool config_filter_name_valid(const char *name, char *err, size_t errlen)
-{
-    size_t len = strlen(name);
-
-    if (len == 0 || len >= CONFIG_FILTER_NAME_MAX + 1 || !(name[0] >= 'a' && name[0] <= 'z')
-        || strspn(name, "abcdefghijklmnopqrstuvwxyz0123456789_") != len) {
-        errf(err, errlen, "\"%.*s\" is not a filter name ([a-z][a-z0-9_]{0,%d})", ERR_VALUE_MAX,
-             name, CONFIG_FILTER_NAME_MAX - 1);
-        return false;
-    }
-    return true;
-}
 
 /* Release what a filter_config owns: its name and whatever its keys' types own. */
 static void fc_free(struct filter_config *fc)
@@ -105,7 +95,7 @@ int config_filter_add(struct config *c, const char *name, char *err, size_t errl
 }
 
 /* Each template's filter index from its name; false (blaming the template) for an unknown name. */
-bool config_resolve_templates(struct config *c, int *blame_template, char *err, size_t errlen)
+static bool resolve_templates(struct config *c, int *blame_template, char *err, size_t errlen)
 {
     for (unsigned t = 0; t < c->n_uri_templates; t++) {
         int f = 0;
@@ -184,7 +174,7 @@ bool config_resolve(struct config *c, int *blame_filter, int *blame_template,
         }
     }
     *blame_filter = -1;
-    return config_resolve_templates(c, blame_template, err, errlen);
+    return resolve_templates(c, blame_template, err, errlen);
 
 oom:
     errf(err, errlen, "out of memory");
@@ -195,7 +185,7 @@ oom:
 static bool key_set(struct config *c, struct filter_config *fc, const struct config_key *k,
                     const char *v, char *err, size_t errlen)
 {
-    return TYPE(k)->set(k, config_key_obj(c, fc, k), v, err, errlen);
+    return TYPE(k)->set(k, key_obj(c, fc, k), v, err, errlen);
 }
 
 bool config_key_apply(struct config *c, size_t i, const char *value, char *err, size_t errlen)
@@ -487,7 +477,7 @@ bool config_reload_diff(struct config *next, const struct config *cur,
         }
         memcpy(next->filter_set, cur->filter_set, sizeof next->filter_set);
         next->named_filters = cur->named_filters;
-        if (!config_resolve_templates(next, &bt, err, errlen)) {
+        if (!resolve_templates(next, &bt, err, errlen)) {
             size_t len = err != NULL ? strlen(err) : 0;
             if (err != NULL && len < errlen)
                 snprintf(err + len, errlen - len, " in force (filters need a restart)");

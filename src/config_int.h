@@ -1,8 +1,10 @@
 /*
- * Inside the configuration module only (config.c, config_keys.c,
- * config_types.c, conffile.c): the shape of a key-table row and the one
- * interface every type of value implements, so that code handling "any
- * key" calls the row's type instead of switching on it.
+ * Inside the configuration module only: the shape of a key-table row and
+ * the one interface every type of value implements, so that code handling
+ * "any key" calls the row's type instead of switching on it, and the
+ * helpers the parts share.  Everything declared here is defined below
+ * config.c (config_keys.c, config_types.c, config_compound.c), so it sees
+ * the configuration as data (config_data.h), never config.h.
  */
 #ifndef BLOOMGUARD_CONFIG_INT_H
 #define BLOOMGUARD_CONFIG_INT_H
@@ -11,7 +13,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "config.h"
+#include "config_data.h"
 
 /* Longest value quoted back in an error message. */
 #define CONFIG_ERR_VALUE_MAX 80
@@ -69,7 +71,7 @@ struct config_key {
     const char *name;
     const struct config_type *type;
     const char *def;            /* parsed like a file value by config_defaults; NULL: no default */
-    enum config_reload reload;  /* when a new value takes effect (config.h) */
+    enum config_reload reload;  /* when a new value takes effect (config_data.h) */
     bool per_filter;            /* offset is into struct filter_config; [filter NAME] may set it */
     bool secret;                /* never logged: a reload says "(changed)" */
     bool repeatable;            /* may be given more than once in a file (each appends) */
@@ -95,6 +97,9 @@ extern const size_t config_nkeys;
 void config_errf(char *err, size_t errlen, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
 
+/* Whether name is [a-z][a-z0-9_]{0,31}, a [filter NAME] name; err says why not. */
+bool config_filter_name_valid(const char *name, char *err, size_t errlen);
+
 /* Replace *dst by a heap copy of src (NULL stays NULL), freeing the old; false if out of memory. */
 bool config_copy_string(char **dst, const char *src);
 /* Whether a and b are both NULL or equal strings. */
@@ -102,6 +107,8 @@ bool config_same_string(const char *a, const char *b);
 
 /* Index of [section] name in the key table, -1 if there is none. */
 int config_key_find(const char *section, const char *name);
+/* Index of the per-filter key with that bare name, -1 if none. */
+int config_filter_key_find(const char *name);
 /* Whether any key lives in [section]. */
 bool config_section_known(const char *section);
 /* Whether key i may be given more than once in a file (uri_template appends). */
@@ -124,33 +131,5 @@ char *config_value_normalize(const char *raw, bool comments, char *err, size_t e
  * *out gets seconds.  False with a message for any other text.
  */
 bool config_parse_duration(const char *v, double *out, char *err, size_t errlen);
-
-/* Where key k's value lives in c: c itself, or for a per-filter key fc (NULL: the global base). */
-void *config_key_obj(struct config *c, struct filter_config *fc, const struct config_key *k);
-
-/* Parse value (already normalised) into key i of *c; *c changes only on success. */
-bool config_key_apply(struct config *c, size_t i, const char *value, char *err, size_t errlen);
-
-/* [filter NAME] sections. */
-/* Whether name is [a-z][a-z0-9_]{0,31}; err says why not. */
-bool config_filter_name_valid(const char *name, char *err, size_t errlen);
-/* A new filter from a [filter NAME] header: its index, or -1 (bad name, twice, too many). */
-int config_filter_add(struct config *c, const char *name, char *err, size_t errlen);
-/* Index of the per-filter key with that bare name, -1 if none. */
-int config_filter_key_find(const char *name);
-/* Parse value into per-filter key i of filter f, and mark it set in that section. */
-bool config_key_apply_filter(struct config *c, unsigned f, size_t i, const char *value,
-                             char *err, size_t errlen);
-/*
- * After the whole file (or an override): fill each filter's unset keys from
- * the global values (channel: <global channel>_<NAME>), refuse two filters
- * on one table and column or one channel, and find each template's filter.
- * Idempotent.  On failure *blame_filter or *blame_template is the index at
- * fault (else -1) so the caller can name its line.
- */
-bool config_resolve(struct config *c, int *blame_filter, int *blame_template,
-                    char *err, size_t errlen);
-/* Each template's filter index from its name; false (blaming the template) for an unknown name. */
-bool config_resolve_templates(struct config *c, int *blame_template, char *err, size_t errlen);
 
 #endif

@@ -3,6 +3,7 @@
  * and the hooks that put a reloaded value in force: one row per key drives
  * defaults, validation, overrides, reload rules, -h and the docs.
  */
+#include "config_keys.h"
 #include "config_int.h"
 
 #include <ctype.h>

@@ -2,7 +2,8 @@
  * The types of configuration values: for each, how its text is parsed and
  * stored, copied, freed, compared and shown (config_int.h's struct
  * config_type).  Code that handles any key calls its row's type, so a new
- * type is one interface here and a new key never needs a switch.
+ * type is one interface here and a new key never needs a switch.  The text
+ * helpers every part of the module shares live here too, at the bottom.
  */
 #include "config_int.h"
 #include "decimal.h"
@@ -44,6 +45,19 @@ bool config_copy_string(char **dst, const char *src)
 bool config_same_string(const char *a, const char *b)
 {
     return a == b || (a != NULL && b != NULL && strcmp(a, b) == 0);
+}
+
+bool config_filter_name_valid(const char *name, char *err, size_t errlen)
+{
+    size_t len = strlen(name);
+
+    if (len == 0 || len >= CONFIG_FILTER_NAME_MAX + 1 || !(name[0] >= 'a' && name[0] <= 'z')
+        || strspn(name, "abcdefghijklmnopqrstuvwxyz0123456789_") != len) {
+        errf(err, errlen, "\"%.*s\" is not a filter name ([a-z][a-z0-9_]{0,%d})", ERR_VALUE_MAX,
+             name, CONFIG_FILTER_NAME_MAX - 1);
+        return false;
+    }
+    return true;
 }
 
 char *config_value_normalize(const char *raw, bool comments, char *err, size_t errlen)
