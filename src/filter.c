@@ -1,13 +1,13 @@
 /*
  * The stack of Bloom filter layers as a whole (the rules are in filter.h):
- * building one, adding a layer when the newest is full, and moving the
+ * building one (its layers and growth are filter_grow.c's), and moving the
  * bits in and out (the parameters of a saved filter, views over published
  * ones, the images that snapshots and peers copy).
  */
+#include "filter.h"
 #include "filter_int.h"
 
 #include <endian.h>
-#include <math.h>
 #include <pthread.h>
 #include <stdlib.h>
 #include <stdatomic.h>
@@ -76,86 +76,13 @@ static void mmap_free(void *ctx, unsigned layer, void *mem, size_t bytes)
 
 static const struct filter_alloc default_alloc = { mmap_alloc, mmap_free, NULL, NULL };
 
-/* The layer figures of a plan, around words (not yet set). */
-static struct layer *layer_shell(const struct filter_plan *plan)
-{
-    struct layer *l = calloc(1, sizeof(*l));
-    if (l == NULL)
-        return NULL;
-    l->kind = plan->kind;
-    l->blocks = plan->blocks;
-    l->probes = plan->probes;
-    for (unsigned w = 0; w < WORDS_PER_BLOCK; w++) {
-        unsigned r = probes_in_word(plan->probes, w);
-        l->first[w] = r >= 1 ? UINT64_MAX : 0;
-        l->second[w] = r >= 2 ? UINT64_MAX : 0;
-    }
-    l->capacity = plan->capacity;
-    l->target_fpp = plan->target_fpp;
-    l->map_bytes = (size_t)(plan->blocks * 64u);
-    l->share_fpp = plan->target_fpp;
-    l->full_bits = UINT64_MAX;
-    atomic_init(&l->grow_at, UINT64_MAX);
-    atomic_init(&l->items, 0);
-    atomic_init(&l->bits_set, 0);
-    return l;
-}
-
-/* An empty layer `index` of a plan, its bits from a; NULL only on no memory. */
-static struct layer *layer_new(const struct filter_alloc *a, unsigned index,
-                               const struct filter_plan *plan)
-{
-    struct layer *l = layer_shell(plan);
-    if (l == NULL)
-        return NULL;
-    void *mem = a->alloc(a->ctx, index, plan, l->map_bytes);
-    if (mem == NULL) {
-        free(l);
-        return NULL;
-    }
-    l->words = mem;
-    return l;
-}
-
-static void layer_free(const struct filter_alloc *a, unsigned index, struct layer *l)
-{
-    if (l == NULL)
-        return;
-    if (!l->borrowed)
-        a->free(a->ctx, index, (void *)l->words, l->map_bytes);
-    free(l);
-}
-
-/*
- * The lookup a filter of f's kind takes (filter_lookup.c branches on it
- * once per call), decided here where filters are made: SIMD where the
- * kind has it and the CPU does.
- */
-void filter_lookup_choose(struct filter *f, bool simd)
-{
-    bool avx2 = false;
-#if defined(__x86_64__)
-    avx2 = simd && __builtin_cpu_supports("avx2");
-#else
-    (void)simd;
-#endif
-    f->lookup = LOOKUP_BLOCKED;
-    switch (f->kind) {
-    case FILTER_KIND_BLOCKED:
-        f->lookup = avx2 ? LOOKUP_BLOCKED_AVX2 : LOOKUP_BLOCKED;
-        break;
-    case FILTER_KINDS:
-        break;
-    }
-}
-
 /* A filter around an empty layer 0 (taken over, freed on failure), its layers from a. */
 static struct filter *filter_around(struct layer *l0, double p, const struct filter_growth *g,
                                     const struct filter_alloc *a)
 {
     struct filter *f = calloc(1, sizeof(*f));
     if (f == NULL) {
-        layer_free(a, 0, l0);
+        filter_layer_free(a, 0, l0);
         return NULL;
     }
     f->kind = l0->kind;
@@ -177,37 +104,6 @@ static void alloc_done(const struct filter_alloc *a)
         a->done(a->ctx);
 }
 
-/*
- * The layers share BUDGET_MARGIN x p, not p: a layer's rate estimated from
- * its fill can be a percent or two under what lookups measure (a small
- * layer's blocks are few, and the estimate sees only their mean fill).
- */
-#define BUDGET_MARGIN 0.95
-
-/*
- * The share layer i gets, given keep = prod_{j<i} (1 - rate_j) of the layers
- * before it: all of what they left of the budget for the last layer
- * allowed, (1 - r) of it otherwise; 0 when nothing is left.
- */
-static double share_after(double p, const struct filter_growth *g, unsigned i, double keep)
-{
-    double left = 1.0 - (1.0 - BUDGET_MARGIN * p) / keep;
-    if (i == 0)
-        left = BUDGET_MARGIN * p;       /* exactly, not 1 - (1 - x) */
-    if (!(left > 0))
-        return 0.0;
-    return i + 1 >= g->max_layers ? left : (1.0 - g->tightening) * left;
-}
-
-/* The same for layer i of f, from the older layers' measured fill. */
-static double share_for(const struct filter *f, unsigned i)
-{
-    double keep = 1.0;
-    for (unsigned j = 0; j < i; j++)
-        keep *= 1.0 - filter_layer_rate_now(f->layer[j]);
-    return share_after(f->target_fpp, &f->growth, i, keep);
-}
-
 struct filter *filter_new_with(enum filter_kind kind, uint64_t n, double p,
                                const struct filter_growth *g, const struct filter_alloc *a,
                                enum filter_error *err)
@@ -222,11 +118,11 @@ struct filter *filter_new_with(enum filter_kind kind, uint64_t n, double p,
         a = &default_alloc;
     enum filter_error e = filter_growth_valid(g) ? filter_plan_kind(kind, n, p, &plan)
                                                  : FILTER_EINVAL_GROWTH;
-    if (e == FILTER_OK && ((l0 = layer_new(a, 0, &plan)) == NULL
+    if (e == FILTER_OK && ((l0 = filter_layer_new(a, 0, &plan)) == NULL
                            || (f = filter_around(l0, p, g, a)) == NULL))
         e = FILTER_ENOMEM;
     if (f != NULL)
-        filter_layer_set_share(l0, share_for(f, 0));
+        filter_layer_set_share(l0, filter_share_for(f, 0));
     else
         alloc_done(a);
     if (err)
@@ -251,7 +147,7 @@ bool filter_set_growth(struct filter *f, const struct filter_growth *g)
         return false;
     f->growth = *g;
     unsigned n = atomic_load(&f->nlayers);
-    filter_layer_set_share(f->layer[n - 1], share_for(f, n - 1));
+    filter_layer_set_share(f->layer[n - 1], filter_share_for(f, n - 1));
     atomic_store(&f->blocked, false);
     return true;
 }
@@ -272,65 +168,13 @@ void filter_free(struct filter *f)
         return;
     unsigned n = atomic_load(&f->nlayers);
     for (unsigned i = 0; i < n; i++)
-        layer_free(&f->alloc, i, f->layer[i]);
+        filter_layer_free(&f->alloc, i, f->layer[i]);
     pthread_mutex_destroy(&f->grow_mu);
     struct filter_alloc a = f->alloc;
     free(f);
     alloc_done(&a);
 }
 
-/*
- * Add layer n on top of f's n layers: sized for expansion x the items so
- * far, at its share of what is left of the budget.  Caller holds grow_mu.
- * False when it cannot: no share left (or below FILTER_MIN_LAYER_FPP), too
- * large, no memory.
- */
-static bool grow_locked(struct filter *f, unsigned n)
-{
-    double share = share_for(f, n);
-    uint64_t items = 0;
-    for (unsigned i = 0; i < n; i++)
-        items += atomic_load_explicit(&f->layer[i]->items, memory_order_relaxed);
-    double want = ceil(f->growth.expansion * (double)items);
-    if (want < 1)
-        want = 1;
-    if (want > (double)FILTER_MAX_ITEMS)
-        want = (double)FILTER_MAX_ITEMS;
-    struct filter_plan plan;
-    struct layer *l;
-    if (share < FILTER_MIN_LAYER_FPP
-        || filter_plan_layer_kind(f->kind, (uint64_t)want, share, &plan) != FILTER_OK
-        || (l = layer_new(&f->alloc, n, &plan)) == NULL) {
-        atomic_store(&f->blocked, true);
-        return false;
-    }
-    filter_layer_set_share(l, share);
-    f->layer[n] = l;
-    atomic_store(&f->blocked, false);
-    atomic_store_explicit(&f->nlayers, n + 1, memory_order_release);
-    return true;
-}
-
-/*
- * The newest of n layers has taken its share: add a layer unless another
- * thread did meanwhile.  Every insert that finds the layer full comes here
- * and waits for the lock, so that none overfills it while the next one is
- * being sized (a few milliseconds); then all go on into the new layer.
- * On failure, try again only after 1/64 of the layer's bits more are set,
- * not at every insert.
- */
-void filter_grow(struct filter *f, unsigned n)
-{
-    pthread_mutex_lock(&f->grow_mu);
-    struct layer *top = f->layer[n - 1];
-    uint64_t set = atomic_load_explicit(&top->bits_set, memory_order_relaxed);
-    if (atomic_load_explicit(&f->nlayers, memory_order_relaxed) == n
-        && set >= atomic_load_explicit(&top->grow_at, memory_order_relaxed)
-        && !grow_locked(f, n))
-        atomic_store_explicit(&top->grow_at, set + top->blocks * FILTER_BLOCK_BITS / 64 + 1,
-                              memory_order_relaxed);
-    pthread_mutex_unlock(&f->grow_mu);
-}
 /* --------------------------------------------------------- serialising -- */
 
 void filter_export(const struct filter *f, struct filter_params *out)
@@ -388,7 +232,7 @@ static enum filter_error check_params(const struct filter_params *p, double shar
             return FILTER_EGEOMETRY;
         share[i] = l->share_fpp;
         /* 0: as filter_new_growing gives it, the older layers taken at their shares. */
-        if (share[i] == 0 && !((share[i] = share_after(p0, &p->growth, i, keep)) > 0))
+        if (share[i] == 0 && !((share[i] = filter_share_after(p0, &p->growth, i, keep)) > 0))
             return FILTER_EGEOMETRY;
         keep *= 1.0 - share[i];
     }
@@ -409,10 +253,10 @@ struct filter *filter_new_from_with(const struct filter_params *p, const struct 
     enum filter_error e = check_params(p, share, plan);
     for (unsigned i = 0; e == FILTER_OK && i < p->layers; i++) {
         const struct filter_layer_params *lp = &p->layer[i];
-        struct layer *l = layer_new(i == 0 ? a : &f->alloc, i, &plan[i]);
+        struct layer *l = filter_layer_new(i == 0 ? a : &f->alloc, i, &plan[i]);
         if (l == NULL || (i == 0 && (f = filter_around(l, p->target_fpp, &p->growth, a)) == NULL)) {
             if (i > 0)
-                layer_free(&f->alloc, i, l);
+                filter_layer_free(&f->alloc, i, l);
             e = FILTER_ENOMEM;
             break;
         }
@@ -451,7 +295,7 @@ static struct layer *view_layer(enum filter_kind kind, uint64_t blocks, unsigned
         return NULL;
     struct filter_plan plan = { .kind = kind, .blocks = blocks,
                                 .bits = blocks * FILTER_BLOCK_BITS, .probes = probes };
-    struct layer *l = layer_shell(&plan);
+    struct layer *l = filter_layer_shell(&plan);
     if (l == NULL)
         return NULL;
     l->words = (_Atomic uint64_t *)(uintptr_t)words;

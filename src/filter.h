@@ -59,114 +59,19 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "filter_types.h"      /* kinds, limits, errors, plans, allocators */
+#include "filter_model.h"      /* sizing: filter_plan ..., filter_growth_valid */
+#include "filter_lookup.h"     /* inserts, lookups, figures */
+
 struct filter;
 
-/*
- * What a filter is: its kind picks the layout of a layer's bits (and so
- * the lookup, the sizing and the model).  Every layer of one filter is of
- * the filter's kind.  The value is stored in images (a snapshot's kind
- * field, snapshot.h; a published file's blocks_scheme, pubfmt.h): never
- * renumber a kind, add new ones before FILTER_KINDS.
- *   blocked  a split-block Bloom filter: a key's probes all fall in one
- *            512-bit block (one cache line per layer per lookup).
- */
-enum filter_kind {
-    FILTER_KIND_BLOCKED = 0,
-    FILTER_KINDS            /* how many; not a kind */
-};
 /* A kind's name ("blocked"), as the configuration and /stats spell it; NULL for no kind. */
 const char *filter_kind_name(enum filter_kind kind);
 /* Whether k is a kind this build knows (k < FILTER_KINDS). */
 bool filter_kind_known(unsigned k);
 
-/* Bits in one block: one cache line. */
-#define FILTER_BLOCK_BITS 512u
-/*
- * False-positive rates filter_new accepts: strictly between these two.  The
- * configuration takes its bounds from here, so a rate that `bloomguard -t`
- * accepts is one every load can build.
- */
-#define FILTER_MIN_FPP 1e-6
-#define FILTER_MAX_FPP 0.5
-
-/* Upper bound on expected items accepted by filter_new (10^12). */
-#define FILTER_MAX_ITEMS UINT64_C(1000000000000)
-/* Upper bound on the bit array (2^46 bytes = 64 TiB); larger is "absurd". */
-#define FILTER_MAX_BYTES (UINT64_C(1) << 46)
-
-/*
- * Growth.  Layers a filter may have at most (FILTER_MAX_LAYERS bounds
- * max_layers), the defaults, and the bounds filter_growth_valid checks (the
- * configuration takes its bounds from here).  FILTER_MIN_LAYER_FPP is the
- * smallest share a layer may be given: below it no layer is added.
- */
-#define FILTER_MAX_LAYERS 32u
-#define FILTER_DEFAULT_MAX_LAYERS 8u
-#define FILTER_DEFAULT_EXPANSION 2.0
-#define FILTER_MIN_EXPANSION 1.0
-#define FILTER_MAX_EXPANSION 16.0
-#define FILTER_DEFAULT_TIGHTENING 0.5
-#define FILTER_MIN_TIGHTENING 0.1
-#define FILTER_MAX_TIGHTENING 0.9
-#define FILTER_MIN_LAYER_FPP 1e-12
-
-struct filter_growth {
-    double expansion;      /* a new layer is sized for expansion x the items so far */
-    double tightening;     /* r: a layer that is not the last takes (1 - r) of what is left */
-    unsigned max_layers;   /* 1 = never grow */
-};
-#define FILTER_GROWTH_DEFAULT \
-    ((struct filter_growth){ FILTER_DEFAULT_EXPANSION, FILTER_DEFAULT_TIGHTENING, \
-                             FILTER_DEFAULT_MAX_LAYERS })
-/* Whether g is within the bounds above (NaN is not). */
-bool filter_growth_valid(const struct filter_growth *g);
-
-/* Why filter_new failed. */
-enum filter_error {
-    FILTER_OK = 0,
-    FILTER_EINVAL_FPP,   /* false-positive rate outside (FILTER_MIN_FPP, FILTER_MAX_FPP) or NaN */
-    FILTER_ETOO_LARGE,   /* expected items or resulting size beyond the limits above */
-    FILTER_ENOMEM,       /* the bit array could not be allocated */
-    FILTER_EGEOMETRY,    /* filter_new_from: blocks or probes are not what filter_plan
-                            chooses for that capacity and rate, or the layers' rates and
-                            shares do not fit in the filter's */
-    FILTER_EINVAL_GROWTH, /* growth parameters outside the bounds above */
-    FILTER_EKIND         /* filter_new_from: a kind this build does not know */
-};
-
 /* Human text for an error code (static storage). */
 const char *filter_strerror(enum filter_error e);
-
-/*
- * The geometry chosen for (n, p): number of 512-bit blocks and probes per key.
- * filter_plan is what filter_new uses; it allocates nothing, so callers can
- * report the memory a filter would need before building it.  Returns
- * FILTER_OK or an error as for filter_new.
- */
-struct filter_plan {
-    enum filter_kind kind; /* the kind it is a plan for */
-    uint64_t capacity;     /* n as requested */
-    uint64_t blocks;       /* >= 1 */
-    uint64_t bits;         /* blocks * 512 */
-    unsigned probes;       /* k: bits set per key, all inside one block */
-    double target_fpp;     /* p as requested */
-    double model_fpp;      /* false-positive rate the model predicts at n items */
-};
-enum filter_error filter_plan(uint64_t expected_items, double fpp, struct filter_plan *out);
-/*
- * The same for a layer added by growth, whose rate may be below
- * FILTER_MIN_FPP, down to FILTER_MIN_LAYER_FPP (FILTER_EINVAL_FPP below).
- * For rates filter_plan accepts, both give the same plan.
- */
-enum filter_error filter_plan_layer(uint64_t expected_items, double fpp, struct filter_plan *out);
-/*
- * filter_plan and filter_plan_layer are plans for FILTER_KIND_BLOCKED; these
- * for any kind (FILTER_EKIND for a kind this build does not know).
- */
-enum filter_error filter_plan_kind(enum filter_kind kind, uint64_t expected_items, double fpp,
-                                   struct filter_plan *out);
-enum filter_error filter_plan_layer_kind(enum filter_kind kind, uint64_t expected_items,
-                                         double fpp, struct filter_plan *out);
 
 /*
  * Create an empty blocked filter of one layer sized so that its
@@ -181,32 +86,6 @@ struct filter *filter_new(uint64_t expected_items, double fpp, enum filter_error
 struct filter *filter_new_growing(uint64_t expected_items, double fpp,
                                   const struct filter_growth *g, enum filter_error *err);
 
-/*
- * Where a filter's layers keep their bits.  By default each layer's bit
- * array is private anonymous memory; a caller that shares the bits with
- * other processes (publish.h: file-backed shared mappings) passes its own.
- *
- * alloc returns bytes (a multiple of FILTER_BLOCK_BYTES) of zeroed memory,
- * 64-byte aligned, for layer `layer` of geometry plan, or NULL (no memory:
- * the filter is not made, or the layer not added).  It is called before
- * the layer can receive any insert or serve any lookup: when the filter is
- * made (layers 0 .. n-1 of filter_new_from_with, in order), or by growth
- * under the filter's growth mutex before the filter publishes the layer to
- * its own threads.  So a caller that announces the layer to readers
- * elsewhere inside alloc announces it before any key is written to it.
- * Calls for one filter never overlap.
- * free gives back what alloc returned, when the filter is freed.
- * done (may be NULL) is called once when the allocator will serve this
- * filter no more: after the last free of filter_free, or before a
- * constructor that was given it returns NULL.
- * ctx is passed to each; the struct is copied, ctx must outlive done.
- */
-struct filter_alloc {
-    void *(*alloc)(void *ctx, unsigned layer, const struct filter_plan *plan, size_t bytes);
-    void (*free)(void *ctx, unsigned layer, void *mem, size_t bytes);
-    void (*done)(void *ctx);
-    void *ctx;
-};
 /*
  * filter_new_growing of kind kind (FILTER_EKIND when this build does not
  * know it), with the layers' bits from a (NULL: the default).
@@ -228,93 +107,6 @@ void filter_get_growth(const struct filter *f, struct filter_growth *out);
 
 /* Release a filter; NULL is a no-op.  No other thread may be using it. */
 void filter_free(struct filter *f);
-
-/*
- * Add a key of len bytes (any bytes, len may be 0).  Lock-free: safe to call
- * concurrently with filter_add and filter_contains on the same filter from
- * any number of threads.  Once filter_add returns, every later
- * filter_contains of the key (in any thread that synchronises with this one,
- * e.g. through a mutex, an atomic or a socket) returns true.  A key an
- * older layer already holds is not added again.  The one wait: an insert
- * that finds the newest layer full adds the next one, under a mutex, and
- * inserts that find it full meanwhile wait for it (a few milliseconds, once
- * per growth: sizing the layer) rather than overfill it.  Lookups never wait.
- */
-void filter_add(struct filter *f, const void *key, size_t len);
-
-/*
- * Maybe present (true) or surely absent (false).  Lock-free, never blocks,
- * never allocates, thread-safe as above.  No false negatives.
- */
-bool filter_contains(const struct filter *f, const void *key, size_t len);
-
-/*
- * The same two operations on a hash computed once by filter_hash, for
- * callers that add one key to two filters (live and rebuilding).
- */
-uint64_t filter_hash(const void *key, size_t len);
-void filter_add_hash(struct filter *f, uint64_t h);
-bool filter_contains_hash(const struct filter *f, uint64_t h);
-
-/*
- * Bulk insert of n hashes without atomic read-modify-writes, prefetching
- * blocks ahead: several times faster than filter_add_hash in a loop.  The
- * caller must be the only writer of f meanwhile (lookups may run).  A
- * filter being loaded while others insert gets their keys afterwards (see
- * guard_begin_bulk).  It grows exactly as filter_add_hash would, key for
- * key (the same layers, the same bits), so a load whose size estimate was
- * low grows while it loads.
- */
-void filter_add_hashes_exclusive(struct filter *f, const uint64_t *hs, size_t n);
-
-/*
- * Lookups use AVX2 when the CPU has it (same answers, fewer instructions).
- * filter_use_simd(f, false) forces the portable code, for tests and
- * benchmarks; returns whether SIMD is now in use.  Not thread-safe: call it
- * before sharing f.
- */
-bool filter_use_simd(struct filter *f, bool on);
-
-/*
- * A snapshot of the filter's figures, of the whole; safe to take while others
- * insert (each layer's counters are read on their own, so the sums may mix
- * moments).
- */
-struct filter_info {
-    enum filter_kind kind;
-    uint64_t items;        /* keys that set at least one new bit: distinct keys, less
-                              the few that were false positives when added (sum of layers) */
-    uint64_t capacity;     /* expected items the layers were sized for (sum) */
-    uint64_t bits;         /* size of the bit arrays (sum) */
-    uint64_t bits_set;     /* bits currently 1 (sum) */
-    uint64_t memory_bytes; /* bytes allocated for the bit arrays and headers */
-    unsigned probes;       /* bits set per key in the newest layer */
-    unsigned layers;       /* layers now (1 until the first growth) */
-    double target_fpp;     /* p the filter was sized for */
-    double fill_ratio;     /* bits_set / bits */
-    double estimated_fpp;  /* compound rate 1 - prod(1 - rate_i), each layer's rate
-                              estimated from its fill ratio */
-    bool saturated;        /* the newest layer is past its share and no layer can be
-                              added: estimated_fpp may rise above target_fpp from now on */
-};
-void filter_info(const struct filter *f, struct filter_info *out);
-
-/*
- * filter_info's saturated alone, cheaply (a few atomic loads): for callers
- * that check it after every batch of inserts.
- */
-bool filter_saturated(const struct filter *f);
-
-/* One layer's figures; false (out untouched) when the filter has no layer i. */
-struct filter_layer_info {
-    uint64_t items, capacity, bits, bits_set;
-    unsigned probes;
-    double target_fpp;     /* the rate it was sized for: p for layer 0, its share after */
-    double share_fpp;      /* the rate at which it counts as full */
-    double fill_ratio;
-    double estimated_fpp;  /* its own rate, from its fill ratio */
-};
-bool filter_layer_info(const struct filter *f, unsigned i, struct filter_layer_info *out);
 
 /*
  * Serialising a filter (snapshots) without a second copy of its bits.
@@ -374,8 +166,6 @@ struct filter_params {
 };
 void filter_export(const struct filter *f, struct filter_params *out);
 
-/* Bytes of the image of one block: a layer's image is blocks * this. */
-#define FILTER_BLOCK_BYTES (FILTER_BLOCK_BITS / 8u)
 
 /*
  * Copy len bytes of layer's image from byte offset on into buf.  False
@@ -427,13 +217,5 @@ struct filter *filter_view_new(enum filter_kind kind, double target_fpp, uint64_
 bool filter_view_add(struct filter *f, uint64_t blocks, unsigned probes, const void *words);
 /* Layers f has now (acquire): a lookup checks these. */
 unsigned filter_layers(const struct filter *f);
-
-/*
- * Index math, exposed for tests: the block a hash selects among nblocks
- * (any value up to 2^64-1, no overflow), and the false-positive rate the
- * model predicts for n keys in nblocks blocks with k probes.
- */
-uint64_t filter_block_index(uint64_t h, uint64_t nblocks);
-double filter_model_fpp(double n, uint64_t nblocks, unsigned k);
 
 #endif

@@ -1,8 +1,10 @@
 /*
- * The insides of the filter, shared by its three files: filter.c (building,
- * growth, images and views), filter_model.c (the rate model, sizing, fill
- * estimates) and filter_lookup.c (hashing, lookups, inserts, figures).
- * Nothing outside them includes it; filter.h is the contract.
+ * The insides of the filter, shared by its four files: filter.c (building,
+ * images and views), filter_grow.c (layers, budget shares, growth),
+ * filter_model.c (the rate model, sizing, fill estimates) and
+ * filter_lookup.c (hashing, lookups, inserts, figures).
+ * Nothing outside them includes it; filter.h is the contract.  It sees the
+ * filter's values (filter_types.h), never filter.h, whose functions sit above.
  */
 #ifndef BLOOMGUARD_FILTER_INT_H
 #define BLOOMGUARD_FILTER_INT_H
@@ -13,7 +15,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "filter.h"
+#include "filter_types.h"
 
 #define WORDS_PER_BLOCK (FILTER_BLOCK_BITS / 64u)
 #define MAX_PROBES (2u * WORDS_PER_BLOCK)
@@ -123,8 +125,27 @@ double filter_layer_rate_now(const struct layer *l);
 void filter_layer_set_share(struct layer *l, double share);
 /*
  * The newest of n layers has reached grow_at: adds a layer unless another
- * thread did (takes grow_mu; see filter.c).  From inserts only.
+ * thread did (takes grow_mu; see filter_grow.c).  From inserts only.
  */
 void filter_grow(struct filter *f, unsigned n);
+
+/*
+ * A layer of a plan's geometry, its bits not yet set (filter_layer_shell:
+ * for views, whose bits are borrowed), or with zeroed bits from a for
+ * layer index (filter_layer_new); NULL only on no memory.
+ * filter_layer_free gives the bits back to a (unless borrowed) and frees
+ * the layer; NULL is a no-op.
+ */
+struct layer *filter_layer_shell(const struct filter_plan *plan);
+struct layer *filter_layer_new(const struct filter_alloc *a, unsigned index,
+                               const struct filter_plan *plan);
+void filter_layer_free(const struct filter_alloc *a, unsigned index, struct layer *l);
+/*
+ * The share of the error budget layer i gets: given keep = prod_{j<i}
+ * (1 - rate_j) of the layers before it (filter_share_after), or from f's
+ * older layers' measured fill (filter_share_for); 0 when nothing is left.
+ */
+double filter_share_after(double p, const struct filter_growth *g, unsigned i, double keep);
+double filter_share_for(const struct filter *f, unsigned i);
 
 #endif

@@ -5,6 +5,7 @@
  * key hashes once (XXH3) to one 512-bit block, so a lookup reads one cache
  * line per layer and an insert is a handful of atomic ORs on one.
  */
+#include "filter_lookup.h"
 #include "filter_int.h"
 
 #include <stdatomic.h>
@@ -169,6 +170,29 @@ static inline bool contains_in(const struct filter *f, unsigned n, uint64_t h)
         if (contains_scalar(f->layer[i], h))
             return true;
     return false;
+}
+
+/*
+ * The lookup a filter of f's kind takes (contains_in branches on it
+ * once per call), decided when a filter is made (filter.c) or told to (filter_use_simd): SIMD where the
+ * kind has it and the CPU does.
+ */
+void filter_lookup_choose(struct filter *f, bool simd)
+{
+    bool avx2 = false;
+#if defined(__x86_64__)
+    avx2 = simd && __builtin_cpu_supports("avx2");
+#else
+    (void)simd;
+#endif
+    f->lookup = LOOKUP_BLOCKED;
+    switch (f->kind) {
+    case FILTER_KIND_BLOCKED:
+        f->lookup = avx2 ? LOOKUP_BLOCKED_AVX2 : LOOKUP_BLOCKED;
+        break;
+    case FILTER_KINDS:
+        break;
+    }
 }
 
 bool filter_use_simd(struct filter *f, bool on)

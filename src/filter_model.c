@@ -5,6 +5,7 @@
  * full).  The entry points switch on the kind; a kind missing from a
  * switch is a compiler warning (-Wswitch), so an error under --enable-werror.
  */
+#include "filter_model.h"
 #include "filter_int.h"
 
 #include <math.h>
