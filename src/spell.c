@@ -7,6 +7,7 @@
  * on something this process cannot see (its locale, encoding, DateStyle,
  * TimeZone, libc), the answer is MAYBE.
  */
+#include "spell.h"
 #include "spell_int.h"
 
 #include <errno.h>

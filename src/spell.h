@@ -14,6 +14,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "spell_types.h"        /* enum spell_verdict, SPELL_SLACK */
+
 /*
  * What is known of a column's type, for spelling.  What each does is the
  * table in spell_key's comment.
@@ -42,13 +44,6 @@ enum spell_type {
 };
 #define SPELL_NTYPES (SPELL_OTHER + 1)
 
-/* spell_key's answer. */
-enum spell_verdict {
-    SPELL_KEY = 0,      /* out holds the key: the row exists iff a row has it */
-    SPELL_NOT_A_VALUE,  /* no row can equal this input: deny */
-    SPELL_MAYBE         /* absence cannot be proved: never deny */
-};
-
 /*
  * The spelling of a column from the catalog: base_oid is the OID of the
  * column's type, or for a domain that of its base type (resolved through
@@ -74,9 +69,6 @@ const char *spell_type_name(enum spell_type t);
 
 /* "key", "not_a_value", "maybe" ("unknown" outside the enum); static storage. */
 const char *spell_verdict_name(enum spell_verdict v);
-
-/* What spell_key may add to the input's length (see spell_key_cap). */
-#define SPELL_SLACK 32
 
 /*
  * The output capacity spell_key needs for an input of len bytes of type t:

@@ -2,7 +2,8 @@
  * What spell.c's dispatch and the per-type readers share (spell_number.c:
  * integers, uuid, numeric, float, bool, bytea; spell_time.c: dates, times,
  * intervals): the byte-level helpers, inline for the hot path, and each
- * reader's entry point.  Nothing outside them includes it.
+ * reader's entry point.  Nothing outside them includes it, and it includes
+ * no spell.h: the readers sit below the contract spell.c implements.
  */
 #ifndef BLOOMGUARD_SPELL_INT_H
 #define BLOOMGUARD_SPELL_INT_H
@@ -13,7 +14,7 @@
 #include <string.h>
 
 #include "hexdigit.h"
-#include "spell.h"
+#include "spell_types.h"        /* enum spell_verdict, SPELL_SLACK */
 
 static inline bool spell_is_space(unsigned char c)
 {
