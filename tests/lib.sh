@@ -56,6 +56,18 @@ setup_test() {
     trap 'exit 143' TERM
 }
 
+# own_cluster: a cluster of this test's own (in $BG_WORK/pg, stopped by
+# cleanup) instead of the suite's, for a test whose checks rest on the
+# cluster-wide snapshot horizon: another test's long transaction (an xid
+# held, as tests/feedlock.test's lock holds one for 25 s) would hold back
+# every prune, position and new logical slot of the shared cluster.  Call
+# after setup_test, before make_db.
+own_cluster() {
+    chmod 755 "$BG_WORK"
+    bg_pg_start "$BG_WORK/pg"
+    BG_OWN_PG=1
+}
+
 # make_db: create bgtest_<name>_<pid> (dropped by cleanup) and set BG_DB,
 # the database of bg_psql and bg_pg_sample.
 make_db() {
@@ -78,7 +90,9 @@ cleanup() {
             tail -n 40 "${BG_LOG[$name]}" | sed 's/^/#   /'
         done
     fi
-    if [ -n "$BG_DB" ]; then
+    if [ -n "${BG_OWN_PG:-}" ]; then
+        bg_pg_stop
+    elif [ -n "$BG_DB" ]; then
         bg_pg_drop_slots "$BG_DB"
         dropdb --if-exists --force "$BG_DB" 2>/dev/null || dropdb --if-exists "$BG_DB" || true
     fi
