@@ -91,9 +91,12 @@ static const struct config_enum_name sync_methods[] = {
     { "auto", SYNC_AUTO }, { "logical", SYNC_LOGICAL }, { "feed", SYNC_FEED },
     { "notify", SYNC_NOTIFY }, { NULL, 0 }
 };
-/* Every enum filter_kind, by filter_kind_name (tests/check_filter.c holds the two together). */
+/* Every enum filter_kind by its name, from the one list (filter_types.h). */
 static const struct config_enum_name filter_kinds[] = {
-    { "blocked", FILTER_KIND_BLOCKED }, { NULL, 0 }
+#define KIND_VALUE(id, number, name) { (name), (id) },
+    FILTER_KIND_LIST(KIND_VALUE)
+#undef KIND_VALUE
+    { NULL, 0 }
 };
 static const struct config_enum_name uri_sources[] = {
     { "auto", URI_SOURCE_AUTO }, { "x-original-uri", URI_SOURCE_X_ORIGINAL_URI },

@@ -31,9 +31,11 @@ const char *filter_strerror(enum filter_error e)
     return "unknown filter error";
 }
 
-/* The names of the kinds, by enum filter_kind: one per kind, checked below. */
+/* The names of the kinds, by enum filter_kind (FILTER_KIND_LIST). */
 static const char *const kind_names[] = {
-    [FILTER_KIND_BLOCKED] = "blocked",
+#define KIND_NAME(id, number, name) [id] = (name),
+    FILTER_KIND_LIST(KIND_NAME)
+#undef KIND_NAME
 };
 _Static_assert(sizeof kind_names / sizeof kind_names[0] == FILTER_KINDS,
                "each filter kind needs its name in kind_names[]");

@@ -19,8 +19,17 @@
  *   blocked  a split-block Bloom filter: a key's probes all fall in one
  *            512-bit block (one cache line per layer per lookup).
  */
+#define FILTER_KIND_LIST(X) \
+    X(FILTER_KIND_BLOCKED, 0, "blocked")
+/*
+ * One row per kind: X(constant, number, name).  The name is what
+ * `[filter] kind`, the log and /stats say (filter_kind_name, the
+ * configuration's values: both made from this list).
+ */
 enum filter_kind {
-    FILTER_KIND_BLOCKED = 0,
+#define FILTER_KIND_ENUM(id, number, name) id = (number),
+    FILTER_KIND_LIST(FILTER_KIND_ENUM)
+#undef FILTER_KIND_ENUM
     FILTER_KINDS            /* how many; not a kind */
 };
 
