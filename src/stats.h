@@ -78,16 +78,16 @@ struct stats_snapshot {
     uint64_t counter[ST_COUNT];
     unsigned slots;
     struct stats_route *route;
-    stats_slot_name_fn *slot_name;
+    stats_slot_name_fn *slot_name;  /* the creator's (stats_new) */
 };
+bool stats_snapshot(struct stats *s, struct stats_snapshot *out);
+void stats_snapshot_free(struct stats_snapshot *out);
 
-/* The name of a snapshot's route slot. */
+/* The name of a snapshot's route slot ("other" when its creator gave no names). */
 static inline const char *stats_slot_name(const struct stats_snapshot *s, unsigned slot)
 {
     return s->slot_name != NULL ? s->slot_name(slot) : "other";
 }
-bool stats_snapshot(struct stats *s, struct stats_snapshot *out);
-void stats_snapshot_free(struct stats_snapshot *out);
 
 /* Only the event counters: no allocation (for /readyz). */
 void stats_counters(struct stats *s, uint64_t out[ST_COUNT]);
