@@ -68,6 +68,18 @@ own_cluster() {
     BG_OWN_PG=1
 }
 
+# start_relay SOCKET [PORT]: tests/tcprelay to the unix socket SOCKET (on
+# PORT: where an earlier relay stood), killed by cleanup; sets relay (its
+# pid: USR1 freezes, USR2 thaws, TERM cuts every connection) and rport.
+start_relay() {
+    rm -f "$BG_WORK/relay.port"
+    "$top_builddir/tests/tcprelay" "$BG_WORK/relay.port" "$1" ${2:+"$2"} &
+    relay=$!
+    BG_BGPIDS+=("$relay")
+    bg_wait_for 5 test -s "$BG_WORK/relay.port" || bail "tcprelay did not start"
+    rport=$(cat "$BG_WORK/relay.port")
+}
+
 # make_db: create bgtest_<name>_<pid> (dropped by cleanup) and set BG_DB,
 # the database of bg_psql and bg_pg_sample.
 make_db() {
