@@ -94,6 +94,22 @@ batch_exists() {
     BATCH_FALSE=$(grep -cx false "$BATCH_RESULTS" || true)
 }
 
+# batch_all_true FILE STALENESS: batch_exists FILE again and again until all
+# its ids answer true, for STALENESS seconds and a margin at most (the
+# contract: a row committed less than max_staleness ago may rightly be
+# absent that long; a row lost for good stays absent and the caller's check
+# fails).  BATCH_TRUE: how many did at the last ask.
+batch_all_true() {
+    local n deadline
+    n=$(wc -l <"$1")
+    deadline=$(awk -v s="$SECONDS" -v m="$2" 'BEGIN { printf "%d", s + m + 3 }')
+    while :; do
+        batch_exists "$1"
+        [ "$BATCH_TRUE" -lt "$n" ] && [ "$SECONDS" -lt "$deadline" ] || break
+        sleep 0.1
+    done
+}
+
 # stats_get FILTER...: fetch /stats once, then print each FILTER's value
 # (json_get) on its own line.  Sets STATS_BODY.
 stats_get() {
@@ -109,6 +125,17 @@ wait_stat() { bg_wait_for "$3" _stat_is "$1" "$2"; }
 _stat_is() { [ "$(stats_get "$1")" = "$2" ]; }
 
 # wait_rebuild_after ID SECONDS: poll /stats until a rebuild newer than ID finished.
+# wait_fresh_since T SECONDS: within SECONDS, not degraded and the horizon
+# later than T (date +%s.%N): every row committed before T is in the filter.
+# "Not degraded" alone proves nothing right after a fault: the horizon from
+# before it stays within max_staleness for a while.
+wait_fresh_since() { bg_wait_for "$2" _fresh_since "$1"; }
+_fresh_since() {
+    local t0 deg age
+    t0=$(date +%s.%N)
+    read -r deg age < <(stats_get .horizon.degraded .horizon.age_seconds | paste -sd' ')
+    [ "$deg" = false ] && [ "$age" != null ] && awk -v t0="$t0" -v a="$age" -v t="$1" 'BEGIN { exit !(t0 - a > t) }'
+}
 wait_rebuild_after() { bg_wait_for "$2" _rebuilt_after "$1"; }
 _rebuilt_after() { [ "$(stats_get .rebuild.completed_id)" -gt "$1" ]; }
 
