@@ -22,6 +22,15 @@
 #define NS_PER_S INT64_C(1000000000)
 /* A status update at least this often: the walsender drops a silent client after wal_sender_timeout (60 s). */
 #define STATUS_EVERY_NS (10 * NS_PER_S)
+/*
+ * After a read that found changes, the stream is not read again for this
+ * long: under a busy table the walsender's messages (three a transaction)
+ * then arrive in batches of dozens, not one wakeup each, on the core the
+ * daemon shares with the application (bench/write_cost: the daemon's CPU
+ * fell by about 40%).  A change waits at most this long; an idle stream's
+ * first change is read at once.
+ */
+#define READ_GAP_NS (2 * 1000000)
 /* Longest wait, with no COPY using it, for first loads to take the exported snapshot. */
 #define EXPORT_WAIT_NS (30 * NS_PER_S)
 /* How long a catch-up waits for the stream to say whether a restored position resumes. */

@@ -374,7 +374,9 @@ void logical_stream(struct logical *l, PGconn *repl, PGconn *probe, char *err, s
         }
         char *buf;
         int got;
+        bool read_any = false;
         while ((got = PQgetCopyData(repl, &buf, 1)) > 0) {
+            read_any = true;
             struct pgoutput_frame fr;
             enum pgoutput_error e = pgoutput_frame_decode(buf, (size_t)got, &fr);
             bool ok = e == PGOUTPUT_OK;
@@ -434,6 +436,11 @@ void logical_stream(struct logical *l, PGconn *repl, PGconn *probe, char *err, s
         if (PQstatus(repl) != CONNECTION_OK || PQstatus(probe) != CONNECTION_OK) {
             loader_set_error(err, errlen, "connection lost", PQstatus(repl) != CONNECTION_OK ? repl : probe);
             return;
+        }
+        if (read_any && !atomic_load(&f->stop)) {
+            struct timespec gap = { 0, READ_GAP_NS };
+            while (clock_nanosleep(CLOCK_MONOTONIC, 0, &gap, &gap) == EINTR)
+                ;
         }
     }
 }
