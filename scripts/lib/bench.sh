@@ -75,10 +75,13 @@ note() { NOTES+=("$*"); bg_log "note: $*"; }
 # "none" prints "target=none" and no verdict.  Format by default %.0f.
 # With LINE_FAILED set (LINE_FAILED=why line ...) the verdict is "FAILED"
 # whatever the ratio, and why follows: the figure measured nothing (a
-# follower that did not follow).
+# follower that did not follow).  With LINE_RATIO set, that is the ratio
+# judged and printed instead of OURS / ANCHOR (bench/write_cost: the median
+# of its rounds' own ratios, OURS and ANCHOR being the medians of their
+# figures).
 line() {
     local name=$1 ours=$2 anchor=$3 unit=$4 op=$5 target=$6 f=${7:-%.0f} r met l
-    r=$(ratio "$ours" "$anchor")
+    r=${LINE_RATIO:-$(ratio "$ours" "$anchor")}
     met=$(awk -v r="$r" -v t="$target" -v op="$op" 'BEGIN {ok = (op == "<=") ? r <= t : r >= t; print ok ? "met" : "MISSED"}')
     [ "$op" = none ] && { op=; target=none; met=; }
     [ -n "${LINE_FAILED:-}" ] && met="FAILED ($LINE_FAILED)"
