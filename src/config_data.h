@@ -88,6 +88,7 @@ struct config {
     bool sync_enabled;           /* key "enabled": LISTEN/NOTIFY follower */
     double max_staleness;        /* seconds; 0 = never degrade */
     double probe_interval;       /* seconds between follower round trips */
+    unsigned silence_timeout;    /* seconds a follower's connection may go unanswered before it is given up */
     unsigned min_rebuild_interval; /* seconds between the end of a rebuild and the next start */
     double poll_interval;        /* seconds between reads of the change feed (method feed) */
     char *publication;           /* the publication method logical reads, an identifier */

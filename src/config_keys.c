@@ -214,6 +214,9 @@ const struct config_key config_keys[] = {
           "answers that would be 404 or deny become 200 or allow (degraded); 0 = never degrade"),
     K_DSECS("sync", "probe_interval", "0.2", CONFIG_RESTART, CF(probe_interval), 0.01, false, 60.0, false,
           "seconds between the follower's round trips that prove it is up to date"),
+    K_SECS("sync", "silence_timeout", "15", CONFIG_RESTART, CF(silence_timeout), 1, 3600,
+           "seconds a follower's probe or feed read may go unanswered before its connection is given "
+           "up and made again (a silent network); answers are degraded after max_staleness long before"),
     K_SECS("sync", "min_rebuild_interval", "30", CONFIG_RESTART, CF(min_rebuild_interval), 0, 86400,
            "least seconds from the end of one rebuild to the start of the next (after the first load), 0 = none"),
 

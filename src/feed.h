@@ -34,7 +34,7 @@
  * proxy ACKs, keepalives pass) would leave a blocking query waiting
  * forever.  With a bound, each answer is waited for in slices of
  * FEED_SLICE_MS (libpq reads at each, TLS included); after stall_s seconds
- * without a byte the socket is shut down (PQstatus turns CONNECTION_BAD)
+ * ([sync] silence_timeout for the follower) without a byte the socket is shut down (PQstatus turns CONNECTION_BAD)
  * and stalled is set.  A long answer that keeps arriving is never cut.
  *
  * Never bound a connection that may wait on a lock or run long without
@@ -46,7 +46,6 @@
  * One struct per connection, owned by its one thread; the caller clears
  * stalled when it reconnects.
  */
-#define FEED_STALL_S 15
 #define FEED_SLICE_MS 100
 struct feed_bound {
     int stall_s;                /* > 0 */

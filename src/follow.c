@@ -407,11 +407,11 @@ void follow_lost(struct follower *f, char *err)
                f->ops->name, err);
 }
 
-bool follow_probe_dead(int64_t sent, int64_t now, char *err, size_t errlen)
+bool follow_probe_dead(int64_t sent, int64_t now, unsigned timeout_s, char *err, size_t errlen)
 {
-    if (now - sent <= (int64_t)FOLLOW_PROBE_DEAD_S * 1000000000)
+    if (now - sent <= (int64_t)timeout_s * 1000000000)
         return false;
-    snprintf(err, errlen, "connection lost: no answer to a probe in %d s", FOLLOW_PROBE_DEAD_S);
+    snprintf(err, errlen, "connection lost: no answer to a probe in %u s", timeout_s);
     return true;
 }
 

@@ -329,15 +329,14 @@ void follow_retry(struct follower *f, char *err, bool had, unsigned *backoff);
 void follow_lost(struct follower *f, char *err);
 
 /*
- * A probe (a proof of freshness) unanswered this long means the connection
- * is gone: a partition that drops packets never closes it.  Degraded
- * answers start long before; this only decides when to give up on the
- * connection, which costs a catch-up or a COPY, so it is generous.
+ * A probe (a proof of freshness) unanswered for [sync] silence_timeout
+ * seconds means the connection is gone: a partition that drops packets
+ * never closes it.  Degraded answers start long before; this only decides
+ * when to give up on the connection, which costs a catch-up or a COPY, so
+ * its default is generous.  Whether a probe sent at sent (table_now) is
+ * unanswered at now for longer than timeout_s (err says so).
  */
-#define FOLLOW_PROBE_DEAD_S 15
-
-/* Whether a probe sent at sent (table_now) is unanswered at now for too long (err says so). */
-bool follow_probe_dead(int64_t sent, int64_t now, char *err, size_t errlen);
+bool follow_probe_dead(int64_t sent, int64_t now, unsigned timeout_s, char *err, size_t errlen);
 
 /* Backoff with +-25% jitter, so that a fleet does not reconnect in step; rng is the caller's. */
 unsigned follow_jitter_ms(unsigned *rng, unsigned seconds);

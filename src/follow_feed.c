@@ -223,7 +223,7 @@ static void feed_run(struct follower *f)
          * This session only is bounded (feed.h): it reads, and its
          * lock_timeout ends a lock wait before the bound gives it up.
          */
-        struct feed_bound bound = { .stall_s = FEED_STALL_S, .stalled = false };
+        struct feed_bound bound = { .stall_s = (int)f->cfg->silence_timeout, .stalled = false };
         PGconn *conn = loader_connect_as(f->cfg, "bloomguard feed", err, sizeof err);
         if (conn != NULL && (!feed_bound_session(conn, &bound, err, sizeof err)
                              || !loader_server_id(conn, sid, sizeof sid, err, sizeof err))) {

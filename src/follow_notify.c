@@ -263,7 +263,7 @@ static void follow(struct notify *n, PGconn *conn, char **probe, char *err, size
             in_flight = true;
             next_probe = sent + interval;
         }
-        if (in_flight && follow_probe_dead(sent, now, err, errlen))
+        if (in_flight && follow_probe_dead(sent, now, f->cfg->silence_timeout, err, errlen))
             return;
         int64_t wait = in_flight ? 100 * 1000000 : next_probe - now;
         if (wait > TICK_MS * 1000000LL)

@@ -351,7 +351,7 @@ void logical_stream(struct logical *l, PGconn *repl, PGconn *probe, char *err, s
             probe_sent = now;
             next_probe = now + interval;
         }
-        if (probe_in_flight && follow_probe_dead(probe_sent, now, err, errlen))
+        if (probe_in_flight && follow_probe_dead(probe_sent, now, f->cfg->silence_timeout, err, errlen))
             return;
         if (now - last_status >= STATUS_EVERY_NS) {
             if (!send_status(l, repl, received, false, err, errlen))

@@ -96,10 +96,13 @@ START_TEST(probe_deadline)
 {
     const int64_t s = 1000000000;
     char err[128] = "";
-    ck_assert(!follow_probe_dead(5 * s, 5 * s + FOLLOW_PROBE_DEAD_S * s, err, sizeof err));
+    ck_assert(!follow_probe_dead(5 * s, 5 * s + 15 * s, 15, err, sizeof err));
     ck_assert_str_eq(err, "");
-    ck_assert(follow_probe_dead(5 * s, 5 * s + FOLLOW_PROBE_DEAD_S * s + 1, err, sizeof err));
+    ck_assert(follow_probe_dead(5 * s, 5 * s + 15 * s + 1, 15, err, sizeof err));
     ck_assert_str_eq(err, "connection lost: no answer to a probe in 15 s");
+    ck_assert(!follow_probe_dead(5 * s, 5 * s + 3 * s, 3, err, sizeof err));
+    ck_assert(follow_probe_dead(5 * s, 5 * s + 3 * s + 1, 3, err, sizeof err));
+    ck_assert_str_eq(err, "connection lost: no answer to a probe in 3 s");
 }
 END_TEST
 
