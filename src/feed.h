@@ -34,8 +34,9 @@
  * proxy ACKs, keepalives pass) would leave a blocking query waiting
  * forever.  With a bound, each answer is waited for in slices of
  * FEED_SLICE_MS (libpq reads at each, TLS included); after stall_s seconds
- * ([sync] silence_timeout for the follower) without a byte the socket is shut down (PQstatus turns CONNECTION_BAD)
- * and stalled is set.  A long answer that keeps arriving is never cut.
+ * ([sync] silence_timeout for the follower) without a byte the socket is
+ * shut down (PQstatus turns CONNECTION_BAD) and stalled is set.  A long
+ * answer that keeps arriving is never cut.
  *
  * Never bound a connection that may wait on a lock or run long without
  * answering (the scheduler's loads and prunes): giving the socket up leaves
