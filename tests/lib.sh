@@ -68,6 +68,30 @@ own_cluster() {
     BG_OWN_PG=1
 }
 
+# Private clusters, for a test that stops, copies, restores or promotes its
+# own servers (tests/logical.test, fork.test, timeline.test): each in
+# DIR/pg, listening on the unix socket DIR/.s.PGSQL.PORT only; cleanup stops
+# every one started (a test database made on one goes with it).
+BG_PRIVATE_PGS=()
+# private_pg_init DIR: initdb DIR/pg (trust, C.UTF-8), as postgres.
+private_pg_init() {
+    bg_pg_bin
+    chmod 755 "$BG_WORK"
+    mkdir -p "$1/pg"
+    [ "$(id -u)" -ne 0 ] || chown postgres: "$1" "$1/pg"
+    bg_as_pg "$BG_PG_BIN/initdb" -D "$1/pg" --locale=C.UTF-8 -U postgres -A trust >"$1/initdb.log" 2>&1 \
+        || { cat "$1/initdb.log"; bail "initdb of $1 failed"; }
+}
+# private_pg_up DIR PORT [OPTIONS]: start DIR/pg (OPTIONS: more postgres
+# options, "-c name=value ..."); its log is DIR/pg.log.
+private_pg_up() {
+    [[ " ${BG_PRIVATE_PGS[*]} " == *" $1 "* ]] || BG_PRIVATE_PGS+=("$1")
+    bg_as_pg "$BG_PG_BIN/pg_ctl" -D "$1/pg" -l "$1/pg.log" -w -t 60 \
+        -o "-k $1 -c listen_addresses='' -p $2 ${3:-}" start >/dev/null
+}
+# private_pg_down DIR [MODE]: stop it (fast by default).
+private_pg_down() { bg_as_pg "$BG_PG_BIN/pg_ctl" -D "$1/pg" -m "${2:-fast}" -w -t 60 stop >/dev/null; }
+
 # start_relay SOCKET [PORT]: tests/tcprelay to the unix socket SOCKET (on
 # PORT: where an earlier relay stood), killed by cleanup; sets relay (its
 # pid: USR1 freezes, USR2 thaws, TERM cuts every connection) and rport.
@@ -88,7 +112,7 @@ make_db() {
 }
 
 cleanup() {
-    local rc=$? name pid
+    local rc=$? name pid d
     trap - EXIT
     # Under set -e a failing command would end a trap early: finish the job.
     set +e
@@ -102,6 +126,10 @@ cleanup() {
             tail -n 40 "${BG_LOG[$name]}" | sed 's/^/#   /'
         done
     fi
+    for d in "${BG_PRIVATE_PGS[@]}"; do
+        [ ! -f "$d/pg/postmaster.pid" ] || private_pg_down "$d" immediate 2>/dev/null
+        [ "${PGHOST:-}" != "$d" ] || BG_DB=
+    done
     if [ -n "${BG_OWN_PG:-}" ]; then
         bg_pg_stop
     elif [ -n "$BG_DB" ]; then
