@@ -73,12 +73,16 @@ own_cluster() {
 # DIR/pg, listening on the unix socket DIR/.s.PGSQL.PORT only; cleanup stops
 # every one started (a test database made on one goes with it).
 BG_PRIVATE_PGS=()
-# private_pg_init DIR: initdb DIR/pg (trust, C.UTF-8), as postgres.
-private_pg_init() {
+# private_pg_dir DIR: DIR, postgres's (for a pg_basebackup into DIR/pg).
+private_pg_dir() {
     bg_pg_bin
     chmod 755 "$BG_WORK"
-    mkdir -p "$1/pg"
-    [ "$(id -u)" -ne 0 ] || chown postgres: "$1" "$1/pg"
+    mkdir -p "$1"
+    [ "$(id -u)" -ne 0 ] || chown postgres: "$1"
+}
+# private_pg_init DIR: initdb DIR/pg (trust, C.UTF-8), as postgres.
+private_pg_init() {
+    private_pg_dir "$1"
     bg_as_pg "$BG_PG_BIN/initdb" -D "$1/pg" --locale=C.UTF-8 -U postgres -A trust >"$1/initdb.log" 2>&1 \
         || { cat "$1/initdb.log"; bail "initdb of $1 failed"; }
 }

@@ -124,7 +124,6 @@ stats_get() {
 wait_stat() { bg_wait_for "$3" _stat_is "$1" "$2"; }
 _stat_is() { [ "$(stats_get "$1")" = "$2" ]; }
 
-# wait_rebuild_after ID SECONDS: poll /stats until a rebuild newer than ID finished.
 # wait_fresh_since T SECONDS: within SECONDS, not degraded and the horizon
 # later than T (date +%s.%N): every row committed before T is in the filter.
 # "Not degraded" alone proves nothing right after a fault: the horizon from
@@ -136,6 +135,7 @@ _fresh_since() {
     read -r deg age < <(stats_get .horizon.degraded .horizon.age_seconds | paste -sd' ')
     [ "$deg" = false ] && [ "$age" != null ] && awk -v t0="$t0" -v a="$age" -v t="$1" 'BEGIN { exit !(t0 - a > t) }'
 }
+# wait_rebuild_after ID SECONDS: poll /stats until a rebuild newer than ID finished.
 wait_rebuild_after() { bg_wait_for "$2" _rebuilt_after "$1"; }
 _rebuilt_after() { [ "$(stats_get .rebuild.completed_id)" -gt "$1" ]; }
 
