@@ -1,5 +1,5 @@
 /*
- * Unit tests of the common part of the followers (src/follow.c): the
+ * Unit tests of the common part of the followers (src/follow/follow.c): the
  * names of states and methods, the connection's state and status a method
  * reports through, the server check and the probe's deadline, and method
  * logical's positions (their longest fits a snapshot), without

@@ -1,5 +1,5 @@
 /*
- * Unit tests of the peer bootstrap client (src/peer.c) against a tiny
+ * Unit tests of the peer bootstrap client (src/store/peer.c) against a tiny
  * server thread on 127.0.0.1:0 that accepts one connection, keeps the
  * request it read and answers canned bytes: a real snapshot, a refusal,
  * a truncated body, answers without a usable Content-Length, a closed port,

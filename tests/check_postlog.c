@@ -1,5 +1,5 @@
 /*
- * Unit tests of the POST log (src/postlog.c): what is appended comes back
+ * Unit tests of the POST log (src/store/postlog.c): what is appended comes back
  * after a reopen until its wall-clock expiry; an incomplete last append is
  * cut off and damage in the middle is reported; a rewrite keeps exactly the
  * live entries plus what was appended while it ran; concurrent appenders

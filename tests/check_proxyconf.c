@@ -1,5 +1,5 @@
 /*
- * Unit tests of the proxy configuration writer (src/proxyconf.c): what is
+ * Unit tests of the proxy configuration writer (src/daemon/proxyconf.c): what is
  * refused, how template text is escaped for nginx's PCRE and Caddy's Go
  * regexps, and how each configuration key shows in the written file.  That
  * the regexps take exactly bloomguard's URIs is tests/proxyconf.test's job;

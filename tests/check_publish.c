@@ -1,7 +1,7 @@
 /*
  * Unit tests of published filters without PostgreSQL: the file the daemon
- * writes (src/publish.c, pubfmt.h) and what a reader makes of it
- * (src/reader.c, libbloomguard's API): answers as the table's, POSTs seen
+ * writes (src/publish/publish.c, pubfmt.h) and what a reader makes of it
+ * (src/publish/reader.c, libbloomguard's API): answers as the table's, POSTs seen
  * at once, growth, rebuild swaps, staleness, withdrawal, spelling, bad
  * files; and the stress test of publish.h's proof: readers racing a writer
  * that inserts, grows layers and swaps generations never get "absent" for

@@ -1,5 +1,5 @@
 /*
- * Unit tests of the guarded table (src/table.c), the core protocol, without
+ * Unit tests of the guarded table (src/table/table.c), the core protocol, without
  * PostgreSQL: which answers may be "absent" (the horizon, its epochs, a
  * stale horizon), inserts (journal first, refusals), loads (the journal
  * replayed, inserts made during a load kept), wants (coalescing, a reload

@@ -1,5 +1,5 @@
 /*
- * What bloomguard does with snapshots (src/snapshot.h is the format): where
+ * What bloomguard does with snapshots (src/store/snapshot.h is the format): where
  * each filter's file lives, restoring a table at start from its file or from
  * a peer, and writing it back.  restore and save are called from the rebuild
  * thread, the only one that swaps a guard's filter, so the live filter stays
