@@ -118,7 +118,7 @@ static void slot_lag_series(FILE *o, const char *name, const struct status *st)
 {
     for (unsigned i = 0; i < st->n; i++) {
         const struct status_filter *f = &st->filters[i];
-        if (strcmp(f->table.method, "logical") != 0 || f->conn.slot[0] == '\0'
+        if (strcmp(f->table.method, sync_method_name(SYNC_LOGICAL)) != 0 || f->conn.slot[0] == '\0'
             || f->conn.slot_lag_bytes < 0)
             continue;
         fprintf(o, "bloomguard_%s{filter=\"%s\",slot=\"%s\"} %lld\n", name, f->name,

@@ -21,8 +21,31 @@ enum auth_uri_source {
     URI_SOURCE_AUTO, URI_SOURCE_X_ORIGINAL_URI, URI_SOURCE_X_FORWARDED_URI, URI_SOURCE_PATH
 };
 
-/* [sync] method: how a table is followed after its first load (follow.h). */
-enum sync_method { SYNC_AUTO, SYNC_LOGICAL, SYNC_FEED, SYNC_NOTIFY };
+/*
+ * The follow methods (docs/follow.md), one row each: X(constant, name).
+ * The name is what [sync] method takes and what the log, /stats and
+ * /metrics say.  The enum, the configuration's values and sync_method_name
+ * are made from this list; follow.c's table of methods gives each row its
+ * struct follow_ops (tests/check_follow holds the two together).
+ */
+#define SYNC_METHOD_LIST(X) \
+    X(SYNC_LOGICAL, "logical") \
+    X(SYNC_FEED, "feed") \
+    X(SYNC_NOTIFY, "notify")
+
+/*
+ * [sync] method: how a table is followed after its first load (follow.h).
+ * 0 is "auto" as a setting (the daemon picks) and "none" as a choice made
+ * (follow_choose: nothing can follow the table).
+ */
+enum sync_method {
+    SYNC_AUTO = 0,
+    SYNC_NONE = SYNC_AUTO,
+#define SYNC_METHOD_ENUM(id, name) id,
+    SYNC_METHOD_LIST(SYNC_METHOD_ENUM)
+#undef SYNC_METHOD_ENUM
+    SYNC_METHODS            /* how many values, 0 included; not a method */
+};
 
 /* Upper bound of [server] max_id_bytes: callers may size stack buffers by it. */
 #define CONFIG_MAX_ID_BYTES 65536

@@ -87,9 +87,13 @@ static const struct config_enum_name deny_statuses[] = {
 };
 /* Envoy's ext_authz allows a request only on 200. */
 static const struct config_enum_name allow_statuses[] = { { "200", 200 }, { "204", 204 }, { NULL, 0 } };
+/* Every enum sync_method by its name, from the one list (config_data.h). */
 static const struct config_enum_name sync_methods[] = {
-    { "auto", SYNC_AUTO }, { "logical", SYNC_LOGICAL }, { "feed", SYNC_FEED },
-    { "notify", SYNC_NOTIFY }, { NULL, 0 }
+    { "auto", SYNC_AUTO },
+#define METHOD_VALUE(id, name) { (name), (id) },
+    SYNC_METHOD_LIST(METHOD_VALUE)
+#undef METHOD_VALUE
+    { NULL, 0 }
 };
 /* Every enum filter_kind by its name, from the one list (filter_types.h). */
 static const struct config_enum_name filter_kinds[] = {
@@ -353,6 +357,16 @@ const char *config_log_level_name(enum log_level level)
 {
     for (const struct config_enum_name *n = log_levels; n->name != NULL; n++)
         if (n->value == (int)level)
+            return n->name;
+    return "?";
+}
+
+const char *sync_method_name(enum sync_method m)
+{
+    if (m == SYNC_NONE)
+        return "none";
+    for (const struct config_enum_name *n = sync_methods; n->name != NULL; n++)
+        if (n->value == (int)m)
             return n->name;
     return "?";
 }

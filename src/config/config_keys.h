@@ -45,6 +45,12 @@ bool config_key_per_filter(size_t i);
  */
 void config_key_values(size_t i, char *buf, size_t len);
 
+/*
+ * A follow method's name (SYNC_METHOD_LIST): "logical", "feed", ...; "none"
+ * for SYNC_NONE (a choice that found no method), "?" for an invalid value.
+ */
+const char *sync_method_name(enum sync_method m);
+
 /* "error", "warn", "info" or "debug"; "?" for an invalid value. */
 const char *config_log_level_name(enum log_level level);
 

@@ -327,16 +327,16 @@ static void check_followers(PGconn *conn, const struct config *c, const bool *re
             check_feed(conn, fc, sf.role, out, errors);
             break;
         case SYNC_NOTIFY:
-            if (follow_choose(c, fc, &srv, &tbl, why, sizeof why) == FOLLOW_NONE)
+            if (follow_choose(c, fc, &srv, &tbl, why, sizeof why) == SYNC_NONE)
                 finding(out, errors, true, "filter %s: %s", fc->name, why);
             break;
         default: {
-            enum follow_method m = follow_choose(c, fc, &srv, &tbl, why, sizeof why);
-            if (m == FOLLOW_NONE)
+            enum sync_method m = follow_choose(c, fc, &srv, &tbl, why, sizeof why);
+            if (m == SYNC_NONE)
                 finding(out, errors, false, "filter %s: %s", fc->name, why);
             else
                 fprintf(out, "bloomguard: filter %s: %s\n", fc->name, why);
-            if (m == FOLLOW_LOGICAL)
+            if (m == SYNC_LOGICAL)
                 need_logical = true;
             break;
         }

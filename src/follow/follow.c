@@ -31,23 +31,16 @@ const char *follow_state_name(enum follow_state s)
     return known ? state_names[s] : "unknown";
 }
 
-/* The methods by enum follow_method; each names itself (ops->name). */
-static const struct follow_ops *const methods[FOLLOW_METHODS] = {
-    [FOLLOW_NONE] = NULL,
-    [FOLLOW_LOGICAL] = &follow_logical_ops,
-    [FOLLOW_FEED] = &follow_feed_ops,
-    [FOLLOW_NOTIFY] = &follow_notify_ops,
+/* The ops of each row of SYNC_METHOD_LIST (each says its row: ops->method). */
+static const struct follow_ops *const methods[SYNC_METHODS] = {
+    [SYNC_LOGICAL] = &follow_logical_ops,
+    [SYNC_FEED] = &follow_feed_ops,
+    [SYNC_NOTIFY] = &follow_notify_ops,
 };
 
-const struct follow_ops *follow_method_ops(enum follow_method m)
+const struct follow_ops *follow_method_ops(enum sync_method m)
 {
-    return (unsigned)m < sizeof methods / sizeof *methods ? methods[m] : NULL;
-}
-
-const char *follow_method_name(enum follow_method m)
-{
-    const struct follow_ops *ops = follow_method_ops(m);
-    return ops != NULL ? ops->name : "none";
+    return (unsigned)m < SYNC_METHODS ? methods[m] : NULL;
 }
 
 struct follower *follow_new(const struct follow_ops *ops, const struct config *cfg,
@@ -239,14 +232,14 @@ bool follow_probe_table(PGconn *conn, const struct config *cfg, const struct fil
     return ok;
 }
 
-enum follow_method follow_choose(const struct config *cfg, const struct filter_config *fc,
+enum sync_method follow_choose(const struct config *cfg, const struct filter_config *fc,
                                  const struct follow_offer *srv,
                                  const struct follow_table_offer *tbl, char *why, size_t whylen)
 {
-    enum follow_method want = (enum follow_method)fc->method;
+    enum sync_method want = fc->method;
     const char *watch = "SELECT bloomguard_watch";
     switch (want) {
-    case FOLLOW_LOGICAL:
+    case SYNC_LOGICAL:
         if (!srv->wal_logical)
             snprintf(why, whylen, "method logical: the server's wal_level is not logical "
                      "(set wal_level = logical and restart it)");
@@ -259,28 +252,29 @@ enum follow_method follow_choose(const struct config *cfg, const struct filter_c
                      cfg->publication, watch, fc->table, fc->column);
         else {
             snprintf(why, whylen, "method logical, as configured");
-            return FOLLOW_LOGICAL;
+            return SYNC_LOGICAL;
         }
-        return FOLLOW_NONE;
-    case FOLLOW_FEED:
+        return SYNC_NONE;
+    case SYNC_FEED:
         if (!tbl->feed) {
             snprintf(why, whylen, "method feed: the change feed does not serve %s.%s "
                      "(%s('%s', '%s', method => 'feed'))", fc->table, fc->column, watch,
                      fc->table, fc->column);
-            return FOLLOW_NONE;
+            return SYNC_NONE;
         }
         snprintf(why, whylen, "method feed, as configured");
-        return FOLLOW_FEED;
-    case FOLLOW_NOTIFY:
+        return SYNC_FEED;
+    case SYNC_NOTIFY:
         if (!tbl->notify_trigger) {
             snprintf(why, whylen, "method notify: no bloomguard_notify trigger on %s notifies "
                      "channel %s (%s('%s', '%s', '%s', method => 'notify'))", fc->table,
                      fc->channel, watch, fc->table, fc->column, fc->channel);
-            return FOLLOW_NONE;
+            return SYNC_NONE;
         }
         snprintf(why, whylen, "method notify, as configured");
-        return FOLLOW_NOTIFY;
-    case FOLLOW_NONE:
+        return SYNC_NOTIFY;
+    case SYNC_AUTO:
+    case SYNC_METHODS:
         break;
     }
     /* auto: the cheapest for the application's writers that the server offers. */
@@ -295,7 +289,7 @@ enum follow_method follow_choose(const struct config *cfg, const struct filter_c
         else
             snprintf(why, whylen, "auto: logical (publication %s, no trigger on the table)",
                      cfg->publication);
-        return FOLLOW_LOGICAL;
+        return SYNC_LOGICAL;
     }
     if (tbl->feed) {
         if (logical)
@@ -305,12 +299,12 @@ enum follow_method follow_choose(const struct config *cfg, const struct filter_c
             snprintf(why, whylen, "auto: feed (%s)", !srv->wal_logical ? "wal_level is not logical"
                      : !srv->may_replicate ? "this role may not replicate"
                      : "the table is not in the publication");
-        return FOLLOW_FEED;
+        return SYNC_FEED;
     }
     if (tbl->notify_trigger) {
         snprintf(why, whylen, "auto: notify (the table's trigger notifies channel %s)",
                  fc->channel);
-        return FOLLOW_NOTIFY;
+        return SYNC_NOTIFY;
     }
     /* Published, so bloomguard_watch ran: name what the server or the role lacks, not the watch. */
     if (tbl->published)
@@ -322,7 +316,7 @@ enum follow_method follow_choose(const struct config *cfg, const struct filter_c
         snprintf(why, whylen, "nothing follows %s.%s: %s('%s', '%s') (it picks logical where "
                  "wal_level = logical, else the feed); until then absent IDs answer \"maybe\"",
                  fc->table, fc->column, watch, fc->table, fc->column);
-    return FOLLOW_NONE;
+    return SYNC_NONE;
 }
 
 /* ------------------------------------------------------ shared helpers -- */
@@ -390,7 +384,7 @@ void follow_retry(struct follower *f, char *err, bool had, unsigned *backoff)
     chomp(err);
     follow_set_state(f, had ? FOLLOW_RECONNECTING : FOLLOW_CONNECTING, err);
     log_fields(f->lg, LOG_LVL_WARN, NULL, "follower_retry", "follower (%s): %s; retrying in %u s",
-               f->ops->name, err, *backoff);
+               sync_method_name(f->ops->method), err, *backoff);
     follow_nap(&f->stop, follow_jitter_ms(&f->rng, *backoff));
     unsigned max = f->cfg->retry_max_seconds;
     *backoff = *backoff * 2 > max ? max : *backoff * 2;
@@ -404,7 +398,7 @@ void follow_lost(struct follower *f, char *err)
     follow_set_state_locked(f, FOLLOW_RECONNECTING, err);
     pthread_mutex_unlock(&f->mu);
     log_fields(f->lg, LOG_LVL_WARN, NULL, "follower_reconnect", "follower (%s): %s; reconnecting",
-               f->ops->name, err);
+               sync_method_name(f->ops->method), err);
 }
 
 bool follow_probe_dead(int64_t sent, int64_t now, unsigned timeout_s, char *err, size_t errlen)

@@ -73,7 +73,7 @@ struct follow_status {
  * implementations lock what they share.
  */
 struct follow_ops {
-    const char *name;               /* "logical", "feed", "notify" */
+    enum sync_method method;        /* its row of SYNC_METHOD_LIST: its name */
     /*
      * Whether a table's position moves by itself as rows are followed (a
      * poll, a stream); else the scheduler catches up before a periodic
@@ -190,15 +190,12 @@ int follow_index(const struct follower *f, const struct table *t);
 
 /* ----------------------------------------------------- choosing methods -- */
 
-enum follow_method { FOLLOW_NONE, FOLLOW_LOGICAL, FOLLOW_FEED, FOLLOW_NOTIFY };
 /*
- * Arrays by method are this long: the last method's + 1 (follow.c's ops
- * table has one entry per method, so a new last method that is not counted
- * here does not compile).
+ * The methods are enum sync_method (config_data.h's SYNC_METHOD_LIST, one
+ * row per method; sync_method_name names them).  The ops of method m, NULL
+ * for SYNC_NONE or a value out of range.
  */
-#define FOLLOW_METHODS (FOLLOW_NOTIFY + 1)
-const char *follow_method_name(enum follow_method m);
-const struct follow_ops *follow_method_ops(enum follow_method m);
+const struct follow_ops *follow_method_ops(enum sync_method m);
 
 /*
  * What the server offers, read once at start on a regular connection:
@@ -225,12 +222,12 @@ bool follow_probe_table(PGconn *conn, const struct config *cfg, const struct fil
  * The method for a table: [sync] method, or for auto the cheapest the
  * server offers (logical while fewer than [sync] logical_max_daemons other
  * daemons decode, then the feed).  why gets the reason, for the log and
- * /readyz.  FOLLOW_NONE: nothing can follow it (why says what to install);
+ * /readyz.  SYNC_NONE: nothing can follow it (why says what to install);
  * the table then stays degraded after its load.
  */
-enum follow_method follow_choose(const struct config *cfg, const struct filter_config *fc,
-                                 const struct follow_offer *srv,
-                                 const struct follow_table_offer *tbl, char *why, size_t whylen);
+enum sync_method follow_choose(const struct config *cfg, const struct filter_config *fc,
+                               const struct follow_offer *srv,
+                               const struct follow_table_offer *tbl, char *why, size_t whylen);
 
 /* ------------------------------------------ method logical, for bloomguard -t -- */
 

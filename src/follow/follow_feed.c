@@ -312,7 +312,7 @@ static int feed_catch_up(struct follower *f, struct table *t, uint64_t *rows, ch
 }
 
 const struct follow_ops follow_feed_ops = {
-    .name = "feed",
+    .method = SYNC_FEED,
     .fresh_positions = true,
     .size = sizeof(struct feedf),
     .init = feed_init,

@@ -398,7 +398,7 @@ static void logical_status_locked(struct follower *f, struct follow_status *out)
 }
 
 const struct follow_ops follow_logical_ops = {
-    .name = "logical",
+    .method = SYNC_LOGICAL,
     .fresh_positions = true,
     .size = sizeof(struct logical),
     .init = logical_init,

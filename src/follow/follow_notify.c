@@ -425,7 +425,7 @@ static int notify_catch_up(struct follower *f, struct table *t, uint64_t *rows, 
 }
 
 const struct follow_ops follow_notify_ops = {
-    .name = "notify",
+    .method = SYNC_NOTIFY,
     .fresh_positions = false,
     .size = sizeof(struct notify),
     .run = notify_run,

@@ -20,7 +20,7 @@ struct source {
     unsigned n;
     struct scheduler *sched;
     /* Set once by choose(), on the scheduler's thread, before any load. */
-    struct follower *followers[FOLLOW_METHODS];  /* by enum follow_method; [FOLLOW_NONE] unused */
+    struct follower *followers[SYNC_METHODS];  /* by enum sync_method; [SYNC_NONE] unused */
     pthread_mutex_t mu;             /* guards followers[] for readers on other threads */
 };
 
@@ -80,10 +80,10 @@ struct table *source_table(struct source *s, unsigned i)
 }
 
 /* A follower of method m, made and started on first use; NULL (err) if it cannot. */
-static struct follower *follower_for(struct source *s, enum follow_method m, char *err,
+static struct follower *follower_for(struct source *s, enum sync_method m, char *err,
                                      size_t errlen)
 {
-    assert(m > FOLLOW_NONE && (unsigned)m < FOLLOW_METHODS);
+    assert(m > SYNC_NONE && (unsigned)m < SYNC_METHODS);
     if (s->followers[m] != NULL)
         return s->followers[m];
     struct follower *f = follow_new(follow_method_ops(m), s->cfg, s->lg, scheduler_wake, s->sched);
@@ -92,7 +92,7 @@ static struct follower *follower_for(struct source *s, enum follow_method m, cha
         return NULL;
     }
     if (!follow_start(f)) {
-        snprintf(err, errlen, "cannot start the %s follower's thread", f->ops->name);
+        snprintf(err, errlen, "cannot start the %s follower's thread", sync_method_name(f->ops->method));
         follow_free(f);
         return NULL;
     }
@@ -139,17 +139,17 @@ static int choose(void *arg, char *err, size_t errlen)
         const struct filter_config *fc = table_config(t);
         struct follow_table_offer tbl;
         char perr[256], why[320];
-        enum follow_method m = FOLLOW_NONE;
+        enum sync_method m = SYNC_NONE;
         if (!follow_probe_table(conn, cfg, fc, &tbl, perr, sizeof perr))
             snprintf(why, sizeof why, "cannot tell how %s is watched: %s", fc->table, perr);
         else
             m = follow_choose(cfg, fc, &srv, &tbl, why, sizeof why);
         struct table_status st;
         table_status(t, &st);
-        bool changed = strcmp(st.method, follow_method_name(m)) != 0
+        bool changed = strcmp(st.method, sync_method_name(m)) != 0
                        || strcmp(st.method_why, why) != 0;
-        table_set_method(t, follow_method_name(m), why);
-        if (m == FOLLOW_NONE) {
+        table_set_method(t, sync_method_name(m), why);
+        if (m == SYNC_NONE) {
             complete = 0;
             if (changed)
                 log_fields(s->lg, LOG_LVL_WARN, fc->name, "not_followed", "%s: %s", fc->name, why);
@@ -179,11 +179,11 @@ void source_stop(struct source *s)
 {
     /* Followers first: their rows need nothing more of the scheduler, whose stop writes snapshots. */
     pthread_mutex_lock(&s->mu);
-    struct follower *f[FOLLOW_METHODS];
+    struct follower *f[SYNC_METHODS];
     memcpy(f, s->followers, sizeof f);
     pthread_mutex_unlock(&s->mu);
     scheduler_stop(s->sched);
-    for (unsigned m = 0; m < FOLLOW_METHODS; m++)
+    for (unsigned m = 0; m < SYNC_METHODS; m++)
         if (f[m] != NULL)
             follow_stop(f[m]);
 }
