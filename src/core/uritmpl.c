@@ -26,7 +26,7 @@ bool uritmpl_valid(const char *tmpl, const char **why)
         } else if (c == '{' || c == '}') {
             reason = "{id} is the only placeholder allowed";
             goto out;
-        } else if (c == '?' || c == '#') {
+        } else if (c != '\0' && strchr(URITMPL_PATH_ENDS, c) != NULL) {
             reason = "must not contain '?' or '#'";
             goto out;
         } else if (c <= 0x20 || c == 0x7F) {
@@ -50,7 +50,8 @@ bool uritmpl_match(const char *tmpl, const char *uri, size_t uri_len,
 
     if (ph == NULL)
         return false;
-    while (path_len < uri_len && uri[path_len] != '?' && uri[path_len] != '#')
+    while (path_len < uri_len
+           && (uri[path_len] == '\0' || strchr(URITMPL_PATH_ENDS, uri[path_len]) == NULL))
         path_len++;
 
     const char *suffix = ph + PLACEHOLDER_LEN;
@@ -64,8 +65,9 @@ bool uritmpl_match(const char *tmpl, const char *uri, size_t uri_len,
 
     const char *id = uri + pre;
     size_t n = path_len - pre - suf;
-    if (memchr(id, '/', n) != NULL)
-        return false;
+    for (size_t i = 0; i < n; i++)
+        if (id[i] != '\0' && strchr(URITMPL_ID_STOPS, id[i]) != NULL)
+            return false;
     *id_start = id;
     *id_len = n;
     return true;

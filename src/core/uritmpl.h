@@ -13,6 +13,17 @@
 #define URITMPL_PLACEHOLDER "{id}"
 
 /*
+ * The rule of an ID in a URI, in one place: a URI's path ends at the first
+ * byte of URITMPL_PATH_ENDS (the query, the fragment), and a raw ID holds
+ * none of URITMPL_ID_STOPS (its segment's end, and the path's).  Every
+ * other byte may be part of an ID.  uritmpl_match applies it, and the proxy
+ * configurations (bloomguard --print-nginx, --print-caddy) render their
+ * regexps' classes from it.
+ */
+#define URITMPL_PATH_ENDS "?#"
+#define URITMPL_ID_STOPS "/" URITMPL_PATH_ENDS
+
+/*
  * A template is a NUL-terminated path with exactly one "{id}" standing for
  * one whole path segment or a part of one: "/user/get/{id}",
  * "/api/v1/orders/{id}/items", "/files/{id}.json" (a literal prefix and/or

@@ -52,17 +52,18 @@ static void caddy_map_line(FILE *f, const char *tmpl)
 {
     static const struct proxyconf_dialect caddy = {
         .literal = caddy_literal,
-        .seen = "(?:[^/?#%\\s]|%[^2/?#\\s]|%2[^fF/?#\\s])+",
+        .seen = "(?:[^$S%\\s]|%[^2$S\\s]|%2[^fF$S\\s])+",
         .decoded = "([^/\"\\\\\\x00-\\x1f\\x7f\\x{FFFD}]+)",
-        .raw = "([\\x21\\x24-\\x2e\\x30-\\x3e\\x40-\\x5b\\x5d-\\x7e]+)",
+        /* Printable ASCII but for '"' and '\\' (the 404 body quotes it). */
+        .raw = "([^\\x00-\\x20\\x22\\x5c\\x7f-\\x{10FFFF}$S]+)",
     };
     struct proxyconf_tmpl_parts p = proxyconf_tmpl_split(tmpl);
     bool dec = proxyconf_tmpl_decodable(tmpl);
     fputs("\t\t\t~^", f);
     proxyconf_map_regexp(f, tmpl, &caddy);
-    fputs("(?:[?#]|\\x20)|[^/?#\\s]+", f);
+    proxyconf_pattern(f, "(?:[$E]|\\x20)|[^$S\\s]+");
     caddy_literal(f, p.suf, p.nsuf);
-    fputs(dec ? "(?:[?#]|\\x20)) $1$2\n" : "(?:[?#]|\\x20)) $1\n", f);
+    proxyconf_pattern(f, dec ? "(?:[$E]|\\x20)) $1$2\n" : "(?:[$E]|\\x20)) $1\n");
 }
 
 void proxyconf_caddy_write(FILE *f, const struct config *c)

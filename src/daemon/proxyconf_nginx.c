@@ -42,13 +42,14 @@ static void nginx_map_line(FILE *f, const char *tmpl)
 {
     static const struct proxyconf_dialect nginx = {
         .literal = nginx_literal,
-        .seen = "(?<bloomguard_s>(?:[^/?#%\\s]|%(?!2[fF]))+)",
+        .seen = "(?<bloomguard_s>(?:[^$S%\\s]|%(?!2[fF]))+)",
         .decoded = "(?<bloomguard_d>[^/]+)",
-        .raw = "(?<bloomguard_r>[^/?#\\s]+)",
+        .raw = "(?<bloomguard_r>[^$S\\s]+)",
     };
     fputs("    \"~^", f);
     proxyconf_map_regexp(f, tmpl, &nginx);
-    fprintf(f, "(?:[?#]|\\x20))\"\n        \"%s$bloomguard_r\";\n",
+    proxyconf_pattern(f, "(?:[$E]|\\x20))\"\n");
+    fprintf(f, "        \"%s$bloomguard_r\";\n",
             proxyconf_tmpl_decodable(tmpl) ? "$bloomguard_d/$bloomguard_s" : "/");
 }
 

@@ -38,13 +38,28 @@ bool proxyconf_tmpl_decodable(const char *tmpl)
     return strchr(tmpl, '%') == NULL;
 }
 
+void proxyconf_pattern(FILE *f, const char *pattern)
+{
+    for (const char *p = pattern; *p != '\0'; p++) {
+        const char *set = p[0] != '$' ? NULL
+                          : p[1] == 'S' ? URITMPL_ID_STOPS : p[1] == 'E' ? URITMPL_PATH_ENDS : NULL;
+        if (set == NULL) {
+            fputc(*p, f);
+            continue;
+        }
+        for (const char *s = set; *s != '\0'; s++)
+            fprintf(f, "\\x%02x", (unsigned char)*s);
+        p++;
+    }
+}
+
 void proxyconf_map_regexp(FILE *f, const char *tmpl, const struct proxyconf_dialect *d)
 {
     struct proxyconf_tmpl_parts p = proxyconf_tmpl_split(tmpl);
     d->literal(f, p.pre, p.npre);
     fputs("(?:", f);
     if (proxyconf_tmpl_decodable(tmpl)) {
-        fputs(d->seen, f);
+        proxyconf_pattern(f, d->seen);
         d->literal(f, p.suf, p.nsuf);
         fputs("(?:\\?\\S*)?\\x20", f);
         d->literal(f, p.pre, p.npre);
@@ -52,7 +67,7 @@ void proxyconf_map_regexp(FILE *f, const char *tmpl, const struct proxyconf_dial
         d->literal(f, p.suf, p.nsuf);
         fputs("$|", f);
     }
-    fputs(d->raw, f);
+    proxyconf_pattern(f, d->raw);
     d->literal(f, p.suf, p.nsuf);
 }
 

@@ -55,12 +55,23 @@ bool proxyconf_tmpl_decodable(const char *tmpl);
  * the groups that take the ID.  seen takes the ID as the request line's URI
  * carries it and decoded the same ID in the decoded path after the space
  * (both only for templates proxyconf_tmpl_decodable accepts); raw takes the
- * URI's ID when the decoded one cannot be had.
+ * URI's ID when the decoded one cannot be had.  seen and raw are patterns
+ * of proxyconf_pattern ("$S": the bytes no raw ID holds).
  */
 struct proxyconf_dialect {
     void (*literal)(FILE *f, const char *s, size_t n);
     const char *seen, *decoded, *raw;
 };
+
+/*
+ * pattern to f, each "$S" written as the bytes no raw ID holds
+ * (URITMPL_ID_STOPS) and each "$E" as the bytes that end a URI's path
+ * (URITMPL_PATH_ENDS), "\xHH" each, for the inside of a class: the rule
+ * uritmpl_match applies, in one place.  Hex, because the bytes are
+ * punctuation to both proxies' class syntax and '#' would begin a comment
+ * in a Caddyfile token.
+ */
+void proxyconf_pattern(FILE *f, const char *pattern);
 
 /*
  * The part of template tmpl's map regexp both proxies share, to f:
