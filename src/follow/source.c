@@ -69,11 +69,6 @@ void source_free(struct source *s)
     free(s);
 }
 
-unsigned source_tables(const struct source *s)
-{
-    return s->n;
-}
-
 struct table *source_table(struct source *s, unsigned i)
 {
     return s->tables[i];

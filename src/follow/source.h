@@ -28,8 +28,7 @@ struct source *source_new(const struct config *cfg, const struct log *lg,
                           const struct scheduler_hooks *hooks, const char *token);
 void source_free(struct source *s);
 
-/* Number of tables, and table i (owned by the source; [0] is the default filter's). */
-unsigned source_tables(const struct source *s);
+/* Table i (owned by the source; [0] is the default filter's). */
 struct table *source_table(struct source *s, unsigned i);
 
 /*

@@ -66,18 +66,6 @@ enum guard_answer guard_lookup(struct guard *g, const void *key, size_t len)
     return a;
 }
 
-bool guard_lookup_many(struct guard *g, size_t n, const char *const *keys,
-                       const size_t *lens, bool *answers)
-{
-    struct rcu_read t = rcu_read_enter(&g->rcu);
-    struct filter *f = atomic_load_explicit(&g->live, memory_order_acquire);
-    if (f != NULL)
-        for (size_t i = 0; i < n; i++)
-            answers[i] = filter_contains(f, keys[i], lens[i]);
-    rcu_read_exit(t);
-    return f != NULL;
-}
-
 static void backlog_push(struct guard *g, uint64_t h)
 {
     pthread_mutex_lock(&g->backlog_mu);

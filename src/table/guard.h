@@ -39,13 +39,6 @@ bool guard_add(struct guard *g, const void *key, size_t len);
 bool guard_add_hash(struct guard *g, uint64_t h);
 
 /*
- * Many keys under one read-side section: answers[i] for keys[i].  Returns
- * false (answers untouched) when not ready.
- */
-bool guard_lookup_many(struct guard *g, size_t n, const char *const *keys,
-                       const size_t *lens, bool *answers);
-
-/*
  * Rebuild protocol, for one rebuilding thread at a time:
  *   guard_begin(g, next)   next starts receiving every guard_add; when this
  *                          returns, no insert can still miss next;
