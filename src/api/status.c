@@ -13,7 +13,6 @@
 #include <string.h>
 
 #include "config.h"
-#include "guard.h"
 #include "pgerror.h"
 #include "spell.h"
 #include "table.h"
@@ -42,16 +41,13 @@ bool status_take(struct app *a, struct status *st, bool full)
             table_status(t, &f->table);
         }
         if (full) {
-            f->n_layers = guard_layers(table_guard(t), f->layer, FILTER_MAX_LAYERS);
-            f->ready = guard_info(table_guard(t), &f->info);
-            if (!f->ready) {
-                memset(&f->info, 0, sizeof f->info);
+            f->ready = table_filter_info(t, &f->info, f->layer, FILTER_MAX_LAYERS, &f->n_layers);
+            if (!f->ready)
                 f->info.kind = table_sizing(t).kind;    /* what its load will make */
-            }
-            pending_info(table_pending(t), &f->pending);
+            table_posts(t, &f->pending);
             f->posts_durable = table_durable(t);
         } else {
-            f->ready = guard_ready(table_guard(t));
+            f->ready = table_ready(t);
         }
         f->degraded = f->ready && f->table.degraded;
         st->ready = st->ready && f->ready;
@@ -316,7 +312,7 @@ static void horizon_section(struct doc *d, json_t *o, const struct status *st,
     put(d, o, "age_seconds", ss->horizon_age >= 0 ? json_real(ss->horizon_age) : json_null());
 }
 
-static void pending_section(struct doc *d, json_t *o, const struct pending_info *pi, bool durable)
+static void pending_section(struct doc *d, json_t *o, const struct table_posts *pi, bool durable)
 {
     put_u64(d, o, "count", pi->count);
     put_u64(d, o, "bytes", pi->bytes);

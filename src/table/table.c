@@ -147,6 +147,31 @@ const char *table_name(const struct table *t)
     return t->fc->name;
 }
 
+bool table_ready(struct table *t)
+{
+    return guard_ready(t->g);
+}
+
+bool table_filter_info(struct table *t, struct filter_info *info,
+                       struct filter_layer_info *layer, unsigned cap, unsigned *n_layers)
+{
+    *n_layers = guard_layers(t->g, layer, cap);
+    if (guard_info(t->g, info))
+        return true;
+    memset(info, 0, sizeof *info);
+    *n_layers = 0;
+    return false;
+}
+
+void table_posts(struct table *t, struct table_posts *out)
+{
+    struct pending_info pi;
+    pending_info(t->pending, &pi);
+    *out = (struct table_posts){ .count = pi.count, .bytes = pi.bytes, .refused = pi.refused,
+                                 .expired = pi.expired, .limit = pi.limit,
+                                 .max_bytes = pi.max_bytes, .ttl = pi.ttl };
+}
+
 struct guard *table_guard(struct table *t)
 {
     return t->g;

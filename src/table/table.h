@@ -431,6 +431,27 @@ bool table_loaded(struct table *t);
 
 /* -------------------------------------------------------------- status -- */
 
+/* Whether a filter is live (loaded or restored): lookups answer.  Any thread. */
+bool table_ready(struct table *t);
+
+/*
+ * The live filter's figures (filter.h) and its layers, oldest first, into
+ * layer[0 .. cap) (*n_layers of them): false, with *info zeroed and
+ * *n_layers 0, when no filter is live yet.  Any thread.
+ */
+bool table_filter_info(struct table *t, struct filter_info *info,
+                       struct filter_layer_info *layer, unsigned cap, unsigned *n_layers);
+
+/* The POSTed IDs the table keeps until a COPY shows them (its journal). */
+struct table_posts {
+    uint64_t count;         /* IDs kept now (more than limit after a restore into smaller limits) */
+    uint64_t bytes;         /* their bytes */
+    uint64_t refused;       /* IDs refused because the journal was full */
+    uint64_t expired;       /* entries dropped by [filter] pending_ttl */
+    uint64_t limit, max_bytes, ttl;     /* [filter] pending_limit, pending_max_bytes, pending_ttl */
+};
+void table_posts(struct table *t, struct table_posts *out);
+
 /* How the table is followed: set by the follower that took it. */
 void table_set_method(struct table *t, const char *method, const char *why);
 
