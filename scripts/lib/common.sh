@@ -39,8 +39,20 @@ bg_need_pkgs() {
     local sudo=
     [ "$(id -u)" -eq 0 ] || sudo=sudo
     export DEBIAN_FRONTEND=noninteractive
-    # Wait for another apt or dpkg (unattended-upgrades) instead of failing.
-    $sudo apt-get -o DPkg::Lock::Timeout=600 update -qq >/dev/null || bg_die "apt-get update failed"
+    # Wait for another apt or dpkg (unattended-upgrades, a second script
+    # installing at the same time) instead of failing: the timeout covers
+    # dpkg's lock, not the package lists' lock that `update` takes, so
+    # that one is retried.
+    local tries=0
+    until $sudo apt-get -o DPkg::Lock::Timeout=600 update -qq >/dev/null 2>"${TMPDIR:-/tmp}/bg-apt.$$"; do
+        if ! grep -q 'Could not get lock' "${TMPDIR:-/tmp}/bg-apt.$$" || [ $((tries += 1)) -ge 120 ]; then
+            cat "${TMPDIR:-/tmp}/bg-apt.$$" >&2
+            rm -f "${TMPDIR:-/tmp}/bg-apt.$$"
+            bg_die "apt-get update failed"
+        fi
+        sleep 5
+    done
+    rm -f "${TMPDIR:-/tmp}/bg-apt.$$"
     $sudo apt-get -o DPkg::Lock::Timeout=600 install -y -qq --no-install-recommends "${missing[@]}" >/dev/null \
         || bg_die "apt-get install ${missing[*]} failed"
 }
