@@ -58,6 +58,10 @@ BG_RUNTIME_PKGS="$BG_RUNTIME_PKGS jq"
 BG_TEST_PKGS="nginx-light systemd prometheus groff-base man-db socat pgbouncer"
 # tests/caddy.test: the Caddyfile example behind a real Caddy.
 BG_TEST_PKGS="$BG_TEST_PKGS caddy"
+# The clients of published filters (tests/pyclient.test, tests/goclient.test):
+# a venv of Debian's python3 that pip installs clients/python into offline,
+# and Go 1.19 with cgo for clients/go.
+BG_TEST_PKGS="$BG_TEST_PKGS python3-venv python3-setuptools python3-wheel golang-go"
 # What scripts/systemd-test needs to build the .deb and boot it.
 BG_DEB_PKGS="debhelper dpkg-dev lintian debootstrap systemd-container"
 
