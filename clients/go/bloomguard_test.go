@@ -22,6 +22,7 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"sync"
 	"syscall"
 	"testing"
@@ -319,17 +320,26 @@ func TestAnExitedDaemonWithdrawsIt(t *testing.T) {
 	}
 }
 
-// BenchmarkLookup: ns per LookupString over present and absent ids
-// (bench/clients prints it beside the C library's).
+// BenchmarkLookup: ns per LookupString over present and absent ids, or
+// over the lines of $BLOOMGUARD_BENCH_IDS (bench/clients gives the C
+// library's client and the Python one the same file).
 func BenchmarkLookup(b *testing.B) {
 	e := need(b)
 	f := open(b, e.path)
-	ids := make([]string, 2000)
-	for i := range ids {
-		if i%2 == 0 {
-			ids[i] = strconv.Itoa(i%e.rows + 1)
-		} else {
-			ids[i] = fmt.Sprintf("bench-absent-%d", i)
+	var ids []string
+	if file := os.Getenv("BLOOMGUARD_BENCH_IDS"); file != "" {
+		text, err := os.ReadFile(file)
+		if err != nil {
+			b.Fatal(err)
+		}
+		ids = strings.Split(strings.TrimSuffix(string(text), "\n"), "\n")
+	} else {
+		for i := 0; i < 2000; i++ {
+			if i%2 == 0 {
+				ids = append(ids, strconv.Itoa(i%e.rows+1))
+			} else {
+				ids = append(ids, fmt.Sprintf("bench-absent-%d", i))
+			}
 		}
 	}
 	b.ResetTimer()
