@@ -70,8 +70,18 @@ BG_RUNTIME_PKGS="$BG_RUNTIME_PKGS jq"
 BG_TEST_PKGS="nginx-light systemd prometheus groff-base man-db socat pgbouncer"
 # tests/caddy.test: the Caddyfile example behind a real Caddy.
 BG_TEST_PKGS="$BG_TEST_PKGS caddy"
+# The clients of published filters (tests/pyclient.test, tests/goclient.test):
+# a venv of Debian's python3 that pip installs clients/python into offline,
+# and Go 1.19 with cgo for clients/go.
+BG_TEST_PKGS="$BG_TEST_PKGS python3-venv python3-setuptools python3-wheel golang-go"
+# tests/kubernetes.test: the examples' YAML, checked against the Kubernetes
+# API's models of the Python client.
+BG_TEST_PKGS="$BG_TEST_PKGS yamllint python3-yaml python3-kubernetes"
 # What scripts/systemd-test needs to build the .deb and boot it.
 BG_DEB_PKGS="debhelper dpkg-dev lintian debootstrap systemd-container"
+# What scripts/container-test needs besides those: podman to import the base
+# and mount the image, buildah to build it (chroot isolation, no runtime).
+BG_CONTAINER_PKGS="podman buildah"
 
 # bg_build [configure args...]: autoreconf, configure and make in the top dir.
 bg_build() {
