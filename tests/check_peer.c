@@ -48,7 +48,7 @@ struct server {
     size_t stop_after;
     double stopped_at;          /* now_s() when it set stop */
     size_t sent;                /* bytes of the body sent */
-    char request[4096];         /* the (last) request head it read */
+    char request[8192];         /* the (last) request head it read */
     unsigned requests;          /* answer this many requests on the one connection (0: 1) */
     unsigned accepted;          /* connections accepted */
     unsigned answered;          /* requests answered */
@@ -561,6 +561,25 @@ START_TEST(test_tls_to_plain)
 }
 END_TEST
 
+/* The longest token token.h accepts (4096 characters) is sent whole. */
+START_TEST(test_long_token)
+{
+    static char token[4097];
+    memset(token, 'k', 4096);
+    struct server s;
+    server_start(&s, "HTTP/1.1 404 Not Found\r\nContent-Length: 0\r\n\r\n", NULL, 0);
+    struct snapshot snap;
+    char why[SNAPSHOT_WHY_LEN] = "";
+    enum snapshot_status st = fetch(base_of(&s), token, NULL, &snap, why);
+    server_stop(&s);
+    ck_assert_msg(st == SNAPSHOT_IO && strstr(why, "answered 404") != NULL, "why: %s", why);
+    char *h = strstr(s.request, "Authorization: Bearer ");
+    ck_assert_ptr_nonnull(h);
+    h += strlen("Authorization: Bearer ");
+    ck_assert_msg(strspn(h, "k") == 4096, "sent %zu characters of the token", strspn(h, "k"));
+}
+END_TEST
+
 /* ---------------------------------------------------- httpc on its own -- */
 
 struct collect {
@@ -777,6 +796,7 @@ CHECK_SUITE("peer",
     CHECK_EACH(test_token_rule, addrs),
     CHECK_TEST(test_token_by_connection),
     CHECK_TEST(test_tls_to_plain),
+    CHECK_TEST(test_long_token),
     CHECK_TEST(test_chunked_stream),
     CHECK_TEST(test_keep_alive),
     CHECK_CASE("bounds", .timeout = 20),
