@@ -220,9 +220,10 @@ static size_t on_header(char *buf, size_t size, size_t n, void *userdata)
     curl_easy_getinfo(r->easy, CURLINFO_CONTENT_LENGTH_DOWNLOAD_T, &cl);
     r->has_length = cl >= 0 && !r->chunked;
     r->length = cl >= 0 ? (uint64_t)cl : 0;
+    /* A refusal's body is bounded too: it must not hold the caller longer than a body would. */
+    set_body_deadline(r);
     if (!is_2xx(status))
         return len;
-    set_body_deadline(r);
     if (r->head != NULL) {
         const struct httpc_head h = { .status = status, .has_length = r->has_length,
                                       .length = r->length, .chunked = r->chunked };
@@ -236,6 +237,8 @@ static size_t on_header(char *buf, size_t size, size_t n, void *userdata)
     return len;
 }
 
+static void describe_refusal(const struct req *r, char *out, size_t len);
+
 static size_t on_body(char *buf, size_t size, size_t n, void *userdata)
 {
     struct req *r = userdata;
@@ -247,7 +250,14 @@ static size_t on_body(char *buf, size_t size, size_t n, void *userdata)
         size_t take = len < room ? len : room;
         memcpy(r->err_body + r->err_len, buf, take);
         r->err_len += take;
-        return len;
+        if (take == len)
+            return len;
+        /* More than a refusal needs: its status says enough, the rest is not read. */
+        char d[300];
+        describe_refusal(r, d, sizeof d);
+        r->ended = HTTPC_STATUS;
+        snprintf(r->ended_why, sizeof r->ended_why, "answered %s", d);
+        return 0;
     }
     if (r->body != NULL && len > 0 && !r->body(r->arg, buf, len)) {
         r->ended = HTTPC_BODY;

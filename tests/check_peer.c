@@ -561,6 +561,27 @@ START_TEST(test_tls_to_plain)
 }
 END_TEST
 
+/*
+ * A refusal announcing a megabyte of body, of which 8 KiB come before the
+ * server hangs up: its status is the answer, read from the first
+ * HTTPC_ERROR_BODY bytes; the rest is not waited for.
+ */
+START_TEST(test_long_refusal)
+{
+    static char body[8192];
+    memset(body, 'x', sizeof body);
+    struct server s;
+    server_start(&s, "HTTP/1.1 503 Service Unavailable\r\nContent-Length: 1000000\r\n\r\n", body,
+                 sizeof body);
+    struct snapshot snap;
+    char why[SNAPSHOT_WHY_LEN] = "";
+    enum snapshot_status st = fetch(base_of(&s), NULL, NULL, &snap, why);
+    server_stop(&s);
+    ck_assert_int_eq(st, SNAPSHOT_IO);
+    ck_assert_msg(strstr(why, "answered 503") != NULL, "why: %s", why);
+}
+END_TEST
+
 /* The longest token token.h accepts (4096 characters) is sent whole. */
 START_TEST(test_long_token)
 {
@@ -797,6 +818,7 @@ CHECK_SUITE("peer",
     CHECK_TEST(test_token_by_connection),
     CHECK_TEST(test_tls_to_plain),
     CHECK_TEST(test_long_token),
+    CHECK_TEST(test_long_refusal),
     CHECK_TEST(test_chunked_stream),
     CHECK_TEST(test_keep_alive),
     CHECK_CASE("bounds", .timeout = 20),
