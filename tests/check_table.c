@@ -3,8 +3,9 @@
  * PostgreSQL: which answers may be "absent" (the horizon, its epochs, a
  * stale horizon), inserts (journal first, refusals), loads (the journal
  * replayed, inserts made during a load kept), wants (coalescing, a reload
- * never becoming a catch-up, COPYs spaced out, catch-ups not), and lookups
- * racing inserts and swaps from threads.
+ * never becoming a catch-up, COPYs spaced out, catch-ups not), a peer's
+ * snapshot on probation (table_vet), and lookups racing inserts and swaps
+ * from threads.
  */
 #include <check.h>
 #include <pthread.h>
@@ -15,6 +16,7 @@
 #include "check_main.h"
 #include "check_util.h"
 #include "config.h"
+#include "guard.h"
 #include "table.h"
 
 #define NS INT64_C(1000000000)
@@ -527,6 +529,93 @@ START_TEST(test_lookups_race_inserts_and_loads)
 }
 END_TEST
 
+/* A peer's filter of ids[0..n) put live as persist.c does, on probation first (scheduler.c). */
+static struct table *peer_restored(const char *const *ids, size_t n)
+{
+    struct table *t = table_new(&cfg, &fc);
+    ck_assert_ptr_nonnull(t);
+    table_vet_begin(t);
+    struct filter *f = filter_new(1000, 0.001, NULL);
+    ck_assert_ptr_nonnull(f);
+    for (size_t i = 0; i < n; i++)
+        filter_add(f, ids[i], strlen(ids[i]));
+    guard_begin(table_guard(t), f);
+    guard_commit(table_guard(t));
+    table_restored(t, "pos-1", "peer", n, 0.0, &text_ident);
+    return t;
+}
+
+/*
+ * A zeroed peer's filter with max_staleness = 0 (where a horizon of 0
+ * alone degrades nothing): "maybe" for every absent ID until checked; the
+ * horizon a catch-up proves is held back; refused, it is copied at once,
+ * never caught up, and the COPY ends the probation.
+ */
+START_TEST(test_peer_probation_refused)
+{
+    cfg.max_staleness = 0;
+    struct table *t = peer_restored(NULL, 0);
+    ck_assert_int_eq(table_lookup(t, "1", 1), TABLE_DEGRADED);
+    struct table_status st;
+    table_status(t, &st);
+    ck_assert(st.degraded);
+    ck_assert_str_eq(st.peer_check, "pending");
+    /* The start's catch-up, from the snapshot's position. */
+    struct table_job job;
+    int64_t wait = NS;
+    ck_assert(table_take_job(t, table_now(), &job, &wait));
+    ck_assert(job.may_catch_up);
+    table_caught_up(t, table_epoch(t), table_now(), "pos-2", 0);
+    table_job_done(t, &job, true, "catchup", 0, 0.01, 0);
+    ck_assert(table_advance(t, table_epoch(t), table_now()));
+    int64_t proved = 0;
+    ck_assert_int_eq(table_vet(t, &proved), TABLE_VET_PENDING);
+    ck_assert(proved > 0);
+    ck_assert_int_eq(table_lookup(t, "1", 1), TABLE_DEGRADED);   /* proved, not published */
+
+    table_vetted(t, false);
+    ck_assert_int_eq(table_vet(t, NULL), TABLE_VET_REFUSED);
+    char pos[TABLE_POS_MAX];
+    table_position(t, pos, sizeof pos);
+    ck_assert_str_eq(pos, "");
+    ck_assert_int_eq(table_lookup(t, "1", 1), TABLE_DEGRADED);
+    table_status(t, &st);
+    ck_assert_str_eq(st.peer_check, "refused");
+    /* A COPY at once (the catch-up just done does not hold it back), never a catch-up. */
+    table_want(t, WANT_RECONNECT, NULL);
+    ck_assert(table_take_job(t, table_now(), &job, &wait));
+    ck_assert(!job.may_catch_up);
+    load(t, rows, 3, table_now());
+    table_job_done(t, &job, true, "copy", 3, 0.1, 0);
+    ck_assert_int_eq(table_vet(t, NULL), TABLE_VET_NONE);
+    ck_assert_int_eq(table_lookup(t, "1", 1), TABLE_MAYBE);
+    ck_assert_int_eq(table_lookup(t, "9", 1), TABLE_ABSENT);
+    table_free(t);
+}
+END_TEST
+
+/* A good peer's filter: checked, the held-back horizon goes live, absent IDs are absent. */
+START_TEST(test_peer_probation_passed)
+{
+    struct table *t = peer_restored(rows, 3);
+    ck_assert_int_eq(table_lookup(t, "9", 1), TABLE_DEGRADED);
+    ck_assert_int_eq(table_lookup(t, "1", 1), TABLE_MAYBE);
+    table_caught_up(t, table_epoch(t), table_now(), "pos-2", 0);
+    ck_assert_int_eq(table_lookup(t, "9", 1), TABLE_DEGRADED);
+    table_vetted(t, true);
+    ck_assert_int_eq(table_vet(t, NULL), TABLE_VET_NONE);
+    ck_assert_int_eq(table_lookup(t, "9", 1), TABLE_ABSENT);
+    struct table_status st;
+    table_status(t, &st);
+    ck_assert(!st.degraded);
+    ck_assert_str_eq(st.peer_check, "passed");
+    char pos[TABLE_POS_MAX];
+    table_position(t, pos, sizeof pos);
+    ck_assert_str_eq(pos, "pos-2");
+    table_free(t);
+}
+END_TEST
+
 CHECK_SUITE("table",
     CHECK_CASE("core", .setup = setup, .timeout = 120),
     CHECK_TEST(test_not_ready_then_answers),
@@ -541,5 +630,7 @@ CHECK_SUITE("table",
     CHECK_TEST(test_plan_items_never_below_what_is_held),
     CHECK_TEST(test_durable_insert_waits_for_the_log),
     CHECK_TEST(test_spellings),
+    CHECK_TEST(test_peer_probation_refused),
+    CHECK_TEST(test_peer_probation_passed),
     CHECK_TEST(test_lookups_race_inserts_and_loads),
 )

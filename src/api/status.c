@@ -247,6 +247,7 @@ static void feed_section(struct doc *d, json_t *o, const struct table_status *ss
 static void snapshot_section(struct doc *d, json_t *o, const struct table_status *ss)
 {
     put_str(d, o, "restored_from", ss->restored_from[0] ? ss->restored_from : NULL);
+    put_str(d, o, "peer_check", ss->peer_check[0] ? ss->peer_check : NULL);
     put_u64(d, o, "writes", ss->snapshot_writes);
     put_u64(d, o, "write_failures", ss->snapshot_failures);
     put_when(d, o, "written_at", ss->snapshot_written);

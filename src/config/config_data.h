@@ -104,6 +104,8 @@ struct config {
     unsigned header_timeout;     /* seconds to send a request's headers; 0 = none */
     char *admin_token_file;      /* "" = systemd credential admin_token, else no token */
     char *publish_dir;           /* where filters are published (publish.h); "" = off, "auto" = $RUNTIME_DIRECTORY */
+    char *tls_cert_file;         /* PEM certificate (chain) served over TLS; "" = plain http */
+    char *tls_key_file;          /* its private key (PEM); set with tls_cert_file or not at all */
     /* [postgres] */
     char *conninfo;              /* "" = libpq defaults / PG* env */
     unsigned retry_max_seconds;  /* cap of reconnect backoff */
@@ -120,7 +122,8 @@ struct config {
     /* [snapshot] */
     char *snapshot_path;         /* key "path": directory of <name>.snap files; "" = off */
     unsigned snapshot_interval;  /* seconds between periodic snapshots; 0 = only after loads */
-    char *bootstrap_from;        /* "http://host[:port]" of a peer, "" = none */
+    char *bootstrap_from;        /* "http[s]://host[:port]" of a peer, "" = none */
+    char *bootstrap_ca_file;     /* PEM CAs an https peer must chain to; "" = the system's */
     /* [feed] */
     bool feed_enabled;           /* key "enabled": catch up from the change feed where installed */
     unsigned feed_retention;     /* seconds of changes bloomguard_feed_prune keeps */

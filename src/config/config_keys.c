@@ -11,6 +11,7 @@
 #include <string.h>
 
 #include "filter.h"
+#include "httpc.h"
 #include "log.h"
 
 #define ERR_VALUE_MAX CONFIG_ERR_VALUE_MAX
@@ -154,6 +155,13 @@ const struct config_key config_keys[] = {
           "directory where each filter is published as <name>.bgf, a shared mapping that "
           "libbloomguard and the nginx module read without asking the daemon; auto: systemd's "
           "RuntimeDirectory= ($RUNTIME_DIRECTORY) when set, else off; empty: off"),
+    K_STR("server", "tls_cert_file", "", CONFIG_RESTART, CF(tls_cert_file), NULL,
+          "PEM certificate (leaf first, then its chain) to serve https with, so that a peer or a "
+          "client on another host sends the admin token encrypted; needs tls_key_file; "
+          "empty: plain http"),
+    K_STR("server", "tls_key_file", "", CONFIG_RESTART, CF(tls_key_file), NULL,
+          "PEM private key of tls_cert_file (read at start, before any privilege is dropped); "
+          "empty: plain http"),
 
     K_STR("postgres", "conninfo", "", CONFIG_RESTART, CF(conninfo), NULL,
           "libpq connection string; empty uses the libpq defaults and PG* environment variables",
@@ -232,9 +240,13 @@ const struct config_key config_keys[] = {
            "seconds between periodic snapshots (each first catches up with the change feed), "
            "0 = only after loads and at stop"),
     K_STR("snapshot", "bootstrap_from", "", CONFIG_RESTART, CF(bootstrap_from), check_peer,
-          "http://host:port of a peer bloomguard: a start without a snapshot file loads the peer's "
-          "(GET /snapshot, with this daemon's admin token) and reads only the changes since; "
-          "empty: none"),
+          "https://host:port (or http:// to a loopback address) of a peer bloomguard: a start "
+          "without a snapshot file loads the peer's (GET /snapshot, with this daemon's admin "
+          "token), checks a sample of the table's rows against it, and reads only the changes "
+          "since; empty: none"),
+    K_STR("snapshot", "bootstrap_ca_file", "", CONFIG_RESTART, CF(bootstrap_ca_file), NULL,
+          "PEM file of the CAs an https bootstrap_from peer's certificate must chain to; empty: "
+          "the system's CAs"),
 
     K_BOOL("feed", "enabled", "yes", CONFIG_RESTART, CF(feed_enabled),
            "where sql/notify.sql's change feed is installed, catch up from it after a restart or a "
@@ -411,14 +423,34 @@ static bool check_column(const char *v, char *err, size_t errlen)
     return check_pg_name("column", v, strlen(v), err, errlen);
 }
 
-/* [snapshot] bootstrap_from: http://host[:port], nothing after (peer.c reads the rest). */
+/*
+ * [snapshot] bootstrap_from: https://host[:port], or http:// to a loopback
+ * address, nothing after but a slash (peer.c adds the path).  Plain http
+ * elsewhere is refused here rather than at the first start: the admin
+ * token would travel in clear (httpc.h refuses to send it), and a peer on
+ * another host refuses /snapshot without it.
+ */
 static bool check_peer(const char *v, char *err, size_t errlen)
 {
     size_t len = strlen(v);
     if (len == 0)
         return true;
-    if (strncmp(v, "http://", 7) != 0 || len == 7 || len > 255 || strpbrk(v + 7, "/?#@ \t") != NULL) {
-        errf(err, errlen, "\"%.*s\" is not http://host[:port] (no path, no https)", ERR_VALUE_MAX, v);
+    const char *rest = strncmp(v, "https://", 8) == 0 ? v + 8
+                     : strncmp(v, "http://", 7) == 0 ? v + 7 : NULL;
+    const char *slash = rest != NULL ? strchr(rest, '/') : NULL;
+    bool tls = false, loopback = false;
+    char why[200];
+    if (rest == NULL || *rest == '\0' || len > 255 || strpbrk(rest, "?#@ \t") != NULL
+        || (slash != NULL && slash[1] != '\0')
+        || !httpc_url_check(v, &tls, &loopback, why, sizeof why)) {
+        errf(err, errlen, "\"%.*s\" is not https://host[:port] or http://host[:port] (no path)",
+             ERR_VALUE_MAX, v);
+        return false;
+    }
+    if (!tls && !loopback) {
+        errf(err, errlen, "\"%.*s\": plain http to a host that is not loopback would send the "
+             "admin token in clear: use https:// (the peer's [server] tls_cert_file, this "
+             "daemon's bootstrap_ca_file)", ERR_VALUE_MAX, v);
         return false;
     }
     return true;

@@ -3,6 +3,7 @@
  * cmdline.c has read the command line.  Wiring only; the work happens in
  * the modules.
  */
+#include <curl/curl.h>
 #include <errno.h>
 #include <pthread.h>
 #include <signal.h>
@@ -364,6 +365,13 @@ int main(int argc, char **argv)
     sigaddset(&sigs, SIGUSR2);
     pthread_sigmask(SIG_BLOCK, &sigs, NULL);
     signal(SIGPIPE, SIG_IGN);
+    /* libcurl's (httpc.c) once, before any thread may make a handle. */
+    if (curl_global_init(CURL_GLOBAL_DEFAULT) != 0) {
+        log_error(&lg, "cannot initialise libcurl");
+        token_free(admin_token);
+        config_free(&cfg);
+        return EXIT_STARTUP;
+    }
 
     struct hooks_ctx hctx = { .lg = &lg, .n = cfg.n_filters };
     pthread_mutex_init(&hctx.mu, NULL);
@@ -429,7 +437,8 @@ int main(int argc, char **argv)
         log_info(&lg, "bloomguard %s listening on %s (config %s)", PACKAGE_VERSION,
                  cfg.listen_host, file ? file : "built-in defaults");
     else
-        log_info(&lg, "bloomguard %s listening on http://%s%s%s:%u (config %s)", PACKAGE_VERSION,
+        log_info(&lg, "bloomguard %s listening on http%s://%s%s%s:%u (config %s)", PACKAGE_VERSION,
+                 cfg.tls_cert_file[0] != '\0' ? "s" : "",
                  strchr(cfg.listen_host, ':') ? "[" : "", cfg.listen_host,
                  strchr(cfg.listen_host, ':') ? "]" : "", http_port(http),
                  file ? file : "built-in defaults");
@@ -522,6 +531,7 @@ out:
     live_free(app.live);
     token_free(admin_token);
     config_free(&cfg);
+    curl_global_cleanup();
     if (rc == EXIT_OK)
         log_info(&lg, "stopped");
     return rc;

@@ -116,6 +116,12 @@ unsigned preflight_offline(const struct config *c, const char *config_file, FILE
     }
     if (c->admin_token_file[0] != '\0')
         check_secret(out, &errors, "[server] admin_token_file", c->admin_token_file);
+    /* TLS: both files or neither (http.c refuses to start otherwise), the key kept private. */
+    if ((c->tls_cert_file[0] != '\0') != (c->tls_key_file[0] != '\0'))
+        finding(out, &errors, true, "[server] tls_cert_file and tls_key_file go together: set both "
+                "or neither");
+    if (c->tls_key_file[0] != '\0')
+        check_secret(out, &errors, "[server] tls_key_file", c->tls_key_file);
     const char *passfile = getenv("PGPASSFILE");
     if (passfile != NULL && passfile[0] != '\0')
         check_secret(out, &errors, "PGPASSFILE", passfile);

@@ -104,8 +104,11 @@ struct http {
     unsigned long report_timed_out, report_refused;
     uint64_t report_last;
 
-    char timeout_reply[320];    /* the raw 408 the sweeper sends */
+    char timeout_reply[320];    /* the raw 408 the sweeper sends (not over TLS) */
     size_t timeout_len;
+
+    /* [server] tls_cert_file and tls_key_file's PEM, kept for MHD's life; NULL: plain http. */
+    char *tls_cert, *tls_key;
 };
 
 static inline uint64_t now_ns(void)

@@ -89,8 +89,12 @@ static void sweep(struct http *h)
                 continue;
             if (!atomic_compare_exchange_strong(&rq->deadline, &d, DEADLINE_HIT))
                 continue;
-            ssize_t w = send(rq->fd, h->timeout_reply, h->timeout_len, MSG_DONTWAIT | MSG_NOSIGNAL);
-            (void)w;
+            /* Plain bytes inside a TLS session would be garbage to the client: just close. */
+            if (h->tls_cert == NULL) {
+                ssize_t w = send(rq->fd, h->timeout_reply, h->timeout_len,
+                                 MSG_DONTWAIT | MSG_NOSIGNAL);
+                (void)w;
+            }
             shutdown(rq->fd, SHUT_RDWR);
             batch++;
         }

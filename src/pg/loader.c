@@ -433,6 +433,17 @@ static PGresult *exec_stoppable(PGconn *conn, const char *sql, atomic_bool *stop
     return PQgetResult(conn);
 }
 
+PGresult *loader_exec_stoppable(PGconn *conn, const char *sql, atomic_bool *stop,
+                                bool *interrupted)
+{
+    PGresult *r = exec_stoppable(conn, sql, stop, interrupted);
+    /* One statement: the rest (its end) drained, so the connection can run the next. */
+    if (r != NULL)
+        for (PGresult *x; (x = PQgetResult(conn)) != NULL;)
+            PQclear(x);
+    return r;
+}
+
 static double now_s(void)
 {
     struct timespec ts;

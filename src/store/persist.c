@@ -244,8 +244,8 @@ bool persist_restore(const struct config *cfg, const struct filter_config *fc, c
         memset(&s, 0, sizeof s);
         /* The defaults of peer.h: a deadline from the size the peer announces. */
         const struct peer_limits lim = { .stop = stop };
-        st = peer_fetch_snapshot(cfg->bootstrap_from, fc->name, token, &expect, &lim, &s, why,
-                                 sizeof why);
+        st = peer_fetch_snapshot(cfg->bootstrap_from, fc->name, token, cfg->bootstrap_ca_file,
+                                 &expect, &lim, &s, why, sizeof why);
         if (st == SNAPSHOT_OK)
             r->from = PERSIST_PEER;
         else if (stop != NULL && atomic_load(stop))

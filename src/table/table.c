@@ -75,6 +75,7 @@ struct table *table_new(const struct config *cfg, const struct filter_config *fc
     atomic_init(&t->horizon, 0);
     atomic_init(&t->saturated, false);
     atomic_init(&t->spell, SPELL_TEXT);
+    atomic_init(&t->vet, TABLE_VET_NONE);
     atomic_init(&t->not_a_value, 0);
     pthread_mutex_init(&t->mu, NULL);
     table_sizing_from(&t->size, fc);
@@ -186,6 +187,9 @@ struct pending *table_pending(struct table *t)
 
 bool table_stale(struct table *t, int64_t h)
 {
+    /* A peer's filter on probation: its "absent" is not believed yet, whatever max_staleness. */
+    if (atomic_load_explicit(&t->vet, memory_order_acquire) != TABLE_VET_NONE)
+        return true;
     return answer_degraded(table_now(), h, t->max_stale_ns,
                            atomic_load_explicit(&t->saturated, memory_order_relaxed));
 }

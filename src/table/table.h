@@ -417,10 +417,44 @@ void table_polled(struct table *t, uint64_t epoch, int64_t start, const char *po
  * table has a position (pos, "" = none) but covers no epoch yet (degraded
  * until a catch-up or a COPY).  from: "snapshot" or "peer".  ident: what
  * the snapshot says it was loaded from (checked against the database
- * before any catch-up trusts its position).
+ * before any catch-up trusts its position).  A peer's snapshot is on
+ * probation besides (table_vet_begin).
  */
 void table_restored(struct table *t, const char *pos, const char *from, uint64_t items,
                     double seconds, const struct table_ident *ident);
+
+/*
+ * A filter from elsewhere (a peer's snapshot) is not believed until a
+ * sample of the table's rows has been found in it (scheduler.c,
+ * spotcheck.h).  Until then (TABLE_VET_PENDING) catch-ups and probes
+ * still prove a horizon, but it is held back, not published, and every
+ * "absent" is answered degraded, whatever max_staleness says.  Refused
+ * (TABLE_VET_REFUSED): the position is dropped and a COPY wanted, which
+ * no catch-up may serve; the held horizon is forgotten; the filter still
+ * answers degraded until the COPY's goes live (which ends the probation,
+ * as any COPY does).
+ */
+enum table_vet { TABLE_VET_NONE = 0, TABLE_VET_PENDING, TABLE_VET_REFUSED };
+
+/*
+ * The probation's state; *proved (NULL: not asked) gets the horizon held
+ * back so far (table_now() units, 0 = none): a row committed before it
+ * that the filter lacks is the snapshot's fault, not a change not yet read.
+ */
+enum table_vet table_vet(struct table *t, int64_t *proved);
+
+/*
+ * Put t on probation (TABLE_VET_PENDING) before a filter from elsewhere
+ * can go live in its guard, so that not one of its "absent" answers is
+ * believed (with max_staleness = 0 a horizon of 0 alone would not stop it).
+ */
+void table_vet_begin(struct table *t);
+
+/*
+ * The sample's verdict on a TABLE_VET_PENDING table (else a no-op): passed
+ * (also: no filter from elsewhere went live after all), or refused.
+ */
+void table_vetted(struct table *t, bool passed);
 
 /* The live filter's position ("" = none) into out (TABLE_POS_MAX bytes). */
 void table_position(struct table *t, char *out, size_t cap);
@@ -500,6 +534,7 @@ struct table_status {
     uint64_t copies, catchups, feed_rows_read, last_feed_rows, too_old;
     /* snapshots */
     char restored_from[8];          /* "file", "peer", "" */
+    char peer_check[10];            /* a peer's snapshot (table_vet): "pending", "passed", "refused", "" */
     struct table_ident ident;       /* the live filter's column (zeros before any load) */
     uint64_t not_a_value;           /* IDs the column's type refused, looked up or POSTed */
     uint64_t snapshot_writes, snapshot_failures;

@@ -126,6 +126,12 @@ bool table_advance_locked(struct table *t, uint64_t epoch, int64_t when)
 {
     if (t->covered != t->epoch || epoch != t->epoch)
         return false;
+    if (atomic_load(&t->vet) != TABLE_VET_NONE) {
+        /* Proved, but held back until the filter is believed (table_vetted publishes it). */
+        if (when > t->vet_horizon)
+            t->vet_horizon = when;
+        return true;
+    }
     int64_t h = atomic_load(&t->horizon);
     if (when <= h)
         return true;
@@ -167,7 +173,8 @@ uint64_t table_want(struct table *t, enum table_want why, bool *coalesced)
 /* Nanoseconds min_rebuild_interval still holds a COPY back.  Caller holds mu. */
 int64_t table_hold_back_locked(const struct table *t, int64_t now)
 {
-    if (!t->loaded || t->last_end == 0)
+    /* A refused peer's filter is known bad: its COPY is not spaced out from the catch-up. */
+    if (!t->loaded || t->last_end == 0 || atomic_load(&t->vet) == TABLE_VET_REFUSED)
         return 0;
     int64_t until = t->last_end + (int64_t)t->min_interval * NS_PER_S;
     return until > now ? until - now : 0;
@@ -176,7 +183,54 @@ int64_t table_hold_back_locked(const struct table *t, int64_t now)
 /* Whether the pending want may be served by a catch-up.  Caller holds mu. */
 bool table_may_catch_up_locked(const struct table *t)
 {
-    return table_want_may_catch_up(t->want) && t->loaded && t->position[0] != '\0';
+    /* A refused peer's filter is replaced, never brought up to date. */
+    return table_want_may_catch_up(t->want) && t->loaded && t->position[0] != '\0'
+           && atomic_load(&t->vet) != TABLE_VET_REFUSED;
+}
+
+enum table_vet table_vet(struct table *t, int64_t *proved)
+{
+    pthread_mutex_lock(&t->mu);
+    enum table_vet v = (enum table_vet)atomic_load(&t->vet);
+    if (proved != NULL)
+        *proved = v == TABLE_VET_NONE ? 0 : t->vet_horizon;
+    pthread_mutex_unlock(&t->mu);
+    return v;
+}
+
+void table_vet_begin(struct table *t)
+{
+    pthread_mutex_lock(&t->mu);
+    atomic_store_explicit(&t->vet, TABLE_VET_PENDING, memory_order_release);
+    t->vet_horizon = 0;
+    snprintf(t->st.peer_check, sizeof t->st.peer_check, "pending");
+    pthread_mutex_unlock(&t->mu);
+}
+
+void table_vetted(struct table *t, bool passed)
+{
+    bool w = false;
+    pthread_mutex_lock(&t->mu);
+    if (atomic_load(&t->vet) == TABLE_VET_PENDING) {
+        /* Nothing of a peer's went live: nothing was checked either. */
+        bool any = strcmp(t->st.restored_from, "peer") == 0;
+        snprintf(t->st.peer_check, sizeof t->st.peer_check, "%s",
+                 !any ? "" : passed ? "passed" : "refused");
+        int64_t h = t->vet_horizon;
+        t->vet_horizon = 0;
+        if (passed) {
+            atomic_store_explicit(&t->vet, TABLE_VET_NONE, memory_order_release);
+            /* What the catch-ups proved meanwhile, if no gap has opened since. */
+            if (h > 0)
+                table_advance_locked(t, t->epoch, h);
+        } else {
+            atomic_store_explicit(&t->vet, TABLE_VET_REFUSED, memory_order_release);
+            t->position[0] = '\0';
+            w = want_locked(t, WANT_POSITION, NULL);
+        }
+    }
+    pthread_mutex_unlock(&t->mu);
+    wake(t, w);
 }
 
 bool table_take_job(struct table *t, int64_t now, struct table_job *job, int64_t *wait_ns)

@@ -41,6 +41,7 @@ struct table {
     atomic_bool saturated;
     atomic_ulong not_a_value;       /* IDs the column's type refused */
     _Atomic int spell;              /* enum spell_type of the live filter's keys */
+    _Atomic int vet;                /* enum table_vet: a peer's filter on probation */
 
     pthread_mutex_t mu;
     /* Everything below is guarded by mu. */
@@ -57,6 +58,7 @@ struct table {
     char position[TABLE_POS_MAX];   /* "" = none: the next load copies */
     int64_t degraded_ns, accounted; /* time spent degraded, counted up to accounted */
     struct table_ident ident;       /* of the live filter's load */
+    int64_t vet_horizon;            /* the horizon proved while on probation (table_vet) */
     struct table_status st;
 };
 

@@ -89,6 +89,9 @@ bool table_load_commit(struct table_load *l, uint64_t epoch, int64_t start, cons
     pthread_mutex_lock(&t->mu);
     t->ident = ident;
     t->loaded = true;
+    /* The table's own COPY: whatever a peer's filter was, this one is believed. */
+    atomic_store_explicit(&t->vet, TABLE_VET_NONE, memory_order_release);
+    t->vet_horizon = 0;
     covered_locked(t, epoch, start, pos);
     t->st.copies++;
     pthread_mutex_unlock(&t->mu);
@@ -133,6 +136,7 @@ void table_restored(struct table *t, const char *pos, const char *from, uint64_t
     t->ident = *ident;
     /* The horizon stays 0 (degraded) until a catch-up or a COPY. */
     t->loaded = true;
+
     snprintf(t->position, sizeof t->position, "%s", pos ? pos : "");
     t->st.attempted = true;
     t->st.last_rows = items;
@@ -226,7 +230,7 @@ void table_status(struct table *t, struct table_status *out)
     /* h == 0 after a load: a gap overtook the first load's epoch. */
     out->saturated = atomic_load(&t->saturated);
     out->degraded = t->loaded && ((t->max_stale_ns > 0 && now - h > t->max_stale_ns)
-                                  || out->saturated);
+                                  || out->saturated || atomic_load(&t->vet) != TABLE_VET_NONE);
     out->degraded_seconds = (double)t->degraded_ns / (double)NS_PER_S;
     out->next_rebuild_in = t->wanted > t->started && !table_may_catch_up_locked(t)
         ? (double)table_hold_back_locked(t, now) / (double)NS_PER_S : 0;
