@@ -48,7 +48,15 @@ enum bloomguard_answer {
      * PostgreSQL) or it can no longer keep its false-positive rate: as the
      * daemon's degraded 200, treat it as "maybe".
      */
-    BLOOMGUARD_DEGRADED = 2
+    BLOOMGUARD_DEGRADED = 2,
+    /*
+     * Not an ID the daemon answers for: GET /exists would refuse it (400
+     * or 414) because it is empty, longer than the daemon's
+     * [server] max_id_bytes, holds a NUL byte or is not UTF-8.  The daemon
+     * does not follow rows with such IDs, so the filter cannot say
+     * "absent": let the request through (the service decides).
+     */
+    BLOOMGUARD_INVALID = 3
 };
 
 /* Why bloomguard_open failed (*err), or why a handle is not ready (bloomguard_info). */
@@ -80,8 +88,10 @@ enum bloomguard_error {
 bloomguard *bloomguard_open(const char *path, unsigned flags, int *err);
 
 /*
- * Look up an ID: len bytes (any bytes; the text the service would hand
- * PostgreSQL for the guarded column).  Thread-safe: any number of threads
+ * Look up an ID: len bytes (the text the service would hand PostgreSQL
+ * for the guarded column, decoded).  An ID GET /exists would refuse is
+ * BLOOMGUARD_INVALID, checked against the daemon's own limit, which the
+ * published file carries.  Thread-safe: any number of threads
  * may look up on one handle at once.  Never blocks on the daemon and
  * takes no lock on the fast path (about a hundred nanoseconds); it makes a
  * system call at most once a second per handle (to see whether the file
@@ -115,7 +125,7 @@ struct bloomguard_info {
 /* Fill *out; returns out->error.  Thread-safe like bloomguard_lookup. */
 int bloomguard_info(bloomguard *bg, struct bloomguard_info *out);
 
-/* "not_ready", "absent", "maybe", "degraded" ("unknown" otherwise); static storage. */
+/* "not_ready", "absent", "maybe", "degraded", "invalid" ("unknown" otherwise); static storage. */
 const char *bloomguard_answer_name(int answer);
 /* Text of an enum bloomguard_error; static storage. */
 const char *bloomguard_strerror(int err);

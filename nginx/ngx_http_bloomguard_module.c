@@ -354,6 +354,9 @@ static ngx_int_t ngx_http_bloomguard_handler(ngx_http_request_t *r)
         ngx_http_bloomguard_note(r, f, LOGGED_DEGRADED);
         ctx->verdict = BG_DEGRADED;
         return NGX_DECLINED;
+    case BLOOMGUARD_INVALID:
+        /* An ID GET /exists would refuse (longer than the daemon's max_id_bytes, ...): the service decides. */
+        return NGX_DECLINED;
     case BLOOMGUARD_NOT_READY:
     default:
         ngx_http_bloomguard_note(r, f, LOGGED_NOT_READY);

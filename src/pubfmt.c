@@ -35,6 +35,8 @@ bool pubfmt_check(const struct pubfmt_header *hdr, uint64_t file_bytes, char *wh
         return say(why, whylen, "a column type this build does not know");
     if (!(hdr->target_fpp > 0 && hdr->target_fpp < 1) || hdr->max_stale_ns < 0)
         return say(why, whylen, "a rate or max_staleness out of range");
+    if (hdr->max_id_bytes < 1 || hdr->max_id_bytes > PUBFMT_MAX_ID_BYTES)
+        return say(why, whylen, "an ID length limit (max_id_bytes) out of range");
     return true;
 }
 

@@ -18,7 +18,12 @@
 #include "filter.h"
 
 #define PUBFMT_MAGIC "BGFILTER"         /* 8 bytes, no terminator */
-#define PUBFMT_VERSION 1u
+/*
+ * 2: the header carries max_id_bytes, the daemon's ID length limit (a
+ * reader of version 1 would answer "absent" for an ID the daemon never
+ * follows: it refuses it, so it does not degrade for it).
+ */
+#define PUBFMT_VERSION 2u
 /* The header page; the layers start at multiples of PUBFMT_ALIGN after it. */
 #define PUBFMT_HEADER_BYTES 4096u
 #define PUBFMT_ALIGN 4096u
@@ -41,6 +46,8 @@
  */
 #define PUBFMT_BLOCKS_SPLIT512 1u
 #define PUBFMT_MAX_LAYERS 32u
+/* The largest max_id_bytes a header may say (config_data.h's CONFIG_MAX_ID_BYTES). */
+#define PUBFMT_MAX_ID_BYTES 65536u
 /* Published files end in this; the path readers open is <dir>/<name>.bgf. */
 #define PUBFMT_SUFFIX ".bgf"
 
@@ -84,6 +91,13 @@ struct pubfmt_header {
     int64_t max_stale_ns;       /* [sync] max_staleness; 0 = never degraded by age */
     int64_t created;            /* CLOCK_BOOTTIME ns */
     char name[64];              /* the filter's name, NUL-terminated */
+    /*
+     * [server] max_id_bytes: the daemon refuses a longer ID (414) and does
+     * not follow rows whose ID is longer (follow_notify.c does not degrade
+     * for them), so a reader must not answer "absent" for one either.
+     */
+    uint32_t max_id_bytes;
+    uint32_t reserved;
 
     /* What changes, on a cache line of its own. */
     _Alignas(64) _Atomic uint32_t flags;
@@ -99,7 +113,7 @@ _Static_assert(sizeof(struct pubfmt_header) <= PUBFMT_HEADER_BYTES, "header page
 /*
  * Whether hdr (the first PUBFMT_HEADER_BYTES of a file of file_bytes
  * bytes) is a published filter this build reads: magic, version, sizes,
- * byte order, hash and block scheme, spelling, rate.  False with why (a
+ * byte order, hash and block scheme, spelling, rate, ID length limit.  False with why (a
  * phrase) otherwise.  The layers are checked one by one (pubfmt_layer_ok)
  * as a reader maps them: a daemon may add some meanwhile.
  */

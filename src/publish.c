@@ -22,6 +22,8 @@
 #include "guard.h"
 #include "pubfmt.h"
 
+_Static_assert(PUBFMT_MAX_ID_BYTES == CONFIG_MAX_ID_BYTES, "a header must hold any max_id_bytes");
+
 /* One generation: a file, its header page mapped, its layers mapped by the filter. */
 struct gen {
     atomic_int refs;            /* the filter (until done) and the publisher (building / cur) */
@@ -174,6 +176,7 @@ static struct gen *gen_new(struct publish *p)
     hd->max_stale_ns = (int64_t)(p->cfg->max_staleness * 1e9);
     hd->created = answer_now();
     snprintf(hd->name, sizeof hd->name, "%s", p->fc->name);
+    hd->max_id_bytes = p->cfg->max_id_bytes;
     atomic_init(&hd->flags, 0);
     atomic_init(&hd->nlayers, 0);
     atomic_init(&hd->horizon, 0);
@@ -267,7 +270,15 @@ static void on_horizon(void *ctx, int64_t h)
         return;
     atomic_store_explicit(&g->hdr->horizon, h, memory_order_release);
     atomic_store_explicit(&g->hdr->updated, answer_now(), memory_order_relaxed);
-    set_saturated(g, guard_saturated(table_guard(p->t)));
+}
+
+/* Under the table's lock: the table began or stopped degrading for saturation; readers follow. */
+static void on_saturated(void *ctx, bool saturated)
+{
+    struct publish *p = ctx;
+    struct gen *g = p->cur;
+    if (g != NULL && !atomic_load(&g->broken))
+        set_saturated(g, saturated);
 }
 
 /*
@@ -398,7 +409,8 @@ struct publish *publish_new(const struct config *cfg, const struct filter_config
     remove_temporaries(p);
     if (access(p->path, F_OK) == 0)
         withdraw_leftover(p);
-    const struct table_publisher hooks = { p, on_begin, on_live, on_horizon, on_restored };
+    const struct table_publisher hooks = { p, on_begin, on_live, on_horizon, on_restored,
+                                           on_saturated };
     table_set_publisher(t, &hooks);
     return p;
 }

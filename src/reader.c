@@ -21,6 +21,7 @@
 
 #include "answer.h"
 #include "filter.h"
+#include "idcodec.h"
 #include "pubfmt.h"
 #include "rcu.h"
 #include "spell.h"
@@ -46,6 +47,7 @@ struct view {
     enum spell_type spell;
     enum filter_kind kind;                  /* from blocks_scheme (pubfmt_check knew it) */
     int64_t max_stale_ns;
+    uint32_t max_id_bytes;
 };
 
 struct bloomguard {
@@ -192,6 +194,7 @@ static struct view *view_open(const struct bloomguard *bg, int *err, char *why, 
         goto fail;
     }
     v->max_stale_ns = v->hdr->max_stale_ns;
+    v->max_id_bytes = v->hdr->max_id_bytes;
     unsigned n = atomic_load_explicit(&((struct pubfmt_header *)v->hdr)->nlayers,
                                       memory_order_acquire);
     if (n < 1 || n > PUBFMT_MAX_LAYERS) {
@@ -288,6 +291,17 @@ enum bloomguard_answer bloomguard_lookup(bloomguard *bg, const void *id, size_t 
         if (v == NULL) {
             rcu_read_exit(r);
             return BLOOMGUARD_NOT_READY;
+        }
+        /*
+         * What GET /exists refuses (idcodec.h: empty, longer than the
+         * daemon's max_id_bytes, a NUL, not UTF-8) is not a question the
+         * filter answers: the daemon follows no row with an ID longer than
+         * a request may carry (it does not degrade for one), so "absent"
+         * could be wrong.
+         */
+        if (id_check(id, len, v->max_id_bytes) != ID_OK) {
+            rcu_read_exit(r);
+            return BLOOMGUARD_INVALID;
         }
         struct pubfmt_header *h = (struct pubfmt_header *)v->hdr;
         /* The order publish.h's proof needs: flags, layers, horizon, bits. */
@@ -426,6 +440,7 @@ const char *bloomguard_answer_name(int answer)
     case BLOOMGUARD_ABSENT: return "absent";
     case BLOOMGUARD_MAYBE: return "maybe";
     case BLOOMGUARD_DEGRADED: return "degraded";
+    case BLOOMGUARD_INVALID: return "invalid";
     }
     return "unknown";
 }

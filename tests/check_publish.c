@@ -22,6 +22,7 @@
 #include "check_main.h"
 #include "check_util.h"
 #include "config.h"
+#include "idcodec.h"
 #include "pubfmt.h"
 #include "publish.h"
 #include "table.h"
@@ -36,6 +37,7 @@ static char dir[64], path[128];
 static void setup(void)
 {
     check_filter_fixture(&cfg, &fc, "users", 0.01, 1000);
+    cfg.max_id_bytes = 512;
     log_init(&lg, LOG_LVL_ERROR);
     snprintf(dir, sizeof dir, "/tmp/check_publish.XXXXXX");
     ck_assert_ptr_nonnull(mkdtemp(dir));
@@ -377,6 +379,77 @@ START_TEST(test_reader_spells_by_the_column_type)
 }
 END_TEST
 
+/*
+ * What GET /exists refuses (400, 414) the reader calls invalid, by the
+ * daemon's own max_id_bytes from the header: never "absent" for an ID the
+ * daemon would not follow (a long ID's row is not notified, and the daemon
+ * does not degrade for it when no request can carry it).
+ */
+START_TEST(test_reader_refuses_what_exists_refuses)
+{
+    struct cast c;
+    cfg.max_id_bytes = 40;
+    cast_open(&c, 10, table_now());
+    const struct pubfmt_header *h = map_header(path);
+    ck_assert_uint_eq(h->max_id_bytes, 40);
+    munmap((void *)h, PUBFMT_HEADER_BYTES);
+    char id[64];
+    memset(id, 'x', sizeof id);
+    /* At the limit: the filter answers; one byte more: the daemon's 414. */
+    ck_assert_int_eq(table_lookup(c.t, id, 40), TABLE_ABSENT);
+    ck_assert_int_eq(bloomguard_lookup(c.bg, id, 40), BLOOMGUARD_ABSENT);
+    ck_assert_int_eq(id_check(id, 41, cfg.max_id_bytes), ID_TOO_LONG);
+    ck_assert_int_eq(bloomguard_lookup(c.bg, id, 41), BLOOMGUARD_INVALID);
+    ck_assert_int_eq(bloomguard_lookup(c.bg, id, 64), BLOOMGUARD_INVALID);
+    /* The other refusals of GET /exists: empty, a NUL, not UTF-8. */
+    ck_assert_int_eq(bloomguard_lookup(c.bg, "", 0), BLOOMGUARD_INVALID);
+    ck_assert_int_eq(bloomguard_lookup(c.bg, "a\0b", 3), BLOOMGUARD_INVALID);
+    ck_assert_int_eq(bloomguard_lookup(c.bg, "a\xff" "b", 3), BLOOMGUARD_INVALID);
+    ck_assert_int_eq(look(c.bg, "\xc3\xbc"), BLOOMGUARD_ABSENT);     /* valid UTF-8 */
+    ck_assert_str_eq(bloomguard_answer_name(BLOOMGUARD_INVALID), "invalid");
+    /* Invalid whatever the filter holds: the rule is the daemon's, not the bits'. */
+    ck_assert(table_add_row(c.t, id, 41));
+    ck_assert_int_eq(bloomguard_lookup(c.bg, id, 41), BLOOMGUARD_INVALID);
+    cast_close(&c);
+}
+END_TEST
+
+/*
+ * A filter that stops keeping its rate degrades the daemon's absent
+ * answers at the insert that saturated it; its readers must say degraded
+ * from then on too, not from the next move of the horizon (with
+ * [sync] enabled = no there is none until the next COPY).
+ */
+START_TEST(test_saturation_reaches_readers_at_once)
+{
+    struct cast c;
+    fc.max_layers = 1;
+    cast_open(&c, 10, table_now());
+    ck_assert_int_eq(look(c.bg, "nope"), BLOOMGUARD_ABSENT);
+    char k[32];
+    unsigned i = 10;
+    for (; i < 100000 && table_lookup(c.t, "nope", 4) != TABLE_DEGRADED; i++) {
+        /* As a follower reports rows: added, then counted (which checks saturation). */
+        key(k, sizeof k, i);
+        ck_assert(table_add_row(c.t, k, strlen(k)));
+        table_count_rows(c.t, 1, 0);
+    }
+    ck_assert_int_eq(table_lookup(c.t, "nope", 4), TABLE_DEGRADED);
+    /* Find a key the bits call absent: the daemon degrades it; so must the reader. */
+    unsigned j = 0;
+    for (key(k, sizeof k, 5000000 + j); table_lookup(c.t, k, strlen(k)) != TABLE_DEGRADED
+         && j < 100000; key(k, sizeof k, 5000000 + ++j))
+        ;
+    ck_assert_int_eq(table_lookup(c.t, k, strlen(k)), TABLE_DEGRADED);
+    ck_assert_int_eq(look(c.bg, k), BLOOMGUARD_DEGRADED);
+    struct bloomguard_info in;
+    ck_assert_int_eq(bloomguard_info(c.bg, &in), BLOOMGUARD_OK);
+    ck_assert(in.saturated);
+    ck_assert(in.degraded);
+    cast_close(&c);
+}
+END_TEST
+
 /* A copy of path with n bytes at off replaced, at out. */
 static void damaged_copy(const char *out, long off, const void *bytes, size_t n)
 {
@@ -557,6 +630,8 @@ CHECK_SUITE("publish",
     CHECK_TEST(test_restored_snapshot_is_published),
     CHECK_TEST(test_leftover_of_an_earlier_run_is_withdrawn),
     CHECK_TEST(test_reader_spells_by_the_column_type),
+    CHECK_TEST(test_reader_refuses_what_exists_refuses),
+    CHECK_TEST(test_saturation_reaches_readers_at_once),
     CHECK_TEST(test_bad_files_and_arguments),
     CHECK_TEST(test_readers_racing_a_writer_never_see_a_wrong_absent),
 )
