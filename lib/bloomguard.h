@@ -68,7 +68,15 @@ enum bloomguard_error {
     BLOOMGUARD_ESTALE,          /* withdrawn, or from another boot: waiting for a new one */
     BLOOMGUARD_ENOMEM,
     BLOOMGUARD_EINVAL,          /* a NULL or relative path, or unknown flags */
-    BLOOMGUARD_EIO              /* any other system error */
+    BLOOMGUARD_EIO,             /* any other system error */
+    /*
+     * Not trusted: the file, or a directory above it, may have been put
+     * there by someone other than root and the daemon's user (owned by
+     * another user, writable by others, under a directory anyone could
+     * have made first), or it is not a regular file (a FIFO, a socket).
+     * Never read; like a missing file, it is not ready.
+     */
+    BLOOMGUARD_EUNSAFE
 };
 
 /* bloomguard_open's flags. */
@@ -79,10 +87,14 @@ enum bloomguard_error {
  * read-only; the handle follows the daemon by itself: new generations
  * (each rebuild), new layers (growth), a restarted daemon's new file, and
  * a file that goes away (checked at most once a second, during lookups).
+ * Only a file the daemon's user (or root) can have put there is read
+ * (BLOOMGUARD_EUNSAFE: docs/zerohop.md's rules), and opening never blocks
+ * (a FIFO at the path is refused, not waited on).
  * Returns NULL and sets *err (may be NULL) on failure; with
- * BLOOMGUARD_OPEN_MISSING_OK, a missing, withdrawn or unreadable file
- * still gives a handle, whose lookups say BLOOMGUARD_NOT_READY until the
- * file is there (EFORMAT and EINVAL still fail).  The caller owns the
+ * BLOOMGUARD_OPEN_MISSING_OK, a missing, withdrawn, unreadable or
+ * untrusted file still gives a handle, whose lookups say
+ * BLOOMGUARD_NOT_READY until a trusted file is there (EFORMAT and EINVAL
+ * still fail).  The caller owns the
  * handle and releases it with bloomguard_close.
  */
 bloomguard *bloomguard_open(const char *path, unsigned flags, int *err);

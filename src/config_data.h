@@ -81,6 +81,8 @@ struct config {
     unsigned header_timeout;     /* seconds to send a request's headers; 0 = none */
     char *admin_token_file;      /* "" = systemd credential admin_token, else no token */
     char *publish_dir;           /* where filters are published (publish.h); "" = off, "auto" = $RUNTIME_DIRECTORY */
+    unsigned publish_mode;       /* the published files' permission bits (within 0644) */
+    char *publish_group;         /* their group: a name or a gid; "" = the process's */
     /* [postgres] */
     char *conninfo;              /* "" = libpq defaults / PG* env */
     unsigned retry_max_seconds;  /* cap of reconnect backoff */

@@ -52,6 +52,11 @@ int listen_tcp(const char *host, unsigned port, int *family, unsigned *bound_por
 
 bool listen_group_id(const char *group, gid_t *gid, char *err, size_t errlen)
 {
+    return listen_group_lookup("[server] listen_group", group, gid, err, errlen);
+}
+
+bool listen_group_lookup(const char *key, const char *group, gid_t *gid, char *err, size_t errlen)
+{
     if (group == NULL || group[0] == '\0') {
         *gid = (gid_t)-1;
         return true;
@@ -60,7 +65,7 @@ bool listen_group_id(const char *group, gid_t *gid, char *err, size_t errlen)
     enum decimal_status ds = decimal_parse_u64(group, &n);
     if (ds != DECIMAL_INVALID) {
         if (ds == DECIMAL_RANGE || n >= (uint64_t)(gid_t)-1) {
-            snprintf(err, errlen, "[server] listen_group: gid %s is out of range", group);
+            snprintf(err, errlen, "%s: gid %s is out of range", key, group);
             return false;
         }
         *gid = (gid_t)n;
@@ -87,11 +92,10 @@ bool listen_group_id(const char *group, gid_t *gid, char *err, size_t errlen)
     if (found != NULL)
         return true;
     if (rc == 0 || rc == ENOENT || rc == ESRCH)
-        snprintf(err, errlen, "[server] listen_group: no group \"%s\" on this system "
-                 "(getent group %s)", group, group);
+        snprintf(err, errlen, "%s: no group \"%s\" on this system (getent group %s)", key, group,
+                 group);
     else
-        snprintf(err, errlen, "[server] listen_group: cannot look up group \"%s\": %s", group,
-                 strerror(rc));
+        snprintf(err, errlen, "%s: cannot look up group \"%s\": %s", key, group, strerror(rc));
     return false;
 }
 

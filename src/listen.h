@@ -28,6 +28,8 @@ int listen_tcp(const char *host, unsigned port, int *family, unsigned *bound_por
  * group has (e.g. "no group \"www-data\" on this system").  Thread-safe.
  */
 bool listen_group_id(const char *group, gid_t *gid, char *err, size_t errlen);
+/* The same for any key that names a group (key: "[server] publish_group"), as err says it. */
+bool listen_group_lookup(const char *key, const char *group, gid_t *gid, char *err, size_t errlen);
 
 /*
  * Bind a unix stream socket at path (a stale socket left there by a crash

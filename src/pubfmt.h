@@ -14,6 +14,8 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <sys/stat.h>
+#include <sys/types.h>
 
 #include "filter.h"
 
@@ -128,5 +130,29 @@ bool pubfmt_layer_ok(const struct pubfmt_layer *l, uint64_t file_bytes);
 
 /* The 16 bytes of this boot's id (false when /proc does not say). */
 bool pubfmt_boot_id(uint8_t out[16]);
+
+/*
+ * Who may be trusted to have written a published file: the rules the
+ * daemon applies to its publish_dir at start (publish.h) and every reader
+ * to a file before it maps it (reader.c), so that no other local user can
+ * put a filter of their own, or a FIFO, where a reader looks.
+ *
+ * pubfmt_dir_trusted: whether the directory dir (any path; its real path is
+ * walked, and *st gets the directory's own lstat) lies where only root,
+ * the directory's owner and the asking process (self; pass 0 to ask for
+ * any reader, as the daemon does) can have made or replaced it: every
+ * directory above it, from /, is owned by one of them, and one that others
+ * may write to is sticky with the entry on the way down owned by root or
+ * self (in /tmp or /dev/shm anyone can make a directory first, under a
+ * name a reader would take for the daemon's).  The directory's own mode is
+ * not judged here: a file in it is, by pubfmt_file_trusted.  False with
+ * why (a sentence naming the path) otherwise.
+ *
+ * pubfmt_file_trusted: whether st (fstat of a file opened in a directory
+ * owned by dir_uid) may be read as a published filter: a regular file,
+ * owned by dir_uid or root, that no group or other user may write.
+ */
+bool pubfmt_dir_trusted(const char *dir, uid_t self, struct stat *st, char *why, size_t whylen);
+bool pubfmt_file_trusted(const struct stat *st, uid_t dir_uid, char *why, size_t whylen);
 
 #endif
