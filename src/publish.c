@@ -483,13 +483,19 @@ bool publish_dir_check(const struct config *cfg, const char *dir, bool create, c
                  (unsigned long)geteuid());
         return false;
     }
-    bool group_ok = gid != (gid_t)-1 && st.st_gid == gid;
-    if ((st.st_mode & S_IWOTH) || ((st.st_mode & S_IWGRP) && !group_ok)) {
-        snprintf(err, errlen, "[server] publish_dir %s may be written by %s (mode %04o): they "
-                 "could remove or replace the published filters; chmod %s %s (only the group "
-                 "[server] publish_group names may write there)", dir,
-                 (st.st_mode & S_IWOTH) ? "every local user" : "its group",
-                 (unsigned)(st.st_mode & 07777), (st.st_mode & S_IWOTH) ? "o-w" : "g-w", dir);
+    if (st.st_mode & S_IWOTH) {
+        snprintf(err, errlen, "[server] publish_dir %s may be written by every local user "
+                 "(mode %04o): anyone could put a filter of their own where readers look, or "
+                 "take the name of the daemon's next file; use a directory of the daemon's own, "
+                 "such as /run/bloomguard (bloomguard creates a missing one)", dir,
+                 (unsigned)(st.st_mode & 07777));
+        return false;
+    }
+    if ((st.st_mode & S_IWGRP) && (gid == (gid_t)-1 || st.st_gid != gid)) {
+        snprintf(err, errlen, "[server] publish_dir %s may be written by its group (gid %lu, "
+                 "mode %04o): its members could remove or replace the published filters; "
+                 "chmod g-w %s, or name that group in [server] publish_group", dir,
+                 (unsigned long)st.st_gid, (unsigned)(st.st_mode & 07777), dir);
         return false;
     }
     if (access(dir, W_OK | X_OK) != 0) {
