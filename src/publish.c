@@ -147,6 +147,7 @@ static struct gen *gen_new(struct publish *p)
         errno = ENOMEM;
         return NULL;
     }
+    g->fd = -1;
     g->lg = p->lg;
     g->generation = number;
     atomic_init(&g->refs, 1);
@@ -159,17 +160,14 @@ static struct gen *gen_new(struct publish *p)
      * first (publish_dir_check keeps others out of the directory anyway).
      */
     uint64_t rnd[2];
-    if (getrandom(rnd, sizeof rnd, 0) != (ssize_t)sizeof rnd) {
-        g->fd = -1;
+    if (getrandom(rnd, sizeof rnd, 0) != (ssize_t)sizeof rnd)
         goto fail;
-    }
     snprintf(g->tmp, len, "%s/.%s.%016llx%016llx.tmp", p->dir, p->fc->name,
              (unsigned long long)rnd[0], (unsigned long long)rnd[1]);
+    /* A name that is taken (EEXIST) fails here, and is never unlinked below: not ours. */
     g->fd = open(g->tmp, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0600);
-    if (g->fd < 0)
-        goto fail_open;
     /* Readable as publish_mode says whatever the daemon's umask (the unit's is 0077). */
-    if ((p->gid != (gid_t)-1 && fchown(g->fd, (uid_t)-1, p->gid) != 0)
+    if (g->fd < 0 || (p->gid != (gid_t)-1 && fchown(g->fd, (uid_t)-1, p->gid) != 0)
         || fchmod(g->fd, p->mode) != 0
         || (e = posix_fallocate(g->fd, 0, PUBFMT_HEADER_BYTES)) != 0)
         goto fail;
@@ -206,13 +204,6 @@ fail:
         close(g->fd);
         unlink(g->tmp);
     }
-    free(g->path);
-    free(g);
-    errno = e;
-    return NULL;
-fail_open:
-    /* Not ours (EEXIST above all): never unlinked. */
-    e = errno;
     free(g->path);
     free(g);
     errno = e;
