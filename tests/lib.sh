@@ -550,3 +550,25 @@ client_daemon() {
     export LD_LIBRARY_PATH=$top_builddir/lib/.libs${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
     [ -f "$BLOOMGUARD_TEST_FILTER" ] || bail "the daemon published no $BLOOMGUARD_TEST_FILTER"
 }
+# ------------------------------------------------------ published filters --
+# Readers of the files [server] publish_dir holds (docs/zerohop.md):
+# tests/zerohop.test, tests/libagree.test, tests/pubattack.test.
+
+# libclient_build: tests/libclient.c built as a user builds a client of
+# libbloomguard (cc and pkg-config, the build tree's .pc), as
+# $BG_WORK/libclient; run it with libclient_run PATH [ARGS].  Skips the test
+# when libbloomguard is built with a sanitizer, whose runtime a plain
+# program cannot load (tests/check_publish covers the library under the
+# sanitizers).  Call after setup_test.
+libclient_build() {
+    need_tool cc "no C compiler (gcc) for the library client"
+    need_tool pkg-config "pkg-config is not installed"
+    libbloomguard_usable "a plain program"
+    LIBCLIENT=$BG_WORK/libclient
+    # shellcheck disable=SC2046  # pkg-config's words are meant to split
+    cc -O2 -o "$LIBCLIENT" "$top_srcdir/tests/libclient.c" \
+        $(PKG_CONFIG_PATH="$top_builddir/lib" pkg-config --cflags --libs bloomguard) \
+        || bail "the library client does not build against libbloomguard"
+    chmod 755 "$LIBCLIENT"
+}
+libclient_run() { LD_LIBRARY_PATH="$top_builddir/lib/.libs" "$LIBCLIENT" "$@"; }

@@ -106,6 +106,8 @@ struct config {
     char *publish_dir;           /* where filters are published (publish.h); "" = off, "auto" = $RUNTIME_DIRECTORY */
     char *tls_cert_file;         /* PEM certificate (chain) served over TLS; "" = plain http */
     char *tls_key_file;          /* its private key (PEM); set with tls_cert_file or not at all */
+    unsigned publish_mode;       /* the published files' permission bits (within 0644) */
+    char *publish_group;         /* their group: a name or a gid; "" = the process's */
     /* [postgres] */
     char *conninfo;              /* "" = libpq defaults / PG* env */
     unsigned retry_max_seconds;  /* cap of reconnect backoff */

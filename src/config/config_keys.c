@@ -154,7 +154,9 @@ const struct config_key config_keys[] = {
     K_STR("server", "publish_dir", "auto", CONFIG_RESTART, CF(publish_dir), NULL,
           "directory where each filter is published as <name>.bgf, a shared mapping that "
           "libbloomguard and the nginx module read without asking the daemon; auto: systemd's "
-          "RuntimeDirectory= ($RUNTIME_DIRECTORY) when set, else off; empty: off"),
+          "RuntimeDirectory= ($RUNTIME_DIRECTORY) when set, else off; empty: off; the "
+          "daemon's own: created if missing, refused when another user owns it or others may "
+          "write to it"),
     K_STR("server", "tls_cert_file", "", CONFIG_RESTART, CF(tls_cert_file), NULL,
           "PEM certificate (leaf first, then its chain) to serve https with, so that a peer or a "
           "client on another host sends the admin token encrypted; needs tls_key_file; "
@@ -162,6 +164,14 @@ const struct config_key config_keys[] = {
     K_STR("server", "tls_key_file", "", CONFIG_RESTART, CF(tls_key_file), NULL,
           "PEM private key of tls_cert_file (read at start, before any privilege is dropped); "
           "empty: plain http"),
+    K_TYPED("server", "publish_mode", mode, "0644", CONFIG_RESTART,
+            "permission bits of the published files, within 0644 (no one but the daemon may "
+            "write the filter's memory): 0644 lets every local user test ids, 0640 only "
+            "publish_group", CF(publish_mode), .max = 0644),
+    K_STR("server", "publish_group", "", CONFIG_RESTART, CF(publish_group), check_group,
+          "group of the published files (and of publish_dir when the daemon creates it), a "
+          "name or a gid, e.g. nginx's www-data with publish_mode = 0640; the daemon's user "
+          "must be in it; empty: the daemon's group"),
 
     K_STR("postgres", "conninfo", "", CONFIG_RESTART, CF(conninfo), NULL,
           "libpq connection string; empty uses the libpq defaults and PG* environment variables",

@@ -132,8 +132,9 @@ unsigned preflight_offline(const struct config *c, const char *config_file, FILE
         finding(out, &errors, false, "%s", warn);
     if (persist_dir(c, dir, sizeof dir))
         check_dir(out, &errors, "[snapshot] path", dir);
-    if (publish_dir(c, dir, sizeof dir))
-        check_dir(out, &errors, "[server] publish_dir", dir);
+    /* publish.c's own rule, as the start applies it (but for creating a missing one). */
+    if (publish_dir(c, dir, sizeof dir) && !publish_dir_check(c, dir, false, why, sizeof why))
+        finding(out, &errors, true, "%s", why);
     return errors;
 }
 

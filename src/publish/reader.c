@@ -9,7 +9,9 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <limits.h>
 #include <pthread.h>
+#include <stdarg.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -21,6 +23,7 @@
 
 #include "answer.h"
 #include "filter.h"
+#include "idcodec.h"
 #include "pubfmt.h"
 #include "rcu.h"
 #include "spell.h"
@@ -46,6 +49,7 @@ struct view {
     enum spell_type spell;
     enum filter_kind kind;                  /* from blocks_scheme (pubfmt_check knew it) */
     int64_t max_stale_ns;
+    uint32_t max_id_bytes;
 };
 
 struct bloomguard {
@@ -59,6 +63,16 @@ struct bloomguard {
     bool have_boot_id;
     char path[];
 };
+
+/* snprintf for the why of an error: cut to fit, on purpose. */
+__attribute__((format(printf, 3, 4)))
+static void whyf(char *why, size_t whylen, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(why, whylen, fmt, ap);
+    va_end(ap);
+}
 
 static int64_t coarse_now(void)
 {
@@ -132,6 +146,65 @@ static int errno_error(int e)
          : e == ENOMEM ? BLOOMGUARD_ENOMEM : BLOOMGUARD_EIO;
 }
 
+/*
+ * The file at path opened as one only the daemon (or root) can have put
+ * there, or -1 with *err and why: its real directory trusted
+ * (pubfmt_dir_trusted, for this process's user), the file opened in that
+ * very directory without following a link and without blocking (a FIFO
+ * planted at the path would hang open(), and with it every nginx worker),
+ * and itself trusted (pubfmt_file_trusted).  Anything else is
+ * BLOOMGUARD_EUNSAFE: the handle fails open, it never reads such a file.
+ */
+static int open_trusted(const char *path, struct stat *st, int *err, char *why, size_t whylen)
+{
+    char *real = realpath(path, NULL);
+    if (real == NULL) {
+        *err = errno_error(errno);
+        whyf(why, whylen, "%s: %s", path, strerror(errno));
+        return -1;
+    }
+    char dir[PATH_MAX], w[512];
+    const char *slash = strrchr(real, '/');
+    snprintf(dir, sizeof dir, "%.*s", slash == real ? 1 : (int)(slash - real), real);
+    struct stat dst, dnow;
+    int fd = -1, dfd = -1;
+    if (!pubfmt_dir_trusted(dir, geteuid(), &dst, w, sizeof w)) {
+        *err = BLOOMGUARD_EUNSAFE;
+        whyf(why, whylen, "not trusted: %s", w);
+        goto out;
+    }
+    /* O_PATH: a directory a reader may only search (x) is opened too. */
+    dfd = open(dir, O_PATH | O_DIRECTORY | O_CLOEXEC);
+    if (dfd < 0 || fstat(dfd, &dnow) != 0) {
+        *err = errno_error(errno);
+        whyf(why, whylen, "%s: %s", dir, strerror(errno));
+        goto out;
+    }
+    if (dnow.st_dev != dst.st_dev || dnow.st_ino != dst.st_ino) {
+        *err = BLOOMGUARD_EUNSAFE;
+        whyf(why, whylen, "not trusted: %s changed while it was checked", dir);
+        goto out;
+    }
+    fd = openat(dfd, slash + 1, O_RDONLY | O_CLOEXEC | O_NOCTTY | O_NONBLOCK | O_NOFOLLOW);
+    if (fd < 0 || fstat(fd, st) != 0) {
+        *err = errno == ELOOP ? BLOOMGUARD_EUNSAFE : errno_error(errno);
+        whyf(why, whylen, "%s: %s", path, strerror(errno));
+    } else if (!pubfmt_file_trusted(st, dst.st_uid, w, sizeof w)) {
+        *err = BLOOMGUARD_EUNSAFE;
+        whyf(why, whylen, "not trusted: %s", w);
+    } else {
+        goto out;
+    }
+    if (fd >= 0)
+        close(fd);
+    fd = -1;
+out:
+    if (dfd >= 0)
+        close(dfd);
+    free(real);
+    return fd;
+}
+
 /* The generation at bg's path, ready and whole; NULL with *err and why. */
 static struct view *view_open(const struct bloomguard *bg, int *err, char *why, size_t whylen)
 {
@@ -142,16 +215,11 @@ static struct view *view_open(const struct bloomguard *bg, int *err, char *why, 
         snprintf(why, whylen, "no memory");
         return NULL;
     }
-    v->fd = open(bg->path, O_RDONLY | O_CLOEXEC | O_NOCTTY);
-    if (v->fd < 0 || fstat(v->fd, &st) != 0) {
-        *err = errno_error(errno);
-        snprintf(why, whylen, "%s: %s", bg->path, strerror(errno));
+    if ((v->fd = open_trusted(bg->path, &st, err, why, whylen)) < 0)
         goto fail;
-    }
-    if (!S_ISREG(st.st_mode) || (uint64_t)st.st_size < PUBFMT_HEADER_BYTES) {
+    if ((uint64_t)st.st_size < PUBFMT_HEADER_BYTES) {
         *err = BLOOMGUARD_EFORMAT;
-        snprintf(why, whylen, "%s: not a published bloomguard filter (%s)", bg->path,
-                 S_ISREG(st.st_mode) ? "too short" : "not a regular file");
+        snprintf(why, whylen, "%s: not a published bloomguard filter (too short)", bg->path);
         goto fail;
     }
     v->dev = st.st_dev;
@@ -192,6 +260,7 @@ static struct view *view_open(const struct bloomguard *bg, int *err, char *why, 
         goto fail;
     }
     v->max_stale_ns = v->hdr->max_stale_ns;
+    v->max_id_bytes = v->hdr->max_id_bytes;
     unsigned n = atomic_load_explicit(&((struct pubfmt_header *)v->hdr)->nlayers,
                                       memory_order_acquire);
     if (n < 1 || n > PUBFMT_MAX_LAYERS) {
@@ -288,6 +357,17 @@ enum bloomguard_answer bloomguard_lookup(bloomguard *bg, const void *id, size_t 
         if (v == NULL) {
             rcu_read_exit(r);
             return BLOOMGUARD_NOT_READY;
+        }
+        /*
+         * What GET /exists refuses (idcodec.h: empty, longer than the
+         * daemon's max_id_bytes, a NUL, not UTF-8) is not a question the
+         * filter answers: the daemon follows no row with an ID longer than
+         * a request may carry (it does not degrade for one), so "absent"
+         * could be wrong.
+         */
+        if (id_check(id, len, v->max_id_bytes) != ID_OK) {
+            rcu_read_exit(r);
+            return BLOOMGUARD_INVALID;
         }
         struct pubfmt_header *h = (struct pubfmt_header *)v->hdr;
         /* The order publish.h's proof needs: flags, layers, horizon, bits. */
@@ -426,6 +506,7 @@ const char *bloomguard_answer_name(int answer)
     case BLOOMGUARD_ABSENT: return "absent";
     case BLOOMGUARD_MAYBE: return "maybe";
     case BLOOMGUARD_DEGRADED: return "degraded";
+    case BLOOMGUARD_INVALID: return "invalid";
     }
     return "unknown";
 }
@@ -442,6 +523,9 @@ const char *bloomguard_strerror(int err)
     case BLOOMGUARD_ENOMEM: return "out of memory";
     case BLOOMGUARD_EINVAL: return "invalid argument (the path must be absolute)";
     case BLOOMGUARD_EIO: return "system error";
+    case BLOOMGUARD_EUNSAFE: return "not trusted: the file, or a directory above it, is not the "
+                                    "daemon's alone (another user's, writable by others, or not "
+                                    "a regular file)";
     }
     return "unknown error";
 }

@@ -198,7 +198,22 @@ bool table_stale(struct table *t, int64_t h)
 void table_check_saturated(struct table *t)
 {
     if (!atomic_load_explicit(&t->saturated, memory_order_relaxed) && guard_saturated(t->g))
-        atomic_store(&t->saturated, true);
+        table_set_saturated(t, true);
+}
+
+void table_set_saturated(struct table *t, bool saturated)
+{
+    if (atomic_load_explicit(&t->saturated, memory_order_relaxed) == saturated)
+        return;
+    /*
+     * Under mu: the publisher's current generation changes only under it,
+     * so the flag never lands in a generation that is no longer live.
+     */
+    pthread_mutex_lock(&t->mu);
+    atomic_store(&t->saturated, saturated);
+    if (t->pub.saturated)
+        t->pub.saturated(t->pub.ctx, saturated);
+    pthread_mutex_unlock(&t->mu);
 }
 
 enum spell_type table_spell(const struct table *t)

@@ -87,7 +87,11 @@ void table_set_wake(struct table *t, void (*wake)(void *arg), void *arg);
  *             runs meanwhile;
  *   horizon   the horizon moved to h; called under the table's lock;
  *   restored  a snapshot's filter went live (table_restored), on the
- *             scheduler's thread (the only one that swaps filters).
+ *             scheduler's thread (the only one that swaps filters);
+ *   saturated the table began (true) or stopped (false) degrading absent
+ *             answers because the live filter can no longer keep its
+ *             rate; called under the table's lock, at once, so that
+ *             readers degrade with the daemon and not at the next horizon.
  * spell is the spelling of next's keys (spell.h).
  */
 struct table_publisher {
@@ -96,6 +100,7 @@ struct table_publisher {
     void (*live)(void *ctx, const struct filter *next, enum spell_type spell, int64_t horizon);
     void (*horizon)(void *ctx, int64_t h);
     void (*restored)(void *ctx, enum spell_type spell);
+    void (*saturated)(void *ctx, bool saturated);
 };
 void table_set_publisher(struct table *t, const struct table_publisher *p);
 

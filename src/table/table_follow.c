@@ -309,7 +309,7 @@ void table_check_timers(struct table *t)
 {
     const struct filter_config *fc = t->fc;
     enum table_want why = WANT_NONE;
-    atomic_store(&t->saturated, guard_saturated(t->g));
+    table_set_saturated(t, guard_saturated(t->g));
     pthread_mutex_lock(&t->mu);
     if (t->wanted <= t->started && t->loaded) {
         time_t now = time(NULL);

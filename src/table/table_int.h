@@ -70,6 +70,12 @@ bool table_stale(struct table *t, int64_t h);
 /* After inserts: degrade absent answers at once if the filter just lost its rate. */
 void table_check_saturated(struct table *t);
 /*
+ * Whether absent answers are degraded for saturation: stored, and on a
+ * change handed to the publisher (under mu, which the caller must not
+ * hold) so that readers of the published file degrade with the daemon.
+ */
+void table_set_saturated(struct table *t, bool saturated);
+/*
  * The key of id for spelling sp (table.c says where it goes: *key, buf of
  * KEY_STACK bytes, or *heap for the caller to free); spell_key's verdict.
  */

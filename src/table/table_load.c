@@ -85,7 +85,7 @@ bool table_load_commit(struct table_load *l, uint64_t epoch, int64_t start, cons
     atomic_store_explicit(&t->spell, l->ident.spell, memory_order_release);
     struct table_ident ident = l->ident;
     free(l);
-    atomic_store(&t->saturated, guard_saturated(t->g));
+    table_set_saturated(t, guard_saturated(t->g));
     pthread_mutex_lock(&t->mu);
     t->ident = ident;
     t->loaded = true;
