@@ -3,7 +3,8 @@
  * after a reopen until its wall-clock expiry; an incomplete last append is
  * cut off and damage in the middle is reported; a rewrite keeps exactly the
  * live entries plus what was appended while it ran; concurrent appenders
- * share fdatasyncs, and so do the submits of one thread that does not wait;
+ * share fdatasyncs, and so do the submits of one thread that does not wait,
+ * and appenders that each wait for their answer share one per round;
  * write and sync failures are reported, and a failed sync is repaired by a
  * rewrite.
  */
@@ -16,6 +17,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "check_main.h"
@@ -619,6 +621,82 @@ START_TEST(test_submit)
 }
 END_TEST
 
+/* A disk whose fdatasync takes SLOW_SYNC_US (the writes are the real ones). */
+#define SLOW_SYNC_US 20000
+static int slow_sync(void *ctx, enum postlog_io op)
+{
+    (void)ctx;
+    if (op == POSTLOG_IO_SYNC)
+        usleep(SLOW_SYNC_US);
+    return 0;
+}
+
+/* A client that sends again as soon as it has its answer: ROUNDS appends in a row. */
+enum { GATHER_ROUNDS = 12 };
+static void *closed_loop(void *arg)
+{
+    struct appender *a = arg;
+    char id[40];
+    for (int r = 0; r < GATHER_ROUNDS && a->rc == 0; r++) {
+        snprintf(id, sizeof id, "loop-%d-%d", a->i, r);
+        a->rc = append1(a->log, id, 600);
+    }
+    return NULL;
+}
+
+static uint64_t elapsed_us(const struct timespec *t0)
+{
+    struct timespec t1;
+    clock_gettime(CLOCK_MONOTONIC, &t1);
+    return (uint64_t)(t1.tv_sec - t0->tv_sec) * 1000000 + (uint64_t)(t1.tv_nsec / 1000)
+        - (uint64_t)(t0->tv_nsec / 1000);
+}
+
+/*
+ * Closed-loop appenders (each waits for its answer, then appends again, as
+ * a connection's POSTs do) share one fdatasync per round: without the
+ * gather they split into two groups that alternate, N/2 appends per batch
+ * and two fdatasyncs per append.  A lone appender after them waits at
+ * most about one fdatasync longer, once.
+ */
+START_TEST(test_gather)
+{
+    enum { N = 8 };
+    struct postlog_opts o = { .ttl = 3600, .fault = slow_sync };
+    struct postlog *log = reopen(&o);
+    pthread_t th[N];
+    struct appender a[N];
+    for (int i = 0; i < N; i++) {
+        a[i] = (struct appender){ log, i, 0 };
+        ck_assert_int_eq(pthread_create(&th[i], NULL, closed_loop, &a[i]), 0);
+    }
+    for (int i = 0; i < N; i++) {
+        pthread_join(th[i], NULL);
+        ck_assert_int_eq(a[i].rc, 0);
+    }
+    struct postlog_info pi;
+    postlog_info(log, &pi);
+    ck_assert_uint_eq(pi.appends, N * GATHER_ROUNDS);
+    /* Split: exactly N/2 per batch.  Gathered: all N but a round or two's stragglers. */
+    ck_assert_msg(pi.appends * 4 >= pi.batches * N * 3, "%llu appends in %llu batches",
+                  (unsigned long long)pi.appends, (unsigned long long)pi.batches);
+
+    /* Now one appender alone: the first gather waits for 7 more, the next none. */
+    struct timespec t0;
+    clock_gettime(CLOCK_MONOTONIC, &t0);
+    ck_assert_int_eq(append1(log, "alone-1", 600), 0);
+    uint64_t first = elapsed_us(&t0);
+    ck_assert_uint_lt(first, 2 * SLOW_SYNC_US + 200000);
+    clock_gettime(CLOCK_MONOTONIC, &t0);
+    ck_assert_int_eq(append1(log, "alone-2", 600), 0);
+    ck_assert_uint_lt(elapsed_us(&t0), SLOW_SYNC_US + 200000);
+    postlog_close(log);
+    log = reopen(&o);
+    ck_assert_uint_eq(got.n, N * GATHER_ROUNDS + 2);
+    postlog_close(log);
+}
+END_TEST
+
 /* Faults: the next write or sync fails with the errno set here. */
 static _Atomic int fail_write, fail_sync;
 static int inject(void *ctx, enum postlog_io op)
@@ -697,5 +775,6 @@ CHECK_SUITE("postlog",
     CHECK_TEST(test_compaction_by_itself),
     CHECK_TEST(test_group_commit),
     CHECK_TEST(test_submit),
+    CHECK_TEST(test_gather),
     CHECK_TEST(test_failures),
 )

@@ -18,13 +18,25 @@ void monoclock_cond_init(pthread_cond_t *cv)
 
 struct timespec monoclock_after_ms(uint64_t ms)
 {
+    return monoclock_after_ns(ms * NS_PER_MS);
+}
+
+struct timespec monoclock_after_ns(uint64_t ns)
+{
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
-    ts.tv_sec += (time_t)(ms / 1000);
-    ts.tv_nsec += (long)(ms % 1000) * NS_PER_MS;
+    ts.tv_sec += (time_t)(ns / NS_PER_S);
+    ts.tv_nsec += (long)(ns % NS_PER_S);
     if (ts.tv_nsec >= NS_PER_S) {
         ts.tv_sec++;
         ts.tv_nsec -= NS_PER_S;
     }
     return ts;
+}
+
+uint64_t monoclock_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * NS_PER_S + (uint64_t)ts.tv_nsec;
 }

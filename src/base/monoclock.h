@@ -25,4 +25,8 @@ void monoclock_cond_init(pthread_cond_t *cv);
  */
 struct timespec monoclock_after_ms(uint64_t ms);
 
+/* The same, ns nanoseconds from now; and now itself in nanoseconds.  Thread-safe. */
+struct timespec monoclock_after_ns(uint64_t ns);
+uint64_t monoclock_ns(void);
+
 #endif

@@ -47,6 +47,14 @@ struct postlog {
     struct postlog_buf fill;    /* the next batch's records */
     struct postlog_buf spare;   /* the last batch's buffer, reused */
     struct waiter *head, **tail;
+    size_t queued;              /* the appends in fill */
+    /*
+     * The gather (writer_main): how many appends the last batch carried
+     * and how long its write and fdatasync took; an append wakes the
+     * writer only once queued reaches wake_at.
+     */
+    size_t last_appends, wake_at;
+    uint64_t last_ns;
     bool writing;               /* the writer is between taking a batch and finishing it */
     bool swap;                  /* a rewrite is swapping files: take no batch */
     bool compacting, compact_wanted;
@@ -107,7 +115,7 @@ struct postlog *postlog_open(const char *path, const struct postlog_opts *o, pos
     log->tail = &log->head;
     pthread_mutex_init(&log->mu, NULL);
     pthread_mutex_init(&log->compact_mu, NULL);
-    pthread_cond_init(&log->work, NULL);
+    monoclock_cond_init(&log->work);
     pthread_cond_init(&log->idle, NULL);
     monoclock_cond_init(&log->cwork);
 
@@ -223,14 +231,45 @@ static int write_batch(struct postlog *log, int fd, const struct postlog_buf *b,
 static void *writer_main(void *arg)
 {
     struct postlog *log = arg;
+    struct timespec gather_end = { 0, 0 };
+    bool gathering = false, gathered = false;
     pthread_mutex_lock(&log->mu);
     for (;;) {
         if (log->fill.len == 0 || log->swap) {
             if (log->stop && log->fill.len == 0)
                 break;
+            log->wake_at = 1;
             pthread_cond_wait(&log->work, &log->mu);
             continue;
         }
+        /*
+         * The gather.  Clients that wait for their answer before they send
+         * again (a POST per connection) come back from the last batch one
+         * by one, the first of them while the others are still being
+         * answered: taken at once, it would go alone, the rest would queue
+         * behind its fdatasync, and from then on the appenders split into
+         * two groups that each wait two fdatasyncs per append (half the
+         * throughput; tests/check_postlog.c, test_gather).  So a batch
+         * smaller than the last one waits for the rest, up to as long as
+         * the last write and fdatasync took: no append waits more than one
+         * such time longer than before, and a gather that runs out makes
+         * the next one expect fewer.  Arrivals while the writer is busy
+         * (an open load) fill the batch without any wait.
+         */
+        if (!log->stop && !gathered && log->queued < log->last_appends) {
+            if (!gathering) {
+                gathering = true;
+                gather_end = monoclock_after_ns(log->last_ns);
+            }
+            log->wake_at = log->last_appends;
+            if (pthread_cond_timedwait(&log->work, &log->mu, &gather_end) == ETIMEDOUT)
+                gathered = true;
+            continue;
+        }
+        gathering = gathered = false;
+        log->wake_at = SIZE_MAX;        /* busy: it looks at the queue before it waits again */
+        log->last_appends = log->queued;
+        log->queued = 0;
         struct postlog_buf b = log->fill;
         log->fill = log->spare;
         log->fill.len = 0;
@@ -244,9 +283,12 @@ static void *writer_main(void *arg)
         pthread_mutex_unlock(&log->mu);
 
         bool sync_failed = false;
+        uint64_t t0 = monoclock_ns();
         int err = broken ? broken : write_batch(log, fd, &b, at, &sync_failed);
+        uint64_t took = monoclock_ns() - t0;
 
         pthread_mutex_lock(&log->mu);
+        log->last_ns = took;
         log->info.batches += broken ? 0 : 1;
         if (err == 0) {
             log->end = at + b.len;
@@ -335,7 +377,8 @@ static int enqueue(struct postlog *log, size_t n, const char *const *ids, const 
     log->tail = &w->next;
     log->info.appends++;
     log->info.ids += n;
-    pthread_cond_signal(&log->work);
+    if (++log->queued >= log->wake_at)
+        pthread_cond_signal(&log->work);
     return 0;
 }
 

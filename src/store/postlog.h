@@ -3,8 +3,10 @@
  * so that a crash (kill -9, power loss) forgets none of them before its
  * journal entry would have expired.  One append-only file per filter,
  * written by one writer thread that commits concurrent appends together
- * (one write and one fdatasync for all the POSTs that arrived meanwhile),
- * and rewritten from the live entries when it has grown to twice their size.
+ * (one write and one fdatasync for all the POSTs that arrived meanwhile,
+ * and for those still coming back from the last batch: see writer_main's
+ * gather), and rewritten from the live entries when it has grown to twice
+ * their size.
  */
 #ifndef BLOOMGUARD_POSTLOG_H
 #define BLOOMGUARD_POSTLOG_H
@@ -88,9 +90,10 @@ struct postlog *postlog_open(const char *path, const struct postlog_opts *o, pos
  * append fails with that value until the log has been rewritten from the
  * live entries, which its thread retries every second).  On failure the
  * IDs may or may not be in the file: never acknowledge them.  n = 0
- * returns 0 at once.  Blocks for about one fdatasync (so, on a server whose
- * threads each serve many connections, it holds those up: see
- * postlog_submit).  Thread-safe.
+ * returns 0 at once.  Blocks for about one fdatasync (two at most, after
+ * a larger batch whose other appenders do not come back), so, on a server
+ * whose threads each serve many connections, it holds those up: see
+ * postlog_submit.  Thread-safe.
  */
 int postlog_append(struct postlog *log, size_t n, const char *const *ids, const size_t *lens,
                    uint64_t ttl);
