@@ -61,6 +61,18 @@ struct api_request {
 
 typedef struct reply api_handler(struct app *a, const struct api_request *rq);
 
+/*
+ * A route's fast form, for the requests http_fast.c answers without
+ * libmicrohttpd (a GET with no body): the answer the handler would give
+ * to rest (as api_request's), its status returned and its JSON body
+ * written to out (at most cap bytes, *len of them), counted as the handler
+ * counts it; or 0, nothing written or counted, when this request needs the
+ * handler itself (an error, a reply not in the fast form's reach).
+ * Thread-safe as the handler is.
+ */
+typedef unsigned api_fast_handler(struct app *a, const char *rest, size_t rest_len, char *out,
+                                  size_t cap, size_t *len);
+
 /* Responses that never change, queued again and again (a->prebuilt). */
 struct api_static {
     struct MHD_Response *healthz;

@@ -33,45 +33,95 @@ static struct reply id_error_reply(enum id_error e, const char *where)
     return api_error(status, id_error_code(e), "%s%s", id_strerror(e), where);
 }
 
-struct reply ids_exists(struct app *a, const struct api_request *rq)
+/*
+ * GET /exists/{id} up to its answer: the table the raw rest names
+ * ("ID", or "NAME/ID"), the ID decoded into id (CONFIG_MAX_ID_BYTES + 1
+ * bytes), looked up.  True with *ans anything but TABLE_NOT_READY; false
+ * with the error reply in *err, or, err NULL, with no reply built.
+ * Counts nothing.
+ */
+static bool exists_lookup(struct app *a, const char *raw, size_t rawlen, char *id, size_t *idlen,
+                          enum table_answer *ans, struct reply *err)
 {
-    char id[CONFIG_MAX_ID_BYTES + 1];   /* on the stack: nothing to free on errors */
-    size_t idlen = 0;
-    /* "/exists/ID" asks the default table, "/exists/NAME/ID" table NAME (a '/' in an ID is %2F). */
-    const char *raw = rq->rest;
-    size_t rawlen = rq->rest_len;
+    struct reply unused;
     int t = 0;
     const char *slash = memchr(raw, '/', rawlen);
     if (slash != NULL) {
-        struct reply err;
-        if ((t = api_table_named(a, raw, (size_t)(slash - raw), &err)) < 0)
-            return err;
+        if ((t = api_table_named(a, raw, (size_t)(slash - raw), err ? err : &unused)) < 0) {
+            if (err == NULL && unused.resp != NULL)
+                MHD_destroy_response(unused.resp);  /* rare: a name that is no filter's */
+            return false;
+        }
         rawlen -= (size_t)(slash + 1 - raw);
         raw = slash + 1;
     }
-    enum id_error e = id_decode(raw, rawlen, a->cfg->max_id_bytes, id, sizeof id, &idlen);
-    if (e != ID_OK)
-        return id_error_reply(e, "");
-    enum table_answer ans = table_lookup(a->tables[t], id, idlen);
-    if (ans == TABLE_NOT_READY)
-        return not_ready();
+    enum id_error e = id_decode(raw, rawlen, a->cfg->max_id_bytes, id, CONFIG_MAX_ID_BYTES + 1,
+                                idlen);
+    if (e != ID_OK) {
+        if (err != NULL)
+            *err = id_error_reply(e, "");
+        return false;
+    }
+    *ans = table_lookup(a->tables[t], id, *idlen);
+    if (*ans == TABLE_NOT_READY) {
+        if (err != NULL)
+            *err = not_ready();
+        return false;
+    }
+    return true;
+}
+
+/* The lookup's counters, and the tail of its body {"id":"<escaped>","exists":...}. */
+static const char *exists_counted(struct app *a, enum table_answer ans)
+{
     if (ans == TABLE_DEGRADED)
         stats_add(a->stats, ST_DEGRADED, 1);
     if (ans == TABLE_UNPROVABLE)
         stats_add(a->stats, ST_UNPROVABLE, 1);
     stats_add(a->stats, ans == TABLE_ABSENT ? ST_LOOKUP_MISS : ST_LOOKUP_HIT, 1);
+    return ans == TABLE_DEGRADED ? "\",\"exists\":true,\"degraded\":true}"
+         : ans == TABLE_UNPROVABLE ? "\",\"exists\":true,\"unprovable\":true}"
+         : ans == TABLE_MAYBE ? "\",\"exists\":true}" : "\",\"exists\":false}";
+}
 
-    /* {"id":"<escaped>","exists":false}: one small block, handed to MHD. */
-    const char *tail = ans == TABLE_DEGRADED ? "\",\"exists\":true,\"degraded\":true}"
-                     : ans == TABLE_UNPROVABLE ? "\",\"exists\":true,\"unprovable\":true}"
-                     : ans == TABLE_MAYBE ? "\",\"exists\":true}" : "\",\"exists\":false}";
+#define EXISTS_HEAD "{\"id\":\""
+#define EXISTS_TAIL_MAX 40      /* the longest tail exists_counted gives, and more */
+
+struct reply ids_exists(struct app *a, const struct api_request *rq)
+{
+    char id[CONFIG_MAX_ID_BYTES + 1];   /* on the stack: nothing to free on errors */
+    size_t idlen = 0;
+    enum table_answer ans;
+    struct reply err;
+    if (!exists_lookup(a, rq->rest, rq->rest_len, id, &idlen, &ans, &err))
+        return err;
+    const char *tail = exists_counted(a, ans);
+    /* One small block, handed to MHD. */
     size_t used;
-    char *out = api_json_around("{\"id\":\"", id, idlen, tail, &used);
+    char *out = api_json_around(EXISTS_HEAD, id, idlen, tail, &used);
     if (out == NULL)
         return (struct reply){ 500, NULL, false };
     /* For HEAD, MHD sends the same headers (Content-Length too) and no body. */
     unsigned status = ans == TABLE_ABSENT ? MHD_HTTP_NOT_FOUND : MHD_HTTP_OK;
     return (struct reply){ status, api_json_response(out, used, MHD_RESPMEM_MUST_FREE), false };
+}
+
+unsigned ids_exists_fast(struct app *a, const char *rest, size_t rest_len, char *out, size_t cap,
+                         size_t *len)
+{
+    char id[CONFIG_MAX_ID_BYTES + 1];
+    size_t idlen = 0;
+    enum table_answer ans;
+    if (!exists_lookup(a, rest, rest_len, id, &idlen, &ans, NULL)
+        || cap < sizeof EXISTS_HEAD + 6 * idlen + EXISTS_TAIL_MAX)
+        return 0;
+    const char *tail = exists_counted(a, ans);
+    size_t used = sizeof EXISTS_HEAD - 1, tl = strlen(tail);
+    memcpy(out, EXISTS_HEAD, used);
+    json_escape_append(out, cap, &used, id, idlen);
+    memcpy(out + used, tail, tl);
+    *len = used + tl;
+    return ans == TABLE_ABSENT ? MHD_HTTP_NOT_FOUND : MHD_HTTP_OK;
 }
 
 /*

@@ -37,6 +37,9 @@ enum stat_counter {
     ST_AUTH_MALFORMED,      /* /auth: the template matched but the ID is not well-formed: allowed */
     ST_DEGRADED,            /* answers that would have been 404 or deny, given as 200 or allow */
     ST_UNPROVABLE,          /* answers given as "maybe" because the ID's spelling cannot be proven absent */
+    ST_FAST_ANSWERS,        /* requests the fast path answered (http_fast.c) */
+    ST_FAST_HANDOFFS,       /* connections it gave libmicrohttpd at their first request, unread */
+    ST_FAST_RELAYS,         /* connections it gave libmicrohttpd later, through a relay */
     ST_COUNT
 };
 

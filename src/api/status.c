@@ -185,6 +185,14 @@ static void auth_section(struct doc *d, json_t *o, const struct status *st)
     put_u64(d, o, "malformed", c[ST_AUTH_MALFORMED]);
 }
 
+static void fast_path_section(struct doc *d, json_t *o, const struct status *st)
+{
+    const uint64_t *c = st->stats.counter;
+    put_u64(d, o, "answers", c[ST_FAST_ANSWERS]);
+    put_u64(d, o, "handoffs", c[ST_FAST_HANDOFFS]);
+    put_u64(d, o, "relays", c[ST_FAST_RELAYS]);
+}
+
 /* "requests" (by status class) and "requests_by_endpoint" (by route, then code). */
 static void requests_sections(struct doc *d, json_t *o, const struct status *st)
 {
@@ -368,6 +376,7 @@ static void stats_doc(struct doc *d, const struct status *st)
     lookups_section(d, put_object(d, o, "lookups"), st);
     put_u64(d, o, "inserts", st->stats.counter[ST_INSERTS]);
     auth_section(d, put_object(d, o, "auth"), st);
+    fast_path_section(d, put_object(d, o, "fast_path"), st);
     requests_sections(d, o, st);
     load_sections(d, o, st, def);
     json_t *all = put_object(d, o, "filters");

@@ -102,6 +102,7 @@ struct config {
     unsigned max_batch;          /* most ids in one batch request */
     unsigned max_id_bytes;       /* longest id (at most CONFIG_MAX_ID_BYTES) */
     unsigned header_timeout;     /* seconds to send a request's headers; 0 = none */
+    bool fast_path;              /* GET /exists/{id} answered without libmicrohttpd (http_fast.c) */
     char *admin_token_file;      /* "" = systemd credential admin_token, else no token */
     char *publish_dir;           /* where filters are published (publish.h); "" = off, "auto" = $RUNTIME_DIRECTORY */
     char *tls_cert_file;         /* PEM certificate (chain) served over TLS; "" = plain http */

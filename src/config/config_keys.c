@@ -146,6 +146,10 @@ const struct config_key config_keys[] = {
            "longest id accepted, in bytes"),
     K_SECS("server", "header_timeout", "5", CONFIG_RESTART, CF(header_timeout), 0, 3600,
            "seconds a client may take to send a request's headers, 0 = no limit"),
+    K_BOOL("server", "fast_path", "yes", CONFIG_RESTART, CF(fast_path),
+           "answer plain GET /exists/{id} requests without libmicrohttpd, at a fraction of its "
+           "CPU per request; any other request, and the rest of its connection, goes to "
+           "libmicrohttpd as before; off with TLS"),
     K_STR("server", "admin_token_file", "", CONFIG_RELOAD, CF(admin_token_file), NULL,
           "file holding the token the admin routes need (Authorization: Bearer; -h lists "
           "the routes); "

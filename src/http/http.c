@@ -308,6 +308,7 @@ static void on_connection(void *cls, struct MHD_Connection *c, void **socket_con
         rq->h = h;
         rq->later = (struct api_later){ later_begin, later_done, rq };
         atomic_init(&rq->later_ready, false);
+        atomic_init(&rq->idle, false);
         atomic_init(&rq->deadline, h->header_ns && rq->fd >= 0 ? coarse_ns() + h->header_ns : 0);
         pthread_mutex_lock(&h->conns_lock);
         rq->next = h->conns;
@@ -487,9 +488,18 @@ struct http *http_start(struct app *a, char *err, size_t errlen)
         flags |= MHD_USE_IPv6;
     if (h->tls_cert != NULL)
         flags |= MHD_USE_TLS;
+    /* The fast path takes the listen socket and hands MHD what it does not answer (not TLS). */
+    bool fast = cfg->fast_path && h->tls_cert == NULL;
+    if (fast)
+        flags |= MHD_USE_NO_LISTEN_SOCKET;
     /* One thread: no pool (MHD warns that a pool of 1 is ignored). */
     struct MHD_OptionItem pool[] = {
         { threads > 1 ? MHD_OPTION_THREAD_POOL_SIZE : MHD_OPTION_END, threads, NULL },
+        { MHD_OPTION_END, 0, NULL }
+    };
+    /* An array each: an array ends at its first MHD_OPTION_END. */
+    struct MHD_OptionItem lsock[] = {
+        { fast ? MHD_OPTION_END : MHD_OPTION_LISTEN_SOCKET, h->fd, NULL },
         { MHD_OPTION_END, 0, NULL }
     };
     struct MHD_OptionItem tls[] = {
@@ -501,8 +511,8 @@ struct http *http_start(struct app *a, char *err, size_t errlen)
     };
     h->d = MHD_start_daemon(flags, 0, on_accept, h, on_request, h,
                             MHD_OPTION_EXTERNAL_LOGGER, http_mhd_log, h,   /* must come first */
-                            MHD_OPTION_LISTEN_SOCKET, h->fd,
                             MHD_OPTION_ARRAY, pool,
+                            MHD_OPTION_ARRAY, lsock,
                             MHD_OPTION_ARRAY, tls,
                             MHD_OPTION_CONNECTION_LIMIT, h->max_live + spare,
                             MHD_OPTION_CONNECTION_TIMEOUT, cfg->connection_timeout,
@@ -525,6 +535,10 @@ struct http *http_start(struct app *a, char *err, size_t errlen)
         goto fail;
     }
     h->sweeper_running = true;
+    if (fast && !http_fast_start(h, threads, err, errlen)) {
+        http_stop(h);
+        return NULL;
+    }
     return h;
 
 fail:
@@ -544,7 +558,9 @@ unsigned http_port(const struct http *h)
 
 void http_quiesce(struct http *h)
 {
-    if (h != NULL && h->d != NULL && !h->quiesced)
+    if (h != NULL && h->fast != NULL)
+        http_fast_quiesce(h);       /* the socket stays ours: http_stop closes it */
+    else if (h != NULL && h->d != NULL && !h->quiesced)
         h->quiesced = MHD_quiesce_daemon(h->d) != MHD_INVALID_SOCKET;
 }
 
@@ -559,6 +575,8 @@ void http_stop(struct http *h)
         pthread_mutex_unlock(&h->stop_lock);
         pthread_join(h->sweeper, NULL);
     }
+    bool fast = h->fast != NULL;
+    http_fast_stop(h);
     /*
      * MHD must not stop with a request suspended: the replies still coming
      * (a POST waiting for the disk) come within one fdatasync, or the log's
@@ -567,7 +585,7 @@ void http_stop(struct http *h)
     for (int i = 0; i < 500 && atomic_load(&h->suspended) > 0; i++)
         usleep(10000);
     MHD_stop_daemon(h->d);
-    if (h->quiesced)
+    if (h->quiesced || fast)
         close(h->fd);               /* otherwise MHD closed it */
     pthread_cond_destroy(&h->stop_cond);
     pthread_mutex_destroy(&h->stop_lock);

@@ -71,6 +71,23 @@ struct request {
     bool later_wait;                /* suspended, waiting (this connection's thread only) */
     atomic_bool later_ready;
     struct reply later_reply;
+    /*
+     * While http_fast.c serves the connection (MHD has not taken it): fast;
+     * idle once it has answered (its deadline is then connection_timeout's,
+     * and the sweeper closes it without a 408); an answer the socket did
+     * not take at once.
+     */
+    bool fast;
+    atomic_bool idle;
+    char *unsent;
+    size_t unsent_len, unsent_off;
+    /*
+     * Past its first request the fast path reads the connection's bytes for
+     * good (owned); a head not complete in them waits in pend.
+     */
+    bool owned;
+    char *pend;
+    size_t pend_len;
 };
 
 struct http {
@@ -109,6 +126,9 @@ struct http {
 
     /* [server] tls_cert_file and tls_key_file's PEM, kept for MHD's life; NULL: plain http. */
     char *tls_cert, *tls_key;
+
+    /* The fast path's threads (http_fast.c), which own the listen socket; NULL: MHD does. */
+    struct http_fast *fast;
 };
 
 static inline uint64_t now_ns(void)
@@ -155,5 +175,57 @@ struct reply http_route_refusal(const struct route *r, unsigned allowed, const c
 
 /* Set h->writes from the admin token and the bound address (h->fd); warns when refused. */
 void http_choose_write_policy(struct http *h);
+
+/*
+ * The fast path (http_fast.c): threads that accept on h->fd, answer the
+ * GETs of routes with a fast form and hand every other request's
+ * connection to h->d (started with MHD_USE_NO_LISTEN_SOCKET).  Start:
+ * false with err (the caller then stops it); quiesce: stop accepting;
+ * stop: join the threads and close the connections MHD never took.
+ */
+bool http_fast_start(struct http *h, unsigned threads, char *err, size_t errlen);
+void http_fast_quiesce(struct http *h);
+void http_fast_stop(struct http *h);
+
+/*
+ * What the fast path reads and writes (http_wire.c).  http_wire_head: the
+ * head at the start of b[0..n), "GET <target> HTTP/1.1" and header lines,
+ * each ending in CRLF, then an empty line: WIRE_TAKE, with its length and
+ * its target, when the fast path may answer it (no body, nothing after
+ * which MHD would answer otherwise, only the bytes it reads alike);
+ * WIRE_MORE when b holds no whole head yet (n < WIRE_HEAD_MAX); else
+ * WIRE_PASS.  http_wire_init first, once (thread-safe).
+ * http_wire_answer_head: the head of an answer of status with blen bytes
+ * of JSON, as MHD writes it (the Date from d, made again once a second),
+ * written to end just before the body, in at most room bytes: its start,
+ * or NULL.  Thread-safe for distinct d.
+ */
+#define WIRE_HEAD_MAX 8192
+enum wire_head { WIRE_TAKE, WIRE_PASS, WIRE_MORE };
+struct wire_date {
+    time_t at;              /* the second text holds */
+    size_t len;
+    char text[48];          /* "Date: ...\r\n" */
+};
+void http_wire_init(void);
+enum wire_head http_wire_head(const char *b, size_t n, size_t *head_len, const char **target,
+                              size_t *target_len);
+char *http_wire_answer_head(struct wire_date *d, char *end, size_t room, unsigned status,
+                            size_t blen);
+
+/*
+ * The relay (http_relay.c), on a fast thread's epoll ep: start hands MHD
+ * one end of a socketpair, writes the n bytes already read from the client
+ * fd into it, and from then on moves bytes both ways; it takes fd (closed
+ * on failure, false).  A relay's sockets carry tagged epoll pointers
+ * (http_relay_tagged), to be given to http_relay_event.  The thread's
+ * relays are on *list, which close_all ends.
+ */
+struct relay;
+bool http_relay_start(struct http *h, int ep, struct relay **list, int fd, const char *bytes,
+                      size_t n);
+bool http_relay_tagged(const void *p);
+void http_relay_event(int ep, struct relay **list, void *tagged, uint32_t events);
+void http_relay_close_all(struct relay **list);
 
 #endif

@@ -6,6 +6,7 @@
  */
 #include "http_int.h"
 
+#include <errno.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
@@ -60,6 +61,16 @@ void http_mhd_log(void *cls, const char *fmt, va_list ap)
     struct http *h = cls;
     char msg[512];
     vsnprintf(msg, sizeof msg, fmt, ap);
+    /*
+     * MHD sets TCP_NODELAY and TCP_CORK around each send on a socket handed
+     * to it (http_fast.c) that it cannot tell is not TCP, and says so, and
+     * that it could not "push the data", each time a unix socket (a
+     * relay's, a unix listen socket's) refuses: no fault, and no delay
+     * without TCP.  On a TCP socket neither happens.
+     */
+    if ((strstr(msg, "TCP_") != NULL && strstr(msg, strerror(EOPNOTSUPP)) != NULL)
+        || strncmp(msg, "Failed to push the data", 23) == 0)
+        return;
     http_warn(h, "%s", msg);
 }
 
@@ -89,8 +100,13 @@ static void sweep(struct http *h)
                 continue;
             if (!atomic_compare_exchange_strong(&rq->deadline, &d, DEADLINE_HIT))
                 continue;
-            /* Plain bytes inside a TLS session would be garbage to the client: just close. */
-            if (h->tls_cert == NULL) {
+            /*
+             * Plain bytes inside a TLS session would be garbage to the
+             * client: just close.  So is a fast-path connection that has
+             * been answered and sent nothing since: idle, as MHD would
+             * close it after connection_timeout.
+             */
+            if (h->tls_cert == NULL && !(rq->fast && atomic_load(&rq->idle))) {
                 ssize_t w = send(rq->fd, h->timeout_reply, h->timeout_len,
                                  MSG_DONTWAIT | MSG_NOSIGNAL);
                 (void)w;

@@ -22,20 +22,20 @@
  * Names are what /stats and /metrics show: never rename one.
  */
 const struct route routes_table[] = {
-    /* path         match          methods     name            admin  body   raw_path  handler */
-    { "/exists/",   ROUTE_PREFIX,  ROUTE_READ, "exists",       false, false, false, ids_exists },
+    /* path         match          methods     name            admin  body   raw_path  handler, fast form */
+    { "/exists/",   ROUTE_PREFIX,  ROUTE_READ, "exists",       false, false, false, ids_exists, ids_exists_fast },
     /* POST /exists and POST /exists/{filter}: the table is in the path, as for GET. */
-    { "/exists",    ROUTE_PREFIX,  ROUTE_POST, "exists_batch", false, true,  false, ids_exists_batch },
-    { "/ids",       ROUTE_PREFIX,  ROUTE_POST, "ids",          true,  true,  false, ids_insert },
+    { "/exists",    ROUTE_PREFIX,  ROUTE_POST, "exists_batch", false, true,  false, ids_exists_batch, NULL },
+    { "/ids",       ROUTE_PREFIX,  ROUTE_POST, "ids",          true,  true,  false, ids_insert, NULL },
     /* Any method: proxies forward the original one.  The path may be the original URI. */
-    { "/auth",      ROUTE_PREFIX,  ROUTE_ANY,  "auth",         false, false, true,  ids_auth },
-    { "/healthz",   ROUTE_EXACT,   ROUTE_READ, "healthz",      false, false, false, status_healthz },
-    { "/readyz",    ROUTE_EXACT,   ROUTE_READ, "readyz",       false, false, false, status_readyz },
-    { "/stats",     ROUTE_EXACT,   ROUTE_READ, "stats",        false, false, false, status_stats },
-    { "/metrics",   ROUTE_EXACT,   ROUTE_READ, "metrics",      false, false, false, metrics_serve },
-    { "/reload",    ROUTE_PREFIX,  ROUTE_POST, "reload",       true,  false, false, admin_reload },
+    { "/auth",      ROUTE_PREFIX,  ROUTE_ANY,  "auth",         false, false, true,  ids_auth, NULL },
+    { "/healthz",   ROUTE_EXACT,   ROUTE_READ, "healthz",      false, false, false, status_healthz, NULL },
+    { "/readyz",    ROUTE_EXACT,   ROUTE_READ, "readyz",       false, false, false, status_readyz, NULL },
+    { "/stats",     ROUTE_EXACT,   ROUTE_READ, "stats",        false, false, false, status_stats, NULL },
+    { "/metrics",   ROUTE_EXACT,   ROUTE_READ, "metrics",      false, false, false, metrics_serve, NULL },
+    { "/reload",    ROUTE_PREFIX,  ROUTE_POST, "reload",       true,  false, false, admin_reload, NULL },
     /* Admin although a read: the whole filter, for peers (and backups). */
-    { "/snapshot",  ROUTE_PREFIX,  ROUTE_READ, "snapshot",     true,  false, false, admin_snapshot },
+    { "/snapshot",  ROUTE_PREFIX,  ROUTE_READ, "snapshot",     true,  false, false, admin_snapshot, NULL },
 };
 const unsigned routes_count = sizeof routes_table / sizeof routes_table[0];
 

@@ -38,6 +38,8 @@ struct route {
     bool body;                  /* reads a request body (JSON or text/plain, up to max_body_bytes) */
     bool raw_path;              /* the path bytes are not checked for UTF-8 (another service's URI) */
     api_handler *handler;
+    /* Its fast form (api.h), for a GET http_fast.c answers itself; NULL: none. */
+    api_fast_handler *fast;
 };
 
 /* The table, in the order /stats and /metrics list the routes. */

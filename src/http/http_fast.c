@@ -1,0 +1,505 @@
+/*
+ * The fast path: the hot GET (a route whose row has a fast form: GET
+ * /exists/{id}) answered without libmicrohttpd, whose per-request work
+ * (its connection's memory pool zeroed twice, a response allocated,
+ * headed, locked and freed, the Date formatted) cost more than the lookup
+ * and the system calls together.  Its threads accept every connection and
+ * look at a connection's first request with MSG_PEEK: a head they take
+ * (strict HTTP/1.1 GET, the whole of it in one read, no body, nothing MHD
+ * would answer differently) is consumed and answered here, with the bytes
+ * MHD would send; one they do not take goes to MHD (MHD_add_connection)
+ * with the socket, still unread.  Past a first request taken, they read
+ * the connection for good, one recv per request, and answer each taken
+ * head; at the first one they do not take, MHD gets the rest through
+ * http_relay.c.  So the edge's rules (framing, methods, limits, timeouts
+ * of slow heads) remain MHD's and http_check.c's for anything unusual.
+ */
+#include "http_int.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/epoll.h>
+#include <sys/eventfd.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include "config.h"
+#include "live.h"
+#include "log.h"
+#include "stats.h"
+
+/* Room for an answer's head and body (bodies that do not fit go to MHD). */
+#define FAST_OUT_MAX 65536
+#define FAST_STATUS_MAX 256     /* the status line and headers before the body */
+#define ACCEPT_BURST 64
+#define ACCEPT_PAUSE_MS 100     /* after EMFILE: the listen socket stays readable */
+
+struct fast_thread {
+    struct http *h;
+    pthread_t th;
+    int ep;
+    struct relay *relays;       /* its connections passed on to MHD through a relay */
+    bool started;
+    bool accept_paused;         /* EMFILE/ENFILE: the listen socket is out of ep for a while */
+    uint64_t resume_at;
+    struct wire_date date;
+    char in[WIRE_HEAD_MAX];
+    char path[WIRE_HEAD_MAX + 1];
+    char out[FAST_OUT_MAX];
+};
+
+struct http_fast {
+    int stop_fd;                /* an eventfd in every thread's epoll: readable = stop */
+    unsigned n;
+    struct fast_thread *t;
+};
+
+/* Markers in epoll_event.data.ptr besides connections and relays (aligned: untagged). */
+static long listen_mark, stop_mark;
+
+/* ---------------------------------------------------------- connections -- */
+
+/* Into the connection list (the sweeper's), as on_connection does for MHD's; counted by the caller. */
+static struct request *conn_new(struct http *h, int fd)
+{
+    struct request *rq = calloc(1, sizeof *rq);
+    if (rq == NULL)
+        return NULL;
+    rq->fd = fd;
+    rq->h = h;
+    rq->fast = true;
+    atomic_init(&rq->idle, false);
+    atomic_init(&rq->later_ready, false);
+    atomic_init(&rq->deadline, h->header_ns ? coarse_ns() + h->header_ns : 0);
+    pthread_mutex_lock(&h->conns_lock);
+    rq->next = h->conns;
+    if (h->conns != NULL)
+        h->conns->prev = rq;
+    h->conns = rq;
+    pthread_mutex_unlock(&h->conns_lock);
+    return rq;
+}
+
+/* Out of the list and the count, and freed; the socket stays open (the caller's). */
+static void conn_forget(struct http *h, struct request *rq)
+{
+    pthread_mutex_lock(&h->conns_lock);
+    if (rq->prev != NULL)
+        rq->prev->next = rq->next;
+    else
+        h->conns = rq->next;
+    if (rq->next != NULL)
+        rq->next->prev = rq->prev;
+    pthread_mutex_unlock(&h->conns_lock);
+    atomic_fetch_sub(&h->live, 1);
+    free(rq->unsent);
+    free(rq->pend);
+    free(rq);
+}
+
+static void conn_close(struct fast_thread *ft, struct request *rq)
+{
+    int fd = rq->fd;
+    epoll_ctl(ft->ep, EPOLL_CTL_DEL, fd, NULL);
+    conn_forget(ft->h, rq);     /* before close: the sweeper must never see a reused fd */
+    close(fd);
+}
+
+/* To MHD, with the request it did not take still unread in the socket. */
+static void conn_hand_off(struct fast_thread *ft, struct request *rq)
+{
+    struct http *h = ft->h;
+    int fd = rq->fd;
+    struct sockaddr_storage ss;
+    socklen_t sl = sizeof ss;
+    epoll_ctl(ft->ep, EPOLL_CTL_DEL, fd, NULL);
+    conn_forget(h, rq);
+    stats_add(h->a->stats, ST_FAST_HANDOFFS, 1);
+    if (getpeername(fd, (struct sockaddr *)&ss, &sl) != 0) {
+        close(fd);
+        return;
+    }
+    /* MHD closes the socket itself when it cannot take it. */
+    if (MHD_add_connection(h->d, fd, (struct sockaddr *)&ss, sl) != MHD_YES)
+        http_warn(h, "could not hand a connection to libmicrohttpd: %s", strerror(errno));
+}
+
+static void accept_some(struct fast_thread *ft)
+{
+    struct http *h = ft->h;
+    for (int i = 0; i < ACCEPT_BURST; i++) {
+        int fd = accept4(h->fd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
+        if (fd < 0) {
+            if (errno == EINTR || errno == ECONNABORTED)
+                continue;
+            if (errno == EMFILE || errno == ENFILE || errno == ENOBUFS || errno == ENOMEM) {
+                /* Level-triggered: the waiting connection would wake us at once, forever. */
+                http_warn(h, "cannot accept a connection: %s", strerror(errno));
+                epoll_ctl(ft->ep, EPOLL_CTL_DEL, h->fd, NULL);
+                ft->accept_paused = true;
+                ft->resume_at = coarse_ns() + ACCEPT_PAUSE_MS * (NS_PER_SEC / 1000);
+            }
+            return;
+        }
+        /*
+         * Over the limit: closed at once, as on_accept does.  Counted before
+         * the check, so that threads accepting at once cannot both take the
+         * last place.
+         */
+        if (atomic_fetch_add(&h->live, 1) >= h->max_live) {
+            atomic_fetch_sub(&h->live, 1);
+            atomic_fetch_add_explicit(&h->refused, 1, memory_order_relaxed);
+            close(fd);
+            continue;
+        }
+        int one = 1;
+        setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);    /* fails on unix sockets */
+        struct request *rq = conn_new(h, fd);
+        struct epoll_event ev = { .events = EPOLLIN | EPOLLRDHUP, .data.ptr = rq };
+        if (rq == NULL) {
+            atomic_fetch_sub(&h->live, 1);
+            close(fd);
+        } else if (epoll_ctl(ft->ep, EPOLL_CTL_ADD, fd, &ev) != 0) {
+            conn_forget(h, rq);
+            close(fd);
+        }
+    }
+}
+
+/* ------------------------------------------------------------- answers -- */
+
+/* Send what the socket takes; the rest waits in rq->unsent for EPOLLOUT.  False: close it. */
+static bool send_or_keep(struct fast_thread *ft, struct request *rq, const char *p, size_t len)
+{
+    size_t off = 0;
+    while (off < len) {
+        ssize_t s = send(rq->fd, p + off, len - off, MSG_NOSIGNAL);
+        if (s > 0) {
+            off += (size_t)s;
+        } else if (s < 0 && errno == EINTR) {
+            continue;
+        } else if (s < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
+            rq->unsent = malloc(len - off);
+            if (rq->unsent == NULL)
+                return false;
+            memcpy(rq->unsent, p + off, len - off);
+            rq->unsent_len = len - off;
+            rq->unsent_off = 0;
+            /* Writable only: a client that half-closed and reads nothing must not wake us in a loop. */
+            struct epoll_event ev = { .events = EPOLLOUT, .data.ptr = rq };
+            return epoll_ctl(ft->ep, EPOLL_CTL_MOD, rq->fd, &ev) == 0;
+        } else {
+            return false;
+        }
+    }
+    return true;
+}
+
+/* EPOLLOUT: the rest of an answer.  False: close it. */
+static bool flush_unsent(struct fast_thread *ft, struct request *rq)
+{
+    while (rq->unsent_off < rq->unsent_len) {
+        ssize_t s = send(rq->fd, rq->unsent + rq->unsent_off, rq->unsent_len - rq->unsent_off,
+                         MSG_NOSIGNAL);
+        if (s > 0)
+            rq->unsent_off += (size_t)s;
+        else if (s < 0 && errno == EINTR)
+            continue;
+        else
+            return s < 0 && (errno == EAGAIN || errno == EWOULDBLOCK);
+    }
+    free(rq->unsent);
+    rq->unsent = NULL;
+    rq->unsent_len = rq->unsent_off = 0;
+    struct epoll_event ev = { .events = EPOLLIN | EPOLLRDHUP, .data.ptr = rq };
+    return epoll_ctl(ft->ep, EPOLL_CTL_MOD, rq->fd, &ev) == 0;
+}
+
+/*
+ * The answer to a taken head's target, if its route has a fast form that
+ * gives one: its status, with the head and body ready at *start (*len
+ * bytes); 0 when MHD must answer it.  Counted here, as queue() counts.
+ */
+static unsigned prepare(struct fast_thread *ft, const char *target, size_t tlen, char **start,
+                        size_t *len)
+{
+    struct http *h = ft->h;
+    size_t rest_off;
+    unsigned allowed;
+    memcpy(ft->path, target, tlen);
+    ft->path[tlen] = '\0';
+    const struct route *r = routes_find(ft->path, ROUTE_GET, &rest_off, &allowed);
+    if (r == NULL || !(r->methods & ROUTE_GET) || r->fast == NULL || r->admin || r->body)
+        return 0;
+    struct live_view v = live_enter(h->a->live);
+    struct app a = *h->a;
+    a.cfg = v.cfg;
+    a.admin_token = v.admin_token;
+    bool timed = a.cfg->metrics_enabled;
+    uint64_t t0 = timed ? now_ns() : 0;
+    size_t blen = 0;
+    unsigned status = r->fast(&a, ft->path + rest_off, tlen - rest_off, ft->out + FAST_STATUS_MAX,
+                              sizeof ft->out - FAST_STATUS_MAX, &blen);
+    live_exit(v);
+    if (status == 0
+        || (*start = http_wire_answer_head(&ft->date, ft->out + FAST_STATUS_MAX, FAST_STATUS_MAX,
+                                           status, blen)) == NULL)
+        return 0;           /* an error, not ready...: MHD's handler answers it */
+    stats_add(h->a->stats, ST_FAST_ANSWERS, 1);
+    *len = (size_t)(ft->out + FAST_STATUS_MAX - *start) + blen;
+    if (timed) {
+        uint64_t dt = now_ns() - t0;
+        stats_request(h->a->stats, (unsigned)(r - routes_table), status, dt ? dt : 1);
+    }
+    return status;
+}
+
+/* After an answer: the idle limit, closed quietly; or, with a head begun, the header limit. */
+static void rearm_deadline(struct http *h, struct request *rq)
+{
+    bool begun = rq->pend_len > 0;
+    atomic_store(&rq->idle, !begun);
+    uint64_t ns = begun ? h->header_ns : h->idle_ns;
+    atomic_store(&rq->deadline, ns ? coarse_ns() + ns : 0);
+}
+
+/* The connection's first request, peeked at: answered, or the socket to MHD.  False: rq is gone. */
+static bool serve_first(struct fast_thread *ft, struct request *rq)
+{
+    ssize_t got = recv(rq->fd, ft->in, sizeof ft->in, MSG_PEEK);
+    if (got <= 0) {
+        if (got < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR))
+            return true;
+        conn_close(ft, rq);
+        return false;
+    }
+    size_t head_len, tlen, len;
+    const char *target;
+    char *start;
+    if (http_wire_head(ft->in, (size_t)got, &head_len, &target, &tlen) != WIRE_TAKE
+        || prepare(ft, target, tlen, &start, &len) == 0) {
+        conn_hand_off(ft, rq);
+        return false;
+    }
+    /* Taken: the head leaves the socket (it is all there: the peek saw it). */
+    if (recv(rq->fd, ft->in, head_len, 0) != (ssize_t)head_len || !send_or_keep(ft, rq, start, len)) {
+        conn_close(ft, rq);
+        return false;
+    }
+    rq->owned = true;
+    rearm_deadline(ft->h, rq);
+    return true;
+}
+
+/* To MHD through a relay, with the n bytes read from it and not answered. */
+static void relay_rest(struct fast_thread *ft, struct request *rq, const char *bytes, size_t n)
+{
+    int fd = rq->fd;
+    conn_forget(ft->h, rq);     /* MHD counts it from now on */
+    stats_add(ft->h->a->stats, ST_FAST_RELAYS, 1);
+    http_relay_start(ft->h, ft->ep, &ft->relays, fd, bytes, n);
+}
+
+/* An owned connection: read what came, answer every whole head taken.  False: rq is gone. */
+static bool serve_owned(struct fast_thread *ft, struct request *rq)
+{
+    size_t have = rq->pend_len;
+    if (have > 0) {
+        memcpy(ft->in, rq->pend, have);
+        free(rq->pend);
+        rq->pend = NULL;
+        rq->pend_len = 0;
+    }
+    ssize_t got = recv(rq->fd, ft->in + have, sizeof ft->in - have, 0);
+    bool eof = got == 0;
+    if (got < 0) {
+        if (errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR) {
+            conn_close(ft, rq);
+            return false;
+        }
+        got = 0;
+    }
+    size_t total = have + (size_t)got, pos = 0;
+    while (pos < total && rq->unsent == NULL) {
+        size_t head_len, tlen, len;
+        const char *target;
+        char *start;
+        enum wire_head k = http_wire_head(ft->in + pos, total - pos, &head_len, &target, &tlen);
+        if (k == WIRE_MORE)
+            break;
+        if (k == WIRE_PASS || prepare(ft, target, tlen, &start, &len) == 0) {
+            relay_rest(ft, rq, ft->in + pos, total - pos);
+            return false;
+        }
+        if (!send_or_keep(ft, rq, start, len)) {
+            conn_close(ft, rq);
+            return false;
+        }
+        pos += head_len;
+    }
+    if (pos < total) {
+        /* The rest of a head, or heads behind an answer the socket has not taken yet. */
+        if ((rq->pend = malloc(total - pos)) == NULL) {
+            conn_close(ft, rq);
+            return false;
+        }
+        memcpy(rq->pend, ft->in + pos, total - pos);
+        rq->pend_len = total - pos;
+    }
+    if (eof) {
+        conn_close(ft, rq);     /* what came before the end is answered; a part of a head is not */
+        return false;
+    }
+    if (pos > 0 || (have == 0 && rq->pend_len > 0))
+        rearm_deadline(ft->h, rq);
+    return true;
+}
+
+static void serve(struct fast_thread *ft, struct request *rq, uint32_t events)
+{
+    if ((events & EPOLLERR) || atomic_load(&rq->deadline) == DEADLINE_HIT) {
+        conn_close(ft, rq);
+        return;
+    }
+    if (rq->unsent != NULL) {
+        if (!flush_unsent(ft, rq)) {
+            conn_close(ft, rq);
+            return;
+        }
+        if (rq->unsent != NULL)
+            return;
+    }
+    if (!rq->owned && !serve_first(ft, rq))
+        return;
+    /*
+     * Owned: heads that wait behind an answer, and what came meanwhile.
+     * One read per wake: a read that filled the buffer is followed by
+     * another wake (level-triggered), so a pipelining client gets no more
+     * than its share.
+     */
+    if (rq->owned && rq->unsent == NULL)
+        serve_owned(ft, rq);
+}
+
+/* ------------------------------------------------------------- threads -- */
+
+static void *fast_main(void *arg)
+{
+    struct fast_thread *ft = arg;
+    struct http *h = ft->h;
+    for (;;) {
+        struct epoll_event evs[64];
+        int n = epoll_wait(ft->ep, evs, 64, ft->accept_paused ? ACCEPT_PAUSE_MS : -1);
+        if (n < 0 && errno != EINTR) {
+            log_error(h->a->lg, "http: the fast path's epoll_wait failed: %s", strerror(errno));
+            return NULL;
+        }
+        for (int i = 0; i < n; i++) {
+            void *p = evs[i].data.ptr;
+            if (p == &stop_mark)
+                return NULL;
+            if (p == &listen_mark)
+                accept_some(ft);
+            else if (http_relay_tagged(p))
+                http_relay_event(ft->ep, &ft->relays, p, evs[i].events);
+            else
+                serve(ft, p, evs[i].events);
+        }
+        if (ft->accept_paused && coarse_ns() >= ft->resume_at) {
+            struct epoll_event lev = { .events = EPOLLIN | EPOLLEXCLUSIVE, .data.ptr = &listen_mark };
+            ft->accept_paused = epoll_ctl(ft->ep, EPOLL_CTL_ADD, h->fd, &lev) != 0 && errno != EEXIST;
+        }
+    }
+}
+
+bool http_fast_start(struct http *h, unsigned threads, char *err, size_t errlen)
+{
+    http_wire_init();
+    struct http_fast *f = calloc(1, sizeof *f);
+    if (f == NULL || (f->t = calloc(threads, sizeof *f->t)) == NULL) {
+        free(f);
+        snprintf(err, errlen, "out of memory");
+        return false;
+    }
+    h->fast = f;
+    f->n = threads;
+    for (unsigned i = 0; i < threads; i++)
+        f->t[i].ep = -1;
+    f->stop_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+    /* Every thread accepts until EAGAIN (MHD made it non-blocking when it owned it). */
+    int fl = fcntl(h->fd, F_GETFL);
+    if (f->stop_fd < 0 || fl < 0 || fcntl(h->fd, F_SETFL, fl | O_NONBLOCK) != 0) {
+        snprintf(err, errlen, "cannot start the fast path: %s", strerror(errno));
+        return false;
+    }
+    for (unsigned i = 0; i < threads; i++) {
+        struct fast_thread *ft = &f->t[i];
+        ft->h = h;
+        ft->date.at = (time_t)-1;
+        struct epoll_event sev = { .events = EPOLLIN, .data.ptr = &stop_mark };
+        struct epoll_event lev = { .events = EPOLLIN | EPOLLEXCLUSIVE, .data.ptr = &listen_mark };
+        if ((ft->ep = epoll_create1(EPOLL_CLOEXEC)) < 0
+            || epoll_ctl(ft->ep, EPOLL_CTL_ADD, f->stop_fd, &sev) != 0
+            || epoll_ctl(ft->ep, EPOLL_CTL_ADD, h->fd, &lev) != 0) {
+            snprintf(err, errlen, "cannot start the fast path: epoll: %s", strerror(errno));
+            return false;
+        }
+        int e = pthread_create(&ft->th, NULL, fast_main, ft);
+        if (e != 0) {
+            snprintf(err, errlen, "cannot start the fast path's threads: %s", strerror(e));
+            return false;
+        }
+        ft->started = true;
+    }
+    return true;
+}
+
+void http_fast_quiesce(struct http *h)
+{
+    struct http_fast *f = h->fast;
+    for (unsigned i = 0; f != NULL && i < f->n; i++)
+        if (f->t[i].started)
+            epoll_ctl(f->t[i].ep, EPOLL_CTL_DEL, h->fd, NULL);
+}
+
+void http_fast_stop(struct http *h)
+{
+    struct http_fast *f = h->fast;
+    if (f == NULL)
+        return;
+    if (f->stop_fd >= 0) {
+        uint64_t one = 1;
+        ssize_t w = write(f->stop_fd, &one, sizeof one);
+        (void)w;
+    }
+    for (unsigned i = 0; i < f->n; i++) {
+        if (f->t[i].started)
+            pthread_join(f->t[i].th, NULL);
+        http_relay_close_all(&f->t[i].relays);
+        if (f->t[i].ep >= 0)
+            close(f->t[i].ep);
+    }
+    /* Its connections that MHD never took: closed here, MHD's by MHD_stop_daemon. */
+    for (;;) {
+        pthread_mutex_lock(&h->conns_lock);
+        struct request *rq = h->conns;
+        while (rq != NULL && !rq->fast)
+            rq = rq->next;
+        pthread_mutex_unlock(&h->conns_lock);
+        if (rq == NULL)
+            break;
+        int fd = rq->fd;
+        conn_forget(h, rq);
+        close(fd);
+    }
+    if (f->stop_fd >= 0)
+        close(f->stop_fd);
+    free(f->t);
+    free(f);
+    h->fast = NULL;
+}

@@ -1,0 +1,177 @@
+/*
+ * The fast path's bytes (http_fast.c): which request heads it takes,
+ * read strictly (anything else is libmicrohttpd's to read), and the head
+ * of its answers, written as libmicrohttpd writes them, so that a client
+ * cannot tell which of the two answered.
+ */
+#include "http_int.h"
+
+#include <pthread.h>
+#include <stdio.h>
+#include <string.h>
+#include <strings.h>
+
+/*
+ * The bytes a taken head may hold, by class: a request target's (RFC 3986
+ * pchar and '/'; no '?', no '#'), a header name's (an RFC 9110 token), a
+ * header value's (visible ASCII, space, tab: no obs-text, no controls).
+ */
+enum { C_TARGET = 1, C_TOKEN = 2, C_VALUE = 4 };
+static unsigned char byte_class[256];
+
+static void classes_init(void)
+{
+    for (unsigned c = 0; c < 256; c++) {
+        bool alnum = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9');
+        byte_class[c] = (unsigned char)(
+            (alnum || (c != 0 && strchr("-._~!$&'()*+,;=:@%/", (int)c)) ? C_TARGET : 0)
+            | (alnum || (c != 0 && strchr("!#$%&'*+-.^_`|~", (int)c)) ? C_TOKEN : 0)
+            | ((c >= 0x20 && c < 0x7F) || c == '\t' ? C_VALUE : 0));
+    }
+}
+
+#define IS(c, cls) ((byte_class[(unsigned char)(c)] & (cls)) != 0)
+
+static bool name_is(const char *n, size_t len, const char *want)
+{
+    return strlen(want) == len && strncasecmp(n, want, len) == 0;
+}
+
+/*
+ * Headers after which MHD's answer could differ from the fast one, or
+ * that announce a body: the request goes to MHD.  "Connection: keep-alive"
+ * changes nothing (MHD answers it as without).
+ */
+static bool header_passes(const char *n, size_t nl, const char *v, size_t vl)
+{
+    switch (n[0] | 0x20) {
+    case 'c':
+        if (name_is(n, nl, "Connection"))
+            return vl == 10 && strncasecmp(v, "keep-alive", 10) == 0;
+        return !name_is(n, nl, "Content-Length");
+    case 'e':
+        return !name_is(n, nl, "Expect");
+    case 't':
+        return !name_is(n, nl, "Transfer-Encoding") && !name_is(n, nl, "TE")
+               && !name_is(n, nl, "Trailer");
+    case 'u':
+        return !name_is(n, nl, "Upgrade");
+    }
+    return true;
+}
+
+enum wire_head http_wire_head(const char *b, size_t n, size_t *head_len, const char **target,
+                              size_t *target_len)
+{
+    /*
+     * Where the head ends: the first CRLF CRLF.  A lone CR or LF before it
+     * (libmicrohttpd reads bare LFs) is libmicrohttpd's at once, rather
+     * than waited on for a CRLF CRLF that may never come.
+     */
+    size_t e = 0;
+    for (size_t j = 0; j < n && e == 0; j++) {
+        if (b[j] == '\n' && (j == 0 || b[j - 1] != '\r'))
+            return WIRE_PASS;
+        if (b[j] == '\r' && j + 1 < n && b[j + 1] != '\n')
+            return WIRE_PASS;
+        if (b[j] == '\n' && j >= 3 && b[j - 2] == '\n')
+            e = j + 1;
+    }
+    if (e == 0)
+        return n < WIRE_HEAD_MAX ? WIRE_MORE : WIRE_PASS;
+    n = e;
+    if (n < 16 || memcmp(b, "GET /", 5) != 0)
+        return WIRE_PASS;
+    size_t i = 4;
+    while (i < n && IS(b[i], C_TARGET))
+        i++;
+    *target = b + 4;
+    *target_len = i - 4;
+    if (n - i < 11 || memcmp(b + i, " HTTP/1.1\r\n", 11) != 0)
+        return WIRE_PASS;
+    i += 11;
+    for (;;) {
+        if (n - i < 2)
+            return WIRE_PASS;
+        if (b[i] == '\r' && b[i + 1] == '\n') {
+            *head_len = i + 2;
+            return i + 2 == n ? WIRE_TAKE : WIRE_PASS;
+        }
+        size_t ns = i;
+        while (i < n && IS(b[i], C_TOKEN))
+            i++;
+        if (i == ns || i == n || b[i] != ':')
+            return WIRE_PASS;
+        size_t nl = i - ns;
+        i++;
+        while (i < n && (b[i] == ' ' || b[i] == '\t'))
+            i++;
+        size_t vs = i;
+        while (i < n && IS(b[i], C_VALUE))
+            i++;
+        if (n - i < 2 || b[i] != '\r' || b[i + 1] != '\n')
+            return WIRE_PASS;
+        size_t ve = i;
+        while (ve > vs && (b[ve - 1] == ' ' || b[ve - 1] == '\t'))
+            ve--;
+        if (!header_passes(b + ns, nl, b + vs, ve - vs))
+            return WIRE_PASS;
+        i += 2;
+    }
+}
+
+void http_wire_init(void)
+{
+    static pthread_once_t once = PTHREAD_ONCE_INIT;
+    pthread_once(&once, classes_init);
+}
+
+/* "Date: <IMF-fixdate>\r\n", as MHD writes it, formatted once a second. */
+static void date_refresh(struct wire_date *d)
+{
+    time_t t = time(NULL);
+    if (t == d->at)
+        return;
+    struct tm tm;
+    gmtime_r(&t, &tm);
+    static const char days[7][4] = { "Sun", "Mon", "Tue", "Wed", "Thu", "Fri", "Sat" };
+    static const char months[12][4] = { "Jan", "Feb", "Mar", "Apr", "May", "Jun",
+                                        "Jul", "Aug", "Sep", "Oct", "Nov", "Dec" };
+    int w = snprintf(d->text, sizeof d->text, "Date: %s, %02d %s %04d %02d:%02d:%02d GMT\r\n",
+                     days[tm.tm_wday % 7], tm.tm_mday, months[tm.tm_mon % 12], tm.tm_year + 1900,
+                     tm.tm_hour, tm.tm_min, tm.tm_sec);
+    d->len = w > 0 && (size_t)w < sizeof d->text ? (size_t)w : 0;
+    d->at = t;
+}
+
+/* p's bytes, backwards, ending at end: the start. */
+static char *put_before(char *end, const char *p, size_t n)
+{
+    return memcpy(end - n, p, n);
+}
+
+char *http_wire_answer_head(struct wire_date *d, char *end, size_t room, unsigned status,
+                            size_t blen)
+{
+    static const char ct[] = "Content-Type: application/json\r\nContent-Length: ";
+    const char *reason = MHD_get_reason_phrase_for(status);
+    size_t rl = strlen(reason);
+    date_refresh(d);
+    /* "HTTP/1.1 404 " reason CRLF, the date, ct, at most 20 digits, CRLF CRLF. */
+    if (status < 100 || status > 999 || 13 + rl + 2 + d->len + sizeof ct - 1 + 20 + 4 > room)
+        return NULL;
+    char *p = put_before(end, "\r\n\r\n", 4);
+    do {
+        *--p = (char)('0' + blen % 10);
+        blen /= 10;
+    } while (blen > 0);
+    p = put_before(p, ct, sizeof ct - 1);
+    p = put_before(p, d->text, d->len);
+    p = put_before(p, "\r\n", 2);
+    p = put_before(p, reason, rl);
+    char code[14] = "HTTP/1.1 000 ";
+    code[9] = (char)('0' + status / 100);
+    code[10] = (char)('0' + status / 10 % 10);
+    code[11] = (char)('0' + status % 10);
+    return put_before(p, code, 13);
+}
