@@ -159,9 +159,9 @@ struct pending *table_pending(struct table *t)
 
 /* ------------------------------------------------------------ answers -- */
 
-bool table_stale(struct table *t, int64_t h)
+bool table_stale(struct table *t, int64_t h, int64_t now)
 {
-    return answer_degraded(table_now(), h, t->max_stale_ns,
+    return answer_degraded(now, h, t->max_stale_ns,
                            atomic_load_explicit(&t->saturated, memory_order_relaxed));
 }
 
@@ -214,7 +214,7 @@ enum table_answer table_lookup(struct table *t, const void *id, size_t len)
         atomic_fetch_add_explicit(&t->not_a_value, 1, memory_order_relaxed);
     if (g == GUARD_MAYBE)
         return TABLE_MAYBE;
-    return table_stale(t, h) ? TABLE_DEGRADED : TABLE_ABSENT;
+    return table_stale(t, h, table_now()) ? TABLE_DEGRADED : TABLE_ABSENT;
 }
 
 bool table_lookup_many(struct table *t, size_t n, const char *const *ids, const size_t *lens,
@@ -238,7 +238,7 @@ bool table_lookup_many(struct table *t, size_t n, const char *const *ids, const 
         if (v == SPELL_NOT_A_VALUE)
             atomic_fetch_add_explicit(&t->not_a_value, 1, memory_order_relaxed);
     }
-    bool deg = absent > 0 && table_stale(t, h);
+    bool deg = absent > 0 && table_stale(t, h, table_now());
     if (deg)
         for (size_t i = 0; i < n; i++)
             maybe[i] = true;

@@ -10,7 +10,8 @@
  * the filter.  A follower (follow.h) proves it, each in its own way, and
  * moves it with table_advance; an "absent" answer is given only while
  * now - H <= [sync] max_staleness, else it is "degraded" (answered as
- * "maybe").  H moves only while the live filter covers the current epoch:
+ * "maybe"): answer_degraded (answer.h) is the rule, with no H yet (0)
+ * degraded too.  H moves only while the live filter covers the current epoch:
  * an epoch is a stretch in which the follower's view of the table is
  * whole.  Anything that may have lost rows (a new LISTEN connection, a new
  * replication slot, an ID too long to notify, a publication changed) starts
@@ -485,9 +486,9 @@ struct table_status {
     time_t snapshot_written;
     /* the horizon */
     double horizon_age;             /* seconds since H; negative: no H yet */
-    bool degraded;                  /* loaded, and now - H > max_staleness or saturated */
+    bool degraded;                  /* loaded, and absent answers are "maybe" (answer_degraded) */
     bool saturated;                 /* the filter can no longer keep its rate (filter.h) */
-    double degraded_seconds;        /* total time spent degraded */
+    double degraded_seconds;        /* total time spent degraded (loaded: not before) */
 };
 void table_status(struct table *t, struct table_status *out);
 

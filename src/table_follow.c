@@ -4,6 +4,7 @@
  * advance, and the wants that become load jobs (table.h has the rules).
  */
 #include "table_int.h"
+#include "answer.h"
 
 #include <math.h>
 #include <pthread.h>
@@ -32,16 +33,20 @@ bool table_add_row(struct table *t, const void *id, size_t len)
     return ok;
 }
 
-/* Degraded time in [accounted, now] under horizon h.  Caller holds mu. */
+/*
+ * Degraded time in [accounted, now] under horizon h, by the rule lookups
+ * apply (answer.h); a table not loaded yet answers "not ready", which is
+ * not degraded.  Saturation is read as it is now: it is counted from the
+ * last call, at most a probe interval early.  Caller holds mu.
+ */
 void table_account_locked(struct table *t, int64_t h, int64_t now)
 {
-    if (t->max_stale_ns == 0 || h == 0)
+    if (now <= t->accounted)
         return;
-    int64_t from = h + t->max_stale_ns;
-    if (from < t->accounted)
-        from = t->accounted;
-    if (now > from)
-        t->degraded_ns += now - from;
+    if (t->loaded)
+        t->degraded_ns += atomic_load_explicit(&t->saturated, memory_order_relaxed)
+            ? now - t->accounted
+            : answer_degraded_ns(t->accounted, now, h, t->max_stale_ns);
     t->accounted = now;
 }
 

@@ -63,8 +63,11 @@ struct table {
 /* Room on the stack for a key; a longer one goes to the heap. */
 #define KEY_STACK 256
 
-/* Whether an answer resting on horizon h is degraded now (answer_degraded). */
-bool table_stale(struct table *t, int64_t h);
+/*
+ * Whether an answer resting on horizon h is degraded at now (table_now):
+ * answer_degraded, the one rule, with what the table knows besides.
+ */
+bool table_stale(struct table *t, int64_t h, int64_t now);
 /* After inserts: degrade absent answers at once if the filter just lost its rate. */
 void table_check_saturated(struct table *t);
 /*

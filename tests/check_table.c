@@ -11,6 +11,7 @@
 #include <stdatomic.h>
 #include <stdio.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "check_main.h"
 #include "check_util.h"
@@ -98,6 +99,45 @@ START_TEST(test_stale_horizon_is_degraded)
     table_status(t, &st);
     ck_assert(!st.degraded);
     ck_assert(st.degraded_seconds > 0);     /* the stale stretch was counted */
+    table_free(t);
+}
+END_TEST
+
+/*
+ * The degraded time /stats and /metrics count is the time lookups answer
+ * "maybe" for want of a horizon (answer_degraded_ns, the same rule): none
+ * before a filter is loaded (that is "not ready"), all of it while a
+ * restored snapshot has no horizon yet.
+ */
+START_TEST(test_degraded_time_follows_the_rule)
+{
+    struct table *t = table_new(&cfg, &fc);
+    struct table_status st;
+    usleep(20000);
+    table_status(t, &st);
+    ck_assert(!st.degraded);
+    ck_assert(st.degraded_seconds == 0);    /* not ready is not degraded */
+    /* What persist.c does with a snapshot: its filter live, then table_restored. */
+    struct filter *f = filter_new(1000, 0.01, NULL);
+    guard_begin(table_guard(t), f);
+    guard_commit(table_guard(t));
+    table_restored(t, "", "snapshot", 0, 0.0, &text_ident);
+    ck_assert_int_eq(table_lookup(t, "9", 1), TABLE_DEGRADED);
+    usleep(50000);
+    table_status(t, &st);
+    ck_assert(st.degraded);
+    ck_assert(st.horizon_age < 0);
+    ck_assert_msg(st.degraded_seconds >= 0.045 && st.degraded_seconds < 1,
+                  "degraded %.3f s of a 50 ms wait without a horizon", st.degraded_seconds);
+    /* A catch-up proves a horizon: the count stops there. */
+    table_caught_up(t, table_epoch(t), table_now(), "pos-2", 0);
+    ck_assert_int_eq(table_lookup(t, "9", 1), TABLE_ABSENT);
+    table_status(t, &st);
+    double at = st.degraded_seconds;
+    usleep(20000);
+    table_status(t, &st);
+    ck_assert(!st.degraded);
+    ck_assert(st.degraded_seconds == at);
     table_free(t);
 }
 END_TEST
@@ -531,6 +571,7 @@ CHECK_SUITE("table",
     CHECK_CASE("core", .setup = setup, .timeout = 120),
     CHECK_TEST(test_not_ready_then_answers),
     CHECK_TEST(test_stale_horizon_is_degraded),
+    CHECK_TEST(test_degraded_time_follows_the_rule),
     CHECK_TEST(test_gap_waits_for_a_load),
     CHECK_TEST(test_insert_journal_then_filter),
     CHECK_TEST(test_insert_during_load_reaches_new_filter),
