@@ -48,6 +48,7 @@ struct postlog {
     struct postlog_buf spare;   /* the last batch's buffer, reused */
     struct waiter *head, **tail;
     bool writing;               /* the writer is between taking a batch and finishing it */
+    bool notifying;             /* the writer is calling a finished batch's done callbacks */
     bool swap;                  /* a rewrite is swapping files: take no batch */
     bool compacting, compact_wanted;
     bool stop;
@@ -266,6 +267,7 @@ static void *writer_main(void *arg)
         }
         log->spare = b;
         log->writing = false;
+        log->notifying = true;
         pthread_cond_broadcast(&log->idle);
         maybe_compact(log);
         /* Outside the lock: a callback may take locks of its own (resume a request). */
@@ -279,6 +281,8 @@ static void *writer_main(void *arg)
             w = next;
         }
         pthread_mutex_lock(&log->mu);
+        log->notifying = false;
+        pthread_cond_broadcast(&log->idle);
     }
     pthread_mutex_unlock(&log->mu);
     return NULL;
@@ -456,11 +460,15 @@ int postlog_compact(struct postlog *log)
     log->compacting = true;
     log->compact_wanted = false;
     /*
-     * Every record before mark was written after its IDs entered the
-     * journal, and the journal is read after this: they are in the walk
-     * below (unless expired or seen in the table).  What is appended from
-     * here on is copied from the old file at the swap.
+     * Every record before mark has had its done callbacks, which put its
+     * IDs where the live walk below finds them (table.c: the journal takes
+     * an ID only once the log has it, so that none refused is ever
+     * rewritten): they are in the walk (unless expired or seen in the
+     * table).  What is appended from here on is copied from the old file
+     * at the swap.
      */
+    while (log->notifying)
+        pthread_cond_wait(&log->idle, &log->mu);
     uint64_t mark = log->end;
     pthread_mutex_unlock(&log->mu);
 

@@ -38,7 +38,11 @@ struct postlog_opts {
      * Where the live entries come from (NULL: the file is never rewritten
      * and only grows).  Rewriting drops what this walk leaves out, so it
      * must give every acknowledged entry that has not expired (and may
-     * leave out those a COPY has shown in the table).
+     * leave out those a COPY has shown in the table), and should leave out
+     * what was refused.  A rewrite walks it only after the done callbacks
+     * of every append already in the file have returned: a user may put
+     * an ID where the walk finds it from its done callback, once the log
+     * has it, rather than before the append (postlog_submit).
      */
     postlog_live_fn live;
     void *live_ctx;
@@ -101,7 +105,8 @@ int postlog_append(struct postlog *log, size_t n, const char *const *ids, const 
  * done(arg, err) is called exactly once, on the log's writer thread and
  * without its lock, with 0 once they are on disk or the errno value of the
  * failure (as postlog_append's).  It must be quick and may not call into
- * this log.  Returns an errno value at once, done never called, when they
+ * this log; a rewrite waits for it before it walks the live entries
+ * (postlog_opts.live).  Returns an errno value at once, done never called, when they
  * cannot be queued: the log is broken, ENOMEM, EINVAL (n = 0, an ID longer
  * than 65536 bytes).  Thread-safe.
  */

@@ -186,8 +186,9 @@ enum table_insert_result {
  * Where an acknowledged POST becomes durable: fn writes the IDs somewhere
  * that survives a crash (persist.c: the POST log) and returns 0 once they
  * are there, or an errno value.  It is called by table_insert, from any
- * thread, after the journal took the IDs and before the filter does.  Set
- * it before other threads use the table; NULL (the default): memory only.
+ * thread, after the journal held room for the IDs and before the journal
+ * and the filter take them (pending_reserve).  Set it before other threads
+ * use the table; NULL (the default): memory only.
  */
 typedef int (*table_durable_fn)(void *arg, size_t n, const char *const *ids, const size_t *lens,
                                 uint64_t ttl);
@@ -195,8 +196,11 @@ typedef int (*table_durable_fn)(void *arg, size_t n, const char *const *ids, con
  * The same step without waiting: submit queues the IDs (copying them) and
  * returns 0, then calls done(done_arg, err) exactly once, from another
  * thread, with 0 once they are durable or an errno value; or it returns an
- * errno value at once, done never called.  May be NULL (table_insert_later
- * then waits on fn).
+ * errno value at once, done never called.  The journal takes the IDs (or
+ * gives their room back) inside done, so a log that reads the journal to
+ * rewrite itself must wait for the done calls of what it wrote before
+ * (postlog_submit does).  When set, table_insert uses it too (and waits);
+ * NULL: both wait on fn.
  */
 typedef void (*table_durable_done_fn)(void *done_arg, int err);
 typedef int (*table_durable_submit_fn)(void *arg, size_t n, const char *const *ids,
@@ -210,11 +214,12 @@ bool table_durable(const struct table *t);
 /*
  * POST /ids: each ID by its key for the column's type (an ID the type
  * refuses can never be a row: TABLE_INSERT_NOT_A_VALUE, *err its index);
- * journal first, all or nothing, then the durable log, then the
- * filter.  A rebuild that replays the journal before the adds is sure to
- * find the IDs in its new filter, a crash after the 2xx finds them in the
- * log, and an ID the journal or the log cannot keep is refused, never
- * acknowledged.  Thread-safe.  *inserted gets the IDs added; *err (may be
+ * room in the journal first, all or nothing, then the durable log, then
+ * the journal and the filter.  A rebuild that replays the journal before
+ * the adds is sure to find the IDs in its new filter, a crash after the
+ * 2xx finds them in the log, and an ID the journal or the log cannot keep
+ * is refused, never acknowledged, and leaves no trace: no rebuild, snapshot
+ * or restart brings it back.  Thread-safe.  *inserted gets the IDs added; *err (may be
  * NULL) the errno value of TABLE_INSERT_NOT_DURABLE.
  */
 enum table_insert_result table_insert(struct table *t, size_t n, const char *const *ids,

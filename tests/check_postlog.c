@@ -619,6 +619,81 @@ START_TEST(test_submit)
 }
 END_TEST
 
+/*
+ * A done callback that puts its ID in the journal (as table.c does: an ID
+ * joins the journal once the log has it), once the test lets it go on.
+ */
+struct slow_done {
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+    struct journal *j;
+    const char *id;
+    bool entered, go;
+};
+
+static void slow_done_fn(void *arg, int err)
+{
+    struct slow_done *sd = arg;
+    pthread_mutex_lock(&sd->mu);
+    sd->entered = true;
+    pthread_cond_broadcast(&sd->cv);
+    while (!sd->go)
+        pthread_cond_wait(&sd->cv, &sd->mu);
+    pthread_mutex_unlock(&sd->mu);
+    if (err == 0)
+        journal_add(sd->j, sd->id, 600);
+}
+
+static void *compact_thread(void *arg)
+{
+    return (void *)(intptr_t)postlog_compact(arg);
+}
+
+/*
+ * A rewrite that starts while an append's done callback runs waits for it:
+ * the record is before the rewrite's mark, so only the walk can keep its
+ * ID, and the ID is there only once the callback has returned.
+ */
+START_TEST(test_compaction_waits_for_done_callbacks)
+{
+    static struct journal j = { .mu = PTHREAD_MUTEX_INITIALIZER };
+    static struct slow_done sd = { .mu = PTHREAD_MUTEX_INITIALIZER, .cv = PTHREAD_COND_INITIALIZER };
+    struct postlog_opts o = { .clock = test_clock };
+    struct postlog *log = open_journaled(&o, &j, NEVER);
+    sd.j = &j;
+    sd.id = "acknowledged-in-its-callback";
+    const char *p = sd.id;
+    size_t len = strlen(p);
+    ck_assert_int_eq(postlog_submit(log, 1, &p, &len, 600, slow_done_fn, &sd), 0);
+    pthread_mutex_lock(&sd.mu);
+    while (!sd.entered)
+        pthread_cond_wait(&sd.cv, &sd.mu);
+    pthread_mutex_unlock(&sd.mu);
+    /* The record is on disk, its callback not done: a rewrite now. */
+    pthread_t th;
+    ck_assert_int_eq(pthread_create(&th, NULL, compact_thread, log), 0);
+    usleep(200000);
+    pthread_mutex_lock(&j.mu);
+    unsigned walks = j.walks;
+    pthread_mutex_unlock(&j.mu);
+    ck_assert_uint_eq(walks, 0);                    /* the rewrite waits for the callback */
+    pthread_mutex_lock(&sd.mu);
+    sd.go = true;
+    pthread_cond_broadcast(&sd.cv);
+    pthread_mutex_unlock(&sd.mu);
+    void *rc;
+    pthread_join(th, &rc);
+    ck_assert_int_eq((int)(intptr_t)rc, 0);
+    struct postlog_info pi;
+    postlog_info(log, &pi);
+    ck_assert_uint_eq(pi.compactions, 1);
+    postlog_close(log);
+    log = reopen(&o);
+    ck_assert_msg(has(&got, sd.id), "an acknowledged id lost by a rewrite");
+    postlog_close(log);
+}
+END_TEST
+
 /* Faults: the next write or sync fails with the errno set here. */
 static _Atomic int fail_write, fail_sync;
 static int inject(void *ctx, enum postlog_io op)
@@ -697,5 +772,6 @@ CHECK_SUITE("postlog",
     CHECK_TEST(test_compaction_by_itself),
     CHECK_TEST(test_group_commit),
     CHECK_TEST(test_submit),
+    CHECK_TEST(test_compaction_waits_for_done_callbacks),
     CHECK_TEST(test_failures),
 )

@@ -452,6 +452,32 @@ static void later_done(void *arg, enum table_insert_result r, size_t n, int err)
     *lr = (struct later_result){ r, n, err, true };
 }
 
+/* What pending_export gave: how many, and whether the acknowledged d1 and d3 were among them. */
+struct exported {
+    uint64_t n;
+    bool has_d1, has_d3, has_other;
+};
+
+static bool count_exported(void *ctx, uint64_t n, uint64_t bytes)
+{
+    (void)bytes;
+    ((struct exported *)ctx)->n = n;
+    return true;
+}
+
+static bool add_exported(void *ctx, const char *id, size_t len, uint64_t ttl_left)
+{
+    struct exported *x = ctx;
+    (void)ttl_left;
+    if (len == 2 && memcmp(id, "d1", 2) == 0)
+        x->has_d1 = true;
+    else if (len == 2 && memcmp(id, "d3", 2) == 0)
+        x->has_d3 = true;
+    else
+        x->has_other = true;
+    return true;
+}
+
 /* One ID through table_insert_later, which must take it: what the callback got, once the log answered. */
 static struct later_result insert_later(struct table *t, const char *id)
 {
@@ -475,13 +501,15 @@ START_TEST(test_durable_insert_waits_for_the_log)
     const char *ids[] = { "d1" };
     size_t lens[] = { 2 }, n;
     int e;
-    /* Blocking: the log's answer decides. */
+    /* Blocking: the log's answer decides (through submit, which is set: its thread joined). */
     ck_assert_int_eq(table_insert(t, 1, ids, lens, &n, &e), TABLE_INSERTED);
+    pthread_join(fake_tid, NULL);
     ck_assert_uint_eq(fl.appends, 1);
     ck_assert_int_eq(table_lookup(t, "d1", 2), TABLE_MAYBE);
     fl.fail = 28;                   /* ENOSPC */
     const char *ids2[] = { "d2" };
     ck_assert_int_eq(table_insert(t, 1, ids2, lens, &n, &e), TABLE_INSERT_NOT_DURABLE);
+    pthread_join(fake_tid, NULL);
     ck_assert_int_eq(e, 28);
     ck_assert_int_eq(table_lookup(t, "d2", 2), TABLE_ABSENT);   /* never acknowledged, never added */
     /* Later: the filter gets the IDs only once the log has them. */
@@ -495,6 +523,30 @@ START_TEST(test_durable_insert_waits_for_the_log)
     ck_assert_int_eq(lr.r, TABLE_INSERT_NOT_DURABLE);
     ck_assert_int_eq(lr.err, 5);
     ck_assert_int_eq(table_lookup(t, "d4", 2), TABLE_ABSENT);
+    /*
+     * A refusal leaves no trace: the journal holds the two acknowledged IDs
+     * only, so neither a rebuild (its replay) nor a snapshot or a rewritten
+     * log (its export) brings a refused one back.
+     */
+    struct pending_info pi;
+    pending_info(table_pending(t), &pi);
+    ck_assert_uint_eq(pi.count, 2);
+    struct exported x = { 0 };
+    ck_assert(pending_export(table_pending(t), pending_clock(), count_exported, add_exported, &x));
+    ck_assert_uint_eq(x.n, 2);
+    ck_assert(x.has_d1 && x.has_d3 && !x.has_other);
+    load(t, rows, 3, table_now());
+    ck_assert_int_eq(table_lookup(t, "d1", 2), TABLE_MAYBE);
+    ck_assert_int_eq(table_lookup(t, "d3", 2), TABLE_MAYBE);
+    ck_assert_int_eq(table_lookup(t, "d2", 2), TABLE_ABSENT);
+    ck_assert_int_eq(table_lookup(t, "d4", 2), TABLE_ABSENT);
+    /* Refused again after being acknowledged: it stays as acknowledged. */
+    fl.fail = 28;
+    lr = insert_later(t, "d1");
+    ck_assert_int_eq(lr.r, TABLE_INSERT_NOT_DURABLE);
+    load(t, rows, 3, table_now());
+    ck_assert_int_eq(table_lookup(t, "d1", 2), TABLE_MAYBE);
+    fl.fail = 0;
     /* A refusal of the journal comes at once: the callback is never called. */
     fc.pending_limit = 0;
     struct table *t0 = table_new(&cfg, &fc);
