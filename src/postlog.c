@@ -52,6 +52,8 @@ struct postlog {
     bool swap;                  /* a rewrite is swapping files: take no batch */
     bool compacting, compact_wanted;
     bool stop;
+    uint64_t latest;            /* the latest expiry of any entry written (the seal's word) */
+    uint64_t hold;              /* entries may be missing until then (opened.lost_until) */
     struct postlog_info info;
     pthread_t writer, compactor;
 };
@@ -117,7 +119,7 @@ struct postlog *postlog_open(const char *path, const struct postlog_opts *o, pos
         /* Created whole under its name, so that a crash never leaves half a header. */
         char *tmp = malloc(strlen(path) + DURABLE_TEMP_EXTRA);
         unsigned char h[POSTLOG_HEADER_LEN];
-        postlog_file_header(h);
+        postlog_file_header(h, 0);
         if (tmp == NULL) {
             err = ENOMEM;
         } else if ((log->fd = postlog_file_temp(path, h, sizeof h, tmp,
@@ -146,8 +148,9 @@ struct postlog *postlog_open(const char *path, const struct postlog_opts *o, pos
         }
         if ((err = postlog_file_load(log->path, log->dir, &log->fd, (uint64_t)st.st_size,
                                      wall_clock(log), log->o.ttl, each, ctx, r,
-                                     &log->info.live_bytes)) != 0)
+                                     &log->info.live_bytes, &log->latest)) != 0)
             goto fail;
+        log->hold = r->lost_until;
     }
     struct stat st;
     if (fstat(log->fd, &st) != 0) {
@@ -325,6 +328,8 @@ static int enqueue(struct postlog *log, size_t n, const char *const *ids, const 
         return log->info.broken;
     }
     uint64_t expires = wall_clock(log) + ttl;
+    if (expires > log->latest)
+        log->latest = expires;
     size_t start = log->fill.len;
     struct postlog_rec r = { &log->fill, SIZE_MAX, 0 };
     for (size_t i = 0; i < n; i++) {
@@ -477,7 +482,11 @@ int postlog_compact(struct postlog *log)
         err = ENOMEM;
         goto out;
     }
-    postlog_file_header(b.p);
+    /* A hold that is still on travels into the new file: a crash must not forget it. */
+    pthread_mutex_lock(&log->mu);
+    uint64_t hold = log->hold > x.now ? log->hold : 0;
+    pthread_mutex_unlock(&log->mu);
+    postlog_file_header(b.p, hold);
     b.len = POSTLOG_HEADER_LEN;
     if (!log->o.live(log->o.live_ctx, export_count, export_each, &x)) {
         err = x.oom ? ENOMEM : ECANCELED;
@@ -550,5 +559,16 @@ void postlog_close(struct postlog *log)
     pthread_mutex_unlock(&log->mu);
     pthread_join(log->compactor, NULL);
     pthread_join(log->writer, NULL);
+    /*
+     * Every append is answered and none can follow: seal the file, so that
+     * the next open tells a cut while stopped from a torn append.  A log
+     * whose file state is unknown (a failed fdatasync) is not sealed: the
+     * next open reads it as after a crash.  A seal that cannot be written
+     * leaves the same.
+     */
+    if (log->fd >= 0 && log->info.broken == 0) {
+        uint64_t now = wall_clock(log);
+        postlog_file_seal(log->fd, log->end, log->hold > now ? log->hold : 0, log->latest);
+    }
     postlog_destroy(log);
 }

@@ -237,7 +237,8 @@ static void on_live(void *ctx, const struct filter *next, enum spell_type spell,
     g->hdr->blocks_scheme = pubfmt_kind_scheme(filter_kind(next));
     atomic_store_explicit(&g->hdr->horizon, horizon, memory_order_release);
     atomic_store_explicit(&g->hdr->updated, answer_now(), memory_order_relaxed);
-    set_saturated(g, filter_saturated(next));
+    /* Readers degrade on the flag: a hold for lost POSTs (table_hold_absent) is one too. */
+    set_saturated(g, filter_saturated(next) || table_held_for(p->t) > 0);
     atomic_fetch_or_explicit(&g->hdr->flags, PUBFMT_READY, memory_order_release);
     if (rename(g->tmp, p->path) != 0) {
         log_warn(p->lg, "%s: cannot publish %s: %s", p->fc->name, p->path, strerror(errno));
@@ -267,7 +268,7 @@ static void on_horizon(void *ctx, int64_t h)
         return;
     atomic_store_explicit(&g->hdr->horizon, h, memory_order_release);
     atomic_store_explicit(&g->hdr->updated, answer_now(), memory_order_relaxed);
-    set_saturated(g, guard_saturated(table_guard(p->t)));
+    set_saturated(g, guard_saturated(table_guard(p->t)) || table_held_for(p->t) > 0);
 }
 
 /*

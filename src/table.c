@@ -74,6 +74,7 @@ struct table *table_new(const struct config *cfg, const struct filter_config *fc
     t->min_interval = cfg->min_rebuild_interval;
     atomic_init(&t->horizon, 0);
     atomic_init(&t->saturated, false);
+    atomic_init(&t->held_until, 0);
     atomic_init(&t->spell, SPELL_TEXT);
     atomic_init(&t->not_a_value, 0);
     pthread_mutex_init(&t->mu, NULL);
@@ -159,10 +160,29 @@ struct pending *table_pending(struct table *t)
 
 /* ------------------------------------------------------------ answers -- */
 
+/* Whether the table cannot vouch for any absence, whatever its horizon: answer_degraded's unsure. */
+static bool table_unsure(struct table *t, int64_t now)
+{
+    return atomic_load_explicit(&t->saturated, memory_order_relaxed)
+        || now < atomic_load_explicit(&t->held_until, memory_order_relaxed);
+}
+
 bool table_stale(struct table *t, int64_t h, int64_t now)
 {
-    return answer_degraded(now, h, t->max_stale_ns,
-                           atomic_load_explicit(&t->saturated, memory_order_relaxed));
+    return answer_degraded(now, h, t->max_stale_ns, table_unsure(t, now));
+}
+
+void table_hold_absent(struct table *t, int64_t until)
+{
+    int64_t was = atomic_load(&t->held_until);
+    while (until > was && !atomic_compare_exchange_weak(&t->held_until, &was, until)) {
+    }
+}
+
+double table_held_for(struct table *t)
+{
+    int64_t left = atomic_load(&t->held_until) - table_now();
+    return left > 0 ? (double)left / (double)NS_PER_S : 0;
 }
 
 /* After inserts: a filter that just lost its rate degrades its absent answers at once. */

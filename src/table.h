@@ -164,6 +164,18 @@ bool table_lookup_many(struct table *t, size_t n, const char *const *ids, const 
                        bool *maybe, bool *degraded, size_t *absent_seen);
 
 /*
+ * Acknowledged POSTs may be missing from the journal (the POST log was cut
+ * while stopped, or damaged: postlog.h) and could have been read back
+ * until `until` (table_now's clock): until then every absent answer is
+ * "maybe" (degraded), whatever the horizon, so that none of them answers
+ * 404; a publisher (publish.c) flags its readers the same way.  A later
+ * until extends it, an earlier one changes nothing.  table_held_for: the
+ * seconds still to go (0: none).  Thread-safe, lock-free.
+ */
+void table_hold_absent(struct table *t, int64_t until);
+double table_held_for(struct table *t);
+
+/*
  * The column's spelling now (the last load's, or a restored snapshot's):
  * what table_lookup applies.  SPELL_TEXT before any load.
  */
@@ -493,6 +505,7 @@ struct table_status {
     double horizon_age;             /* seconds since H; negative: no H yet */
     bool degraded;                  /* loaded, and absent answers are "maybe" (answer_degraded) */
     bool saturated;                 /* the filter can no longer keep its rate (filter.h) */
+    double held_for;                /* seconds absent answers stay "maybe" for lost POSTs (0: none) */
     double degraded_seconds;        /* total time spent degraded (loaded: not before) */
 };
 void table_status(struct table *t, struct table_status *out);

@@ -35,18 +35,23 @@ bool table_add_row(struct table *t, const void *id, size_t len)
 
 /*
  * Degraded time in [accounted, now] under horizon h, by the rule lookups
- * apply (answer.h); a table not loaded yet answers "not ready", which is
- * not degraded.  Saturation is read as it is now: it is counted from the
- * last call, at most a probe interval early.  Caller holds mu.
+ * apply (answer.h, table_stale): a hold, then the horizon; a table not
+ * loaded yet answers "not ready", which is not degraded.  Saturation is
+ * read as it is now: it is counted from the last call, at most a probe
+ * interval early.  Caller holds mu.
  */
 void table_account_locked(struct table *t, int64_t h, int64_t now)
 {
     if (now <= t->accounted)
         return;
-    if (t->loaded)
+    if (t->loaded) {
+        /* A hold (table_hold_absent) covers the start of the stretch, the horizon the rest. */
+        int64_t held = atomic_load_explicit(&t->held_until, memory_order_relaxed);
+        int64_t from = held > t->accounted ? (held < now ? held : now) : t->accounted;
         t->degraded_ns += atomic_load_explicit(&t->saturated, memory_order_relaxed)
             ? now - t->accounted
-            : answer_degraded_ns(t->accounted, now, h, t->max_stale_ns);
+            : (from - t->accounted) + answer_degraded_ns(from, now, h, t->max_stale_ns);
+    }
     t->accounted = now;
 }
 

@@ -39,6 +39,12 @@ struct table {
      * Refreshed after inserts and on the scheduler's ticks.
      */
     atomic_bool saturated;
+    /*
+     * Until then (table_now's clock; 0: never) absent answers are "maybe":
+     * POSTs acknowledged before this start may be missing from the journal
+     * (table_hold_absent).
+     */
+    _Atomic int64_t held_until;
     atomic_ulong not_a_value;       /* IDs the column's type refused */
     _Atomic int spell;              /* enum spell_type of the live filter's keys */
 

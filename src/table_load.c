@@ -239,6 +239,7 @@ void table_status(struct table *t, struct table_status *out)
     /* h == 0 after a load: a gap overtook the first load's epoch. */
     out->saturated = atomic_load(&t->saturated);
     out->degraded = t->loaded && table_stale(t, h, now);
+    out->held_for = table_held_for(t);
     out->degraded_seconds = (double)t->degraded_ns / (double)NS_PER_S;
     out->next_rebuild_in = t->wanted > t->started && !table_may_catch_up_locked(t)
         ? (double)table_hold_back_locked(t, now) / (double)NS_PER_S : 0;

@@ -338,6 +338,24 @@ START_TEST(test_hostile_horizon_is_degraded)
 }
 END_TEST
 
+/* A hold for lost POSTs reaches readers as the table has it (the flag they degrade on). */
+START_TEST(test_hold_reaches_readers)
+{
+    struct cast c;
+    cast_open(&c, 10, table_now());
+    ck_assert_int_eq(look(c.bg, "nope"), BLOOMGUARD_ABSENT);
+    table_hold_absent(c.t, table_now() + 3600 * NS);
+    ck_assert(table_advance(c.t, table_epoch(c.t), table_now()));
+    ck_assert_int_eq(table_lookup(c.t, "nope", 4), TABLE_DEGRADED);
+    ck_assert_int_eq(look(c.bg, "nope"), BLOOMGUARD_DEGRADED);
+    /* A rebuild's new generation carries it too. */
+    load(c.t, 10, 1000, table_now());
+    ck_assert_int_eq(look(c.bg, "nope"), BLOOMGUARD_DEGRADED);
+    ck_assert_int_eq(look(c.bg, "key-1"), BLOOMGUARD_MAYBE);
+    cast_close(&c);
+}
+END_TEST
+
 START_TEST(test_restored_snapshot_is_published)
 {
     struct publish *p;
@@ -592,6 +610,7 @@ CHECK_SUITE("publish",
     CHECK_TEST(test_rebuild_swaps_generations),
     CHECK_TEST(test_stale_horizon_is_degraded),
     CHECK_TEST(test_hostile_horizon_is_degraded),
+    CHECK_TEST(test_hold_reaches_readers),
     CHECK_TEST(test_restored_snapshot_is_published),
     CHECK_TEST(test_leftover_of_an_earlier_run_is_withdrawn),
     CHECK_TEST(test_reader_spells_by_the_column_type),

@@ -142,6 +142,37 @@ START_TEST(test_degraded_time_follows_the_rule)
 }
 END_TEST
 
+/* A hold for lost POSTs (table_hold_absent): absent answers are maybe until it passes. */
+START_TEST(test_hold_for_lost_posts)
+{
+    struct table *t = table_new(&cfg, &fc);
+    load(t, rows, 3, table_now());
+    ck_assert_int_eq(table_lookup(t, "9", 1), TABLE_ABSENT);
+    table_hold_absent(t, table_now() + 80 * 1000000);
+    table_hold_absent(t, table_now());              /* an earlier one changes nothing */
+    ck_assert_int_eq(table_lookup(t, "9", 1), TABLE_DEGRADED);
+    ck_assert_int_eq(table_lookup(t, "1", 1), TABLE_MAYBE);
+    bool maybe[1], degraded = false;
+    const char *ids[] = { "9" };
+    size_t lens[] = { 1 };
+    ck_assert(table_lookup_many(t, 1, ids, lens, maybe, &degraded, NULL));
+    ck_assert(maybe[0] && degraded);
+    struct table_status st;
+    table_status(t, &st);
+    ck_assert(st.degraded);
+    ck_assert(st.held_for > 0 && st.held_for <= 0.08);
+    usleep(100000);
+    ck_assert(table_advance(t, table_epoch(t), table_now()));
+    ck_assert_int_eq(table_lookup(t, "9", 1), TABLE_ABSENT);
+    table_status(t, &st);
+    ck_assert(!st.degraded);
+    ck_assert(st.held_for == 0);
+    ck_assert_msg(st.degraded_seconds >= 0.075 && st.degraded_seconds < 0.5,
+                  "%.3f s degraded by an 80 ms hold", st.degraded_seconds);
+    table_free(t);
+}
+END_TEST
+
 START_TEST(test_gap_waits_for_a_load)
 {
     struct table *t = table_new(&cfg, &fc);
@@ -624,6 +655,7 @@ CHECK_SUITE("table",
     CHECK_TEST(test_not_ready_then_answers),
     CHECK_TEST(test_stale_horizon_is_degraded),
     CHECK_TEST(test_degraded_time_follows_the_rule),
+    CHECK_TEST(test_hold_for_lost_posts),
     CHECK_TEST(test_gap_waits_for_a_load),
     CHECK_TEST(test_insert_journal_then_filter),
     CHECK_TEST(test_insert_during_load_reaches_new_filter),
