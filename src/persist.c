@@ -132,9 +132,11 @@ bool persist_postlog_open(const struct config *cfg, const struct filter_config *
     if (r.corrupt)
         log_error(lg, "%s: POST log %s: %s (kept as %s.corrupt); the ids acknowledged in them "
                   "are lost unless a copy of the table has them", fc->name, path, r.why, path);
-    else if (r.cut)
+    else if (r.cut && r.lost_until > 0)
         log_error(lg, "%s: POST log %s: %s; the ids acknowledged in what was cut are lost "
                   "unless a copy of the table has them", fc->name, path, r.why);
+    else if (r.cut)
+        log_warn(lg, "%s: POST log %s: %s", fc->name, path, r.why);
     else if (r.torn_bytes > 0)
         log_warn(lg, "%s: POST log %s: cut off %llu bytes of an append a crash interrupted "
                  "(never acknowledged)", fc->name, path, (unsigned long long)r.torn_bytes);

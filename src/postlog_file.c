@@ -463,8 +463,8 @@ int postlog_file_load(const char *path, const char *dir, int *fd, uint64_t size,
             goto out;
         }
     }
-    if (word != seal_word(r->lost_until) && (err = write_seal_word(*fd,
-                                                                   seal_word(r->lost_until))) != 0)
+    uint32_t want = seal_word(r->lost_until);
+    if (word != want && (err = write_seal_word(*fd, want)) != 0)
         snprintf(r->why, sizeof r->why, "cannot write its header: %s", strerror(err));
 done:
     *live_bytes = live;
