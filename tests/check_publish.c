@@ -324,6 +324,61 @@ START_TEST(test_stale_horizon_is_degraded)
 }
 END_TEST
 
+/*
+ * A horizon a reader finds in the file may be anything (another boot's, a
+ * forged file's, the uint64 extremes): answer_degraded decides without
+ * overflowing (UBSan under --sanitize) and never turns one into "absent".
+ */
+START_TEST(test_hostile_horizon_is_degraded)
+{
+    struct cast c;
+    cast_open(&c, 10, table_now());
+    ck_assert_int_eq(look(c.bg, "nope"), BLOOMGUARD_ABSENT);
+    int fd = open(path, O_RDWR);
+    ck_assert_int_ge(fd, 0);
+    struct pubfmt_header *h = mmap(NULL, PUBFMT_HEADER_BYTES, PROT_READ | PROT_WRITE, MAP_SHARED,
+                                   fd, 0);
+    close(fd);
+    ck_assert_ptr_ne(h, MAP_FAILED);
+    const int64_t hostile[] = { INT64_MIN, INT64_MIN + 1, -1, 0, INT64_MAX,
+                                table_now() + 3600 * NS };
+    for (size_t i = 0; i < sizeof hostile / sizeof hostile[0]; i++) {
+        atomic_store(&h->horizon, hostile[i]);
+        ck_assert_msg(look(c.bg, "nope") == BLOOMGUARD_DEGRADED, "horizon %lld",
+                      (long long)hostile[i]);
+        ck_assert_int_eq(look(c.bg, "key-1"), BLOOMGUARD_MAYBE);
+        struct bloomguard_info in;
+        ck_assert_int_eq(bloomguard_info(c.bg, &in), BLOOMGUARD_OK);
+        ck_assert_msg(in.degraded, "horizon %lld", (long long)hostile[i]);
+        if (hostile[i] <= 0)
+            ck_assert(in.horizon_age == -1);        /* none, not an age that wrapped */
+    }
+    /* Its own horizon back: absent again. */
+    atomic_store(&h->horizon, table_now());
+    ck_assert_int_eq(look(c.bg, "nope"), BLOOMGUARD_ABSENT);
+    munmap(h, PUBFMT_HEADER_BYTES);
+    cast_close(&c);
+}
+END_TEST
+
+/* A hold for lost POSTs reaches readers as the table has it (the flag they degrade on). */
+START_TEST(test_hold_reaches_readers)
+{
+    struct cast c;
+    cast_open(&c, 10, table_now());
+    ck_assert_int_eq(look(c.bg, "nope"), BLOOMGUARD_ABSENT);
+    table_hold_absent(c.t, table_now() + 3600 * NS);
+    ck_assert(table_advance(c.t, table_epoch(c.t), table_now()));
+    ck_assert_int_eq(table_lookup(c.t, "nope", 4), TABLE_DEGRADED);
+    ck_assert_int_eq(look(c.bg, "nope"), BLOOMGUARD_DEGRADED);
+    /* A rebuild's new generation carries it too. */
+    load(c.t, 10, 1000, table_now());
+    ck_assert_int_eq(look(c.bg, "nope"), BLOOMGUARD_DEGRADED);
+    ck_assert_int_eq(look(c.bg, "key-1"), BLOOMGUARD_MAYBE);
+    cast_close(&c);
+}
+END_TEST
+
 START_TEST(test_restored_snapshot_is_published)
 {
     struct publish *p;
@@ -822,6 +877,8 @@ CHECK_SUITE("publish",
     CHECK_TEST(test_growth_reaches_readers),
     CHECK_TEST(test_rebuild_swaps_generations),
     CHECK_TEST(test_stale_horizon_is_degraded),
+    CHECK_TEST(test_hostile_horizon_is_degraded),
+    CHECK_TEST(test_hold_reaches_readers),
     CHECK_TEST(test_restored_snapshot_is_published),
     CHECK_TEST(test_leftover_of_an_earlier_run_is_withdrawn),
     CHECK_TEST(test_reader_spells_by_the_column_type),

@@ -12,6 +12,7 @@
 #include <stdatomic.h>
 #include <stdio.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "check_main.h"
 #include "check_util.h"
@@ -100,6 +101,76 @@ START_TEST(test_stale_horizon_is_degraded)
     table_status(t, &st);
     ck_assert(!st.degraded);
     ck_assert(st.degraded_seconds > 0);     /* the stale stretch was counted */
+    table_free(t);
+}
+END_TEST
+
+/*
+ * The degraded time /stats and /metrics count is the time lookups answer
+ * "maybe" for want of a horizon (answer_degraded_ns, the same rule): none
+ * before a filter is loaded (that is "not ready"), all of it while a
+ * restored snapshot has no horizon yet.
+ */
+START_TEST(test_degraded_time_follows_the_rule)
+{
+    struct table *t = table_new(&cfg, &fc);
+    struct table_status st;
+    usleep(20000);
+    table_status(t, &st);
+    ck_assert(!st.degraded);
+    ck_assert(st.degraded_seconds == 0);    /* not ready is not degraded */
+    /* What persist.c does with a snapshot: its filter live, then table_restored. */
+    struct filter *f = filter_new(1000, 0.01, NULL);
+    guard_begin(table_guard(t), f);
+    guard_commit(table_guard(t));
+    table_restored(t, "", "snapshot", 0, 0.0, &text_ident);
+    ck_assert_int_eq(table_lookup(t, "9", 1), TABLE_DEGRADED);
+    usleep(50000);
+    table_status(t, &st);
+    ck_assert(st.degraded);
+    ck_assert(st.horizon_age < 0);
+    ck_assert_msg(st.degraded_seconds >= 0.045 && st.degraded_seconds < 1,
+                  "degraded %.3f s of a 50 ms wait without a horizon", st.degraded_seconds);
+    /* A catch-up proves a horizon: the count stops there. */
+    table_caught_up(t, table_epoch(t), table_now(), "pos-2", 0);
+    ck_assert_int_eq(table_lookup(t, "9", 1), TABLE_ABSENT);
+    table_status(t, &st);
+    double at = st.degraded_seconds;
+    usleep(20000);
+    table_status(t, &st);
+    ck_assert(!st.degraded);
+    ck_assert(st.degraded_seconds == at);
+    table_free(t);
+}
+END_TEST
+
+/* A hold for lost POSTs (table_hold_absent): absent answers are maybe until it passes. */
+START_TEST(test_hold_for_lost_posts)
+{
+    struct table *t = table_new(&cfg, &fc);
+    load(t, rows, 3, table_now());
+    ck_assert_int_eq(table_lookup(t, "9", 1), TABLE_ABSENT);
+    table_hold_absent(t, table_now() + 80 * 1000000);
+    table_hold_absent(t, table_now());              /* an earlier one changes nothing */
+    ck_assert_int_eq(table_lookup(t, "9", 1), TABLE_DEGRADED);
+    ck_assert_int_eq(table_lookup(t, "1", 1), TABLE_MAYBE);
+    bool maybe[1], degraded = false;
+    const char *ids[] = { "9" };
+    size_t lens[] = { 1 };
+    ck_assert(table_lookup_many(t, 1, ids, lens, maybe, &degraded, NULL));
+    ck_assert(maybe[0] && degraded);
+    struct table_status st;
+    table_status(t, &st);
+    ck_assert(st.degraded);
+    ck_assert(st.held_for > 0 && st.held_for <= 0.08);
+    usleep(100000);
+    ck_assert(table_advance(t, table_epoch(t), table_now()));
+    ck_assert_int_eq(table_lookup(t, "9", 1), TABLE_ABSENT);
+    table_status(t, &st);
+    ck_assert(!st.degraded);
+    ck_assert(st.held_for == 0);
+    ck_assert_msg(st.degraded_seconds >= 0.075 && st.degraded_seconds < 0.5,
+                  "%.3f s degraded by an 80 ms hold", st.degraded_seconds);
     table_free(t);
 }
 END_TEST
@@ -414,6 +485,32 @@ static void later_done(void *arg, enum table_insert_result r, size_t n, int err)
     *lr = (struct later_result){ r, n, err, true };
 }
 
+/* What pending_export gave: how many, and whether the acknowledged d1 and d3 were among them. */
+struct exported {
+    uint64_t n;
+    bool has_d1, has_d3, has_other;
+};
+
+static bool count_exported(void *ctx, uint64_t n, uint64_t bytes)
+{
+    (void)bytes;
+    ((struct exported *)ctx)->n = n;
+    return true;
+}
+
+static bool add_exported(void *ctx, const char *id, size_t len, uint64_t ttl_left)
+{
+    struct exported *x = ctx;
+    (void)ttl_left;
+    if (len == 2 && memcmp(id, "d1", 2) == 0)
+        x->has_d1 = true;
+    else if (len == 2 && memcmp(id, "d3", 2) == 0)
+        x->has_d3 = true;
+    else
+        x->has_other = true;
+    return true;
+}
+
 /* One ID through table_insert_later, which must take it: what the callback got, once the log answered. */
 static struct later_result insert_later(struct table *t, const char *id)
 {
@@ -437,13 +534,15 @@ START_TEST(test_durable_insert_waits_for_the_log)
     const char *ids[] = { "d1" };
     size_t lens[] = { 2 }, n;
     int e;
-    /* Blocking: the log's answer decides. */
+    /* Blocking: the log's answer decides (through submit, which is set: its thread joined). */
     ck_assert_int_eq(table_insert(t, 1, ids, lens, &n, &e), TABLE_INSERTED);
+    pthread_join(fake_tid, NULL);
     ck_assert_uint_eq(fl.appends, 1);
     ck_assert_int_eq(table_lookup(t, "d1", 2), TABLE_MAYBE);
     fl.fail = 28;                   /* ENOSPC */
     const char *ids2[] = { "d2" };
     ck_assert_int_eq(table_insert(t, 1, ids2, lens, &n, &e), TABLE_INSERT_NOT_DURABLE);
+    pthread_join(fake_tid, NULL);
     ck_assert_int_eq(e, 28);
     ck_assert_int_eq(table_lookup(t, "d2", 2), TABLE_ABSENT);   /* never acknowledged, never added */
     /* Later: the filter gets the IDs only once the log has them. */
@@ -457,6 +556,30 @@ START_TEST(test_durable_insert_waits_for_the_log)
     ck_assert_int_eq(lr.r, TABLE_INSERT_NOT_DURABLE);
     ck_assert_int_eq(lr.err, 5);
     ck_assert_int_eq(table_lookup(t, "d4", 2), TABLE_ABSENT);
+    /*
+     * A refusal leaves no trace: the journal holds the two acknowledged IDs
+     * only, so neither a rebuild (its replay) nor a snapshot or a rewritten
+     * log (its export) brings a refused one back.
+     */
+    struct pending_info pi;
+    pending_info(table_pending(t), &pi);
+    ck_assert_uint_eq(pi.count, 2);
+    struct exported x = { 0 };
+    ck_assert(pending_export(table_pending(t), pending_clock(), count_exported, add_exported, &x));
+    ck_assert_uint_eq(x.n, 2);
+    ck_assert(x.has_d1 && x.has_d3 && !x.has_other);
+    load(t, rows, 3, table_now());
+    ck_assert_int_eq(table_lookup(t, "d1", 2), TABLE_MAYBE);
+    ck_assert_int_eq(table_lookup(t, "d3", 2), TABLE_MAYBE);
+    ck_assert_int_eq(table_lookup(t, "d2", 2), TABLE_ABSENT);
+    ck_assert_int_eq(table_lookup(t, "d4", 2), TABLE_ABSENT);
+    /* Refused again after being acknowledged: it stays as acknowledged. */
+    fl.fail = 28;
+    lr = insert_later(t, "d1");
+    ck_assert_int_eq(lr.r, TABLE_INSERT_NOT_DURABLE);
+    load(t, rows, 3, table_now());
+    ck_assert_int_eq(table_lookup(t, "d1", 2), TABLE_MAYBE);
+    fl.fail = 0;
     /* A refusal of the journal comes at once: the callback is never called. */
     fc.pending_limit = 0;
     struct table *t0 = table_new(&cfg, &fc);
@@ -620,6 +743,8 @@ CHECK_SUITE("table",
     CHECK_CASE("core", .setup = setup, .timeout = 120),
     CHECK_TEST(test_not_ready_then_answers),
     CHECK_TEST(test_stale_horizon_is_degraded),
+    CHECK_TEST(test_degraded_time_follows_the_rule),
+    CHECK_TEST(test_hold_for_lost_posts),
     CHECK_TEST(test_gap_waits_for_a_load),
     CHECK_TEST(test_insert_journal_then_filter),
     CHECK_TEST(test_insert_during_load_reaches_new_filter),

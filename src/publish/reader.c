@@ -31,8 +31,6 @@
 #define NS_PER_S INT64_C(1000000000)
 /* How often a handle looks at the path again (for a replaced or vanished file). */
 #define RECHECK_NS NS_PER_S
-/* A horizon this far past now is another clock's (another boot, another time namespace). */
-#define FUTURE_SLACK_NS NS_PER_S
 /* Keys up to this long are spelled on the stack. */
 #define KEY_STACK 256
 
@@ -395,10 +393,7 @@ enum bloomguard_answer bloomguard_lookup(bloomguard *bg, const void *id, size_t 
         rcu_read_exit(r);
         if (sv == SPELL_MAYBE || maybe)
             return BLOOMGUARD_MAYBE;
-        int64_t now = answer_now();
-        /* A horizon in the future is another clock's: nothing it says can be trusted. */
-        if (hz > now + FUTURE_SLACK_NS
-            || answer_degraded(now, hz, stale_ns, (flags & PUBFMT_SATURATED) != 0))
+        if (answer_degraded(answer_now(), hz, stale_ns, (flags & PUBFMT_UNSURE) != 0))
             return BLOOMGUARD_DEGRADED;
         return BLOOMGUARD_ABSENT;
     }
@@ -489,11 +484,10 @@ int bloomguard_info(bloomguard *bg, struct bloomguard_info *out)
     out->generation = h->generation;
     out->layers = v->mapped;
     out->target_fpp = h->target_fpp;
-    out->horizon_age = hz ? (double)(now - hz) / 1e9 : -1;
+    out->horizon_age = hz > 0 ? (double)answer_age(now, hz) / 1e9 : -1;
     out->max_staleness = (double)v->max_stale_ns / 1e9;
-    out->saturated = (flags & PUBFMT_SATURATED) != 0;
-    out->degraded = hz > now + FUTURE_SLACK_NS
-                    || answer_degraded(now, hz, v->max_stale_ns, out->saturated);
+    out->saturated = (flags & PUBFMT_UNSURE) != 0;
+    out->degraded = answer_degraded(now, hz, v->max_stale_ns, out->saturated);
     out->pid = h->pid;
     pthread_mutex_unlock(&bg->mu);
     return BLOOMGUARD_OK;

@@ -82,6 +82,34 @@ static int submit_durably(void *log, size_t n, const char *const *ids, const siz
     return postlog_submit(log, n, ids, lens, ttl, done, done_arg);
 }
 
+/*
+ * Acknowledged POSTs may be missing from what the log gave back: the
+ * table must not answer 404 while one of them could still have been in
+ * the journal (until r->lost_until), so every absent answer is "maybe"
+ * until then.  The log keeps the hold in its file meanwhile.
+ */
+static void hold_lost(struct table *t, const struct postlog_opened *r,
+                      const struct filter_config *fc, const char *path, const struct log *lg)
+{
+    time_t now = time(NULL);
+    if (r->lost_until == 0 || (uint64_t)now >= r->lost_until) {
+        if (r->cut || r->corrupt)
+            log_warn(lg, "%s: POST log %s: every entry it could have lost has expired since: "
+                     "nothing is held", fc->name, path);
+        return;
+    }
+    int64_t left = (int64_t)(r->lost_until - (uint64_t)now);
+    table_hold_absent(t, table_now() + left * INT64_C(1000000000));
+    char when[32] = "?";
+    time_t until = (time_t)r->lost_until;
+    struct tm tm;
+    if (gmtime_r(&until, &tm) != NULL)
+        strftime(when, sizeof when, "%Y-%m-%dT%H:%M:%SZ", &tm);
+    log_error(lg, "%s: POST log %s: POSTs acknowledged before this start may be lost: every "
+              "absent id answers \"maybe\" (degraded) until %s (%lld s), when the last of them "
+              "would have expired (pending_ttl)", fc->name, path, when, (long long)left);
+}
+
 bool persist_postlog_open(const struct config *cfg, const struct filter_config *fc,
                           struct table *t, const struct log *lg, struct postlog **log)
 {
@@ -104,9 +132,15 @@ bool persist_postlog_open(const struct config *cfg, const struct filter_config *
     if (r.corrupt)
         log_error(lg, "%s: POST log %s: %s (kept as %s.corrupt); the ids acknowledged in them "
                   "are lost unless a copy of the table has them", fc->name, path, r.why, path);
-    if (r.torn_bytes > 0 && !r.created)
+    else if (r.cut && r.lost_until > 0)
+        log_error(lg, "%s: POST log %s: %s; the ids acknowledged in what was cut are lost "
+                  "unless a copy of the table has them", fc->name, path, r.why);
+    else if (r.cut)
+        log_warn(lg, "%s: POST log %s: %s", fc->name, path, r.why);
+    else if (r.torn_bytes > 0)
         log_warn(lg, "%s: POST log %s: cut off %llu bytes of an append a crash interrupted "
                  "(never acknowledged)", fc->name, path, (unsigned long long)r.torn_bytes);
+    hold_lost(t, &r, fc, path, lg);
     if (r.created)
         log_info(lg, "%s: POST log %s created", fc->name, path);
     else

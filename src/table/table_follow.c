@@ -4,6 +4,7 @@
  * advance, and the wants that become load jobs (table.h has the rules).
  */
 #include "table_int.h"
+#include "answer.h"
 
 #include <math.h>
 #include <pthread.h>
@@ -32,16 +33,25 @@ bool table_add_row(struct table *t, const void *id, size_t len)
     return ok;
 }
 
-/* Degraded time in [accounted, now] under horizon h.  Caller holds mu. */
+/*
+ * Degraded time in [accounted, now] under horizon h, by the rule lookups
+ * apply (answer.h, table_stale): a hold, then the horizon; a table not
+ * loaded yet answers "not ready", which is not degraded.  Saturation is
+ * read as it is now: it is counted from the last call, at most a probe
+ * interval early.  Caller holds mu.
+ */
 void table_account_locked(struct table *t, int64_t h, int64_t now)
 {
-    if (t->max_stale_ns == 0 || h == 0)
+    if (now <= t->accounted)
         return;
-    int64_t from = h + t->max_stale_ns;
-    if (from < t->accounted)
-        from = t->accounted;
-    if (now > from)
-        t->degraded_ns += now - from;
+    if (t->loaded) {
+        /* A hold (table_hold_absent) covers the start of the stretch, the horizon the rest. */
+        int64_t held = atomic_load_explicit(&t->held_until, memory_order_relaxed);
+        int64_t from = held > t->accounted ? (held < now ? held : now) : t->accounted;
+        t->degraded_ns += atomic_load_explicit(&t->saturated, memory_order_relaxed)
+            ? now - t->accounted
+            : (from - t->accounted) + answer_degraded_ns(from, now, h, t->max_stale_ns);
+    }
     t->accounted = now;
 }
 
@@ -203,6 +213,7 @@ void table_vet_begin(struct table *t)
     pthread_mutex_lock(&t->mu);
     atomic_store_explicit(&t->vet, TABLE_VET_PENDING, memory_order_release);
     t->vet_horizon = 0;
+    table_tell_unsure_locked(t);
     snprintf(t->st.peer_check, sizeof t->st.peer_check, "pending");
     pthread_mutex_unlock(&t->mu);
 }
@@ -220,6 +231,7 @@ void table_vetted(struct table *t, bool passed)
         t->vet_horizon = 0;
         if (passed) {
             atomic_store_explicit(&t->vet, TABLE_VET_NONE, memory_order_release);
+            table_tell_unsure_locked(t);
             /* What the catch-ups proved meanwhile, if no gap has opened since. */
             if (h > 0)
                 table_advance_locked(t, t->epoch, h);

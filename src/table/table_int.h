@@ -39,6 +39,12 @@ struct table {
      * Refreshed after inserts and on the scheduler's ticks.
      */
     atomic_bool saturated;
+    /*
+     * Until then (table_now's clock; 0: never) absent answers are "maybe":
+     * POSTs acknowledged before this start may be missing from the journal
+     * (table_hold_absent).
+     */
+    _Atomic int64_t held_until;
     atomic_ulong not_a_value;       /* IDs the column's type refused */
     _Atomic int spell;              /* enum spell_type of the live filter's keys */
     _Atomic int vet;                /* enum table_vet: a peer's filter on probation */
@@ -65,8 +71,11 @@ struct table {
 /* Room on the stack for a key; a longer one goes to the heap. */
 #define KEY_STACK 256
 
-/* Whether an answer resting on horizon h is degraded now (answer_degraded). */
-bool table_stale(struct table *t, int64_t h);
+/*
+ * Whether an answer resting on horizon h is degraded at now (table_now):
+ * answer_degraded, the one rule, with what the table knows besides.
+ */
+bool table_stale(struct table *t, int64_t h, int64_t now);
 /* After inserts: degrade absent answers at once if the filter just lost its rate. */
 void table_check_saturated(struct table *t);
 /*
@@ -75,6 +84,8 @@ void table_check_saturated(struct table *t);
  * hold) so that readers of the published file degrade with the daemon.
  */
 void table_set_saturated(struct table *t, bool saturated);
+/* Caller holds mu: the publisher hears table_unsure's answer now (its unsure hook). */
+void table_tell_unsure_locked(struct table *t);
 /*
  * The key of id for spelling sp (table.c says where it goes: *key, buf of
  * KEY_STACK bytes, or *heap for the caller to free); spell_key's verdict.
