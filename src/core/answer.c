@@ -69,9 +69,3 @@ int64_t answer_degraded_ns(int64_t from, int64_t to, int64_t h, int64_t max_stal
     return sat_add(early, late);
 }
 
-int64_t answer_now(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_BOOTTIME, &ts);
-    return (int64_t)ts.tv_sec * INT64_C(1000000000) + ts.tv_nsec;
-}

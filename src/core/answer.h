@@ -43,7 +43,4 @@ int64_t answer_degraded_ns(int64_t from, int64_t to, int64_t h, int64_t max_stal
 /* now - h, saturated to the int64 range: a horizon's age for figures. */
 int64_t answer_age(int64_t now, int64_t h);
 
-/* Nanoseconds of CLOCK_BOOTTIME: the horizon's clock (table_now), for readers too. */
-int64_t answer_now(void);
-
 #endif

@@ -126,7 +126,7 @@ static enum MHD_Result queue(struct http *h, struct request *rq, struct MHD_Conn
     enum MHD_Result ret = MHD_queue_response(c, r.status, r.resp);
     if (!r.shared)
         MHD_destroy_response(r.resp);
-    uint64_t dt = rq->t0 ? now_ns() - rq->t0 : 0;
+    uint64_t dt = rq->t0 ? (uint64_t)monoclock_ns() - rq->t0 : 0;
     if (h->a->cfg->metrics_enabled)
         stats_request(h->a->stats, rq->route != NULL ? (unsigned)(rq->route - routes_table)
                                                      : routes_count,
@@ -174,7 +174,7 @@ static enum MHD_Result handle_request(struct http *h, struct app *a, struct MHD_
         rq->early.status = 0;
         rq->t0 = 0;
         if (a->cfg->metrics_enabled)
-            rq->t0 = now_ns();
+            rq->t0 = (uint64_t)monoclock_ns();
         *req_cls = rq;
         if (http_first_checks(h, a, rq, c, url, method)) {
             struct reply r = rq->early;
@@ -276,7 +276,7 @@ static void on_completed(void *cls, struct MHD_Connection *c, void **req_cls,
         rq->cap = 0;
     }
     if (toe == MHD_REQUEST_TERMINATED_COMPLETED_OK)
-        atomic_store(&rq->deadline, next_deadline(h, coarse_ns()));
+        atomic_store(&rq->deadline, next_deadline(h, (uint64_t)monoclock_coarse_ns()));
     *req_cls = NULL;
 }
 
@@ -308,7 +308,9 @@ static void on_connection(void *cls, struct MHD_Connection *c, void **socket_con
         rq->h = h;
         rq->later = (struct api_later){ later_begin, later_done, rq };
         atomic_init(&rq->later_ready, false);
-        atomic_init(&rq->deadline, h->header_ns && rq->fd >= 0 ? coarse_ns() + h->header_ns : 0);
+        atomic_init(&rq->deadline,
+                    h->header_ns && rq->fd >= 0 ? (uint64_t)monoclock_coarse_ns() + h->header_ns
+                                                : 0);
         pthread_mutex_lock(&h->conns_lock);
         rq->next = h->conns;
         if (h->conns != NULL)
@@ -448,9 +450,9 @@ struct http *http_start(struct app *a, char *err, size_t errlen)
     atomic_init(&h->live, 0);
     atomic_init(&h->refused, 0);
     atomic_init(&h->suspended, 0);
-    h->warn_window = coarse_ns();
-    h->header_ns = (uint64_t)cfg->header_timeout * NS_PER_SEC;
-    h->idle_ns = (uint64_t)cfg->connection_timeout * NS_PER_SEC;
+    h->warn_window = (uint64_t)monoclock_coarse_ns();
+    h->header_ns = (uint64_t)cfg->header_timeout * (uint64_t)NS_PER_S;
+    h->idle_ns = (uint64_t)cfg->connection_timeout * (uint64_t)NS_PER_S;
     static const char timeout_body[] =
         "{\"error\":\"request_timeout\",\"message\":\"the request headers did not arrive in time "
         "(header_timeout)\"}";

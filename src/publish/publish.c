@@ -190,7 +190,7 @@ static struct gen *gen_new(struct publish *p)
     memcpy(hd->boot_id, p->boot_id, sizeof hd->boot_id);
     hd->target_fpp = table_sizing(p->t).false_positive_rate; /* a SIGHUP may have changed it */
     hd->max_stale_ns = (int64_t)(p->cfg->max_staleness * 1e9);
-    hd->created = answer_now();
+    hd->created = monoclock_boot_ns();
     snprintf(hd->name, sizeof hd->name, "%s", p->fc->name);
     hd->max_id_bytes = p->cfg->max_id_bytes;
     atomic_init(&hd->flags, 0);
@@ -255,9 +255,9 @@ static void on_live(void *ctx, const struct filter *next, enum spell_type spell,
     g->hdr->spell = (uint32_t)spell;
     g->hdr->blocks_scheme = pubfmt_kind_scheme(filter_kind(next));
     atomic_store_explicit(&g->hdr->horizon, horizon, memory_order_release);
-    atomic_store_explicit(&g->hdr->updated, answer_now(), memory_order_relaxed);
+    atomic_store_explicit(&g->hdr->updated, monoclock_boot_ns(), memory_order_relaxed);
     /* Readers degrade on the flag: a hold for lost POSTs (table_hold_absent) is one too. */
-    set_unsure(g, filter_saturated(next) || table_unsure(p->t, table_now()));
+    set_unsure(g, filter_saturated(next) || table_unsure(p->t, monoclock_boot_ns()));
     atomic_fetch_or_explicit(&g->hdr->flags, PUBFMT_READY, memory_order_release);
     if (rename(g->tmp, p->path) != 0) {
         log_warn(p->lg, "%s: cannot publish %s: %s", p->fc->name, p->path, strerror(errno));
@@ -286,9 +286,9 @@ static void on_horizon(void *ctx, int64_t h)
     if (g == NULL || atomic_load(&g->broken))
         return;
     /* A hold of a cut POST log ends by the clock: readers learn it with the horizons. */
-    set_unsure(g, table_unsure(p->t, table_now()));
+    set_unsure(g, table_unsure(p->t, monoclock_boot_ns()));
     atomic_store_explicit(&g->hdr->horizon, h, memory_order_release);
-    atomic_store_explicit(&g->hdr->updated, answer_now(), memory_order_relaxed);
+    atomic_store_explicit(&g->hdr->updated, monoclock_boot_ns(), memory_order_relaxed);
 }
 
 /*
@@ -528,7 +528,7 @@ struct publish *publish_new(const struct config *cfg, const struct filter_config
     p->mode = cfg->publish_mode;
     p->gid = gid;
     if (getrandom(&p->instance, sizeof p->instance, 0) != (ssize_t)sizeof p->instance)
-        p->instance = (uint64_t)answer_now() ^ (uint64_t)getpid() << 32;
+        p->instance = (uint64_t)monoclock_boot_ns() ^ (uint64_t)getpid() << 32;
     /* Unreadable where /proc/sys is hidden (ProcSubset=pid): zeros, which readers skip. */
     if (!pubfmt_boot_id(p->boot_id))
         memset(p->boot_id, 0, sizeof p->boot_id);

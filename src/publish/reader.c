@@ -22,13 +22,13 @@
 #include <unistd.h>
 
 #include "answer.h"
+#include "monoclock.h"
 #include "filter.h"
 #include "idcodec.h"
 #include "pubfmt.h"
 #include "rcu.h"
 #include "spell.h"
 
-#define NS_PER_S INT64_C(1000000000)
 /* How often a handle looks at the path again (for a replaced or vanished file). */
 #define RECHECK_NS NS_PER_S
 /* Keys up to this long are spelled on the stack. */
@@ -70,13 +70,6 @@ static void whyf(char *why, size_t whylen, const char *fmt, ...)
     va_start(ap, fmt);
     vsnprintf(why, whylen, fmt, ap);
     va_end(ap);
-}
-
-static int64_t coarse_now(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC_COARSE, &ts);
-    return (int64_t)ts.tv_sec * NS_PER_S + ts.tv_nsec;
 }
 
 static void view_free(struct view *v)
@@ -301,7 +294,8 @@ static void replace(struct bloomguard *bg, struct view *was, bool reopen)
             break;
     }
     atomic_store_explicit(&bg->cur, v, memory_order_release);
-    atomic_store_explicit(&bg->next_check, coarse_now() + RECHECK_NS, memory_order_relaxed);
+    atomic_store_explicit(&bg->next_check, monoclock_coarse_ns() + RECHECK_NS,
+                          memory_order_relaxed);
     pthread_mutex_unlock(&bg->mu);
     if (old != NULL) {
         rcu_synchronize(&bg->rcu);
@@ -332,7 +326,7 @@ static void grow(struct bloomguard *bg, struct view *v, unsigned n)
  */
 static void recheck(struct bloomguard *bg)
 {
-    int64_t now = coarse_now();
+    int64_t now = monoclock_coarse_ns();
     int64_t due = atomic_load_explicit(&bg->next_check, memory_order_relaxed);
     if (now < due || !atomic_compare_exchange_strong(&bg->next_check, &due, now + RECHECK_NS))
         return;
@@ -393,7 +387,7 @@ enum bloomguard_answer bloomguard_lookup(bloomguard *bg, const void *id, size_t 
         rcu_read_exit(r);
         if (sv == SPELL_MAYBE || maybe)
             return BLOOMGUARD_MAYBE;
-        if (answer_degraded(answer_now(), hz, stale_ns, (flags & PUBFMT_UNSURE) != 0))
+        if (answer_degraded(monoclock_boot_ns(), hz, stale_ns, (flags & PUBFMT_UNSURE) != 0))
             return BLOOMGUARD_DEGRADED;
         return BLOOMGUARD_ABSENT;
     }
@@ -425,7 +419,7 @@ bloomguard *bloomguard_open(const char *path, unsigned flags, int *err)
     }
     pthread_mutex_init(&bg->mu, NULL);
     atomic_init(&bg->cur, NULL);
-    atomic_init(&bg->next_check, coarse_now() + RECHECK_NS);
+    atomic_init(&bg->next_check, monoclock_coarse_ns() + RECHECK_NS);
     bg->have_boot_id = pubfmt_boot_id(bg->boot_id);
     int e = BLOOMGUARD_EIO;
     struct view *v = view_open(bg, &e, bg->why, sizeof bg->why);
@@ -476,7 +470,7 @@ int bloomguard_info(bloomguard *bg, struct bloomguard_info *out)
         return out->error;
     }
     struct pubfmt_header *h = (struct pubfmt_header *)v->hdr;
-    int64_t now = answer_now();
+    int64_t now = monoclock_boot_ns();
     int64_t hz = atomic_load_explicit(&h->horizon, memory_order_acquire);
     uint32_t flags = atomic_load_explicit(&h->flags, memory_order_acquire);
     snprintf(out->name, sizeof out->name, "%.*s", (int)sizeof h->name, h->name);

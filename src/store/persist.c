@@ -60,13 +60,13 @@ static void warn_over_limits(struct pending *p, const struct filter_config *fc,
 
 static bool journal_restore(void *p, const char *id, size_t len, uint64_t ttl_left)
 {
-    return pending_restore(p, id, len, filter_hash(id, len), ttl_left, pending_clock())
+    return pending_restore(p, id, len, filter_hash(id, len), ttl_left, monoclock_boot_s())
         == PENDING_OK;
 }
 
 static bool journal_live(void *p, postlog_count_fn count, postlog_entry_fn each, void *ctx)
 {
-    return pending_export(p, pending_clock(), count, each, ctx);
+    return pending_export(p, monoclock_boot_s(), count, each, ctx);
 }
 
 /* The table's durable step, blocking and not (table_set_durable), for the POST log. */
@@ -99,7 +99,7 @@ static void hold_lost(struct table *t, const struct postlog_opened *r,
         return;
     }
     int64_t left = (int64_t)(r->lost_until - (uint64_t)now);
-    table_hold_absent(t, table_now() + left * INT64_C(1000000000));
+    table_hold_absent(t, monoclock_boot_ns() + left * INT64_C(1000000000));
     char when[32] = "?";
     time_t until = (time_t)r->lost_until;
     struct tm tm;
@@ -210,13 +210,6 @@ static void ident_from_kv(const struct snapshot *s, struct table_ident *id)
             id->spell = (enum spell_type)t;
 }
 
-static double mono_seconds(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
-}
-
 /* Make s's filter live and its journal pending again; fills r. */
 static void install(struct snapshot *s, struct guard *g, struct pending *p,
                     const struct filter_config *fc, const struct log *lg,
@@ -227,7 +220,7 @@ static void install(struct snapshot *s, struct guard *g, struct pending *p,
     struct filter_growth growth = table_growth(fc);
     filter_set_growth(s->filter, &growth);
     filter_info(s->filter, &fi);
-    enum pending_result pr = snapshot_restore_journal(s, p, pending_clock());
+    enum pending_result pr = snapshot_restore_journal(s, p, monoclock_boot_s());
     if (pr != PENDING_OK)
         log_warn(lg, "%s: out of memory restoring the snapshot's POST journal: the IDs it could "
                  "not keep answer 200 until the next rebuild, then may not", fc->name);
@@ -254,7 +247,7 @@ bool persist_restore(const struct config *cfg, const struct filter_config *fc, c
         .target_fpp = fc->false_positive_rate,
         .kind = filter_kind_name((enum filter_kind)fc->kind),
     };
-    double t0 = mono_seconds();
+    double t0 = monoclock_seconds();
     enum snapshot_status st = SNAPSHOT_MISSING;
 
     memset(r, 0, sizeof *r);
@@ -294,7 +287,7 @@ bool persist_restore(const struct config *cfg, const struct filter_config *fc, c
         return false;
     }
     install(&s, g, p, fc, lg, r);
-    r->seconds = mono_seconds() - t0;
+    r->seconds = monoclock_seconds() - t0;
     log_info(lg, "%s: serving the snapshot of %s (%llu items, position %s) after %.3f s; "
              "degraded until it has caught up with the table", fc->name,
              r->from == PERSIST_FILE ? path : cfg->bootstrap_from, (unsigned long long)r->items,
@@ -318,13 +311,13 @@ int persist_save(const struct config *cfg, const struct filter_config *fc, struc
         .position = position, .horizon_ms = horizon_ms, .created = (uint64_t)time(NULL),
         .kv = ikv.kv, .n_kv = IDENT_KV,
     };
-    double t0 = mono_seconds();
-    int e = snapshot_write(path, &m, f, p, pending_clock());
+    double t0 = monoclock_seconds();
+    int e = snapshot_write(path, &m, f, p, monoclock_boot_s());
     if (e != 0)
         log_error(lg, "%s: cannot write the snapshot %s: %s (the previous one, if any, stays)",
                   fc->name, path, strerror(e));
     else
         log_debug(lg, "%s: snapshot written to %s in %.3f s", fc->name, path,
-                  mono_seconds() - t0);
+                  monoclock_seconds() - t0);
     return e;
 }

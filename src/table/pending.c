@@ -33,13 +33,6 @@ struct pending {
     _Atomic uint64_t expired;
 };
 
-uint64_t pending_clock(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_BOOTTIME, &ts);
-    return (uint64_t)ts.tv_sec;
-}
-
 struct pending *pending_new(uint64_t limit, uint64_t max_bytes, uint64_t ttl)
 {
     struct pending *p = calloc(1, sizeof(*p));

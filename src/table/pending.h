@@ -18,6 +18,7 @@
 #include <stdint.h>
 
 #include "filter.h"
+#include "monoclock.h"
 
 struct pending;
 
@@ -30,10 +31,10 @@ struct pending *pending_new(uint64_t limit, uint64_t max_bytes, uint64_t ttl);
 void pending_free(struct pending *p);
 
 /*
- * The journal's clock, for every now below: seconds of CLOCK_BOOTTIME, which
- * keeps counting while the machine sleeps (an entry's ttl is real time).
+ * The journal's clock, for every now below: seconds of CLOCK_BOOTTIME
+ * (monoclock_boot_s), which keeps counting while the machine sleeps (an
+ * entry's ttl is real time).
  */
-uint64_t pending_clock(void);
 
 enum pending_result {
     PENDING_OK = 0,
@@ -44,7 +45,7 @@ enum pending_result {
 
 /*
  * Remember n IDs (hashes[i] = filter_hash of ids[i]) at time now
- * (pending_clock).  All of them or, when
+ * (monoclock_boot_s).  All of them or, when
  * they would not fit (expired entries are dropped first to make room), none:
  * PENDING_FULL_*.  An ID already there gets a fresh expiry and takes no more
  * room (a batch of such IDs fits even in a journal over its limits).

@@ -41,13 +41,6 @@ bool table_want_may_catch_up(enum table_want w)
     return w > WANT_NONE && w < WANT_COUNT && wants[w].may_catch_up;
 }
 
-int64_t table_now(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_BOOTTIME, &ts);
-    return (int64_t)ts.tv_sec * NS_PER_S + ts.tv_nsec;
-}
-
 static void table_sizing_from(struct table_sizing *sz, const struct filter_config *fc)
 {
     *sz = (struct table_sizing){ .expected_items = fc->expected_items,
@@ -208,7 +201,7 @@ void table_hold_absent(struct table *t, int64_t until)
 
 double table_held_for(struct table *t)
 {
-    int64_t left = atomic_load(&t->held_until) - table_now();
+    int64_t left = atomic_load(&t->held_until) - monoclock_boot_ns();
     return left > 0 ? (double)left / (double)NS_PER_S : 0;
 }
 
@@ -222,7 +215,7 @@ void table_check_saturated(struct table *t)
 void table_tell_unsure_locked(struct table *t)
 {
     if (t->pub.unsure)
-        t->pub.unsure(t->pub.ctx, table_unsure(t, table_now()));
+        t->pub.unsure(t->pub.ctx, table_unsure(t, monoclock_boot_ns()));
 }
 
 void table_set_saturated(struct table *t, bool saturated)
@@ -281,7 +274,7 @@ enum table_answer table_lookup(struct table *t, const void *id, size_t len)
         atomic_fetch_add_explicit(&t->not_a_value, 1, memory_order_relaxed);
     if (g == GUARD_MAYBE)
         return TABLE_MAYBE;
-    return table_stale(t, h, table_now()) ? TABLE_DEGRADED : TABLE_ABSENT;
+    return table_stale(t, h, monoclock_boot_ns()) ? TABLE_DEGRADED : TABLE_ABSENT;
 }
 
 bool table_lookup_many(struct table *t, size_t n, const char *const *ids, const size_t *lens,
@@ -305,7 +298,7 @@ bool table_lookup_many(struct table *t, size_t n, const char *const *ids, const 
         if (v == SPELL_NOT_A_VALUE)
             atomic_fetch_add_explicit(&t->not_a_value, 1, memory_order_relaxed);
     }
-    bool deg = absent > 0 && table_stale(t, h, table_now());
+    bool deg = absent > 0 && table_stale(t, h, monoclock_boot_ns());
     if (deg)
         for (size_t i = 0; i < n; i++)
             maybe[i] = true;
@@ -427,7 +420,7 @@ static enum table_insert_result journal(struct table *t, const struct keyset *k)
 {
     if (!guard_writable(t->g))
         return TABLE_INSERT_NOT_READY;
-    switch (pending_reserve(t->pending, k->n, k->keys, k->lens, k->hs, pending_clock())) {
+    switch (pending_reserve(t->pending, k->n, k->keys, k->lens, k->hs, monoclock_boot_s())) {
     case PENDING_OK: return TABLE_INSERTED;
     case PENDING_FULL_COUNT: return TABLE_INSERT_FULL_COUNT;
     case PENDING_FULL_BYTES: return TABLE_INSERT_FULL_BYTES;
@@ -445,7 +438,7 @@ static enum table_insert_result journal(struct table *t, const struct keyset *k)
 static void journal_end(struct table *t, const struct keyset *k, bool acknowledged)
 {
     if (acknowledged)
-        pending_commit(t->pending, k->n, k->keys, k->lens, k->hs, pending_clock());
+        pending_commit(t->pending, k->n, k->keys, k->lens, k->hs, monoclock_boot_s());
     else
         pending_cancel(t->pending, k->n, k->keys, k->lens, k->hs);
 }

@@ -19,7 +19,7 @@
  * catch-up from a position) that started in that epoch is live.
  *
  * Clocks: H and every `when` below are nanoseconds of CLOCK_BOOTTIME
- * (table_now), which keeps counting while the machine sleeps, so a suspend
+ * (monoclock_boot_ns), which keeps counting while the machine sleeps, so a suspend
  * never makes an old horizon look fresh.
  */
 #ifndef BLOOMGUARD_TABLE_H
@@ -31,6 +31,7 @@
 #include <time.h>
 
 #include "config.h"
+#include "monoclock.h"
 #include "filter.h"
 #include "guard.h"
 #include "pending.h"
@@ -59,8 +60,6 @@ struct table_ident {
     char type_name[64];             /* format_type, for /stats */
 };
 
-/* Nanoseconds of CLOCK_BOOTTIME: the horizon's clock. */
-int64_t table_now(void);
 
 /*
  * A table for filter fc of cfg (both must outlive it), owning a new guard
@@ -182,7 +181,7 @@ bool table_lookup_many(struct table *t, size_t n, const char *const *ids, const 
 /*
  * Acknowledged POSTs may be missing from the journal (the POST log was cut
  * while stopped, or damaged: postlog.h) and could have been read back
- * until `until` (table_now's clock): until then every absent answer is
+ * until `until` (monoclock_boot_ns's clock): until then every absent answer is
  * "maybe" (degraded), whatever the horizon, so that none of them answers
  * 404; a publisher (publish.c) flags its readers the same way.  A later
  * until extends it, an earlier one changes nothing.  table_held_for: the
@@ -356,7 +355,7 @@ struct table_job {
 
 /*
  * For the scheduler: whether t has a load it may start at now (ns of
- * table_now); if so, take it (*job filled, the table shows it running).
+ * monoclock_boot_ns); if so, take it (*job filled, the table shows it running).
  * COPYs wait [sync] min_rebuild_interval after the previous load ends and
  * a failed load waits its backoff; catch-ups wait only for the backoff.
  * Otherwise *wait_ns (unchanged if larger) shrinks to when it may.
@@ -472,7 +471,7 @@ enum table_vet { TABLE_VET_NONE = 0, TABLE_VET_PENDING, TABLE_VET_REFUSED };
 
 /*
  * The probation's state; *proved (NULL: not asked) gets the horizon held
- * back so far (table_now() units, 0 = none): a row committed before it
+ * back so far (monoclock_boot_ns() units, 0 = none): a row committed before it
  * that the filter lacks is the snapshot's fault, not a change not yet read.
  */
 enum table_vet table_vet(struct table *t, int64_t *proved);

@@ -145,7 +145,7 @@ bool table_advance_locked(struct table *t, uint64_t epoch, int64_t when)
     int64_t h = atomic_load(&t->horizon);
     if (when <= h)
         return true;
-    table_account_locked(t, h, table_now());
+    table_account_locked(t, h, monoclock_boot_ns());
     atomic_store_explicit(&t->horizon, when, memory_order_release);
     if (t->pub.horizon)
         t->pub.horizon(t->pub.ctx, when);
@@ -287,7 +287,7 @@ void table_job_progress(struct table *t, uint64_t rows)
 void table_job_done(struct table *t, const struct table_job *job, bool ok, const char *kind,
                     uint64_t rows, double seconds, unsigned retry_ms)
 {
-    int64_t now = table_now();
+    int64_t now = monoclock_boot_ns();
     pthread_mutex_lock(&t->mu);
     t->st.running = false;
     t->st.attempted = true;

@@ -16,8 +16,6 @@
 
 #include "table.h"
 
-#define NS_PER_S INT64_C(1000000000)
-
 struct table {
     const struct filter_config *fc;
     struct guard *g;
@@ -40,7 +38,7 @@ struct table {
      */
     atomic_bool saturated;
     /*
-     * Until then (table_now's clock; 0: never) absent answers are "maybe":
+     * Until then (monoclock_boot_ns's clock; 0: never) absent answers are "maybe":
      * POSTs acknowledged before this start may be missing from the journal
      * (table_hold_absent).
      */
@@ -59,7 +57,7 @@ struct table {
     uint64_t wanted;                /* newest requested load id */
     uint64_t started;               /* id of the load running or last started */
     enum table_want want;           /* the strongest reason among the pending ones */
-    int64_t last_end;               /* table_now of the last load's end; 0: none */
+    int64_t last_end;               /* monoclock_boot_ns of the last load's end; 0: none */
     int64_t retry_at;               /* a failed load is not retried before */
     char position[TABLE_POS_MAX];   /* "" = none: the next load copies */
     int64_t degraded_ns, accounted; /* time spent degraded, counted up to accounted */
@@ -72,7 +70,7 @@ struct table {
 #define KEY_STACK 256
 
 /*
- * Whether an answer resting on horizon h is degraded at now (table_now):
+ * Whether an answer resting on horizon h is degraded at now (monoclock_boot_ns):
  * answer_degraded, the one rule, with what the table knows besides.
  */
 bool table_stale(struct table *t, int64_t h, int64_t now);

@@ -64,7 +64,7 @@ void table_load_seen(struct table_load *l, const char *id, size_t len, uint64_t 
  */
 static void loaded_locked(struct table *t)
 {
-    table_account_locked(t, atomic_load(&t->horizon), table_now());
+    table_account_locked(t, atomic_load(&t->horizon), monoclock_boot_ns());
     t->loaded = true;
 }
 
@@ -86,7 +86,7 @@ bool table_load_commit(struct table_load *l, uint64_t epoch, int64_t start, cons
         return false;
     }
     /* POSTed IDs the table does not hold (yet) must survive the swap, until they expire. */
-    pending_expire(t->pending, pending_clock());
+    pending_expire(t->pending, monoclock_boot_s());
     pending_replay(t->pending, l->f);
     if (t->pub.live) {
         pthread_mutex_lock(&t->mu);
@@ -232,7 +232,7 @@ void table_set_feed_available(struct table *t, bool available)
 
 void table_status(struct table *t, struct table_status *out)
 {
-    int64_t now = table_now();
+    int64_t now = monoclock_boot_ns();
     pthread_mutex_lock(&t->mu);
     int64_t h = atomic_load(&t->horizon);
     table_account_locked(t, h, now);
