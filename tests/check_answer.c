@@ -1,5 +1,5 @@
 /*
- * Unit tests of the staleness rule (src/answer.c), the one the daemon's
+ * Unit tests of the staleness rule (src/core/answer.c), the one the daemon's
  * table and every reader of a published filter apply: the plain cases, no
  * horizon, a future horizon, hostile values at the int64 extremes (a
  * horizon read from a shared file may be anything: scripts/test --sanitize
