@@ -48,6 +48,14 @@ struct reply ids_exists(struct app *a, const struct api_request *rq)
             return err;
         rawlen -= (size_t)(slash + 1 - raw);
         raw = slash + 1;
+        /*
+         * "/exists/NAME/a/b": a literal '/' ends the filter's name, so one in
+         * the ID is a client that forgot to encode it (or a path built
+         * wrong): an answer for "a/b" may not be the ID it meant.
+         */
+        if (memchr(raw, '/', rawlen) != NULL)
+            return api_error(MHD_HTTP_BAD_REQUEST, "bad_path", "an ID's '/' must be sent as %%2F "
+                             "(a literal '/' only ends the filter's name: /exists/NAME/ID)");
     }
     enum id_error e = id_decode(raw, rawlen, a->cfg->max_id_bytes, id, sizeof id, &idlen);
     if (e != ID_OK)

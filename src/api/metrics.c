@@ -323,7 +323,7 @@ struct reply metrics_serve(struct app *a, const struct api_request *rq)
     (void)rq;
     /* With [metrics] enabled = no the counters are not kept: do not serve zeros. */
     if (!a->cfg->metrics_enabled)
-        return api_error(MHD_HTTP_NOT_FOUND, "no_route",
+        return api_error(MHD_HTTP_BAD_REQUEST, "no_route",
                          "metrics are disabled ([metrics] enabled = no)");
     struct status st;
     char *text = NULL;

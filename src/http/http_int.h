@@ -146,7 +146,7 @@ void *http_sweeper_main(void *arg);
 bool http_first_checks(struct http *h, const struct app *a, struct request *rq,
                        struct MHD_Connection *c, const char *url, const char *method);
 
-/* The refusal of a request its route does not take: 404 (r NULL), or 405 with Allow. */
+/* The refusal of a request its route does not take: 400 no_route (r NULL), or 405 with Allow. */
 struct reply http_route_refusal(const struct route *r, unsigned allowed, const char *url,
                                 const char *method);
 
