@@ -21,6 +21,7 @@
 #include "follow.h"
 #include "listen.h"
 #include "loader.h"
+#include "pgerror.h"
 #include "persist.h"
 #include "publish.h"
 
@@ -279,10 +280,11 @@ static void check_published(PGconn *conn, const struct config *c, const struct f
 
 /*
  * Each filter's method, as the daemon would choose it (follow_choose on
- * the follower's probes), and what that method needs of the server.  An
- * explicit method the server cannot serve is an error; auto finding
- * nothing is a warning (the daemon runs, degraded, and picks up a later
- * bloomguard_watch by itself).
+ * the follower's probes), and what that method needs of the server.  A
+ * method the server cannot serve is an error, auto finding nothing too:
+ * the daemon would run and pick up a later bloomguard_watch by itself, but
+ * until then it answers "maybe" to every absent ID, a guard that guards
+ * nothing, which is what -t is there to catch before it runs.
  */
 static void check_followers(PGconn *conn, const struct config *c, const bool *readable,
                             FILE *out, unsigned *errors)
@@ -310,7 +312,7 @@ static void check_followers(PGconn *conn, const struct config *c, const bool *re
     for (unsigned t = 0; t < c->n_filters && t < CONFIG_MAX_FILTERS; t++) {
         const struct filter_config *fc = &c->filters[t];
         struct follow_table_offer tbl;
-        char why[768];
+        char why[FOLLOW_WHY_MAX];
         if (!readable[t])
             continue;       /* its table's finding is above */
         if (!follow_probe_table(conn, c, fc, &tbl, err, sizeof err)) {
@@ -333,7 +335,7 @@ static void check_followers(PGconn *conn, const struct config *c, const bool *re
         default: {
             enum sync_method m = follow_choose(c, fc, &srv, &tbl, why, sizeof why);
             if (m == SYNC_NONE)
-                finding(out, errors, false, "filter %s: %s", fc->name, why);
+                finding(out, errors, true, "filter %s: %s", fc->name, why);
             else
                 fprintf(out, "bloomguard: filter %s: %s\n", fc->name, why);
             if (m == SYNC_LOGICAL)
@@ -345,6 +347,33 @@ static void check_followers(PGconn *conn, const struct config *c, const bool *re
     /* wal_level and REPLICATION are said above; nothing further holds without them. */
     if (need_logical && srv.wal_logical && srv.may_replicate)
         check_logical_server(conn, c, &sf, out, errors);
+}
+
+/*
+ * The fix for a table or column the daemon cannot read, from the failure's
+ * SQLSTATE: only a missing right is fixed by a GRANT.
+ */
+static void table_finding(FILE *out, unsigned *errors, const struct filter_config *fc,
+                          const char *err)
+{
+    char code[PGERROR_SQLSTATE_LEN];
+    const char *fix;
+    char grant[512];
+    pgerror_find(err, code);
+    if (strcmp(code, "42P01") == 0 || strcmp(code, "3F000") == 0)
+        fix = "check [postgres] table: it names no table of this database";
+    else if (strcmp(code, "42703") == 0)
+        fix = "check [postgres] column: the table has no such column";
+    else if (strcmp(code, "42501") == 0 || code[0] == '\0') {
+        snprintf(grant, sizeof grant, "GRANT USAGE ON SCHEMA and SELECT (%s) ON %s TO the "
+                 "daemon's role", fc->column, fc->table);
+        fix = grant;
+    } else
+        fix = NULL;
+    if (fix != NULL)
+        finding(out, errors, true, "filter %s: %s (%s)", fc->name, err, fix);
+    else
+        finding(out, errors, true, "filter %s: %s", fc->name, err);
 }
 
 unsigned preflight_connect(const struct config *c, FILE *out)
@@ -363,8 +392,7 @@ unsigned preflight_connect(const struct config *c, FILE *out)
         struct table_ident id;
         char *tbl = NULL, *col = NULL, sql[1024];
         if (!loader_identify(conn, fc, &id, err, sizeof err)) {
-            finding(out, &errors, true, "filter %s: %s (GRANT USAGE ON SCHEMA and SELECT (%s) "
-                    "ON %s TO the daemon's role)", fc->name, err, fc->column, fc->table);
+            table_finding(out, &errors, fc, err);
             continue;
         }
         if (!loader_quote_names(conn, fc, &tbl, &col, err, sizeof err)) {
@@ -377,9 +405,8 @@ unsigned preflight_connect(const struct config *c, FILE *out)
         free(col);
         PGresult *r = PQexec(conn, sql);
         if (PQresultStatus(r) != PGRES_TUPLES_OK) {
-            loader_set_error(err, sizeof err, "cannot read the column", conn);
-            finding(out, &errors, true, "filter %s: %s (GRANT SELECT (%s) ON %s TO the daemon's "
-                    "role)", fc->name, err, fc->column, fc->table);
+            loader_set_result_error(err, sizeof err, "cannot read the column", conn, r);
+            table_finding(out, &errors, fc, err);
         } else {
             readable[t] = true;
         }

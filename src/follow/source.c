@@ -10,6 +10,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "loader.h"
 
@@ -133,17 +134,13 @@ static int choose(void *arg, char *err, size_t errlen)
             continue;
         const struct filter_config *fc = table_config(t);
         struct follow_table_offer tbl;
-        char perr[256], why[320];
+        char perr[256], why[FOLLOW_WHY_MAX];
         enum sync_method m = SYNC_NONE;
         if (!follow_probe_table(conn, cfg, fc, &tbl, perr, sizeof perr))
-            snprintf(why, sizeof why, "cannot tell how %s is watched: %s", fc->table, perr);
+            snprintf(why, sizeof why, "%s", perr);
         else
             m = follow_choose(cfg, fc, &srv, &tbl, why, sizeof why);
-        struct table_status st;
-        table_status(t, &st);
-        bool changed = strcmp(st.method, sync_method_name(m)) != 0
-                       || strcmp(st.method_why, why) != 0;
-        table_set_method(t, sync_method_name(m), why);
+        bool changed = table_set_method(t, sync_method_name(m), why);
         if (m == SYNC_NONE) {
             complete = 0;
             if (changed)

@@ -109,6 +109,11 @@ static PGconn *connect_as(const struct config *cfg, const char *app, bool replic
     }
     PQsetNoticeProcessor(conn, notice_to_log, NULL);
     /*
+     * No CONTEXT lines in error texts: they quote our own queries' internals
+     * ("unnamed portal parameter $1 = '...'"), never what an operator fixes.
+     */
+    PQsetErrorContextVisibility(conn, PQSHOW_CONTEXT_NEVER);
+    /*
      * One text form for an ID, whatever the server's or the role's defaults:
      * COPY and sql/notify.sql's trigger (which pins the same settings with
      * SET clauses) must render every ID identically, in UTF-8.  Keep this
