@@ -94,9 +94,18 @@ static void duration_series(FILE *o, const char *name, const struct status *st)
 static void source_state_series(FILE *o, const char *name, const struct status *st)
 {
     for (unsigned i = 0; i < st->n; i++)
-        for (enum follow_state s = FOLLOW_CONNECTING; s <= FOLLOW_RECONNECTING; s++)
+        for (enum follow_state s = FOLLOW_CONNECTING; s <= FOLLOW_NONE; s++)
             fprintf(o, "bloomguard_%s{filter=\"%s\",state=\"%s\"} %d\n", name,
                     st->filters[i].name, follow_state_name(s), st->filters[i].conn.state == s ? 1 : 0);
+}
+
+/* Per table: why it is degraded, one series per reason (1 for the current one, all 0 when fresh). */
+static void filter_degraded_series(FILE *o, const char *name, const struct status *st)
+{
+    for (unsigned i = 0; i < st->n; i++)
+        for (enum status_degraded r = DEGRADED_NO + 1; r < DEGRADED_REASONS; r++)
+            fprintf(o, "bloomguard_%s{filter=\"%s\",reason=\"%s\"} %d\n", name,
+                    st->filters[i].name, status_degraded_name(r), st->filters[i].why == r ? 1 : 0);
 }
 
 /* Per table whose method is chosen: which one follows it. */
@@ -167,6 +176,9 @@ static const struct metric metrics[] = {
     { "degraded", MT_GAUGE,
       "1 while absent answers are given as maybe: the horizon is older than max_staleness.",
       IN_FILTER, { { NULL, V_BOOL, F(degraded) } }, NULL },
+    { "filter_degraded", MT_GAUGE,
+      "1 for the reason the filter is degraded now (saturated, not_followed, stale), 0 for the others.",
+      IN_STATUS, { { 0 } }, filter_degraded_series },
     { "degraded_seconds_total", MT_COUNTER, "Time spent degraded.", IN_FILTER,
       { { NULL, V_SEC, F(table.degraded_seconds) } }, NULL },
     { "degraded_answers_total", MT_COUNTER,

@@ -265,6 +265,9 @@ const struct config_key config_keys[] = {
     K_STR("log", "file", "", CONFIG_RESTART, CF(log_file), NULL,
           "append the log to this file instead of standard error (reopened on SIGUSR1, "
           "for logrotate); empty: standard error"),
+    K_SECS("log", "repeat_interval", "60", CONFIG_RELOAD, CF(log_repeat_interval), 0, 86400,
+           "while a filter stays degraded (nothing follows its table, the follower is down, the "
+           "filter is saturated), say so again this often; 0: only when it starts and ends"),
 };
 
 

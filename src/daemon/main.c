@@ -31,6 +31,7 @@
 #include "table.h"
 #include "stats.h"
 #include "token.h"
+#include "watch.h"
 
 #define DEFAULT_CONFIG SYSCONFDIR "/bloomguard/bloomguard.conf"
 
@@ -441,10 +442,16 @@ int main(int argc, char **argv)
         goto out;
     }
 
+    /* Between signals, the filters' state changes go to the log (watch.h). */
+    struct watch *watch = watch_new(&app);
     for (;;) {
-        int sig = 0;
-        if (sigwait(&sigs, &sig) != 0)
+        const struct timespec tick = { 0, WATCH_TICK_MS * 1000000L };
+        int sig = sigtimedwait(&sigs, NULL, &tick);
+        if (sig < 0) {
+            if (errno == EAGAIN)
+                watch_tick(watch, &app, live_current(app.live)->log_repeat_interval);
             continue;
+        }
         if (sig == SIGHUP) {
             /* RELOADING=1 first: systemd must see it before ExecReload= exits. */
             bool owe = reload_owes_ready(&hctx);
@@ -500,6 +507,7 @@ int main(int argc, char **argv)
         log_info(&lg, "%s: shutting down", strsignal(sig));
         break;
     }
+    watch_free(watch);
     log_journal_records(&lg, false);
     notify_stopping();
     http_quiesce(http);

@@ -23,6 +23,7 @@ static const char *const state_names[] = {
     [FOLLOW_CONNECTING] = "connecting",
     [FOLLOW_CONNECTED] = "connected",
     [FOLLOW_RECONNECTING] = "reconnecting",
+    [FOLLOW_NONE] = "none",
 };
 
 const char *follow_state_name(enum follow_state s)

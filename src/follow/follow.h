@@ -47,7 +47,8 @@ struct follow_ticket {
 enum follow_state {
     FOLLOW_CONNECTING,              /* never connected yet */
     FOLLOW_CONNECTED,
-    FOLLOW_RECONNECTING             /* lost (or failing), retrying with backoff */
+    FOLLOW_RECONNECTING,            /* lost (or failing), retrying with backoff */
+    FOLLOW_NONE                     /* no follower: nothing can follow the table, or [sync] enabled = no */
 };
 const char *follow_state_name(enum follow_state s);
 

@@ -23,6 +23,7 @@ struct source {
     /* Set once by choose(), on the scheduler's thread, before any load. */
     struct follower *followers[SYNC_METHODS];  /* by enum sync_method; [SYNC_NONE] unused */
     pthread_mutex_t mu;             /* guards followers[] for readers on other threads */
+    time_t started;                 /* source_new: what a table with no method yet is "since" */
 };
 
 struct source *source_new(const struct config *cfg, const struct log *lg,
@@ -37,6 +38,7 @@ struct source *source_new(const struct config *cfg, const struct log *lg,
     s->cfg = cfg;
     s->lg = lg;
     s->n = n;
+    s->started = time(NULL);
     pthread_mutex_init(&s->mu, NULL);
     s->tables = calloc(n, sizeof *s->tables);
     if (s->tables == NULL)
@@ -204,7 +206,10 @@ void source_status(struct source *s, unsigned i, struct source_status *out)
         /* Where the live filter is exact now, as a snapshot would record it. */
         follow_position(f, s->tables[i], out->table.position, sizeof out->table.position);
     } else {
-        out->conn.state = s->cfg->sync_enabled ? FOLLOW_CONNECTING : FOLLOW_CONNECTED;
+        /* Not chosen yet: connecting since the start; chosen "none": since it was. */
+        bool none = out->table.method_since != 0;
+        out->conn.state = none ? FOLLOW_NONE : FOLLOW_CONNECTING;
+        out->conn.since = none ? out->table.method_since : s->started;
         out->conn.slot_lag_bytes = -1;
     }
 }
