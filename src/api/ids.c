@@ -16,15 +16,35 @@
 
 #include "config.h"
 #include "idcodec.h"
+#include "pgerror.h"
 #include "spell.h"
 #include "table.h"
 #include "stats.h"
 #include "uritmpl.h"
 
-static struct reply not_ready(void)
+/*
+ * No filter live yet for t.  "Still loading" only while no attempt has
+ * failed: a wrong password or a missing table must not read as patience.
+ * The error is the public part /readyz shows too (no host, role or path).
+ */
+static struct reply not_ready(struct table *t)
 {
-    return api_error(MHD_HTTP_SERVICE_UNAVAILABLE, "not_ready",
-                     "the filter is still loading from PostgreSQL");
+    struct table_status st;
+    table_status(t, &st);
+    if (st.last_error[0] == '\0' || st.running)
+        return api_error(MHD_HTTP_SERVICE_UNAVAILABLE, "not_ready",
+                         "the filter is still loading from PostgreSQL");
+    char code[64] = "";
+    if (st.last_sqlstate[0] != '\0') {
+        const char *hint = pgerror_hint(st.last_sqlstate);
+        snprintf(code, sizeof code, " (SQLSTATE %s%s", st.last_sqlstate, hint ? ": " : ")");
+        if (hint != NULL)
+            return api_error(MHD_HTTP_SERVICE_UNAVAILABLE, "not_ready", "the filter is not "
+                             "loaded, its last attempt failed: %s%s%s); retrying", st.last_error,
+                             code, hint);
+    }
+    return api_error(MHD_HTTP_SERVICE_UNAVAILABLE, "not_ready", "the filter is not loaded, its "
+                     "last attempt failed: %s%s; retrying", st.last_error, code);
 }
 
 static struct reply id_error_reply(enum id_error e, const char *where)
@@ -62,7 +82,7 @@ struct reply ids_exists(struct app *a, const struct api_request *rq)
         return id_error_reply(e, "");
     enum table_answer ans = table_lookup(a->tables[t], id, idlen);
     if (ans == TABLE_NOT_READY)
-        return not_ready();
+        return not_ready(a->tables[t]);
     if (ans == TABLE_DEGRADED)
         stats_add(a->stats, ST_DEGRADED, 1);
     if (ans == TABLE_UNPROVABLE)
@@ -245,7 +265,7 @@ static struct reply exists_batch(struct app *a, const struct api_request *rq, st
     if (!table_lookup_many(t, l->n, l->ids, l->lens, ans, &degraded, &absent)) {
         free(ans);
         free(out);
-        return not_ready();
+        return not_ready(t);
     }
     size_t used = 0, hits = 0;
     if (degraded)
@@ -290,7 +310,7 @@ static struct reply insert_reply(struct stats *stats, struct table *t,
     case TABLE_INSERTED:
         break;
     case TABLE_INSERT_NOT_READY:
-        return not_ready();
+        return not_ready(t);
     case TABLE_INSERT_NOT_A_VALUE: {
         struct table_ident id;
         table_ident(t, &id);

@@ -404,6 +404,16 @@ static void stats_doc(struct doc *d, const struct status *st)
     put_str(d, o, "version", PACKAGE_VERSION);
 }
 
+/*
+ * A table not ready whose last attempt (to connect, to choose its method,
+ * to load) failed and that is not loading again now: "failing", not
+ * "loading", so that a wrong password does not read as patience.
+ */
+static bool failing(const struct status_filter *f)
+{
+    return !f->ready && f->table.last_error[0] != '\0' && !f->table.running;
+}
+
 /* Ready when every table is; "not_ready" names those that are not. */
 static void readyz_doc(struct doc *d, const struct status *st)
 {
@@ -412,7 +422,10 @@ static void readyz_doc(struct doc *d, const struct status *st)
         d->failed = true;
         return;
     }
-    put_str(d, o, "status", st->ready ? "ready" : "loading");
+    bool fails = false;
+    for (unsigned i = 0; i < st->n; i++)
+        fails = fails || failing(&st->filters[i]);
+    put_str(d, o, "status", st->ready ? "ready" : fails ? "failing" : "loading");
     put_bool(d, o, "degraded", st->degraded);
     /* The first degraded filter's reason: a probe reads one field, null when none is. */
     const char *why = NULL;

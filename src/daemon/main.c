@@ -313,6 +313,10 @@ int main(int argc, char **argv)
         config_free(&cfg);
         return EXIT_CONFIG;
     }
+    /* Run by hand, they see what the packaged unit's service sees (its password file, its state). */
+    if (args.drop_slot || (check_only && args.connect))
+        preflight_unit_environment(&cfg, file, SYSCONFDIR "/bloomguard",
+                                   args.drop_slot ? stdout : stderr);
     if (args.drop_slot) {
         int failed = preflight_drop_slot(&cfg, stdout);
         token_free(admin_token);

@@ -383,7 +383,14 @@ unsigned preflight_connect(const struct config *c, FILE *out)
 
     PGconn *conn = loader_connect(c, err, sizeof err);
     if (conn == NULL) {
-        finding(out, &errors, true, "[postgres] conninfo: %s", err);
+        const char *pf = getenv("PGPASSFILE");
+        if (strstr(err, "no password supplied") != NULL)
+            finding(out, &errors, true, "[postgres] conninfo: %s (the server wants a password: "
+                    "put a line host:port:dbname:user:password, mode 0600, in %s%s)", err,
+                    pf && pf[0] ? pf : "the file pgpass beside the configuration, which the unit "
+                    "hands the service as PGPASSFILE", pf && pf[0] ? " (PGPASSFILE)" : "");
+        else
+            finding(out, &errors, true, "[postgres] conninfo: %s", err);
         return errors;
     }
     bool readable[CONFIG_MAX_FILTERS] = { false };
@@ -418,15 +425,47 @@ unsigned preflight_connect(const struct config *c, FILE *out)
     return errors;
 }
 
+void preflight_unit_environment(const struct config *c, const char *config_file,
+                                const char *dflt_dir, FILE *out)
+{
+    const char *pf = getenv("PGPASSFILE");
+    if ((pf == NULL || pf[0] == '\0') && !conninfo_has_password(c->conninfo)) {
+        char path[4096];
+        const char *slash = config_file ? strrchr(config_file, '/') : NULL;
+        if (config_file == NULL)
+            snprintf(path, sizeof path, "%s/pgpass", dflt_dir);
+        else if (slash == NULL)
+            snprintf(path, sizeof path, "pgpass");
+        else
+            snprintf(path, sizeof path, "%.*s/pgpass", (int)(slash - config_file), config_file);
+        if (access(path, F_OK) == 0 && setenv("PGPASSFILE", path, 1) == 0)
+            fprintf(out, "bloomguard: password file %s (beside the configuration, as the unit "
+                    "hands it to the service; PGPASSFILE overrides)\n", path);
+    }
+    const char *sd = getenv("STATE_DIRECTORY");
+    struct stat st;
+    if (strcmp(c->snapshot_path, "auto") == 0 && (sd == NULL || sd[0] == '\0')
+        && stat(PREFLIGHT_UNIT_STATE_DIR, &st) == 0 && S_ISDIR(st.st_mode)
+        && setenv("STATE_DIRECTORY", PREFLIGHT_UNIT_STATE_DIR, 1) == 0)
+        fprintf(out, "bloomguard: [snapshot] path = auto: %s (the unit's state directory; "
+                "STATE_DIRECTORY overrides)\n", PREFLIGHT_UNIT_STATE_DIR);
+}
+
 int preflight_drop_slot(const struct config *c, FILE *out)
 {
-    char slot[64] = "", err[1024];
+    char slot[64] = "", err[1024], dir[4096];
 
     if (!follow_logical_known_slot(c, slot, sizeof slot))
         slot[0] = '\0';
     if (slot[0] == '\0') {
-        fprintf(out, "bloomguard: no permanent replication slot: [sync] slot = auto and no "
-                "logical-slot file in the snapshot directory\n");
+        if (persist_dir(c, dir, sizeof dir))
+            fprintf(out, "bloomguard: no permanent replication slot: [sync] slot = auto and no "
+                    "logical-slot file in %s\n", dir);
+        else
+            fprintf(out, "bloomguard: no permanent replication slot: [sync] slot = auto and no "
+                     "snapshot directory ([snapshot] path is empty, or auto without "
+                     "STATE_DIRECTORY and without %s): a daemon without one uses a temporary "
+                     "slot, which goes with its connection\n", PREFLIGHT_UNIT_STATE_DIR);
         return 1;
     }
     PGconn *conn = loader_connect(c, err, sizeof err);
