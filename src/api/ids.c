@@ -427,6 +427,7 @@ static struct reply auth_decide(struct app *a, const char *uri, size_t len)
             return api_shared(cfg->allow_status, p->auth_allow[0]);
         case TABLE_DEGRADED:
             stats_add(a->stats, ST_DEGRADED, 1);
+            stats_add(a->stats, ST_AUTH_DEGRADED, 1);
             return api_shared(cfg->allow_status, p->auth_allow[3]);
         case TABLE_UNPROVABLE:
             /* The service may read this spelling as a row's: no proof of absence. */

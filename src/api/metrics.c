@@ -160,7 +160,7 @@ static const struct metric metrics[] = {
         { "result=\"bypass\"", COUNTER(ST_AUTH_BYPASS) },
         { "result=\"not_ready\"", COUNTER(ST_AUTH_NOT_READY) },
         { "result=\"malformed\"", COUNTER(ST_AUTH_MALFORMED) },
-        { "result=\"degraded\"", COUNTER(ST_DEGRADED) } }, NULL },
+        { "result=\"degraded\"", COUNTER(ST_AUTH_DEGRADED) } }, NULL },
     { "notifications_applied_total", MT_COUNTER, "IDs added from PostgreSQL NOTIFY.", IN_FILTER,
       { { NULL, V_U64, F(table.notifications) } }, NULL },
     { "pending_posts", MT_GAUGE,

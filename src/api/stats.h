@@ -37,6 +37,7 @@ enum stat_counter {
     ST_AUTH_MALFORMED,      /* /auth: the template matched but the ID is not well-formed: allowed */
     ST_DEGRADED,            /* answers that would have been 404 or deny, given as 200 or allow */
     ST_UNPROVABLE,          /* answers given as "maybe" because the ID's spelling cannot be proven absent */
+    ST_AUTH_DEGRADED,       /* /auth's share of ST_DEGRADED: allowed as degraded */
     ST_COUNT
 };
 

@@ -208,6 +208,7 @@ static void auth_section(struct doc *d, json_t *o, const struct status *st)
     put_u64(d, o, "bypasses", c[ST_AUTH_BYPASS]);
     put_u64(d, o, "not_ready", c[ST_AUTH_NOT_READY]);
     put_u64(d, o, "malformed", c[ST_AUTH_MALFORMED]);
+    put_u64(d, o, "degraded", c[ST_AUTH_DEGRADED]);
 }
 
 /* "requests" (by status class) and "requests_by_endpoint" (by route, then code). */
