@@ -347,6 +347,7 @@ int main(int argc, char **argv)
     }
 
     log_init(&lg, cfg.log_level);
+    log_set_format(&lg, cfg.log_format);
     if (cfg.log_file[0] != '\0' && !log_open_file(&lg, cfg.log_file, err, sizeof err)) {
         fprintf(stderr, "bloomguard: %s\n", err);
         token_free(admin_token);
