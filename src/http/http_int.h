@@ -27,6 +27,13 @@
 /* How often the sweeper looks for connections past their header deadline. */
 #define SWEEP_EVERY_MS 250
 
+/* How often the probe asks /healthz, and when it gives an unanswered one up. */
+#define PROBE_EVERY_MS 250
+#define PROBE_GIVE_UP_MS 5000
+
+/* The listen backlog MHD is given: past it the kernel drops new connections. */
+#define LISTEN_BACKLOG 1024
+
 /* deadline value of a connection the sweeper has timed out. */
 #define DEADLINE_HIT UINT64_MAX
 
@@ -71,6 +78,7 @@ struct request {
     bool later_wait;                /* suspended, waiting (this connection's thread only) */
     atomic_bool later_ready;
     struct reply later_reply;
+    bool probe;                     /* the daemon's own probe (http_probe.c): not a client's */
 };
 
 struct http {
@@ -106,6 +114,21 @@ struct http {
 
     char timeout_reply[320];    /* the raw 408 the sweeper sends */
     size_t timeout_len;
+
+    /* The probe (http_probe.c). */
+    pthread_t prober;
+    bool prober_running;
+    atomic_bool probe_stop;
+    int family;                 /* of the listen socket: AF_INET, AF_INET6, AF_UNIX */
+    /* The probe connection's local port (TCP), so the server side knows it; 0: none yet. */
+    atomic_uint probe_port;
+    /*
+     * The probe has waited past HTTP_LATE_AFTER_MS (and none has been
+     * answered in time since): answers queued now had waited as long.
+     */
+    atomic_bool late_now;
+    bool late_said;             /* the probe thread's: the log says "late" once per spell */
+    uint64_t late_since;        /* ... since when (now_ns) */
 };
 
 static inline uint64_t now_ns(void)
@@ -134,6 +157,12 @@ void http_mhd_log(void *cls, const char *fmt, va_list ap);
 
 /* The sweeper thread (pthread_create's start routine): runs until h->stopping. */
 void *http_sweeper_main(void *arg);
+
+/* The probe thread (pthread_create's start routine): runs until h->probe_stop. */
+void *http_probe_main(void *arg);
+
+/* Whether the new connection c (its fd) is the probe's, from its peer. */
+bool http_probe_is_peer(struct http *h, struct MHD_Connection *c, int fd);
 
 /*
  * Everything decided from the request line and headers, in order: framing,
