@@ -218,12 +218,12 @@ START_TEST(test_snapshot_handler)
     ck_assert(tables[0] != NULL && tables[1] != NULL);
     struct app a = { .cfg = &cfg, .tables = tables, .n_tables = 2 };
 
-    ck_assert_uint_eq(snapshot_answer(&a, "/snapshot"), 404);           /* snapshots_off */
+    ck_assert_uint_eq(snapshot_answer(&a, "/snapshot"), 400);           /* snapshots_off */
     cfg.snapshot_path = dir;
     ck_assert_uint_eq(snapshot_answer(&a, "/snapshot"), 503);           /* no_snapshot */
     ck_assert_uint_eq(snapshot_answer(&a, "/snapshot/users"), 503);
-    ck_assert_uint_eq(snapshot_answer(&a, "/snapshot/nobody"), 404);    /* unknown_filter */
-    ck_assert_uint_eq(snapshot_answer(&a, "/snapshot/"), 404);          /* the name "" */
+    ck_assert_uint_eq(snapshot_answer(&a, "/snapshot/nobody"), 400);    /* unknown_filter */
+    ck_assert_uint_eq(snapshot_answer(&a, "/snapshot/"), 400);          /* the name "" */
 
     /* The default filter's file, with a known mtime: 200, its age in a header. */
     snprintf(file, sizeof file, "%s/default.snap", dir);

@@ -78,7 +78,7 @@ struct reply admin_snapshot(struct app *a, const struct api_request *rq)
     const char *name = table_name(a->tables[t]);
     char path[PERSIST_PATH_MAX];
     if (!persist_file(a->cfg, table_config(a->tables[t]), path, sizeof path))
-        return api_error(MHD_HTTP_NOT_FOUND, "snapshots_off", "snapshots are off: set [snapshot] path");
+        return api_error(MHD_HTTP_BAD_REQUEST, "snapshots_off", "snapshots are off: set [snapshot] path");
     int fd = open(path, O_RDONLY | O_CLOEXEC);
     if (fd < 0 && errno == ENOENT)
         return api_error(MHD_HTTP_SERVICE_UNAVAILABLE, "no_snapshot",

@@ -127,7 +127,9 @@ struct reply api_error(unsigned status, const char *code, const char *fmt, ...)
 
 /*
  * The table a path names: "NAME" (exactly) among the configured filters.
- * -1 with a 404 unknown_filter reply when there is none of that name.
+ * -1 with a 400 unknown_filter reply when there is none of that name: a
+ * 404 would read as "surely absent" to a client that only looks at the
+ * status, and deny a real ID over a typo in a filter's name.
  */
 int api_table_named(struct app *a, const char *name, size_t len, struct reply *err)
 {
@@ -137,7 +139,7 @@ int api_table_named(struct app *a, const char *name, size_t len, struct reply *e
             return (int)i;
     }
     int q = len > 64 ? 64 : (int)len;
-    *err = api_error(MHD_HTTP_NOT_FOUND, "unknown_filter", "no filter named \"%.*s%s\"", q, name,
+    *err = api_error(MHD_HTTP_BAD_REQUEST, "unknown_filter", "no filter named \"%.*s%s\"", q, name,
                      len > 64 ? "..." : "");
     return -1;
 }

@@ -17,6 +17,33 @@
 #include "spell.h"
 #include "table.h"
 
+static const char *const degraded_names[DEGRADED_REASONS] = {
+#define STATUS_DEGRADED_NAME(e, name) [DEGRADED_##e] = name,
+    STATUS_DEGRADED_LIST(STATUS_DEGRADED_NAME)
+#undef STATUS_DEGRADED_NAME
+};
+
+const char *status_degraded_name(enum status_degraded r)
+{
+    return (unsigned)r < DEGRADED_REASONS ? degraded_names[r] : NULL;
+}
+
+/* The first reason of STATUS_DEGRADED_LIST that holds for a degraded filter. */
+static enum status_degraded degraded_why(const struct status_filter *f)
+{
+    if (!f->degraded)
+        return DEGRADED_NO;
+    if (f->table.saturated)
+        return DEGRADED_SATURATED;
+    if (strcmp(f->table.peer_check, "pending") == 0)
+        return DEGRADED_PEER_UNCHECKED;
+    if (f->table.held_for > 0)
+        return DEGRADED_POST_LOG_CUT;
+    if (strcmp(f->table.method, "none") == 0)
+        return DEGRADED_NOT_FOLLOWED;
+    return DEGRADED_STALE;
+}
+
 bool status_take(struct app *a, struct status *st, bool full)
 {
     st->now = time(NULL);
@@ -50,6 +77,8 @@ bool status_take(struct app *a, struct status *st, bool full)
             f->ready = table_ready(t);
         }
         f->degraded = f->ready && f->table.degraded;
+        f->why = degraded_why(f);
+        f->followed = f->table.method[0] != '\0' && strcmp(f->table.method, "none") != 0;
         st->ready = st->ready && f->ready;
         st->degraded = st->degraded || f->degraded;
     }
@@ -183,6 +212,7 @@ static void auth_section(struct doc *d, json_t *o, const struct status *st)
     put_u64(d, o, "bypasses", c[ST_AUTH_BYPASS]);
     put_u64(d, o, "not_ready", c[ST_AUTH_NOT_READY]);
     put_u64(d, o, "malformed", c[ST_AUTH_MALFORMED]);
+    put_u64(d, o, "degraded", c[ST_AUTH_DEGRADED]);
 }
 
 /* "requests" (by status class) and "requests_by_endpoint" (by route, then code). */
@@ -306,9 +336,15 @@ static void horizon_section(struct doc *d, json_t *o, const struct status *st,
         put_str(d, o, "reason", ss->saturated
                 ? "the filter is saturated: past [filter] max_layers it cannot keep "
                   "false_positive_rate; a rebuild from the table will"
+                : strcmp(ss->peer_check, "pending") == 0
+                ? "the filter is a peer's snapshot on probation: its absent answers are maybe "
+                  "until a sample of the table's rows has been found in it"
                 : ss->held_for > 0
                 ? "POSTs acknowledged before this start may be lost (the POST log was cut or "
                   "damaged while stopped): absent ids are maybe until they would have expired"
+                : strcmp(ss->method, "none") == 0
+                ? "nothing follows the table (method_reason says why): no row committed since "
+                  "its load is known to be in the filter"
                 : "no proof that every row committed more than max_staleness ago is in the filter");
     put_real(d, o, "max_staleness_seconds", st->max_staleness);
     put_real(d, o, "degraded_seconds_total", ss->degraded_seconds);
@@ -380,6 +416,16 @@ static void stats_doc(struct doc *d, const struct status *st)
     put_str(d, o, "version", PACKAGE_VERSION);
 }
 
+/*
+ * A table not ready whose last attempt (to connect, to choose its method,
+ * to load) failed and that is not loading again now: "failing", not
+ * "loading", so that a wrong password does not read as patience.
+ */
+static bool failing(const struct status_filter *f)
+{
+    return !f->ready && f->table.last_error[0] != '\0' && !f->table.running;
+}
+
 /* Ready when every table is; "not_ready" names those that are not. */
 static void readyz_doc(struct doc *d, const struct status *st)
 {
@@ -388,8 +434,16 @@ static void readyz_doc(struct doc *d, const struct status *st)
         d->failed = true;
         return;
     }
-    put_str(d, o, "status", st->ready ? "ready" : "loading");
+    bool fails = false;
+    for (unsigned i = 0; i < st->n; i++)
+        fails = fails || failing(&st->filters[i]);
+    put_str(d, o, "status", st->ready ? "ready" : fails ? "failing" : "loading");
     put_bool(d, o, "degraded", st->degraded);
+    /* The first degraded filter's reason: a probe reads one field, null when none is. */
+    const char *why = NULL;
+    for (unsigned i = 0; i < st->n && why == NULL; i++)
+        why = status_degraded_name(st->filters[i].why);
+    put_str(d, o, "degraded_reason", why);
     if (!st->ready) {
         json_t *names = json_array();
         for (unsigned i = 0; i < st->n; i++)
@@ -397,6 +451,16 @@ static void readyz_doc(struct doc *d, const struct status *st)
                 d->failed = true;
         put(d, o, "not_ready", names);
     }
+    /* Tables with a method chosen, and it is none: served, but nothing keeps them fresh. */
+    json_t *unfollowed = json_array();
+    for (unsigned i = 0; i < st->n; i++)
+        if (st->filters[i].table.method_since != 0 && !st->filters[i].followed
+            && json_array_append_new(unfollowed, json_string(st->filters[i].name)))
+            d->failed = true;
+    if (json_array_size(unfollowed) > 0)
+        put(d, o, "not_followed", unfollowed);
+    else
+        json_decref(unfollowed);
     put_str(d, o, "method", st->filters[0].table.method[0] ? st->filters[0].table.method : NULL);
     put_str(d, o, "method_reason",
             st->filters[0].table.method_why[0] ? st->filters[0].table.method_why : NULL);
@@ -409,6 +473,7 @@ static void readyz_doc(struct doc *d, const struct status *st)
             json_t *f = put_object(d, all, sf->name);
             put_bool(d, f, "ready", sf->ready);
             put_bool(d, f, "degraded", sf->degraded);
+            put_str(d, f, "degraded_reason", status_degraded_name(sf->why));
             put_str(d, f, "method", sf->table.method[0] ? sf->table.method : NULL);
             put_str(d, f, "method_reason", sf->table.method_why[0] ? sf->table.method_why : NULL);
         }

@@ -159,6 +159,8 @@ struct config {
     /* [log] */
     enum log_level log_level;    /* key "level" */
     char *log_file;              /* key "file": "" = standard error */
+    unsigned log_repeat_interval;   /* key "repeat_interval", seconds; 0: say a lasting state once */
+    enum log_format log_format;  /* key "format" */
 };
 
 /*

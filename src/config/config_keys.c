@@ -79,6 +79,10 @@ static void apply_log_level(const struct config *c, const struct config_reload_c
         log_set_level(ctx->log, c->log_level);
 }
 
+static const struct config_enum_name log_formats[] = {
+    { "text", LOG_FORMAT_TEXT }, { "json", LOG_FORMAT_JSON }, { NULL, 0 }
+};
+
 static const struct config_enum_name log_levels[] = {
     { "error", LOG_LVL_ERROR }, { "warn", LOG_LVL_WARN },
     { "info", LOG_LVL_INFO }, { "debug", LOG_LVL_DEBUG }, { NULL, 0 }
@@ -284,9 +288,16 @@ const struct config_key config_keys[] = {
 
     K_ENUM("log", "level", "info", CONFIG_RELOAD, log_level, log_levels,
            "least severe messages logged", .apply = apply_log_level),
+    K_ENUM("log", "format", "text", CONFIG_RESTART, log_format, log_formats,
+           "text: one line per event (journal records under journald); json: one JSON object "
+           "per line with the fields journald gets (time, level, priority, syslog_identifier, "
+           "pid, filter, code, message), wherever the log goes"),
     K_STR("log", "file", "", CONFIG_RESTART, CF(log_file), NULL,
           "append the log to this file instead of standard error (reopened on SIGUSR1, "
           "for logrotate); empty: standard error"),
+    K_SECS("log", "repeat_interval", "60", CONFIG_RELOAD, CF(log_repeat_interval), 0, 86400,
+           "while a filter stays degraded (nothing follows its table, the follower is down, the "
+           "filter is saturated), say so again this often; 0: only when it starts and ends"),
 };
 
 

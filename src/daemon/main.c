@@ -32,6 +32,7 @@
 #include "table.h"
 #include "stats.h"
 #include "token.h"
+#include "watch.h"
 
 #define DEFAULT_CONFIG SYSCONFDIR "/bloomguard/bloomguard.conf"
 
@@ -313,6 +314,10 @@ int main(int argc, char **argv)
         config_free(&cfg);
         return EXIT_CONFIG;
     }
+    /* Run by hand, they see what the packaged unit's service sees (its password file, its state). */
+    if (args.drop_slot || (check_only && args.connect))
+        preflight_unit_environment(&cfg, file, SYSCONFDIR "/bloomguard",
+                                   args.drop_slot ? stdout : stderr);
     if (args.drop_slot) {
         int failed = preflight_drop_slot(&cfg, stdout);
         token_free(admin_token);
@@ -343,6 +348,7 @@ int main(int argc, char **argv)
     }
 
     log_init(&lg, cfg.log_level);
+    log_set_format(&lg, cfg.log_format);
     if (cfg.log_file[0] != '\0' && !log_open_file(&lg, cfg.log_file, err, sizeof err)) {
         fprintf(stderr, "bloomguard: %s\n", err);
         token_free(admin_token);
@@ -450,10 +456,16 @@ int main(int argc, char **argv)
         goto out;
     }
 
+    /* Between signals, the filters' state changes go to the log (watch.h). */
+    struct watch *watch = watch_new(&app);
     for (;;) {
-        int sig = 0;
-        if (sigwait(&sigs, &sig) != 0)
+        const struct timespec tick = { 0, WATCH_TICK_MS * 1000000L };
+        int sig = sigtimedwait(&sigs, NULL, &tick);
+        if (sig < 0) {
+            if (errno == EAGAIN)
+                watch_tick(watch, &app, live_current(app.live)->log_repeat_interval);
             continue;
+        }
         if (sig == SIGHUP) {
             /* RELOADING=1 first: systemd must see it before ExecReload= exits. */
             bool owe = reload_owes_ready(&hctx);
@@ -509,6 +521,7 @@ int main(int argc, char **argv)
         log_info(&lg, "%s: shutting down", strsignal(sig));
         break;
     }
+    watch_free(watch);
     log_journal_records(&lg, false);
     notify_stopping();
     http_quiesce(http);

@@ -47,7 +47,8 @@ struct follow_ticket {
 enum follow_state {
     FOLLOW_CONNECTING,              /* never connected yet */
     FOLLOW_CONNECTED,
-    FOLLOW_RECONNECTING             /* lost (or failing), retrying with backoff */
+    FOLLOW_RECONNECTING,            /* lost (or failing), retrying with backoff */
+    FOLLOW_NONE                     /* no follower: nothing can follow the table, or [sync] enabled = no */
 };
 const char *follow_state_name(enum follow_state s);
 
@@ -205,13 +206,19 @@ struct follow_offer {
     bool wal_logical;               /* wal_level = logical */
     bool may_replicate;             /* the role has REPLICATION (or is superuser) */
     unsigned other_slots;           /* bloomguard logical slots of other daemons on the server */
+    char role[64];                  /* current_user, for the fixes the reasons name */
 };
 struct follow_table_offer {
     bool published;                 /* in [sync] publication with the column */
     bool feed;                      /* sql/notify.sql's feed serves it (bloomguard_feed_tables) */
     bool notify_trigger;            /* a bloomguard_notify trigger notifying [sync] channel */
-    char why_not[160];              /* what is missing, for the log */
+    bool watched;                   /* a bloomguard_notify trigger of any kind (feed or notify) */
+    /* The feed is installed but this role may not read it (bloomguard_feed_grant is the fix). */
+    bool feed_denied;
 };
+
+/* Room for a reason follow_choose writes: table.h's method_why holds one whole. */
+#define FOLLOW_WHY_MAX TABLE_METHOD_WHY_MAX
 
 bool follow_probe_server(PGconn *conn, const struct config *cfg, const char *own_slot,
                          struct follow_offer *out, char *err, size_t errlen);

@@ -10,6 +10,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "loader.h"
 
@@ -22,6 +23,7 @@ struct source {
     /* Set once by choose(), on the scheduler's thread, before any load. */
     struct follower *followers[SYNC_METHODS];  /* by enum sync_method; [SYNC_NONE] unused */
     pthread_mutex_t mu;             /* guards followers[] for readers on other threads */
+    time_t started;                 /* source_new: what a table with no method yet is "since" */
 };
 
 struct source *source_new(const struct config *cfg, const struct log *lg,
@@ -36,6 +38,7 @@ struct source *source_new(const struct config *cfg, const struct log *lg,
     s->cfg = cfg;
     s->lg = lg;
     s->n = n;
+    s->started = time(NULL);
     pthread_mutex_init(&s->mu, NULL);
     s->tables = calloc(n, sizeof *s->tables);
     if (s->tables == NULL)
@@ -133,17 +136,13 @@ static int choose(void *arg, char *err, size_t errlen)
             continue;
         const struct filter_config *fc = table_config(t);
         struct follow_table_offer tbl;
-        char perr[256], why[320];
+        char perr[256], why[FOLLOW_WHY_MAX];
         enum sync_method m = SYNC_NONE;
         if (!follow_probe_table(conn, cfg, fc, &tbl, perr, sizeof perr))
-            snprintf(why, sizeof why, "cannot tell how %s is watched: %s", fc->table, perr);
+            snprintf(why, sizeof why, "%s", perr);
         else
             m = follow_choose(cfg, fc, &srv, &tbl, why, sizeof why);
-        struct table_status st;
-        table_status(t, &st);
-        bool changed = strcmp(st.method, sync_method_name(m)) != 0
-                       || strcmp(st.method_why, why) != 0;
-        table_set_method(t, sync_method_name(m), why);
+        bool changed = table_set_method(t, sync_method_name(m), why);
         if (m == SYNC_NONE) {
             complete = 0;
             if (changed)
@@ -207,7 +206,10 @@ void source_status(struct source *s, unsigned i, struct source_status *out)
         /* Where the live filter is exact now, as a snapshot would record it. */
         follow_position(f, s->tables[i], out->table.position, sizeof out->table.position);
     } else {
-        out->conn.state = s->cfg->sync_enabled ? FOLLOW_CONNECTING : FOLLOW_CONNECTED;
+        /* Not chosen yet: connecting since the start; chosen "none": since it was. */
+        bool none = out->table.method_since != 0;
+        out->conn.state = none ? FOLLOW_NONE : FOLLOW_CONNECTING;
+        out->conn.since = none ? out->table.method_since : s->started;
         out->conn.slot_lag_bytes = -1;
     }
 }

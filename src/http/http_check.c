@@ -37,13 +37,17 @@ static int quote_len(const char *s, size_t max)
 
 #define QUOTE_URL 96        /* bytes of a path an error message quotes */
 
-/* The refusal of a request its route does not take: 404, or 405 with Allow. */
+/*
+ * The refusal of a request its route does not take: 400 (no such endpoint:
+ * not 404, which only ever means "surely absent", so that a mistyped
+ * /exist/ID is not taken for an absent ID), or 405 with Allow.
+ */
 struct reply http_route_refusal(const struct route *r, unsigned allowed, const char *url,
                                   const char *method)
 {
     if (r == NULL) {
         int q = quote_len(url, QUOTE_URL);
-        return api_error(MHD_HTTP_NOT_FOUND, "no_route", "no such endpoint: %.32s %.*s%s", method,
+        return api_error(MHD_HTTP_BAD_REQUEST, "no_route", "no such endpoint: %.32s %.*s%s", method,
                          q, url, url[q] ? "..." : "");
     }
     char allow[32];

@@ -55,10 +55,26 @@ void http_warn(struct http *h, const char *fmt, ...)
     pthread_mutex_unlock(&h->warn_lock);
 }
 
+/* libmicrohttpd's own refusal of a request it could not read whole (its format string). */
+#define MHD_REFUSAL "Error processing request (HTTP response code is %u ('%s'))"
+
 void http_mhd_log(void *cls, const char *fmt, va_list ap)
 {
     struct http *h = cls;
     char msg[512];
+    /*
+     * Its text carries the HTML page it sent ("<html><head><title>Request
+     * too big..."): say what the client did, in the log's words, instead.
+     */
+    if (strncmp(fmt, MHD_REFUSAL, sizeof MHD_REFUSAL - 1) == 0) {
+        unsigned code = va_arg(ap, unsigned);
+        const char *why = code == 431 ? "its headers did not fit in the connection's 32 KiB"
+                        : code == 414 ? "its request line did not fit in the connection's 32 KiB"
+                        : code == 400 ? "it was not well-formed HTTP"
+                        : "libmicrohttpd could not read it";
+        http_warn(h, "answered %u and closed the connection: %s", code, why);
+        return;
+    }
     vsnprintf(msg, sizeof msg, fmt, ap);
     http_warn(h, "%s", msg);
 }

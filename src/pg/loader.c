@@ -65,20 +65,21 @@ bool loader_command(PGconn *conn, const char *sql, ExecStatusType want, const ch
  */
 static void notice_to_log(void *arg, const char *message)
 {
+    const struct config *cfg = arg;     /* the connection's, for [log] format */
     static const struct { const char *prefix; enum log_level level; } sev[] = {
         { "PANIC:", LOG_LVL_ERROR }, { "FATAL:", LOG_LVL_ERROR }, { "ERROR:", LOG_LVL_ERROR },
         { "WARNING:", LOG_LVL_WARN }, { "NOTICE:", LOG_LVL_INFO }, { "INFO:", LOG_LVL_INFO },
         { "LOG:", LOG_LVL_INFO }, { "DEBUG:", LOG_LVL_DEBUG },
     };
     enum log_level level = LOG_LVL_WARN;
-    (void)arg;
     for (size_t i = 0; i < sizeof sev / sizeof sev[0]; i++)
         if (strncmp(message, sev[i].prefix, strlen(sev[i].prefix)) == 0)
             level = sev[i].level;
     size_t n = strlen(message);
     while (n > 0 && (message[n - 1] == '\n' || message[n - 1] == ' '))
         n--;
-    log_msg(NULL, level, "postgres: %.*s", (int)n, message);
+    log_msg_format(cfg ? cfg->log_format : LOG_FORMAT_TEXT, level, "postgres: %.*s", (int)n,
+                   message);
 }
 
 static PGconn *connect_as(const struct config *cfg, const char *app, bool replication, char *err,
@@ -108,7 +109,12 @@ static PGconn *connect_as(const struct config *cfg, const char *app, bool replic
         PQfinish(conn);
         return NULL;
     }
-    PQsetNoticeProcessor(conn, notice_to_log, NULL);
+    PQsetNoticeProcessor(conn, notice_to_log, (void *)cfg);
+    /*
+     * No CONTEXT lines in error texts: they quote our own queries' internals
+     * ("unnamed portal parameter $1 = '...'"), never what an operator fixes.
+     */
+    PQsetErrorContextVisibility(conn, PQSHOW_CONTEXT_NEVER);
     /*
      * One text form for an ID, whatever the server's or the role's defaults:
      * COPY and sql/notify.sql's trigger (which pins the same settings with

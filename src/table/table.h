@@ -41,6 +41,8 @@ struct table;
 
 /* Longest position (follow.h) a table keeps, terminator included. */
 #define TABLE_POS_MAX 384
+/* Bytes of a method's reason (table_set_method), whole: a cut one reads as another reason. */
+#define TABLE_METHOD_WHY_MAX 320
 
 /*
  * What PostgreSQL says the guarded column is, read at every load with the
@@ -519,8 +521,12 @@ struct table_posts {
 };
 void table_posts(struct table *t, struct table_posts *out);
 
-/* How the table is followed: set by the follower that took it. */
-void table_set_method(struct table *t, const char *method, const char *why);
+/*
+ * How the table is followed: set by the follower that took it, or "none"
+ * with what is missing.  method_since moves only when either changes.
+ * Returns whether either changed.
+ */
+bool table_set_method(struct table *t, const char *method, const char *why);
 
 /*
  * A load or catch-up failed: the reason (public part only: no hosts, paths,
@@ -538,7 +544,8 @@ void table_set_feed_available(struct table *t, bool available);
 
 struct table_status {
     char method[16];                /* "logical", "feed", "notify", "none", "" = not chosen yet */
-    char method_why[160];           /* why that one */
+    char method_why[TABLE_METHOD_WHY_MAX];  /* why that one */
+    time_t method_since;            /* when method or method_why last changed; 0: not chosen yet */
     bool attempted;                 /* a first load has finished, ok or not */
     char last_error[160];           /* the last failure's public part, "" = none */
     char last_sqlstate[6];          /* its SQLSTATE (pgerror.h), "" = none or unknown */

@@ -187,12 +187,21 @@ bool table_loaded(struct table *t)
 
 /* -------------------------------------------------------------- status -- */
 
-void table_set_method(struct table *t, const char *method, const char *why)
+bool table_set_method(struct table *t, const char *method, const char *why)
 {
+    char m[sizeof t->st.method], w[sizeof t->st.method_why];
+    /* Compared as stored: a reason longer than the field must not read as a change each time. */
+    snprintf(m, sizeof m, "%s", method);
+    snprintf(w, sizeof w, "%s", why);
     pthread_mutex_lock(&t->mu);
-    snprintf(t->st.method, sizeof t->st.method, "%s", method);
-    snprintf(t->st.method_why, sizeof t->st.method_why, "%s", why);
+    bool changed = strcmp(t->st.method, m) != 0 || strcmp(t->st.method_why, w) != 0;
+    if (changed) {
+        memcpy(t->st.method, m, sizeof m);
+        memcpy(t->st.method_why, w, sizeof w);
+        t->st.method_since = time(NULL);
+    }
     pthread_mutex_unlock(&t->mu);
+    return changed;
 }
 
 void table_set_error(struct table *t, const char *err)
