@@ -105,6 +105,17 @@ void table_set_publisher(struct table *t, const struct table_publisher *p)
     t->pub = *p;
 }
 
+void table_set_tap(struct table *t, const struct table_tap *tap)
+{
+    t->tap = *tap;
+}
+
+void table_tap_changed(struct table *t)
+{
+    if (t->tap.changed)
+        t->tap.changed(t->tap.ctx);
+}
+
 bool table_durable(const struct table *t)
 {
     return t->durable != NULL;
@@ -257,7 +268,12 @@ static enum table_insert_result add_hashes(struct table *t, size_t n, const uint
     for (size_t i = 0; i < n; i++)
         *inserted += guard_add_hash(t->g, hs[i]);
     table_check_saturated(t);
-    return *inserted < n ? TABLE_INSERT_NOT_READY : TABLE_INSERTED;
+    if (*inserted < n)
+        return TABLE_INSERT_NOT_READY;
+    /* Acknowledged: replicas keep them as long as the journal does. */
+    if (t->tap.added && n > 0)
+        t->tap.added(t->tap.ctx, hs, n, t->fc->pending_ttl ? t->fc->pending_ttl : 1);
+    return TABLE_INSERTED;
 }
 
 /*

@@ -30,6 +30,7 @@ struct table {
     table_durable_submit_fn durable_submit;
     void *durable_arg;
     struct table_publisher pub;     /* hooks all NULL: not published */
+    struct table_tap tap;           /* hooks all NULL: no replication ring */
 
     /* Every row committed before it is in the live filter; 0 = none. */
     _Atomic int64_t horizon;
@@ -47,6 +48,7 @@ struct table {
     struct table_sizing size;       /* [filter] sizing of the next load (table_set_sizing) */
     uint64_t epoch;                 /* bumped by table_gap */
     uint64_t covered;               /* the epoch the live filter's load started in */
+    uint64_t generation;            /* live filters so far (loads and restores) */
     bool loaded;
     /* wants */
     uint64_t wanted;                /* newest requested load id */
@@ -62,6 +64,9 @@ struct table {
 
 /* Room on the stack for a key; a longer one goes to the heap. */
 #define KEY_STACK 256
+
+/* The tap's changed hook, if any (call it under no lock of the table). */
+void table_tap_changed(struct table *t);
 
 /* Whether an answer resting on horizon h is degraded now (answer_degraded). */
 bool table_stale(struct table *t, int64_t h);

@@ -89,10 +89,50 @@ bool table_load_commit(struct table_load *l, uint64_t epoch, int64_t start, cons
     pthread_mutex_lock(&t->mu);
     t->ident = ident;
     t->loaded = true;
+    t->generation++;
     covered_locked(t, epoch, start, pos);
     t->st.copies++;
     pthread_mutex_unlock(&t->mu);
+    table_tap_changed(t);
     return true;
+}
+
+struct table_load *table_load_adopt(struct table *t, struct filter *f,
+                                    const struct table_ident *ident)
+{
+    struct table_load *l = malloc(sizeof *l);
+    if (l == NULL) {
+        filter_free(f);
+        return NULL;
+    }
+    *l = (struct table_load){ .t = t, .f = f, .ident = *ident };
+    guard_begin(t->g, f);
+    return l;
+}
+
+struct live_call {
+    void (*fn)(void *arg, const struct filter *f, struct pending *journal);
+    void *arg;
+    struct pending *journal;
+    bool called;
+};
+
+static void with_live(void *arg, const struct filter *f)
+{
+    struct live_call *c = arg;
+    if (f == NULL)
+        return;
+    c->fn(c->arg, f, c->journal);
+    c->called = true;
+}
+
+bool table_with_live(struct table *t,
+                     void (*fn)(void *arg, const struct filter *f, struct pending *journal),
+                     void *arg)
+{
+    struct live_call c = { fn, arg, t->pending, false };
+    guard_with_live(t->g, with_live, &c);
+    return c.called;
 }
 
 void table_load_abort(struct table_load *l)
@@ -142,7 +182,9 @@ void table_restored(struct table *t, const char *pos, const char *from, uint64_t
     snprintf(t->st.last_kind, sizeof t->st.last_kind, "%s", from);
     snprintf(t->st.restored_from, sizeof t->st.restored_from, "%s",
              strcmp(from, "peer") == 0 ? "peer" : "file");
+    t->generation++;
     pthread_mutex_unlock(&t->mu);
+    table_tap_changed(t);
 }
 
 void table_position(struct table *t, char *out, size_t cap)
