@@ -47,7 +47,8 @@ bg_need_pkgs() {
 
 # The packages a build and the test suite need.
 BG_BUILD_PKGS="autoconf automake pkg-config make gcc libc6-dev libmicrohttpd-dev
-libjansson-dev libpq-dev check libxxhash-dev libinih-dev libsystemd-dev"
+libjansson-dev libpq-dev check libxxhash-dev libinih-dev libsystemd-dev
+libcurl4-gnutls-dev"
 # libbloomguard is built with libtool; the nginx module against nginx-dev
 # (tests/zerohop.test, bench/attack --module).
 BG_BUILD_PKGS="$BG_BUILD_PKGS libtool nginx-dev"
