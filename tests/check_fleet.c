@@ -14,6 +14,7 @@
 #include <xxhash.h>
 
 #include "check_main.h"
+#include "fleetjournal.h"
 #include "fleetring.h"
 #include "fleetwire.h"
 
@@ -494,6 +495,41 @@ START_TEST(test_ring_threads)
 }
 END_TEST
 
+/* --------------------------------------------------------- the journal -- */
+
+static void count_key(void *arg, uint64_t h)
+{
+    uint64_t *c = arg;
+    c[0]++;
+    c[1] ^= h;
+}
+
+/* Keys kept until their ttl, a longer ttl winning; at most limit; the expired make room. */
+START_TEST(test_journal)
+{
+    struct fleetjournal *j = fleetjournal_new(1000);
+    ck_assert_ptr_nonnull(j);
+    for (uint64_t i = 1; i <= 1000; i++)
+        ck_assert(fleetjournal_add(j, i * 7919, i <= 500 ? 10 : 100, 1000));
+    ck_assert(!fleetjournal_add(j, 1, 10, 1000));          /* full */
+    ck_assert(fleetjournal_add(j, 7919, 100, 1000));       /* kept already: longer now */
+    ck_assert_uint_eq(fleetjournal_count(j), 1000);
+    ck_assert_uint_eq(fleetjournal_refused(j), 1);
+    uint64_t c[2] = { 0, 0 };
+    fleetjournal_each(j, 1005, count_key, c);
+    ck_assert_uint_eq(c[0], 1000);
+    c[0] = c[1] = 0;
+    fleetjournal_each(j, 1010, count_key, c);              /* the first 500 expired, but 7919 */
+    ck_assert_uint_eq(c[0], 501);
+    ck_assert_uint_eq(fleetjournal_count(j), 501);
+    ck_assert(fleetjournal_add(j, 1, 10, 1010));            /* room again */
+    fleetjournal_free(j);
+    struct fleetjournal *none = fleetjournal_new(0);
+    ck_assert(!fleetjournal_add(none, 5, 10, 0));
+    fleetjournal_free(none);
+}
+END_TEST
+
 CHECK_SUITE("fleet",
     CHECK_CASE("wire", .timeout = 30),
     CHECK_TEST(test_round_trip),
@@ -507,4 +543,5 @@ CHECK_SUITE("fleet",
     CHECK_CASE("ring", .timeout = 60),
     CHECK_TEST(test_ring),
     CHECK_TEST(test_ring_threads),
+    CHECK_TEST(test_journal),
 )

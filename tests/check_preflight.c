@@ -27,6 +27,9 @@ static void setup(void)
     cfg.snapshot_path = dir;
     cfg.conninfo = "";
     cfg.admin_token_file = "";
+    cfg.replication_token_file = "";
+    cfg.upstream_token_file = "";
+    cfg.upstream = "";
     cfg.publish_dir = "";
     cfg.listen_host = "127.0.0.1";
     cfg.listen_group = "";

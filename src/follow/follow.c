@@ -36,6 +36,7 @@ static const struct follow_ops *const methods[SYNC_METHODS] = {
     [SYNC_LOGICAL] = &follow_logical_ops,
     [SYNC_FEED] = &follow_feed_ops,
     [SYNC_NOTIFY] = &follow_notify_ops,
+    [SYNC_UPSTREAM] = &follow_upstream_ops,
 };
 
 const struct follow_ops *follow_method_ops(enum sync_method m)
@@ -273,6 +274,10 @@ enum sync_method follow_choose(const struct config *cfg, const struct filter_con
         }
         snprintf(why, whylen, "method notify, as configured");
         return SYNC_NOTIFY;
+    case SYNC_UPSTREAM:
+        /* source.c attaches these without asking PostgreSQL anything. */
+        snprintf(why, whylen, "method upstream, as configured (%s)", cfg->upstream);
+        return SYNC_UPSTREAM;
     case SYNC_AUTO:
     case SYNC_METHODS:
         break;
