@@ -123,6 +123,12 @@ void follow_status(struct follower *f, struct follow_status *out)
     pthread_mutex_unlock(&f->mu);
 }
 
+void follow_table_status(struct follower *f, struct table *t, struct follow_status *out)
+{
+    if (f->ops->table_status != NULL)
+        f->ops->table_status(f, t, out);
+}
+
 void follow_attach(struct follower *f, struct table *t)
 {
     unsigned n = atomic_load_explicit(&f->n, memory_order_relaxed);

@@ -66,6 +66,13 @@ struct follow_status {
     /* upstream only */
     char upstream[256];             /* the upstream followed now, "" = none */
     uint64_t upstream_switches;     /* times another upstream was followed */
+    bool upstream_replica;          /* it follows an upstream itself */
+    bool mirror;                    /* a snapshot of it is live: the figures below are its */
+    uint64_t mirror_history;        /* the history the filter follows */
+    uint64_t mirror_seq;            /* every key of it up to here is in the filter */
+    uint64_t heard_seq;             /* the upstream's newest, as it said last */
+    uint64_t mirror_snapshots, mirror_resumes, mirror_violations, mirror_keys;
+    char mirror_lost[160];          /* why a snapshot is awaited, "" = none */
 };
 
 /*
@@ -131,6 +138,8 @@ struct follow_ops {
     void (*saved)(struct follower *f, struct table *t, const char *pos);
     /* follow_status's method part, with f->mu held (the common part filled in).  May be NULL. */
     void (*status_locked)(struct follower *f, struct follow_status *out);
+    /* What it adds for table t alone (follow_table_status), f->mu not held.  May be NULL. */
+    void (*table_status)(struct follower *f, struct table *t, struct follow_status *out);
 };
 
 /*
@@ -184,6 +193,8 @@ void follow_stop(struct follower *f);
 
 /* The connection's state, since, listening and error, then ops->status_locked's part. */
 void follow_status(struct follower *f, struct follow_status *out);
+/* After follow_status: what the method says of table t alone (ops->table_status), if anything. */
+void follow_table_status(struct follower *f, struct table *t, struct follow_status *out);
 
 /*
  * The position t's live filter is exact at right now, for a snapshot about

@@ -474,6 +474,25 @@ static void up_status_locked(struct follower *f, struct follow_status *out)
     out->upstream_switches = u->switches;
 }
 
+static void up_table_status(struct follower *f, struct table *t, struct follow_status *out)
+{
+    struct up_table *ut = up_table_of((struct upstream *)f, t);
+    if (ut == NULL)
+        return;
+    pthread_mutex_lock(&ut->mu);
+    out->upstream_replica = ut->heard_replica;
+    out->mirror = ut->m.have;
+    out->mirror_history = ut->m.history;
+    out->mirror_seq = ut->m.seq;
+    out->heard_seq = ut->heard_seq;
+    out->mirror_snapshots = ut->snapshots;
+    out->mirror_resumes = ut->resumes;
+    out->mirror_violations = ut->violations;
+    out->mirror_keys = ut->keys;
+    snprintf(out->mirror_lost, sizeof out->mirror_lost, "%s", ut->lost ? ut->lost_why : "");
+    pthread_mutex_unlock(&ut->mu);
+}
+
 const struct follow_ops follow_upstream_ops = {
     .method = SYNC_UPSTREAM,
     .fresh_positions = true,
@@ -485,4 +504,5 @@ const struct follow_ops follow_upstream_ops = {
     .ticket = up_ticket,
     .load = up_load,
     .status_locked = up_status_locked,
+    .table_status = up_table_status,
 };

@@ -232,6 +232,7 @@ void source_status(struct source *s, unsigned i, struct source_status *out)
     struct follower *f = scheduler_follower(s->sched, i);
     if (f != NULL) {
         follow_status(f, &out->conn);
+        follow_table_status(f, s->tables[i], &out->conn);
         /* Where the live filter is exact now, as a snapshot would record it. */
         follow_position(f, s->tables[i], out->table.position, sizeof out->table.position);
     } else {
