@@ -291,6 +291,8 @@ static void source_section(struct doc *d, json_t *o, const struct status_filter 
     put_str(d, o, "state", follow_state_name(c->state));
     put_time(d, o, "since", c->since);
     put_bool(d, o, "listening", c->listening);
+    if (c->upstream[0])
+        put_str(d, o, "upstream", c->upstream);
     if (err[0])
         put_str(d, o, "last_error", err);
     if (err[0] && code[0]) {

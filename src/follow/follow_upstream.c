@@ -83,7 +83,7 @@ void up_switch(struct upstream *u, unsigned to, const char *why)
     pthread_mutex_lock(&u->base.mu);
     unsigned from = u->cur;
     u->cur = to % u->n_urls;
-    u->fails = 0;
+    u->last_ok = table_now();
     u->degraded_since = 0;
     u->switches++;
     pthread_mutex_unlock(&u->base.mu);
@@ -95,6 +95,9 @@ void up_report(struct upstream *u, unsigned url, enum up_health h, const char *w
 {
     char err[320];
     bool sw = false;
+    int64_t now = table_now(), patience = (int64_t)(u->base.cfg->max_staleness * 1e9);
+    if (patience < INT64_C(1000000000))
+        patience = INT64_C(1000000000);
     pthread_mutex_lock(&u->base.mu);
     if (url != u->cur) {
         pthread_mutex_unlock(&u->base.mu);
@@ -102,29 +105,30 @@ void up_report(struct upstream *u, unsigned url, enum up_health h, const char *w
     }
     switch (h) {
     case UP_OK:
-        u->fails = 0;
+        u->last_ok = now;
         u->degraded_since = 0;
         follow_set_state_locked(&u->base, FOLLOW_CONNECTED, NULL);
         break;
     case UP_DEGRADED:
-        u->fails = 0;
+        u->last_ok = now;
         if (u->degraded_since == 0)
-            u->degraded_since = table_now();
-        snprintf(err, sizeof err, "upstream %s is degraded: %s", u->urls[url], why);
+            u->degraded_since = now;
+        /* The public part (before the first colon) is what /readyz shows: no URL in it. */
+        snprintf(err, sizeof err, "the upstream is degraded: %s: %s", u->urls[url], why);
         follow_set_state_locked(&u->base, FOLLOW_CONNECTED, err);
         break;
     case UP_FAILED:
     case UP_MISMATCH:
-        u->fails += h == UP_MISMATCH ? UP_FAILS_TO_SWITCH : 1;
-        snprintf(err, sizeof err, "upstream %s: %s", u->urls[url], why);
+        snprintf(err, sizeof err, "%s: %s", h == UP_MISMATCH ? "the upstream serves another table"
+                 : "the upstream does not answer", why);
         follow_set_state_locked(&u->base, u->base.state == FOLLOW_CONNECTING
                                 ? FOLLOW_CONNECTING : FOLLOW_RECONNECTING, err);
-        sw = u->n_urls > 1 && u->fails >= UP_FAILS_TO_SWITCH;
+        sw = u->n_urls > 1 && (h == UP_MISMATCH || now - u->last_ok > patience);
         break;
     }
     pthread_mutex_unlock(&u->base.mu);
     if (sw)
-        up_switch(u, url + 1, why);
+        up_switch(u, url + 1, h == UP_MISMATCH ? why : "no answer for max_staleness");
 }
 
 void up_lost_locked(struct up_table *ut, const char *why)
@@ -373,6 +377,7 @@ static void up_init(struct follower *f)
         snprintf(u->urls[u->n_urls++], sizeof u->urls[0], "%.*s", (int)len, p);
         p += len;
     }
+    u->last_ok = table_now();
     if (f->cfg->upstream_token_file[0] != '\0') {
         char why[200];
         if (token_load(f->cfg->upstream_token_file, NULL, &u->token, NULL, 0, why, sizeof why)

@@ -26,8 +26,6 @@
 #define UP_PROOFS 4
 /* Between two horizon questions: the replica's proof of freshness is this fresh. */
 #define UP_HORIZON_MS 250
-/* Consecutive failures of the upstream followed before the next is tried. */
-#define UP_FAILS_TO_SWITCH 3
 
 /* A horizon answer waiting for the stream to deliver every key up to seq. */
 struct up_proof {
@@ -80,7 +78,7 @@ struct upstream {
     _Atomic unsigned running;
     /* Under base.mu: */
     unsigned cur;                   /* the upstream followed now */
-    unsigned fails;                 /* its consecutive failures */
+    int64_t last_ok;                /* table_now of its last answer (or when it was chosen) */
     int64_t degraded_since;         /* table_now since it answers degraded; 0: it does not */
     int64_t next_probe;             /* when the others may be asked again */
     uint64_t switches;
@@ -109,11 +107,14 @@ enum up_health {
     UP_MISMATCH                     /* it serves another table: try another at once */
 };
 /*
- * What the last exchange with upstream url showed (why: the public
- * reason): the connection's state and error for /stats and /readyz, and
- * the switch to the next upstream after UP_FAILS_TO_SWITCH failures (or
- * one mismatch).  Reports about an upstream no longer followed are
- * dropped.
+ * What the last exchange with upstream url showed (why: the detail, for
+ * the log, which names the URL; /readyz shows the kind of failure, and
+ * /stats's replication section which upstream): the connection's state and error for /stats and /readyz, and
+ * the switch to the next upstream once it has not answered for
+ * max_staleness (at least a second: the replica is degraded by then, and a
+ * switch costs a snapshot, so a blip does not make one), or at once when
+ * it serves another table.  Reports about an upstream no longer followed
+ * are dropped.
  */
 void up_report(struct upstream *u, unsigned url, enum up_health h, const char *why);
 

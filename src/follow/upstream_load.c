@@ -81,9 +81,12 @@ static bool exact_of(const struct snapshot *s, struct exact *e)
     return e->age_ns >= -1;
 }
 
-/* Fetch upstream url's snapshot of t into *s, and where it is exact; false with err. */
+/*
+ * Fetch upstream url's snapshot of t into *s, and where it is exact; false
+ * with err, *other when it is of another filter, table or column.
+ */
 static bool fetch(struct upstream *u, unsigned url, struct table *t, struct snapshot *s,
-                  struct exact *e, char *err, size_t errlen)
+                  struct exact *e, bool *other, char *err, size_t errlen)
 {
     char target[CONFIG_UPSTREAM_URL_MAX + 128], why[SNAPSHOT_WHY_LEN];
     const struct filter_config *fc = table_config(t);
@@ -112,6 +115,7 @@ static bool fetch(struct upstream *u, unsigned url, struct table *t, struct snap
     enum snapshot_status ss = snapshot_read_mem(fb.buf, (size_t)fb.len, &expect, s, why,
                                                 sizeof why);
     free(fb.buf);
+    *other = ss == SNAPSHOT_OTHER_NAME || ss == SNAPSHOT_OTHER_TABLE || ss == SNAPSHOT_OTHER_COLUMN;
     if (ss != SNAPSHOT_OK) {
         snprintf(err, errlen, "%s: the snapshot is unusable (%s): %s", target,
                  snapshot_strstatus(ss), why);
@@ -223,8 +227,9 @@ bool up_load(struct follower *f, struct table *t, const struct table_job *job, u
     /* The load's epoch before the snapshot is made: a gap since is not covered by it. */
     uint64_t epoch = table_epoch(t);
     int64_t asked = table_now();
-    if (!fetch(u, url, t, &s, &e, err, errlen)) {
-        up_report(u, url, UP_FAILED, err);
+    bool other = false;
+    if (!fetch(u, url, t, &s, &e, &other, err, errlen)) {
+        up_report(u, url, other ? UP_MISMATCH : UP_FAILED, err);
         goto out;
     }
     persist_ident_from_kv(&s, &ident);
