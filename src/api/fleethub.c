@@ -1,8 +1,8 @@
 /*
  * An upstream's side of a fleet (fleethub.h): the rings its tables' taps
  * fill, the streams of them on suspended connections, the pump that
- * resumes the streams with something to send, the horizon answers, and
- * the snapshots made for replicas.
+ * resumes the streams with something to send, and the horizon answers (the
+ * snapshots made for replicas are fleetsnap.c's).
  *
  * A stream's life, with libmicrohttpd 0.9.75: the handler answers with a
  * callback response of unknown size (chunked); MHD calls stream_read
@@ -25,7 +25,6 @@
  */
 #include "fleethub.h"
 
-#include <errno.h>
 #include <inttypes.h>
 #include <pthread.h>
 #include <stdatomic.h>
@@ -37,11 +36,10 @@
 
 #include "config.h"
 #include "fleetring.h"
+#include "fleetsnap.h"
 #include "fleetwire.h"
 #include "log.h"
 #include "monoclock.h"
-#include "persist.h"
-#include "snapshot.h"
 #include "table.h"
 
 /* Frames a stream prepares at a time; an ADDS frame of it holds 250 keys. */
@@ -53,22 +51,13 @@
 /* After a round that resumed streams, the pump waits this long: adds batch meanwhile. */
 #define FLUSH_US 1000
 
-/* A snapshot made for replicas, shared by the requests that arrived before it was made. */
-struct blob {
-    _Atomic unsigned refs;
-    int64_t made;                   /* table_now when it began to be made */
-    size_t len;
-    unsigned char *bytes;
-};
-
 struct hub_table {
     struct fleethub *h;
     struct table *t;
     struct fleetring *ring;
     _Atomic unsigned streams;       /* streaming now */
     _Atomic uint64_t changes;       /* epoch or generation moves (the tap's changed) */
-    pthread_mutex_t snap_mu;
-    struct blob *latest;            /* under snap_mu */
+    struct fleetsnap *snap;         /* its snapshots for replicas */
 };
 
 struct stream {
@@ -439,128 +428,13 @@ struct reply fleethub_horizon(struct fleethub *h, unsigned i)
 
 /* ---------------------------------------------------------- snapshots -- */
 
-static void blob_unref(void *cls)
-{
-    struct blob *b = cls;
-    if (b != NULL && atomic_fetch_sub(&b->refs, 1) == 1) {
-        free(b->bytes);
-        free(b);
-    }
-}
-
-struct making {
-    struct hub_table *ht;
-    const struct snapshot_meta *meta;
-    struct blob *b;
-    int err;
-};
-
-/* Inside the table's read section: the live filter and the journal into memory. */
-static void make_blob(void *arg, const struct filter *f, struct pending *journal)
-{
-    struct making *mk = arg;
-    struct snapshot_stream *ss = snapshot_stream_new(mk->meta, f, journal, pending_clock());
-    uint64_t size = ss ? snapshot_stream_size(ss) : 0;
-    mk->err = ss == NULL ? errno : size > SIZE_MAX ? EFBIG : 0;
-    if (mk->err == 0 && (mk->b->bytes = malloc((size_t)size)) == NULL)
-        mk->err = ENOMEM;
-    if (mk->err == 0)
-        mk->b->len = snapshot_stream_read(ss, mk->b->bytes, (size_t)size);
-    snapshot_stream_free(ss);
-}
-
-/*
- * A new snapshot of ht, begun at now: its proof read first, then the
- * ring's seq, then the bits (table_with_live), so every row older than its
- * horizon and every key up to its seq is in it (fleetring.h, table.h).
- */
-static struct blob *make_snapshot(struct hub_table *ht, int64_t now, int *err)
-{
-    const struct filter_config *fc = table_config(ht->t);
-    struct table_proof p;
-    struct table_ident id;
-    struct persist_ident_kv ikv;
-    char fleet[7][32];
-    static const char *const keys[7] = { "fleet_history", "fleet_seq", "fleet_epoch",
-        "fleet_covered", "fleet_generation", "fleet_horizon_age_ns", "fleet_replica" };
-    struct snapshot_kv kv[PERSIST_IDENT_KV + 7];
-    *err = ENOMEM;
-    if (!fleetring_enable(ht->ring))
-        return NULL;
-    table_proof(ht->t, &p);
-    uint64_t seq = fleetring_last(ht->ring);
-    table_ident(ht->t, &id);
-    persist_ident_to_kv(&id, &ikv);
-    snprintf(fleet[0], sizeof fleet[0], "%016" PRIx64, fleetring_history(ht->ring));
-    snprintf(fleet[1], sizeof fleet[1], "%" PRIu64, seq);
-    snprintf(fleet[2], sizeof fleet[2], "%" PRIu64, p.epoch);
-    snprintf(fleet[3], sizeof fleet[3], "%" PRIu64, p.covered);
-    snprintf(fleet[4], sizeof fleet[4], "%" PRIu64, p.generation);
-    if (p.horizon > 0)
-        snprintf(fleet[5], sizeof fleet[5], "%" PRId64, table_now() - p.horizon);
-    else
-        snprintf(fleet[5], sizeof fleet[5], "none");
-    snprintf(fleet[6], sizeof fleet[6], "%d", ht->h->replica ? 1 : 0);
-    memcpy(kv, ikv.kv, sizeof ikv.kv);
-    for (int k = 0; k < 7; k++)
-        kv[PERSIST_IDENT_KV + k] = (struct snapshot_kv){ keys[k], fleet[k] };
-    const struct snapshot_meta m = {
-        .name = fc->name, .table = fc->table, .column = fc->column,
-        .position = "", .created = (uint64_t)time(NULL), .kv = kv, .n_kv = PERSIST_IDENT_KV + 7,
-    };
-    struct blob *b = calloc(1, sizeof *b);
-    if (b == NULL)
-        return NULL;
-    atomic_init(&b->refs, 1);
-    b->made = now;
-    struct making mk = { ht, &m, b, 0 };
-    if (!table_with_live(ht->t, make_blob, &mk))
-        mk.err = EAGAIN;
-    if (mk.err != 0) {
-        *err = mk.err;
-        blob_unref(b);
-        return NULL;
-    }
-    return b;
-}
-
 struct reply fleethub_snapshot(struct fleethub *h, unsigned i)
 {
-    struct hub_table *ht = &h->tables[i];
-    int64_t asked = table_now();
-    int err = 0;
-    pthread_mutex_lock(&ht->snap_mu);
-    struct blob *b = ht->latest;
-    /* Made after this request came: its horizon is one this request may be told. */
-    if (b == NULL || b->made < asked) {
-        struct blob *nb = make_snapshot(ht, table_now(), &err);
-        if (nb != NULL) {
-            blob_unref(ht->latest);
-            ht->latest = b = nb;
-            atomic_fetch_add(&h->snapshots, 1);
-        } else {
-            b = NULL;
-        }
-    }
-    if (b != NULL)
-        atomic_fetch_add(&b->refs, 1);
-    pthread_mutex_unlock(&ht->snap_mu);
-    if (b == NULL)
-        return err == EAGAIN
-            ? api_error(MHD_HTTP_SERVICE_UNAVAILABLE, "not_ready", "filter %s is not loaded yet",
-                        table_name(ht->t))
-            : api_error(MHD_HTTP_INTERNAL_SERVER_ERROR, "snapshot_failed",
-                        "cannot make a snapshot of filter %s: %s", table_name(ht->t),
-                        strerror(err));
-    struct MHD_Response *r = MHD_create_response_from_buffer_with_free_callback_cls(
-        b->len, b->bytes, blob_unref, b);
-    if (r == NULL) {
-        blob_unref(b);
-        return (struct reply){ MHD_HTTP_INTERNAL_SERVER_ERROR, NULL, false };
-    }
-    MHD_add_response_header(r, MHD_HTTP_HEADER_CONTENT_TYPE, "application/octet-stream");
-    MHD_add_response_header(r, MHD_HTTP_HEADER_CACHE_CONTROL, "no-store");
-    return (struct reply){ MHD_HTTP_OK, r, false };
+    bool made = false;
+    struct reply r = fleetsnap_serve(h->tables[i].snap, &made);
+    if (made)
+        atomic_fetch_add(&h->snapshots, 1);
+    return r;
 }
 
 /* ------------------------------------------------------------ the hub -- */
@@ -585,9 +459,9 @@ struct fleethub *fleethub_new(const struct config *cfg, struct table *const *tab
         struct hub_table *ht = &h->tables[i];
         ht->h = h;
         ht->t = tables[i];
-        pthread_mutex_init(&ht->snap_mu, NULL);
         h->n = i + 1;
-        if ((ht->ring = fleetring_new(cfg->fleet_ring_items, fleetring_new_history())) == NULL) {
+        if ((ht->ring = fleetring_new(cfg->fleet_ring_items, fleetring_new_history())) == NULL
+            || (ht->snap = fleetsnap_new(ht->t, ht->ring, replica)) == NULL) {
             fleethub_free(h);
             return NULL;
         }
@@ -636,9 +510,8 @@ void fleethub_free(struct fleethub *h)
     for (unsigned i = 0; i < h->n; i++) {
         /* Nothing adds any more (the followers and the server stopped): unhook all the same. */
         table_set_tap(h->tables[i].t, &(struct table_tap){ NULL, NULL, NULL });
+        fleetsnap_free(h->tables[i].snap);
         fleetring_free(h->tables[i].ring);
-        blob_unref(h->tables[i].latest);
-        pthread_mutex_destroy(&h->tables[i].snap_mu);
     }
     free(h->tables);
     pthread_cond_destroy(&h->cv);
