@@ -118,8 +118,12 @@ void up_report(struct upstream *u, unsigned url, enum up_health h, const char *w
         follow_set_state_locked(&u->base, FOLLOW_CONNECTED, err);
         break;
     case UP_FAILED:
+    case UP_LAGGING:
+    case UP_BROKEN:
     case UP_MISMATCH:
         snprintf(err, sizeof err, "%s: %s", h == UP_MISMATCH ? "the upstream serves another table"
+                 : h == UP_LAGGING ? "the upstream's stream lags its answers"
+                 : h == UP_BROKEN ? "the upstream's stream is broken"
                  : "the upstream does not answer", why);
         follow_set_state_locked(&u->base, u->base.state == FOLLOW_CONNECTING
                                 ? FOLLOW_CONNECTING : FOLLOW_RECONNECTING, err);
@@ -272,7 +276,8 @@ static bool ask(struct upstream *u, struct httpc *c, unsigned url, struct table 
  * for when the mirror is lost or of an older epoch, once the upstream
  * covers its own.
  */
-static void take_answer(struct up_table *ut, const struct answer *ans, int64_t a)
+static bool take_answer(struct up_table *ut, const struct answer *ans, int64_t a,
+                        uint64_t *behind, enum up_health *health, char *why, size_t whylen)
 {
     pthread_mutex_lock(&ut->mu);
     ut->heard_history = ans->history;
@@ -301,10 +306,27 @@ static void take_answer(struct up_table *ut, const struct answer *ans, int64_t a
         up_lost_locked(ut, "the upstream had a gap (a new epoch)");
     }
     want = (ut->lost || !m->have) && ready;
+    /*
+     * A stream that lags its upstream's answers (trickling, stuck) proves
+     * nothing: after max_staleness it counts as a failure of the upstream.
+     */
+    int64_t now = table_now(), stale = (int64_t)(ut->u->base.cfg->max_staleness * 1e9);
+    bool lagging = m->have && !ut->lost && ans->history == m->history && ans->seq > m->seq;
+    if (!lagging)
+        ut->behind_since = 0;
+    else if (ut->behind_since == 0)
+        ut->behind_since = now;
+    *behind = lagging ? ans->seq - m->seq : 0;
+    bool late = lagging && now - ut->behind_since > (stale > INT64_C(1000000000) ? stale
+                                                     : INT64_C(1000000000));
+    /* Why it lags, when a stream said so: that is the reason /readyz should give. */
+    *health = ut->stream_health == UP_OK ? UP_LAGGING : ut->stream_health;
+    snprintf(why, whylen, "%s", ut->stream_why);
     pthread_mutex_unlock(&ut->mu);
     /* Coalesces with a pending one; a catch-up want is not held back by min_rebuild_interval. */
     if (want)
         table_want(ut->t, WANT_RECONNECT, NULL);
+    return late;
 }
 
 /*
@@ -346,8 +368,15 @@ void *up_horizon_main(void *arg)
         if (u->token_err[0] != '\0') {
             up_report(u, url, UP_FAILED, u->token_err);
         } else if (ask(u, c, url, ut->t, &ans, why, sizeof why)) {
-            take_answer(ut, &ans, a);
-            if (ans.degraded || ans.age_ns < 0)
+            uint64_t behind = 0;
+            enum up_health health;
+            char stream_why[320];
+            if (take_answer(ut, &ans, a, &behind, &health, stream_why, sizeof stream_why)) {
+                snprintf(why, sizeof why, "%s: %llu keys behind for max_staleness%s%s",
+                         u->urls[url], (unsigned long long)behind, stream_why[0] ? "; " : "",
+                         stream_why);
+                up_report(u, url, health, why);
+            } else if (ans.degraded || ans.age_ns < 0)
                 up_report(u, url, UP_DEGRADED, ans.age_ns < 0 ? "it has no horizon (loading)"
                                                               : "its own horizon is stale");
             else

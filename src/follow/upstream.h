@@ -43,6 +43,15 @@ struct up_mirror {
     uint64_t version;               /* bumped at each install: a stream of an older one stops */
 };
 
+enum up_health {
+    UP_OK,                          /* it answered, fresh */
+    UP_DEGRADED,                    /* it answered, but cannot prove freshness itself */
+    UP_FAILED,                      /* unreachable, refusing, or breaking the protocol */
+    UP_LAGGING,                     /* it answers, but its stream lags them for max_staleness */
+    UP_BROKEN,                      /* its stream is unreadable or breaks the sequence rule */
+    UP_MISMATCH                     /* it serves another table: try another at once */
+};
+
 struct upstream;
 
 struct up_table {
@@ -64,6 +73,9 @@ struct up_table {
     /* What the upstream said last (its horizon answer or stream). */
     uint64_t heard_history, heard_seq, heard_epoch, heard_covered, heard_generation;
     bool heard_replica;             /* it follows an upstream itself */
+    int64_t behind_since;           /* table_now since the stream lags its answers; 0: it does not */
+    enum up_health stream_health;   /* how its last stream ended (UP_OK once one delivers) */
+    char stream_why[320];           /* and why */
     uint64_t frames, keys, resumes, snapshots, violations;
 };
 
@@ -100,12 +112,6 @@ bool up_url(const struct upstream *u, unsigned url, const char *name, const char
 /* The request options every call shares: the token, the CA file, stop. */
 struct httpc_opts up_opts(struct upstream *u, const char *what, int stall_ms);
 
-enum up_health {
-    UP_OK,                          /* it answered, fresh */
-    UP_DEGRADED,                    /* it answered, but cannot prove freshness itself */
-    UP_FAILED,                      /* unreachable, refusing, or breaking the protocol */
-    UP_MISMATCH                     /* it serves another table: try another at once */
-};
 /*
  * What the last exchange with upstream url showed (why: the detail, for
  * the log, which names the URL; /readyz shows the kind of failure, and

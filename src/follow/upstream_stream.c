@@ -30,12 +30,17 @@ struct stream {
 
 static bool on_head(void *arg, const struct httpc_head *h, char *why, size_t whylen)
 {
-    (void)arg;
+    struct stream *s = arg;
     if (h->has_length) {
         snprintf(why, whylen, "a stream with a Content-Length (%llu bytes) is not a stream",
                  (unsigned long long)h->length);
         return false;
     }
+    /* A stream is open: how the one before it ended is no reason any more. */
+    pthread_mutex_lock(&s->ut->mu);
+    s->ut->stream_health = UP_OK;
+    s->ut->stream_why[0] = '\0';
+    pthread_mutex_unlock(&s->ut->mu);
     return true;
 }
 
@@ -62,6 +67,8 @@ static void apply_locked(struct stream *s, const struct fleetwire_adds *a)
     }
     ut->m.seq = a->first + a->count - 1;
     ut->keys += a->count;
+    ut->stream_health = UP_OK;
+    ut->stream_why[0] = '\0';
     table_count_rows(ut->t, a->count, 0);
     up_proofs_locked(ut);
 }
@@ -223,8 +230,17 @@ void *up_stream_main(void *arg)
         pthread_mutex_unlock(&ut->mu);
         if (s->lost)
             continue;                       /* wait for the snapshot above */
+        if (st == HTTPC_OK && !s->bye && s->why[0] == '\0')
+            snprintf(s->why, sizeof s->why, "%s",
+                     s->dec.have > 0 ? "the stream ended inside a frame"
+                                     : "the stream ended without a BYE");
         const char *reason = s->why[0] ? s->why : why;
-        up_report(u, s->url, s->mismatch ? UP_MISMATCH : UP_FAILED, reason);
+        enum up_health h = s->mismatch ? UP_MISMATCH : s->violation ? UP_BROKEN : UP_FAILED;
+        pthread_mutex_lock(&ut->mu);
+        ut->stream_health = h;
+        snprintf(ut->stream_why, sizeof ut->stream_why, "%.300s", reason);
+        pthread_mutex_unlock(&ut->mu);
+        up_report(u, s->url, h, reason);
         log_fields(u->base.lg, s->bye ? LOG_LVL_INFO : LOG_LVL_WARN, table_name(ut->t),
                    "upstream_stream", "%s: stream from %s ended: %s", table_name(ut->t),
                    u->urls[s->url], reason);
