@@ -85,19 +85,24 @@ void up_switch(struct upstream *u, unsigned to, const char *why)
     u->cur = to % u->n_urls;
     u->last_ok = table_now();
     u->degraded_since = 0;
+    u->mismatch = false;
     u->switches++;
     pthread_mutex_unlock(&u->base.mu);
     log_fields(u->base.lg, LOG_LVL_WARN, NULL, "upstream_switch",
                "upstream %s: %s; following %s now", u->urls[from], why, u->urls[to % u->n_urls]);
 }
 
+/* How long the upstream followed may fail, or be degraded, before the others are asked. */
+static int64_t patience(const struct upstream *u)
+{
+    int64_t p = (int64_t)(u->base.cfg->max_staleness * 1e9);
+    return p < INT64_C(1000000000) ? INT64_C(1000000000) : p;
+}
+
 void up_report(struct upstream *u, unsigned url, enum up_health h, const char *why)
 {
     char err[320];
-    bool sw = false;
-    int64_t now = table_now(), patience = (int64_t)(u->base.cfg->max_staleness * 1e9);
-    if (patience < INT64_C(1000000000))
-        patience = INT64_C(1000000000);
+    int64_t now = table_now();
     pthread_mutex_lock(&u->base.mu);
     if (url != u->cur) {
         pthread_mutex_unlock(&u->base.mu);
@@ -105,6 +110,7 @@ void up_report(struct upstream *u, unsigned url, enum up_health h, const char *w
     }
     switch (h) {
     case UP_OK:
+        /* (A horizon answer says nothing of the identity: mismatch stays until a switch.) */
         u->last_ok = now;
         u->degraded_since = 0;
         follow_set_state_locked(&u->base, FOLLOW_CONNECTED, NULL);
@@ -121,18 +127,16 @@ void up_report(struct upstream *u, unsigned url, enum up_health h, const char *w
     case UP_LAGGING:
     case UP_BROKEN:
     case UP_MISMATCH:
+        u->mismatch = u->mismatch || h == UP_MISMATCH;
         snprintf(err, sizeof err, "%s: %s", h == UP_MISMATCH ? "the upstream serves another table"
                  : h == UP_LAGGING ? "the upstream's stream lags its answers"
                  : h == UP_BROKEN ? "the upstream's stream is broken"
                  : "the upstream does not answer", why);
         follow_set_state_locked(&u->base, u->base.state == FOLLOW_CONNECTING
                                 ? FOLLOW_CONNECTING : FOLLOW_RECONNECTING, err);
-        sw = u->n_urls > 1 && (h == UP_MISMATCH || now - u->last_ok > patience);
         break;
     }
     pthread_mutex_unlock(&u->base.mu);
-    if (sw)
-        up_switch(u, url + 1, h == UP_MISMATCH ? why : "no answer for max_staleness");
 }
 
 void up_lost_locked(struct up_table *ut, const char *why)
@@ -330,26 +334,34 @@ static bool take_answer(struct up_table *ut, const struct answer *ans, int64_t a
 }
 
 /*
- * While the upstream followed has been degraded for max_staleness, ask the
- * others (at most every few seconds); follow the first that is not.
+ * The choice of upstream, made by the first table's horizon thread: when
+ * the one followed serves another table, or has not answered (or kept its
+ * stream up) for max_staleness, or has been degraded that long, ask the
+ * others (at most every few seconds) and follow the first that answers
+ * fresh.  Only to one that answers: under a load that slows every
+ * upstream, switching would cost a snapshot and gain nothing.
  */
 static void maybe_leave(struct upstream *u, struct httpc *c, struct table *t)
 {
-    int64_t now = table_now(), stale = (int64_t)(u->base.cfg->max_staleness * 1e9);
+    int64_t now = table_now(), p = patience(u);
     pthread_mutex_lock(&u->base.mu);
     unsigned cur = u->cur;
-    bool look = u->n_urls > 1 && u->degraded_since != 0 && now - u->degraded_since > stale
-                && now >= u->next_probe;
+    const char *why = u->mismatch ? "it serves another table"
+                    : now - u->last_ok > p ? "no answer for max_staleness"
+                    : u->degraded_since != 0 && now - u->degraded_since > p ? "it is degraded"
+                    : NULL;
+    bool look = u->n_urls > 1 && why != NULL && now >= u->next_probe;
     if (look)
         u->next_probe = now + 5 * INT64_C(1000000000);
     pthread_mutex_unlock(&u->base.mu);
     for (unsigned k = 1; look && k < u->n_urls && !atomic_load(&u->base.stop); k++) {
         unsigned i = (cur + k) % u->n_urls;
         struct answer a;
-        char why[512];
-        if (ask(u, c, i, t, &a, why, sizeof why) && !a.degraded && a.age_ns >= 0
+        char err[512], text[160];
+        if (ask(u, c, i, t, &a, err, sizeof err) && !a.degraded && a.age_ns >= 0
             && a.covered == a.epoch) {
-            up_switch(u, i, "degraded, while another upstream is not");
+            snprintf(text, sizeof text, "%s, and %s answers fresh", why, u->urls[i]);
+            up_switch(u, i, text);
             return;
         }
     }

@@ -60,7 +60,7 @@ struct up_table {
     pthread_t stream_thread, horizon_thread;
     bool stream_started, horizon_started;   /* run's thread only */
     pthread_mutex_t mu;
-    pthread_cond_t cv;              /* an install, or stop */
+    pthread_cond_t cv;              /* an install, a load's end, or stop */
     /* Under mu: */
     struct up_mirror m;
     struct up_proof proofs[UP_PROOFS];
@@ -69,6 +69,7 @@ struct up_table {
     bool pinned;                    /* ident is the identity followed */
     struct table_ident ident;
     bool lost;                      /* the mirror cannot resume: a snapshot is needed */
+    bool paused;                    /* a load is fetching: the stream applies nothing meanwhile */
     char lost_why[160];
     /* What the upstream said last (its horizon answer or stream). */
     uint64_t heard_history, heard_seq, heard_epoch, heard_covered, heard_generation;
@@ -91,6 +92,7 @@ struct upstream {
     /* Under base.mu: */
     unsigned cur;                   /* the upstream followed now */
     int64_t last_ok;                /* table_now of its last answer (or when it was chosen) */
+    bool mismatch;                  /* it served another table since its last good answer */
     int64_t degraded_since;         /* table_now since it answers degraded; 0: it does not */
     int64_t next_probe;             /* when the others may be asked again */
     uint64_t switches;
@@ -115,12 +117,12 @@ struct httpc_opts up_opts(struct upstream *u, const char *what, int stall_ms);
 /*
  * What the last exchange with upstream url showed (why: the detail, for
  * the log, which names the URL; /readyz shows the kind of failure, and
- * /stats's replication section which upstream): the connection's state and error for /stats and /readyz, and
- * the switch to the next upstream once it has not answered for
- * max_staleness (at least a second: the replica is degraded by then, and a
- * switch costs a snapshot, so a blip does not make one), or at once when
- * it serves another table.  Reports about an upstream no longer followed
- * are dropped.
+ * /stats's replication section which upstream): the connection's state
+ * and error for /stats and /readyz, and what the horizon thread weighs to
+ * follow another upstream (one that has not answered for max_staleness,
+ * at least a second, or serves another table: the replica is degraded by
+ * then, and a switch costs a snapshot, so a blip makes none).  Reports
+ * about an upstream no longer followed are dropped.
  */
 void up_report(struct upstream *u, unsigned url, enum up_health h, const char *why);
 

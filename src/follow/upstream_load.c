@@ -100,12 +100,13 @@ static bool fetch(struct upstream *u, unsigned url, struct table *t, struct snap
         return false;
     }
     struct httpc *c = httpc_new();
-    enum httpc_status st = c ? httpc_get(c, target, &o, on_head, on_body, &fb, err, errlen)
+    char got[512] = "out of memory";
+    enum httpc_status st = c ? httpc_get(c, target, &o, on_head, on_body, &fb, got, sizeof got)
                              : HTTPC_ERROR;
     httpc_free(c);
-    if (c == NULL)
-        snprintf(err, errlen, "out of memory");
+    /* The public part first (before a colon: /readyz shows it), the URL after. */
     if (st != HTTPC_OK) {
+        snprintf(err, errlen, "cannot fetch the upstream's snapshot: %s", got);
         free(fb.buf);
         return false;
     }
@@ -117,14 +118,14 @@ static bool fetch(struct upstream *u, unsigned url, struct table *t, struct snap
     free(fb.buf);
     *other = ss == SNAPSHOT_OTHER_NAME || ss == SNAPSHOT_OTHER_TABLE || ss == SNAPSHOT_OTHER_COLUMN;
     if (ss != SNAPSHOT_OK) {
-        snprintf(err, errlen, "%s: the snapshot is unusable (%s): %s", target,
-                 snapshot_strstatus(ss), why);
+        snprintf(err, errlen, "the upstream's snapshot is unusable (%s): %s: %s",
+                 snapshot_strstatus(ss), target, why);
         return false;
     }
     if (!exact_of(s, e)) {
         snapshot_release(s);
-        snprintf(err, errlen, "%s: the snapshot does not say where it is exact (an upstream "
-                 "without method upstream's metadata)", target);
+        snprintf(err, errlen, "the upstream's snapshot does not say where it is exact: %s "
+                 "(no replication metadata)", target);
         return false;
     }
     return true;
@@ -172,6 +173,8 @@ static bool install_locked(struct up_table *ut, struct snapshot *s, const struct
         snprintf(err, errlen, "out of memory");
         return false;
     }
+    /* The filter going live (a published table's is a copy of f in its file). */
+    f = table_load_filter(l);
     uint64_t now = pending_clock();
     fleetjournal_each(ut->posts, now, add_kept, f);
     struct keep_ctx k = { ut->posts, now };
@@ -226,9 +229,22 @@ bool up_load(struct follower *f, struct table *t, const struct table_job *job, u
     unsigned url = up_current(u);
     /* The load's epoch before the snapshot is made: a gap since is not covered by it. */
     uint64_t epoch = table_epoch(t);
+    /*
+     * The stream applies nothing while the snapshot is fetched, so that the
+     * keys applied are all at or below the seq it is exact at (it is made
+     * after this request arrives): of the same history, it then holds every
+     * row the horizon vouches for.
+     */
+    pthread_mutex_lock(&ut->mu);
+    ut->paused = true;
+    pthread_mutex_unlock(&ut->mu);
     int64_t asked = table_now();
-    bool other = false;
-    if (!fetch(u, url, t, &s, &e, &other, err, errlen)) {
+    bool other = false, fetched = fetch(u, url, t, &s, &e, &other, err, errlen);
+    pthread_mutex_lock(&ut->mu);
+    if (!fetched) {
+        ut->paused = false;
+        pthread_cond_broadcast(&ut->cv);
+        pthread_mutex_unlock(&ut->mu);
         up_report(u, url, other ? UP_MISMATCH : UP_FAILED, err);
         goto out;
     }
@@ -236,38 +252,44 @@ bool up_load(struct follower *f, struct table *t, const struct table_job *job, u
     int64_t proved = e.age_ns >= 0 ? asked - e.age_ns : 0;
     char why[320];
     struct table_proof have;
-    pthread_mutex_lock(&ut->mu);
     table_proof(t, &have);
+    bool same = ut->m.have && e.history == ut->m.history && e.seq >= ut->m.seq;
+    const char *skip = NULL;
     if (!up_same_ident_locked(ut, &ident, table_name(t), table_config(t)->table,
                               table_config(t)->column, why, sizeof why)) {
-        pthread_mutex_unlock(&ut->mu);
-        snprintf(err, errlen, "upstream %s serves another table: %s", u->urls[url], why);
-        up_report(u, url, UP_MISMATCH, err);
-        goto out;
+        snprintf(err, errlen, "the upstream serves another table: %s: %s", u->urls[url], why);
+        other = true;
+    } else if (have.loaded && !same && have.horizon > 0
+               && (e.age_ns < 0 || proved < have.horizon)) {
+        /*
+         * Of another history (a restart, another upstream), the snapshot
+         * must prove at least the horizon the live filter vouches for: its
+         * filter then holds every row the live one must.
+         */
+        skip = "the upstream's snapshot proves less than this replica's filter (its horizon is "
+               "older), which is kept";
+    } else if (have.loaded && e.covered != e.epoch) {
+        skip = "the upstream has not loaded its own table since its gap (the filter is kept)";
+    } else {
+        ok = install_locked(ut, &s, &e, &ident, epoch, proved, rows, err, errlen);
     }
-    /*
-     * Nothing the horizon vouches for may go missing: the snapshot must
-     * prove at least as much (its filter then holds every row the live one
-     * must), and cover the upstream's epoch (else no answer could prove
-     * more later).  A table with no filter yet takes any snapshot.
-     */
-    if (have.loaded && have.horizon > 0 && (e.age_ns < 0 || proved < have.horizon)) {
-        pthread_mutex_unlock(&ut->mu);
-        snprintf(err, errlen, "the snapshot of %s proves less than this replica's filter (the "
-                 "upstream's horizon is %s); keeping the filter", u->urls[url],
-                 e.age_ns < 0 ? "not proved yet" : "older");
-        goto out;
-    }
-    if (have.loaded && e.covered != e.epoch) {
-        pthread_mutex_unlock(&ut->mu);
-        snprintf(err, errlen, "%s has not loaded its own table since its gap (epoch %" PRIu64
-                 ", its filter of %" PRIu64 "); keeping the filter", u->urls[url], e.epoch,
-                 e.covered);
-        goto out;
-    }
-    ok = install_locked(ut, &s, &e, &ident, epoch, proved, rows, err, errlen);
+    ut->paused = false;
+    pthread_cond_broadcast(&ut->cv);
     pthread_mutex_unlock(&ut->mu);
-    if (ok)
+    if (other) {
+        up_report(u, url, UP_MISMATCH, err + strlen("the upstream serves another table: "));
+    } else if (skip != NULL && advisory(job->why)) {
+        /* Only advised (a new generation, growth): nothing lost by not taking it now. */
+        log_fields(f->lg, LOG_LVL_DEBUG, table_name(t), "upstream_snapshot",
+                   "%s: snapshot of %s not taken: %s", table_name(t), u->urls[url], skip);
+        struct table_status st;
+        table_status(t, &st);
+        *rows = st.last_rows;
+        ok = true;
+    } else if (skip != NULL) {
+        snprintf(err, errlen, "%s: %s", skip, u->urls[url]);
+    }
+    if (ok && skip == NULL)
         log_fields(f->lg, LOG_LVL_INFO, table_name(t), "upstream_snapshot",
                    "%s: snapshot of %s live (%llu keys, exact at %016" PRIx64 ":%" PRIu64
                    ", upstream epoch %" PRIu64 "%s)", table_name(t), u->urls[url],

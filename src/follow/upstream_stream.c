@@ -113,6 +113,9 @@ static bool on_frame(void *arg, const struct fleetwire_frame *f)
         return false;
     }
     pthread_mutex_lock(&ut->mu);
+    /* A load is fetching a snapshot: nothing past the seq it will be exact at is applied. */
+    while (ut->paused && !atomic_load(&ut->u->base.stop))
+        pthread_cond_wait(&ut->cv, &ut->mu);
     ut->frames++;
     /* Another snapshot went live since this stream was asked for: it resumes from that. */
     if (ut->m.version != s->version) {

@@ -447,10 +447,13 @@ void table_load_abort(struct table_load *l);
 
 /*
  * A load whose filter was made elsewhere: a replica's snapshot of its
- * upstream (f is taken, whatever happens; it must not be in use).  From
- * now on every insert reaches f too, as with table_load_begin; the caller
- * adds what else the new filter must hold, then commits it (the journal
- * is replayed into it then) or aborts.  NULL (f freed) when out of memory.
+ * upstream (f is taken, whatever happens; it must not be in use).  A
+ * published table (table_set_publisher) copies it into a filter its
+ * publisher allocates, so that the published file holds the live filter.
+ * From now on every insert reaches the new filter too, as with
+ * table_load_begin: the caller adds what else it must hold through
+ * table_load_filter, then commits it (the journal is replayed into it
+ * then) or aborts.  NULL (f freed) when out of memory.
  */
 struct table_load *table_load_adopt(struct table *t, struct filter *f,
                                     const struct table_ident *ident);

@@ -97,9 +97,43 @@ bool table_load_commit(struct table_load *l, uint64_t epoch, int64_t start, cons
     return true;
 }
 
+/*
+ * f's bits into a filter of the same parameters made by a (the
+ * publisher's allocator, so that the filter that goes live is the
+ * published one); NULL when it cannot be made.  f is no one else's yet:
+ * nothing writes it meanwhile.
+ */
+static struct filter *copy_with(const struct filter *f, const struct filter_alloc *a)
+{
+    struct filter_params fp;
+    enum filter_error fe;
+    unsigned char buf[65536];
+    filter_export(f, &fp);
+    struct filter *c = filter_new_from_with(&fp, a, &fe);
+    for (unsigned i = 0; c != NULL && i < fp.layers; i++) {
+        uint64_t size = fp.layer[i].blocks * FILTER_BLOCK_BYTES;
+        for (uint64_t off = 0; off < size; off += sizeof buf) {
+            size_t n = size - off < sizeof buf ? (size_t)(size - off) : sizeof buf;
+            if (!filter_bits_read(f, i, off, buf, n) || !filter_bits_write(c, i, off, buf, n)) {
+                filter_free(c);
+                return NULL;
+            }
+        }
+    }
+    return c;
+}
+
 struct table_load *table_load_adopt(struct table *t, struct filter *f,
                                     const struct table_ident *ident)
 {
+    struct filter_alloc a;
+    /* Published (publish.h): the filter that goes live must be the one in the file. */
+    if (t->pub.begin && t->pub.begin(t->pub.ctx, &a)) {
+        struct filter *c = copy_with(f, &a);
+        filter_free(f);
+        if ((f = c) == NULL)
+            return NULL;            /* the next begin drops the generation begun */
+    }
     struct table_load *l = malloc(sizeof *l);
     if (l == NULL) {
         filter_free(f);
