@@ -309,7 +309,8 @@ static bool take_answer(struct up_table *ut, const struct answer *ans, int64_t a
     } else if (m->have && ans->history == m->history && ans->epoch != m->covered && !ut->lost) {
         up_lost_locked(ut, "the upstream had a gap (a new epoch)");
     }
-    want = (ut->lost || !m->have) && ready;
+    /* (Before the first snapshot the table wants its start load already.) */
+    want = ut->lost && ready;
     /*
      * A stream that lags its upstream's answers (trickling, stuck) proves
      * nothing: after max_staleness it counts as a failure of the upstream.

@@ -189,7 +189,14 @@ static bool install_locked(struct up_table *ut, struct snapshot *s, const struct
     ut->m = (struct up_mirror){ .have = true, .history = e->history, .seq = e->seq,
                                 .covered = e->covered, .generation = e->generation,
                                 .epoch = epoch, .version = ut->m.version + 1 };
-    ut->lost = false;
+    /*
+     * A gap while it was fetched (the horizon thread heard another history
+     * or epoch) is not covered by it: still lost, so that another is asked
+     * for (else no proof could ever move the horizon again).
+     */
+    ut->lost = !table_covered(t);
+    if (ut->lost)
+        snprintf(ut->lost_why, sizeof ut->lost_why, "a gap while the snapshot was fetched");
     ut->n_proofs = 0;
     ut->pinned = true;
     ut->ident = *ident;
