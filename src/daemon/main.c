@@ -333,7 +333,13 @@ int main(int argc, char **argv)
     }
     if (check_only) {
         unsigned errors = preflight_offline(&cfg, file, stderr);
-        if (args.connect)
+        bool replica_only = false;
+        char up[256];
+        preflight_upstream(&cfg, &replica_only, up, sizeof up);
+        if (args.connect && replica_only)
+            printf("bloomguard: every filter follows an upstream ([sync] method = upstream): no "
+                   "PostgreSQL to connect to\n");
+        else if (args.connect)
             errors += preflight_connect(&cfg, stderr);
         if (errors == 0)
             printf("bloomguard: configuration %s is valid\n", file ? file : "(built-in defaults)");
