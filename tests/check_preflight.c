@@ -27,6 +27,8 @@ static void setup(void)
     cfg.snapshot_path = dir;
     cfg.conninfo = "";
     cfg.admin_token_file = "";
+    cfg.tls_cert_file = "";
+    cfg.tls_key_file = "";
     cfg.replication_token_file = "";
     cfg.upstream_token_file = "";
     cfg.upstream = "";

@@ -161,7 +161,7 @@ static void *pump_main(void *arg)
                 cap = nc;
             }
         }
-        int64_t now = table_now();
+        int64_t now = monoclock_boot_ns();
         size_t n = 0, streams = h->nstreams;
         for (struct stream *s = h->streams; s != NULL && n < cap; s = s->next)
             if (s->waiting && due(s, now)) {
@@ -289,7 +289,7 @@ static bool produce(struct stream *s)
         s->next_seq += (uint64_t)k;
         return true;
     }
-    if (table_now() - s->last_sent >= HEARTBEAT_NS) {
+    if (monoclock_boot_ns() - s->last_sent >= HEARTBEAT_NS) {
         s->len = fleetwire_put_pair(s->out, sizeof s->out, FLEETWIRE_HEARTBEAT, s->next_seq - 1,
                                     s->epoch);
         return true;
@@ -311,14 +311,14 @@ static ssize_t stream_read(void *cls, uint64_t pos, char *buf, size_t max)
             n += k;
         }
         if (n > 0) {
-            s->last_sent = table_now();
+            s->last_sent = monoclock_boot_ns();
             return (ssize_t)n;
         }
         if (s->done)
             return MHD_CONTENT_READER_END_OF_STREAM;
         /* Nothing to say: wait, suspended, unless something came since produce looked. */
         pthread_mutex_lock(&h->mu);
-        bool idle = !due(s, table_now());
+        bool idle = !due(s, monoclock_boot_ns());
         if (idle) {
             s->waiting = true;
             MHD_suspend_connection(s->conn);
@@ -378,7 +378,7 @@ struct reply fleethub_stream(struct fleethub *h, unsigned i, const char *from,
     s->ht = ht;
     s->conn = conn;
     s->has_from = parse_from(from, &s->from_history, &s->from_seq);
-    s->last_sent = table_now();
+    s->last_sent = monoclock_boot_ns();
     pthread_mutex_lock(&h->mu);
     bool full = h->nstreams >= h->cfg->fleet_max_replicas, closing = atomic_load(&h->closing);
     if (!full && !closing) {
@@ -422,7 +422,7 @@ struct reply fleethub_horizon(struct fleethub *h, unsigned i)
     /* The horizon first, then the seq: every key that proves it is at or below the seq. */
     table_proof(ht->t, &p);
     uint64_t seq = fleetring_last(ht->ring);
-    int64_t now = table_now(), age = p.horizon > 0 ? now - p.horizon : -1;
+    int64_t now = monoclock_boot_ns(), age = p.horizon > 0 ? now - p.horizon : -1;
     double stale = h->cfg->max_staleness;
     bool degraded = !p.loaded || p.saturated || age < 0
                     || (stale > 0 && (double)age > stale * 1e9);

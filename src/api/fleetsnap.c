@@ -18,6 +18,7 @@
 #include <time.h>
 
 #include "fleetring.h"
+#include "monoclock.h"
 #include "persist.h"
 #include "snapshot.h"
 #include "table.h"
@@ -25,7 +26,7 @@
 /* A snapshot made for replicas, shared by the requests that arrived before it was made. */
 struct blob {
     _Atomic unsigned refs;
-    int64_t made;                   /* table_now when it began to be made */
+    int64_t made;                   /* monoclock_boot_ns when it began to be made */
     size_t len;
     unsigned char *bytes;
 };
@@ -58,7 +59,7 @@ struct making {
 static void make_blob(void *arg, const struct filter *f, struct pending *journal)
 {
     struct making *mk = arg;
-    struct snapshot_stream *ss = snapshot_stream_new(mk->meta, f, journal, pending_clock());
+    struct snapshot_stream *ss = snapshot_stream_new(mk->meta, f, journal, monoclock_boot_s());
     uint64_t size = ss ? snapshot_stream_size(ss) : 0;
     mk->err = ss == NULL ? errno : size > SIZE_MAX ? EFBIG : 0;
     if (mk->err == 0 && (mk->b->bytes = malloc((size_t)size)) == NULL)
@@ -96,7 +97,7 @@ static struct blob *make_snapshot(struct fleetsnap *fs, int64_t now, int *err)
     snprintf(fleet[3], sizeof fleet[3], "%" PRIu64, p.covered);
     snprintf(fleet[4], sizeof fleet[4], "%" PRIu64, p.generation);
     if (p.horizon > 0)
-        snprintf(fleet[5], sizeof fleet[5], "%" PRId64, table_now() - p.horizon);
+        snprintf(fleet[5], sizeof fleet[5], "%" PRId64, monoclock_boot_ns() - p.horizon);
     else
         snprintf(fleet[5], sizeof fleet[5], "none");
     snprintf(fleet[6], sizeof fleet[6], "%d", fs->replica ? 1 : 0);
@@ -146,14 +147,14 @@ void fleetsnap_free(struct fleetsnap *fs)
 
 struct reply fleetsnap_serve(struct fleetsnap *fs, bool *made)
 {
-    int64_t asked = table_now();
+    int64_t asked = monoclock_boot_ns();
     int err = 0;
     *made = false;
     pthread_mutex_lock(&fs->mu);
     struct blob *b = fs->latest;
     /* Made after this request came: its horizon is one this request may be told. */
     if (b == NULL || b->made < asked) {
-        struct blob *nb = make_snapshot(fs, table_now(), &err);
+        struct blob *nb = make_snapshot(fs, monoclock_boot_ns(), &err);
         if (nb != NULL) {
             blob_unref(fs->latest);
             fs->latest = b = nb;

@@ -16,7 +16,6 @@
 
 #include "config.h"
 #include "idcodec.h"
-#include "pending.h"
 #include "spell.h"
 #include "table.h"
 #include "stats.h"
@@ -278,7 +277,7 @@ struct reply ids_exists_batch(struct app *a, const struct api_request *rq)
 static struct reply insert_reply(struct stats *stats, struct table *t,
                                  enum table_insert_result r, size_t n, size_t want, int e)
 {
-    struct pending_info pi;
+    struct table_posts pi;
     switch (r) {
     case TABLE_INSERTED:
         break;
@@ -301,12 +300,12 @@ static struct reply insert_reply(struct stats *stats, struct table *t,
                          "acknowledged", want, strerror_r(e, why, sizeof why));
     }
     case TABLE_INSERT_FULL_COUNT:
-        pending_info(table_pending(t), &pi);
+        table_posts(t, &pi);
         return api_error(MHD_HTTP_INSUFFICIENT_STORAGE, "journal_full",
                          "the POST journal holds pending_limit (%llu) ids: none of these %zu was "
                          "added", (unsigned long long)pi.limit, want);
     case TABLE_INSERT_FULL_BYTES:
-        pending_info(table_pending(t), &pi);
+        table_posts(t, &pi);
         return api_error(MHD_HTTP_INSUFFICIENT_STORAGE, "journal_full",
                          "the POST journal holds pending_max_bytes (%llu) bytes of ids: none of "
                          "these %zu was added", (unsigned long long)pi.max_bytes, want);

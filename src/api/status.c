@@ -13,7 +13,6 @@
 #include <string.h>
 
 #include "config.h"
-#include "guard.h"
 #include "pgerror.h"
 #include "spell.h"
 #include "table.h"
@@ -42,16 +41,13 @@ bool status_take(struct app *a, struct status *st, bool full)
             table_status(t, &f->table);
         }
         if (full) {
-            f->n_layers = guard_layers(table_guard(t), f->layer, FILTER_MAX_LAYERS);
-            f->ready = guard_info(table_guard(t), &f->info);
-            if (!f->ready) {
-                memset(&f->info, 0, sizeof f->info);
+            f->ready = table_filter_info(t, &f->info, f->layer, FILTER_MAX_LAYERS, &f->n_layers);
+            if (!f->ready)
                 f->info.kind = table_sizing(t).kind;    /* what its load will make */
-            }
-            pending_info(table_pending(t), &f->pending);
+            table_posts(t, &f->pending);
             f->posts_durable = table_durable(t);
         } else {
-            f->ready = guard_ready(table_guard(t));
+            f->ready = table_ready(t);
         }
         f->degraded = f->ready && f->table.degraded;
         f->behind_keys = f->conn.mirror && f->conn.heard_seq > f->conn.mirror_seq
@@ -259,6 +255,7 @@ static void feed_section(struct doc *d, json_t *o, const struct table_status *ss
 static void snapshot_section(struct doc *d, json_t *o, const struct table_status *ss)
 {
     put_str(d, o, "restored_from", ss->restored_from[0] ? ss->restored_from : NULL);
+    put_str(d, o, "peer_check", ss->peer_check[0] ? ss->peer_check : NULL);
     put_u64(d, o, "writes", ss->snapshot_writes);
     put_u64(d, o, "write_failures", ss->snapshot_failures);
     put_when(d, o, "written_at", ss->snapshot_written);
@@ -319,6 +316,9 @@ static void horizon_section(struct doc *d, json_t *o, const struct status *st,
         put_str(d, o, "reason", ss->saturated
                 ? "the filter is saturated: past [filter] max_layers it cannot keep "
                   "false_positive_rate; a rebuild from the table will"
+                : ss->held_for > 0
+                ? "POSTs acknowledged before this start may be lost (the POST log was cut or "
+                  "damaged while stopped): absent ids are maybe until they would have expired"
                 : "no proof that every row committed more than max_staleness ago is in the filter");
     put_real(d, o, "max_staleness_seconds", st->max_staleness);
     put_real(d, o, "degraded_seconds_total", ss->degraded_seconds);
@@ -365,7 +365,7 @@ static void fleet_section(struct doc *d, json_t *o, const struct status *st)
     put_u64(d, o, "ring_items", st->fleet.ring_capacity);
 }
 
-static void pending_section(struct doc *d, json_t *o, const struct pending_info *pi, bool durable)
+static void pending_section(struct doc *d, json_t *o, const struct table_posts *pi, bool durable)
 {
     put_u64(d, o, "count", pi->count);
     put_u64(d, o, "bytes", pi->bytes);

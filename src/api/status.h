@@ -13,7 +13,6 @@
 #include "config.h"
 #include "fleethub.h"
 #include "filter.h"
-#include "pending.h"
 #include "source.h"
 #include "stats.h"
 
@@ -28,7 +27,7 @@ struct status_filter {
     double target_fpp;          /* configured false_positive_rate */
     struct table_status table;      /* loads, horizon, positions, snapshots */
     struct follow_status conn;      /* its follower's connection (shared by the tables it follows) */
-    struct pending_info pending;    /* zeros in a light snapshot */
+    struct table_posts pending;     /* zeros in a light snapshot */
     bool posts_durable;             /* POSTs are logged on disk before their 2xx (postlog.h) */
     uint64_t behind_keys;           /* a replica: keys its upstream has that it has not applied */
 };

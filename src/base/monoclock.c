@@ -5,7 +5,6 @@
 #include "monoclock.h"
 
 #define NS_PER_MS 1000000L
-#define NS_PER_S 1000000000L
 
 void monoclock_cond_init(pthread_cond_t *cv)
 {

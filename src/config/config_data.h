@@ -109,6 +109,10 @@ struct config {
     unsigned header_timeout;     /* seconds to send a request's headers; 0 = none */
     char *admin_token_file;      /* "" = systemd credential admin_token, else no token */
     char *publish_dir;           /* where filters are published (publish.h); "" = off, "auto" = $RUNTIME_DIRECTORY */
+    char *tls_cert_file;         /* PEM certificate (chain) served over TLS; "" = plain http */
+    char *tls_key_file;          /* its private key (PEM); set with tls_cert_file or not at all */
+    unsigned publish_mode;       /* the published files' permission bits (within 0644) */
+    char *publish_group;         /* their group: a name or a gid; "" = the process's */
     char *replication_token_file; /* a token for GET /snapshot and /replicate only; "" = none */
     /* [postgres] */
     char *conninfo;              /* "" = libpq defaults / PG* env */
@@ -129,7 +133,8 @@ struct config {
     /* [snapshot] */
     char *snapshot_path;         /* key "path": directory of <name>.snap files; "" = off */
     unsigned snapshot_interval;  /* seconds between periodic snapshots; 0 = only after loads */
-    char *bootstrap_from;        /* "http://host[:port]" of a peer, "" = none */
+    char *bootstrap_from;        /* "http[s]://host[:port]" of a peer, "" = none */
+    char *bootstrap_ca_file;     /* PEM CAs an https peer must chain to; "" = the system's */
     /* [fleet] */
     uint64_t fleet_ring_items;   /* keys each table keeps for replicas to resume from */
     unsigned fleet_max_replicas; /* replication streams served at once */

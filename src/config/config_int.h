@@ -75,7 +75,7 @@ struct config_key {
     bool per_filter;            /* offset is into struct filter_config; [filter NAME] may set it */
     bool secret;                /* never logged: a reload says "(changed)" */
     bool repeatable;            /* may be given more than once in a file (each appends) */
-    uint64_t min, max;          /* uint, u64, seconds */
+    uint64_t min, max;          /* uint, u64, seconds; mode: the bits allowed (0: any) */
     double dmin, dmax;          /* double, seconds_real */
     bool dmin_open, dmax_open;  /* double: the bound itself is rejected */
     const struct config_enum_name *names; /* enum: the allowed values, ended by a NULL name */

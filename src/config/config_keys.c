@@ -159,7 +159,24 @@ const struct config_key config_keys[] = {
     K_STR("server", "publish_dir", "auto", CONFIG_RESTART, CF(publish_dir), NULL,
           "directory where each filter is published as <name>.bgf, a shared mapping that "
           "libbloomguard and the nginx module read without asking the daemon; auto: systemd's "
-          "RuntimeDirectory= ($RUNTIME_DIRECTORY) when set, else off; empty: off"),
+          "RuntimeDirectory= ($RUNTIME_DIRECTORY) when set, else off; empty: off; the "
+          "daemon's own: created if missing, refused when another user owns it or others may "
+          "write to it"),
+    K_STR("server", "tls_cert_file", "", CONFIG_RESTART, CF(tls_cert_file), NULL,
+          "PEM certificate (leaf first, then its chain) to serve https with, so that a peer or a "
+          "client on another host sends the admin token encrypted; needs tls_key_file; "
+          "empty: plain http"),
+    K_STR("server", "tls_key_file", "", CONFIG_RESTART, CF(tls_key_file), NULL,
+          "PEM private key of tls_cert_file (read at start, before any privilege is dropped); "
+          "empty: plain http"),
+    K_TYPED("server", "publish_mode", mode, "0644", CONFIG_RESTART,
+            "permission bits of the published files, within 0644 (no one but the daemon may "
+            "write the filter's memory): 0644 lets every local user test ids, 0640 only "
+            "publish_group", CF(publish_mode), .max = 0644),
+    K_STR("server", "publish_group", "", CONFIG_RESTART, CF(publish_group), check_group,
+          "group of the published files (and of publish_dir when the daemon creates it), a "
+          "name or a gid, e.g. nginx's www-data with publish_mode = 0640; the daemon's user "
+          "must be in it; empty: the daemon's group"),
 
     K_STR("postgres", "conninfo", "", CONFIG_RESTART, CF(conninfo), NULL,
           "libpq connection string; empty uses the libpq defaults and PG* environment variables",
@@ -248,9 +265,13 @@ const struct config_key config_keys[] = {
            "seconds between periodic snapshots (each first catches up with the change feed), "
            "0 = only after loads and at stop"),
     K_STR("snapshot", "bootstrap_from", "", CONFIG_RESTART, CF(bootstrap_from), check_peer,
-          "http://host:port of a peer bloomguard: a start without a snapshot file loads the peer's "
-          "(GET /snapshot, with this daemon's admin token) and reads only the changes since; "
-          "empty: none"),
+          "https://host:port (or http:// to a loopback address) of a peer bloomguard: a start "
+          "without a snapshot file loads the peer's (GET /snapshot, with this daemon's admin "
+          "token), checks a sample of the table's rows against it, and reads only the changes "
+          "since; empty: none"),
+    K_STR("snapshot", "bootstrap_ca_file", "", CONFIG_RESTART, CF(bootstrap_ca_file), NULL,
+          "PEM file of the CAs an https bootstrap_from peer's certificate must chain to; empty: "
+          "the system's CAs"),
 
     K_U64("fleet", "ring_items", "1048576", CONFIG_RESTART, CF(fleet_ring_items), 1, 1073741824,
           "keys each table keeps for its replicas to resume their stream from (12 bytes each, "
@@ -435,64 +456,57 @@ static bool check_column(const char *v, char *err, size_t errlen)
 }
 
 /*
- * One [sync] upstream URL (len bytes of v): https://host[:port] or
- * http://host[:port] to a loopback host (httpc_url_check, the rule the peer
- * bootstrap's URL follows), an optional slash and nothing after.  Plain
- * http elsewhere would send the token in clear (httpc.h refuses to).
+ * [sync] upstream: at most CONFIG_MAX_UPSTREAMS URLs, space-separated, each
+ * as bootstrap_from's (check_peer: https, or plain http to a loopback host
+ * only, so that the token never travels in clear).
  */
-static bool check_upstream(const char *v, size_t len, char *err, size_t errlen)
-{
-    char url[CONFIG_UPSTREAM_URL_MAX + 1], why[200];
-    bool tls = false, loopback = false;
-    int shown = (int)(len < ERR_VALUE_MAX ? len : ERR_VALUE_MAX);
-    const char *rest = NULL, *slash = NULL;
-    if (len <= CONFIG_UPSTREAM_URL_MAX) {
-        memcpy(url, v, len);
-        url[len] = '\0';
-        rest = strncmp(url, "https://", 8) == 0 ? url + 8
-             : strncmp(url, "http://", 7) == 0 ? url + 7 : NULL;
-        slash = rest != NULL ? strchr(rest, '/') : NULL;
-    }
-    if (rest == NULL || *rest == '\0' || strpbrk(rest, "?#@") != NULL
-        || (slash != NULL && slash[1] != '\0')
-        || !httpc_url_check(url, &tls, &loopback, why, sizeof why)) {
-        errf(err, errlen, "\"%.*s\" is not https://host[:port] or http://host[:port] (no path)",
-             shown, v);
-        return false;
-    }
-    if (!tls && !loopback) {
-        errf(err, errlen, "\"%.*s\": plain http to a host that is not loopback would send the "
-             "token in clear: use https:// (the upstream's [server] tls_cert_file)", shown, v);
-        return false;
-    }
-    return true;
-}
-
-/* [sync] upstream: at most CONFIG_MAX_UPSTREAMS URLs (check_upstream), space-separated. */
 static bool check_upstreams(const char *v, char *err, size_t errlen)
 {
     unsigned n = 0;
+    char url[CONFIG_UPSTREAM_URL_MAX + 1];
     for (const char *p = v + strspn(v, " \t"); *p != '\0'; p += strspn(p, " \t")) {
         size_t len = strcspn(p, " \t");
-        if (++n > CONFIG_MAX_UPSTREAMS) {
-            errf(err, errlen, "more than %d upstreams", CONFIG_MAX_UPSTREAMS);
+        if (++n > CONFIG_MAX_UPSTREAMS || len > CONFIG_UPSTREAM_URL_MAX) {
+            errf(err, errlen, "more than %d upstreams, or one longer than %d bytes",
+                 CONFIG_MAX_UPSTREAMS, CONFIG_UPSTREAM_URL_MAX);
             return false;
         }
-        if (!check_upstream(p, len, err, errlen))
+        snprintf(url, sizeof url, "%.*s", (int)len, p);
+        if (!check_peer(url, err, errlen))
             return false;
         p += len;
     }
     return true;
 }
 
-/* [snapshot] bootstrap_from: http://host[:port], nothing after (peer.c reads the rest). */
+/*
+ * [snapshot] bootstrap_from: https://host[:port], or http:// to a loopback
+ * address, nothing after but a slash (peer.c adds the path).  Plain http
+ * elsewhere is refused here rather than at the first start: the admin
+ * token would travel in clear (httpc.h refuses to send it), and a peer on
+ * another host refuses /snapshot without it.
+ */
 static bool check_peer(const char *v, char *err, size_t errlen)
 {
     size_t len = strlen(v);
     if (len == 0)
         return true;
-    if (strncmp(v, "http://", 7) != 0 || len == 7 || len > 255 || strpbrk(v + 7, "/?#@ \t") != NULL) {
-        errf(err, errlen, "\"%.*s\" is not http://host[:port] (no path, no https)", ERR_VALUE_MAX, v);
+    const char *rest = strncmp(v, "https://", 8) == 0 ? v + 8
+                     : strncmp(v, "http://", 7) == 0 ? v + 7 : NULL;
+    const char *slash = rest != NULL ? strchr(rest, '/') : NULL;
+    bool tls = false, loopback = false;
+    char why[200];
+    if (rest == NULL || *rest == '\0' || len > 255 || strpbrk(rest, "?#@ \t") != NULL
+        || (slash != NULL && slash[1] != '\0')
+        || !httpc_url_check(v, &tls, &loopback, why, sizeof why)) {
+        errf(err, errlen, "\"%.*s\" is not https://host[:port] or http://host[:port] (no path)",
+             ERR_VALUE_MAX, v);
+        return false;
+    }
+    if (!tls && !loopback) {
+        errf(err, errlen, "\"%.*s\": plain http to a host that is not loopback would send the "
+             "admin token in clear: use https:// (the peer's [server] tls_cert_file, this "
+             "daemon's bootstrap_ca_file)", ERR_VALUE_MAX, v);
         return false;
     }
     return true;

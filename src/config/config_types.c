@@ -433,6 +433,11 @@ static bool mode_set(const struct config_key *k, void *obj, const char *v, char 
              "socket)", v);
         return false;
     }
+    /* A row's max, when set, is the bits the key allows (publish_mode: no one else writes). */
+    if (k->max != 0 && (m & ~(unsigned)k->max) != 0) {
+        errf(err, errlen, "%s sets bits outside %04o", v, (unsigned)k->max);
+        return false;
+    }
     *FIELD(k, obj, unsigned) = m;
     return true;
 }
@@ -444,8 +449,10 @@ static void mode_format(const struct config_key *k, const void *obj, char *buf, 
 
 static void mode_values(const struct config_key *k, char *buf, size_t len)
 {
-    (void)k;
-    snprintf(buf, len, "an octal mode, 0000..0777");
+    if (k->max != 0)
+        snprintf(buf, len, "an octal mode within %04o", (unsigned)k->max);
+    else
+        snprintf(buf, len, "an octal mode, 0000..0777");
 }
 
 #define SCALAR_OPS(T)                                                                \

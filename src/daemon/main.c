@@ -475,7 +475,8 @@ int main(int argc, char **argv)
         log_info(&lg, "bloomguard %s listening on %s (config %s)", PACKAGE_VERSION,
                  cfg.listen_host, file ? file : "built-in defaults");
     else
-        log_info(&lg, "bloomguard %s listening on http://%s%s%s:%u (config %s)", PACKAGE_VERSION,
+        log_info(&lg, "bloomguard %s listening on http%s://%s%s%s:%u (config %s)", PACKAGE_VERSION,
+                 cfg.tls_cert_file[0] != '\0' ? "s" : "",
                  strchr(cfg.listen_host, ':') ? "[" : "", cfg.listen_host,
                  strchr(cfg.listen_host, ':') ? "]" : "", http_port(http),
                  file ? file : "built-in defaults");

@@ -132,6 +132,12 @@ unsigned preflight_offline(const struct config *c, const char *config_file, FILE
     }
     if (c->admin_token_file[0] != '\0')
         check_secret(out, &errors, "[server] admin_token_file", c->admin_token_file);
+    /* TLS: both files or neither (http.c refuses to start otherwise), the key kept private. */
+    if ((c->tls_cert_file[0] != '\0') != (c->tls_key_file[0] != '\0'))
+        finding(out, &errors, true, "[server] tls_cert_file and tls_key_file go together: set both "
+                "or neither");
+    if (c->tls_key_file[0] != '\0')
+        check_secret(out, &errors, "[server] tls_key_file", c->tls_key_file);
     if (c->replication_token_file[0] != '\0')
         check_secret(out, &errors, "[server] replication_token_file", c->replication_token_file);
     if (c->upstream_token_file[0] != '\0')
@@ -149,8 +155,9 @@ unsigned preflight_offline(const struct config *c, const char *config_file, FILE
         finding(out, &errors, false, "%s", warn);
     if (persist_dir(c, dir, sizeof dir))
         check_dir(out, &errors, "[snapshot] path", dir);
-    if (publish_dir(c, dir, sizeof dir))
-        check_dir(out, &errors, "[server] publish_dir", dir);
+    /* publish.c's own rule, as the start applies it (but for creating a missing one). */
+    if (publish_dir(c, dir, sizeof dir) && !publish_dir_check(c, dir, false, why, sizeof why))
+        finding(out, &errors, true, "%s", why);
     return errors;
 }
 

@@ -22,7 +22,7 @@ void fleetjournal_free(struct fleetjournal *j);
 
 /*
  * Keep h until now + ttl (seconds of any clock that only grows, e.g.
- * pending_clock), or longer if it is already kept longer.  False when the
+ * monoclock_boot_s), or longer if it is already kept longer.  False when the
  * journal is full of live keys (or out of memory): h is not kept.
  */
 bool fleetjournal_add(struct fleetjournal *j, uint64_t h, uint64_t ttl, uint64_t now);

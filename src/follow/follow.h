@@ -31,7 +31,7 @@ struct follower;
 /* What a COPY gets from its table's follower before its snapshot starts. */
 struct follow_ticket {
     uint64_t epoch;                 /* the table's epoch the COPY starts in */
-    int64_t start;                  /* table_now before the COPY's snapshot was taken, when that
+    int64_t start;                  /* boot clock before the COPY's snapshot was taken, when that
                                        was before the COPY (an exported one); 0: the COPY's start */
     char position[TABLE_POS_MAX];   /* where the loaded filter will be exact, "" = none */
     char snapshot[64];              /* COPY inside this exported snapshot; "" = its own */
@@ -355,7 +355,7 @@ void follow_lost(struct follower *f, char *err);
  * seconds means the connection is gone: a partition that drops packets
  * never closes it.  Degraded answers start long before; this only decides
  * when to give up on the connection, which costs a catch-up or a COPY, so
- * its default is generous.  Whether a probe sent at sent (table_now) is
+ * its default is generous.  Whether a probe sent at sent (monoclock_boot_ns) is
  * unanswered at now for longer than timeout_s (err says so).
  */
 bool follow_probe_dead(int64_t sent, int64_t now, unsigned timeout_s, char *err, size_t errlen);

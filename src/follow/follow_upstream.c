@@ -8,7 +8,7 @@
  *
  * The horizon through the chain, proved by round trips, never by comparing
  * clocks.  Every UP_HORIZON_MS a table asks its upstream GET
- * /replicate/NAME/horizon at time a (table_now, this host's clock).  The
+ * /replicate/NAME/horizon at time a (monoclock_boot_ns, this host's clock).  The
  * upstream answers, at some time t >= a, with its history X, its epoch E,
  * the epoch C its live filter covers, its ring's newest seq S, read after
  * its horizon H_u, and age = t - H_u (its clock, a difference only).  By
@@ -83,7 +83,7 @@ void up_switch(struct upstream *u, unsigned to, const char *why)
     pthread_mutex_lock(&u->base.mu);
     unsigned from = u->cur;
     u->cur = to % u->n_urls;
-    u->last_ok = table_now();
+    u->last_ok = monoclock_boot_ns();
     u->degraded_since = 0;
     u->mismatch = false;
     u->switches++;
@@ -102,7 +102,7 @@ static int64_t patience(const struct upstream *u)
 void up_report(struct upstream *u, unsigned url, enum up_health h, const char *why)
 {
     char err[320];
-    int64_t now = table_now();
+    int64_t now = monoclock_boot_ns();
     pthread_mutex_lock(&u->base.mu);
     if (url != u->cur) {
         pthread_mutex_unlock(&u->base.mu);
@@ -315,7 +315,7 @@ static bool take_answer(struct up_table *ut, const struct answer *ans, int64_t a
      * A stream that lags its upstream's answers (trickling, stuck) proves
      * nothing: after max_staleness it counts as a failure of the upstream.
      */
-    int64_t now = table_now(), stale = (int64_t)(ut->u->base.cfg->max_staleness * 1e9);
+    int64_t now = monoclock_boot_ns(), stale = (int64_t)(ut->u->base.cfg->max_staleness * 1e9);
     bool lagging = m->have && !ut->lost && ans->history == m->history && ans->seq > m->seq;
     if (!lagging)
         ut->behind_since = 0;
@@ -344,7 +344,7 @@ static bool take_answer(struct up_table *ut, const struct answer *ans, int64_t a
  */
 static void maybe_leave(struct upstream *u, struct httpc *c, struct table *t)
 {
-    int64_t now = table_now(), p = patience(u);
+    int64_t now = monoclock_boot_ns(), p = patience(u);
     pthread_mutex_lock(&u->base.mu);
     unsigned cur = u->cur;
     const char *why = u->mismatch ? "it serves another table"
@@ -375,7 +375,7 @@ void *up_horizon_main(void *arg)
     struct httpc *c = httpc_new();
     char why[512];
     while (c != NULL && !atomic_load(&u->base.stop)) {
-        int64_t a = table_now();
+        int64_t a = monoclock_boot_ns();
         unsigned url = up_current(u);
         struct answer ans;
         if (u->token_err[0] != '\0') {
@@ -399,7 +399,7 @@ void *up_horizon_main(void *arg)
         }
         if (ut == u->tables[0])
             maybe_leave(u, c, ut->t);
-        int64_t left = a + UP_HORIZON_MS * NS_PER_MS - table_now();
+        int64_t left = a + UP_HORIZON_MS * NS_PER_MS - monoclock_boot_ns();
         if (left > 0)
             follow_nap(&u->base.stop, (unsigned)(left / NS_PER_MS));
     }
@@ -419,7 +419,7 @@ static void up_init(struct follower *f)
         snprintf(u->urls[u->n_urls++], sizeof u->urls[0], "%.*s", (int)len, p);
         p += len;
     }
-    u->last_ok = table_now();
+    u->last_ok = monoclock_boot_ns();
     if (f->cfg->upstream_token_file[0] != '\0') {
         char why[200];
         if (token_load(f->cfg->upstream_token_file, NULL, &u->token, NULL, 0, why, sizeof why)

@@ -20,8 +20,8 @@
 #include "loader.h"
 #include "monoclock.h"
 #include "persist.h"
+#include "spotcheck.h"
 
-#define NS_PER_S INT64_C(1000000000)
 /* How often the scheduler wakes to check timers and growth. */
 #define TICK_MS 500
 
@@ -33,7 +33,8 @@ struct scheduler {
     struct table **tables;
     struct follower **follower;     /* per table, NULL: none */
     unsigned *backoff;              /* per table: seconds before retrying a failed load */
-    int64_t *next_snapshot;         /* per table: table_now of the next periodic one; 0: none */
+    int64_t *next_snapshot;         /* per table: boot clock of the next periodic one; 0: none */
+    struct vetting *vetting;        /* per table: checking a peer's snapshot (table_vet) */
     unsigned n;
     unsigned next_pick;             /* where the round robin resumes */
     int64_t next_prune;
@@ -44,11 +45,20 @@ struct scheduler {
     bool started;
     scheduler_prepare_fn prepare;
     void *prepare_arg;
-    int64_t prepare_again;          /* table_now of the next prepare; 0: none needed */
+    int64_t prepare_again;          /* monoclock_boot_ns of the next prepare; 0: none needed */
 
     pthread_mutex_t mu;
     pthread_cond_t cv;              /* a want, a follower ready, or stop */
     bool woken;                     /* under mu */
+};
+
+/* One table's check of a peer's snapshot against a sample of its rows (spotcheck.h). */
+struct vetting {
+    struct spotcheck sample;
+    bool taken;
+    int64_t taken_at;               /* boot clock once the sample was read: every row is older */
+    int64_t retry_at;               /* boot clock before which a failed read is not tried again */
+    unsigned backoff;               /* seconds */
 };
 
 struct scheduler *scheduler_new(const struct config *cfg, struct table *const *tables, unsigned n,
@@ -61,8 +71,9 @@ struct scheduler *scheduler_new(const struct config *cfg, struct table *const *t
     s->follower = calloc(n, sizeof *s->follower);
     s->backoff = calloc(n, sizeof *s->backoff);
     s->next_snapshot = calloc(n, sizeof *s->next_snapshot);
+    s->vetting = calloc(n, sizeof *s->vetting);
     if (s->tables == NULL || s->follower == NULL || s->backoff == NULL
-        || s->next_snapshot == NULL) {
+        || s->next_snapshot == NULL || s->vetting == NULL) {
         scheduler_free(s);
         return NULL;
     }
@@ -75,7 +86,7 @@ struct scheduler *scheduler_new(const struct config *cfg, struct table *const *t
     s->token = token;
     if (hooks)
         s->hooks = *hooks;
-    s->rng = (unsigned)table_now() ^ (unsigned)getpid();
+    s->rng = (unsigned)monoclock_boot_ns() ^ (unsigned)getpid();
     atomic_init(&s->stop, false);
     pthread_mutex_init(&s->mu, NULL);
     monoclock_cond_init(&s->cv);
@@ -92,6 +103,9 @@ void scheduler_free(struct scheduler *s)
     free(s->follower);
     free(s->backoff);
     free(s->next_snapshot);
+    for (unsigned i = 0; s->vetting != NULL && i < s->n; i++)
+        spotcheck_release(&s->vetting[i].sample);
+    free(s->vetting);
     free(s);
 }
 
@@ -198,7 +212,7 @@ static bool run_copy(struct scheduler *s, unsigned i, const struct table_job *jo
     } else {
         tk.epoch = table_epoch(t);
     }
-    int64_t copy_start = table_now();
+    int64_t copy_start = monoclock_boot_ns();
     struct progress_ctx pc = { s, i, job->first };
     const struct loader_copy_opts o = {
         .snapshot = tk.snapshot, .must_see = tk.must_see, .n_must_see = tk.n_must_see,
@@ -289,9 +303,9 @@ static bool run_job(struct scheduler *s, unsigned i, const struct table_job *job
             *kind = "copy";
             return run_copy(s, i, job, rows, secs, err, errlen);
         }
-        int64_t t0 = table_now();
+        int64_t t0 = monoclock_boot_ns();
         int r = f->ops->catch_up(f, t, rows, err, errlen);
-        *secs = (double)(table_now() - t0) / (double)NS_PER_S;
+        *secs = (double)(monoclock_boot_ns() - t0) / (double)NS_PER_S;
         if (r == 1)
             return true;
         if (r == 0)
@@ -325,8 +339,9 @@ static void save_table(struct scheduler *s, unsigned i)
     if (!persist_file(s->cfg, table_config(t), path, sizeof path))
         return;
     unsigned every = s->cfg->snapshot_interval;
-    s->next_snapshot[i] = every ? table_now() + (int64_t)every * NS_PER_S : 0;
-    if (!table_loaded(t))
+    s->next_snapshot[i] = every ? monoclock_boot_ns() + (int64_t)every * NS_PER_S : 0;
+    /* A peer's filter on probation is not ours to keep: a restart would believe the file. */
+    if (!table_loaded(t) || table_vet(t, NULL) != TABLE_VET_NONE)
         return;
     /* The position first: every change after it is in the filter or read again on resume. */
     if (f != NULL)
@@ -348,8 +363,15 @@ static void restore_all(struct scheduler *s)
     for (unsigned i = 0; i < s->n && !atomic_load(&s->stop); i++) {
         struct table *t = s->tables[i];
         struct persist_restored r;
-        if (!persist_restore(s->cfg, table_config(t), s->token, &s->stop, table_guard(t),
-                             table_pending(t), s->lg, &r))
+        /* Before a peer's filter can go live: not one of its "absent" answers believed yet. */
+        bool peer = s->cfg->bootstrap_from[0] != '\0';
+        if (peer)
+            table_vet_begin(t);
+        bool ok = persist_restore(s->cfg, table_config(t), s->token, &s->stop, table_guard(t),
+                                  table_pending(t), s->lg, &r);
+        if (peer && !(ok && r.from == PERSIST_PEER))
+            table_vetted(t, true);      /* no filter from elsewhere after all */
+        if (!ok)
             continue;
         table_restored(t, r.position, r.from == PERSIST_PEER ? "peer" : "snapshot", r.items,
                        r.seconds, &r.ident);
@@ -361,7 +383,7 @@ static void restore_all(struct scheduler *s)
 /* A table whose periodic snapshot is due, -1 if none; *wait_ms shrinks to the next one. */
 static int snapshot_due(struct scheduler *s, unsigned *wait_ms)
 {
-    int64_t now = table_now();
+    int64_t now = monoclock_boot_ns();
     for (unsigned i = 0; i < s->n; i++) {
         if (s->next_snapshot[i] == 0 || !table_loaded(s->tables[i]))
             continue;
@@ -402,7 +424,7 @@ static void periodic_snapshot(struct scheduler *s, unsigned i)
 static void maybe_prune(struct scheduler *s, unsigned *wait_ms)
 {
     const struct config *c = s->cfg;
-    int64_t now = table_now();
+    int64_t now = monoclock_boot_ns();
     if (!c->feed_enabled || c->feed_prune_interval == 0)
         return;
     if (now < s->next_prune) {
@@ -431,6 +453,107 @@ static void maybe_prune(struct scheduler *s, unsigned *wait_ms)
     PQfinish(conn);
 }
 
+/* --------------------------------------------- a peer's snapshot, checked -- */
+
+/*
+ * Read table i's sample: every row of it committed before taken_at, so
+ * once the held-back horizon (table_vet) has passed taken_at the filter
+ * must hold each one, whatever the table's rate of change and however old
+ * the peer's file was.  Taken before the first catch-up, so that catch-up
+ * is what proves it.
+ */
+static void vet_take(struct scheduler *s, unsigned i, struct vetting *v)
+{
+    struct table *t = s->tables[i];
+    char err[512];
+    PGconn *conn = loader_connect(s->cfg, err, sizeof err);
+    bool ok = conn != NULL
+              && spotcheck_take(conn, table_config(t), SPOTCHECK_ROWS, &s->stop, &v->sample, err,
+                                sizeof err);
+    PQfinish(conn);
+    if (ok) {
+        v->taken = true;
+        v->taken_at = monoclock_boot_ns();
+        v->backoff = 1;
+        return;
+    }
+    if (atomic_load(&s->stop))
+        return;
+    if (v->backoff == 0)
+        v->backoff = 1;
+    log_fields(s->lg, LOG_LVL_WARN, table_name(t), "peer_check_retry",
+               "%s: cannot read a sample of the table to check the peer's snapshot against "
+               "(%s); answers stay degraded; retrying in about %u s", table_name(t), err,
+               v->backoff);
+    v->retry_at = monoclock_boot_ns() + (int64_t)follow_jitter_ms(&s->rng, v->backoff) * 1000000;
+    v->backoff = v->backoff * 2 > s->cfg->retry_max_seconds ? s->cfg->retry_max_seconds
+                                                            : v->backoff * 2;
+}
+
+/*
+ * Look each sampled row up as a request would be answered (table_lookup:
+ * the live filter, the table's spelling): any "absent" refuses the
+ * snapshot.
+ */
+static void vet_check(struct scheduler *s, unsigned i, struct vetting *v)
+{
+    struct table *t = s->tables[i];
+    size_t missing = 0, first = 0;
+    for (size_t k = 0; k < v->sample.n; k++) {
+        enum table_answer a = table_lookup(t, v->sample.rows[k], v->sample.lens[k]);
+        if (a == TABLE_ABSENT || a == TABLE_DEGRADED) {
+            if (missing++ == 0)
+                first = k;
+        }
+    }
+    if (missing == 0) {
+        log_fields(s->lg, LOG_LVL_INFO, table_name(t), "peer_snapshot_checked",
+                   "%s: the peer's snapshot holds all %zu rows of a random sample of the table "
+                   "(%s): believed", table_name(t), v->sample.n, v->sample.how);
+        table_vetted(t, true);
+        /* Now it is the daemon's own: what the catch-ups skipped while on probation. */
+        save_table(s, i);
+    } else {
+        /* The row, cut and made printable: it is the table's, not the peer's. */
+        char row[64];
+        size_t n = 0;
+        for (size_t k = 0; k < v->sample.lens[first] && n + 1 < sizeof row; k++) {
+            unsigned char c = (unsigned char)v->sample.rows[first][k];
+            row[n++] = c >= 0x20 && c < 0x7f && c != '"' ? (char)c : '?';
+        }
+        row[n] = '\0';
+        log_fields(s->lg, LOG_LVL_WARN, table_name(t), "peer_snapshot_refused",
+                   "%s: the peer's snapshot lacks %zu of %zu rows of a random sample of the "
+                   "table (%s), e.g. \"%s\": refused, not resuming from its position; loading the table", table_name(t), missing,
+                   v->sample.n, v->sample.how, row);
+        table_vetted(t, false);
+    }
+    spotcheck_release(&v->sample);
+    v->taken = false;
+}
+
+/* Each table on probation: its sample, then its verdict once proved; *wait_ms shrinks meanwhile. */
+static void vet_all(struct scheduler *s, unsigned *wait_ms)
+{
+    for (unsigned i = 0; i < s->n && !atomic_load(&s->stop); i++) {
+        struct vetting *v = &s->vetting[i];
+        int64_t proved = 0;
+        if (table_vet(s->tables[i], &proved) != TABLE_VET_PENDING) {
+            if (v->taken) {             /* a COPY ended the probation first */
+                spotcheck_release(&v->sample);
+                v->taken = false;
+            }
+            continue;
+        }
+        if (!v->taken && monoclock_boot_ns() >= v->retry_at)
+            vet_take(s, i, v);
+        if (v->taken && proved >= v->taken_at)
+            vet_check(s, i, v);
+        else if (*wait_ms > 100)
+            *wait_ms = 100;
+    }
+}
+
 /* ------------------------------------------------------------ the loop -- */
 
 /*
@@ -440,7 +563,7 @@ static void maybe_prune(struct scheduler *s, unsigned *wait_ms)
  */
 static int pick(struct scheduler *s, struct table_job *job, unsigned *wait_ms)
 {
-    int64_t now = table_now(), wait_ns = (int64_t)TICK_MS * 1000000;
+    int64_t now = monoclock_boot_ns(), wait_ns = (int64_t)TICK_MS * 1000000;
     for (unsigned k = 0; k < s->n; k++) {
         unsigned i = (s->next_pick + k) % s->n;
         struct table *t = s->tables[i];
@@ -476,7 +599,7 @@ static void prepare_followers(struct scheduler *s)
                                                           : backoff * 2;
     }
     if (s->prepare && r == 0)
-        s->prepare_again = table_now() + SCHEDULER_PREPARE_AGAIN_S * NS_PER_S;
+        s->prepare_again = monoclock_boot_ns() + SCHEDULER_PREPARE_AGAIN_S * NS_PER_S;
 }
 
 static void maybe_prepare_again_now(struct scheduler *s)
@@ -485,7 +608,7 @@ static void maybe_prepare_again_now(struct scheduler *s)
     int r = s->prepare(s->prepare_arg, err, sizeof err);
     if (r < 0)
         log_debug(s->lg, "looking again for how to follow the tables: %s", err);
-    s->prepare_again = r == 1 ? 0 : table_now() + SCHEDULER_PREPARE_AGAIN_S * NS_PER_S;
+    s->prepare_again = r == 1 ? 0 : monoclock_boot_ns() + SCHEDULER_PREPARE_AGAIN_S * NS_PER_S;
 }
 
 /* While a table has no follower: look again now and then (it may have been watched since). */
@@ -493,7 +616,7 @@ static void maybe_prepare_again(struct scheduler *s, unsigned *wait_ms)
 {
     if (s->prepare_again == 0)
         return;
-    int64_t now = table_now();
+    int64_t now = monoclock_boot_ns();
     if (now < s->prepare_again) {
         int64_t ms = (s->prepare_again - now) / 1000000 + 1;
         if (ms < *wait_ms)
@@ -510,10 +633,13 @@ static void *scheduler_main(void *arg)
     restore_all(s);
     prepare_followers(s);
     while (!atomic_load(&s->stop)) {
-        unsigned wait_ms = TICK_MS;
+        unsigned wait_ms = TICK_MS, vet_wait = TICK_MS;
+        vet_all(s, &vet_wait);
         struct table_job job;
         int i = pick(s, &job, &wait_ms);
         if (i < 0) {
+            if (vet_wait < wait_ms)
+                wait_ms = vet_wait;
             int due = snapshot_due(s, &wait_ms);
             if (due >= 0) {
                 periodic_snapshot(s, (unsigned)due);

@@ -21,6 +21,7 @@
 #include "fleetwire.h"
 #include "follow.h"
 #include "httpc.h"
+#include "monoclock.h"
 
 /* Horizon answers kept while the stream has not delivered their seq yet. */
 #define UP_PROOFS 4
@@ -74,7 +75,7 @@ struct up_table {
     /* What the upstream said last (its horizon answer or stream). */
     uint64_t heard_history, heard_seq, heard_epoch, heard_covered, heard_generation;
     bool heard_replica;             /* it follows an upstream itself */
-    int64_t behind_since;           /* table_now since the stream lags its answers; 0: it does not */
+    int64_t behind_since;           /* monoclock_boot_ns since the stream lags its answers; 0: it does not */
     enum up_health stream_health;   /* how its last stream ended (UP_OK once one delivers) */
     char stream_why[320];           /* and why */
     uint64_t frames, keys, resumes, snapshots, violations;
@@ -91,9 +92,9 @@ struct upstream {
     _Atomic unsigned running;
     /* Under base.mu: */
     unsigned cur;                   /* the upstream followed now */
-    int64_t last_ok;                /* table_now of its last answer (or when it was chosen) */
+    int64_t last_ok;                /* monoclock_boot_ns of its last answer (or when it was chosen) */
     bool mismatch;                  /* it served another table since its last good answer */
-    int64_t degraded_since;         /* table_now since it answers degraded; 0: it does not */
+    int64_t degraded_since;         /* monoclock_boot_ns since it answers degraded; 0: it does not */
     int64_t next_probe;             /* when the others may be asked again */
     uint64_t switches;
 };

@@ -175,7 +175,7 @@ static bool install_locked(struct up_table *ut, struct snapshot *s, const struct
     }
     /* The filter going live (a published table's is a copy of f in its file). */
     f = table_load_filter(l);
-    uint64_t now = pending_clock();
+    uint64_t now = monoclock_boot_s();
     fleetjournal_each(ut->posts, now, add_kept, f);
     struct keep_ctx k = { ut->posts, now };
     snapshot_journal_each(s, keep_post, &k);
@@ -211,7 +211,7 @@ bool up_load(struct follower *f, struct table *t, const struct table_job *job, u
 {
     struct upstream *u = (struct upstream *)f;
     struct up_table *ut = up_table_of(u, t);
-    int64_t t0 = table_now();
+    int64_t t0 = monoclock_boot_ns();
     struct snapshot s = { 0 };
     struct exact e;
     struct table_ident ident;
@@ -245,7 +245,7 @@ bool up_load(struct follower *f, struct table *t, const struct table_job *job, u
     pthread_mutex_lock(&ut->mu);
     ut->paused = true;
     pthread_mutex_unlock(&ut->mu);
-    int64_t asked = table_now();
+    int64_t asked = monoclock_boot_ns();
     bool other = false, fetched = fetch(u, url, t, &s, &e, &other, err, errlen);
     pthread_mutex_lock(&ut->mu);
     if (!fetched) {
@@ -304,6 +304,6 @@ bool up_load(struct follower *f, struct table *t, const struct table_job *job, u
                    e.age_ns < 0 ? ", no horizon yet" : "");
 out:
     snapshot_release(&s);
-    *secs = (double)(table_now() - t0) / 1e9;
+    *secs = (double)(monoclock_boot_ns() - t0) / 1e9;
     return ok;
 }

@@ -48,7 +48,7 @@ static bool on_head(void *arg, const struct httpc_head *h, char *why, size_t why
 static void apply_locked(struct stream *s, const struct fleetwire_adds *a)
 {
     struct up_table *ut = s->ut;
-    uint64_t now = pending_clock();
+    uint64_t now = monoclock_boot_s();
     for (uint32_t i = 0; i < a->count; i++)
         s->hashes[i] = fleetwire_adds_hash(a, i);
     /* Rows in runs between the POSTs; each POST into the journal before the filter. */

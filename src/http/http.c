@@ -9,6 +9,7 @@
  */
 #include "http.h"
 
+#include <errno.h>
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdio.h>
@@ -125,7 +126,7 @@ static enum MHD_Result queue(struct http *h, struct request *rq, struct MHD_Conn
     enum MHD_Result ret = MHD_queue_response(c, r.status, r.resp);
     if (!r.shared)
         MHD_destroy_response(r.resp);
-    uint64_t dt = rq->t0 ? now_ns() - rq->t0 : 0;
+    uint64_t dt = rq->t0 ? (uint64_t)monoclock_ns() - rq->t0 : 0;
     if (h->a->cfg->metrics_enabled)
         stats_request(h->a->stats, rq->route != NULL ? (unsigned)(rq->route - routes_table)
                                                      : routes_count,
@@ -173,7 +174,7 @@ static enum MHD_Result handle_request(struct http *h, struct app *a, struct MHD_
         rq->early.status = 0;
         rq->t0 = 0;
         if (a->cfg->metrics_enabled)
-            rq->t0 = now_ns();
+            rq->t0 = (uint64_t)monoclock_ns();
         *req_cls = rq;
         if (http_first_checks(h, a, rq, c, url, method)) {
             struct reply r = rq->early;
@@ -275,7 +276,7 @@ static void on_completed(void *cls, struct MHD_Connection *c, void **req_cls,
         rq->cap = 0;
     }
     if (toe == MHD_REQUEST_TERMINATED_COMPLETED_OK)
-        atomic_store(&rq->deadline, next_deadline(h, coarse_ns()));
+        atomic_store(&rq->deadline, next_deadline(h, (uint64_t)monoclock_coarse_ns()));
     *req_cls = NULL;
 }
 
@@ -307,7 +308,9 @@ static void on_connection(void *cls, struct MHD_Connection *c, void **socket_con
         rq->h = h;
         rq->later = (struct api_later){ later_begin, later_done, rq };
         atomic_init(&rq->later_ready, false);
-        atomic_init(&rq->deadline, h->header_ns && rq->fd >= 0 ? coarse_ns() + h->header_ns : 0);
+        atomic_init(&rq->deadline,
+                    h->header_ns && rq->fd >= 0 ? (uint64_t)monoclock_coarse_ns() + h->header_ns
+                                                : 0);
         pthread_mutex_lock(&h->conns_lock);
         rq->next = h->conns;
         if (h->conns != NULL)
@@ -370,6 +373,67 @@ static unsigned fit_fd_limit(const struct log *lg, unsigned want, unsigned spare
     return fit;
 }
 
+/* A PEM file's text, at most 1 MiB, NUL-terminated (free it); NULL with err. */
+static char *read_pem(const char *key, const char *path, char *err, size_t errlen)
+{
+    FILE *f = fopen(path, "re");
+    char *buf = NULL;
+    size_t n = 0;
+    if (f == NULL) {
+        snprintf(err, errlen, "[server] %s %s: %s", key, path, strerror(errno));
+        return NULL;
+    }
+    buf = malloc((size_t)1 << 20);
+    if (buf != NULL)
+        n = fread(buf, 1, ((size_t)1 << 20) - 1, f);
+    bool bad = buf == NULL || ferror(f) || !feof(f) || n == 0;
+    fclose(f);
+    if (bad) {
+        snprintf(err, errlen, "[server] %s %s: %s", key, path,
+                 buf == NULL ? "out of memory" : n == 0 ? "empty or unreadable" : "over 1 MiB");
+        free(buf);
+        return NULL;
+    }
+    buf[n] = '\0';
+    return buf;
+}
+
+/*
+ * [server] tls_cert_file and tls_key_file into h (both or neither): read
+ * at start, so a key only root may read can be given to a daemon that
+ * drops privileges later.  False with err.
+ */
+static bool load_tls(struct http *h, const struct config *cfg, char *err, size_t errlen)
+{
+    bool cert = cfg->tls_cert_file[0] != '\0', key = cfg->tls_key_file[0] != '\0';
+    if (!cert && !key)
+        return true;
+    if (cert != key) {
+        snprintf(err, errlen, "[server] tls_cert_file and tls_key_file go together: %s is not set",
+                 cert ? "tls_key_file" : "tls_cert_file");
+        return false;
+    }
+    if (MHD_is_feature_supported(MHD_FEATURE_TLS) != MHD_YES) {
+        snprintf(err, errlen, "[server] tls_cert_file: this libmicrohttpd is built without TLS");
+        return false;
+    }
+    if ((h->tls_cert = read_pem("tls_cert_file", cfg->tls_cert_file, err, errlen)) == NULL
+        || (h->tls_key = read_pem("tls_key_file", cfg->tls_key_file, err, errlen)) == NULL)
+        return false;
+    return true;
+}
+
+static void free_tls(struct http *h)
+{
+    free(h->tls_cert);
+    if (h->tls_key != NULL) {
+        /* A private key does not linger in freed memory. */
+        explicit_bzero(h->tls_key, strlen(h->tls_key));
+        free(h->tls_key);
+    }
+    h->tls_cert = h->tls_key = NULL;
+}
+
 struct http *http_start(struct app *a, char *err, size_t errlen)
 {
     const struct config *cfg = a->cfg;
@@ -386,9 +450,9 @@ struct http *http_start(struct app *a, char *err, size_t errlen)
     atomic_init(&h->live, 0);
     atomic_init(&h->refused, 0);
     atomic_init(&h->suspended, 0);
-    h->warn_window = coarse_ns();
-    h->header_ns = (uint64_t)cfg->header_timeout * NS_PER_SEC;
-    h->idle_ns = (uint64_t)cfg->connection_timeout * NS_PER_SEC;
+    h->warn_window = (uint64_t)monoclock_coarse_ns();
+    h->header_ns = (uint64_t)cfg->header_timeout * (uint64_t)NS_PER_S;
+    h->idle_ns = (uint64_t)cfg->connection_timeout * (uint64_t)NS_PER_S;
     static const char timeout_body[] =
         "{\"error\":\"request_timeout\",\"message\":\"the request headers did not arrive in time "
         "(header_timeout)\"}";
@@ -397,6 +461,8 @@ struct http *http_start(struct app *a, char *err, size_t errlen)
                                       "Content-Length: %zu\r\nConnection: close\r\n\r\n%s",
                                       sizeof timeout_body - 1, timeout_body);
 
+    if (!load_tls(h, cfg, err, errlen))
+        goto fail;
     int family = AF_INET;
     h->fd = listen_open(cfg->listen_host, cfg->listen_port, cfg->listen_mode, cfg->listen_group,
                         &family, &h->port, err, errlen);
@@ -421,15 +487,25 @@ struct http *http_start(struct app *a, char *err, size_t errlen)
                      | MHD_ALLOW_SUSPEND_RESUME;
     if (family == AF_INET6)
         flags |= MHD_USE_IPv6;
+    if (h->tls_cert != NULL)
+        flags |= MHD_USE_TLS;
     /* One thread: no pool (MHD warns that a pool of 1 is ignored). */
     struct MHD_OptionItem pool[] = {
         { threads > 1 ? MHD_OPTION_THREAD_POOL_SIZE : MHD_OPTION_END, threads, NULL },
+        { MHD_OPTION_END, 0, NULL }
+    };
+    struct MHD_OptionItem tls[] = {
+        { h->tls_cert != NULL ? MHD_OPTION_HTTPS_MEM_CERT : MHD_OPTION_END, 0, h->tls_cert },
+        { MHD_OPTION_HTTPS_MEM_KEY, 0, h->tls_key },
+        /* GnuTLS's defaults, less what is older than TLS 1.2. */
+        { MHD_OPTION_HTTPS_PRIORITIES, 0, (void *)"NORMAL:-VERS-ALL:+VERS-TLS1.3:+VERS-TLS1.2" },
         { MHD_OPTION_END, 0, NULL }
     };
     h->d = MHD_start_daemon(flags, 0, on_accept, h, on_request, h,
                             MHD_OPTION_EXTERNAL_LOGGER, http_mhd_log, h,   /* must come first */
                             MHD_OPTION_LISTEN_SOCKET, h->fd,
                             MHD_OPTION_ARRAY, pool,
+                            MHD_OPTION_ARRAY, tls,
                             MHD_OPTION_CONNECTION_LIMIT, h->max_live + spare,
                             MHD_OPTION_CONNECTION_TIMEOUT, cfg->connection_timeout,
                             MHD_OPTION_NOTIFY_COMPLETED, on_completed, h,
@@ -439,7 +515,9 @@ struct http *http_start(struct app *a, char *err, size_t errlen)
                             MHD_OPTION_LISTEN_BACKLOG_SIZE, 1024,
                             MHD_OPTION_END);
     if (h->d == NULL) {
-        snprintf(err, errlen, "cannot start the HTTP server on %s:%u", cfg->listen_host, h->port);
+        snprintf(err, errlen, "cannot start the HTTP server on %s:%u%s", cfg->listen_host, h->port,
+                 h->tls_cert != NULL ? " (is tls_key_file the key of tls_cert_file, both PEM?)"
+                                     : "");
         close(h->fd);
         goto fail;
     }
@@ -452,6 +530,7 @@ struct http *http_start(struct app *a, char *err, size_t errlen)
     return h;
 
 fail:
+    free_tls(h);
     pthread_cond_destroy(&h->stop_cond);
     pthread_mutex_destroy(&h->stop_lock);
     pthread_mutex_destroy(&h->warn_lock);
@@ -496,5 +575,6 @@ void http_stop(struct http *h)
     pthread_mutex_destroy(&h->stop_lock);
     pthread_mutex_destroy(&h->warn_lock);
     pthread_mutex_destroy(&h->conns_lock);
+    free_tls(h);
     free(h);
 }

@@ -225,6 +225,14 @@ void http_choose_write_policy(struct http *h)
     const struct config *cfg = h->a->cfg;
     if (h->a->admin_token != NULL) {
         h->writes = WRITES_TOKEN;
+        struct sockaddr_storage ss;
+        socklen_t sl = sizeof ss;
+        bool tcp = getsockname(h->fd, (struct sockaddr *)&ss, &sl) == 0
+                   && (ss.ss_family == AF_INET || ss.ss_family == AF_INET6);
+        if (tcp && h->tls_cert == NULL && !bound_to_loopback(h->fd))
+            log_warn(h->a->lg, "%s is not a loopback address and the server speaks plain http: "
+                     "the admin token (and a peer's snapshot) travel in clear; set [server] "
+                     "tls_cert_file and tls_key_file", cfg->listen_host);
     } else if (bound_to_loopback(h->fd)) {
         h->writes = WRITES_LOOPBACK;
     } else {

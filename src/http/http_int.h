@@ -16,9 +16,8 @@
 #include <stdint.h>
 #include <time.h>
 
+#include "monoclock.h"
 #include "routes.h"
-
-#define NS_PER_SEC UINT64_C(1000000000)
 
 /* Per-connection warnings: at most WARN_BURST per WARN_WINDOW, then a count. */
 #define WARN_BURST 10
@@ -104,24 +103,12 @@ struct http {
     unsigned long report_timed_out, report_refused;
     uint64_t report_last;
 
-    char timeout_reply[320];    /* the raw 408 the sweeper sends */
+    char timeout_reply[320];    /* the raw 408 the sweeper sends (not over TLS) */
     size_t timeout_len;
+
+    /* [server] tls_cert_file and tls_key_file's PEM, kept for MHD's life; NULL: plain http. */
+    char *tls_cert, *tls_key;
 };
-
-static inline uint64_t now_ns(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (uint64_t)ts.tv_sec * NS_PER_SEC + (uint64_t)ts.tv_nsec;
-}
-
-/* For deadlines: a few ms of resolution are plenty, and it costs next to nothing. */
-static inline uint64_t coarse_ns(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC_COARSE, &ts);
-    return (uint64_t)ts.tv_sec * NS_PER_SEC + (uint64_t)ts.tv_nsec;
-}
 
 /*
  * A warning about one connection or request: clients decide how many there

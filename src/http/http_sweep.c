@@ -20,7 +20,7 @@
 /* Close the window if it is over; a summary line says what was held back. */
 static void warn_roll_locked(struct http *h, uint64_t now)
 {
-    if (now < h->warn_window || now - h->warn_window < WARN_WINDOW_S * NS_PER_SEC)
+    if (now < h->warn_window || now - h->warn_window < WARN_WINDOW_S * (uint64_t)NS_PER_S)
         return;
     if (h->warn_suppressed > 0)
         log_warn(h->a->lg, "http: %lu more warnings in the last %u s not logged (at most %u per %u s)",
@@ -45,7 +45,7 @@ void http_warn(struct http *h, const char *fmt, ...)
     while (n > 0 && msg[n - 1] == '\n')
         msg[--n] = '\0';
     pthread_mutex_lock(&h->warn_lock);
-    warn_roll_locked(h, coarse_ns());
+    warn_roll_locked(h, (uint64_t)monoclock_coarse_ns());
     if (h->warn_shown < WARN_BURST) {
         h->warn_shown++;
         log_warn(h->a->lg, "http: %s", msg);
@@ -73,7 +73,7 @@ void http_mhd_log(void *cls, const char *fmt, va_list ap)
  */
 static void sweep(struct http *h)
 {
-    uint64_t now = coarse_ns();
+    uint64_t now = (uint64_t)monoclock_coarse_ns();
     unsigned timed_out = 0, batch;
     /*
      * In batches, letting go of the lock in between: opening and closing
@@ -89,8 +89,12 @@ static void sweep(struct http *h)
                 continue;
             if (!atomic_compare_exchange_strong(&rq->deadline, &d, DEADLINE_HIT))
                 continue;
-            ssize_t w = send(rq->fd, h->timeout_reply, h->timeout_len, MSG_DONTWAIT | MSG_NOSIGNAL);
-            (void)w;
+            /* Plain bytes inside a TLS session would be garbage to the client: just close. */
+            if (h->tls_cert == NULL) {
+                ssize_t w = send(rq->fd, h->timeout_reply, h->timeout_len,
+                                 MSG_DONTWAIT | MSG_NOSIGNAL);
+                (void)w;
+            }
             shutdown(rq->fd, SHUT_RDWR);
             batch++;
         }
@@ -101,7 +105,7 @@ static void sweep(struct http *h)
     h->report_refused += atomic_exchange(&h->refused, 0);
     /* One line per window at most, whatever the clients do; the first one at once. */
     if ((h->report_timed_out > 0 || h->report_refused > 0)
-        && (h->report_last == 0 || now - h->report_last >= WARN_WINDOW_S * NS_PER_SEC)) {
+        && (h->report_last == 0 || now - h->report_last >= WARN_WINDOW_S * (uint64_t)NS_PER_S)) {
         if (h->report_timed_out > 0)
             log_warn(h->a->lg, "http: closed %lu connection%s that sent no complete request "
                      "headers within header_timeout (%u s)", h->report_timed_out,
@@ -113,7 +117,7 @@ static void sweep(struct http *h)
         h->report_last = now;
     }
     pthread_mutex_lock(&h->warn_lock);
-    warn_roll_locked(h, coarse_ns());
+    warn_roll_locked(h, (uint64_t)monoclock_coarse_ns());
     pthread_mutex_unlock(&h->warn_lock);
 }
 

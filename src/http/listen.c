@@ -3,11 +3,10 @@
  */
 #include "listen.h"
 
-#include "decimal.h"
+#include "sysgroup.h"
 
 #include <arpa/inet.h>
 #include <errno.h>
-#include <grp.h>
 #include <netdb.h>
 #include <netinet/in.h>
 #include <stdio.h>
@@ -52,47 +51,7 @@ int listen_tcp(const char *host, unsigned port, int *family, unsigned *bound_por
 
 bool listen_group_id(const char *group, gid_t *gid, char *err, size_t errlen)
 {
-    if (group == NULL || group[0] == '\0') {
-        *gid = (gid_t)-1;
-        return true;
-    }
-    uint64_t n;
-    enum decimal_status ds = decimal_parse_u64(group, &n);
-    if (ds != DECIMAL_INVALID) {
-        if (ds == DECIMAL_RANGE || n >= (uint64_t)(gid_t)-1) {
-            snprintf(err, errlen, "[server] listen_group: gid %s is out of range", group);
-            return false;
-        }
-        *gid = (gid_t)n;
-        return true;
-    }
-    /* getgrnam_r's buffer: a group with many members needs more than the usual 1 KB. */
-    struct group gr, *found = NULL;
-    size_t cap = 1024;
-    char *buf = NULL;
-    int rc;
-    do {
-        cap *= 4;
-        char *nb = realloc(buf, cap);
-        if (nb == NULL) {
-            rc = ENOMEM;
-            break;
-        }
-        buf = nb;
-        rc = getgrnam_r(group, &gr, buf, cap, &found);
-    } while (rc == ERANGE && cap < (1u << 22));
-    if (found != NULL)
-        *gid = gr.gr_gid;
-    free(buf);
-    if (found != NULL)
-        return true;
-    if (rc == 0 || rc == ENOENT || rc == ESRCH)
-        snprintf(err, errlen, "[server] listen_group: no group \"%s\" on this system "
-                 "(getent group %s)", group, group);
-    else
-        snprintf(err, errlen, "[server] listen_group: cannot look up group \"%s\": %s", group,
-                 strerror(rc));
-    return false;
+    return sysgroup_lookup("[server] listen_group", group, gid, err, errlen);
 }
 
 int listen_unix(const char *path, unsigned mode, gid_t gid, char *err, size_t errlen)

@@ -6,6 +6,7 @@
 #include "loader.h"
 
 #include "log.h"
+#include "monoclock.h"
 #include "pgerror.h"
 #include "spell.h"
 #include "xidsnap.h"
@@ -433,12 +434,17 @@ static PGresult *exec_stoppable(PGconn *conn, const char *sql, atomic_bool *stop
     return PQgetResult(conn);
 }
 
-static double now_s(void)
+PGresult *loader_exec_stoppable(PGconn *conn, const char *sql, atomic_bool *stop,
+                                bool *interrupted)
 {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+    PGresult *r = exec_stoppable(conn, sql, stop, interrupted);
+    /* One statement: the rest (its end) drained, so the connection can run the next. */
+    if (r != NULL)
+        for (PGresult *x; (x = PQgetResult(conn)) != NULL;)
+            PQclear(x);
+    return r;
 }
+
 
 /* BEGIN REPEATABLE READ in an exported snapshot, for a COPY that must start exactly there. */
 static bool in_snapshot(PGconn *conn, const char *snapshot, char *err, size_t errlen)
@@ -464,7 +470,7 @@ static bool in_snapshot(PGconn *conn, const char *snapshot, char *err, size_t er
 static bool seeing(PGconn *conn, const uint32_t *must_see, size_t n, atomic_bool *stop,
                    char *err, size_t errlen)
 {
-    double until = now_s() + LOADER_VISIBLE_WAIT_S;
+    double until = monoclock_seconds() + LOADER_VISIBLE_WAIT_S;
     for (;;) {
         PGresult *r = PQexec(conn, "BEGIN ISOLATION LEVEL REPEATABLE READ; "
                                    "SELECT pg_catalog.pg_current_snapshot()::text");
@@ -488,7 +494,7 @@ static bool seeing(PGconn *conn, const uint32_t *must_see, size_t n, atomic_bool
             snprintf(err, errlen, "load interrupted");
             return false;
         }
-        if (now_s() > until) {
+        if (monoclock_seconds() > until) {
             snprintf(err, errlen, "transaction %" PRIu32 ", whose rows were streamed, is still "
                      "not visible after %d s (a synchronous standby that does not answer?)",
                      first, LOADER_VISIBLE_WAIT_S);
@@ -515,7 +521,7 @@ bool loader_copy(PGconn *conn, const struct filter_config *fc, struct filter *f,
     PGresult *r = NULL;
     bool ok = false;
     uint64_t rows = 0;
-    double t0 = now_s();
+    double t0 = monoclock_seconds();
 
     if (!loader_quote_names(conn, fc, &tbl, &col, err, errlen))
         return false;
@@ -616,7 +622,7 @@ bool loader_copy(PGconn *conn, const struct filter_config *fc, struct filter *f,
     if (txn && !commit(conn, err, errlen))
         goto done;
     res->rows = rows;
-    res->seconds = now_s() - t0;
+    res->seconds = monoclock_seconds() - t0;
     ok = true;
 done:
     PQclear(r);

@@ -70,6 +70,16 @@ bool loader_command(PGconn *conn, const char *sql, ExecStatusType want, const ch
                     char *err, size_t errlen);
 
 /*
+ * PQexec of one statement (no COPY), waiting at most LOADER_POLL_MS at a
+ * time so that a stop ends the wait: its result (the caller PQclears it),
+ * or NULL, with *interrupted set when stop (NULL: none) came first (the
+ * statement may still run: PQfinish the connection), or when libpq failed
+ * (PQerrorMessage).
+ */
+PGresult *loader_exec_stoppable(PGconn *conn, const char *sql, atomic_bool *stop,
+                                bool *interrupted);
+
+/*
  * Who the connection reached: the server's start time, address, port and
  * database in out, e.g. to check that two connections reach one server.
  * False (with the reason) when it cannot be read or the server is a standby.

@@ -5,7 +5,10 @@
  */
 #include "pubfmt.h"
 
+#include <errno.h>
+#include <limits.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "filter.h"
@@ -35,6 +38,8 @@ bool pubfmt_check(const struct pubfmt_header *hdr, uint64_t file_bytes, char *wh
         return say(why, whylen, "a column type this build does not know");
     if (!(hdr->target_fpp > 0 && hdr->target_fpp < 1) || hdr->max_stale_ns < 0)
         return say(why, whylen, "a rate or max_staleness out of range");
+    if (hdr->max_id_bytes < 1 || hdr->max_id_bytes > PUBFMT_MAX_ID_BYTES)
+        return say(why, whylen, "an ID length limit (max_id_bytes) out of range");
     return true;
 }
 
@@ -89,4 +94,86 @@ bool pubfmt_boot_id(uint8_t out[16])
         n++;
     }
     return ok && n == 32;
+}
+
+/* ------------------------------------------------------------- trust -- */
+
+static bool mode_writable_by_others(mode_t m)
+{
+    return (m & (S_IWGRP | S_IWOTH)) != 0;
+}
+
+bool pubfmt_dir_trusted(const char *dir, uid_t self, struct stat *st, char *why, size_t whylen)
+{
+    char *real = realpath(dir, NULL);
+    bool ok = false;
+    if (real == NULL) {
+        snprintf(why, whylen, "%s: %s", dir, strerror(errno));
+        return false;
+    }
+    if (lstat(real, st) != 0) {
+        snprintf(why, whylen, "%s: %s", real, strerror(errno));
+        goto out;
+    }
+    if (!S_ISDIR(st->st_mode)) {
+        snprintf(why, whylen, "%s: not a directory", real);
+        goto out;
+    }
+    /*
+     * From / down to dir: each directory is root's, self's or dir's
+     * owner's, so nobody else could rename what lies below it; one that
+     * others may write to (sticky, or anyone could move its entries) must
+     * hold the next step as root's or self's, never merely dir's owner's:
+     * that owner may be whoever made the name first.
+     */
+    size_t len = strlen(real);
+    struct stat up, below;
+    if (lstat("/", &up) != 0) {
+        snprintf(why, whylen, "/: %s", strerror(errno));
+        goto out;
+    }
+    for (size_t at = 1; at <= len; at++) {
+        if (at < len && real[at] != '/')
+            continue;
+        char step[PATH_MAX];
+        snprintf(step, sizeof step, "%.*s", (int)at, real);
+        const char *parent_end = strrchr(step, '/');
+        int plen = parent_end == step ? 1 : (int)(parent_end - step);
+        if (lstat(step, &below) != 0) {
+            snprintf(why, whylen, "%s: %s", step, strerror(errno));
+            goto out;
+        }
+        if (up.st_uid != 0 && up.st_uid != self && up.st_uid != st->st_uid) {
+            snprintf(why, whylen, "%.*s is owned by uid %lu, who could replace what is in it",
+                     plen, step, (unsigned long)up.st_uid);
+            goto out;
+        }
+        if (mode_writable_by_others(up.st_mode)
+            && (!(up.st_mode & S_ISVTX) || (below.st_uid != 0 && below.st_uid != self))) {
+            snprintf(why, whylen, "%.*s is writable by others (mode %04o): anyone could "
+                     "have made %s (uid %lu)", plen, step, (unsigned)(up.st_mode & 07777), step,
+                     (unsigned long)below.st_uid);
+            goto out;
+        }
+        up = below;
+    }
+    ok = true;
+out:
+    free(real);
+    return ok;
+}
+
+bool pubfmt_file_trusted(const struct stat *st, uid_t dir_uid, char *why, size_t whylen)
+{
+    if (!S_ISREG(st->st_mode))
+        snprintf(why, whylen, "not a regular file");
+    else if (st->st_uid != dir_uid && st->st_uid != 0)
+        snprintf(why, whylen, "owned by uid %lu, neither the directory's owner (uid %lu) nor "
+                 "root", (unsigned long)st->st_uid, (unsigned long)dir_uid);
+    else if (mode_writable_by_others(st->st_mode))
+        snprintf(why, whylen, "writable by others than its owner (mode %04o)",
+                 (unsigned)(st->st_mode & 07777));
+    else
+        return true;
+    return false;
 }

@@ -14,11 +14,18 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <sys/stat.h>
+#include <sys/types.h>
 
 #include "filter.h"
 
 #define PUBFMT_MAGIC "BGFILTER"         /* 8 bytes, no terminator */
-#define PUBFMT_VERSION 1u
+/*
+ * 2: the header carries max_id_bytes, the daemon's ID length limit (a
+ * reader of version 1 would answer "absent" for an ID the daemon never
+ * follows: it refuses it, so it does not degrade for it).
+ */
+#define PUBFMT_VERSION 2u
 /* The header page; the layers start at multiples of PUBFMT_ALIGN after it. */
 #define PUBFMT_HEADER_BYTES 4096u
 #define PUBFMT_ALIGN 4096u
@@ -41,6 +48,8 @@
  */
 #define PUBFMT_BLOCKS_SPLIT512 1u
 #define PUBFMT_MAX_LAYERS 32u
+/* The largest max_id_bytes a header may say (config_data.h's CONFIG_MAX_ID_BYTES). */
+#define PUBFMT_MAX_ID_BYTES 65536u
 /* Published files end in this; the path readers open is <dir>/<name>.bgf. */
 #define PUBFMT_SUFFIX ".bgf"
 
@@ -53,8 +62,13 @@ enum {
      * withdrew the filter).  Set before the daemon stops writing to it.
      */
     PUBFMT_SUPERSEDED = 2u,
-    /* The filter can no longer keep its rate (filter.h): absent answers are degraded. */
-    PUBFMT_SATURATED = 4u
+    /*
+     * The daemon vouches for no absence now, whatever the horizon (table.h
+     * table_unsure: the filter can no longer keep its rate, a cut POST log
+     * holds absent answers, a peer's filter is on probation): absent
+     * answers are degraded.
+     */
+    PUBFMT_UNSURE = 4u
 };
 
 /* Where one layer's bits are, and its geometry.  Written before nlayers covers it. */
@@ -84,6 +98,13 @@ struct pubfmt_header {
     int64_t max_stale_ns;       /* [sync] max_staleness; 0 = never degraded by age */
     int64_t created;            /* CLOCK_BOOTTIME ns */
     char name[64];              /* the filter's name, NUL-terminated */
+    /*
+     * [server] max_id_bytes: the daemon refuses a longer ID (414) and does
+     * not follow rows whose ID is longer (follow_notify.c does not degrade
+     * for them), so a reader must not answer "absent" for one either.
+     */
+    uint32_t max_id_bytes;
+    uint32_t reserved;
 
     /* What changes, on a cache line of its own. */
     _Alignas(64) _Atomic uint32_t flags;
@@ -99,7 +120,7 @@ _Static_assert(sizeof(struct pubfmt_header) <= PUBFMT_HEADER_BYTES, "header page
 /*
  * Whether hdr (the first PUBFMT_HEADER_BYTES of a file of file_bytes
  * bytes) is a published filter this build reads: magic, version, sizes,
- * byte order, hash and block scheme, spelling, rate.  False with why (a
+ * byte order, hash and block scheme, spelling, rate, ID length limit.  False with why (a
  * phrase) otherwise.  The layers are checked one by one (pubfmt_layer_ok)
  * as a reader maps them: a daemon may add some meanwhile.
  */
@@ -114,5 +135,29 @@ bool pubfmt_layer_ok(const struct pubfmt_layer *l, uint64_t file_bytes);
 
 /* The 16 bytes of this boot's id (false when /proc does not say). */
 bool pubfmt_boot_id(uint8_t out[16]);
+
+/*
+ * Who may be trusted to have written a published file: the rules the
+ * daemon applies to its publish_dir at start (publish.h) and every reader
+ * to a file before it maps it (reader.c), so that no other local user can
+ * put a filter of their own, or a FIFO, where a reader looks.
+ *
+ * pubfmt_dir_trusted: whether the directory dir (any path; its real path is
+ * walked, and *st gets the directory's own lstat) lies where only root,
+ * the directory's owner and the asking process (self; pass 0 to ask for
+ * any reader, as the daemon does) can have made or replaced it: every
+ * directory above it, from /, is owned by one of them, and one that others
+ * may write to is sticky with the entry on the way down owned by root or
+ * self (in /tmp or /dev/shm anyone can make a directory first, under a
+ * name a reader would take for the daemon's).  The directory's own mode is
+ * not judged here: a file in it is, by pubfmt_file_trusted.  False with
+ * why (a sentence naming the path) otherwise.
+ *
+ * pubfmt_file_trusted: whether st (fstat of a file opened in a directory
+ * owned by dir_uid) may be read as a published filter: a regular file,
+ * owned by dir_uid or root, that no group or other user may write.
+ */
+bool pubfmt_dir_trusted(const char *dir, uid_t self, struct stat *st, char *why, size_t whylen);
+bool pubfmt_file_trusted(const struct stat *st, uid_t dir_uid, char *why, size_t whylen);
 
 #endif

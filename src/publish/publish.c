@@ -20,7 +20,10 @@
 #include "answer.h"
 #include "filter.h"
 #include "guard.h"
+#include "sysgroup.h"
 #include "pubfmt.h"
+
+_Static_assert(PUBFMT_MAX_ID_BYTES == CONFIG_MAX_ID_BYTES, "a header must hold any max_id_bytes");
 
 /* One generation: a file, its header page mapped, its layers mapped by the filter. */
 struct gen {
@@ -45,6 +48,8 @@ struct publish {
     char *path;                 /* <dir>/<name>.bgf */
     uint64_t instance;
     uint8_t boot_id[16];
+    unsigned mode;              /* [server] publish_mode */
+    gid_t gid;                  /* [server] publish_group; (gid_t)-1: the process's */
     uint64_t next_gen;
     /* The scheduler's thread sets these; the horizon hook reads cur under the table's lock. */
     struct gen *building;       /* made by begin, not live yet */
@@ -135,22 +140,35 @@ static void gen_done(void *ctx)
 static struct gen *gen_new(struct publish *p)
 {
     uint64_t number = ++p->next_gen;
-    size_t len = strlen(p->dir) + strlen(p->fc->name) + 64;
+    size_t len = strlen(p->dir) + strlen(p->fc->name) + 48;
     struct gen *g = calloc(1, sizeof *g + len);
     if (g == NULL || (g->path = strdup(p->path)) == NULL) {
         free(g);
         errno = ENOMEM;
         return NULL;
     }
-    snprintf(g->tmp, len, "%s/.%s.%llu.tmp", p->dir, p->fc->name, (unsigned long long)number);
+    g->fd = -1;
     g->lg = p->lg;
     g->generation = number;
     atomic_init(&g->refs, 1);
     atomic_init(&g->broken, false);
-    g->fd = open(g->tmp, O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0644);
     int e = 0;
-    /* Readable by the readers whatever the daemon's umask (the unit's is 0077). */
-    if (g->fd < 0 || fchmod(g->fd, 0644) != 0
+    /*
+     * A new file, never one that is there: the published file is the
+     * filter's memory, so whoever opened it first could write the daemon's
+     * own bits.  The name is random too, so that nobody can even take it
+     * first (publish_dir_check keeps others out of the directory anyway).
+     */
+    uint64_t rnd[2];
+    if (getrandom(rnd, sizeof rnd, 0) != (ssize_t)sizeof rnd)
+        goto fail;
+    snprintf(g->tmp, len, "%s/.%s.%016llx%016llx.tmp", p->dir, p->fc->name,
+             (unsigned long long)rnd[0], (unsigned long long)rnd[1]);
+    /* A name that is taken (EEXIST) fails here, and is never unlinked below: not ours. */
+    g->fd = open(g->tmp, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0600);
+    /* Readable as publish_mode says whatever the daemon's umask (the unit's is 0077). */
+    if (g->fd < 0 || (p->gid != (gid_t)-1 && fchown(g->fd, (uid_t)-1, p->gid) != 0)
+        || fchmod(g->fd, p->mode) != 0
         || (e = posix_fallocate(g->fd, 0, PUBFMT_HEADER_BYTES)) != 0)
         goto fail;
     g->file_bytes = PUBFMT_HEADER_BYTES;
@@ -172,8 +190,9 @@ static struct gen *gen_new(struct publish *p)
     memcpy(hd->boot_id, p->boot_id, sizeof hd->boot_id);
     hd->target_fpp = table_sizing(p->t).false_positive_rate; /* a SIGHUP may have changed it */
     hd->max_stale_ns = (int64_t)(p->cfg->max_staleness * 1e9);
-    hd->created = answer_now();
+    hd->created = monoclock_boot_ns();
     snprintf(hd->name, sizeof hd->name, "%s", p->fc->name);
+    hd->max_id_bytes = p->cfg->max_id_bytes;
     atomic_init(&hd->flags, 0);
     atomic_init(&hd->nlayers, 0);
     atomic_init(&hd->horizon, 0);
@@ -208,13 +227,13 @@ static bool on_begin(void *ctx, struct filter_alloc *out)
     return true;
 }
 
-static void set_saturated(struct gen *g, bool saturated)
+static void set_unsure(struct gen *g, bool unsure)
 {
     uint32_t f = atomic_load_explicit(&g->hdr->flags, memory_order_relaxed);
-    if (saturated && !(f & PUBFMT_SATURATED))
-        atomic_fetch_or_explicit(&g->hdr->flags, PUBFMT_SATURATED, memory_order_release);
-    else if (!saturated && (f & PUBFMT_SATURATED))
-        atomic_fetch_and_explicit(&g->hdr->flags, ~(uint32_t)PUBFMT_SATURATED,
+    if (unsure && !(f & PUBFMT_UNSURE))
+        atomic_fetch_or_explicit(&g->hdr->flags, PUBFMT_UNSURE, memory_order_release);
+    else if (!unsure && (f & PUBFMT_UNSURE))
+        atomic_fetch_and_explicit(&g->hdr->flags, ~(uint32_t)PUBFMT_UNSURE,
                                   memory_order_release);
 }
 
@@ -236,8 +255,9 @@ static void on_live(void *ctx, const struct filter *next, enum spell_type spell,
     g->hdr->spell = (uint32_t)spell;
     g->hdr->blocks_scheme = pubfmt_kind_scheme(filter_kind(next));
     atomic_store_explicit(&g->hdr->horizon, horizon, memory_order_release);
-    atomic_store_explicit(&g->hdr->updated, answer_now(), memory_order_relaxed);
-    set_saturated(g, filter_saturated(next));
+    atomic_store_explicit(&g->hdr->updated, monoclock_boot_ns(), memory_order_relaxed);
+    /* Readers degrade on the flag: a hold for lost POSTs (table_hold_absent) is one too. */
+    set_unsure(g, filter_saturated(next) || table_unsure(p->t, monoclock_boot_ns()));
     atomic_fetch_or_explicit(&g->hdr->flags, PUBFMT_READY, memory_order_release);
     if (rename(g->tmp, p->path) != 0) {
         log_warn(p->lg, "%s: cannot publish %s: %s", p->fc->name, p->path, strerror(errno));
@@ -265,9 +285,23 @@ static void on_horizon(void *ctx, int64_t h)
     struct gen *g = p->cur;
     if (g == NULL || atomic_load(&g->broken))
         return;
+    /* A hold of a cut POST log ends by the clock: readers learn it with the horizons. */
+    set_unsure(g, table_unsure(p->t, monoclock_boot_ns()));
     atomic_store_explicit(&g->hdr->horizon, h, memory_order_release);
-    atomic_store_explicit(&g->hdr->updated, answer_now(), memory_order_relaxed);
-    set_saturated(g, guard_saturated(table_guard(p->t)));
+    atomic_store_explicit(&g->hdr->updated, monoclock_boot_ns(), memory_order_relaxed);
+}
+
+/*
+ * Under the table's lock: the table began or stopped vouching for absences
+ * whatever its horizon (table_unsure: saturated, a hold, a peer's filter on
+ * probation); readers follow.
+ */
+static void on_unsure(void *ctx, bool unsure)
+{
+    struct publish *p = ctx;
+    struct gen *g = p->cur;
+    if (g != NULL && !atomic_load(&g->broken))
+        set_unsure(g, unsure);
 }
 
 /*
@@ -344,14 +378,20 @@ static void remove_temporaries(struct publish *p)
     closedir(d);
 }
 
-/* A file at the path from an earlier run: its readers must not trust it any longer. */
-static void withdraw_leftover(struct publish *p)
+/*
+ * Whatever is at the path from an earlier run (or anyone else): readers
+ * must not trust it any longer.  A file of the daemon's own is marked
+ * SUPERSEDED first (its readers leave at once); anything else is only
+ * removed, never opened for writing.  False with err when it cannot be
+ * removed: its readers would go on reading it.
+ */
+static bool withdraw_leftover(struct publish *p, char *err, size_t errlen)
 {
-    int fd = open(p->path, O_RDWR | O_CLOEXEC | O_NOFOLLOW);
+    /* O_NONBLOCK: a FIFO planted there must not hang the start. */
+    int fd = open(p->path, O_RDWR | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK | O_NOCTTY);
     struct stat st;
-    if (fd < 0)
-        return;
-    if (fstat(fd, &st) == 0 && S_ISREG(st.st_mode) && st.st_size >= PUBFMT_HEADER_BYTES) {
+    if (fd >= 0 && fstat(fd, &st) == 0 && S_ISREG(st.st_mode) && st.st_uid == geteuid()
+        && st.st_size >= PUBFMT_HEADER_BYTES) {
         struct pubfmt_header *h = mmap(NULL, PUBFMT_HEADER_BYTES, PROT_READ | PROT_WRITE,
                                        MAP_SHARED, fd, 0);
         if (h != MAP_FAILED) {
@@ -360,22 +400,117 @@ static void withdraw_leftover(struct publish *p)
             munmap(h, PUBFMT_HEADER_BYTES);
         }
     }
-    close(fd);
-    unlink(p->path);
+    if (fd >= 0)
+        close(fd);
+    if (unlink(p->path) != 0 && errno != ENOENT) {
+        snprintf(err, errlen, "%s: cannot remove %s, left by an earlier run or by someone else: "
+                 "%s; its readers would go on trusting it", p->fc->name, p->path, strerror(errno));
+        return false;
+    }
     log_info(p->lg, "%s: withdrew the published filter an earlier run left at %s", p->fc->name,
              p->path);
+    return true;
+}
+
+/* The search (and read) bits of the directory the daemon makes: those of the files' readers. */
+static mode_t dir_mode(unsigned file_mode)
+{
+    return 0700 | ((file_mode & 0040) ? 0050 : 0) | ((file_mode & 0004) ? 0005 : 0);
+}
+
+/* [server] publish_group as a gid the daemon may give its files; (gid_t)-1 for none. */
+static bool publish_gid(const struct config *cfg, gid_t *gid, char *err, size_t errlen)
+{
+    if (!sysgroup_lookup("[server] publish_group", cfg->publish_group, gid, err, errlen))
+        return false;
+    if (*gid == (gid_t)-1 || geteuid() == 0 || *gid == getegid())
+        return true;
+    int n = getgroups(0, NULL);
+    gid_t *groups = n > 0 ? calloc((size_t)n, sizeof *groups) : NULL;
+    bool member = false;
+    if (groups != NULL && (n = getgroups(n, groups)) > 0)
+        for (int i = 0; i < n && !member; i++)
+            member = groups[i] == *gid;
+    free(groups);
+    if (!member)
+        snprintf(err, errlen, "[server] publish_group %s: the daemon's user is not a member of "
+                 "it, and a user may only give its files a group it belongs to "
+                 "(SupplementaryGroups= under systemd)", cfg->publish_group);
+    return member;
+}
+
+bool publish_dir_check(const struct config *cfg, const char *dir, bool create, char *err,
+                       size_t errlen)
+{
+    char why[512];
+    struct stat st;
+    gid_t gid;
+    if (!publish_gid(cfg, &gid, err, errlen))
+        return false;
+    if (stat(dir, &st) != 0 && errno == ENOENT) {
+        /* Made where only root or the daemon's user could have made it, or not at all. */
+        char parent[4096];
+        const char *slash = strrchr(dir, '/');
+        snprintf(parent, sizeof parent, "%.*s", slash == NULL ? 1 : slash == dir ? 1
+                 : (int)(slash - dir), slash == NULL ? "." : dir);
+        if (!pubfmt_dir_trusted(parent, 0, &st, why, sizeof why)) {
+            snprintf(err, errlen, "[server] publish_dir %s is not there, and cannot be made "
+                     "safely: %s", dir, why);
+            return false;
+        }
+        if (!create)
+            return true;            /* bloomguard -t: the start makes it */
+        if (mkdir(dir, 0700) != 0
+            || (gid != (gid_t)-1 && chown(dir, (uid_t)-1, gid) != 0)
+            || chmod(dir, dir_mode(cfg->publish_mode)) != 0) {
+            snprintf(err, errlen, "[server] publish_dir %s: cannot create it: %s", dir,
+                     strerror(errno));
+            return false;
+        }
+    }
+    if (!pubfmt_dir_trusted(dir, 0, &st, why, sizeof why)) {
+        snprintf(err, errlen, "[server] publish_dir %s: %s; another local user could put a "
+                 "filter of their own where readers look (use a directory only root can "
+                 "create, such as /run/bloomguard)", dir, why);
+        return false;
+    }
+    if (st.st_uid != geteuid()) {
+        snprintf(err, errlen, "[server] publish_dir %s is owned by uid %lu, not by the daemon's "
+                 "user (uid %lu): its owner could replace the published filters (chown it, or "
+                 "name a directory bloomguard may create)", dir, (unsigned long)st.st_uid,
+                 (unsigned long)geteuid());
+        return false;
+    }
+    if (st.st_mode & S_IWOTH) {
+        snprintf(err, errlen, "[server] publish_dir %s may be written by every local user "
+                 "(mode %04o): anyone could put a filter of their own where readers look, or "
+                 "take the name of the daemon's next file; use a directory of the daemon's own, "
+                 "such as /run/bloomguard (bloomguard creates a missing one)", dir,
+                 (unsigned)(st.st_mode & 07777));
+        return false;
+    }
+    if ((st.st_mode & S_IWGRP) && (gid == (gid_t)-1 || st.st_gid != gid)) {
+        snprintf(err, errlen, "[server] publish_dir %s may be written by its group (gid %lu, "
+                 "mode %04o): its members could remove or replace the published filters; "
+                 "chmod g-w %s, or name that group in [server] publish_group", dir,
+                 (unsigned long)st.st_gid, (unsigned)(st.st_mode & 07777), dir);
+        return false;
+    }
+    if (access(dir, W_OK | X_OK) != 0) {
+        snprintf(err, errlen, "[server] publish_dir %s is not writable by the daemon's user: %s",
+                 dir, strerror(errno));
+        return false;
+    }
+    return true;
 }
 
 struct publish *publish_new(const struct config *cfg, const struct filter_config *fc,
                             struct table *t, const char *dir, const struct log *lg, char *err,
                             size_t errlen)
 {
-    struct stat st;
-    if (stat(dir, &st) != 0 || !S_ISDIR(st.st_mode) || access(dir, W_OK | X_OK) != 0) {
-        snprintf(err, errlen, "[server] publish_dir %s: %s", dir,
-                 errno ? strerror(errno) : "not a directory");
+    gid_t gid;
+    if (!publish_dir_check(cfg, dir, true, err, errlen) || !publish_gid(cfg, &gid, err, errlen))
         return NULL;
-    }
     struct publish *p = calloc(1, sizeof *p);
     size_t len = strlen(dir) + strlen(fc->name) + sizeof "/" PUBFMT_SUFFIX;
     if (p == NULL || (p->dir = strdup(dir)) == NULL || (p->path = malloc(len)) == NULL) {
@@ -390,15 +525,23 @@ struct publish *publish_new(const struct config *cfg, const struct filter_config
     p->fc = fc;
     p->t = t;
     p->lg = lg;
+    p->mode = cfg->publish_mode;
+    p->gid = gid;
     if (getrandom(&p->instance, sizeof p->instance, 0) != (ssize_t)sizeof p->instance)
-        p->instance = (uint64_t)answer_now() ^ (uint64_t)getpid() << 32;
+        p->instance = (uint64_t)monoclock_boot_ns() ^ (uint64_t)getpid() << 32;
     /* Unreadable where /proc/sys is hidden (ProcSubset=pid): zeros, which readers skip. */
     if (!pubfmt_boot_id(p->boot_id))
         memset(p->boot_id, 0, sizeof p->boot_id);
     remove_temporaries(p);
-    if (access(p->path, F_OK) == 0)
-        withdraw_leftover(p);
-    const struct table_publisher hooks = { p, on_begin, on_live, on_horizon, on_restored };
+    struct stat st;
+    if (lstat(p->path, &st) == 0 && !withdraw_leftover(p, err, errlen)) {
+        free(p->dir);
+        free(p->path);
+        free(p);
+        return NULL;
+    }
+    const struct table_publisher hooks = { p, on_begin, on_live, on_horizon, on_restored,
+                                           on_unsure };
     table_set_publisher(t, &hooks);
     return p;
 }

@@ -86,13 +86,31 @@ struct publish;
 bool publish_dir(const struct config *cfg, char *out, size_t outlen);
 
 /*
+ * Whether dir may hold published filters, which are the daemon's own
+ * memory and which readers trust: the daemon's user owns it; neither other
+ * users nor its group may write to it (its group may if it is
+ * [server] publish_group); it lies where no other user could have made or
+ * replaced it (pubfmt_dir_trusted, judged as any reader will judge it);
+ * the daemon can write to it; [server] publish_group names a group the
+ * daemon's user is in.  With create, a dir that is not there is made
+ * (mode: the published files' read bits as search bits, group
+ * publish_group) if its parent passes; without (bloomguard -t), a missing
+ * dir whose parent passes is fine.  False with err (what is wrong, what to
+ * do) otherwise.
+ */
+bool publish_dir_check(const struct config *cfg, const char *dir, bool create, char *err,
+                       size_t errlen);
+
+/*
  * Publish table t (filter fc of cfg) in dir as <dir>/<fc->name>.bgf from
  * its next load on: sets t's publisher (table_set_publisher), so call it
- * before other threads use t.  A file of that name left by an earlier run
- * is withdrawn (its readers go "not ready" until this run's first load),
- * and temporary files an interrupted run left are removed.  NULL with err
- * when dir is not a writable directory or on no memory.  cfg, t and lg
- * must outlive it.
+ * before other threads use t.  Each generation's file is made anew
+ * (O_EXCL, a random temporary name), mode [server] publish_mode, group
+ * publish_group.  Whatever an earlier run (or anyone) left at the path is
+ * withdrawn (its readers go "not ready" until this run's first load), and
+ * temporary files an interrupted run left are removed.  NULL with err when
+ * publish_dir_check(create) refuses dir, when the path cannot be cleared,
+ * or on no memory.  cfg, t and lg must outlive it.
  */
 struct publish *publish_new(const struct config *cfg, const struct filter_config *fc,
                             struct table *t, const char *dir, const struct log *lg, char *err,

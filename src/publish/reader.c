@@ -9,7 +9,9 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <limits.h>
 #include <pthread.h>
+#include <stdarg.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -20,16 +22,15 @@
 #include <unistd.h>
 
 #include "answer.h"
+#include "monoclock.h"
 #include "filter.h"
+#include "idcodec.h"
 #include "pubfmt.h"
 #include "rcu.h"
 #include "spell.h"
 
-#define NS_PER_S INT64_C(1000000000)
 /* How often a handle looks at the path again (for a replaced or vanished file). */
 #define RECHECK_NS NS_PER_S
-/* A horizon this far past now is another clock's (another boot, another time namespace). */
-#define FUTURE_SLACK_NS NS_PER_S
 /* Keys up to this long are spelled on the stack. */
 #define KEY_STACK 256
 
@@ -46,6 +47,7 @@ struct view {
     enum spell_type spell;
     enum filter_kind kind;                  /* from blocks_scheme (pubfmt_check knew it) */
     int64_t max_stale_ns;
+    uint32_t max_id_bytes;
 };
 
 struct bloomguard {
@@ -60,11 +62,14 @@ struct bloomguard {
     char path[];
 };
 
-static int64_t coarse_now(void)
+/* snprintf for the why of an error: cut to fit, on purpose. */
+__attribute__((format(printf, 3, 4)))
+static void whyf(char *why, size_t whylen, const char *fmt, ...)
 {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC_COARSE, &ts);
-    return (int64_t)ts.tv_sec * NS_PER_S + ts.tv_nsec;
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(why, whylen, fmt, ap);
+    va_end(ap);
 }
 
 static void view_free(struct view *v)
@@ -132,6 +137,65 @@ static int errno_error(int e)
          : e == ENOMEM ? BLOOMGUARD_ENOMEM : BLOOMGUARD_EIO;
 }
 
+/*
+ * The file at path opened as one only the daemon (or root) can have put
+ * there, or -1 with *err and why: its real directory trusted
+ * (pubfmt_dir_trusted, for this process's user), the file opened in that
+ * very directory without following a link and without blocking (a FIFO
+ * planted at the path would hang open(), and with it every nginx worker),
+ * and itself trusted (pubfmt_file_trusted).  Anything else is
+ * BLOOMGUARD_EUNSAFE: the handle fails open, it never reads such a file.
+ */
+static int open_trusted(const char *path, struct stat *st, int *err, char *why, size_t whylen)
+{
+    char *real = realpath(path, NULL);
+    if (real == NULL) {
+        *err = errno_error(errno);
+        whyf(why, whylen, "%s: %s", path, strerror(errno));
+        return -1;
+    }
+    char dir[PATH_MAX], w[512];
+    const char *slash = strrchr(real, '/');
+    snprintf(dir, sizeof dir, "%.*s", slash == real ? 1 : (int)(slash - real), real);
+    struct stat dst, dnow;
+    int fd = -1, dfd = -1;
+    if (!pubfmt_dir_trusted(dir, geteuid(), &dst, w, sizeof w)) {
+        *err = BLOOMGUARD_EUNSAFE;
+        whyf(why, whylen, "not trusted: %s", w);
+        goto out;
+    }
+    /* O_PATH: a directory a reader may only search (x) is opened too. */
+    dfd = open(dir, O_PATH | O_DIRECTORY | O_CLOEXEC);
+    if (dfd < 0 || fstat(dfd, &dnow) != 0) {
+        *err = errno_error(errno);
+        whyf(why, whylen, "%s: %s", dir, strerror(errno));
+        goto out;
+    }
+    if (dnow.st_dev != dst.st_dev || dnow.st_ino != dst.st_ino) {
+        *err = BLOOMGUARD_EUNSAFE;
+        whyf(why, whylen, "not trusted: %s changed while it was checked", dir);
+        goto out;
+    }
+    fd = openat(dfd, slash + 1, O_RDONLY | O_CLOEXEC | O_NOCTTY | O_NONBLOCK | O_NOFOLLOW);
+    if (fd < 0 || fstat(fd, st) != 0) {
+        *err = errno == ELOOP ? BLOOMGUARD_EUNSAFE : errno_error(errno);
+        whyf(why, whylen, "%s: %s", path, strerror(errno));
+    } else if (!pubfmt_file_trusted(st, dst.st_uid, w, sizeof w)) {
+        *err = BLOOMGUARD_EUNSAFE;
+        whyf(why, whylen, "not trusted: %s", w);
+    } else {
+        goto out;
+    }
+    if (fd >= 0)
+        close(fd);
+    fd = -1;
+out:
+    if (dfd >= 0)
+        close(dfd);
+    free(real);
+    return fd;
+}
+
 /* The generation at bg's path, ready and whole; NULL with *err and why. */
 static struct view *view_open(const struct bloomguard *bg, int *err, char *why, size_t whylen)
 {
@@ -142,16 +206,11 @@ static struct view *view_open(const struct bloomguard *bg, int *err, char *why, 
         snprintf(why, whylen, "no memory");
         return NULL;
     }
-    v->fd = open(bg->path, O_RDONLY | O_CLOEXEC | O_NOCTTY);
-    if (v->fd < 0 || fstat(v->fd, &st) != 0) {
-        *err = errno_error(errno);
-        snprintf(why, whylen, "%s: %s", bg->path, strerror(errno));
+    if ((v->fd = open_trusted(bg->path, &st, err, why, whylen)) < 0)
         goto fail;
-    }
-    if (!S_ISREG(st.st_mode) || (uint64_t)st.st_size < PUBFMT_HEADER_BYTES) {
+    if ((uint64_t)st.st_size < PUBFMT_HEADER_BYTES) {
         *err = BLOOMGUARD_EFORMAT;
-        snprintf(why, whylen, "%s: not a published bloomguard filter (%s)", bg->path,
-                 S_ISREG(st.st_mode) ? "too short" : "not a regular file");
+        snprintf(why, whylen, "%s: not a published bloomguard filter (too short)", bg->path);
         goto fail;
     }
     v->dev = st.st_dev;
@@ -192,6 +251,7 @@ static struct view *view_open(const struct bloomguard *bg, int *err, char *why, 
         goto fail;
     }
     v->max_stale_ns = v->hdr->max_stale_ns;
+    v->max_id_bytes = v->hdr->max_id_bytes;
     unsigned n = atomic_load_explicit(&((struct pubfmt_header *)v->hdr)->nlayers,
                                       memory_order_acquire);
     if (n < 1 || n > PUBFMT_MAX_LAYERS) {
@@ -234,7 +294,8 @@ static void replace(struct bloomguard *bg, struct view *was, bool reopen)
             break;
     }
     atomic_store_explicit(&bg->cur, v, memory_order_release);
-    atomic_store_explicit(&bg->next_check, coarse_now() + RECHECK_NS, memory_order_relaxed);
+    atomic_store_explicit(&bg->next_check, monoclock_coarse_ns() + RECHECK_NS,
+                          memory_order_relaxed);
     pthread_mutex_unlock(&bg->mu);
     if (old != NULL) {
         rcu_synchronize(&bg->rcu);
@@ -265,7 +326,7 @@ static void grow(struct bloomguard *bg, struct view *v, unsigned n)
  */
 static void recheck(struct bloomguard *bg)
 {
-    int64_t now = coarse_now();
+    int64_t now = monoclock_coarse_ns();
     int64_t due = atomic_load_explicit(&bg->next_check, memory_order_relaxed);
     if (now < due || !atomic_compare_exchange_strong(&bg->next_check, &due, now + RECHECK_NS))
         return;
@@ -288,6 +349,17 @@ enum bloomguard_answer bloomguard_lookup(bloomguard *bg, const void *id, size_t 
         if (v == NULL) {
             rcu_read_exit(r);
             return BLOOMGUARD_NOT_READY;
+        }
+        /*
+         * What GET /exists refuses (idcodec.h: empty, longer than the
+         * daemon's max_id_bytes, a NUL, not UTF-8) is not a question the
+         * filter answers: the daemon follows no row with an ID longer than
+         * a request may carry (it does not degrade for one), so "absent"
+         * could be wrong.
+         */
+        if (id_check(id, len, v->max_id_bytes) != ID_OK) {
+            rcu_read_exit(r);
+            return BLOOMGUARD_INVALID;
         }
         struct pubfmt_header *h = (struct pubfmt_header *)v->hdr;
         /* The order publish.h's proof needs: flags, layers, horizon, bits. */
@@ -315,10 +387,7 @@ enum bloomguard_answer bloomguard_lookup(bloomguard *bg, const void *id, size_t 
         rcu_read_exit(r);
         if (sv == SPELL_MAYBE || maybe)
             return BLOOMGUARD_MAYBE;
-        int64_t now = answer_now();
-        /* A horizon in the future is another clock's: nothing it says can be trusted. */
-        if (hz > now + FUTURE_SLACK_NS
-            || answer_degraded(now, hz, stale_ns, (flags & PUBFMT_SATURATED) != 0))
+        if (answer_degraded(monoclock_boot_ns(), hz, stale_ns, (flags & PUBFMT_UNSURE) != 0))
             return BLOOMGUARD_DEGRADED;
         return BLOOMGUARD_ABSENT;
     }
@@ -350,7 +419,7 @@ bloomguard *bloomguard_open(const char *path, unsigned flags, int *err)
     }
     pthread_mutex_init(&bg->mu, NULL);
     atomic_init(&bg->cur, NULL);
-    atomic_init(&bg->next_check, coarse_now() + RECHECK_NS);
+    atomic_init(&bg->next_check, monoclock_coarse_ns() + RECHECK_NS);
     bg->have_boot_id = pubfmt_boot_id(bg->boot_id);
     int e = BLOOMGUARD_EIO;
     struct view *v = view_open(bg, &e, bg->why, sizeof bg->why);
@@ -401,7 +470,7 @@ int bloomguard_info(bloomguard *bg, struct bloomguard_info *out)
         return out->error;
     }
     struct pubfmt_header *h = (struct pubfmt_header *)v->hdr;
-    int64_t now = answer_now();
+    int64_t now = monoclock_boot_ns();
     int64_t hz = atomic_load_explicit(&h->horizon, memory_order_acquire);
     uint32_t flags = atomic_load_explicit(&h->flags, memory_order_acquire);
     snprintf(out->name, sizeof out->name, "%.*s", (int)sizeof h->name, h->name);
@@ -409,11 +478,10 @@ int bloomguard_info(bloomguard *bg, struct bloomguard_info *out)
     out->generation = h->generation;
     out->layers = v->mapped;
     out->target_fpp = h->target_fpp;
-    out->horizon_age = hz ? (double)(now - hz) / 1e9 : -1;
+    out->horizon_age = hz > 0 ? (double)answer_age(now, hz) / 1e9 : -1;
     out->max_staleness = (double)v->max_stale_ns / 1e9;
-    out->saturated = (flags & PUBFMT_SATURATED) != 0;
-    out->degraded = hz > now + FUTURE_SLACK_NS
-                    || answer_degraded(now, hz, v->max_stale_ns, out->saturated);
+    out->saturated = (flags & PUBFMT_UNSURE) != 0;
+    out->degraded = answer_degraded(now, hz, v->max_stale_ns, out->saturated);
     out->pid = h->pid;
     pthread_mutex_unlock(&bg->mu);
     return BLOOMGUARD_OK;
@@ -426,6 +494,7 @@ const char *bloomguard_answer_name(int answer)
     case BLOOMGUARD_ABSENT: return "absent";
     case BLOOMGUARD_MAYBE: return "maybe";
     case BLOOMGUARD_DEGRADED: return "degraded";
+    case BLOOMGUARD_INVALID: return "invalid";
     }
     return "unknown";
 }
@@ -442,6 +511,9 @@ const char *bloomguard_strerror(int err)
     case BLOOMGUARD_ENOMEM: return "out of memory";
     case BLOOMGUARD_EINVAL: return "invalid argument (the path must be absolute)";
     case BLOOMGUARD_EIO: return "system error";
+    case BLOOMGUARD_EUNSAFE: return "not trusted: the file, or a directory above it, is not the "
+                                    "daemon's alone (another user's, writable by others, or not "
+                                    "a regular file)";
     }
     return "unknown error";
 }

@@ -83,13 +83,14 @@ struct persist_restored {
  * At start, before any load of the table: make fc's snapshot file (after
  * removing the temporary files a crash left), else the snapshot of
  * [snapshot] bootstrap_from's peer (token: the admin token to send, NULL =
- * none; within peer.h's default bounds: a deadline from the size the peer
- * announces), g's live filter and put its journal back into p, then every
+ * none; its certificate checked against bootstrap_ca_file; within peer.h's
+ * default bounds: a deadline from the size the peer announces; the caller
+ * puts the table on probation first, table_vet_begin), g's live filter and put its journal back into p, then every
  * entry of p (those persist_postlog_open restored too) into it.  True when
  * one was put in place (*r filled); false when there was none or it was not
  * usable (each reason logged as a warning): load the table.  stop (NULL:
- * none): once true, a fetch from the peer ends within peer.h's
- * PEER_POLL_MS, and false is returned.
+ * none): once true, a fetch from the peer ends within httpc.h's
+ * HTTPC_POLL_MS, and false is returned.
  */
 bool persist_restore(const struct config *cfg, const struct filter_config *fc, const char *token,
                      atomic_bool *stop, struct guard *g, struct pending *p, const struct log *lg,

@@ -10,7 +10,8 @@
  * the filter.  A follower (follow.h) proves it, each in its own way, and
  * moves it with table_advance; an "absent" answer is given only while
  * now - H <= [sync] max_staleness, else it is "degraded" (answered as
- * "maybe").  H moves only while the live filter covers the current epoch:
+ * "maybe"): answer_degraded (answer.h) is the rule, with no H yet (0)
+ * degraded too.  H moves only while the live filter covers the current epoch:
  * an epoch is a stretch in which the follower's view of the table is
  * whole.  Anything that may have lost rows (a new LISTEN connection, a new
  * replication slot, an ID too long to notify, a publication changed) starts
@@ -18,7 +19,7 @@
  * catch-up from a position) that started in that epoch is live.
  *
  * Clocks: H and every `when` below are nanoseconds of CLOCK_BOOTTIME
- * (table_now), which keeps counting while the machine sleeps, so a suspend
+ * (monoclock_boot_ns), which keeps counting while the machine sleeps, so a suspend
  * never makes an old horizon look fresh.
  */
 #ifndef BLOOMGUARD_TABLE_H
@@ -30,10 +31,12 @@
 #include <time.h>
 
 #include "config.h"
+#include "monoclock.h"
 #include "filter.h"
 #include "guard.h"
 #include "pending.h"
 #include "spell.h"
+#include "table_fleet.h"
 
 struct table;
 
@@ -58,8 +61,6 @@ struct table_ident {
     char type_name[64];             /* format_type, for /stats */
 };
 
-/* Nanoseconds of CLOCK_BOOTTIME: the horizon's clock. */
-int64_t table_now(void);
 
 /*
  * A table for filter fc of cfg (both must outlive it), owning a new guard
@@ -87,7 +88,14 @@ void table_set_wake(struct table *t, void (*wake)(void *arg), void *arg);
  *             runs meanwhile;
  *   horizon   the horizon moved to h; called under the table's lock;
  *   restored  a snapshot's filter went live (table_restored), on the
- *             scheduler's thread (the only one that swaps filters).
+ *             scheduler's thread (the only one that swaps filters);
+ *   unsure    the table began (true) or stopped (false) degrading every
+ *             absent answer whatever its horizon (table_unsure: the live
+ *             filter can no longer keep its rate, or a peer's filter is on
+ *             probation); called under the table's lock, at once, so that
+ *             readers degrade with the daemon and not at the next horizon.
+ *             live and horizon read table_unsure themselves (a hold of a
+ *             cut POST log ends by the clock, not by an event).
  * spell is the spelling of next's keys (spell.h).
  */
 struct table_publisher {
@@ -96,33 +104,17 @@ struct table_publisher {
     void (*live)(void *ctx, const struct filter *next, enum spell_type spell, int64_t horizon);
     void (*horizon)(void *ctx, int64_t h);
     void (*restored)(void *ctx, enum spell_type spell);
+    void (*unsure)(void *ctx, bool unsure);
 };
-void table_set_publisher(struct table *t, const struct table_publisher *p);
 
 /*
- * Who hears of every key the live filter takes, and of each new epoch and
- * generation: a replication upstream's ring (fleetring.h), which streams
- * them to replicas.  Each hook may be NULL; set it before other threads
- * use the table.
- *   added    n keys (each its filter_hash) are in the live filter (and in
- *            the one being built, if any); ttl is 0 for rows a follower
- *            added (table_add_row, table_add_hashes) and the POST
- *            journal's pending_ttl for an acknowledged POST's keys.  On
- *            the adding thread, after the filter holds them (so a snapshot
- *            that reads the ring's newest seq before the filter's bits
- *            holds every key up to it), under no lock of the table.
- *   changed  the epoch or the generation moved (table_proof has both):
- *            on the thread that moved it, under no lock of the table.
- * Keys a load copies into its new filter (a COPY's rows, the journal
- * replayed, a snapshot's) are not added one by one: the new generation
- * holds them.
+ * Whether the table vouches for no absence at now, whatever its horizon:
+ * its live filter is saturated, a cut POST log holds absent answers
+ * (table_hold_absent), or a filter from elsewhere is on probation
+ * (table_vet_begin).  answer_degraded's "unsure".  Lock-free, any thread.
  */
-struct table_tap {
-    void *ctx;
-    void (*added)(void *ctx, const uint64_t *hashes, size_t n, uint32_t ttl);
-    void (*changed)(void *ctx);
-};
-void table_set_tap(struct table *t, const struct table_tap *tap);
+bool table_unsure(struct table *t, int64_t now);
+void table_set_publisher(struct table *t, const struct table_publisher *p);
 
 /* Free the table, its guard and its journal; no other thread may use it.  NULL: no-op. */
 void table_free(struct table *t);
@@ -188,6 +180,18 @@ bool table_lookup_many(struct table *t, size_t n, const char *const *ids, const 
                        bool *maybe, bool *degraded, size_t *absent_seen);
 
 /*
+ * Acknowledged POSTs may be missing from the journal (the POST log was cut
+ * while stopped, or damaged: postlog.h) and could have been read back
+ * until `until` (monoclock_boot_ns's clock): until then every absent answer is
+ * "maybe" (degraded), whatever the horizon, so that none of them answers
+ * 404; a publisher (publish.c) flags its readers the same way.  A later
+ * until extends it, an earlier one changes nothing.  table_held_for: the
+ * seconds still to go (0: none).  Thread-safe, lock-free.
+ */
+void table_hold_absent(struct table *t, int64_t until);
+double table_held_for(struct table *t);
+
+/*
  * The column's spelling now (the last load's, or a restored snapshot's):
  * what table_lookup applies.  SPELL_TEXT before any load.
  */
@@ -210,8 +214,9 @@ enum table_insert_result {
  * Where an acknowledged POST becomes durable: fn writes the IDs somewhere
  * that survives a crash (persist.c: the POST log) and returns 0 once they
  * are there, or an errno value.  It is called by table_insert, from any
- * thread, after the journal took the IDs and before the filter does.  Set
- * it before other threads use the table; NULL (the default): memory only.
+ * thread, after the journal held room for the IDs and before the journal
+ * and the filter take them (pending_reserve).  Set it before other threads
+ * use the table; NULL (the default): memory only.
  */
 typedef int (*table_durable_fn)(void *arg, size_t n, const char *const *ids, const size_t *lens,
                                 uint64_t ttl);
@@ -219,8 +224,11 @@ typedef int (*table_durable_fn)(void *arg, size_t n, const char *const *ids, con
  * The same step without waiting: submit queues the IDs (copying them) and
  * returns 0, then calls done(done_arg, err) exactly once, from another
  * thread, with 0 once they are durable or an errno value; or it returns an
- * errno value at once, done never called.  May be NULL (table_insert_later
- * then waits on fn).
+ * errno value at once, done never called.  The journal takes the IDs (or
+ * gives their room back) inside done, so a log that reads the journal to
+ * rewrite itself must wait for the done calls of what it wrote before
+ * (postlog_submit does).  When set, table_insert uses it too (and waits);
+ * NULL: both wait on fn.
  */
 typedef void (*table_durable_done_fn)(void *done_arg, int err);
 typedef int (*table_durable_submit_fn)(void *arg, size_t n, const char *const *ids,
@@ -234,11 +242,12 @@ bool table_durable(const struct table *t);
 /*
  * POST /ids: each ID by its key for the column's type (an ID the type
  * refuses can never be a row: TABLE_INSERT_NOT_A_VALUE, *err its index);
- * journal first, all or nothing, then the durable log, then the
- * filter.  A rebuild that replays the journal before the adds is sure to
- * find the IDs in its new filter, a crash after the 2xx finds them in the
- * log, and an ID the journal or the log cannot keep is refused, never
- * acknowledged.  Thread-safe.  *inserted gets the IDs added; *err (may be
+ * room in the journal first, all or nothing, then the durable log, then
+ * the journal and the filter.  A rebuild that replays the journal before
+ * the adds is sure to find the IDs in its new filter, a crash after the
+ * 2xx finds them in the log, and an ID the journal or the log cannot keep
+ * is refused, never acknowledged, and leaves no trace: no rebuild, snapshot
+ * or restart brings it back.  Thread-safe.  *inserted gets the IDs added; *err (may be
  * NULL) the errno value of TABLE_INSERT_NOT_DURABLE.
  */
 enum table_insert_result table_insert(struct table *t, size_t n, const char *const *ids,
@@ -283,28 +292,6 @@ void table_note_truncate(struct table *t);
 /* The current epoch (see the top of this file). */
 uint64_t table_epoch(struct table *t);
 
-/*
- * Keys by their filter_hash, as a replica's stream carries them: into the
- * live filter and the one being built, as table_add_row does with a row's
- * key (ttl 0), or as an acknowledged POST's (ttl: the seconds its journal
- * keeps it, which the tap passes on).  Never into the journal.  False
- * when there is no filter yet.  Thread-safe.
- */
-bool table_add_hashes(struct table *t, const uint64_t *hashes, size_t n, uint32_t ttl);
-
-/*
- * The horizon with what it rests on, read at once under the table's lock:
- * what an upstream answers a replica that asks how fresh it is (fleet).
- */
-struct table_proof {
-    int64_t horizon;                /* H (table_now), 0: none */
-    uint64_t epoch;                 /* the current epoch */
-    uint64_t covered;               /* the epoch the live filter's load started in (0: none) */
-    uint64_t generation;            /* live filters so far: each load or restore that went live */
-    bool loaded;
-    bool saturated;                 /* answers are degraded whatever H */
-};
-void table_proof(struct table *t, struct table_proof *out);
 
 /*
  * Rows may have been lost: start a new epoch (the horizon waits for a load
@@ -370,7 +357,7 @@ struct table_job {
 
 /*
  * For the scheduler: whether t has a load it may start at now (ns of
- * table_now); if so, take it (*job filled, the table shows it running).
+ * monoclock_boot_ns); if so, take it (*job filled, the table shows it running).
  * COPYs wait [sync] min_rebuild_interval after the previous load ends and
  * a failed load waits its backoff; catch-ups wait only for the backoff.
  * Otherwise *wait_ns (unchanged if larger) shrinks to when it may.
@@ -446,29 +433,6 @@ bool table_load_commit(struct table_load *l, uint64_t epoch, int64_t start, cons
 void table_load_abort(struct table_load *l);
 
 /*
- * A load whose filter was made elsewhere: a replica's snapshot of its
- * upstream (f is taken, whatever happens; it must not be in use).  A
- * published table (table_set_publisher) copies it into a filter its
- * publisher allocates, so that the published file holds the live filter.
- * From now on every insert reaches the new filter too, as with
- * table_load_begin: the caller adds what else it must hold through
- * table_load_filter, then commits it (the journal is replayed into it
- * then) or aborts.  NULL (f freed) when out of memory.
- */
-struct table_load *table_load_adopt(struct table *t, struct filter *f,
-                                    const struct table_ident *ident);
-
-/*
- * fn(arg, f, journal) with the live filter and the POST journal, f kept
- * alive until fn returns (a commit meanwhile waits for it: keep fn to
- * copying them, e.g. a snapshot into memory).  Any thread; false (fn not
- * called) when there is no live filter.
- */
-bool table_with_live(struct table *t,
-                     void (*fn)(void *arg, const struct filter *f, struct pending *journal),
-                     void *arg);
-
-/*
  * A catch-up read the rows committed since the position into the live
  * filter: as a load that started at start in epoch, with the new position.
  */
@@ -488,10 +452,44 @@ void table_polled(struct table *t, uint64_t epoch, int64_t start, const char *po
  * table has a position (pos, "" = none) but covers no epoch yet (degraded
  * until a catch-up or a COPY).  from: "snapshot" or "peer".  ident: what
  * the snapshot says it was loaded from (checked against the database
- * before any catch-up trusts its position).
+ * before any catch-up trusts its position).  A peer's snapshot is on
+ * probation besides (table_vet_begin).
  */
 void table_restored(struct table *t, const char *pos, const char *from, uint64_t items,
                     double seconds, const struct table_ident *ident);
+
+/*
+ * A filter from elsewhere (a peer's snapshot) is not believed until a
+ * sample of the table's rows has been found in it (scheduler.c,
+ * spotcheck.h).  Until then (TABLE_VET_PENDING) catch-ups and probes
+ * still prove a horizon, but it is held back, not published, and every
+ * "absent" is answered degraded, whatever max_staleness says.  Refused
+ * (TABLE_VET_REFUSED): the position is dropped and a COPY wanted, which
+ * no catch-up may serve; the held horizon is forgotten; the filter still
+ * answers degraded until the COPY's goes live (which ends the probation,
+ * as any COPY does).
+ */
+enum table_vet { TABLE_VET_NONE = 0, TABLE_VET_PENDING, TABLE_VET_REFUSED };
+
+/*
+ * The probation's state; *proved (NULL: not asked) gets the horizon held
+ * back so far (monoclock_boot_ns() units, 0 = none): a row committed before it
+ * that the filter lacks is the snapshot's fault, not a change not yet read.
+ */
+enum table_vet table_vet(struct table *t, int64_t *proved);
+
+/*
+ * Put t on probation (TABLE_VET_PENDING) before a filter from elsewhere
+ * can go live in its guard, so that not one of its "absent" answers is
+ * believed (with max_staleness = 0 a horizon of 0 alone would not stop it).
+ */
+void table_vet_begin(struct table *t);
+
+/*
+ * The sample's verdict on a TABLE_VET_PENDING table (else a no-op): passed
+ * (also: no filter from elsewhere went live after all), or refused.
+ */
+void table_vetted(struct table *t, bool passed);
 
 /* The live filter's position ("" = none) into out (TABLE_POS_MAX bytes). */
 void table_position(struct table *t, char *out, size_t cap);
@@ -501,6 +499,27 @@ void table_drop_position(struct table *t);
 bool table_loaded(struct table *t);
 
 /* -------------------------------------------------------------- status -- */
+
+/* Whether a filter is live (loaded or restored): lookups answer.  Any thread. */
+bool table_ready(struct table *t);
+
+/*
+ * The live filter's figures (filter.h) and its layers, oldest first, into
+ * layer[0 .. cap) (*n_layers of them): false, with *info zeroed and
+ * *n_layers 0, when no filter is live yet.  Any thread.
+ */
+bool table_filter_info(struct table *t, struct filter_info *info,
+                       struct filter_layer_info *layer, unsigned cap, unsigned *n_layers);
+
+/* The POSTed IDs the table keeps until a COPY shows them (its journal). */
+struct table_posts {
+    uint64_t count;         /* IDs kept now (more than limit after a restore into smaller limits) */
+    uint64_t bytes;         /* their bytes */
+    uint64_t refused;       /* IDs refused because the journal was full */
+    uint64_t expired;       /* entries dropped by [filter] pending_ttl */
+    uint64_t limit, max_bytes, ttl;     /* [filter] pending_limit, pending_max_bytes, pending_ttl */
+};
+void table_posts(struct table *t, struct table_posts *out);
 
 /* How the table is followed: set by the follower that took it. */
 void table_set_method(struct table *t, const char *method, const char *why);
@@ -550,15 +569,17 @@ struct table_status {
     uint64_t copies, catchups, feed_rows_read, last_feed_rows, too_old;
     /* snapshots */
     char restored_from[8];          /* "file", "peer", "" */
+    char peer_check[10];            /* a peer's snapshot (table_vet): "pending", "passed", "refused", "" */
     struct table_ident ident;       /* the live filter's column (zeros before any load) */
     uint64_t not_a_value;           /* IDs the column's type refused, looked up or POSTed */
     uint64_t snapshot_writes, snapshot_failures;
     time_t snapshot_written;
     /* the horizon */
     double horizon_age;             /* seconds since H; negative: no H yet */
-    bool degraded;                  /* loaded, and now - H > max_staleness or saturated */
+    bool degraded;                  /* loaded, and absent answers are "maybe" (answer_degraded) */
     bool saturated;                 /* the filter can no longer keep its rate (filter.h) */
-    double degraded_seconds;        /* total time spent degraded */
+    double held_for;                /* seconds absent answers stay "maybe" for lost POSTs (0: none) */
+    double degraded_seconds;        /* total time spent degraded (loaded: not before) */
 };
 void table_status(struct table *t, struct table_status *out);
 

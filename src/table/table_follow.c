@@ -4,6 +4,7 @@
  * advance, and the wants that become load jobs (table.h has the rules).
  */
 #include "table_int.h"
+#include "answer.h"
 
 #include <math.h>
 #include <pthread.h>
@@ -13,6 +14,24 @@
 #include <string.h>
 
 /* ------------------------------------------------------- from followers -- */
+
+void table_set_tap(struct table *t, const struct table_tap *tap)
+{
+    t->tap = *tap;
+}
+
+void table_tap_changed(struct table *t)
+{
+    if (t->tap.changed)
+        t->tap.changed(t->tap.ctx);
+}
+
+void table_posted(struct table *t, const uint64_t *hs, size_t n, size_t inserted)
+{
+    table_check_saturated(t);
+    if (inserted == n && n > 0 && t->tap.added)
+        t->tap.added(t->tap.ctx, hs, n, (uint32_t)t->fc->pending_ttl);
+}
 
 bool table_add_row(struct table *t, const void *id, size_t len)
 {
@@ -47,16 +66,25 @@ bool table_add_hashes(struct table *t, const uint64_t *hashes, size_t n, uint32_
     return ok;
 }
 
-/* Degraded time in [accounted, now] under horizon h.  Caller holds mu. */
+/*
+ * Degraded time in [accounted, now] under horizon h, by the rule lookups
+ * apply (answer.h, table_stale): a hold, then the horizon; a table not
+ * loaded yet answers "not ready", which is not degraded.  Saturation is
+ * read as it is now: it is counted from the last call, at most a probe
+ * interval early.  Caller holds mu.
+ */
 void table_account_locked(struct table *t, int64_t h, int64_t now)
 {
-    if (t->max_stale_ns == 0 || h == 0)
+    if (now <= t->accounted)
         return;
-    int64_t from = h + t->max_stale_ns;
-    if (from < t->accounted)
-        from = t->accounted;
-    if (now > from)
-        t->degraded_ns += now - from;
+    if (t->loaded) {
+        /* A hold (table_hold_absent) covers the start of the stretch, the horizon the rest. */
+        int64_t held = atomic_load_explicit(&t->held_until, memory_order_relaxed);
+        int64_t from = held > t->accounted ? (held < now ? held : now) : t->accounted;
+        t->degraded_ns += atomic_load_explicit(&t->saturated, memory_order_relaxed)
+            ? now - t->accounted
+            : (from - t->accounted) + answer_degraded_ns(from, now, h, t->max_stale_ns);
+    }
     t->accounted = now;
 }
 
@@ -154,10 +182,16 @@ bool table_advance_locked(struct table *t, uint64_t epoch, int64_t when)
 {
     if (t->covered != t->epoch || epoch != t->epoch)
         return false;
+    if (atomic_load(&t->vet) != TABLE_VET_NONE) {
+        /* Proved, but held back until the filter is believed (table_vetted publishes it). */
+        if (when > t->vet_horizon)
+            t->vet_horizon = when;
+        return true;
+    }
     int64_t h = atomic_load(&t->horizon);
     if (when <= h)
         return true;
-    table_account_locked(t, h, table_now());
+    table_account_locked(t, h, monoclock_boot_ns());
     atomic_store_explicit(&t->horizon, when, memory_order_release);
     if (t->pub.horizon)
         t->pub.horizon(t->pub.ctx, when);
@@ -195,7 +229,8 @@ uint64_t table_want(struct table *t, enum table_want why, bool *coalesced)
 /* Nanoseconds min_rebuild_interval still holds a COPY back.  Caller holds mu. */
 int64_t table_hold_back_locked(const struct table *t, int64_t now)
 {
-    if (!t->loaded || t->last_end == 0)
+    /* A refused peer's filter is known bad: its COPY is not spaced out from the catch-up. */
+    if (!t->loaded || t->last_end == 0 || atomic_load(&t->vet) == TABLE_VET_REFUSED)
         return 0;
     int64_t until = t->last_end + (int64_t)t->min_interval * NS_PER_S;
     return until > now ? until - now : 0;
@@ -204,7 +239,56 @@ int64_t table_hold_back_locked(const struct table *t, int64_t now)
 /* Whether the pending want may be served by a catch-up.  Caller holds mu. */
 bool table_may_catch_up_locked(const struct table *t)
 {
-    return table_want_may_catch_up(t->want) && t->loaded && t->position[0] != '\0';
+    /* A refused peer's filter is replaced, never brought up to date. */
+    return table_want_may_catch_up(t->want) && t->loaded && t->position[0] != '\0'
+           && atomic_load(&t->vet) != TABLE_VET_REFUSED;
+}
+
+enum table_vet table_vet(struct table *t, int64_t *proved)
+{
+    pthread_mutex_lock(&t->mu);
+    enum table_vet v = (enum table_vet)atomic_load(&t->vet);
+    if (proved != NULL)
+        *proved = v == TABLE_VET_NONE ? 0 : t->vet_horizon;
+    pthread_mutex_unlock(&t->mu);
+    return v;
+}
+
+void table_vet_begin(struct table *t)
+{
+    pthread_mutex_lock(&t->mu);
+    atomic_store_explicit(&t->vet, TABLE_VET_PENDING, memory_order_release);
+    t->vet_horizon = 0;
+    table_tell_unsure_locked(t);
+    snprintf(t->st.peer_check, sizeof t->st.peer_check, "pending");
+    pthread_mutex_unlock(&t->mu);
+}
+
+void table_vetted(struct table *t, bool passed)
+{
+    bool w = false;
+    pthread_mutex_lock(&t->mu);
+    if (atomic_load(&t->vet) == TABLE_VET_PENDING) {
+        /* Nothing of a peer's went live: nothing was checked either. */
+        bool any = strcmp(t->st.restored_from, "peer") == 0;
+        snprintf(t->st.peer_check, sizeof t->st.peer_check, "%s",
+                 !any ? "" : passed ? "passed" : "refused");
+        int64_t h = t->vet_horizon;
+        t->vet_horizon = 0;
+        if (passed) {
+            atomic_store_explicit(&t->vet, TABLE_VET_NONE, memory_order_release);
+            table_tell_unsure_locked(t);
+            /* What the catch-ups proved meanwhile, if no gap has opened since. */
+            if (h > 0)
+                table_advance_locked(t, t->epoch, h);
+        } else {
+            atomic_store_explicit(&t->vet, TABLE_VET_REFUSED, memory_order_release);
+            t->position[0] = '\0';
+            w = want_locked(t, WANT_POSITION, NULL);
+        }
+    }
+    pthread_mutex_unlock(&t->mu);
+    wake(t, w);
 }
 
 bool table_take_job(struct table *t, int64_t now, struct table_job *job, int64_t *wait_ns)
@@ -249,7 +333,7 @@ void table_job_progress(struct table *t, uint64_t rows)
 void table_job_done(struct table *t, const struct table_job *job, bool ok, const char *kind,
                     uint64_t rows, double seconds, unsigned retry_ms)
 {
-    int64_t now = table_now();
+    int64_t now = monoclock_boot_ns();
     pthread_mutex_lock(&t->mu);
     t->st.running = false;
     t->st.attempted = true;
@@ -283,7 +367,7 @@ void table_check_timers(struct table *t)
 {
     const struct filter_config *fc = t->fc;
     enum table_want why = WANT_NONE;
-    atomic_store(&t->saturated, guard_saturated(t->g));
+    table_set_saturated(t, guard_saturated(t->g));
     pthread_mutex_lock(&t->mu);
     if (t->wanted <= t->started && t->loaded) {
         time_t now = time(NULL);

@@ -16,8 +16,6 @@
 
 #include "table.h"
 
-#define NS_PER_S INT64_C(1000000000)
-
 struct table {
     const struct filter_config *fc;
     struct guard *g;
@@ -40,8 +38,15 @@ struct table {
      * Refreshed after inserts and on the scheduler's ticks.
      */
     atomic_bool saturated;
+    /*
+     * Until then (monoclock_boot_ns's clock; 0: never) absent answers are "maybe":
+     * POSTs acknowledged before this start may be missing from the journal
+     * (table_hold_absent).
+     */
+    _Atomic int64_t held_until;
     atomic_ulong not_a_value;       /* IDs the column's type refused */
     _Atomic int spell;              /* enum spell_type of the live filter's keys */
+    _Atomic int vet;                /* enum table_vet: a peer's filter on probation */
 
     pthread_mutex_t mu;
     /* Everything below is guarded by mu. */
@@ -54,11 +59,12 @@ struct table {
     uint64_t wanted;                /* newest requested load id */
     uint64_t started;               /* id of the load running or last started */
     enum table_want want;           /* the strongest reason among the pending ones */
-    int64_t last_end;               /* table_now of the last load's end; 0: none */
+    int64_t last_end;               /* monoclock_boot_ns of the last load's end; 0: none */
     int64_t retry_at;               /* a failed load is not retried before */
     char position[TABLE_POS_MAX];   /* "" = none: the next load copies */
     int64_t degraded_ns, accounted; /* time spent degraded, counted up to accounted */
     struct table_ident ident;       /* of the live filter's load */
+    int64_t vet_horizon;            /* the horizon proved while on probation (table_vet) */
     struct table_status st;
 };
 
@@ -67,11 +73,28 @@ struct table {
 
 /* The tap's changed hook, if any (call it under no lock of the table). */
 void table_tap_changed(struct table *t);
+/*
+ * After a POST's n keys went into the filter (inserted of them): the
+ * saturation check, and the tap hears them when all went in (ttl: the
+ * journal's, pending_ttl >= 1: replicas keep them as long).
+ */
+void table_posted(struct table *t, const uint64_t *hs, size_t n, size_t inserted);
 
-/* Whether an answer resting on horizon h is degraded now (answer_degraded). */
-bool table_stale(struct table *t, int64_t h);
+/*
+ * Whether an answer resting on horizon h is degraded at now (monoclock_boot_ns):
+ * answer_degraded, the one rule, with what the table knows besides.
+ */
+bool table_stale(struct table *t, int64_t h, int64_t now);
 /* After inserts: degrade absent answers at once if the filter just lost its rate. */
 void table_check_saturated(struct table *t);
+/*
+ * Whether absent answers are degraded for saturation: stored, and on a
+ * change handed to the publisher (under mu, which the caller must not
+ * hold) so that readers of the published file degrade with the daemon.
+ */
+void table_set_saturated(struct table *t, bool saturated);
+/* Caller holds mu: the publisher hears table_unsure's answer now (its unsure hook). */
+void table_tell_unsure_locked(struct table *t);
 /*
  * The key of id for spelling sp (table.c says where it goes: *key, buf of
  * KEY_STACK bytes, or *heap for the caller to free); spell_key's verdict.

@@ -5,6 +5,7 @@
  * endpoints report.
  */
 #include "table_int.h"
+#include "answer.h"
 #include "pgerror.h"
 
 #include <pthread.h>
@@ -55,6 +56,18 @@ void table_load_seen(struct table_load *l, const char *id, size_t len, uint64_t 
     pending_seen(l->t->pending, id, len, h);
 }
 
+/*
+ * Caller holds mu: the table has a filter from now on, which it may answer
+ * from; its degraded time counts from here, not from before it could
+ * answer at all.  The caller has set the new filter's saturation
+ * (table_set_saturated) before.
+ */
+static void loaded_locked(struct table *t)
+{
+    table_account_locked(t, atomic_load(&t->horizon), monoclock_boot_ns());
+    t->loaded = true;
+}
+
 /* Caller holds mu: a load or catch-up that started at start in epoch is live. */
 static void covered_locked(struct table *t, uint64_t epoch, int64_t start, const char *pos)
 {
@@ -73,7 +86,7 @@ bool table_load_commit(struct table_load *l, uint64_t epoch, int64_t start, cons
         return false;
     }
     /* POSTed IDs the table does not hold (yet) must survive the swap, until they expire. */
-    pending_expire(t->pending, pending_clock());
+    pending_expire(t->pending, monoclock_boot_s());
     pending_replay(t->pending, l->f);
     if (t->pub.live) {
         pthread_mutex_lock(&t->mu);
@@ -85,11 +98,15 @@ bool table_load_commit(struct table_load *l, uint64_t epoch, int64_t start, cons
     atomic_store_explicit(&t->spell, l->ident.spell, memory_order_release);
     struct table_ident ident = l->ident;
     free(l);
-    atomic_store(&t->saturated, guard_saturated(t->g));
+    table_set_saturated(t, guard_saturated(t->g));
     pthread_mutex_lock(&t->mu);
     t->ident = ident;
-    t->loaded = true;
+    loaded_locked(t);
     t->generation++;
+    /* The table's own COPY: whatever a peer's filter was, this one is believed. */
+    atomic_store_explicit(&t->vet, TABLE_VET_NONE, memory_order_release);
+    t->vet_horizon = 0;
+    table_tell_unsure_locked(t);
     covered_locked(t, epoch, start, pos);
     t->st.copies++;
     pthread_mutex_unlock(&t->mu);
@@ -203,10 +220,11 @@ void table_restored(struct table *t, const char *pos, const char *from, uint64_t
     atomic_store_explicit(&t->spell, ident->spell, memory_order_release);
     if (t->pub.restored)
         t->pub.restored(t->pub.ctx, ident->spell);
+    table_set_saturated(t, guard_saturated(t->g));
     pthread_mutex_lock(&t->mu);
     t->ident = *ident;
     /* The horizon stays 0 (degraded) until a catch-up or a COPY. */
-    t->loaded = true;
+    loaded_locked(t);
     snprintf(t->position, sizeof t->position, "%s", pos ? pos : "");
     t->st.attempted = true;
     t->st.last_rows = items;
@@ -290,7 +308,7 @@ void table_set_feed_available(struct table *t, bool available)
 
 void table_status(struct table *t, struct table_status *out)
 {
-    int64_t now = table_now();
+    int64_t now = monoclock_boot_ns();
     pthread_mutex_lock(&t->mu);
     int64_t h = atomic_load(&t->horizon);
     table_account_locked(t, h, now);
@@ -298,11 +316,11 @@ void table_status(struct table *t, struct table_status *out)
     out->ident = t->ident;
     out->not_a_value = atomic_load_explicit(&t->not_a_value, memory_order_relaxed);
     snprintf(out->position, sizeof out->position, "%s", t->position);
-    out->horizon_age = h ? (double)(now - h) / (double)NS_PER_S : -1;
+    out->horizon_age = h > 0 ? (double)answer_age(now, h) / (double)NS_PER_S : -1;
     /* h == 0 after a load: a gap overtook the first load's epoch. */
     out->saturated = atomic_load(&t->saturated);
-    out->degraded = t->loaded && ((t->max_stale_ns > 0 && now - h > t->max_stale_ns)
-                                  || out->saturated);
+    out->degraded = t->loaded && table_stale(t, h, now);
+    out->held_for = table_held_for(t);
     out->degraded_seconds = (double)t->degraded_ns / (double)NS_PER_S;
     out->next_rebuild_in = t->wanted > t->started && !table_may_catch_up_locked(t)
         ? (double)table_hold_back_locked(t, now) / (double)NS_PER_S : 0;
