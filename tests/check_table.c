@@ -653,6 +653,122 @@ START_TEST(test_lookups_race_inserts_and_loads)
 }
 END_TEST
 
+/* ------------------------------------------------------------- the tap -- */
+
+/* What a replication ring would have been told. */
+struct tapped {
+    uint64_t hashes[64];
+    uint32_t ttls[64];
+    unsigned n, changed;
+};
+
+static void tap_added(void *ctx, const uint64_t *hs, size_t n, uint32_t ttl)
+{
+    struct tapped *tp = ctx;
+    for (size_t i = 0; i < n && tp->n < 64; i++) {
+        tp->hashes[tp->n] = hs[i];
+        tp->ttls[tp->n++] = ttl;
+    }
+}
+
+static void tap_changed(void *ctx)
+{
+    ((struct tapped *)ctx)->changed++;
+}
+
+/*
+ * Every key the live filter takes reaches the tap once, after the filter
+ * holds it: rows with ttl 0, a POST's keys with the journal's ttl, hashes
+ * from a replica's stream with theirs; nothing before there is a filter.
+ * Gaps and loads say the epoch or generation moved, and table_proof reads
+ * them with the horizon.
+ */
+START_TEST(test_tap_hears_every_add)
+{
+    struct table *t = table_new(&cfg, &fc);
+    static struct tapped tp;
+    memset(&tp, 0, sizeof tp);
+    table_set_tap(t, &(struct table_tap){ &tp, tap_added, tap_changed });
+    ck_assert(!table_add_row(t, "0", 1));
+    uint64_t h0 = filter_hash("0", 1);
+    ck_assert(!table_add_hashes(t, &h0, 1, 0));
+    ck_assert_uint_eq(tp.n, 0);
+    struct table_proof pr;
+    table_proof(t, &pr);
+    ck_assert(!pr.loaded && pr.generation == 0 && pr.horizon == 0);
+
+    int64_t start = monoclock_boot_ns();
+    load(t, rows, 3, start);
+    ck_assert_uint_eq(tp.changed, 1);
+    table_proof(t, &pr);
+    ck_assert(pr.loaded && pr.generation == 1 && pr.covered == pr.epoch && pr.horizon == start);
+
+    ck_assert(table_add_row(t, "7", 1));
+    const char *posted[] = { "8", "9" };
+    size_t lens[] = { 1, 1 }, added;
+    ck_assert_int_eq(table_insert(t, 2, posted, lens, &added, NULL), TABLE_INSERTED);
+    uint64_t hs[2] = { filter_hash("x", 1), filter_hash("y", 1) };
+    ck_assert(table_add_hashes(t, hs, 2, 77));
+    ck_assert_uint_eq(tp.n, 5);
+    ck_assert(tp.hashes[0] == filter_hash("7", 1) && tp.ttls[0] == 0);
+    ck_assert(tp.hashes[1] == filter_hash("8", 1) && tp.ttls[1] == fc.pending_ttl);
+    ck_assert(tp.hashes[2] == filter_hash("9", 1) && tp.ttls[2] == fc.pending_ttl);
+    ck_assert(tp.hashes[3] == hs[0] && tp.ttls[3] == 77 && tp.hashes[4] == hs[1]);
+    ck_assert_int_eq(table_lookup(t, "x", 1), TABLE_MAYBE);
+
+    table_gap(t, WANT_NONE);
+    ck_assert_uint_eq(tp.changed, 2);
+    table_proof(t, &pr);
+    ck_assert(pr.epoch == pr.covered + 1 && pr.generation == 1);
+    table_free(t);
+}
+END_TEST
+
+/* live_copy's callback: the filter's items, and whether the journal came along. */
+static void count_live(void *arg, const struct filter *f, struct pending *journal)
+{
+    struct filter_info fi;
+    filter_info(f, &fi);
+    ((uint64_t *)arg)[0] = fi.items;
+    ((uint64_t *)arg)[1] = journal != NULL;
+}
+
+/*
+ * A filter made elsewhere (a replica's snapshot) goes live through
+ * table_load_adopt: inserts made meanwhile reach it, the journal is
+ * replayed into it, the horizon moves to the start given; table_with_live
+ * lends the live filter to a copier, and says when there is none.
+ */
+START_TEST(test_adopt_a_filter)
+{
+    struct table *t = table_new(&cfg, &fc);
+    uint64_t got[2] = { 0, 0 };
+    ck_assert(!table_with_live(t, count_live, got));
+    load(t, rows, 3, monoclock_boot_ns());
+    const char *posted[] = { "p" };
+    size_t lens[] = { 1 }, added;
+    ck_assert_int_eq(table_insert(t, 1, posted, lens, &added, NULL), TABLE_INSERTED);
+    struct filter *f = filter_new(1000, 0.001, NULL);
+    filter_add(f, "s", 1);
+    uint64_t epoch = table_epoch(t);
+    int64_t start = monoclock_boot_ns();
+    struct table_load *l = table_load_adopt(t, f, &text_ident);
+    ck_assert_ptr_nonnull(l);
+    ck_assert(table_add_row(t, "during", 6));
+    ck_assert(table_load_commit(l, epoch, start, "X:5"));
+    ck_assert_int_eq(table_lookup(t, "s", 1), TABLE_MAYBE);
+    ck_assert_int_eq(table_lookup(t, "during", 6), TABLE_MAYBE);
+    ck_assert_int_eq(table_lookup(t, "p", 1), TABLE_MAYBE);      /* the journal, replayed */
+    ck_assert_int_eq(table_lookup(t, "1", 1), TABLE_ABSENT);     /* the old filter is gone */
+    struct table_proof pr;
+    table_proof(t, &pr);
+    ck_assert(pr.horizon == start && pr.generation == 2);
+    ck_assert(table_with_live(t, count_live, got));
+    ck_assert(got[0] == 3 && got[1] == 1);
+    table_free(t);
+}
+END_TEST
+
 /* A peer's filter of ids[0..n) put live as persist.c does, on probation first (scheduler.c). */
 static struct table *peer_restored(const char *const *ids, size_t n)
 {
@@ -742,6 +858,8 @@ END_TEST
 
 CHECK_SUITE("table",
     CHECK_CASE("core", .setup = setup, .timeout = 120),
+    CHECK_TEST(test_tap_hears_every_add),
+    CHECK_TEST(test_adopt_a_filter),
     CHECK_TEST(test_not_ready_then_answers),
     CHECK_TEST(test_stale_horizon_is_degraded),
     CHECK_TEST(test_degraded_time_follows_the_rule),

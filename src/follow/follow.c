@@ -37,6 +37,7 @@ static const struct follow_ops *const methods[SYNC_METHODS] = {
     [SYNC_LOGICAL] = &follow_logical_ops,
     [SYNC_FEED] = &follow_feed_ops,
     [SYNC_NOTIFY] = &follow_notify_ops,
+    [SYNC_UPSTREAM] = &follow_upstream_ops,
 };
 
 const struct follow_ops *follow_method_ops(enum sync_method m)
@@ -121,6 +122,12 @@ void follow_status(struct follower *f, struct follow_status *out)
     if (f->ops->status_locked != NULL)
         f->ops->status_locked(f, out);
     pthread_mutex_unlock(&f->mu);
+}
+
+void follow_table_status(struct follower *f, struct table *t, struct follow_status *out)
+{
+    if (f->ops->table_status != NULL)
+        f->ops->table_status(f, t, out);
 }
 
 void follow_attach(struct follower *f, struct table *t)
@@ -290,6 +297,10 @@ enum sync_method follow_choose(const struct config *cfg, const struct filter_con
         }
         snprintf(why, whylen, "method notify, as configured");
         return SYNC_NOTIFY;
+    case SYNC_UPSTREAM:
+        /* source.c attaches these without asking PostgreSQL anything. */
+        snprintf(why, whylen, "method upstream, as configured (%s)", cfg->upstream);
+        return SYNC_UPSTREAM;
     case SYNC_AUTO:
     case SYNC_METHODS:
         break;

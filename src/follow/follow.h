@@ -64,6 +64,16 @@ struct follow_status {
     bool slot_temporary;
     int64_t slot_lag_bytes;         /* WAL the slot holds back on the primary; -1: unknown */
     char wal_status[16];            /* pg_replication_slots.wal_status, "" = unknown */
+    /* upstream only */
+    char upstream[256];             /* the upstream followed now, "" = none */
+    uint64_t upstream_switches;     /* times another upstream was followed */
+    bool upstream_replica;          /* it follows an upstream itself */
+    bool mirror;                    /* a snapshot of it is live: the figures below are its */
+    uint64_t mirror_history;        /* the history the filter follows */
+    uint64_t mirror_seq;            /* every key of it up to here is in the filter */
+    uint64_t heard_seq;             /* the upstream's newest, as it said last */
+    uint64_t mirror_snapshots, mirror_resumes, mirror_violations, mirror_keys;
+    char mirror_lost[160];          /* why a snapshot is awaited, "" = none */
 };
 
 /*
@@ -114,12 +124,23 @@ struct follow_ops {
      * the table instead.
      */
     int (*catch_up)(struct follower *f, struct table *t, uint64_t *rows, char *err, size_t errlen);
+    /*
+     * A load of t without PostgreSQL, instead of the scheduler's COPY (and
+     * of catch_up): method upstream puts its upstream's snapshot live
+     * (table_load_adopt .. table_load_commit).  True when it went live,
+     * *rows its keys, *secs what it took; false (err: retried after a
+     * backoff) otherwise.  NULL: a COPY.
+     */
+    bool (*load)(struct follower *f, struct table *t, const struct table_job *job,
+                 uint64_t *rows, double *secs, char *err, size_t errlen);
     /* follow_position's, for a method that proves positions itself.  NULL: the table's own. */
     void (*position)(struct follower *f, struct table *t, char *out, size_t cap);
     /* A snapshot of t exact at pos is on disk (a slot may let go of older WAL).  May be NULL. */
     void (*saved)(struct follower *f, struct table *t, const char *pos);
     /* follow_status's method part, with f->mu held (the common part filled in).  May be NULL. */
     void (*status_locked)(struct follower *f, struct follow_status *out);
+    /* What it adds for table t alone (follow_table_status), f->mu not held.  May be NULL. */
+    void (*table_status)(struct follower *f, struct table *t, struct follow_status *out);
 };
 
 /*
@@ -151,7 +172,8 @@ struct follower {
 };
 
 /* The methods, each in its own file. */
-extern const struct follow_ops follow_notify_ops, follow_feed_ops, follow_logical_ops;
+extern const struct follow_ops follow_notify_ops, follow_feed_ops, follow_logical_ops,
+    follow_upstream_ops;
 
 /*
  * A follower of method ops, following no table yet (state connecting);
@@ -172,6 +194,8 @@ void follow_stop(struct follower *f);
 
 /* The connection's state, since, listening and error, then ops->status_locked's part. */
 void follow_status(struct follower *f, struct follow_status *out);
+/* After follow_status: what the method says of table t alone (ops->table_status), if anything. */
+void follow_table_status(struct follower *f, struct table *t, struct follow_status *out);
 
 /*
  * The position t's live filter is exact at right now, for a snapshot about
@@ -230,7 +254,8 @@ bool follow_probe_table(PGconn *conn, const struct config *cfg, const struct fil
  * server offers (logical while fewer than [sync] logical_max_daemons other
  * daemons decode, then the feed).  why gets the reason, for the log and
  * /readyz.  SYNC_NONE: nothing can follow it (why says what to install);
- * the table then stays degraded after its load.
+ * the table then stays degraded after its load.  Method upstream asks no
+ * server: srv and tbl may then be NULL.
  */
 enum sync_method follow_choose(const struct config *cfg, const struct filter_config *fc,
                                const struct follow_offer *srv,

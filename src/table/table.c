@@ -316,7 +316,7 @@ static enum table_insert_result add_hashes(struct table *t, size_t n, const uint
     *inserted = 0;
     for (size_t i = 0; i < n; i++)
         *inserted += guard_add_hash(t->g, hs[i]);
-    table_check_saturated(t);
+    table_posted(t, hs, n, *inserted);
     return *inserted < n ? TABLE_INSERT_NOT_READY : TABLE_INSERTED;
 }
 

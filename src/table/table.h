@@ -36,6 +36,7 @@
 #include "guard.h"
 #include "pending.h"
 #include "spell.h"
+#include "table_fleet.h"
 
 struct table;
 
@@ -292,6 +293,7 @@ void table_note_truncate(struct table *t);
 
 /* The current epoch (see the top of this file). */
 uint64_t table_epoch(struct table *t);
+
 
 /*
  * Rows may have been lost: start a new epoch (the horizon waits for a load

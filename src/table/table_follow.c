@@ -15,6 +15,24 @@
 
 /* ------------------------------------------------------- from followers -- */
 
+void table_set_tap(struct table *t, const struct table_tap *tap)
+{
+    t->tap = *tap;
+}
+
+void table_tap_changed(struct table *t)
+{
+    if (t->tap.changed)
+        t->tap.changed(t->tap.ctx);
+}
+
+void table_posted(struct table *t, const uint64_t *hs, size_t n, size_t inserted)
+{
+    table_check_saturated(t);
+    if (inserted == n && n > 0 && t->tap.added)
+        t->tap.added(t->tap.ctx, hs, n, (uint32_t)t->fc->pending_ttl);
+}
+
 bool table_add_row(struct table *t, const void *id, size_t len)
 {
     char buf[KEY_STACK], *heap;
@@ -28,8 +46,23 @@ bool table_add_row(struct table *t, const void *id, size_t len)
         key = id;
         klen = len;
     }
-    bool ok = guard_add(t->g, key, klen);
+    uint64_t h = filter_hash(key, klen);
+    bool ok = guard_add_hash(t->g, h);
     free(heap);
+    if (ok && t->tap.added)
+        t->tap.added(t->tap.ctx, &h, 1, 0);
+    return ok;
+}
+
+bool table_add_hashes(struct table *t, const uint64_t *hashes, size_t n, uint32_t ttl)
+{
+    bool ok = true;
+    for (size_t i = 0; i < n && ok; i++)
+        ok = guard_add_hash(t->g, hashes[i]);
+    if (n > 0)
+        table_check_saturated(t);
+    if (ok && n > 0 && t->tap.added)
+        t->tap.added(t->tap.ctx, hashes, n, ttl);
     return ok;
 }
 
@@ -128,7 +161,20 @@ void table_gap(struct table *t, enum table_want why)
     t->epoch++;
     bool w = why != WANT_NONE && want_locked(t, why, NULL);
     pthread_mutex_unlock(&t->mu);
+    table_tap_changed(t);
     wake(t, w);
+}
+
+void table_proof(struct table *t, struct table_proof *out)
+{
+    pthread_mutex_lock(&t->mu);
+    out->horizon = atomic_load(&t->horizon);
+    out->epoch = t->epoch;
+    out->covered = t->covered;
+    out->generation = t->generation;
+    out->loaded = t->loaded;
+    pthread_mutex_unlock(&t->mu);
+    out->saturated = atomic_load(&t->saturated);
 }
 
 /* Caller holds mu. */

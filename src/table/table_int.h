@@ -28,6 +28,7 @@ struct table {
     table_durable_submit_fn durable_submit;
     void *durable_arg;
     struct table_publisher pub;     /* hooks all NULL: not published */
+    struct table_tap tap;           /* hooks all NULL: no replication ring */
 
     /* Every row committed before it is in the live filter; 0 = none. */
     _Atomic int64_t horizon;
@@ -52,6 +53,7 @@ struct table {
     struct table_sizing size;       /* [filter] sizing of the next load (table_set_sizing) */
     uint64_t epoch;                 /* bumped by table_gap */
     uint64_t covered;               /* the epoch the live filter's load started in */
+    uint64_t generation;            /* live filters so far (loads and restores) */
     bool loaded;
     /* wants */
     uint64_t wanted;                /* newest requested load id */
@@ -68,6 +70,15 @@ struct table {
 
 /* Room on the stack for a key; a longer one goes to the heap. */
 #define KEY_STACK 256
+
+/* The tap's changed hook, if any (call it under no lock of the table). */
+void table_tap_changed(struct table *t);
+/*
+ * After a POST's n keys went into the filter (inserted of them): the
+ * saturation check, and the tap hears them when all went in (ttl: the
+ * journal's, pending_ttl >= 1: replicas keep them as long).
+ */
+void table_posted(struct table *t, const uint64_t *hs, size_t n, size_t inserted);
 
 /*
  * Whether an answer resting on horizon h is degraded at now (monoclock_boot_ns):
