@@ -82,7 +82,9 @@ FUZZ_TARGET(request)
             raw = slash + 1;
             rawlen = len - nl - 1;
         }
-        valid = !unknown && id_decode(raw, rawlen, h.cfg.max_id_bytes, id, sizeof id, &idlen) == ID_OK;
+        /* A second literal '/' is a path built wrong (400 bad_path), never an ID. */
+        valid = !unknown && memchr(raw, '/', rawlen) == NULL
+                && id_decode(raw, rawlen, h.cfg.max_id_bytes, id, sizeof id, &idlen) == ID_OK;
     } else
         valid = auth_id(uri, len, id, &idlen, &matched);
     if (add && valid && ready)
@@ -96,7 +98,7 @@ FUZZ_TARGET(request)
     if (exists) {
         FUZZ_CHECK(fuzz_reply_is_json(r.resp));
         if (unknown)
-            FUZZ_CHECK(r.status == 404);        /* unknown_filter, whatever the ID */
+            FUZZ_CHECK(r.status == 400);        /* unknown_filter, whatever the ID: never 404 */
         else if (!valid)
             FUZZ_CHECK(r.status == 400 || r.status == 414);
         else if (!ready)

@@ -131,7 +131,9 @@ struct bloomguard_info {
     double horizon_age;         /* seconds since the horizon; negative: none yet */
     double max_staleness;       /* seconds; 0 = never degraded by age */
     int degraded;               /* absent answers are degraded now */
-    int saturated;              /* the filter cannot keep its rate any more */
+    int saturated;              /* every absent is degraded whatever the horizon: the filter
+                                   cannot keep its rate, or the daemon vouches for no absence
+                                   yet (a peer's snapshot on probation, a cut POST log) */
     uint32_t pid;               /* the publishing daemon's process id */
 };
 /* Fill *out; returns out->error.  Thread-safe like bloomguard_lookup. */

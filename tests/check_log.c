@@ -2,8 +2,9 @@
  * Unit tests of the logger's operator-facing habits: RFC 3339 timestamps
  * with milliseconds, journald told apart by JOURNAL_STREAM, journal records
  * with FILTER= and CODE= (through a fake sd_journal_sendv) that fall back
- * to "<N>" lines, and a [log] file that SIGUSR1 reopens after logrotate
- * moved it away.
+ * to "<N>" lines, a [log] file that SIGUSR1 reopens after logrotate
+ * moved it away, and [log] format = json: one JSON object per line that
+ * jansson reads back, whatever bytes a message quoted.
  */
 #include <check.h>
 #include <errno.h>
@@ -13,6 +14,8 @@
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
+
+#include <jansson.h>
 
 #include "check_main.h"
 #include "log.h"
@@ -259,6 +262,94 @@ START_TEST(file_that_cannot_open_changes_nothing)
 }
 END_TEST
 
+/* Each line of path as a JSON object, into objs (n at most); returns how many lines. */
+static size_t json_lines(const char *path, json_t **objs, size_t n)
+{
+    static char got[16384];
+    slurp(path, got, sizeof got);
+    size_t k = 0;
+    for (char *line = got, *nl; *line != '\0' && k < n; line = nl + 1) {
+        nl = strchr(line, '\n');
+        ck_assert_msg(nl != NULL, "a line without its newline: %s", line);
+        *nl = '\0';
+        json_error_t e;
+        objs[k] = json_loads(line, 0, &e);
+        ck_assert_msg(objs[k] != NULL && json_is_object(objs[k]), "not a JSON object (%s): %s",
+                      e.text, line);
+        k++;
+    }
+    return k;
+}
+
+static const char *str_field(json_t *o, const char *key)
+{
+    return json_string_value(json_object_get(o, key));
+}
+
+/* [log] format = json: the fields journald gets, and any bytes of a message as valid JSON. */
+START_TEST(json_lines_carry_the_journal_fields)
+{
+    char path[128], err[256];
+    struct log lg;
+    snprintf(path, sizeof path, "%s/json.log", dir);
+    log_init(&lg, LOG_LVL_INFO);
+    log_set_format(&lg, LOG_FORMAT_JSON);
+    ck_assert(log_open_file(&lg, path, err, sizeof err));
+    log_fields(&lg, LOG_LVL_WARN, "users", "degraded", "id \"%s\" \\ tab\there\nnext \x01 bad %s",
+               "a\"b", "\xff\xc3\xa9 \xed\xa0\x80 \xf0\x9f\x98\x80");
+    log_info(&lg, "plain");
+    log_debug(&lg, "above the level");
+    char big[4000];
+    memset(big, 'x', sizeof big - 1);
+    big[sizeof big - 1] = '\0';
+    log_error(&lg, "long %s", big);
+    log_msg_format(LOG_FORMAT_JSON, LOG_LVL_ERROR, "postgres: FATAL: %s", "terminated");
+
+    json_t *o[8];
+    size_t n = json_lines(path, o, 8);
+    ck_assert_uint_eq(n, 4);
+    ck_assert_str_eq(str_field(o[0], "level"), "warning");
+    ck_assert_int_eq(json_integer_value(json_object_get(o[0], "priority")), 4);
+    ck_assert_str_eq(str_field(o[0], "syslog_identifier"), "bloomguard");
+    ck_assert_str_eq(str_field(o[0], "filter"), "users");
+    ck_assert_str_eq(str_field(o[0], "code"), "degraded");
+    ck_assert_int_eq(json_integer_value(json_object_get(o[0], "pid")), getpid());
+    ck_assert_msg(matches(str_field(o[0], "time"),
+                          "^[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9:]{8}\\.[0-9]{3}[+-][0-9]{2}:[0-9]{2}$"),
+                  "time: %s", str_field(o[0], "time"));
+    /* The text line's text: no prefix, tab and newline as spaces, bad bytes as U+FFFD. */
+    ck_assert_str_eq(str_field(o[0], "message"),
+                     "id \"a\"b\" \\ tab here next \x01 bad \xef\xbf\xbd\xc3\xa9 "
+                     "\xef\xbf\xbd\xef\xbf\xbd\xef\xbf\xbd \xf0\x9f\x98\x80");
+    ck_assert_str_eq(str_field(o[1], "message"), "plain");
+    ck_assert_ptr_null(json_object_get(o[1], "filter"));
+    ck_assert_ptr_null(json_object_get(o[1], "code"));
+    ck_assert_str_eq(str_field(o[2], "level"), "error");
+    ck_assert_uint_ge(strlen(str_field(o[2], "message")), 2000);    /* cut, still one object */
+    ck_assert_str_eq(str_field(o[3], "message"), "postgres: FATAL: terminated");
+    for (size_t i = 0; i < n; i++)
+        json_decref(o[i]);
+}
+END_TEST
+
+/* json wins over journald: no record, no "<N>", the collector reads JSON from the stream. */
+START_TEST(json_even_under_journald)
+{
+    char path[128], got[512];
+    struct log lg;
+    journal_to(&lg, "jjournal", path, sizeof path);
+    log_set_format(&lg, LOG_FORMAT_JSON);
+    send_result = 0;
+    log_fields(&lg, LOG_LVL_INFO, "default", "ready", "ready");
+    ck_assert_str_eq(sent, "");
+    slurp(path, got, sizeof got);
+    ck_assert_msg(matches(got, "^\\{\"time\":\"[^\"]+\",\"level\":\"info\",\"priority\":6,"
+                               "\"syslog_identifier\":\"bloomguard\",\"pid\":[0-9]+,"
+                               "\"filter\":\"default\",\"code\":\"ready\",\"message\":\"ready\"\\}\n$"),
+                  "got: %s", got);
+}
+END_TEST
+
 CHECK_SUITE("log",
     CHECK_CASE("log", .setup = setup, .teardown = teardown),
     CHECK_TEST(timestamp_is_rfc3339_with_ms),
@@ -270,4 +361,6 @@ CHECK_SUITE("log",
     CHECK_TEST(fields_change_nothing_off_the_journal),
     CHECK_TEST(reopen_follows_logrotate),
     CHECK_TEST(file_that_cannot_open_changes_nothing),
+    CHECK_TEST(json_lines_carry_the_journal_fields),
+    CHECK_TEST(json_even_under_journald),
 )

@@ -165,7 +165,7 @@ START_TEST(test_format_of_a_generation)
     struct publish *p;
     struct table *t = published_table(&p);
     ck_assert_int_ne(access(path, F_OK), 0);        /* nothing before the first load */
-    int64_t start = table_now();
+    int64_t start = monoclock_boot_ns();
     load(t, 100, 1000, start);
     const struct pubfmt_header *h = map_header(path);
     ck_assert_mem_eq(h->magic, PUBFMT_MAGIC, 8);
@@ -213,7 +213,7 @@ START_TEST(test_reader_answers_as_the_table)
     bloomguard *bg = bloomguard_open(path, BLOOMGUARD_OPEN_MISSING_OK, &err);
     ck_assert_ptr_nonnull(bg);
     ck_assert_int_eq(look(bg, "key-1"), BLOOMGUARD_NOT_READY);
-    load(t, 1000, 2000, table_now());
+    load(t, 1000, 2000, monoclock_boot_ns());
     /* The handle picks the file up at its next look at the path (once a second). */
     for (int i = 0; i < 50 && look(bg, "key-1") == BLOOMGUARD_NOT_READY; i++)
         usleep(100000);
@@ -253,7 +253,7 @@ END_TEST
 START_TEST(test_growth_reaches_readers)
 {
     struct cast c;
-    cast_open(&c, 10, table_now());
+    cast_open(&c, 10, monoclock_boot_ns());
     char k[32];
     /* 20x the capacity: layers are added, each announced in the header before its first key. */
     for (unsigned i = 10; i < 20000; i++) {
@@ -278,7 +278,7 @@ END_TEST
 START_TEST(test_rebuild_swaps_generations)
 {
     struct cast c;
-    cast_open(&c, 100, table_now());
+    cast_open(&c, 100, monoclock_boot_ns());
     const struct pubfmt_header *old = map_header(path);
     /* A key the second load has and the first (by its bits too) has not. */
     char k[32];
@@ -286,7 +286,7 @@ START_TEST(test_rebuild_swaps_generations)
     for (key(k, sizeof k, i); table_lookup(c.t, k, strlen(k)) != TABLE_ABSENT; key(k, sizeof k, ++i))
         ;
     ck_assert_int_eq(look(c.bg, k), BLOOMGUARD_ABSENT);
-    load(c.t, 200, 1000, table_now());
+    load(c.t, 200, 1000, monoclock_boot_ns());
     ck_assert(atomic_load(&((struct pubfmt_header *)old)->flags) & PUBFMT_SUPERSEDED);
     /* The next lookup sees SUPERSEDED and moves to the new file at once. */
     ck_assert_int_eq(look(c.bg, k), BLOOMGUARD_MAYBE);
@@ -313,13 +313,68 @@ START_TEST(test_stale_horizon_is_degraded)
 {
     /* A COPY that started longer ago than max_staleness: absent cannot be proven. */
     struct cast c;
-    cast_open(&c, 10, table_now() - 61 * NS);
+    cast_open(&c, 10, monoclock_boot_ns() - 61 * NS);
     ck_assert_int_eq(table_lookup(c.t, "nope", 4), TABLE_DEGRADED);
     ck_assert_int_eq(look(c.bg, "nope"), BLOOMGUARD_DEGRADED);
     ck_assert_int_eq(look(c.bg, "key-1"), BLOOMGUARD_MAYBE);
     /* The follower proves it is current again: absent once more. */
-    ck_assert(table_advance(c.t, table_epoch(c.t), table_now()));
+    ck_assert(table_advance(c.t, table_epoch(c.t), monoclock_boot_ns()));
     ck_assert_int_eq(look(c.bg, "nope"), BLOOMGUARD_ABSENT);
+    cast_close(&c);
+}
+END_TEST
+
+/*
+ * A horizon a reader finds in the file may be anything (another boot's, a
+ * forged file's, the uint64 extremes): answer_degraded decides without
+ * overflowing (UBSan under --sanitize) and never turns one into "absent".
+ */
+START_TEST(test_hostile_horizon_is_degraded)
+{
+    struct cast c;
+    cast_open(&c, 10, monoclock_boot_ns());
+    ck_assert_int_eq(look(c.bg, "nope"), BLOOMGUARD_ABSENT);
+    int fd = open(path, O_RDWR);
+    ck_assert_int_ge(fd, 0);
+    struct pubfmt_header *h = mmap(NULL, PUBFMT_HEADER_BYTES, PROT_READ | PROT_WRITE, MAP_SHARED,
+                                   fd, 0);
+    close(fd);
+    ck_assert_ptr_ne(h, MAP_FAILED);
+    const int64_t hostile[] = { INT64_MIN, INT64_MIN + 1, -1, 0, INT64_MAX,
+                                monoclock_boot_ns() + 3600 * NS };
+    for (size_t i = 0; i < sizeof hostile / sizeof hostile[0]; i++) {
+        atomic_store(&h->horizon, hostile[i]);
+        ck_assert_msg(look(c.bg, "nope") == BLOOMGUARD_DEGRADED, "horizon %lld",
+                      (long long)hostile[i]);
+        ck_assert_int_eq(look(c.bg, "key-1"), BLOOMGUARD_MAYBE);
+        struct bloomguard_info in;
+        ck_assert_int_eq(bloomguard_info(c.bg, &in), BLOOMGUARD_OK);
+        ck_assert_msg(in.degraded, "horizon %lld", (long long)hostile[i]);
+        if (hostile[i] <= 0)
+            ck_assert(in.horizon_age == -1);        /* none, not an age that wrapped */
+    }
+    /* Its own horizon back: absent again. */
+    atomic_store(&h->horizon, monoclock_boot_ns());
+    ck_assert_int_eq(look(c.bg, "nope"), BLOOMGUARD_ABSENT);
+    munmap(h, PUBFMT_HEADER_BYTES);
+    cast_close(&c);
+}
+END_TEST
+
+/* A hold for lost POSTs reaches readers as the table has it (the flag they degrade on). */
+START_TEST(test_hold_reaches_readers)
+{
+    struct cast c;
+    cast_open(&c, 10, monoclock_boot_ns());
+    ck_assert_int_eq(look(c.bg, "nope"), BLOOMGUARD_ABSENT);
+    table_hold_absent(c.t, monoclock_boot_ns() + 3600 * NS);
+    ck_assert(table_advance(c.t, table_epoch(c.t), monoclock_boot_ns()));
+    ck_assert_int_eq(table_lookup(c.t, "nope", 4), TABLE_DEGRADED);
+    ck_assert_int_eq(look(c.bg, "nope"), BLOOMGUARD_DEGRADED);
+    /* A rebuild's new generation carries it too. */
+    load(c.t, 10, 1000, monoclock_boot_ns());
+    ck_assert_int_eq(look(c.bg, "nope"), BLOOMGUARD_DEGRADED);
+    ck_assert_int_eq(look(c.bg, "key-1"), BLOOMGUARD_MAYBE);
     cast_close(&c);
 }
 END_TEST
@@ -350,7 +405,7 @@ START_TEST(test_leftover_of_an_earlier_run_is_withdrawn)
 {
     struct publish *p;
     struct table *t = published_table(&p);
-    load(t, 10, 1000, table_now());
+    load(t, 10, 1000, monoclock_boot_ns());
     const struct pubfmt_header *h = map_header(path);
     /* A crash: the file stays.  The next run withdraws it at start. */
     struct table *t2 = table_new(&cfg, &fc);
@@ -376,7 +431,7 @@ START_TEST(test_reader_spells_by_the_column_type)
     uint64_t epoch = table_epoch(t);
     struct table_load *l = table_load_begin(t, 1000, &int8_ident, &fe);
     filter_add(table_load_filter(l), "5", 1);
-    ck_assert(table_load_commit(l, epoch, table_now(), ""));
+    ck_assert(table_load_commit(l, epoch, monoclock_boot_ns(), ""));
     /* The table published its load's spelling. */
     int fd = open(path, O_RDWR);
     struct pubfmt_header *h = mmap(NULL, PUBFMT_HEADER_BYTES, PROT_READ | PROT_WRITE, MAP_SHARED,
@@ -410,7 +465,7 @@ START_TEST(test_reader_refuses_what_exists_refuses)
 {
     struct cast c;
     cfg.max_id_bytes = 40;
-    cast_open(&c, 10, table_now());
+    cast_open(&c, 10, monoclock_boot_ns());
     const struct pubfmt_header *h = map_header(path);
     ck_assert_uint_eq(h->max_id_bytes, 40);
     munmap((void *)h, PUBFMT_HEADER_BYTES);
@@ -445,7 +500,7 @@ START_TEST(test_saturation_reaches_readers_at_once)
 {
     struct cast c;
     fc.max_layers = 1;
-    cast_open(&c, 10, table_now());
+    cast_open(&c, 10, monoclock_boot_ns());
     ck_assert_int_eq(look(c.bg, "nope"), BLOOMGUARD_ABSENT);
     char k[32];
     unsigned i = 10;
@@ -554,7 +609,7 @@ START_TEST(test_files_take_publish_mode_and_group)
     snprintf(gid, sizeof gid, "%lu", (unsigned long)getegid());
     cfg.publish_group = gid;
     struct cast c;
-    cast_open(&c, 10, table_now());
+    cast_open(&c, 10, monoclock_boot_ns());
     struct stat st;
     ck_assert_int_eq(stat(path, &st), 0);
     ck_assert_uint_eq(st.st_mode & 07777, 0640);
@@ -573,7 +628,7 @@ END_TEST
 START_TEST(test_reader_trusts_only_the_daemons_files)
 {
     struct cast c;
-    cast_open(&c, 10, table_now());
+    cast_open(&c, 10, monoclock_boot_ns());
     char other[PATH_MAX + 64], fifo[PATH_MAX + 64], link[PATH_MAX + 64];
     int err = 0;
     /* A symbolic link to the daemon's file is followed: the real directory is judged. */
@@ -636,7 +691,7 @@ START_TEST(test_start_clears_the_path)
     /* A FIFO at the path: the start neither hangs on it nor keeps it. */
     ck_assert_int_eq(mkfifo(path, 0644), 0);
     struct cast c;
-    cast_open(&c, 10, table_now());
+    cast_open(&c, 10, monoclock_boot_ns());
     struct stat st;
     ck_assert_int_eq(lstat(path, &st), 0);
     ck_assert(S_ISREG(st.st_mode));
@@ -670,7 +725,7 @@ START_TEST(test_bad_files_and_arguments)
 
     struct publish *p;
     struct table *t = published_table(&p);
-    load(t, 10, 1000, table_now());
+    load(t, 10, 1000, monoclock_boot_ns());
     char bad[PATH_MAX + 64];
     snprintf(bad, sizeof bad, "%s/bad.bgf", dir);
     const struct { long off; uint32_t v; } cases[] = {
@@ -725,7 +780,7 @@ static void *writer(void *arg)
         unsigned n = atomic_load(&s->done);
         enum filter_error fe;
         uint64_t epoch = table_epoch(s->t);
-        int64_t start = table_now();
+        int64_t start = monoclock_boot_ns();
         /* Small on purpose: the inserts below add layers to every generation. */
         struct table_load *l = table_load_begin(s->t, n / 4 + 500, &text_ident, &fe);
         for (unsigned i = 0; i < n; i++) {
@@ -738,7 +793,7 @@ static void *writer(void *arg)
             table_add_row(s->t, k, strlen(k));
             atomic_store_explicit(&s->done, i + 1, memory_order_release);
             if (i % 256 == 0)
-                table_advance(s->t, table_epoch(s->t), table_now());
+                table_advance(s->t, table_epoch(s->t), monoclock_boot_ns());
         }
     }
     atomic_store(&s->stop, true);
@@ -786,7 +841,7 @@ START_TEST(test_readers_racing_a_writer_never_see_a_wrong_absent)
     struct stress s = { 0 };
     cfg.max_staleness = 0;          /* the race alone, not the clock */
     s.t = published_table(&p);
-    load(s.t, 0, 500, table_now());
+    load(s.t, 0, 500, monoclock_boot_ns());
     s.shared = open_reader();
     pthread_t w, r[STRESS_READERS];
     struct reader_arg ra[STRESS_READERS];
@@ -822,6 +877,8 @@ CHECK_SUITE("publish",
     CHECK_TEST(test_growth_reaches_readers),
     CHECK_TEST(test_rebuild_swaps_generations),
     CHECK_TEST(test_stale_horizon_is_degraded),
+    CHECK_TEST(test_hostile_horizon_is_degraded),
+    CHECK_TEST(test_hold_reaches_readers),
     CHECK_TEST(test_restored_snapshot_is_published),
     CHECK_TEST(test_leftover_of_an_earlier_run_is_withdrawn),
     CHECK_TEST(test_reader_spells_by_the_column_type),

@@ -108,12 +108,16 @@ START_TEST(test_rows_well_formed)
             ck_assert_msg(strcmp(routes_table[j].name, r->name) != 0, "name %s twice", r->name);
         /*
          * Body routes are POST only: a GET must never read a body.  Admin
-         * routes write (POST), but for /snapshot: a read of a whole filter.
+         * routes write (POST), but for those a replica's token opens too
+         * (/snapshot, /replicate/): reads of a whole filter.
          */
         if (r->body)
             ck_assert_uint_eq(r->methods, ROUTE_POST);
-        if (r->admin && strcmp(r->name, "snapshot") != 0)
+        if (r->admin == 1)
             ck_assert_uint_eq(r->methods, ROUTE_POST);
+        ck_assert_msg(r->admin <= ROUTE_REPLICATION, "row %u: admin %u", i, r->admin);
+        if (r->admin == ROUTE_REPLICATION)
+            ck_assert_msg(!(r->methods & ROUTE_POST), "row %u: a replica's token writes", i);
     }
     ck_assert_str_eq(routes_slot_name(routes_count), "other");
 }
@@ -218,12 +222,12 @@ START_TEST(test_snapshot_handler)
     ck_assert(tables[0] != NULL && tables[1] != NULL);
     struct app a = { .cfg = &cfg, .tables = tables, .n_tables = 2 };
 
-    ck_assert_uint_eq(snapshot_answer(&a, "/snapshot"), 404);           /* snapshots_off */
+    ck_assert_uint_eq(snapshot_answer(&a, "/snapshot"), 400);           /* snapshots_off */
     cfg.snapshot_path = dir;
     ck_assert_uint_eq(snapshot_answer(&a, "/snapshot"), 503);           /* no_snapshot */
     ck_assert_uint_eq(snapshot_answer(&a, "/snapshot/users"), 503);
-    ck_assert_uint_eq(snapshot_answer(&a, "/snapshot/nobody"), 404);    /* unknown_filter */
-    ck_assert_uint_eq(snapshot_answer(&a, "/snapshot/"), 404);          /* the name "" */
+    ck_assert_uint_eq(snapshot_answer(&a, "/snapshot/nobody"), 400);    /* unknown_filter */
+    ck_assert_uint_eq(snapshot_answer(&a, "/snapshot/"), 400);          /* the name "" */
 
     /* The default filter's file, with a known mtime: 200, its age in a header. */
     snprintf(file, sizeof file, "%s/default.snap", dir);

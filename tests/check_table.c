@@ -12,6 +12,7 @@
 #include <stdatomic.h>
 #include <stdio.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "check_main.h"
 #include "check_util.h"
@@ -69,7 +70,7 @@ START_TEST(test_not_ready_then_answers)
     pending_info(table_pending(t), &pi);
     ck_assert_uint_eq(pi.count, 0);     /* a refused POST journals nothing */
 
-    load(t, rows, 3, table_now());
+    load(t, rows, 3, monoclock_boot_ns());
     ck_assert_int_eq(table_lookup(t, "1", 1), TABLE_MAYBE);
     ck_assert_int_eq(table_lookup(t, "9", 1), TABLE_ABSENT);
     char pos[TABLE_POS_MAX];
@@ -83,7 +84,7 @@ START_TEST(test_stale_horizon_is_degraded)
 {
     struct table *t = table_new(&cfg, &fc);
     /* A COPY that started longer ago than max_staleness: an absent ID cannot be proven absent. */
-    load(t, rows, 3, table_now() - 2 * 60 * NS);
+    load(t, rows, 3, monoclock_boot_ns() - 2 * 60 * NS);
     ck_assert_int_eq(table_lookup(t, "9", 1), TABLE_DEGRADED);
     ck_assert_int_eq(table_lookup(t, "1", 1), TABLE_MAYBE);
     bool maybe[2], degraded = false;
@@ -94,7 +95,7 @@ START_TEST(test_stale_horizon_is_degraded)
     ck_assert(maybe[0] && maybe[1] && degraded);
     ck_assert_uint_eq(absent, 1);
     /* A proof in the covered epoch moves it: exact again. */
-    ck_assert(table_advance(t, table_epoch(t), table_now()));
+    ck_assert(table_advance(t, table_epoch(t), monoclock_boot_ns()));
     ck_assert_int_eq(table_lookup(t, "9", 1), TABLE_ABSENT);
     struct table_status st;
     table_status(t, &st);
@@ -104,20 +105,90 @@ START_TEST(test_stale_horizon_is_degraded)
 }
 END_TEST
 
+/*
+ * The degraded time /stats and /metrics count is the time lookups answer
+ * "maybe" for want of a horizon (answer_degraded_ns, the same rule): none
+ * before a filter is loaded (that is "not ready"), all of it while a
+ * restored snapshot has no horizon yet.
+ */
+START_TEST(test_degraded_time_follows_the_rule)
+{
+    struct table *t = table_new(&cfg, &fc);
+    struct table_status st;
+    usleep(20000);
+    table_status(t, &st);
+    ck_assert(!st.degraded);
+    ck_assert(st.degraded_seconds == 0);    /* not ready is not degraded */
+    /* What persist.c does with a snapshot: its filter live, then table_restored. */
+    struct filter *f = filter_new(1000, 0.01, NULL);
+    guard_begin(table_guard(t), f);
+    guard_commit(table_guard(t));
+    table_restored(t, "", "snapshot", 0, 0.0, &text_ident);
+    ck_assert_int_eq(table_lookup(t, "9", 1), TABLE_DEGRADED);
+    usleep(50000);
+    table_status(t, &st);
+    ck_assert(st.degraded);
+    ck_assert(st.horizon_age < 0);
+    ck_assert_msg(st.degraded_seconds >= 0.045 && st.degraded_seconds < 1,
+                  "degraded %.3f s of a 50 ms wait without a horizon", st.degraded_seconds);
+    /* A catch-up proves a horizon: the count stops there. */
+    table_caught_up(t, table_epoch(t), monoclock_boot_ns(), "pos-2", 0);
+    ck_assert_int_eq(table_lookup(t, "9", 1), TABLE_ABSENT);
+    table_status(t, &st);
+    double at = st.degraded_seconds;
+    usleep(20000);
+    table_status(t, &st);
+    ck_assert(!st.degraded);
+    ck_assert(st.degraded_seconds == at);
+    table_free(t);
+}
+END_TEST
+
+/* A hold for lost POSTs (table_hold_absent): absent answers are maybe until it passes. */
+START_TEST(test_hold_for_lost_posts)
+{
+    struct table *t = table_new(&cfg, &fc);
+    load(t, rows, 3, monoclock_boot_ns());
+    ck_assert_int_eq(table_lookup(t, "9", 1), TABLE_ABSENT);
+    table_hold_absent(t, monoclock_boot_ns() + 80 * 1000000);
+    table_hold_absent(t, monoclock_boot_ns());              /* an earlier one changes nothing */
+    ck_assert_int_eq(table_lookup(t, "9", 1), TABLE_DEGRADED);
+    ck_assert_int_eq(table_lookup(t, "1", 1), TABLE_MAYBE);
+    bool maybe[1], degraded = false;
+    const char *ids[] = { "9" };
+    size_t lens[] = { 1 };
+    ck_assert(table_lookup_many(t, 1, ids, lens, maybe, &degraded, NULL));
+    ck_assert(maybe[0] && degraded);
+    struct table_status st;
+    table_status(t, &st);
+    ck_assert(st.degraded);
+    ck_assert(st.held_for > 0 && st.held_for <= 0.08);
+    usleep(100000);
+    ck_assert(table_advance(t, table_epoch(t), monoclock_boot_ns()));
+    ck_assert_int_eq(table_lookup(t, "9", 1), TABLE_ABSENT);
+    table_status(t, &st);
+    ck_assert(!st.degraded);
+    ck_assert(st.held_for == 0);
+    ck_assert_msg(st.degraded_seconds >= 0.075 && st.degraded_seconds < 0.5,
+                  "%.3f s degraded by an 80 ms hold", st.degraded_seconds);
+    table_free(t);
+}
+END_TEST
+
 START_TEST(test_gap_waits_for_a_load)
 {
     struct table *t = table_new(&cfg, &fc);
-    load(t, rows, 3, table_now() - 2 * 60 * NS);
+    load(t, rows, 3, monoclock_boot_ns() - 2 * 60 * NS);
     uint64_t before = table_epoch(t);
     table_gap(t, WANT_RECONNECT);
     ck_assert_uint_eq(table_epoch(t), before + 1);
     /* Neither the old epoch's proof nor the new one's moves H: the filter does not cover it. */
-    ck_assert(!table_advance(t, before, table_now()));
-    ck_assert(!table_advance(t, before + 1, table_now()));
+    ck_assert(!table_advance(t, before, monoclock_boot_ns()));
+    ck_assert(!table_advance(t, before + 1, monoclock_boot_ns()));
     ck_assert_int_eq(table_lookup(t, "9", 1), TABLE_DEGRADED);
     ck_assert(!table_covered(t));
     /* A load that started in the new epoch covers it. */
-    load(t, rows, 3, table_now());
+    load(t, rows, 3, monoclock_boot_ns());
     ck_assert(table_covered(t));
     ck_assert_int_eq(table_lookup(t, "9", 1), TABLE_ABSENT);
     /* A load that started before a gap does not cover the gap. */
@@ -125,7 +196,7 @@ START_TEST(test_gap_waits_for_a_load)
     uint64_t e = table_epoch(t);
     struct table_load *l = table_load_begin(t, 100, &text_ident, &fe);
     table_gap(t, WANT_NONE);
-    ck_assert(table_load_commit(l, e, table_now(), ""));
+    ck_assert(table_load_commit(l, e, monoclock_boot_ns(), ""));
     ck_assert(!table_covered(t));
     table_free(t);
 }
@@ -135,7 +206,7 @@ START_TEST(test_insert_journal_then_filter)
 {
     fc.pending_limit = 2;
     struct table *t = table_new(&cfg, &fc);
-    load(t, rows, 3, table_now());
+    load(t, rows, 3, monoclock_boot_ns());
     const char *ids[] = { "p1", "p2", "p3" };
     size_t lens[] = { 2, 2, 2 }, added = 0;
     ck_assert_int_eq(table_insert(t, 2, ids, lens, &added, NULL), TABLE_INSERTED);
@@ -146,7 +217,7 @@ START_TEST(test_insert_journal_then_filter)
     ck_assert_uint_eq(added, 0);
     ck_assert_int_eq(table_lookup(t, "p3", 2), TABLE_ABSENT);
     /* A rebuild that does not have them in the table keeps them (the journal is replayed). */
-    load(t, rows, 3, table_now());
+    load(t, rows, 3, monoclock_boot_ns());
     ck_assert_int_eq(table_lookup(t, "p1", 2), TABLE_MAYBE);
     ck_assert_int_eq(table_lookup(t, "p2", 2), TABLE_MAYBE);
     table_free(t);
@@ -156,7 +227,7 @@ END_TEST
 START_TEST(test_insert_during_load_reaches_new_filter)
 {
     struct table *t = table_new(&cfg, &fc);
-    load(t, rows, 3, table_now());
+    load(t, rows, 3, monoclock_boot_ns());
     enum filter_error fe;
     uint64_t e = table_epoch(t);
     struct table_load *l = table_load_begin(t, 1000, &text_ident, &fe);
@@ -164,7 +235,7 @@ START_TEST(test_insert_during_load_reaches_new_filter)
     size_t lens[] = { 6 }, added;
     ck_assert_int_eq(table_insert(t, 1, ids, lens, &added, NULL), TABLE_INSERTED);
     ck_assert(table_add_row(t, "followed", 8));
-    ck_assert(table_load_commit(l, e, table_now(), ""));
+    ck_assert(table_load_commit(l, e, monoclock_boot_ns(), ""));
     ck_assert_int_eq(table_lookup(t, "during", 6), TABLE_MAYBE);
     ck_assert_int_eq(table_lookup(t, "followed", 8), TABLE_MAYBE);
     /* Followed rows are not journalled: only a COPY or the ttl removes journal entries. */
@@ -180,9 +251,9 @@ static void first_load(struct table *t, uint64_t counted)
 {
     struct table_job job;
     int64_t wait = NS;
-    ck_assert(table_take_job(t, table_now(), &job, &wait));
+    ck_assert(table_take_job(t, monoclock_boot_ns(), &job, &wait));
     ck_assert_int_eq(job.why, WANT_START);
-    load(t, rows, 3, table_now());
+    load(t, rows, 3, monoclock_boot_ns());
     table_job_done(t, &job, true, "copy", counted, 0.1, 0);
 }
 
@@ -192,18 +263,18 @@ START_TEST(test_wants_and_jobs)
     struct table_job job;
     int64_t wait = 10 * NS;
     /* The first load is taken at once. */
-    ck_assert(table_take_job(t, table_now(), &job, &wait));
+    ck_assert(table_take_job(t, monoclock_boot_ns(), &job, &wait));
     ck_assert_int_eq(job.why, WANT_START);
     ck_assert(job.first);
     ck_assert(!job.may_catch_up);       /* no position yet */
-    load(t, rows, 3, table_now());
+    load(t, rows, 3, monoclock_boot_ns());
     table_job_done(t, &job, true, "copy", 3, 0.1, 0);
 
     /* A reconnect may be a catch-up (the table has a position), and is not held back. */
     bool c;
     uint64_t id = table_want(t, WANT_RECONNECT, &c);
     ck_assert(!c);
-    ck_assert(table_take_job(t, table_now(), &job, &wait));
+    ck_assert(table_take_job(t, monoclock_boot_ns(), &job, &wait));
     ck_assert_uint_eq(job.id, id);
     ck_assert(job.may_catch_up);
     table_job_done(t, &job, true, "catchup", 0, 0.01, 0);
@@ -211,12 +282,12 @@ START_TEST(test_wants_and_jobs)
     /* A COPY is held back min_rebuild_interval after the last load. */
     table_want(t, WANT_API, &c);
     wait = 10 * NS;
-    ck_assert(!table_take_job(t, table_now(), &job, &wait));
+    ck_assert(!table_take_job(t, monoclock_boot_ns(), &job, &wait));
     ck_assert(wait > 0 && wait <= 30 * NS);
     struct table_status st;
     table_status(t, &st);
     ck_assert(st.next_rebuild_in > 0);
-    ck_assert(table_take_job(t, table_now() + 31 * NS, &job, &wait));
+    ck_assert(table_take_job(t, monoclock_boot_ns() + 31 * NS, &job, &wait));
     ck_assert(!job.may_catch_up);
     table_job_done(t, &job, true, "copy", 3, 0.1, 0);
     table_free(t);
@@ -235,7 +306,7 @@ START_TEST(test_reload_joining_a_catch_up_copies)
     uint64_t b = table_want(t, WANT_API, &c2);
     ck_assert(!c1 && c2);
     ck_assert_uint_eq(a, b);            /* one job */
-    ck_assert(table_take_job(t, table_now() + 31 * NS, &job, &wait));
+    ck_assert(table_take_job(t, monoclock_boot_ns() + 31 * NS, &job, &wait));
     ck_assert_int_eq(job.why, WANT_API);
     ck_assert(!job.may_catch_up);
     table_job_done(t, &job, true, "copy", 3, 0.1, 0);
@@ -243,7 +314,7 @@ START_TEST(test_reload_joining_a_catch_up_copies)
     table_want(t, WANT_SIGHUP, NULL);
     table_want(t, WANT_RECONNECT, &c2);
     ck_assert(c2);
-    ck_assert(table_take_job(t, table_now() + 62 * NS, &job, &wait));
+    ck_assert(table_take_job(t, monoclock_boot_ns() + 62 * NS, &job, &wait));
     ck_assert_int_eq(job.why, WANT_SIGHUP);
     ck_assert(!job.may_catch_up);
     table_free(t);
@@ -255,13 +326,13 @@ START_TEST(test_failed_job_retries_after_backoff)
     struct table *t = table_new(&cfg, &fc);
     struct table_job job;
     int64_t wait = 10 * NS;
-    int64_t now = table_now();
+    int64_t now = monoclock_boot_ns();
     ck_assert(table_take_job(t, now, &job, &wait));
     table_job_done(t, &job, false, "copy", 0, 0, 2000);
     wait = 10 * NS;
-    ck_assert(!table_take_job(t, table_now(), &job, &wait));
+    ck_assert(!table_take_job(t, monoclock_boot_ns(), &job, &wait));
     ck_assert(wait <= 2 * NS + NS / 10);
-    ck_assert(table_take_job(t, table_now() + 3 * NS, &job, &wait));
+    ck_assert(table_take_job(t, monoclock_boot_ns() + 3 * NS, &job, &wait));
     ck_assert_int_eq(job.why, WANT_START);      /* still the first load */
     struct table_status st;
     table_status(t, &st);
@@ -278,13 +349,13 @@ START_TEST(test_deletes_want_a_copy)
     int64_t wait = NS;
     first_load(t, 3);
     table_count_rows(t, 5, 9);
-    ck_assert(!table_take_job(t, table_now() + 31 * NS, &job, &wait));
+    ck_assert(!table_take_job(t, monoclock_boot_ns() + 31 * NS, &job, &wait));
     table_count_rows(t, 0, 1);
-    ck_assert(table_take_job(t, table_now() + 31 * NS, &job, &wait));
+    ck_assert(table_take_job(t, monoclock_boot_ns() + 31 * NS, &job, &wait));
     ck_assert_int_eq(job.why, WANT_DELETES);
     table_job_done(t, &job, true, "copy", 3, 0.1, 0);
     table_note_truncate(t);
-    ck_assert(table_take_job(t, table_now() + 62 * NS, &job, &wait));
+    ck_assert(table_take_job(t, monoclock_boot_ns() + 62 * NS, &job, &wait));
     ck_assert_int_eq(job.why, WANT_DELETES);
     table_free(t);
 }
@@ -315,7 +386,7 @@ START_TEST(test_spellings)
     const struct table_ident int8 = { .relid = 7, .attnum = 1, .spell = SPELL_INT8,
                                       .type_name = "bigint" };
     const char *ids[] = { "5", "14" };
-    load_as(t, &int8, ids, 2, table_now());
+    load_as(t, &int8, ids, 2, monoclock_boot_ns());
     ck_assert_int_eq(table_spell(t), SPELL_INT8);
     ck_assert_int_eq(table_lookup(t, "0005", 4), TABLE_MAYBE);
     ck_assert_int_eq(table_lookup(t, "+14", 3), TABLE_MAYBE);
@@ -352,7 +423,7 @@ START_TEST(test_spellings)
     /* A type whose spellings cannot be proven: never absent. */
     const struct table_ident other = { .relid = 7, .attnum = 1, .spell = SPELL_TIMESTAMPTZ };
     const char *f[] = { "2026-01-01 00:00:00+00" };
-    load_as(t, &other, f, 1, table_now());
+    load_as(t, &other, f, 1, monoclock_boot_ns());
     ck_assert_int_eq(table_lookup(t, "2026-01-01 00:00:00+00", 22), TABLE_MAYBE);
     /* Without an offset the service's TimeZone decides which instant it is. */
     ck_assert_int_eq(table_lookup(t, "2026-01-01 00:00:00", 19), TABLE_UNPROVABLE);
@@ -414,6 +485,32 @@ static void later_done(void *arg, enum table_insert_result r, size_t n, int err)
     *lr = (struct later_result){ r, n, err, true };
 }
 
+/* What pending_export gave: how many, and whether the acknowledged d1 and d3 were among them. */
+struct exported {
+    uint64_t n;
+    bool has_d1, has_d3, has_other;
+};
+
+static bool count_exported(void *ctx, uint64_t n, uint64_t bytes)
+{
+    (void)bytes;
+    ((struct exported *)ctx)->n = n;
+    return true;
+}
+
+static bool add_exported(void *ctx, const char *id, size_t len, uint64_t ttl_left)
+{
+    struct exported *x = ctx;
+    (void)ttl_left;
+    if (len == 2 && memcmp(id, "d1", 2) == 0)
+        x->has_d1 = true;
+    else if (len == 2 && memcmp(id, "d3", 2) == 0)
+        x->has_d3 = true;
+    else
+        x->has_other = true;
+    return true;
+}
+
 /* One ID through table_insert_later, which must take it: what the callback got, once the log answered. */
 static struct later_result insert_later(struct table *t, const char *id)
 {
@@ -430,20 +527,22 @@ static struct later_result insert_later(struct table *t, const char *id)
 START_TEST(test_durable_insert_waits_for_the_log)
 {
     struct table *t = table_new(&cfg, &fc);
-    load(t, rows, 3, table_now());
+    load(t, rows, 3, monoclock_boot_ns());
     struct fake_log fl = { 0, 0 };
     table_set_durable(t, fake_append, fake_submit, &fl);
     ck_assert(table_durable(t));
     const char *ids[] = { "d1" };
     size_t lens[] = { 2 }, n;
     int e;
-    /* Blocking: the log's answer decides. */
+    /* Blocking: the log's answer decides (through submit, which is set: its thread joined). */
     ck_assert_int_eq(table_insert(t, 1, ids, lens, &n, &e), TABLE_INSERTED);
+    pthread_join(fake_tid, NULL);
     ck_assert_uint_eq(fl.appends, 1);
     ck_assert_int_eq(table_lookup(t, "d1", 2), TABLE_MAYBE);
     fl.fail = 28;                   /* ENOSPC */
     const char *ids2[] = { "d2" };
     ck_assert_int_eq(table_insert(t, 1, ids2, lens, &n, &e), TABLE_INSERT_NOT_DURABLE);
+    pthread_join(fake_tid, NULL);
     ck_assert_int_eq(e, 28);
     ck_assert_int_eq(table_lookup(t, "d2", 2), TABLE_ABSENT);   /* never acknowledged, never added */
     /* Later: the filter gets the IDs only once the log has them. */
@@ -457,10 +556,35 @@ START_TEST(test_durable_insert_waits_for_the_log)
     ck_assert_int_eq(lr.r, TABLE_INSERT_NOT_DURABLE);
     ck_assert_int_eq(lr.err, 5);
     ck_assert_int_eq(table_lookup(t, "d4", 2), TABLE_ABSENT);
+    /*
+     * A refusal leaves no trace: the journal holds the two acknowledged IDs
+     * only, so neither a rebuild (its replay) nor a snapshot or a rewritten
+     * log (its export) brings a refused one back.
+     */
+    struct pending_info pi;
+    pending_info(table_pending(t), &pi);
+    ck_assert_uint_eq(pi.count, 2);
+    struct exported x = { 0 };
+    ck_assert(pending_export(table_pending(t), monoclock_boot_s(), count_exported, add_exported,
+                             &x));
+    ck_assert_uint_eq(x.n, 2);
+    ck_assert(x.has_d1 && x.has_d3 && !x.has_other);
+    load(t, rows, 3, monoclock_boot_ns());
+    ck_assert_int_eq(table_lookup(t, "d1", 2), TABLE_MAYBE);
+    ck_assert_int_eq(table_lookup(t, "d3", 2), TABLE_MAYBE);
+    ck_assert_int_eq(table_lookup(t, "d2", 2), TABLE_ABSENT);
+    ck_assert_int_eq(table_lookup(t, "d4", 2), TABLE_ABSENT);
+    /* Refused again after being acknowledged: it stays as acknowledged. */
+    fl.fail = 28;
+    lr = insert_later(t, "d1");
+    ck_assert_int_eq(lr.r, TABLE_INSERT_NOT_DURABLE);
+    load(t, rows, 3, monoclock_boot_ns());
+    ck_assert_int_eq(table_lookup(t, "d1", 2), TABLE_MAYBE);
+    fl.fail = 0;
     /* A refusal of the journal comes at once: the callback is never called. */
     fc.pending_limit = 0;
     struct table *t0 = table_new(&cfg, &fc);
-    load(t0, rows, 3, table_now());
+    load(t0, rows, 3, monoclock_boot_ns());
     table_set_durable(t0, fake_append, fake_submit, &fl);
     lr = (struct later_result){ 0 };
     ck_assert_int_eq(table_insert_later(t0, 1, ids, lens, &n, &e, later_done, &lr),
@@ -501,7 +625,7 @@ START_TEST(test_lookups_race_inserts_and_loads)
 {
     fc.pending_limit = 100000;
     struct table *t = table_new(&cfg, &fc);
-    load(t, rows, 3, table_now());
+    load(t, rows, 3, monoclock_boot_ns());
     struct race r = { .t = t };
     atomic_init(&r.stop, false);
     atomic_init(&r.wrong, 0);
@@ -510,7 +634,7 @@ START_TEST(test_lookups_race_inserts_and_loads)
     for (int i = 0; i < 2; i++)
         ck_assert_int_eq(pthread_create(&th[i], NULL, inserter, &r), 0);
     for (int k = 0; k < 20; k++)
-        load(t, rows, 3, table_now());
+        load(t, rows, 3, monoclock_boot_ns());
     atomic_store(&r.stop, true);
     for (int i = 0; i < 2; i++)
         pthread_join(th[i], NULL);
@@ -525,6 +649,122 @@ START_TEST(test_lookups_race_inserts_and_loads)
         missing += table_lookup(t, id, len) == TABLE_ABSENT && n < atomic_load(&r.acked) / 2;
     }
     ck_assert_uint_eq(missing, 0);
+    table_free(t);
+}
+END_TEST
+
+/* ------------------------------------------------------------- the tap -- */
+
+/* What a replication ring would have been told. */
+struct tapped {
+    uint64_t hashes[64];
+    uint32_t ttls[64];
+    unsigned n, changed;
+};
+
+static void tap_added(void *ctx, const uint64_t *hs, size_t n, uint32_t ttl)
+{
+    struct tapped *tp = ctx;
+    for (size_t i = 0; i < n && tp->n < 64; i++) {
+        tp->hashes[tp->n] = hs[i];
+        tp->ttls[tp->n++] = ttl;
+    }
+}
+
+static void tap_changed(void *ctx)
+{
+    ((struct tapped *)ctx)->changed++;
+}
+
+/*
+ * Every key the live filter takes reaches the tap once, after the filter
+ * holds it: rows with ttl 0, a POST's keys with the journal's ttl, hashes
+ * from a replica's stream with theirs; nothing before there is a filter.
+ * Gaps and loads say the epoch or generation moved, and table_proof reads
+ * them with the horizon.
+ */
+START_TEST(test_tap_hears_every_add)
+{
+    struct table *t = table_new(&cfg, &fc);
+    static struct tapped tp;
+    memset(&tp, 0, sizeof tp);
+    table_set_tap(t, &(struct table_tap){ &tp, tap_added, tap_changed });
+    ck_assert(!table_add_row(t, "0", 1));
+    uint64_t h0 = filter_hash("0", 1);
+    ck_assert(!table_add_hashes(t, &h0, 1, 0));
+    ck_assert_uint_eq(tp.n, 0);
+    struct table_proof pr;
+    table_proof(t, &pr);
+    ck_assert(!pr.loaded && pr.generation == 0 && pr.horizon == 0);
+
+    int64_t start = monoclock_boot_ns();
+    load(t, rows, 3, start);
+    ck_assert_uint_eq(tp.changed, 1);
+    table_proof(t, &pr);
+    ck_assert(pr.loaded && pr.generation == 1 && pr.covered == pr.epoch && pr.horizon == start);
+
+    ck_assert(table_add_row(t, "7", 1));
+    const char *posted[] = { "8", "9" };
+    size_t lens[] = { 1, 1 }, added;
+    ck_assert_int_eq(table_insert(t, 2, posted, lens, &added, NULL), TABLE_INSERTED);
+    uint64_t hs[2] = { filter_hash("x", 1), filter_hash("y", 1) };
+    ck_assert(table_add_hashes(t, hs, 2, 77));
+    ck_assert_uint_eq(tp.n, 5);
+    ck_assert(tp.hashes[0] == filter_hash("7", 1) && tp.ttls[0] == 0);
+    ck_assert(tp.hashes[1] == filter_hash("8", 1) && tp.ttls[1] == fc.pending_ttl);
+    ck_assert(tp.hashes[2] == filter_hash("9", 1) && tp.ttls[2] == fc.pending_ttl);
+    ck_assert(tp.hashes[3] == hs[0] && tp.ttls[3] == 77 && tp.hashes[4] == hs[1]);
+    ck_assert_int_eq(table_lookup(t, "x", 1), TABLE_MAYBE);
+
+    table_gap(t, WANT_NONE);
+    ck_assert_uint_eq(tp.changed, 2);
+    table_proof(t, &pr);
+    ck_assert(pr.epoch == pr.covered + 1 && pr.generation == 1);
+    table_free(t);
+}
+END_TEST
+
+/* live_copy's callback: the filter's items, and whether the journal came along. */
+static void count_live(void *arg, const struct filter *f, struct pending *journal)
+{
+    struct filter_info fi;
+    filter_info(f, &fi);
+    ((uint64_t *)arg)[0] = fi.items;
+    ((uint64_t *)arg)[1] = journal != NULL;
+}
+
+/*
+ * A filter made elsewhere (a replica's snapshot) goes live through
+ * table_load_adopt: inserts made meanwhile reach it, the journal is
+ * replayed into it, the horizon moves to the start given; table_with_live
+ * lends the live filter to a copier, and says when there is none.
+ */
+START_TEST(test_adopt_a_filter)
+{
+    struct table *t = table_new(&cfg, &fc);
+    uint64_t got[2] = { 0, 0 };
+    ck_assert(!table_with_live(t, count_live, got));
+    load(t, rows, 3, monoclock_boot_ns());
+    const char *posted[] = { "p" };
+    size_t lens[] = { 1 }, added;
+    ck_assert_int_eq(table_insert(t, 1, posted, lens, &added, NULL), TABLE_INSERTED);
+    struct filter *f = filter_new(1000, 0.001, NULL);
+    filter_add(f, "s", 1);
+    uint64_t epoch = table_epoch(t);
+    int64_t start = monoclock_boot_ns();
+    struct table_load *l = table_load_adopt(t, f, &text_ident);
+    ck_assert_ptr_nonnull(l);
+    ck_assert(table_add_row(t, "during", 6));
+    ck_assert(table_load_commit(l, epoch, start, "X:5"));
+    ck_assert_int_eq(table_lookup(t, "s", 1), TABLE_MAYBE);
+    ck_assert_int_eq(table_lookup(t, "during", 6), TABLE_MAYBE);
+    ck_assert_int_eq(table_lookup(t, "p", 1), TABLE_MAYBE);      /* the journal, replayed */
+    ck_assert_int_eq(table_lookup(t, "1", 1), TABLE_ABSENT);     /* the old filter is gone */
+    struct table_proof pr;
+    table_proof(t, &pr);
+    ck_assert(pr.horizon == start && pr.generation == 2);
+    ck_assert(table_with_live(t, count_live, got));
+    ck_assert(got[0] == 3 && got[1] == 1);
     table_free(t);
 }
 END_TEST
@@ -563,11 +803,11 @@ START_TEST(test_peer_probation_refused)
     /* The start's catch-up, from the snapshot's position. */
     struct table_job job;
     int64_t wait = NS;
-    ck_assert(table_take_job(t, table_now(), &job, &wait));
+    ck_assert(table_take_job(t, monoclock_boot_ns(), &job, &wait));
     ck_assert(job.may_catch_up);
-    table_caught_up(t, table_epoch(t), table_now(), "pos-2", 0);
+    table_caught_up(t, table_epoch(t), monoclock_boot_ns(), "pos-2", 0);
     table_job_done(t, &job, true, "catchup", 0, 0.01, 0);
-    ck_assert(table_advance(t, table_epoch(t), table_now()));
+    ck_assert(table_advance(t, table_epoch(t), monoclock_boot_ns()));
     int64_t proved = 0;
     ck_assert_int_eq(table_vet(t, &proved), TABLE_VET_PENDING);
     ck_assert(proved > 0);
@@ -583,9 +823,9 @@ START_TEST(test_peer_probation_refused)
     ck_assert_str_eq(st.peer_check, "refused");
     /* A COPY at once (the catch-up just done does not hold it back), never a catch-up. */
     table_want(t, WANT_RECONNECT, NULL);
-    ck_assert(table_take_job(t, table_now(), &job, &wait));
+    ck_assert(table_take_job(t, monoclock_boot_ns(), &job, &wait));
     ck_assert(!job.may_catch_up);
-    load(t, rows, 3, table_now());
+    load(t, rows, 3, monoclock_boot_ns());
     table_job_done(t, &job, true, "copy", 3, 0.1, 0);
     ck_assert_int_eq(table_vet(t, NULL), TABLE_VET_NONE);
     ck_assert_int_eq(table_lookup(t, "1", 1), TABLE_MAYBE);
@@ -600,7 +840,7 @@ START_TEST(test_peer_probation_passed)
     struct table *t = peer_restored(rows, 3);
     ck_assert_int_eq(table_lookup(t, "9", 1), TABLE_DEGRADED);
     ck_assert_int_eq(table_lookup(t, "1", 1), TABLE_MAYBE);
-    table_caught_up(t, table_epoch(t), table_now(), "pos-2", 0);
+    table_caught_up(t, table_epoch(t), monoclock_boot_ns(), "pos-2", 0);
     ck_assert_int_eq(table_lookup(t, "9", 1), TABLE_DEGRADED);
     table_vetted(t, true);
     ck_assert_int_eq(table_vet(t, NULL), TABLE_VET_NONE);
@@ -618,8 +858,12 @@ END_TEST
 
 CHECK_SUITE("table",
     CHECK_CASE("core", .setup = setup, .timeout = 120),
+    CHECK_TEST(test_tap_hears_every_add),
+    CHECK_TEST(test_adopt_a_filter),
     CHECK_TEST(test_not_ready_then_answers),
     CHECK_TEST(test_stale_horizon_is_degraded),
+    CHECK_TEST(test_degraded_time_follows_the_rule),
+    CHECK_TEST(test_hold_for_lost_posts),
     CHECK_TEST(test_gap_waits_for_a_load),
     CHECK_TEST(test_insert_journal_then_filter),
     CHECK_TEST(test_insert_during_load_reaches_new_filter),

@@ -87,6 +87,14 @@ check_contains() {
     esac
 }
 
+# check_not_contains DESC HAYSTACK NEEDLE: HAYSTACK does not hold NEEDLE.
+check_not_contains() {
+    case $2 in
+        *"$3"*) fail "$1" "expected not to contain: $(show "$3")" "                    got: $(show "$2")" ;;
+        *) pass "$1" ;;
+    esac
+}
+
 # show STRING: a one-line, bounded rendering of a value for messages.
 show() {
     local s=$1

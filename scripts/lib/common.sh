@@ -81,8 +81,9 @@ BG_TEST_PKGS="$BG_TEST_PKGS yamllint python3-yaml python3-kubernetes"
 # What scripts/systemd-test needs to build the .deb and boot it.
 BG_DEB_PKGS="debhelper dpkg-dev lintian debootstrap systemd-container"
 # What scripts/container-test needs besides those: podman to import the base
-# and mount the image, buildah to build it (chroot isolation, no runtime).
-BG_CONTAINER_PKGS="podman buildah"
+# and mount the image, buildah to build it (chroot isolation, no runtime),
+# python3 for the http.server that the nginx image's requests reach.
+BG_CONTAINER_PKGS="podman buildah python3"
 
 # bg_build [configure args...]: autoreconf, configure and make in the top dir.
 bg_build() {

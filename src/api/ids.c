@@ -16,15 +16,35 @@
 
 #include "config.h"
 #include "idcodec.h"
+#include "pgerror.h"
 #include "spell.h"
 #include "table.h"
 #include "stats.h"
 #include "uritmpl.h"
 
-static struct reply not_ready(void)
+/*
+ * No filter live yet for t.  "Still loading" only while no attempt has
+ * failed: a wrong password or a missing table must not read as patience.
+ * The error is the public part /readyz shows too (no host, role or path).
+ */
+static struct reply not_ready(struct table *t)
 {
-    return api_error(MHD_HTTP_SERVICE_UNAVAILABLE, "not_ready",
-                     "the filter is still loading from PostgreSQL");
+    struct table_status st;
+    table_status(t, &st);
+    if (st.last_error[0] == '\0' || st.running)
+        return api_error(MHD_HTTP_SERVICE_UNAVAILABLE, "not_ready",
+                         "the filter is still loading from PostgreSQL");
+    char code[64] = "";
+    if (st.last_sqlstate[0] != '\0') {
+        const char *hint = pgerror_hint(st.last_sqlstate);
+        snprintf(code, sizeof code, " (SQLSTATE %s%s", st.last_sqlstate, hint ? ": " : ")");
+        if (hint != NULL)
+            return api_error(MHD_HTTP_SERVICE_UNAVAILABLE, "not_ready", "the filter is not "
+                             "loaded, its last attempt failed: %s%s%s); retrying", st.last_error,
+                             code, hint);
+    }
+    return api_error(MHD_HTTP_SERVICE_UNAVAILABLE, "not_ready", "the filter is not loaded, its "
+                     "last attempt failed: %s%s; retrying", st.last_error, code);
 }
 
 static struct reply id_error_reply(enum id_error e, const char *where)
@@ -54,6 +74,17 @@ static bool exists_lookup(struct app *a, const char *raw, size_t rawlen, char *i
         }
         rawlen -= (size_t)(slash + 1 - raw);
         raw = slash + 1;
+        /*
+         * "/exists/NAME/a/b": a literal '/' ends the filter's name, so one in
+         * the ID is a client that forgot to encode it (or a path built
+         * wrong): an answer for "a/b" may not be the ID it meant.
+         */
+        if (memchr(raw, '/', rawlen) != NULL) {
+            if (err != NULL)
+                *err = api_error(MHD_HTTP_BAD_REQUEST, "bad_path", "an ID's '/' must be sent as "
+                                 "%%2F (a literal '/' only ends the filter's name: /exists/NAME/ID)");
+            return false;
+        }
     }
     enum id_error e = id_decode(raw, rawlen, a->cfg->max_id_bytes, id, CONFIG_MAX_ID_BYTES + 1,
                                 idlen);
@@ -65,7 +96,7 @@ static bool exists_lookup(struct app *a, const char *raw, size_t rawlen, char *i
     *ans = table_lookup(a->tables[t], id, *idlen);
     if (*ans == TABLE_NOT_READY) {
         if (err != NULL)
-            *err = not_ready();
+            *err = not_ready(a->tables[t]);
         return false;
     }
     return true;
@@ -287,7 +318,7 @@ static struct reply exists_batch(struct app *a, const struct api_request *rq, st
     if (!table_lookup_many(t, l->n, l->ids, l->lens, ans, &degraded, &absent)) {
         free(ans);
         free(out);
-        return not_ready();
+        return not_ready(t);
     }
     size_t used = 0, hits = 0;
     if (degraded)
@@ -332,7 +363,7 @@ static struct reply insert_reply(struct stats *stats, struct table *t,
     case TABLE_INSERTED:
         break;
     case TABLE_INSERT_NOT_READY:
-        return not_ready();
+        return not_ready(t);
     case TABLE_INSERT_NOT_A_VALUE: {
         struct table_ident id;
         table_ident(t, &id);
@@ -412,6 +443,13 @@ static struct reply insert_batch(struct app *a, const struct api_request *rq, st
 
 struct reply ids_insert(struct app *a, const struct api_request *rq)
 {
+    struct reply err;
+    int t = api_table_of_rest(a, rq, &err);
+    if (t < 0)
+        return err;
+    /* A replica's keys come from its upstream only: Redis's READONLY, naming where to write. */
+    if (api_replica(a, (unsigned)t))
+        return api_read_only(a, (unsigned)t);
     return batch_serve(a, rq, true, insert_batch);
 }
 
@@ -449,6 +487,7 @@ static struct reply auth_decide(struct app *a, const char *uri, size_t len)
             return api_shared(cfg->allow_status, p->auth_allow[0]);
         case TABLE_DEGRADED:
             stats_add(a->stats, ST_DEGRADED, 1);
+            stats_add(a->stats, ST_AUTH_DEGRADED, 1);
             return api_shared(cfg->allow_status, p->auth_allow[3]);
         case TABLE_UNPROVABLE:
             /* The service may read this spelling as a row's: no proof of absence. */

@@ -94,10 +94,48 @@ static void duration_series(FILE *o, const char *name, const struct status *st)
 static void source_state_series(FILE *o, const char *name, const struct status *st)
 {
     for (unsigned i = 0; i < st->n; i++)
-        for (enum follow_state s = FOLLOW_CONNECTING; s <= FOLLOW_RECONNECTING; s++)
+        for (enum follow_state s = FOLLOW_CONNECTING; s <= FOLLOW_NONE; s++)
             fprintf(o, "bloomguard_%s{filter=\"%s\",state=\"%s\"} %d\n", name,
                     st->filters[i].name, follow_state_name(s), st->filters[i].conn.state == s ? 1 : 0);
 }
+
+/* Per table: why it is degraded, one series per reason (1 for the current one, all 0 when fresh). */
+static void filter_degraded_series(FILE *o, const char *name, const struct status *st)
+{
+    for (unsigned i = 0; i < st->n; i++)
+        for (enum status_degraded r = DEGRADED_NO + 1; r < DEGRADED_REASONS; r++)
+            fprintf(o, "bloomguard_%s{filter=\"%s\",reason=\"%s\"} %d\n", name,
+                    st->filters[i].name, status_degraded_name(r), st->filters[i].why == r ? 1 : 0);
+}
+
+/* Answers given while the server answered late, by endpoint (those that had some). */
+static void late_series(FILE *o, const char *name, const struct status *st)
+{
+    for (unsigned e = 0; e < st->stats.slots; e++)
+        if (st->stats.route[e].late > 0)
+            fprintf(o, "bloomguard_%s{endpoint=\"%s\"} %llu\n", name, stats_slot_name(&st->stats, e),
+                    (unsigned long long)st->stats.route[e].late);
+}
+
+/* A gauge of the server's load: nothing while it is not known (-1). */
+static void gauge_series(FILE *o, const char *name, int64_t v, double scale)
+{
+    if (v < 0)
+        return;
+    if (scale == 1)
+        fprintf(o, "bloomguard_%s %lld\n", name, (long long)v);
+    else
+        fprintf(o, "bloomguard_%s %.6f\n", name, (double)v * scale);
+}
+#define GAUGE_SERIES(fn, g, scale) \
+    static void fn(FILE *o, const char *name, const struct status *st) \
+    { gauge_series(o, name, st->stats.gauge[g], scale); }
+GAUGE_SERIES(connections_series, SG_CONNECTIONS, 1)
+GAUGE_SERIES(connections_max_series, SG_CONNECTIONS_MAX, 1)
+GAUGE_SERIES(listen_queue_series, SG_LISTEN_QUEUE, 1)
+GAUGE_SERIES(listen_queue_max_series, SG_LISTEN_QUEUE_MAX, 1)
+GAUGE_SERIES(answer_delay_series, SG_ANSWER_DELAY_US, 1e-6)
+#undef GAUGE_SERIES
 
 /* Per table whose method is chosen: which one follows it. */
 static void follow_method_series(FILE *o, const char *name, const struct status *st)
@@ -137,6 +175,32 @@ static const struct metric metrics[] = {
     { "request_duration_seconds", MT_HISTOGRAM,
       "Time from the first byte of a request to its response being queued.",
       IN_STATUS, { { 0 } }, duration_series },
+    { "requests_late_total", MT_COUNTER,
+      "Answers given while the daemon's own probe waited more than 1 s for its answer, by "
+      "endpoint: each of them had waited about as long, past the 1 s the shipped proxy "
+      "configurations give auth before they fail open.",
+      IN_STATUS, { { 0 } }, late_series },
+    { "connections", MT_GAUGE, "Open client connections.", IN_STATUS, { { 0 } }, connections_series },
+    { "connections_max", MT_GAUGE,
+      "Connections served at most (max_connections, or less if the open file limit is lower).",
+      IN_STATUS, { { 0 } }, connections_max_series },
+    { "connections_refused_total", MT_COUNTER,
+      "New connections closed at once because max_connections were open (shed).", IN_STATUS,
+      { { NULL, COUNTER(ST_CONN_REFUSED) } }, NULL },
+    { "listen_queue", MT_GAUGE,
+      "Connections the kernel accepted that wait for the daemon to take them (TCP listen only).",
+      IN_STATUS, { { 0 } }, listen_queue_series },
+    { "listen_queue_max", MT_GAUGE,
+      "The listen backlog: past it the kernel drops new connections (TCP listen only).",
+      IN_STATUS, { { 0 } }, listen_queue_max_series },
+    { "answer_delay_seconds", MT_GAUGE,
+      "How long the daemon's own probe (GET /healthz on its listen address, 4 times a second) "
+      "waited for its last answer, or waits for the one due: the wait of any request now.",
+      IN_STATUS, { { 0 } }, answer_delay_series },
+    { "probe_late_total", MT_COUNTER,
+      "Probes answered later than 1 s (the timeout the shipped proxy configurations give /auth, "
+      "past which they fail open), or not at all.", IN_STATUS,
+      { { NULL, COUNTER(ST_PROBE_LATE) } }, NULL },
     { "lookups_total", MT_COUNTER, "IDs looked up (single and batch), by result.", IN_STATUS,
       { { "result=\"hit\"", COUNTER(ST_LOOKUP_HIT) }, { "result=\"miss\"", COUNTER(ST_LOOKUP_MISS) } },
       NULL },
@@ -151,7 +215,7 @@ static const struct metric metrics[] = {
         { "result=\"bypass\"", COUNTER(ST_AUTH_BYPASS) },
         { "result=\"not_ready\"", COUNTER(ST_AUTH_NOT_READY) },
         { "result=\"malformed\"", COUNTER(ST_AUTH_MALFORMED) },
-        { "result=\"degraded\"", COUNTER(ST_DEGRADED) } }, NULL },
+        { "result=\"degraded\"", COUNTER(ST_AUTH_DEGRADED) } }, NULL },
     { "fast_path_answers_total", MT_COUNTER,
       "Requests the fast path answered itself, without libmicrohttpd.", IN_STATUS,
       { { NULL, COUNTER(ST_FAST_ANSWERS) } }, NULL },
@@ -175,6 +239,10 @@ static const struct metric metrics[] = {
     { "degraded", MT_GAUGE,
       "1 while absent answers are given as maybe: the horizon is older than max_staleness.",
       IN_FILTER, { { NULL, V_BOOL, F(degraded) } }, NULL },
+    { "filter_degraded", MT_GAUGE,
+      "1 for the reason the filter is degraded now (saturated, peer_unchecked, post_log_cut, "
+      "not_followed, stale), 0 for the others.",
+      IN_STATUS, { { 0 } }, filter_degraded_series },
     { "degraded_seconds_total", MT_COUNTER, "Time spent degraded.", IN_FILTER,
       { { NULL, V_SEC, F(table.degraded_seconds) } }, NULL },
     { "degraded_answers_total", MT_COUNTER,
@@ -236,11 +304,19 @@ static const struct metric metrics[] = {
     { "source_state_since_seconds", MT_GAUGE, "Unix time the follower entered its state.",
       IN_FILTER, { { NULL, V_TIME, F(conn.since) } }, NULL },
     { "follow_method_info", MT_GAUGE,
-      "Always 1: how the filter's table is followed (logical, feed, notify, none) is a label.",
+      "Always 1: how the filter's table is followed (logical, feed, notify, upstream, none) is a "
+      "label.",
       IN_STATUS, { { 0 } }, follow_method_series },
     { "slot_lag_bytes", MT_GAUGE,
       "WAL the replication slot holds back: the server's current WAL position minus the slot's "
       "confirmed_flush_lsn (method logical only).", IN_STATUS, { { 0 } }, slot_lag_series },
+    { "replication_streams", MT_GAUGE,
+      "Replicas streaming from this daemon now (GET /replicate, [fleet] max_replicas).", IN_STATUS,
+      { { NULL, V_UINT, S(fleet.streams) } }, NULL },
+    { "replica_behind_keys", MT_GAUGE,
+      "A replica's filter: keys its upstream said it has that the stream has not delivered yet "
+      "(0 for a table not followed from an upstream).", IN_FILTER,
+      { { NULL, V_U64, F(behind_keys) } }, NULL },
     { "process_start_time_seconds", MT_GAUGE, "Unix time the process started.", IN_STATUS,
       { { NULL, V_TIME, S(started) } }, NULL },
     { "build_info", MT_GAUGE, "Always 1; the version is a label.", IN_STATUS,
@@ -331,7 +407,7 @@ struct reply metrics_serve(struct app *a, const struct api_request *rq)
     (void)rq;
     /* With [metrics] enabled = no the counters are not kept: do not serve zeros. */
     if (!a->cfg->metrics_enabled)
-        return api_error(MHD_HTTP_NOT_FOUND, "no_route",
+        return api_error(MHD_HTTP_BAD_REQUEST, "no_route",
                          "metrics are disabled ([metrics] enabled = no)");
     struct status st;
     char *text = NULL;

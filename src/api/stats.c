@@ -21,12 +21,14 @@ struct stripe {
     _Atomic uint64_t counter[ST_COUNT];
     struct route_stripe {
         _Atomic uint64_t requests[SS_COUNT];
+        _Atomic uint64_t late;
         _Atomic uint64_t latency_bucket[STATS_BUCKETS + 1];
         _Atomic uint64_t latency_sum_ns;
     } route[];
 };
 
 struct stats {
+    _Atomic int64_t gauge[SG_COUNT];    /* one writer each: no stripes */
     unsigned slots;
     stats_slot_name_fn *slot_name;
     size_t stride;              /* bytes per stripe: a whole number of cache lines */
@@ -64,6 +66,8 @@ struct stats *stats_new(unsigned slots, stats_slot_name_fn *slot_name)
         return NULL;
     }
     memset(s->mem, 0, STRIPES * s->stride);   /* all-zero is a valid atomic zero here */
+    for (unsigned g = 0; g < SG_COUNT; g++)
+        atomic_init(&s->gauge[g], -1);
     return s;
 }
 
@@ -116,6 +120,17 @@ void stats_request(struct stats *s, unsigned slot, unsigned status, uint64_t nan
     atomic_fetch_add_explicit(&rs->latency_sum_ns, nanos, memory_order_relaxed);
 }
 
+void stats_late(struct stats *s, unsigned slot)
+{
+    struct route_stripe *rs = &mine(s)->route[slot < s->slots ? slot : s->slots - 1];
+    atomic_fetch_add_explicit(&rs->late, 1, memory_order_relaxed);
+}
+
+void stats_gauge_set(struct stats *s, enum stat_gauge g, int64_t v)
+{
+    atomic_store_explicit(&s->gauge[g], v, memory_order_relaxed);
+}
+
 void stats_counters(struct stats *s, uint64_t out[ST_COUNT])
 {
     memset(out, 0, ST_COUNT * sizeof(out[0]));
@@ -130,6 +145,8 @@ bool stats_snapshot(struct stats *s, struct stats_snapshot *out)
 {
     memset(out, 0, sizeof(*out));
     stats_counters(s, out->counter);
+    for (unsigned g = 0; g < SG_COUNT; g++)
+        out->gauge[g] = atomic_load_explicit(&s->gauge[g], memory_order_relaxed);
     out->slot_name = s->slot_name;
     out->route = calloc(s->slots, sizeof(out->route[0]));
     if (out->route == NULL)
@@ -142,6 +159,7 @@ bool stats_snapshot(struct stats *s, struct stats_snapshot *out)
             struct stats_route *r = &out->route[e];
             for (unsigned k = 0; k < SS_COUNT; k++)
                 r->requests[k] += atomic_load_explicit(&rs->requests[k], memory_order_relaxed);
+            r->late += atomic_load_explicit(&rs->late, memory_order_relaxed);
             for (unsigned b = 0; b <= STATS_BUCKETS; b++)
                 r->latency_bucket[b] += atomic_load_explicit(&rs->latency_bucket[b], memory_order_relaxed);
             r->latency_sum_ns += atomic_load_explicit(&rs->latency_sum_ns, memory_order_relaxed);

@@ -21,7 +21,7 @@
  * by the sweeper and not counted (it never had a route).
  */
 #define STATS_STATUS_CODES(X) \
-    X(200) X(202) X(204) X(400) X(401) X(403) X(404) X(405) X(410) \
+    X(200) X(202) X(204) X(400) X(401) X(403) X(404) X(405) X(409) X(410) \
     X(413) X(414) X(415) X(500) X(503) X(507)
 
 enum stat_status {
@@ -37,10 +37,28 @@ enum stat_counter {
     ST_AUTH_MALFORMED,      /* /auth: the template matched but the ID is not well-formed: allowed */
     ST_DEGRADED,            /* answers that would have been 404 or deny, given as 200 or allow */
     ST_UNPROVABLE,          /* answers given as "maybe" because the ID's spelling cannot be proven absent */
+    ST_AUTH_DEGRADED,       /* /auth's share of ST_DEGRADED: allowed as degraded */
+    /* The server's overrun (http.c, http_probe.c): what a proxy sees as no answer in time. */
+    ST_CONN_REFUSED,        /* connections closed at accept: max_connections were open */
+    ST_PROBE_LATE,          /* self-probes answered after HTTP_LATE_AFTER_MS, or not at all */
     ST_FAST_ANSWERS,        /* requests the fast path answered (http_fast.c) */
     ST_FAST_HANDOFFS,       /* connections it gave libmicrohttpd at their first request, unread */
     ST_FAST_RELAYS,         /* connections it gave libmicrohttpd later, through a relay */
     ST_COUNT
+};
+
+/*
+ * The server's load as it is now, set by the HTTP layer's one writer (its
+ * probe thread) and read by /metrics; -1: not known (a unix socket has no
+ * listen queue figures).
+ */
+enum stat_gauge {
+    SG_CONNECTIONS,         /* open client connections */
+    SG_CONNECTIONS_MAX,     /* max_connections in force (or the file descriptor limit's share) */
+    SG_LISTEN_QUEUE,        /* connections the kernel accepted that wait for the daemon to take them */
+    SG_LISTEN_QUEUE_MAX,    /* the listen backlog: past it the kernel drops new connections */
+    SG_ANSWER_DELAY_US,     /* the last self-probe's wait for its answer (still waiting: so far) */
+    SG_COUNT
 };
 
 /* Upper bounds (seconds) of the request-latency histogram; +Inf is implied. */
@@ -63,10 +81,15 @@ void stats_free(struct stats *s);
 /* Thread-safe, lock-free.  A slot out of range counts in the last one. */
 void stats_add(struct stats *s, enum stat_counter c, uint64_t n);
 void stats_request(struct stats *s, unsigned slot, unsigned status, uint64_t nanos);
+/* An answer of route slot given while the server answers late (its probe waited too long). */
+void stats_late(struct stats *s, unsigned slot);
+/* Set a gauge (one writer per gauge; readers see the last value).  Thread-safe. */
+void stats_gauge_set(struct stats *s, enum stat_gauge g, int64_t v);
 
 /* The requests of one route slot. */
 struct stats_route {
     uint64_t requests[SS_COUNT];
+    uint64_t late;              /* answered while the server answered late (http_probe.c) */
     uint64_t latency_bucket[STATS_BUCKETS + 1];     /* not cumulative; last is +Inf */
     uint64_t latency_sum_ns;
 };
@@ -79,6 +102,7 @@ struct stats_route {
  */
 struct stats_snapshot {
     uint64_t counter[ST_COUNT];
+    int64_t gauge[SG_COUNT];
     unsigned slots;
     struct stats_route *route;
     stats_slot_name_fn *slot_name;  /* the creator's (stats_new) */

@@ -17,6 +17,33 @@
 #include "spell.h"
 #include "table.h"
 
+static const char *const degraded_names[DEGRADED_REASONS] = {
+#define STATUS_DEGRADED_NAME(e, name) [DEGRADED_##e] = name,
+    STATUS_DEGRADED_LIST(STATUS_DEGRADED_NAME)
+#undef STATUS_DEGRADED_NAME
+};
+
+const char *status_degraded_name(enum status_degraded r)
+{
+    return (unsigned)r < DEGRADED_REASONS ? degraded_names[r] : NULL;
+}
+
+/* The first reason of STATUS_DEGRADED_LIST that holds for a degraded filter. */
+static enum status_degraded degraded_why(const struct status_filter *f)
+{
+    if (!f->degraded)
+        return DEGRADED_NO;
+    if (f->table.saturated)
+        return DEGRADED_SATURATED;
+    if (strcmp(f->table.peer_check, "pending") == 0)
+        return DEGRADED_PEER_UNCHECKED;
+    if (f->table.held_for > 0)
+        return DEGRADED_POST_LOG_CUT;
+    if (strcmp(f->table.method, "none") == 0)
+        return DEGRADED_NOT_FOLLOWED;
+    return DEGRADED_STALE;
+}
+
 bool status_take(struct app *a, struct status *st, bool full)
 {
     st->now = time(NULL);
@@ -50,9 +77,19 @@ bool status_take(struct app *a, struct status *st, bool full)
             f->ready = table_ready(t);
         }
         f->degraded = f->ready && f->table.degraded;
+        f->why = degraded_why(f);
+        f->followed = f->table.method[0] != '\0' && strcmp(f->table.method, "none") != 0;
+        f->behind_keys = f->conn.mirror && f->conn.heard_seq > f->conn.mirror_seq
+                         ? f->conn.heard_seq - f->conn.mirror_seq : 0;
         st->ready = st->ready && f->ready;
         st->degraded = st->degraded || f->degraded;
     }
+    st->replica = false;
+    for (unsigned i = 0; i < st->n; i++)
+        st->replica = st->replica || strcmp(st->filters[i].table.method, "upstream") == 0;
+    memset(&st->fleet, 0, sizeof st->fleet);
+    if (full && a->fleet != NULL)
+        fleethub_info(a->fleet, &st->fleet);
     if (!full) {
         stats_counters(a->stats, st->stats.counter);
         return true;
@@ -183,6 +220,7 @@ static void auth_section(struct doc *d, json_t *o, const struct status *st)
     put_u64(d, o, "bypasses", c[ST_AUTH_BYPASS]);
     put_u64(d, o, "not_ready", c[ST_AUTH_NOT_READY]);
     put_u64(d, o, "malformed", c[ST_AUTH_MALFORMED]);
+    put_u64(d, o, "degraded", c[ST_AUTH_DEGRADED]);
 }
 
 static void fast_path_section(struct doc *d, json_t *o, const struct status *st)
@@ -288,6 +326,8 @@ static void source_section(struct doc *d, json_t *o, const struct status_filter 
     put_str(d, o, "state", follow_state_name(c->state));
     put_time(d, o, "since", c->since);
     put_bool(d, o, "listening", c->listening);
+    if (c->upstream[0])
+        put_str(d, o, "upstream", c->upstream);
     if (err[0])
         put_str(d, o, "last_error", err);
     if (err[0] && code[0]) {
@@ -314,11 +354,59 @@ static void horizon_section(struct doc *d, json_t *o, const struct status *st,
         put_str(d, o, "reason", ss->saturated
                 ? "the filter is saturated: past [filter] max_layers it cannot keep "
                   "false_positive_rate; a rebuild from the table will"
+                : strcmp(ss->peer_check, "pending") == 0
+                ? "the filter is a peer's snapshot on probation: its absent answers are maybe "
+                  "until a sample of the table's rows has been found in it"
+                : ss->held_for > 0
+                ? "POSTs acknowledged before this start may be lost (the POST log was cut or "
+                  "damaged while stopped): absent ids are maybe until they would have expired"
+                : strcmp(ss->method, "none") == 0
+                ? "nothing follows the table (method_reason says why): no row committed since "
+                  "its load is known to be in the filter"
                 : "no proof that every row committed more than max_staleness ago is in the filter");
     put_real(d, o, "max_staleness_seconds", st->max_staleness);
     put_real(d, o, "degraded_seconds_total", ss->degraded_seconds);
     put_u64(d, o, "degraded_answers", st->stats.counter[ST_DEGRADED]);
     put(d, o, "age_seconds", ss->horizon_age >= 0 ? json_real(ss->horizon_age) : json_null());
+}
+
+/* A replica's table: what of its upstream's filter it mirrors, and where it waits. */
+static void replication_section(struct doc *d, json_t *o, const struct status_filter *f)
+{
+    const struct follow_status *c = &f->conn;
+    char hist[24];
+    snprintf(hist, sizeof hist, "%016llx", (unsigned long long)c->mirror_history);
+    put_str(d, o, "upstream", c->upstream[0] ? c->upstream : NULL);
+    put_bool(d, o, "upstream_is_replica", c->upstream_replica);
+    put_str(d, o, "history", c->mirror ? hist : NULL);
+    put_u64(d, o, "seq", c->mirror_seq);
+    put_u64(d, o, "upstream_seq", c->heard_seq);
+    put_u64(d, o, "behind_keys", c->heard_seq > c->mirror_seq ? c->heard_seq - c->mirror_seq : 0);
+    put_u64(d, o, "keys", c->mirror_keys);
+    put_u64(d, o, "snapshots", c->mirror_snapshots);
+    put_u64(d, o, "resumes", c->mirror_resumes);
+    put_u64(d, o, "violations", c->mirror_violations);
+    put_u64(d, o, "switches", c->upstream_switches);
+    put_str(d, o, "waiting_for_snapshot", c->mirror_lost[0] ? c->mirror_lost : NULL);
+}
+
+/* The daemon's place in a fleet: upstream (it serves replicas) or replica, and its streams. */
+static void fleet_section(struct doc *d, json_t *o, const struct status *st)
+{
+    char role[320];
+    const struct status_filter *def = &st->filters[0];
+    if (st->replica)
+        snprintf(role, sizeof role, "replica of %s", def->conn.upstream[0] ? def->conn.upstream
+                                                                            : "(none yet)");
+    else
+        snprintf(role, sizeof role, "upstream");
+    put_str(d, o, "role", role);
+    put_u64(d, o, "replicas_streaming", st->fleet.streams);
+    put_u64(d, o, "streams_total", st->fleet.streams_total);
+    put_u64(d, o, "streams_refused", st->fleet.refused);
+    put_u64(d, o, "streams_cut_behind", st->fleet.cut_behind);
+    put_u64(d, o, "snapshots_made", st->fleet.snapshots);
+    put_u64(d, o, "ring_items", st->fleet.ring_capacity);
 }
 
 static void pending_section(struct doc *d, json_t *o, const struct table_posts *pi, bool durable)
@@ -354,6 +442,8 @@ static void load_sections(struct doc *d, json_t *o, const struct status *st,
     pending_section(d, put_object(d, o, "pending_posts"), &f->pending, f->posts_durable);
     feed_section(d, put_object(d, o, "feed"), &f->table);
     snapshot_section(d, put_object(d, o, "snapshot"), &f->table);
+    if (strcmp(f->table.method, "upstream") == 0)
+        replication_section(d, put_object(d, o, "replication"), f);
 }
 
 static void table_sections(struct doc *d, json_t *o, const struct status *st,
@@ -382,8 +472,19 @@ static void stats_doc(struct doc *d, const struct status *st)
     json_t *all = put_object(d, o, "filters");
     for (unsigned i = 0; i < st->n; i++)
         table_sections(d, put_object(d, all, st->filters[i].name), st, &st->filters[i]);
+    fleet_section(d, put_object(d, o, "fleet"), st);
     put_u64(d, o, "uptime_seconds", (uint64_t)(st->now - st->started));
     put_str(d, o, "version", PACKAGE_VERSION);
+}
+
+/*
+ * A table not ready whose last attempt (to connect, to choose its method,
+ * to load) failed and that is not loading again now: "failing", not
+ * "loading", so that a wrong password does not read as patience.
+ */
+static bool failing(const struct status_filter *f)
+{
+    return !f->ready && f->table.last_error[0] != '\0' && !f->table.running;
 }
 
 /* Ready when every table is; "not_ready" names those that are not. */
@@ -394,8 +495,16 @@ static void readyz_doc(struct doc *d, const struct status *st)
         d->failed = true;
         return;
     }
-    put_str(d, o, "status", st->ready ? "ready" : "loading");
+    bool fails = false;
+    for (unsigned i = 0; i < st->n; i++)
+        fails = fails || failing(&st->filters[i]);
+    put_str(d, o, "status", st->ready ? "ready" : fails ? "failing" : "loading");
     put_bool(d, o, "degraded", st->degraded);
+    /* The first degraded filter's reason: a probe reads one field, null when none is. */
+    const char *why = NULL;
+    for (unsigned i = 0; i < st->n && why == NULL; i++)
+        why = status_degraded_name(st->filters[i].why);
+    put_str(d, o, "degraded_reason", why);
     if (!st->ready) {
         json_t *names = json_array();
         for (unsigned i = 0; i < st->n; i++)
@@ -403,6 +512,16 @@ static void readyz_doc(struct doc *d, const struct status *st)
                 d->failed = true;
         put(d, o, "not_ready", names);
     }
+    /* Tables with a method chosen, and it is none: served, but nothing keeps them fresh. */
+    json_t *unfollowed = json_array();
+    for (unsigned i = 0; i < st->n; i++)
+        if (st->filters[i].table.method_since != 0 && !st->filters[i].followed
+            && json_array_append_new(unfollowed, json_string(st->filters[i].name)))
+            d->failed = true;
+    if (json_array_size(unfollowed) > 0)
+        put(d, o, "not_followed", unfollowed);
+    else
+        json_decref(unfollowed);
     put_str(d, o, "method", st->filters[0].table.method[0] ? st->filters[0].table.method : NULL);
     put_str(d, o, "method_reason",
             st->filters[0].table.method_why[0] ? st->filters[0].table.method_why : NULL);
@@ -415,6 +534,7 @@ static void readyz_doc(struct doc *d, const struct status *st)
             json_t *f = put_object(d, all, sf->name);
             put_bool(d, f, "ready", sf->ready);
             put_bool(d, f, "degraded", sf->degraded);
+            put_str(d, f, "degraded_reason", status_degraded_name(sf->why));
             put_str(d, f, "method", sf->table.method[0] ? sf->table.method : NULL);
             put_str(d, f, "method_reason", sf->table.method_why[0] ? sf->table.method_why : NULL);
         }

@@ -11,15 +11,43 @@
 
 #include "api.h"
 #include "config.h"
+#include "fleethub.h"
 #include "filter.h"
 #include "source.h"
 #include "stats.h"
+
+/*
+ * Why a filter is degraded, one list: the enum, status_degraded_name's
+ * names (the reason label of bloomguard_filter_degraded and /readyz's
+ * degraded_reason) and the man page's list come from it.  The first that
+ * holds is the reason: saturated (past [filter] max_layers),
+ * peer_unchecked (a peer's snapshot on probation: table_vet), post_log_cut
+ * (POSTs acknowledged before the start may be lost: table_hold_absent),
+ * not_followed (method "none": nothing follows the table, or [sync]
+ * enabled = no), stale (the horizon is older than max_staleness: the
+ * follower is disconnected, partitioned, or a catch-up is still to come).
+ */
+#define STATUS_DEGRADED_LIST(X) X(SATURATED, "saturated") X(PEER_UNCHECKED, "peer_unchecked") \
+    X(POST_LOG_CUT, "post_log_cut") X(NOT_FOLLOWED, "not_followed") X(STALE, "stale")
+
+enum status_degraded {
+    DEGRADED_NO,
+#define STATUS_DEGRADED_ENUM(e, name) DEGRADED_##e,
+    STATUS_DEGRADED_LIST(STATUS_DEGRADED_ENUM)
+#undef STATUS_DEGRADED_ENUM
+    DEGRADED_REASONS
+};
+
+/* The reason's name; NULL for DEGRADED_NO or a value out of range. */
+const char *status_degraded_name(enum status_degraded r);
 
 /* One guarded table's figures: its filter, its sync state, its journal. */
 struct status_filter {
     const char *name;           /* [filter NAME], "default" for the global keys' */
     bool ready;                 /* loaded and served */
     bool degraded;              /* ready and table.degraded: absent answers are "maybe" now */
+    enum status_degraded why;   /* DEGRADED_NO unless degraded */
+    bool followed;              /* a follower took the table (method not "none", not unchosen) */
     struct filter_info info;    /* zeros until ready (and in a light snapshot) */
     unsigned n_layers;          /* entries of layer[]: 0 until ready (and in a light snapshot) */
     struct filter_layer_info layer[FILTER_MAX_LAYERS];
@@ -28,6 +56,7 @@ struct status_filter {
     struct follow_status conn;      /* its follower's connection (shared by the tables it follows) */
     struct table_posts pending;     /* zeros in a light snapshot */
     bool posts_durable;             /* POSTs are logged on disk before their 2xx (postlog.h) */
+    uint64_t behind_keys;           /* a replica: keys its upstream has that it has not applied */
 };
 
 /* Everything the status documents show, read once. */
@@ -38,6 +67,8 @@ struct status {
     struct status_filter filters[CONFIG_MAX_FILTERS];
     bool ready;                 /* every table is */
     bool degraded;              /* some table is */
+    bool replica;               /* some table follows an upstream ([sync] method = upstream) */
+    struct fleethub_info fleet; /* what it serves its replicas (zeros without a hub) */
     struct stats_snapshot stats;    /* requests by route: a full snapshot only */
 };
 

@@ -8,6 +8,8 @@
  */
 #include "httpc.h"
 
+#include "monoclock.h"
+
 #include <arpa/inet.h>
 #include <curl/curl.h>
 #include <jansson.h>
@@ -127,13 +129,6 @@ bool httpc_addr_loopback(const char *ip)
 
 /* ------------------------------------------------------------ requests -- */
 
-static int64_t now_ms(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
-
 /* One request in flight: its bounds, what the callbacks saw, and why it ended. */
 struct req {
     const struct httpc_opts *o;
@@ -142,7 +137,7 @@ struct req {
     httpc_head_fn head;
     httpc_body_fn body;
     void *arg;
-    int64_t start, deadline, last_byte;     /* now_ms(); deadline 0: none */
+    int64_t start, deadline, last_byte;     /* ms of CLOCK_MONOTONIC; deadline 0: none */
     bool connected;             /* the prereq callback ran: the stall bound applies */
     bool head_done, chunked;
     long status;                /* the final answer's, once head_done */
@@ -171,7 +166,7 @@ static int on_prereq(void *clientp, char *primary_ip, char *local_ip, int primar
     struct req *r = clientp;
     (void)local_ip, (void)primary_port, (void)local_port;
     r->connected = true;
-    r->last_byte = now_ms();
+    r->last_byte = monoclock_ns() / 1000000;
     char *scheme = NULL;
     curl_easy_getinfo(r->easy, CURLINFO_SCHEME, &scheme);
     bool tls = scheme != NULL && strcasecmp(scheme, "https") == 0;
@@ -199,7 +194,7 @@ static size_t on_header(char *buf, size_t size, size_t n, void *userdata)
 {
     struct req *r = userdata;
     size_t len = size * n;
-    r->last_byte = now_ms();
+    r->last_byte = monoclock_ns() / 1000000;
     if (len >= 17 && strncasecmp(buf, "Transfer-Encoding", 17) == 0) {
         for (size_t i = 17; i + 7 <= len; i++)
             if (strncasecmp(buf + i, "chunked", 7) == 0)
@@ -243,7 +238,7 @@ static size_t on_body(char *buf, size_t size, size_t n, void *userdata)
 {
     struct req *r = userdata;
     size_t len = size * n;
-    r->last_byte = now_ms();
+    r->last_byte = monoclock_ns() / 1000000;
     r->received += len;
     if (!is_2xx(r->status)) {
         size_t room = sizeof r->err_body - r->err_len;
@@ -275,7 +270,7 @@ static size_t on_body(char *buf, size_t size, size_t n, void *userdata)
 static bool gave_up(struct req *r)
 {
     const struct httpc_opts *o = r->o;
-    int64_t now = now_ms();
+    int64_t now = monoclock_ns() / 1000000;
     double took = (double)(now - r->start) / 1000.0;
     if (o->stop != NULL && atomic_load(o->stop)) {
         r->ended = HTTPC_STOPPED;
@@ -462,7 +457,8 @@ enum httpc_status httpc_get(struct httpc *c, const char *url, const struct httpc
         return HTTPC_ERROR;
     }
     *r = (struct req){ .o = o, .easy = c->easy, .url = url, .what = o->what ? o->what : "body",
-                       .head = head, .body = body, .arg = arg, .start = now_ms() };
+                       .head = head, .body = body, .arg = arg,
+                       .start = monoclock_ns() / 1000000 };
     struct curl_slist *hdrs = NULL;
     enum httpc_status st = HTTPC_ERROR;
     bool added = false;

@@ -33,6 +33,7 @@ bool log_under_journald(void)
 void log_init(struct log *lg, enum log_level level)
 {
     atomic_init(&lg->level, level);
+    lg->format = LOG_FORMAT_TEXT;
     lg->journal = log_under_journald();
     lg->file = NULL;
     lg->journal_send = NULL;
@@ -87,6 +88,11 @@ bool log_reopen(struct log *lg, char *err, size_t errlen)
     return true;
 }
 
+void log_set_format(struct log *lg, enum log_format format)
+{
+    lg->format = format;
+}
+
 void log_journal_records(struct log *lg, bool on)
 {
     atomic_store_explicit(&lg->records, on, memory_order_relaxed);
@@ -111,18 +117,107 @@ size_t log_timestamp(const struct timespec *ts, char *buf, size_t buflen)
     return w > 0 ? n + (size_t)w : n;
 }
 
+/* syslog priorities: err 3, warning 4, info 6, debug 7 */
+static const int prio[] = { 3, 4, 6, 7 };
+static const char *const name[] = { "error", "warning", "info", "debug" };
+
+/*
+ * s[0 .. n) as the inside of a JSON string into out (cap bytes, room for
+ * at least 7), stopping short rather than cutting an escape or a
+ * character: control characters escaped, bytes that are not UTF-8 as
+ * U+FFFD, so the line is JSON whatever a message quoted.  Returns the
+ * bytes written.
+ */
+static size_t json_escape(const char *s, size_t n, char *out, size_t cap)
+{
+    size_t o = 0;
+    for (size_t i = 0; i < n;) {
+        unsigned char c = (unsigned char)s[i];
+        char esc[8];
+        size_t len = 0, take = 1;
+        const char *src = esc;
+        if (c == '"' || c == '\\') {
+            esc[0] = '\\';
+            esc[1] = (char)c;
+            len = 2;
+        } else if (c < 0x20 || c == 0x7f) {
+            len = (size_t)snprintf(esc, sizeof esc, "\\u%04x", c);
+        } else if (c < 0x80) {
+            esc[0] = (char)c;
+            len = 1;
+        } else {
+            /* A whole, shortest-form UTF-8 sequence, or U+FFFD for the byte. */
+            size_t want = c >= 0xf0 && c <= 0xf4 ? 4 : c >= 0xe0 ? 3 : c >= 0xc2 && c < 0xe0 ? 2 : 0;
+            bool ok = want > 0 && i + want <= n;
+            for (size_t k = 1; ok && k < want; k++)
+                ok = ((unsigned char)s[i + k] & 0xc0) == 0x80;
+            if (ok && want == 3) {
+                unsigned char d = (unsigned char)s[i + 1];
+                ok = !(c == 0xe0 && d < 0xa0) && !(c == 0xed && d >= 0xa0);
+            }
+            if (ok && want == 4) {
+                unsigned char d = (unsigned char)s[i + 1];
+                ok = !(c == 0xf0 && d < 0x90) && !(c == 0xf4 && d >= 0x90);
+            }
+            if (ok) {
+                src = s + i;
+                len = take = want;
+            } else {
+                memcpy(esc, "\\ufffd", 6);
+                len = 6;
+            }
+        }
+        if (o + len >= cap)
+            break;
+        memcpy(out + o, src, len);
+        o += len;
+        i += take;
+    }
+    return o;
+}
+
+/*
+ * One event as a JSON line ([log] format = json): the fields a journal
+ * record gets, the text without its "bloomguard: LEVEL: " (the level is a
+ * field), written with one write(2).
+ */
+static void log_json(enum log_level level, const char *filter, const char *code,
+                     const char *text, size_t n)
+{
+    char line[8192], ts[40];
+    struct timespec now;
+    clock_gettime(CLOCK_REALTIME, &now);
+    log_timestamp(&now, ts, sizeof ts);
+    size_t o = (size_t)snprintf(line, sizeof line, "{\"time\":\"%s\",\"level\":\"%s\","
+                                "\"priority\":%d,\"syslog_identifier\":\"bloomguard\","
+                                "\"pid\":%ld", ts, name[level], prio[level], (long)getpid());
+    const char *keys[2] = { "filter", "code" }, *vals[2] = { filter, code };
+    for (int k = 0; k < 2; k++) {
+        if (vals[k] == NULL)
+            continue;
+        o += (size_t)snprintf(line + o, sizeof line - o, ",\"%s\":\"", keys[k]);
+        o += json_escape(vals[k], strlen(vals[k]), line + o, 256);
+        line[o++] = '"';
+    }
+    memcpy(line + o, ",\"message\":\"", 12);
+    o += 12;
+    /* Room for the closing "}\n". */
+    o += json_escape(text, n, line + o, sizeof line - o - 3);
+    memcpy(line + o, "\"}\n", 3);
+    o += 3;
+    ssize_t r = write(STDERR_FILENO, line, o);
+    (void)r;
+}
+
 /*
  * The journal record's message is the line a log file would hold, without
  * its timestamp ("bloomguard: info: ..."), so journalctl -o cat shows what
  * it showed when the lines went through the stream.
  */
-__attribute__((format(printf, 5, 0)))
-static void log_v(const struct log *lg, enum log_level level, const char *filter,
-                  const char *code, const char *fmt, va_list ap)
+__attribute__((format(printf, 6, 0)))
+static void log_v(const struct log *lg, enum log_format format, enum log_level level,
+                  const char *filter, const char *code, const char *fmt, va_list ap)
 {
-    /* syslog priorities: err 3, warning 4, info 6, debug 7 */
-    static const int prio[] = { 3, 4, 6, 7 };
-    static const char *const name[] = { "error", "warning", "info", "debug" };
     static const char message[] = "MESSAGE=";
     static const char ident[] = "SYSLOG_IDENTIFIER=bloomguard";
     char line[2048];
@@ -130,6 +225,19 @@ static void log_v(const struct log *lg, enum log_level level, const char *filter
 
     if (lg != NULL && level > atomic_load_explicit(&lg->level, memory_order_relaxed))
         return;
+    if (lg != NULL)
+        format = lg->format;
+    if (format == LOG_FORMAT_JSON) {
+        char text[2048];
+        int w = vsnprintf(text, sizeof text, fmt, ap);
+        size_t tn = w < 0 ? 0 : (size_t)w >= sizeof text ? sizeof text - 1 : (size_t)w;
+        /* One event, one line, the same text as the text format's. */
+        for (size_t i = 0; i < tn; i++)
+            if (text[i] == '\n' || text[i] == '\r' || text[i] == '\t')
+                text[i] = ' ';
+        log_json(level, filter, code, text, tn);
+        return;
+    }
     bool journal = lg != NULL ? lg->journal : log_under_journald();
     bool send = journal && lg != NULL && lg->journal_send != NULL
                 && atomic_load_explicit(&lg->records, memory_order_relaxed);
@@ -192,7 +300,15 @@ void log_msg(const struct log *lg, enum log_level level, const char *fmt, ...)
 {
     va_list ap;
     va_start(ap, fmt);
-    log_v(lg, level, NULL, NULL, fmt, ap);
+    log_v(lg, LOG_FORMAT_TEXT, level, NULL, NULL, fmt, ap);
+    va_end(ap);
+}
+
+void log_msg_format(enum log_format format, enum log_level level, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    log_v(NULL, format, level, NULL, NULL, fmt, ap);
     va_end(ap);
 }
 
@@ -201,6 +317,6 @@ void log_fields(const struct log *lg, enum log_level level, const char *filter,
 {
     va_list ap;
     va_start(ap, fmt);
-    log_v(lg, level, filter, code, fmt, ap);
+    log_v(lg, LOG_FORMAT_TEXT, level, filter, code, fmt, ap);
     va_end(ap);
 }

@@ -7,7 +7,9 @@
  * with a syslog priority prefix "<N>" that journald turns into the
  * entry's priority.  Anywhere else (a terminal, a pipe, a file) each line
  * starts with an RFC 3339 timestamp in milliseconds, as nginx's and
- * pgbouncer's logs have one.
+ * pgbouncer's logs have one.  With [log] format = json, wherever it goes,
+ * each event is one JSON object on a line of its own with the fields
+ * journald gets (for a container's log collector).
  */
 #ifndef BLOOMGUARD_LOG_H
 #define BLOOMGUARD_LOG_H
@@ -19,6 +21,15 @@
 
 /* Most to least severe; a message is written when its level <= the configured one. */
 enum log_level { LOG_LVL_ERROR, LOG_LVL_WARN, LOG_LVL_INFO, LOG_LVL_DEBUG };
+
+/*
+ * How a line looks ([log] format): text as above, or one JSON object per
+ * line: {"time":"<RFC 3339, ms>","level":"warning","priority":4,
+ * "syslog_identifier":"bloomguard","pid":N,"filter":"<name>","code":"<code>",
+ * "message":"<the text after \"bloomguard: LEVEL: \">"}, filter and code
+ * only where the event has them, as in a journal record.
+ */
+enum log_format { LOG_FORMAT_TEXT, LOG_FORMAT_JSON };
 
 struct log {
     /* Messages above this level are dropped.  Atomic: SIGHUP changes it while other threads log. */
@@ -35,13 +46,18 @@ struct log {
     int (*journal_send)(const struct iovec *iov, int n);
     /* log_journal_records: records now, not "<N>" lines.  Atomic: threads log meanwhile. */
     _Atomic(bool) records;
+    /* LOG_FORMAT_JSON: JSON lines wherever the log goes, journald's stream included. */
+    enum log_format format;
 };
 
 /* Where journald takes records (sd_journal_sendv sends there). */
 #define LOG_JOURNAL_SOCKET "/run/systemd/journal/socket"
 
-/* Set up from the configured level; decides the style from JOURNAL_STREAM. */
+/* Set up from the configured level; decides the style from JOURNAL_STREAM (format text). */
 void log_init(struct log *lg, enum log_level level);
+
+/* [log] format: call before other threads log. */
+void log_set_format(struct log *lg, enum log_format format);
 
 /*
  * Whether standard error is journald's stream: JOURNAL_STREAM ("dev:ino",
@@ -106,6 +122,14 @@ void log_fields(const struct log *lg, enum log_level level, const char *filter,
  * its length.
  */
 size_t log_timestamp(const struct timespec *ts, char *buf, size_t buflen);
+
+/*
+ * log_msg for a caller with no logger but the configured format (libpq's
+ * notice hook, which gets the configuration): every level is written, as
+ * log_msg(NULL, ...) does, but as JSON when format says so.  Thread-safe.
+ */
+void log_msg_format(enum log_format format, enum log_level level, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
 
 #define log_error(lg, ...) log_msg((lg), LOG_LVL_ERROR, __VA_ARGS__)
 #define log_warn(lg, ...)  log_msg((lg), LOG_LVL_WARN, __VA_ARGS__)

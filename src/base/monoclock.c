@@ -5,7 +5,6 @@
 #include "monoclock.h"
 
 #define NS_PER_MS 1000000L
-#define NS_PER_S 1000000000L
 
 void monoclock_cond_init(pthread_cond_t *cv)
 {
@@ -32,11 +31,4 @@ struct timespec monoclock_after_ns(uint64_t ns)
         ts.tv_nsec -= NS_PER_S;
     }
     return ts;
-}
-
-uint64_t monoclock_ns(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (uint64_t)ts.tv_sec * NS_PER_S + (uint64_t)ts.tv_nsec;
 }

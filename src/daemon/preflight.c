@@ -21,6 +21,7 @@
 #include "follow.h"
 #include "listen.h"
 #include "loader.h"
+#include "pgerror.h"
 #include "persist.h"
 #include "publish.h"
 
@@ -94,6 +95,22 @@ bool preflight_listen(const struct config *c, char *err, size_t errlen, char *wa
     return true;
 }
 
+bool preflight_upstream(const struct config *c, bool *replica_only, char *err, size_t errlen)
+{
+    bool all = c->n_filters > 0;
+    for (unsigned i = 0; i < c->n_filters; i++)
+        all = all && c->filters[i].method == SYNC_UPSTREAM;
+    if (replica_only != NULL)
+        *replica_only = all;
+    for (unsigned i = 0; i < c->n_filters; i++)
+        if (c->filters[i].method == SYNC_UPSTREAM && c->upstream[strspn(c->upstream, " \t")] == '\0') {
+            snprintf(err, errlen, "filter %s: [sync] method = upstream needs [sync] upstream, "
+                     "the bloomguard daemons to follow", c->filters[i].name);
+            return false;
+        }
+    return true;
+}
+
 unsigned preflight_offline(const struct config *c, const char *config_file, FILE *out)
 {
     unsigned errors = 0;
@@ -122,6 +139,13 @@ unsigned preflight_offline(const struct config *c, const char *config_file, FILE
                 "or neither");
     if (c->tls_key_file[0] != '\0')
         check_secret(out, &errors, "[server] tls_key_file", c->tls_key_file);
+    if (c->replication_token_file[0] != '\0')
+        check_secret(out, &errors, "[server] replication_token_file", c->replication_token_file);
+    if (c->upstream_token_file[0] != '\0')
+        check_secret(out, &errors, "[sync] upstream_token_file", c->upstream_token_file);
+    char up[256];
+    if (!preflight_upstream(c, NULL, up, sizeof up))
+        finding(out, &errors, true, "%s", up);
     const char *passfile = getenv("PGPASSFILE");
     if (passfile != NULL && passfile[0] != '\0')
         check_secret(out, &errors, "PGPASSFILE", passfile);
@@ -286,10 +310,11 @@ static void check_published(PGconn *conn, const struct config *c, const struct f
 
 /*
  * Each filter's method, as the daemon would choose it (follow_choose on
- * the follower's probes), and what that method needs of the server.  An
- * explicit method the server cannot serve is an error; auto finding
- * nothing is a warning (the daemon runs, degraded, and picks up a later
- * bloomguard_watch by itself).
+ * the follower's probes), and what that method needs of the server.  A
+ * method the server cannot serve is an error, auto finding nothing too:
+ * the daemon would run and pick up a later bloomguard_watch by itself, but
+ * until then it answers "maybe" to every absent ID, a guard that guards
+ * nothing, which is what -t is there to catch before it runs.
  */
 static void check_followers(PGconn *conn, const struct config *c, const bool *readable,
                             FILE *out, unsigned *errors)
@@ -317,7 +342,7 @@ static void check_followers(PGconn *conn, const struct config *c, const bool *re
     for (unsigned t = 0; t < c->n_filters && t < CONFIG_MAX_FILTERS; t++) {
         const struct filter_config *fc = &c->filters[t];
         struct follow_table_offer tbl;
-        char why[768];
+        char why[FOLLOW_WHY_MAX];
         if (!readable[t])
             continue;       /* its table's finding is above */
         if (!follow_probe_table(conn, c, fc, &tbl, err, sizeof err)) {
@@ -340,7 +365,7 @@ static void check_followers(PGconn *conn, const struct config *c, const bool *re
         default: {
             enum sync_method m = follow_choose(c, fc, &srv, &tbl, why, sizeof why);
             if (m == SYNC_NONE)
-                finding(out, errors, false, "filter %s: %s", fc->name, why);
+                finding(out, errors, true, "filter %s: %s", fc->name, why);
             else
                 fprintf(out, "bloomguard: filter %s: %s\n", fc->name, why);
             if (m == SYNC_LOGICAL)
@@ -354,6 +379,33 @@ static void check_followers(PGconn *conn, const struct config *c, const bool *re
         check_logical_server(conn, c, &sf, out, errors);
 }
 
+/*
+ * The fix for a table or column the daemon cannot read, from the failure's
+ * SQLSTATE: only a missing right is fixed by a GRANT.
+ */
+static void table_finding(FILE *out, unsigned *errors, const struct filter_config *fc,
+                          const char *err)
+{
+    char code[PGERROR_SQLSTATE_LEN];
+    const char *fix;
+    char grant[512];
+    pgerror_find(err, code);
+    if (strcmp(code, "42P01") == 0 || strcmp(code, "3F000") == 0)
+        fix = "check [postgres] table: it names no table of this database";
+    else if (strcmp(code, "42703") == 0)
+        fix = "check [postgres] column: the table has no such column";
+    else if (strcmp(code, "42501") == 0 || code[0] == '\0') {
+        snprintf(grant, sizeof grant, "GRANT USAGE ON SCHEMA and SELECT (%s) ON %s TO the "
+                 "daemon's role", fc->column, fc->table);
+        fix = grant;
+    } else
+        fix = NULL;
+    if (fix != NULL)
+        finding(out, errors, true, "filter %s: %s (%s)", fc->name, err, fix);
+    else
+        finding(out, errors, true, "filter %s: %s", fc->name, err);
+}
+
 unsigned preflight_connect(const struct config *c, FILE *out)
 {
     unsigned errors = 0;
@@ -361,7 +413,14 @@ unsigned preflight_connect(const struct config *c, FILE *out)
 
     PGconn *conn = loader_connect(c, err, sizeof err);
     if (conn == NULL) {
-        finding(out, &errors, true, "[postgres] conninfo: %s", err);
+        const char *pf = getenv("PGPASSFILE");
+        if (strstr(err, "no password supplied") != NULL)
+            finding(out, &errors, true, "[postgres] conninfo: %s (the server wants a password: "
+                    "put a line host:port:dbname:user:password, mode 0600, in %s%s)", err,
+                    pf && pf[0] ? pf : "the file pgpass beside the configuration, which the unit "
+                    "hands the service as PGPASSFILE", pf && pf[0] ? " (PGPASSFILE)" : "");
+        else
+            finding(out, &errors, true, "[postgres] conninfo: %s", err);
         return errors;
     }
     bool readable[CONFIG_MAX_FILTERS] = { false };
@@ -370,8 +429,7 @@ unsigned preflight_connect(const struct config *c, FILE *out)
         struct table_ident id;
         char *tbl = NULL, *col = NULL, sql[1024];
         if (!loader_identify(conn, fc, &id, err, sizeof err)) {
-            finding(out, &errors, true, "filter %s: %s (GRANT USAGE ON SCHEMA and SELECT (%s) "
-                    "ON %s TO the daemon's role)", fc->name, err, fc->column, fc->table);
+            table_finding(out, &errors, fc, err);
             continue;
         }
         if (!loader_quote_names(conn, fc, &tbl, &col, err, sizeof err)) {
@@ -384,9 +442,8 @@ unsigned preflight_connect(const struct config *c, FILE *out)
         free(col);
         PGresult *r = PQexec(conn, sql);
         if (PQresultStatus(r) != PGRES_TUPLES_OK) {
-            loader_set_error(err, sizeof err, "cannot read the column", conn);
-            finding(out, &errors, true, "filter %s: %s (GRANT SELECT (%s) ON %s TO the daemon's "
-                    "role)", fc->name, err, fc->column, fc->table);
+            loader_set_result_error(err, sizeof err, "cannot read the column", conn, r);
+            table_finding(out, &errors, fc, err);
         } else {
             readable[t] = true;
         }
@@ -398,15 +455,47 @@ unsigned preflight_connect(const struct config *c, FILE *out)
     return errors;
 }
 
+void preflight_unit_environment(const struct config *c, const char *config_file,
+                                const char *dflt_dir, FILE *out)
+{
+    const char *pf = getenv("PGPASSFILE");
+    if ((pf == NULL || pf[0] == '\0') && !conninfo_has_password(c->conninfo)) {
+        char path[4096];
+        const char *slash = config_file ? strrchr(config_file, '/') : NULL;
+        if (config_file == NULL)
+            snprintf(path, sizeof path, "%s/pgpass", dflt_dir);
+        else if (slash == NULL)
+            snprintf(path, sizeof path, "pgpass");
+        else
+            snprintf(path, sizeof path, "%.*s/pgpass", (int)(slash - config_file), config_file);
+        if (access(path, F_OK) == 0 && setenv("PGPASSFILE", path, 1) == 0)
+            fprintf(out, "bloomguard: password file %s (beside the configuration, as the unit "
+                    "hands it to the service; PGPASSFILE overrides)\n", path);
+    }
+    const char *sd = getenv("STATE_DIRECTORY");
+    struct stat st;
+    if (strcmp(c->snapshot_path, "auto") == 0 && (sd == NULL || sd[0] == '\0')
+        && stat(PREFLIGHT_UNIT_STATE_DIR, &st) == 0 && S_ISDIR(st.st_mode)
+        && setenv("STATE_DIRECTORY", PREFLIGHT_UNIT_STATE_DIR, 1) == 0)
+        fprintf(out, "bloomguard: [snapshot] path = auto: %s (the unit's state directory; "
+                "STATE_DIRECTORY overrides)\n", PREFLIGHT_UNIT_STATE_DIR);
+}
+
 int preflight_drop_slot(const struct config *c, FILE *out)
 {
-    char slot[64] = "", err[1024];
+    char slot[64] = "", err[1024], dir[4096];
 
     if (!follow_logical_known_slot(c, slot, sizeof slot))
         slot[0] = '\0';
     if (slot[0] == '\0') {
-        fprintf(out, "bloomguard: no permanent replication slot: [sync] slot = auto and no "
-                "logical-slot file in the snapshot directory\n");
+        if (persist_dir(c, dir, sizeof dir))
+            fprintf(out, "bloomguard: no permanent replication slot: [sync] slot = auto and no "
+                    "logical-slot file in %s\n", dir);
+        else
+            fprintf(out, "bloomguard: no permanent replication slot: [sync] slot = auto and no "
+                     "snapshot directory ([snapshot] path is empty, or auto without "
+                     "STATE_DIRECTORY and without %s): a daemon without one uses a temporary "
+                     "slot, which goes with its connection\n", PREFLIGHT_UNIT_STATE_DIR);
         return 1;
     }
     PGconn *conn = loader_connect(c, err, sizeof err);

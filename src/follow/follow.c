@@ -23,6 +23,7 @@ static const char *const state_names[] = {
     [FOLLOW_CONNECTING] = "connecting",
     [FOLLOW_CONNECTED] = "connected",
     [FOLLOW_RECONNECTING] = "reconnecting",
+    [FOLLOW_NONE] = "none",
 };
 
 const char *follow_state_name(enum follow_state s)
@@ -36,6 +37,7 @@ static const struct follow_ops *const methods[SYNC_METHODS] = {
     [SYNC_LOGICAL] = &follow_logical_ops,
     [SYNC_FEED] = &follow_feed_ops,
     [SYNC_NOTIFY] = &follow_notify_ops,
+    [SYNC_UPSTREAM] = &follow_upstream_ops,
 };
 
 const struct follow_ops *follow_method_ops(enum sync_method m)
@@ -122,6 +124,12 @@ void follow_status(struct follower *f, struct follow_status *out)
     pthread_mutex_unlock(&f->mu);
 }
 
+void follow_table_status(struct follower *f, struct table *t, struct follow_status *out)
+{
+    if (f->ops->table_status != NULL)
+        f->ops->table_status(f, t, out);
+}
+
 void follow_attach(struct follower *f, struct table *t)
 {
     unsigned n = atomic_load_explicit(&f->n, memory_order_relaxed);
@@ -153,13 +161,17 @@ int follow_index(const struct follower *f, const struct table *t)
     "SELECT current_setting('wal_level') = 'logical', " \
     "(SELECT rolreplication OR rolsuper FROM pg_roles WHERE rolname = current_user), " \
     "(SELECT count(*) FROM pg_replication_slots WHERE plugin = 'pgoutput' " \
-    "   AND slot_name LIKE 'bloomguard%' AND slot_name <> $1)"
+    "   AND slot_name LIKE 'bloomguard%' AND slot_name <> $1), current_user"
 
 /*
  * The publication must publish inserts and carry the column (a column list
  * without it would stream rows without their IDs); the trigger must be
- * enabled and notify this filter's channel.  $1 the quoted table, $2 the
- * column, $3 the publication, $4 the trigger's call with the channel.
+ * enabled and notify this filter's channel.  Then whether a watch trigger
+ * of any kind is there, and whether the feed is installed but closed to
+ * this role (pg_trigger and has_table_privilege need no grant, so a role
+ * that cannot read the feed is still told what it lacks).  $1 the quoted
+ * table, $2 the column, $3 the publication, $4 the trigger's call with the
+ * channel.
  */
 #define TABLE_SQL \
     "SELECT EXISTS (SELECT 1 FROM pg_publication_tables pt JOIN pg_publication p " \
@@ -169,7 +181,10 @@ int follow_index(const struct follower *f, const struct table *t)
     "                  AND $2 = ANY (pt.attnames)), " \
     "       EXISTS (SELECT 1 FROM pg_trigger t JOIN pg_proc f ON f.oid = t.tgfoid " \
     "                WHERE t.tgrelid = $1::regclass AND t.tgname = 'bloomguard_notify' " \
-    "                  AND t.tgenabled <> 'D' AND strpos(f.prosrc, $4) > 0)"
+    "                  AND t.tgenabled <> 'D' AND strpos(f.prosrc, $4) > 0), " \
+    "       EXISTS (SELECT 1 FROM pg_trigger t WHERE t.tgrelid = $1::regclass " \
+    "                  AND t.tgname = 'bloomguard_notify' AND t.tgenabled <> 'D'), " \
+    "       coalesce(NOT has_table_privilege(to_regclass('bloomguard_feed_log'), 'SELECT'), false)"
 
 /* The one row of fields columns sql returns (PQclear it), or NULL with err ("what: ..."). */
 static PGresult *one_row(PGconn *conn, const char *sql, int nparams, const char *const *params,
@@ -194,13 +209,14 @@ bool follow_probe_server(PGconn *conn, const struct config *cfg, const char *own
     (void)cfg;
     memset(out, 0, sizeof *out);
     const char *params[1] = { own_slot ? own_slot : "" };
-    PGresult *r = one_row(conn, SERVER_SQL, 1, params, 3, "cannot read what the server offers",
+    PGresult *r = one_row(conn, SERVER_SQL, 1, params, 4, "cannot read what the server offers",
                           err, errlen);
     if (r == NULL)
         return false;
     out->wal_logical = is_true(r, 0);
     out->may_replicate = is_true(r, 1);
     out->other_slots = (unsigned)strtoul(PQgetvalue(r, 0, 2), NULL, 10);
+    snprintf(out->role, sizeof out->role, "%s", PQgetvalue(r, 0, 3));
     PQclear(r);
     return true;
 }
@@ -215,12 +231,14 @@ bool follow_probe_table(PGconn *conn, const struct config *cfg, const struct fil
     char chan[96];
     snprintf(chan, sizeof chan, "pg_notify('%s'", fc->channel);     /* channels are [A-Za-z0-9_] */
     const char *params[4] = { qtbl, fc->column, cfg->publication, chan };
-    PGresult *r = one_row(conn, TABLE_SQL, 4, params, 2, "cannot read how the table is watched",
+    PGresult *r = one_row(conn, TABLE_SQL, 4, params, 4, "cannot read how the table is watched",
                           err, errlen);
     bool ok = r != NULL;
     if (ok) {
         out->published = is_true(r, 0);
         out->notify_trigger = is_true(r, 1);
+        out->watched = is_true(r, 2);
+        out->feed_denied = is_true(r, 3);
         PQclear(r);
         char why[256] = "";
         ok = feed_available(conn, fc->table, fc->column, &out->feed, why, sizeof why);
@@ -256,6 +274,12 @@ enum sync_method follow_choose(const struct config *cfg, const struct filter_con
         }
         return SYNC_NONE;
     case SYNC_FEED:
+        if (!tbl->feed && tbl->feed_denied) {
+            snprintf(why, whylen, "method feed: role %s may not read the change feed "
+                     "(SELECT bloomguard_feed_grant('%s') as the feed's owner)", srv->role,
+                     srv->role);
+            return SYNC_NONE;
+        }
         if (!tbl->feed) {
             snprintf(why, whylen, "method feed: the change feed does not serve %s.%s "
                      "(%s('%s', '%s', method => 'feed'))", fc->table, fc->column, watch,
@@ -273,6 +297,10 @@ enum sync_method follow_choose(const struct config *cfg, const struct filter_con
         }
         snprintf(why, whylen, "method notify, as configured");
         return SYNC_NOTIFY;
+    case SYNC_UPSTREAM:
+        /* source.c attaches these without asking PostgreSQL anything. */
+        snprintf(why, whylen, "method upstream, as configured (%s)", cfg->upstream);
+        return SYNC_UPSTREAM;
     case SYNC_AUTO:
     case SYNC_METHODS:
         break;
@@ -312,6 +340,17 @@ enum sync_method follow_choose(const struct config *cfg, const struct filter_con
                  "absent IDs answer \"maybe\"", fc->table, fc->column, cfg->publication,
                  !srv->wal_logical ? "wal_level is not logical (set it and restart the server)"
                  : "this role may not replicate (ALTER ROLE ... REPLICATION)");
+    /* Watched by a trigger, or maybe by the feed: the role's missing right first. */
+    else if (tbl->feed_denied && tbl->watched)
+        snprintf(why, whylen, "nothing follows %s.%s: it is watched, but role %s may not read "
+                 "the change feed: SELECT bloomguard_feed_grant('%s') as the feed's owner; "
+                 "until then absent IDs answer \"maybe\"", fc->table, fc->column, srv->role,
+                 srv->role);
+    else if (tbl->feed_denied)
+        snprintf(why, whylen, "nothing follows %s.%s: %s('%s', '%s') as the table's owner, and "
+                 "SELECT bloomguard_feed_grant('%s') (role %s may not read the change feed); "
+                 "until then absent IDs answer \"maybe\"", fc->table, fc->column, watch,
+                 fc->table, fc->column, srv->role, srv->role);
     else
         snprintf(why, whylen, "nothing follows %s.%s: %s('%s', '%s') (it picks logical where "
                  "wal_level = logical, else the feed); until then absent IDs answer \"maybe\"",

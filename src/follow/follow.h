@@ -31,7 +31,7 @@ struct follower;
 /* What a COPY gets from its table's follower before its snapshot starts. */
 struct follow_ticket {
     uint64_t epoch;                 /* the table's epoch the COPY starts in */
-    int64_t start;                  /* table_now before the COPY's snapshot was taken, when that
+    int64_t start;                  /* boot clock before the COPY's snapshot was taken, when that
                                        was before the COPY (an exported one); 0: the COPY's start */
     char position[TABLE_POS_MAX];   /* where the loaded filter will be exact, "" = none */
     char snapshot[64];              /* COPY inside this exported snapshot; "" = its own */
@@ -47,7 +47,8 @@ struct follow_ticket {
 enum follow_state {
     FOLLOW_CONNECTING,              /* never connected yet */
     FOLLOW_CONNECTED,
-    FOLLOW_RECONNECTING             /* lost (or failing), retrying with backoff */
+    FOLLOW_RECONNECTING,            /* lost (or failing), retrying with backoff */
+    FOLLOW_NONE                     /* no follower: nothing can follow the table, or [sync] enabled = no */
 };
 const char *follow_state_name(enum follow_state s);
 
@@ -63,6 +64,16 @@ struct follow_status {
     bool slot_temporary;
     int64_t slot_lag_bytes;         /* WAL the slot holds back on the primary; -1: unknown */
     char wal_status[16];            /* pg_replication_slots.wal_status, "" = unknown */
+    /* upstream only */
+    char upstream[256];             /* the upstream followed now, "" = none */
+    uint64_t upstream_switches;     /* times another upstream was followed */
+    bool upstream_replica;          /* it follows an upstream itself */
+    bool mirror;                    /* a snapshot of it is live: the figures below are its */
+    uint64_t mirror_history;        /* the history the filter follows */
+    uint64_t mirror_seq;            /* every key of it up to here is in the filter */
+    uint64_t heard_seq;             /* the upstream's newest, as it said last */
+    uint64_t mirror_snapshots, mirror_resumes, mirror_violations, mirror_keys;
+    char mirror_lost[160];          /* why a snapshot is awaited, "" = none */
 };
 
 /*
@@ -113,12 +124,23 @@ struct follow_ops {
      * the table instead.
      */
     int (*catch_up)(struct follower *f, struct table *t, uint64_t *rows, char *err, size_t errlen);
+    /*
+     * A load of t without PostgreSQL, instead of the scheduler's COPY (and
+     * of catch_up): method upstream puts its upstream's snapshot live
+     * (table_load_adopt .. table_load_commit).  True when it went live,
+     * *rows its keys, *secs what it took; false (err: retried after a
+     * backoff) otherwise.  NULL: a COPY.
+     */
+    bool (*load)(struct follower *f, struct table *t, const struct table_job *job,
+                 uint64_t *rows, double *secs, char *err, size_t errlen);
     /* follow_position's, for a method that proves positions itself.  NULL: the table's own. */
     void (*position)(struct follower *f, struct table *t, char *out, size_t cap);
     /* A snapshot of t exact at pos is on disk (a slot may let go of older WAL).  May be NULL. */
     void (*saved)(struct follower *f, struct table *t, const char *pos);
     /* follow_status's method part, with f->mu held (the common part filled in).  May be NULL. */
     void (*status_locked)(struct follower *f, struct follow_status *out);
+    /* What it adds for table t alone (follow_table_status), f->mu not held.  May be NULL. */
+    void (*table_status)(struct follower *f, struct table *t, struct follow_status *out);
 };
 
 /*
@@ -150,7 +172,8 @@ struct follower {
 };
 
 /* The methods, each in its own file. */
-extern const struct follow_ops follow_notify_ops, follow_feed_ops, follow_logical_ops;
+extern const struct follow_ops follow_notify_ops, follow_feed_ops, follow_logical_ops,
+    follow_upstream_ops;
 
 /*
  * A follower of method ops, following no table yet (state connecting);
@@ -171,6 +194,8 @@ void follow_stop(struct follower *f);
 
 /* The connection's state, since, listening and error, then ops->status_locked's part. */
 void follow_status(struct follower *f, struct follow_status *out);
+/* After follow_status: what the method says of table t alone (ops->table_status), if anything. */
+void follow_table_status(struct follower *f, struct table *t, struct follow_status *out);
 
 /*
  * The position t's live filter is exact at right now, for a snapshot about
@@ -205,13 +230,19 @@ struct follow_offer {
     bool wal_logical;               /* wal_level = logical */
     bool may_replicate;             /* the role has REPLICATION (or is superuser) */
     unsigned other_slots;           /* bloomguard logical slots of other daemons on the server */
+    char role[64];                  /* current_user, for the fixes the reasons name */
 };
 struct follow_table_offer {
     bool published;                 /* in [sync] publication with the column */
     bool feed;                      /* sql/notify.sql's feed serves it (bloomguard_feed_tables) */
     bool notify_trigger;            /* a bloomguard_notify trigger notifying [sync] channel */
-    char why_not[160];              /* what is missing, for the log */
+    bool watched;                   /* a bloomguard_notify trigger of any kind (feed or notify) */
+    /* The feed is installed but this role may not read it (bloomguard_feed_grant is the fix). */
+    bool feed_denied;
 };
+
+/* Room for a reason follow_choose writes: table.h's method_why holds one whole. */
+#define FOLLOW_WHY_MAX TABLE_METHOD_WHY_MAX
 
 bool follow_probe_server(PGconn *conn, const struct config *cfg, const char *own_slot,
                          struct follow_offer *out, char *err, size_t errlen);
@@ -223,7 +254,8 @@ bool follow_probe_table(PGconn *conn, const struct config *cfg, const struct fil
  * server offers (logical while fewer than [sync] logical_max_daemons other
  * daemons decode, then the feed).  why gets the reason, for the log and
  * /readyz.  SYNC_NONE: nothing can follow it (why says what to install);
- * the table then stays degraded after its load.
+ * the table then stays degraded after its load.  Method upstream asks no
+ * server: srv and tbl may then be NULL.
  */
 enum sync_method follow_choose(const struct config *cfg, const struct filter_config *fc,
                                const struct follow_offer *srv,
@@ -330,7 +362,7 @@ void follow_lost(struct follower *f, char *err);
  * seconds means the connection is gone: a partition that drops packets
  * never closes it.  Degraded answers start long before; this only decides
  * when to give up on the connection, which costs a catch-up or a COPY, so
- * its default is generous.  Whether a probe sent at sent (table_now) is
+ * its default is generous.  Whether a probe sent at sent (monoclock_boot_ns) is
  * unanswered at now for longer than timeout_s (err says so).
  */
 bool follow_probe_dead(int64_t sent, int64_t now, unsigned timeout_s, char *err, size_t errlen);

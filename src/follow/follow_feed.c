@@ -24,13 +24,11 @@
 #include "feed.h"
 #include "loader.h"
 
-#define NS_PER_S INT64_C(1000000000)
-
 struct feedf {
     struct follower base;           /* base.listening: connected, so a COPY may start */
     /* The follower's thread only: deletes seen in pg_stat_user_tables, -1 = not read yet. */
     int64_t n_tup_del[CONFIG_MAX_FILTERS];
-    int64_t next_deletes;           /* table_now of the next read of the counts */
+    int64_t next_deletes;           /* monoclock_boot_ns of the next read of the counts */
 };
 
 static struct feedf *of(struct follower *f)
@@ -92,7 +90,7 @@ static int read_table(struct follower *f, struct table *t, PGconn *conn, struct 
     }
     *rows = 0;
     void *arg[2] = { t, &f->stop };
-    int64_t start = table_now();    /* before the read's snapshot: H may move this far */
+    int64_t start = monoclock_boot_ns();    /* before the read's snapshot: H may move this far */
     if (!feed_read(conn, bound, fc->table, fc->column, since, resume, on_id, arg, next, rows,
                    &too_old, err, errlen))
         return 0;
@@ -198,14 +196,14 @@ static bool poll_all(struct feedf *d, PGconn *conn, struct feed_bound *bound, bo
             return PQstatus(conn) == CONNECTION_OK;
         }
     }
-    if (table_now() >= d->next_deletes) {
+    if (monoclock_boot_ns() >= d->next_deletes) {
         count_deletes(d, conn, bound, count);
         if (bound->stalled) {
             snprintf(err, errlen, "no answer in %d s (a silent network or a frozen proxy): the "
                      "connection is given up", bound->stall_s);
             return false;
         }
-        d->next_deletes = table_now() + NS_PER_S;
+        d->next_deletes = monoclock_boot_ns() + NS_PER_S;
     }
     return true;
 }
@@ -245,13 +243,13 @@ static void feed_run(struct follower *f)
         follow_wake(f);
         bool fresh = true;
         while (!atomic_load(&f->stop)) {
-            int64_t begun = table_now();
+            int64_t begun = monoclock_boot_ns();
             if (!poll_all(d, conn, &bound, fresh, err, sizeof err)
                 || PQstatus(conn) != CONNECTION_OK)
                 break;
             fresh = false;
             stall_backoff = 1;
-            int64_t left = begun + interval - table_now();
+            int64_t left = begun + interval - monoclock_boot_ns();
             if (left > 0)
                 follow_nap(&f->stop, (unsigned)(left / 1000000) + 1);
         }

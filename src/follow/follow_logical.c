@@ -149,7 +149,7 @@ static void session(struct logical *l, PGconn *repl, PGconn *probe, bool *had, c
         log_info(f->lg, "follower (logical): creating %s slot %s (it waits for the "
                  "transactions running now to end)", l->temporary ? "temporary" : "permanent",
                  l->slot);
-        int64_t t0 = table_now();
+        int64_t t0 = monoclock_boot_ns();
         if (!logical_create_slot(l, repl, export, &start, err, errlen)) {
             pthread_mutex_lock(&l->base.mu);
             l->create_unsure = !l->temporary;
@@ -160,7 +160,7 @@ static void session(struct logical *l, PGconn *repl, PGconn *probe, bool *had, c
         log_fields(f->lg, LOG_LVL_INFO, NULL, "follower_connected",
                    "follower (logical): %s slot %s created at its consistent point "
                    "after %.1f s", l->temporary ? "temporary" : "permanent", l->slot,
-                   (double)(table_now() - t0) / NS_PER_S);
+                   (double)(monoclock_boot_ns() - t0) / NS_PER_S);
         logical_wait_for_export(l, n);
     }
     if (!start_replication(l, repl, start, err, errlen))
@@ -201,9 +201,9 @@ static void logical_run(struct follower *f)
         PGconn *probe = loader_connect_as(f->cfg, "bloomguard logical probe", err, sizeof err);
         PGconn *repl = probe ? loader_connect_replication(f->cfg, err, sizeof err) : NULL;
         if (repl != NULL) {
-            int64_t t0 = table_now();
+            int64_t t0 = monoclock_boot_ns();
             session(l, repl, probe, &had, err, sizeof err);
-            if (table_now() - t0 > 30 * NS_PER_S)
+            if (monoclock_boot_ns() - t0 > 30 * NS_PER_S)
                 backoff = 1;        /* it had been up for a while: a quick first retry */
         }
         PQfinish(repl);
@@ -333,13 +333,12 @@ static int logical_catch_up(struct follower *f, struct table *t, uint64_t *rows,
 {
     struct logical *l = of(f);
     *rows = 0;
-    int64_t until = table_now() + (int64_t)RESUME_WAIT_MS * 1000000;
+    int64_t until = monoclock_boot_ns() + (int64_t)RESUME_WAIT_MS * 1000000;
     pthread_mutex_lock(&l->base.mu);
     int i = follow_index(f, t);
-    while (i >= 0 && l->resumable[i] == 0 && table_now() < until && !atomic_load(&f->stop)) {
-        struct timespec ts;
-        clock_gettime(CLOCK_MONOTONIC, &ts);
-        ts.tv_sec += 1;
+    while (i >= 0 && l->resumable[i] == 0 && monoclock_boot_ns() < until
+           && !atomic_load(&f->stop)) {
+        struct timespec ts = monoclock_after_ms(1000);
         pthread_cond_timedwait(&l->cv, &l->base.mu, &ts);
     }
     int r = i < 0 ? -1 : l->resumable[i];

@@ -29,7 +29,6 @@
 #include "feed.h"
 #include "loader.h"
 
-#define NS_PER_S INT64_C(1000000000)
 /* How long one wait for the connection may last before the loop looks around. */
 #define TICK_MS 500
 /*
@@ -54,11 +53,6 @@ struct notify {
 static struct notify *of(struct follower *f)
 {
     return (struct notify *)f;
-}
-
-static int64_t now_ns(void)
-{
-    return table_now();
 }
 
 static bool listen_on(PGconn *conn, const char *channel, char *err, size_t errlen)
@@ -241,12 +235,12 @@ static void follow(struct notify *n, PGconn *conn, char **probe, char *err, size
 {
     struct follower *f = &n->base;
     int64_t interval = (int64_t)(f->cfg->probe_interval * (double)NS_PER_S);
-    int64_t sent = 0, next_probe = now_ns();
+    int64_t sent = 0, next_probe = monoclock_boot_ns();
     bool in_flight = false;
     unsigned probed = 0;            /* tables the probe in flight covers */
 
     while (!atomic_load(&f->stop)) {
-        int64_t now = now_ns();
+        int64_t now = monoclock_boot_ns();
         if (!in_flight && !take_new_tables(n, conn, probe, err, errlen))
             return;
         if (!in_flight && now >= next_probe) {

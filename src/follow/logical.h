@@ -19,7 +19,6 @@
 #include "pgoutput.h"
 #include "xidsnap.h"
 
-#define NS_PER_S INT64_C(1000000000)
 /* A status update at least this often: the walsender drops a silent client after wal_sender_timeout (60 s). */
 #define STATUS_EVERY_NS (10 * NS_PER_S)
 /*
@@ -72,7 +71,7 @@ struct logical {
     char lineage_tli[12];           /* the timeline the current lineage streams: positions' */
     char dboid[16];                 /* the database's oid */
     char export_name[64];           /* the slot's exported snapshot, "" = none (or gone) */
-    int64_t export_time;            /* table_now just before the slot (and its snapshot) was made */
+    int64_t export_time;            /* boot clock just before the slot and its snapshot were made */
     bool export_want[CONFIG_MAX_FILTERS];       /* a first load should COPY in it */
     bool export_busy;               /* a COPY holds it */
     uint64_t applied;               /* every commit ending at or before it has been applied */

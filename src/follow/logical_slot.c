@@ -417,7 +417,7 @@ bool logical_create_slot(struct logical *l, PGconn *repl, bool export, uint64_t 
     char sql[192];
     snprintf(sql, sizeof sql, "CREATE_REPLICATION_SLOT %s%s LOGICAL pgoutput (SNAPSHOT '%s')",
              l->slot, l->temporary ? " TEMPORARY" : "", export ? "export" : "nothing");
-    int64_t before = table_now();   /* every commit acknowledged before this is in the snapshot */
+    int64_t before = monoclock_boot_ns();   /* every commit acknowledged before it is in it */
     PGresult *r = PQexec(repl, sql);
     bool ok = PQresultStatus(r) == PGRES_TUPLES_OK && PQntuples(r) == 1 && PQnfields(r) >= 3;
     if (!ok) {
@@ -534,7 +534,7 @@ uint64_t logical_resume_point(struct logical *l, unsigned n, uint64_t confirmed)
 /* Until the first loads that wanted the exported snapshot have used it (or a while with none). */
 void logical_wait_for_export(struct logical *l, unsigned n)
 {
-    int64_t idle_since = table_now();
+    int64_t idle_since = monoclock_boot_ns();
     follow_wake(&l->base);
     pthread_mutex_lock(&l->base.mu);
     while (!atomic_load(&l->base.stop)) {
@@ -544,16 +544,10 @@ void logical_wait_for_export(struct logical *l, unsigned n)
         if (!wanted && !l->export_busy)
             break;
         if (l->export_busy)
-            idle_since = table_now();
-        else if (table_now() - idle_since > EXPORT_WAIT_NS)
+            idle_since = monoclock_boot_ns();
+        else if (monoclock_boot_ns() - idle_since > EXPORT_WAIT_NS)
             break;
-        struct timespec ts;
-        clock_gettime(CLOCK_MONOTONIC, &ts);
-        ts.tv_nsec += 200 * 1000000L;
-        if (ts.tv_nsec >= 1000000000L) {
-            ts.tv_sec++;
-            ts.tv_nsec -= 1000000000L;
-        }
+        struct timespec ts = monoclock_after_ms(200);
         pthread_cond_timedwait(&l->cv, &l->base.mu, &ts);
     }
     /* START_REPLICATION ends the export: later COPYs take fresh snapshots. */

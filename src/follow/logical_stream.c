@@ -289,7 +289,7 @@ void logical_stream(struct logical *l, PGconn *repl, PGconn *probe, char *err, s
 {
     struct follower *f = &l->base;
     int64_t interval = (int64_t)(f->cfg->probe_interval * (double)NS_PER_S);
-    int64_t next_probe = table_now(), last_status = 0, probe_sent = 0;
+    int64_t next_probe = monoclock_boot_ns(), last_status = 0, probe_sent = 0;
     uint64_t received = 0;
     bool probe_in_flight = false;
     struct proof prev = { 0 }, cur = { 0 };
@@ -297,7 +297,7 @@ void logical_stream(struct logical *l, PGconn *repl, PGconn *probe, char *err, s
 
     while (!atomic_load(&f->stop)) {
         unsigned n = follow_count(f);
-        int64_t now = table_now();
+        int64_t now = monoclock_boot_ns();
         if (n > l->known) {
             /* Tables attached since: their oids and entries, before they count in a probe. */
             if (probe_in_flight)
@@ -400,7 +400,7 @@ void logical_stream(struct logical *l, PGconn *repl, PGconn *probe, char *err, s
             if (fr.type == PGOUTPUT_KEEPALIVE && fr.reply_requested) {
                 if (!send_status(l, repl, received, false, err, errlen))
                     return;
-                last_status = table_now();
+                last_status = monoclock_boot_ns();
             }
         }
         if (got == -2 || got == -1) {

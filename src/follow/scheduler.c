@@ -22,7 +22,6 @@
 #include "persist.h"
 #include "spotcheck.h"
 
-#define NS_PER_S INT64_C(1000000000)
 /* How often the scheduler wakes to check timers and growth. */
 #define TICK_MS 500
 
@@ -34,7 +33,7 @@ struct scheduler {
     struct table **tables;
     struct follower **follower;     /* per table, NULL: none */
     unsigned *backoff;              /* per table: seconds before retrying a failed load */
-    int64_t *next_snapshot;         /* per table: table_now of the next periodic one; 0: none */
+    int64_t *next_snapshot;         /* per table: boot clock of the next periodic one; 0: none */
     struct vetting *vetting;        /* per table: checking a peer's snapshot (table_vet) */
     unsigned n;
     unsigned next_pick;             /* where the round robin resumes */
@@ -46,7 +45,7 @@ struct scheduler {
     bool started;
     scheduler_prepare_fn prepare;
     void *prepare_arg;
-    int64_t prepare_again;          /* table_now of the next prepare; 0: none needed */
+    int64_t prepare_again;          /* monoclock_boot_ns of the next prepare; 0: none needed */
 
     pthread_mutex_t mu;
     pthread_cond_t cv;              /* a want, a follower ready, or stop */
@@ -57,8 +56,8 @@ struct scheduler {
 struct vetting {
     struct spotcheck sample;
     bool taken;
-    int64_t taken_at;               /* table_now once the sample was read: every row is older */
-    int64_t retry_at;               /* table_now before which a failed read is not tried again */
+    int64_t taken_at;               /* boot clock once the sample was read: every row is older */
+    int64_t retry_at;               /* boot clock before which a failed read is not tried again */
     unsigned backoff;               /* seconds */
 };
 
@@ -87,7 +86,7 @@ struct scheduler *scheduler_new(const struct config *cfg, struct table *const *t
     s->token = token;
     if (hooks)
         s->hooks = *hooks;
-    s->rng = (unsigned)table_now() ^ (unsigned)getpid();
+    s->rng = (unsigned)monoclock_boot_ns() ^ (unsigned)getpid();
     atomic_init(&s->stop, false);
     pthread_mutex_init(&s->mu, NULL);
     monoclock_cond_init(&s->cv);
@@ -213,7 +212,7 @@ static bool run_copy(struct scheduler *s, unsigned i, const struct table_job *jo
     } else {
         tk.epoch = table_epoch(t);
     }
-    int64_t copy_start = table_now();
+    int64_t copy_start = monoclock_boot_ns();
     struct progress_ctx pc = { s, i, job->first };
     const struct loader_copy_opts o = {
         .snapshot = tk.snapshot, .must_see = tk.must_see, .n_must_see = tk.n_must_see,
@@ -287,6 +286,10 @@ static bool run_job(struct scheduler *s, unsigned i, const struct table_job *job
 {
     struct table *t = s->tables[i];
     struct follower *f = scheduler_follower(s, i);
+    if (f != NULL && f->ops->load != NULL) {        /* a replica: its upstream's snapshot */
+        *kind = "snapshot";
+        return f->ops->load(f, t, job, rows, secs, err, errlen);
+    }
     if (job->may_catch_up && f != NULL && f->ops->catch_up != NULL) {
         *kind = "catchup";
         bool mismatch;
@@ -300,9 +303,9 @@ static bool run_job(struct scheduler *s, unsigned i, const struct table_job *job
             *kind = "copy";
             return run_copy(s, i, job, rows, secs, err, errlen);
         }
-        int64_t t0 = table_now();
+        int64_t t0 = monoclock_boot_ns();
         int r = f->ops->catch_up(f, t, rows, err, errlen);
-        *secs = (double)(table_now() - t0) / (double)NS_PER_S;
+        *secs = (double)(monoclock_boot_ns() - t0) / (double)NS_PER_S;
         if (r == 1)
             return true;
         if (r == 0)
@@ -313,12 +316,6 @@ static bool run_job(struct scheduler *s, unsigned i, const struct table_job *job
 }
 
 /* ---------------------------------------------------------- snapshots -- */
-
-static bool snapshots_on(const struct scheduler *s)
-{
-    char path[PERSIST_PATH_MAX];
-    return persist_file(s->cfg, table_config(s->tables[0]), path, sizeof path);
-}
 
 /* The horizon as wall-clock milliseconds, for a snapshot's header; 0: none. */
 static uint64_t horizon_wall_ms(struct table *t)
@@ -338,11 +335,11 @@ static void save_table(struct scheduler *s, unsigned i)
 {
     struct table *t = s->tables[i];
     struct follower *f = scheduler_follower(s, i);
-    char pos[TABLE_POS_MAX];
-    if (!snapshots_on(s))
+    char pos[TABLE_POS_MAX], path[PERSIST_PATH_MAX];
+    if (!persist_file(s->cfg, table_config(t), path, sizeof path))
         return;
     unsigned every = s->cfg->snapshot_interval;
-    s->next_snapshot[i] = every ? table_now() + (int64_t)every * NS_PER_S : 0;
+    s->next_snapshot[i] = every ? monoclock_boot_ns() + (int64_t)every * NS_PER_S : 0;
     /* A peer's filter on probation is not ours to keep: a restart would believe the file. */
     if (!table_loaded(t) || table_vet(t, NULL) != TABLE_VET_NONE)
         return;
@@ -386,7 +383,7 @@ static void restore_all(struct scheduler *s)
 /* A table whose periodic snapshot is due, -1 if none; *wait_ms shrinks to the next one. */
 static int snapshot_due(struct scheduler *s, unsigned *wait_ms)
 {
-    int64_t now = table_now();
+    int64_t now = monoclock_boot_ns();
     for (unsigned i = 0; i < s->n; i++) {
         if (s->next_snapshot[i] == 0 || !table_loaded(s->tables[i]))
             continue;
@@ -427,7 +424,7 @@ static void periodic_snapshot(struct scheduler *s, unsigned i)
 static void maybe_prune(struct scheduler *s, unsigned *wait_ms)
 {
     const struct config *c = s->cfg;
-    int64_t now = table_now();
+    int64_t now = monoclock_boot_ns();
     if (!c->feed_enabled || c->feed_prune_interval == 0)
         return;
     if (now < s->next_prune) {
@@ -476,7 +473,7 @@ static void vet_take(struct scheduler *s, unsigned i, struct vetting *v)
     PQfinish(conn);
     if (ok) {
         v->taken = true;
-        v->taken_at = table_now();
+        v->taken_at = monoclock_boot_ns();
         v->backoff = 1;
         return;
     }
@@ -488,7 +485,7 @@ static void vet_take(struct scheduler *s, unsigned i, struct vetting *v)
                "%s: cannot read a sample of the table to check the peer's snapshot against "
                "(%s); answers stay degraded; retrying in about %u s", table_name(t), err,
                v->backoff);
-    v->retry_at = table_now() + (int64_t)follow_jitter_ms(&s->rng, v->backoff) * 1000000;
+    v->retry_at = monoclock_boot_ns() + (int64_t)follow_jitter_ms(&s->rng, v->backoff) * 1000000;
     v->backoff = v->backoff * 2 > s->cfg->retry_max_seconds ? s->cfg->retry_max_seconds
                                                             : v->backoff * 2;
 }
@@ -548,7 +545,7 @@ static void vet_all(struct scheduler *s, unsigned *wait_ms)
             }
             continue;
         }
-        if (!v->taken && table_now() >= v->retry_at)
+        if (!v->taken && monoclock_boot_ns() >= v->retry_at)
             vet_take(s, i, v);
         if (v->taken && proved >= v->taken_at)
             vet_check(s, i, v);
@@ -566,7 +563,7 @@ static void vet_all(struct scheduler *s, unsigned *wait_ms)
  */
 static int pick(struct scheduler *s, struct table_job *job, unsigned *wait_ms)
 {
-    int64_t now = table_now(), wait_ns = (int64_t)TICK_MS * 1000000;
+    int64_t now = monoclock_boot_ns(), wait_ns = (int64_t)TICK_MS * 1000000;
     for (unsigned k = 0; k < s->n; k++) {
         unsigned i = (s->next_pick + k) % s->n;
         struct table *t = s->tables[i];
@@ -602,7 +599,7 @@ static void prepare_followers(struct scheduler *s)
                                                           : backoff * 2;
     }
     if (s->prepare && r == 0)
-        s->prepare_again = table_now() + SCHEDULER_PREPARE_AGAIN_S * NS_PER_S;
+        s->prepare_again = monoclock_boot_ns() + SCHEDULER_PREPARE_AGAIN_S * NS_PER_S;
 }
 
 static void maybe_prepare_again_now(struct scheduler *s)
@@ -611,7 +608,7 @@ static void maybe_prepare_again_now(struct scheduler *s)
     int r = s->prepare(s->prepare_arg, err, sizeof err);
     if (r < 0)
         log_debug(s->lg, "looking again for how to follow the tables: %s", err);
-    s->prepare_again = r == 1 ? 0 : table_now() + SCHEDULER_PREPARE_AGAIN_S * NS_PER_S;
+    s->prepare_again = r == 1 ? 0 : monoclock_boot_ns() + SCHEDULER_PREPARE_AGAIN_S * NS_PER_S;
 }
 
 /* While a table has no follower: look again now and then (it may have been watched since). */
@@ -619,7 +616,7 @@ static void maybe_prepare_again(struct scheduler *s, unsigned *wait_ms)
 {
     if (s->prepare_again == 0)
         return;
-    int64_t now = table_now();
+    int64_t now = monoclock_boot_ns();
     if (now < s->prepare_again) {
         int64_t ms = (s->prepare_again - now) / 1000000 + 1;
         if (ms < *wait_ms)

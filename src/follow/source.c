@@ -10,6 +10,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "loader.h"
 
@@ -22,6 +23,7 @@ struct source {
     /* Set once by choose(), on the scheduler's thread, before any load. */
     struct follower *followers[SYNC_METHODS];  /* by enum sync_method; [SYNC_NONE] unused */
     pthread_mutex_t mu;             /* guards followers[] for readers on other threads */
+    time_t started;                 /* source_new: what a table with no method yet is "since" */
 };
 
 struct source *source_new(const struct config *cfg, const struct log *lg,
@@ -36,6 +38,7 @@ struct source *source_new(const struct config *cfg, const struct log *lg,
     s->cfg = cfg;
     s->lg = lg;
     s->n = n;
+    s->started = time(NULL);
     pthread_mutex_init(&s->mu, NULL);
     s->tables = calloc(n, sizeof *s->tables);
     if (s->tables == NULL)
@@ -97,6 +100,23 @@ static struct follower *follower_for(struct source *s, enum sync_method m, char 
     return f;
 }
 
+/* Table i is followed by method m (why says why): its follower, made on first use. */
+static bool attach(struct source *s, unsigned i, enum sync_method m, const char *why, char *err,
+                   size_t errlen)
+{
+    struct table *t = s->tables[i];
+    struct follower *f = follower_for(s, m, err, errlen);
+    if (f == NULL)
+        return false;
+    if (table_loaded(t))
+        table_gap(t, WANT_RECONNECT);
+    follow_attach(f, t);
+    scheduler_set_follower(s->sched, i, f);
+    log_fields(s->lg, LOG_LVL_INFO, table_name(t), "followed", "%s: followed by %s",
+               table_name(t), why);
+    return true;
+}
+
 /*
  * The scheduler's prepare step: ask the server what it offers, choose the
  * method of each table that has no follower yet, and give it to that
@@ -118,6 +138,23 @@ static int choose(void *arg, char *err, size_t errlen)
         log_info(s->lg, "[sync] enabled = no: the tables are not followed, only loaded");
         return 1;
     }
+    /* A replica's tables ask their upstream, never PostgreSQL (which need not exist). */
+    bool ask_server = false;
+    for (unsigned i = 0; i < s->n; i++) {
+        if (scheduler_follower(s->sched, i) != NULL)
+            continue;
+        if (table_config(s->tables[i])->method != SYNC_UPSTREAM) {
+            ask_server = true;
+            continue;
+        }
+        char why[320];
+        follow_choose(cfg, table_config(s->tables[i]), NULL, NULL, why, sizeof why);
+        table_set_method(s->tables[i], sync_method_name(SYNC_UPSTREAM), why);
+        if (!attach(s, i, SYNC_UPSTREAM, why, err, errlen))
+            return -1;
+    }
+    if (!ask_server)
+        return 1;
     PGconn *conn = loader_connect(cfg, err, errlen);
     if (conn == NULL)
         return -1;
@@ -133,33 +170,23 @@ static int choose(void *arg, char *err, size_t errlen)
             continue;
         const struct filter_config *fc = table_config(t);
         struct follow_table_offer tbl;
-        char perr[256], why[320];
+        char perr[256], why[FOLLOW_WHY_MAX];
         enum sync_method m = SYNC_NONE;
         if (!follow_probe_table(conn, cfg, fc, &tbl, perr, sizeof perr))
-            snprintf(why, sizeof why, "cannot tell how %s is watched: %s", fc->table, perr);
+            snprintf(why, sizeof why, "%s", perr);
         else
             m = follow_choose(cfg, fc, &srv, &tbl, why, sizeof why);
-        struct table_status st;
-        table_status(t, &st);
-        bool changed = strcmp(st.method, sync_method_name(m)) != 0
-                       || strcmp(st.method_why, why) != 0;
-        table_set_method(t, sync_method_name(m), why);
+        bool changed = table_set_method(t, sync_method_name(m), why);
         if (m == SYNC_NONE) {
             complete = 0;
             if (changed)
                 log_fields(s->lg, LOG_LVL_WARN, fc->name, "not_followed", "%s: %s", fc->name, why);
             continue;
         }
-        struct follower *f = follower_for(s, m, err, errlen);
-        if (f == NULL) {
+        if (!attach(s, i, m, why, err, errlen)) {
             PQfinish(conn);
             return -1;
         }
-        if (table_loaded(t))
-            table_gap(t, WANT_RECONNECT);
-        follow_attach(f, t);
-        scheduler_set_follower(s->sched, i, f);
-        log_fields(s->lg, LOG_LVL_INFO, fc->name, "followed", "%s: followed by %s", fc->name, why);
     }
     PQfinish(conn);
     return complete;
@@ -204,10 +231,14 @@ void source_status(struct source *s, unsigned i, struct source_status *out)
     struct follower *f = scheduler_follower(s->sched, i);
     if (f != NULL) {
         follow_status(f, &out->conn);
+        follow_table_status(f, s->tables[i], &out->conn);
         /* Where the live filter is exact now, as a snapshot would record it. */
         follow_position(f, s->tables[i], out->table.position, sizeof out->table.position);
     } else {
-        out->conn.state = s->cfg->sync_enabled ? FOLLOW_CONNECTING : FOLLOW_CONNECTED;
+        /* Not chosen yet: connecting since the start; chosen "none": since it was. */
+        bool none = out->table.method_since != 0;
+        out->conn.state = none ? FOLLOW_NONE : FOLLOW_CONNECTING;
+        out->conn.since = none ? out->table.method_since : s->started;
         out->conn.slot_lag_bytes = -1;
     }
 }

@@ -16,6 +16,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <netinet/in.h>
 #include <sys/resource.h>
 #include <sys/socket.h>
 #include <time.h>
@@ -126,11 +127,16 @@ static enum MHD_Result queue(struct http *h, struct request *rq, struct MHD_Conn
     enum MHD_Result ret = MHD_queue_response(c, r.status, r.resp);
     if (!r.shared)
         MHD_destroy_response(r.resp);
-    uint64_t dt = rq->t0 ? now_ns() - rq->t0 : 0;
-    if (h->a->cfg->metrics_enabled)
-        stats_request(h->a->stats, rq->route != NULL ? (unsigned)(rq->route - routes_table)
-                                                     : routes_count,
-                      r.status, dt ? dt : 1);
+    if (rq->probe)
+        return ret;                     /* the daemon's own: no client's request */
+    uint64_t dt = rq->t0 ? (uint64_t)monoclock_ns() - rq->t0 : 0;
+    unsigned slot = rq->route != NULL ? (unsigned)(rq->route - routes_table) : routes_count;
+    if (h->a->cfg->metrics_enabled) {
+        stats_request(h->a->stats, slot, r.status, dt ? dt : 1);
+        /* Queued ahead of a probe that has waited past the proxies' timeout: as late. */
+        if (atomic_load_explicit(&h->late_now, memory_order_relaxed))
+            stats_late(h->a->stats, slot);
+    }
     return ret;
 }
 
@@ -174,7 +180,7 @@ static enum MHD_Result handle_request(struct http *h, struct app *a, struct MHD_
         rq->early.status = 0;
         rq->t0 = 0;
         if (a->cfg->metrics_enabled)
-            rq->t0 = now_ns();
+            rq->t0 = (uint64_t)monoclock_ns();
         *req_cls = rq;
         if (http_first_checks(h, a, rq, c, url, method)) {
             struct reply r = rq->early;
@@ -276,7 +282,7 @@ static void on_completed(void *cls, struct MHD_Connection *c, void **req_cls,
         rq->cap = 0;
     }
     if (toe == MHD_REQUEST_TERMINATED_COMPLETED_OK)
-        atomic_store(&rq->deadline, next_deadline(h, coarse_ns()));
+        atomic_store(&rq->deadline, next_deadline(h, (uint64_t)monoclock_coarse_ns()));
     *req_cls = NULL;
 }
 
@@ -286,11 +292,19 @@ static void on_completed(void *cls, struct MHD_Connection *c, void **req_cls,
 static enum MHD_Result on_accept(void *cls, const struct sockaddr *addr, socklen_t addrlen)
 {
     struct http *h = cls;
-    (void)addr;
     (void)addrlen;
     if (atomic_load_explicit(&h->live, memory_order_relaxed) < h->max_live)
         return MHD_YES;
+    /* The probe is no client: it must see how late the server answers, not be shed. */
+    unsigned port = atomic_load_explicit(&h->probe_port, memory_order_relaxed);
+    if (port != 0 && addr != NULL
+        && ((addr->sa_family == AF_INET
+             && ntohs(((const struct sockaddr_in *)(const void *)addr)->sin_port) == port)
+            || (addr->sa_family == AF_INET6
+                && ntohs(((const struct sockaddr_in6 *)(const void *)addr)->sin6_port) == port)))
+        return MHD_YES;
     atomic_fetch_add_explicit(&h->refused, 1, memory_order_relaxed);
+    stats_add(h->a->stats, ST_CONN_REFUSED, 1);
     return MHD_NO;
 }
 
@@ -306,17 +320,21 @@ static void on_connection(void *cls, struct MHD_Connection *c, void **socket_con
         const union MHD_ConnectionInfo *ci = MHD_get_connection_info(c, MHD_CONNECTION_INFO_CONNECTION_FD);
         rq->fd = ci != NULL ? ci->connect_fd : -1;
         rq->h = h;
+        rq->probe = http_probe_is_peer(h, c, rq->fd);
         rq->later = (struct api_later){ later_begin, later_done, rq };
         atomic_init(&rq->later_ready, false);
         atomic_init(&rq->idle, false);
-        atomic_init(&rq->deadline, h->header_ns && rq->fd >= 0 ? coarse_ns() + h->header_ns : 0);
+        atomic_init(&rq->deadline,
+                    h->header_ns && rq->fd >= 0 ? (uint64_t)monoclock_coarse_ns() + h->header_ns
+                                                : 0);
         pthread_mutex_lock(&h->conns_lock);
         rq->next = h->conns;
         if (h->conns != NULL)
             h->conns->prev = rq;
         h->conns = rq;
         pthread_mutex_unlock(&h->conns_lock);
-        atomic_fetch_add(&h->live, 1);
+        if (!rq->probe)
+            atomic_fetch_add(&h->live, 1);
     } else if (*socket_context != NULL) {
         struct request *rq = *socket_context;
         /* MHD closes the socket after this returns: the sweeper never sees a stale fd. */
@@ -328,7 +346,8 @@ static void on_connection(void *cls, struct MHD_Connection *c, void **socket_con
         if (rq->next != NULL)
             rq->next->prev = rq->prev;
         pthread_mutex_unlock(&h->conns_lock);
-        atomic_fetch_sub(&h->live, 1);
+        if (!rq->probe)
+            atomic_fetch_sub(&h->live, 1);
         free(rq->body);
         free(rq);
         *socket_context = NULL;
@@ -449,9 +468,9 @@ struct http *http_start(struct app *a, char *err, size_t errlen)
     atomic_init(&h->live, 0);
     atomic_init(&h->refused, 0);
     atomic_init(&h->suspended, 0);
-    h->warn_window = coarse_ns();
-    h->header_ns = (uint64_t)cfg->header_timeout * NS_PER_SEC;
-    h->idle_ns = (uint64_t)cfg->connection_timeout * NS_PER_SEC;
+    h->warn_window = (uint64_t)monoclock_coarse_ns();
+    h->header_ns = (uint64_t)cfg->header_timeout * (uint64_t)NS_PER_S;
+    h->idle_ns = (uint64_t)cfg->connection_timeout * (uint64_t)NS_PER_S;
     static const char timeout_body[] =
         "{\"error\":\"request_timeout\",\"message\":\"the request headers did not arrive in time "
         "(header_timeout)\"}";
@@ -467,6 +486,7 @@ struct http *http_start(struct app *a, char *err, size_t errlen)
                         &family, &h->port, err, errlen);
     if (h->fd < 0)
         goto fail;
+    h->family = family;
     http_choose_write_policy(h);
     unsigned threads = cfg->threads;
     if (threads == 0) {
@@ -520,7 +540,7 @@ struct http *http_start(struct app *a, char *err, size_t errlen)
                             MHD_OPTION_NOTIFY_CONNECTION, on_connection, h,
                             MHD_OPTION_CONNECTION_MEMORY_LIMIT, (size_t)CONNECTION_MEMORY,
                             MHD_OPTION_UNESCAPE_CALLBACK, no_unescape, h,
-                            MHD_OPTION_LISTEN_BACKLOG_SIZE, 1024,
+                            MHD_OPTION_LISTEN_BACKLOG_SIZE, LISTEN_BACKLOG,
                             MHD_OPTION_END);
     if (h->d == NULL) {
         snprintf(err, errlen, "cannot start the HTTP server on %s:%u%s", cfg->listen_host, h->port,
@@ -539,6 +559,13 @@ struct http *http_start(struct app *a, char *err, size_t errlen)
         http_stop(h);
         return NULL;
     }
+    atomic_init(&h->probe_stop, false);
+    atomic_init(&h->probe_port, 0);
+    atomic_init(&h->late_now, false);
+    /* Without it the daemon serves as well; only the overrun figures would be missing. */
+    h->prober_running = pthread_create(&h->prober, NULL, http_probe_main, h) == 0;
+    if (!h->prober_running)
+        log_warn(a->lg, "cannot start the probe thread: bloomguard_answer_delay_seconds stays unknown");
     return h;
 
 fail:
@@ -556,11 +583,24 @@ unsigned http_port(const struct http *h)
     return h->port;
 }
 
+/* The probe first: a server that stops accepting must not read as one that answers late. */
+static void stop_probe(struct http *h)
+{
+    if (!h->prober_running)
+        return;
+    atomic_store(&h->probe_stop, true);
+    pthread_join(h->prober, NULL);
+    h->prober_running = false;
+}
+
 void http_quiesce(struct http *h)
 {
-    if (h != NULL && h->fast != NULL)
+    if (h == NULL)
+        return;
+    stop_probe(h);
+    if (h->fast != NULL)
         http_fast_quiesce(h);       /* the socket stays ours: http_stop closes it */
-    else if (h != NULL && h->d != NULL && !h->quiesced)
+    else if (h->d != NULL && !h->quiesced)
         h->quiesced = MHD_quiesce_daemon(h->d) != MHD_INVALID_SOCKET;
 }
 
@@ -568,6 +608,7 @@ void http_stop(struct http *h)
 {
     if (h == NULL)
         return;
+    stop_probe(h);
     if (h->sweeper_running) {
         pthread_mutex_lock(&h->stop_lock);
         h->stopping = true;

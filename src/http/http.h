@@ -14,6 +14,14 @@
 struct http;
 
 /*
+ * How long a proxy waits for /auth before it gives up and, with the shipped
+ * configurations, fails open: --print-nginx and --print-caddy write it
+ * (proxy_*_timeout, dial_timeout, response_header_timeout), and an answer
+ * this late counts as late (bloomguard_probe_late_total).
+ */
+#define HTTP_LATE_AFTER_MS 1000
+
+/*
  * Bind [server] listen and start serving a.  Writes the reason to err and
  * returns NULL on failure (e.g. "127.0.0.1:8080: Address already in use").
  */

@@ -75,7 +75,7 @@ static struct request *conn_new(struct http *h, int fd)
     rq->fast = true;
     atomic_init(&rq->idle, false);
     atomic_init(&rq->later_ready, false);
-    atomic_init(&rq->deadline, h->header_ns ? coarse_ns() + h->header_ns : 0);
+    atomic_init(&rq->deadline, h->header_ns ? (uint64_t)monoclock_coarse_ns() + h->header_ns : 0);
     pthread_mutex_lock(&h->conns_lock);
     rq->next = h->conns;
     if (h->conns != NULL)
@@ -129,11 +129,26 @@ static void conn_hand_off(struct fast_thread *ft, struct request *rq)
         http_warn(h, "could not hand a connection to libmicrohttpd: %s", strerror(errno));
 }
 
+/* The daemon's own probe (http_probe.c), admitted past the limit as on_accept does. */
+static bool is_probe(struct http *h, const struct sockaddr_storage *ss)
+{
+    unsigned port = atomic_load_explicit(&h->probe_port, memory_order_relaxed);
+    if (port == 0)
+        return false;
+    if (ss->ss_family == AF_INET)
+        return ntohs(((const struct sockaddr_in *)(const void *)ss)->sin_port) == port;
+    if (ss->ss_family == AF_INET6)
+        return ntohs(((const struct sockaddr_in6 *)(const void *)ss)->sin6_port) == port;
+    return false;
+}
+
 static void accept_some(struct fast_thread *ft)
 {
     struct http *h = ft->h;
     for (int i = 0; i < ACCEPT_BURST; i++) {
-        int fd = accept4(h->fd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
+        struct sockaddr_storage ss;
+        socklen_t sl = sizeof ss;
+        int fd = accept4(h->fd, (struct sockaddr *)&ss, &sl, SOCK_NONBLOCK | SOCK_CLOEXEC);
         if (fd < 0) {
             if (errno == EINTR || errno == ECONNABORTED)
                 continue;
@@ -142,7 +157,7 @@ static void accept_some(struct fast_thread *ft)
                 http_warn(h, "cannot accept a connection: %s", strerror(errno));
                 epoll_ctl(ft->ep, EPOLL_CTL_DEL, h->fd, NULL);
                 ft->accept_paused = true;
-                ft->resume_at = coarse_ns() + ACCEPT_PAUSE_MS * (NS_PER_SEC / 1000);
+                ft->resume_at = (uint64_t)monoclock_coarse_ns() + (uint64_t)ACCEPT_PAUSE_MS * (uint64_t)(NS_PER_S / 1000);
             }
             return;
         }
@@ -151,9 +166,10 @@ static void accept_some(struct fast_thread *ft)
          * the check, so that threads accepting at once cannot both take the
          * last place.
          */
-        if (atomic_fetch_add(&h->live, 1) >= h->max_live) {
+        if (atomic_fetch_add(&h->live, 1) >= h->max_live && !is_probe(h, &ss)) {
             atomic_fetch_sub(&h->live, 1);
             atomic_fetch_add_explicit(&h->refused, 1, memory_order_relaxed);
+            stats_add(h->a->stats, ST_CONN_REFUSED, 1);
             close(fd);
             continue;
         }
@@ -241,7 +257,7 @@ static unsigned prepare(struct fast_thread *ft, const char *target, size_t tlen,
     a.cfg = v.cfg;
     a.admin_token = v.admin_token;
     bool timed = a.cfg->metrics_enabled;
-    uint64_t t0 = timed ? now_ns() : 0;
+    uint64_t t0 = timed ? (uint64_t)monoclock_ns() : 0;
     size_t blen = 0;
     unsigned status = r->fast(&a, ft->path + rest_off, tlen - rest_off, ft->out + FAST_STATUS_MAX,
                               sizeof ft->out - FAST_STATUS_MAX, &blen);
@@ -253,7 +269,7 @@ static unsigned prepare(struct fast_thread *ft, const char *target, size_t tlen,
     stats_add(h->a->stats, ST_FAST_ANSWERS, 1);
     *len = (size_t)(ft->out + FAST_STATUS_MAX - *start) + blen;
     if (timed) {
-        uint64_t dt = now_ns() - t0;
+        uint64_t dt = (uint64_t)monoclock_ns() - t0;
         stats_request(h->a->stats, (unsigned)(r - routes_table), status, dt ? dt : 1);
     }
     return status;
@@ -265,7 +281,7 @@ static void rearm_deadline(struct http *h, struct request *rq)
     bool begun = rq->pend_len > 0;
     atomic_store(&rq->idle, !begun);
     uint64_t ns = begun ? h->header_ns : h->idle_ns;
-    atomic_store(&rq->deadline, ns ? coarse_ns() + ns : 0);
+    atomic_store(&rq->deadline, ns ? (uint64_t)monoclock_coarse_ns() + ns : 0);
 }
 
 /* The connection's first request, peeked at: answered, or the socket to MHD.  False: rq is gone. */
@@ -410,7 +426,7 @@ static void *fast_main(void *arg)
             else
                 serve(ft, p, evs[i].events);
         }
-        if (ft->accept_paused && coarse_ns() >= ft->resume_at) {
+        if (ft->accept_paused && (uint64_t)monoclock_coarse_ns() >= ft->resume_at) {
             struct epoll_event lev = { .events = EPOLLIN | EPOLLEXCLUSIVE, .data.ptr = &listen_mark };
             ft->accept_paused = epoll_ctl(ft->ep, EPOLL_CTL_ADD, h->fd, &lev) != 0 && errno != EEXIST;
         }

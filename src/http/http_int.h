@@ -16,9 +16,8 @@
 #include <stdint.h>
 #include <time.h>
 
+#include "monoclock.h"
 #include "routes.h"
-
-#define NS_PER_SEC UINT64_C(1000000000)
 
 /* Per-connection warnings: at most WARN_BURST per WARN_WINDOW, then a count. */
 #define WARN_BURST 10
@@ -26,6 +25,13 @@
 
 /* How often the sweeper looks for connections past their header deadline. */
 #define SWEEP_EVERY_MS 250
+
+/* How often the probe asks /healthz, and when it gives an unanswered one up. */
+#define PROBE_EVERY_MS 250
+#define PROBE_GIVE_UP_MS 5000
+
+/* The listen backlog MHD is given: past it the kernel drops new connections. */
+#define LISTEN_BACKLOG 1024
 
 /* deadline value of a connection the sweeper has timed out. */
 #define DEADLINE_HIT UINT64_MAX
@@ -71,6 +77,7 @@ struct request {
     bool later_wait;                /* suspended, waiting (this connection's thread only) */
     atomic_bool later_ready;
     struct reply later_reply;
+    bool probe;                     /* the daemon's own probe (http_probe.c): not a client's */
     /*
      * While http_fast.c serves the connection (MHD has not taken it): fast;
      * idle once it has answered (its deadline is then connection_timeout's,
@@ -126,25 +133,24 @@ struct http {
 
     /* [server] tls_cert_file and tls_key_file's PEM, kept for MHD's life; NULL: plain http. */
     char *tls_cert, *tls_key;
+    /* The probe (http_probe.c). */
+    pthread_t prober;
+    bool prober_running;
+    atomic_bool probe_stop;
+    int family;                 /* of the listen socket: AF_INET, AF_INET6, AF_UNIX */
+    /* The probe connection's local port (TCP), so the server side knows it; 0: none yet. */
+    atomic_uint probe_port;
+    /*
+     * The probe has waited past HTTP_LATE_AFTER_MS (and none has been
+     * answered in time since): answers queued now had waited as long.
+     */
+    atomic_bool late_now;
+    bool late_said;             /* the probe thread's: the log says "late" once per spell */
+    uint64_t late_since;        /* ... since when (monoclock_ns) */
 
     /* The fast path's threads (http_fast.c), which own the listen socket; NULL: MHD does. */
     struct http_fast *fast;
 };
-
-static inline uint64_t now_ns(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (uint64_t)ts.tv_sec * NS_PER_SEC + (uint64_t)ts.tv_nsec;
-}
-
-/* For deadlines: a few ms of resolution are plenty, and it costs next to nothing. */
-static inline uint64_t coarse_ns(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC_COARSE, &ts);
-    return (uint64_t)ts.tv_sec * NS_PER_SEC + (uint64_t)ts.tv_nsec;
-}
 
 /*
  * A warning about one connection or request: clients decide how many there
@@ -158,6 +164,12 @@ void http_mhd_log(void *cls, const char *fmt, va_list ap);
 /* The sweeper thread (pthread_create's start routine): runs until h->stopping. */
 void *http_sweeper_main(void *arg);
 
+/* The probe thread (pthread_create's start routine): runs until h->probe_stop. */
+void *http_probe_main(void *arg);
+
+/* Whether the new connection c (its fd) is the probe's, from its peer. */
+bool http_probe_is_peer(struct http *h, struct MHD_Connection *c, int fd);
+
 /*
  * Everything decided from the request line and headers, in order: framing,
  * method, path bytes, route (404, 405), write credential, announced body
@@ -169,7 +181,7 @@ void *http_sweeper_main(void *arg);
 bool http_first_checks(struct http *h, const struct app *a, struct request *rq,
                        struct MHD_Connection *c, const char *url, const char *method);
 
-/* The refusal of a request its route does not take: 404 (r NULL), or 405 with Allow. */
+/* The refusal of a request its route does not take: 400 no_route (r NULL), or 405 with Allow. */
 struct reply http_route_refusal(const struct route *r, unsigned allowed, const char *url,
                                 const char *method);
 

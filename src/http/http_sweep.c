@@ -21,7 +21,7 @@
 /* Close the window if it is over; a summary line says what was held back. */
 static void warn_roll_locked(struct http *h, uint64_t now)
 {
-    if (now < h->warn_window || now - h->warn_window < WARN_WINDOW_S * NS_PER_SEC)
+    if (now < h->warn_window || now - h->warn_window < WARN_WINDOW_S * (uint64_t)NS_PER_S)
         return;
     if (h->warn_suppressed > 0)
         log_warn(h->a->lg, "http: %lu more warnings in the last %u s not logged (at most %u per %u s)",
@@ -46,7 +46,7 @@ void http_warn(struct http *h, const char *fmt, ...)
     while (n > 0 && msg[n - 1] == '\n')
         msg[--n] = '\0';
     pthread_mutex_lock(&h->warn_lock);
-    warn_roll_locked(h, coarse_ns());
+    warn_roll_locked(h, (uint64_t)monoclock_coarse_ns());
     if (h->warn_shown < WARN_BURST) {
         h->warn_shown++;
         log_warn(h->a->lg, "http: %s", msg);
@@ -56,10 +56,26 @@ void http_warn(struct http *h, const char *fmt, ...)
     pthread_mutex_unlock(&h->warn_lock);
 }
 
+/* libmicrohttpd's own refusal of a request it could not read whole (its format string). */
+#define MHD_REFUSAL "Error processing request (HTTP response code is %u ('%s'))"
+
 void http_mhd_log(void *cls, const char *fmt, va_list ap)
 {
     struct http *h = cls;
     char msg[512];
+    /*
+     * Its text carries the HTML page it sent ("<html><head><title>Request
+     * too big..."): say what the client did, in the log's words, instead.
+     */
+    if (strncmp(fmt, MHD_REFUSAL, sizeof MHD_REFUSAL - 1) == 0) {
+        unsigned code = va_arg(ap, unsigned);
+        const char *why = code == 431 ? "its headers did not fit in the connection's 32 KiB"
+                        : code == 414 ? "its request line did not fit in the connection's 32 KiB"
+                        : code == 400 ? "it was not well-formed HTTP"
+                        : "libmicrohttpd could not read it";
+        http_warn(h, "answered %u and closed the connection: %s", code, why);
+        return;
+    }
     vsnprintf(msg, sizeof msg, fmt, ap);
     /*
      * MHD sets TCP_NODELAY and TCP_CORK around each send on a socket handed
@@ -84,7 +100,7 @@ void http_mhd_log(void *cls, const char *fmt, va_list ap)
  */
 static void sweep(struct http *h)
 {
-    uint64_t now = coarse_ns();
+    uint64_t now = (uint64_t)monoclock_coarse_ns();
     unsigned timed_out = 0, batch;
     /*
      * In batches, letting go of the lock in between: opening and closing
@@ -121,7 +137,7 @@ static void sweep(struct http *h)
     h->report_refused += atomic_exchange(&h->refused, 0);
     /* One line per window at most, whatever the clients do; the first one at once. */
     if ((h->report_timed_out > 0 || h->report_refused > 0)
-        && (h->report_last == 0 || now - h->report_last >= WARN_WINDOW_S * NS_PER_SEC)) {
+        && (h->report_last == 0 || now - h->report_last >= WARN_WINDOW_S * (uint64_t)NS_PER_S)) {
         if (h->report_timed_out > 0)
             log_warn(h->a->lg, "http: closed %lu connection%s that sent no complete request "
                      "headers within header_timeout (%u s)", h->report_timed_out,
@@ -133,7 +149,7 @@ static void sweep(struct http *h)
         h->report_last = now;
     }
     pthread_mutex_lock(&h->warn_lock);
-    warn_roll_locked(h, coarse_ns());
+    warn_roll_locked(h, (uint64_t)monoclock_coarse_ns());
     pthread_mutex_unlock(&h->warn_lock);
 }
 

@@ -6,6 +6,7 @@
 #include "loader.h"
 
 #include "log.h"
+#include "monoclock.h"
 #include "pgerror.h"
 #include "spell.h"
 #include "xidsnap.h"
@@ -64,20 +65,21 @@ bool loader_command(PGconn *conn, const char *sql, ExecStatusType want, const ch
  */
 static void notice_to_log(void *arg, const char *message)
 {
+    const struct config *cfg = arg;     /* the connection's, for [log] format */
     static const struct { const char *prefix; enum log_level level; } sev[] = {
         { "PANIC:", LOG_LVL_ERROR }, { "FATAL:", LOG_LVL_ERROR }, { "ERROR:", LOG_LVL_ERROR },
         { "WARNING:", LOG_LVL_WARN }, { "NOTICE:", LOG_LVL_INFO }, { "INFO:", LOG_LVL_INFO },
         { "LOG:", LOG_LVL_INFO }, { "DEBUG:", LOG_LVL_DEBUG },
     };
     enum log_level level = LOG_LVL_WARN;
-    (void)arg;
     for (size_t i = 0; i < sizeof sev / sizeof sev[0]; i++)
         if (strncmp(message, sev[i].prefix, strlen(sev[i].prefix)) == 0)
             level = sev[i].level;
     size_t n = strlen(message);
     while (n > 0 && (message[n - 1] == '\n' || message[n - 1] == ' '))
         n--;
-    log_msg(NULL, level, "postgres: %.*s", (int)n, message);
+    log_msg_format(cfg ? cfg->log_format : LOG_FORMAT_TEXT, level, "postgres: %.*s", (int)n,
+                   message);
 }
 
 static PGconn *connect_as(const struct config *cfg, const char *app, bool replication, char *err,
@@ -107,7 +109,12 @@ static PGconn *connect_as(const struct config *cfg, const char *app, bool replic
         PQfinish(conn);
         return NULL;
     }
-    PQsetNoticeProcessor(conn, notice_to_log, NULL);
+    PQsetNoticeProcessor(conn, notice_to_log, (void *)cfg);
+    /*
+     * No CONTEXT lines in error texts: they quote our own queries' internals
+     * ("unnamed portal parameter $1 = '...'"), never what an operator fixes.
+     */
+    PQsetErrorContextVisibility(conn, PQSHOW_CONTEXT_NEVER);
     /*
      * One text form for an ID, whatever the server's or the role's defaults:
      * COPY and sql/notify.sql's trigger (which pins the same settings with
@@ -444,12 +451,6 @@ PGresult *loader_exec_stoppable(PGconn *conn, const char *sql, atomic_bool *stop
     return r;
 }
 
-static double now_s(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
-}
 
 /* BEGIN REPEATABLE READ in an exported snapshot, for a COPY that must start exactly there. */
 static bool in_snapshot(PGconn *conn, const char *snapshot, char *err, size_t errlen)
@@ -475,7 +476,7 @@ static bool in_snapshot(PGconn *conn, const char *snapshot, char *err, size_t er
 static bool seeing(PGconn *conn, const uint32_t *must_see, size_t n, atomic_bool *stop,
                    char *err, size_t errlen)
 {
-    double until = now_s() + LOADER_VISIBLE_WAIT_S;
+    double until = monoclock_seconds() + LOADER_VISIBLE_WAIT_S;
     for (;;) {
         PGresult *r = PQexec(conn, "BEGIN ISOLATION LEVEL REPEATABLE READ; "
                                    "SELECT pg_catalog.pg_current_snapshot()::text");
@@ -499,7 +500,7 @@ static bool seeing(PGconn *conn, const uint32_t *must_see, size_t n, atomic_bool
             snprintf(err, errlen, "load interrupted");
             return false;
         }
-        if (now_s() > until) {
+        if (monoclock_seconds() > until) {
             snprintf(err, errlen, "transaction %" PRIu32 ", whose rows were streamed, is still "
                      "not visible after %d s (a synchronous standby that does not answer?)",
                      first, LOADER_VISIBLE_WAIT_S);
@@ -526,7 +527,7 @@ bool loader_copy(PGconn *conn, const struct filter_config *fc, struct filter *f,
     PGresult *r = NULL;
     bool ok = false;
     uint64_t rows = 0;
-    double t0 = now_s();
+    double t0 = monoclock_seconds();
 
     if (!loader_quote_names(conn, fc, &tbl, &col, err, errlen))
         return false;
@@ -627,7 +628,7 @@ bool loader_copy(PGconn *conn, const struct filter_config *fc, struct filter *f,
     if (txn && !commit(conn, err, errlen))
         goto done;
     res->rows = rows;
-    res->seconds = now_s() - t0;
+    res->seconds = monoclock_seconds() - t0;
     ok = true;
 done:
     PQclear(r);

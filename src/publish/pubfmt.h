@@ -62,8 +62,13 @@ enum {
      * withdrew the filter).  Set before the daemon stops writing to it.
      */
     PUBFMT_SUPERSEDED = 2u,
-    /* The filter can no longer keep its rate (filter.h): absent answers are degraded. */
-    PUBFMT_SATURATED = 4u
+    /*
+     * The daemon vouches for no absence now, whatever the horizon (table.h
+     * table_unsure: the filter can no longer keep its rate, a cut POST log
+     * holds absent answers, a peer's filter is on probation): absent
+     * answers are degraded.
+     */
+    PUBFMT_UNSURE = 4u
 };
 
 /* Where one layer's bits are, and its geometry.  Written before nlayers covers it. */

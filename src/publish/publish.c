@@ -190,7 +190,7 @@ static struct gen *gen_new(struct publish *p)
     memcpy(hd->boot_id, p->boot_id, sizeof hd->boot_id);
     hd->target_fpp = table_sizing(p->t).false_positive_rate; /* a SIGHUP may have changed it */
     hd->max_stale_ns = (int64_t)(p->cfg->max_staleness * 1e9);
-    hd->created = answer_now();
+    hd->created = monoclock_boot_ns();
     snprintf(hd->name, sizeof hd->name, "%s", p->fc->name);
     hd->max_id_bytes = p->cfg->max_id_bytes;
     atomic_init(&hd->flags, 0);
@@ -227,13 +227,13 @@ static bool on_begin(void *ctx, struct filter_alloc *out)
     return true;
 }
 
-static void set_saturated(struct gen *g, bool saturated)
+static void set_unsure(struct gen *g, bool unsure)
 {
     uint32_t f = atomic_load_explicit(&g->hdr->flags, memory_order_relaxed);
-    if (saturated && !(f & PUBFMT_SATURATED))
-        atomic_fetch_or_explicit(&g->hdr->flags, PUBFMT_SATURATED, memory_order_release);
-    else if (!saturated && (f & PUBFMT_SATURATED))
-        atomic_fetch_and_explicit(&g->hdr->flags, ~(uint32_t)PUBFMT_SATURATED,
+    if (unsure && !(f & PUBFMT_UNSURE))
+        atomic_fetch_or_explicit(&g->hdr->flags, PUBFMT_UNSURE, memory_order_release);
+    else if (!unsure && (f & PUBFMT_UNSURE))
+        atomic_fetch_and_explicit(&g->hdr->flags, ~(uint32_t)PUBFMT_UNSURE,
                                   memory_order_release);
 }
 
@@ -255,8 +255,9 @@ static void on_live(void *ctx, const struct filter *next, enum spell_type spell,
     g->hdr->spell = (uint32_t)spell;
     g->hdr->blocks_scheme = pubfmt_kind_scheme(filter_kind(next));
     atomic_store_explicit(&g->hdr->horizon, horizon, memory_order_release);
-    atomic_store_explicit(&g->hdr->updated, answer_now(), memory_order_relaxed);
-    set_saturated(g, filter_saturated(next));
+    atomic_store_explicit(&g->hdr->updated, monoclock_boot_ns(), memory_order_relaxed);
+    /* Readers degrade on the flag: a hold for lost POSTs (table_hold_absent) is one too. */
+    set_unsure(g, filter_saturated(next) || table_unsure(p->t, monoclock_boot_ns()));
     atomic_fetch_or_explicit(&g->hdr->flags, PUBFMT_READY, memory_order_release);
     if (rename(g->tmp, p->path) != 0) {
         log_warn(p->lg, "%s: cannot publish %s: %s", p->fc->name, p->path, strerror(errno));
@@ -284,17 +285,23 @@ static void on_horizon(void *ctx, int64_t h)
     struct gen *g = p->cur;
     if (g == NULL || atomic_load(&g->broken))
         return;
+    /* A hold of a cut POST log ends by the clock: readers learn it with the horizons. */
+    set_unsure(g, table_unsure(p->t, monoclock_boot_ns()));
     atomic_store_explicit(&g->hdr->horizon, h, memory_order_release);
-    atomic_store_explicit(&g->hdr->updated, answer_now(), memory_order_relaxed);
+    atomic_store_explicit(&g->hdr->updated, monoclock_boot_ns(), memory_order_relaxed);
 }
 
-/* Under the table's lock: the table began or stopped degrading for saturation; readers follow. */
-static void on_saturated(void *ctx, bool saturated)
+/*
+ * Under the table's lock: the table began or stopped vouching for absences
+ * whatever its horizon (table_unsure: saturated, a hold, a peer's filter on
+ * probation); readers follow.
+ */
+static void on_unsure(void *ctx, bool unsure)
 {
     struct publish *p = ctx;
     struct gen *g = p->cur;
     if (g != NULL && !atomic_load(&g->broken))
-        set_saturated(g, saturated);
+        set_unsure(g, unsure);
 }
 
 /*
@@ -521,7 +528,7 @@ struct publish *publish_new(const struct config *cfg, const struct filter_config
     p->mode = cfg->publish_mode;
     p->gid = gid;
     if (getrandom(&p->instance, sizeof p->instance, 0) != (ssize_t)sizeof p->instance)
-        p->instance = (uint64_t)answer_now() ^ (uint64_t)getpid() << 32;
+        p->instance = (uint64_t)monoclock_boot_ns() ^ (uint64_t)getpid() << 32;
     /* Unreadable where /proc/sys is hidden (ProcSubset=pid): zeros, which readers skip. */
     if (!pubfmt_boot_id(p->boot_id))
         memset(p->boot_id, 0, sizeof p->boot_id);
@@ -534,7 +541,7 @@ struct publish *publish_new(const struct config *cfg, const struct filter_config
         return NULL;
     }
     const struct table_publisher hooks = { p, on_begin, on_live, on_horizon, on_restored,
-                                           on_saturated };
+                                           on_unsure };
     table_set_publisher(t, &hooks);
     return p;
 }

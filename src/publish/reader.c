@@ -22,17 +22,15 @@
 #include <unistd.h>
 
 #include "answer.h"
+#include "monoclock.h"
 #include "filter.h"
 #include "idcodec.h"
 #include "pubfmt.h"
 #include "rcu.h"
 #include "spell.h"
 
-#define NS_PER_S INT64_C(1000000000)
 /* How often a handle looks at the path again (for a replaced or vanished file). */
 #define RECHECK_NS NS_PER_S
-/* A horizon this far past now is another clock's (another boot, another time namespace). */
-#define FUTURE_SLACK_NS NS_PER_S
 /* Keys up to this long are spelled on the stack. */
 #define KEY_STACK 256
 
@@ -72,13 +70,6 @@ static void whyf(char *why, size_t whylen, const char *fmt, ...)
     va_start(ap, fmt);
     vsnprintf(why, whylen, fmt, ap);
     va_end(ap);
-}
-
-static int64_t coarse_now(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC_COARSE, &ts);
-    return (int64_t)ts.tv_sec * NS_PER_S + ts.tv_nsec;
 }
 
 static void view_free(struct view *v)
@@ -303,7 +294,8 @@ static void replace(struct bloomguard *bg, struct view *was, bool reopen)
             break;
     }
     atomic_store_explicit(&bg->cur, v, memory_order_release);
-    atomic_store_explicit(&bg->next_check, coarse_now() + RECHECK_NS, memory_order_relaxed);
+    atomic_store_explicit(&bg->next_check, monoclock_coarse_ns() + RECHECK_NS,
+                          memory_order_relaxed);
     pthread_mutex_unlock(&bg->mu);
     if (old != NULL) {
         rcu_synchronize(&bg->rcu);
@@ -334,7 +326,7 @@ static void grow(struct bloomguard *bg, struct view *v, unsigned n)
  */
 static void recheck(struct bloomguard *bg)
 {
-    int64_t now = coarse_now();
+    int64_t now = monoclock_coarse_ns();
     int64_t due = atomic_load_explicit(&bg->next_check, memory_order_relaxed);
     if (now < due || !atomic_compare_exchange_strong(&bg->next_check, &due, now + RECHECK_NS))
         return;
@@ -395,10 +387,7 @@ enum bloomguard_answer bloomguard_lookup(bloomguard *bg, const void *id, size_t 
         rcu_read_exit(r);
         if (sv == SPELL_MAYBE || maybe)
             return BLOOMGUARD_MAYBE;
-        int64_t now = answer_now();
-        /* A horizon in the future is another clock's: nothing it says can be trusted. */
-        if (hz > now + FUTURE_SLACK_NS
-            || answer_degraded(now, hz, stale_ns, (flags & PUBFMT_SATURATED) != 0))
+        if (answer_degraded(monoclock_boot_ns(), hz, stale_ns, (flags & PUBFMT_UNSURE) != 0))
             return BLOOMGUARD_DEGRADED;
         return BLOOMGUARD_ABSENT;
     }
@@ -430,7 +419,7 @@ bloomguard *bloomguard_open(const char *path, unsigned flags, int *err)
     }
     pthread_mutex_init(&bg->mu, NULL);
     atomic_init(&bg->cur, NULL);
-    atomic_init(&bg->next_check, coarse_now() + RECHECK_NS);
+    atomic_init(&bg->next_check, monoclock_coarse_ns() + RECHECK_NS);
     bg->have_boot_id = pubfmt_boot_id(bg->boot_id);
     int e = BLOOMGUARD_EIO;
     struct view *v = view_open(bg, &e, bg->why, sizeof bg->why);
@@ -481,7 +470,7 @@ int bloomguard_info(bloomguard *bg, struct bloomguard_info *out)
         return out->error;
     }
     struct pubfmt_header *h = (struct pubfmt_header *)v->hdr;
-    int64_t now = answer_now();
+    int64_t now = monoclock_boot_ns();
     int64_t hz = atomic_load_explicit(&h->horizon, memory_order_acquire);
     uint32_t flags = atomic_load_explicit(&h->flags, memory_order_acquire);
     snprintf(out->name, sizeof out->name, "%.*s", (int)sizeof h->name, h->name);
@@ -489,11 +478,10 @@ int bloomguard_info(bloomguard *bg, struct bloomguard_info *out)
     out->generation = h->generation;
     out->layers = v->mapped;
     out->target_fpp = h->target_fpp;
-    out->horizon_age = hz ? (double)(now - hz) / 1e9 : -1;
+    out->horizon_age = hz > 0 ? (double)answer_age(now, hz) / 1e9 : -1;
     out->max_staleness = (double)v->max_stale_ns / 1e9;
-    out->saturated = (flags & PUBFMT_SATURATED) != 0;
-    out->degraded = hz > now + FUTURE_SLACK_NS
-                    || answer_degraded(now, hz, v->max_stale_ns, out->saturated);
+    out->saturated = (flags & PUBFMT_UNSURE) != 0;
+    out->degraded = answer_degraded(now, hz, v->max_stale_ns, out->saturated);
     out->pid = h->pid;
     pthread_mutex_unlock(&bg->mu);
     return BLOOMGUARD_OK;

@@ -60,13 +60,13 @@ static void warn_over_limits(struct pending *p, const struct filter_config *fc,
 
 static bool journal_restore(void *p, const char *id, size_t len, uint64_t ttl_left)
 {
-    return pending_restore(p, id, len, filter_hash(id, len), ttl_left, pending_clock())
+    return pending_restore(p, id, len, filter_hash(id, len), ttl_left, monoclock_boot_s())
         == PENDING_OK;
 }
 
 static bool journal_live(void *p, postlog_count_fn count, postlog_entry_fn each, void *ctx)
 {
-    return pending_export(p, pending_clock(), count, each, ctx);
+    return pending_export(p, monoclock_boot_s(), count, each, ctx);
 }
 
 /* The table's durable step, blocking and not (table_set_durable), for the POST log. */
@@ -80,6 +80,34 @@ static int submit_durably(void *log, size_t n, const char *const *ids, const siz
                           uint64_t ttl, table_durable_done_fn done, void *done_arg)
 {
     return postlog_submit(log, n, ids, lens, ttl, done, done_arg);
+}
+
+/*
+ * Acknowledged POSTs may be missing from what the log gave back: the
+ * table must not answer 404 while one of them could still have been in
+ * the journal (until r->lost_until), so every absent answer is "maybe"
+ * until then.  The log keeps the hold in its file meanwhile.
+ */
+static void hold_lost(struct table *t, const struct postlog_opened *r,
+                      const struct filter_config *fc, const char *path, const struct log *lg)
+{
+    time_t now = time(NULL);
+    if (r->lost_until == 0 || (uint64_t)now >= r->lost_until) {
+        if (r->cut || r->corrupt)
+            log_warn(lg, "%s: POST log %s: every entry it could have lost has expired since: "
+                     "nothing is held", fc->name, path);
+        return;
+    }
+    int64_t left = (int64_t)(r->lost_until - (uint64_t)now);
+    table_hold_absent(t, monoclock_boot_ns() + left * INT64_C(1000000000));
+    char when[32] = "?";
+    time_t until = (time_t)r->lost_until;
+    struct tm tm;
+    if (gmtime_r(&until, &tm) != NULL)
+        strftime(when, sizeof when, "%Y-%m-%dT%H:%M:%SZ", &tm);
+    log_error(lg, "%s: POST log %s: POSTs acknowledged before this start may be lost: every "
+              "absent id answers \"maybe\" (degraded) until %s (%lld s), when the last of them "
+              "would have expired (pending_ttl)", fc->name, path, when, (long long)left);
 }
 
 bool persist_postlog_open(const struct config *cfg, const struct filter_config *fc,
@@ -104,9 +132,15 @@ bool persist_postlog_open(const struct config *cfg, const struct filter_config *
     if (r.corrupt)
         log_error(lg, "%s: POST log %s: %s (kept as %s.corrupt); the ids acknowledged in them "
                   "are lost unless a copy of the table has them", fc->name, path, r.why, path);
-    if (r.torn_bytes > 0 && !r.created)
+    else if (r.cut && r.lost_until > 0)
+        log_error(lg, "%s: POST log %s: %s; the ids acknowledged in what was cut are lost "
+                  "unless a copy of the table has them", fc->name, path, r.why);
+    else if (r.cut)
+        log_warn(lg, "%s: POST log %s: %s", fc->name, path, r.why);
+    else if (r.torn_bytes > 0)
         log_warn(lg, "%s: POST log %s: cut off %llu bytes of an append a crash interrupted "
                  "(never acknowledged)", fc->name, path, (unsigned long long)r.torn_bytes);
+    hold_lost(t, &r, fc, path, lg);
     if (r.created)
         log_info(lg, "%s: POST log %s created", fc->name, path);
     else
@@ -123,16 +157,12 @@ bool persist_postlog_open(const struct config *cfg, const struct filter_config *
  * zeros, which no database's identity matches: its position is not
  * trusted, and the table is copied.
  */
-enum { IDENT_KV = 10 };
-struct ident_kv {
-    struct snapshot_kv kv[IDENT_KV];
-    char val[IDENT_KV][72];
-};
+_Static_assert(PERSIST_IDENT_KV == 10, "the ten pairs below");
 
-static void ident_to_kv(const struct table_ident *id, struct ident_kv *o)
+void persist_ident_to_kv(const struct table_ident *id, struct persist_ident_kv *o)
 {
-    static const char *const keys[IDENT_KV] = { "relid", "attnum", "typid", "base_typid",
-        "typmod", "deterministic", "spell", "dboid", "sysid", "type" };
+    static const char *const keys[PERSIST_IDENT_KV] = { "relid", "attnum", "typid",
+        "base_typid", "typmod", "deterministic", "spell", "dboid", "sysid", "type" };
     snprintf(o->val[0], sizeof o->val[0], "%u", id->relid);
     snprintf(o->val[1], sizeof o->val[1], "%d", id->attnum);
     snprintf(o->val[2], sizeof o->val[2], "%u", id->typid);
@@ -143,7 +173,7 @@ static void ident_to_kv(const struct table_ident *id, struct ident_kv *o)
     snprintf(o->val[7], sizeof o->val[7], "%u", id->dboid);
     snprintf(o->val[8], sizeof o->val[8], "%s", id->sysid);
     snprintf(o->val[9], sizeof o->val[9], "%s", id->type_name[0] ? id->type_name : "-");
-    for (int i = 0; i < IDENT_KV; i++)
+    for (int i = 0; i < PERSIST_IDENT_KV; i++)
         o->kv[i] = (struct snapshot_kv){ keys[i], o->val[i] };
 }
 
@@ -153,7 +183,7 @@ static unsigned long kv_num(const struct snapshot *s, const char *key)
     return v ? strtoul(v, NULL, 10) : 0;
 }
 
-static void ident_from_kv(const struct snapshot *s, struct table_ident *id)
+void persist_ident_from_kv(const struct snapshot *s, struct table_ident *id)
 {
     memset(id, 0, sizeof *id);
     id->relid = (uint32_t)kv_num(s, "relid");
@@ -176,13 +206,6 @@ static void ident_from_kv(const struct snapshot *s, struct table_ident *id)
             id->spell = (enum spell_type)t;
 }
 
-static double mono_seconds(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
-}
-
 /* Make s's filter live and its journal pending again; fills r. */
 static void install(struct snapshot *s, struct guard *g, struct pending *p,
                     const struct filter_config *fc, const struct log *lg,
@@ -193,7 +216,7 @@ static void install(struct snapshot *s, struct guard *g, struct pending *p,
     struct filter_growth growth = table_growth(fc);
     filter_set_growth(s->filter, &growth);
     filter_info(s->filter, &fi);
-    enum pending_result pr = snapshot_restore_journal(s, p, pending_clock());
+    enum pending_result pr = snapshot_restore_journal(s, p, monoclock_boot_s());
     if (pr != PENDING_OK)
         log_warn(lg, "%s: out of memory restoring the snapshot's POST journal: the IDs it could "
                  "not keep answer 200 until the next rebuild, then may not", fc->name);
@@ -206,7 +229,7 @@ static void install(struct snapshot *s, struct guard *g, struct pending *p,
     r->items = fi.items;
     snprintf(r->position, sizeof r->position, "%s",
              s->position && strlen(s->position) < sizeof r->position ? s->position : "");
-    ident_from_kv(s, &r->ident);
+    persist_ident_from_kv(s, &r->ident);
 }
 
 bool persist_restore(const struct config *cfg, const struct filter_config *fc, const char *token,
@@ -220,7 +243,7 @@ bool persist_restore(const struct config *cfg, const struct filter_config *fc, c
         .target_fpp = fc->false_positive_rate,
         .kind = filter_kind_name((enum filter_kind)fc->kind),
     };
-    double t0 = mono_seconds();
+    double t0 = monoclock_seconds();
     enum snapshot_status st = SNAPSHOT_MISSING;
 
     memset(r, 0, sizeof *r);
@@ -260,7 +283,7 @@ bool persist_restore(const struct config *cfg, const struct filter_config *fc, c
         return false;
     }
     install(&s, g, p, fc, lg, r);
-    r->seconds = mono_seconds() - t0;
+    r->seconds = monoclock_seconds() - t0;
     log_info(lg, "%s: serving the snapshot of %s (%llu items, position %s) after %.3f s; "
              "degraded until it has caught up with the table", fc->name,
              r->from == PERSIST_FILE ? path : cfg->bootstrap_from, (unsigned long long)r->items,
@@ -277,20 +300,20 @@ int persist_save(const struct config *cfg, const struct filter_config *fc, struc
     const struct filter *f = guard_live(g);
     if (!persist_file(cfg, fc, path, sizeof path) || f == NULL)
         return 0;
-    struct ident_kv ikv;
-    ident_to_kv(ident, &ikv);
+    struct persist_ident_kv ikv;
+    persist_ident_to_kv(ident, &ikv);
     const struct snapshot_meta m = {
         .name = fc->name, .table = fc->table, .column = fc->column,
         .position = position, .horizon_ms = horizon_ms, .created = (uint64_t)time(NULL),
-        .kv = ikv.kv, .n_kv = IDENT_KV,
+        .kv = ikv.kv, .n_kv = PERSIST_IDENT_KV,
     };
-    double t0 = mono_seconds();
-    int e = snapshot_write(path, &m, f, p, pending_clock());
+    double t0 = monoclock_seconds();
+    int e = snapshot_write(path, &m, f, p, monoclock_boot_s());
     if (e != 0)
         log_error(lg, "%s: cannot write the snapshot %s: %s (the previous one, if any, stays)",
                   fc->name, path, strerror(e));
     else
         log_debug(lg, "%s: snapshot written to %s in %.3f s", fc->name, path,
-                  mono_seconds() - t0);
+                  monoclock_seconds() - t0);
     return e;
 }

@@ -56,9 +56,12 @@ struct postlog {
     size_t last_appends, wake_at;
     uint64_t last_ns;
     bool writing;               /* the writer is between taking a batch and finishing it */
+    bool notifying;             /* the writer is calling a finished batch's done callbacks */
     bool swap;                  /* a rewrite is swapping files: take no batch */
     bool compacting, compact_wanted;
     bool stop;
+    uint64_t latest;            /* the latest expiry of any entry written (the seal's word) */
+    uint64_t hold;              /* entries may be missing until then (opened.lost_until) */
     struct postlog_info info;
     pthread_t writer, compactor;
 };
@@ -124,7 +127,7 @@ struct postlog *postlog_open(const char *path, const struct postlog_opts *o, pos
         /* Created whole under its name, so that a crash never leaves half a header. */
         char *tmp = malloc(strlen(path) + DURABLE_TEMP_EXTRA);
         unsigned char h[POSTLOG_HEADER_LEN];
-        postlog_file_header(h);
+        postlog_file_header(h, 0);
         if (tmp == NULL) {
             err = ENOMEM;
         } else if ((log->fd = postlog_file_temp(path, h, sizeof h, tmp,
@@ -153,8 +156,9 @@ struct postlog *postlog_open(const char *path, const struct postlog_opts *o, pos
         }
         if ((err = postlog_file_load(log->path, log->dir, &log->fd, (uint64_t)st.st_size,
                                      wall_clock(log), log->o.ttl, each, ctx, r,
-                                     &log->info.live_bytes)) != 0)
+                                     &log->info.live_bytes, &log->latest)) != 0)
             goto fail;
+        log->hold = r->lost_until;
     }
     struct stat st;
     if (fstat(log->fd, &st) != 0) {
@@ -283,9 +287,9 @@ static void *writer_main(void *arg)
         pthread_mutex_unlock(&log->mu);
 
         bool sync_failed = false;
-        uint64_t t0 = monoclock_ns();
+        uint64_t t0 = (uint64_t)monoclock_ns();
         int err = broken ? broken : write_batch(log, fd, &b, at, &sync_failed);
-        uint64_t took = monoclock_ns() - t0;
+        uint64_t took = (uint64_t)monoclock_ns() - t0;
 
         pthread_mutex_lock(&log->mu);
         log->last_ns = took;
@@ -308,6 +312,7 @@ static void *writer_main(void *arg)
         }
         log->spare = b;
         log->writing = false;
+        log->notifying = true;
         pthread_cond_broadcast(&log->idle);
         maybe_compact(log);
         /* Outside the lock: a callback may take locks of its own (resume a request). */
@@ -321,6 +326,8 @@ static void *writer_main(void *arg)
             w = next;
         }
         pthread_mutex_lock(&log->mu);
+        log->notifying = false;
+        pthread_cond_broadcast(&log->idle);
     }
     pthread_mutex_unlock(&log->mu);
     return NULL;
@@ -363,6 +370,8 @@ static int enqueue(struct postlog *log, size_t n, const char *const *ids, const 
         return log->info.broken;
     }
     uint64_t expires = wall_clock(log) + ttl;
+    if (expires > log->latest)
+        log->latest = expires;
     size_t start = log->fill.len;
     struct postlog_rec r = { &log->fill, SIZE_MAX, 0 };
     for (size_t i = 0; i < n; i++) {
@@ -499,11 +508,15 @@ int postlog_compact(struct postlog *log)
     log->compacting = true;
     log->compact_wanted = false;
     /*
-     * Every record before mark was written after its IDs entered the
-     * journal, and the journal is read after this: they are in the walk
-     * below (unless expired or seen in the table).  What is appended from
-     * here on is copied from the old file at the swap.
+     * Every record before mark has had its done callbacks, which put its
+     * IDs where the live walk below finds them (table.c: the journal takes
+     * an ID only once the log has it, so that none refused is ever
+     * rewritten): they are in the walk (unless expired or seen in the
+     * table).  What is appended from here on is copied from the old file
+     * at the swap.
      */
+    while (log->notifying)
+        pthread_cond_wait(&log->idle, &log->mu);
     uint64_t mark = log->end;
     pthread_mutex_unlock(&log->mu);
 
@@ -512,7 +525,11 @@ int postlog_compact(struct postlog *log)
         err = ENOMEM;
         goto out;
     }
-    postlog_file_header(b.p);
+    /* A hold that is still on travels into the new file: a crash must not forget it. */
+    pthread_mutex_lock(&log->mu);
+    uint64_t hold = log->hold > x.now ? log->hold : 0;
+    pthread_mutex_unlock(&log->mu);
+    postlog_file_header(b.p, hold);
     b.len = POSTLOG_HEADER_LEN;
     if (!log->o.live(log->o.live_ctx, export_count, export_each, &x)) {
         err = x.oom ? ENOMEM : ECANCELED;
@@ -585,5 +602,16 @@ void postlog_close(struct postlog *log)
     pthread_mutex_unlock(&log->mu);
     pthread_join(log->compactor, NULL);
     pthread_join(log->writer, NULL);
+    /*
+     * Every append is answered and none can follow: seal the file, so that
+     * the next open tells a cut while stopped from a torn append.  A log
+     * whose file state is unknown (a failed fdatasync) is not sealed: the
+     * next open reads it as after a crash.  A seal that cannot be written
+     * leaves the same.
+     */
+    if (log->fd >= 0 && log->info.broken == 0) {
+        uint64_t now = wall_clock(log);
+        postlog_file_seal(log->fd, log->end, log->hold > now ? log->hold : 0, log->latest);
+    }
     postlog_destroy(log);
 }

@@ -40,7 +40,11 @@ struct postlog_opts {
      * Where the live entries come from (NULL: the file is never rewritten
      * and only grows).  Rewriting drops what this walk leaves out, so it
      * must give every acknowledged entry that has not expired (and may
-     * leave out those a COPY has shown in the table).
+     * leave out those a COPY has shown in the table), and should leave out
+     * what was refused.  A rewrite walks it only after the done callbacks
+     * of every append already in the file have returned: a user may put
+     * an ID where the walk finds it from its done callback, once the log
+     * has it, rather than before the append (postlog_submit).
      */
     postlog_live_fn live;
     void *live_ctx;
@@ -69,8 +73,15 @@ struct postlog_opts {
  * during an append, which was never acknowledged) is cut off; a bad record
  * with more after it is corruption: the entries before it are kept, the
  * file is rewritten with them, the damaged file is kept beside it as
- * path + ".corrupt", and *r says so (the caller logs it).  Then the writer
- * and rewriting threads start.
+ * path + ".corrupt", and *r says so (the caller logs it).  A file that a
+ * clean close sealed (postlog_close) and that no longer ends with its seal
+ * was cut or changed while stopped (r->cut), even where the cut looks like
+ * a torn append.  Either way acknowledged entries may be missing:
+ * r->lost_until says until when one of them could have been read back
+ * (unix seconds, 0: none is missing), and the caller must not answer
+ * "absent" before then; the log keeps that hold in its file, through
+ * crashes, rewrites and clean restarts, until it has passed.  Then the
+ * writer and rewriting threads start.
  *
  * Returns the log, or NULL with r->why filled and errno set: the file
  * cannot be created, read or written (EACCES, ENOENT for a missing
@@ -104,7 +115,8 @@ int postlog_append(struct postlog *log, size_t n, const char *const *ids, const 
  * done(arg, err) is called exactly once, on the log's writer thread and
  * without its lock, with 0 once they are on disk or the errno value of the
  * failure (as postlog_append's).  It must be quick and may not call into
- * this log.  Returns an errno value at once, done never called, when they
+ * this log; a rewrite waits for it before it walks the live entries
+ * (postlog_opts.live).  Returns an errno value at once, done never called, when they
  * cannot be queued: the log is broken, ENOMEM, EINVAL (n = 0, an ID longer
  * than 65536 bytes).  Thread-safe.
  */
@@ -137,8 +149,10 @@ struct postlog_info {
 void postlog_info(struct postlog *log, struct postlog_info *out);
 
 /*
- * Finish the appends already queued, stop the threads and close the file.
- * No postlog_append may run or start once it is called.  NULL is a no-op.
+ * Finish the appends already queued, stop the threads, seal the file (a
+ * seal record and the header's seal word, postlog_file.h; not a log whose
+ * last fdatasync failed) and close it.  No postlog_append may run or start
+ * once it is called.  NULL is a no-op.
  */
 void postlog_close(struct postlog *log);
 

@@ -13,7 +13,7 @@
 
 #include "postlog_types.h"
 
-#define POSTLOG_HEADER_LEN 16           /* "bgpostlg", version, 0 */
+#define POSTLOG_HEADER_LEN 16           /* "bgpostlg", version, seal word */
 #define POSTLOG_REC_HEAD 8              /* body_len, count */
 #define POSTLOG_REC_SUM 8               /* the record's checksum, after its body */
 #define POSTLOG_ENTRY_HEAD 12           /* expires, len */
@@ -29,8 +29,23 @@ struct postlog_buf {
 /* Make room for more bytes at the end of b: false on no memory (b unchanged). */
 bool postlog_file_reserve(struct postlog_buf *b, size_t more);
 
-/* The file's POSTLOG_HEADER_LEN-byte header into h. */
-void postlog_file_header(unsigned char *h);
+/*
+ * The file's POSTLOG_HEADER_LEN-byte header into h, its seal word saying
+ * that acknowledged entries may be missing until hold (unix seconds; 0:
+ * none, the word of a file in use without a hold).
+ */
+void postlog_file_header(unsigned char *h, uint64_t hold);
+
+/*
+ * Seal the file on fd, whose records end at end, at a clean close (no
+ * append may follow): the seal record at end, then the header's seal word
+ * (the latest expiry of any entry it holds, latest, or hold if later),
+ * each fdatasync'ed.  hold: as postlog_file_header's, kept through the
+ * seal.  A reader then knows a cut while stopped from a torn append.
+ * 0, or the errno value of the failure (the file is then as after a crash:
+ * its records whole, not sealed).
+ */
+int postlog_file_seal(int fd, uint64_t end, uint64_t hold, uint64_t latest);
 
 /*
  * Records being built at the end of a buffer: postlog_file_rec_add starts
@@ -68,15 +83,18 @@ int postlog_file_temp(const char *path, const unsigned char *data, size_t len, c
  * Read the log file at path (dir: its directory), open on *fd with size
  * bytes, as postlog_open describes (postlog.h): give each(ctx, ...) every
  * entry whose expiry is after now, its seconds left clamped to ttl, count
- * them in *r, and repair the file: cut a torn tail, or set a damaged file
- * aside as path + ".corrupt" and install its good prefix in its place (then
- * *fd is the new file's, the old one closed).  *live_bytes gets the size
- * the live entries would take in a rewrite (left alone when the file was
- * shorter than a header).  Returns 0, or an errno value with r->why filled.
- * Not thread-safe with anything else using the file.
+ * them in *r, tell a cut while stopped (r->cut, r->lost_until) from a torn
+ * append, and repair the file: cut a torn tail or a seal, or set a damaged
+ * file aside as path + ".corrupt" and install its good prefix in its place
+ * (then *fd is the new file's, the old one closed); its seal word is then
+ * r->lost_until (0 when none), ready for appends.  *live_bytes gets the
+ * size the live entries would take in a rewrite (left alone when the file
+ * was shorter than a header), *latest the latest expiry of any entry read
+ * (0: none).  Returns 0, or an errno value with r->why filled.  Not
+ * thread-safe with anything else using the file.
  */
 int postlog_file_load(const char *path, const char *dir, int *fd, uint64_t size, uint64_t now,
                       uint64_t ttl, postlog_entry_fn each, void *ctx, struct postlog_opened *r,
-                      uint64_t *live_bytes);
+                      uint64_t *live_bytes, uint64_t *latest);
 
 #endif

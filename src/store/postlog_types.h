@@ -26,7 +26,22 @@ struct postlog_opened {
     uint64_t corrupt_offset;    /* where it starts; everything from there is dropped */
     uint64_t lost_bytes;        /* bytes dropped from there to the end */
     bool created;               /* there was no file: an empty one was made */
-    char why[160];              /* the corruption, or why the open failed */
+    bool sealed;                /* the last run closed it cleanly, and it is whole */
+    /*
+     * It was sealed by a clean close (or held, below) and no longer ends
+     * with its seal: it was cut or changed while bloomguard was stopped,
+     * or it is shorter than its header.  See why.
+     */
+    bool cut;
+    /*
+     * Unix seconds until which an acknowledged entry may be missing from
+     * what was given (a cut, damage, or a hold an earlier run kept: the
+     * latest expiry any lost entry could have had, at most now + ttl);
+     * 0 = nothing acknowledged can be missing.  The log keeps it (its
+     * header, its seal) until then, through crashes and restarts.
+     */
+    uint64_t lost_until;
+    char why[160];              /* the corruption or the cut, or why the open failed */
 };
 
 #endif

@@ -16,6 +16,8 @@ struct entry {
     char *id;                   /* NULL: free (never used, or deleted if dead) */
     size_t len;
     uint64_t expires;           /* on the caller's clock */
+    uint32_t holds;             /* reservations not yet committed or cancelled */
+    bool acked;                 /* in the journal: exported and replayed (else only held) */
     bool dead;                  /* a tombstone: keeps probe chains intact */
 };
 
@@ -30,13 +32,6 @@ struct pending {
     _Atomic uint64_t refused;
     _Atomic uint64_t expired;
 };
-
-uint64_t pending_clock(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_BOOTTIME, &ts);
-    return (uint64_t)ts.tv_sec;
-}
 
 struct pending *pending_new(uint64_t limit, uint64_t max_bytes, uint64_t ttl)
 {
@@ -124,7 +119,8 @@ static void expire_locked(struct pending *p, uint64_t now)
     uint64_t n = 0;
     for (size_t i = 0; i < p->cap; i++) {
         struct entry *e = &p->slots[i];
-        if (e->id != NULL && e->expires <= now) {
+        /* A held entry waits for its commit or cancel, which decide. */
+        if (e->id != NULL && e->holds == 0 && e->expires <= now) {
             drop(p, e);
             n++;
         }
@@ -162,20 +158,48 @@ static enum pending_result fits(const struct pending *p, uint64_t count, uint64_
 }
 
 /*
- * The one insert path, for POSTs and restored entries: expires[i], or
- * now + ttl when expires is NULL.  An ID already there keeps the later of
- * its two expiries (for a POST the new one: the clock is monotonic).  A
- * restored entry was acknowledged once: it is kept past the limits, which
- * only refuse what has not been acknowledged yet.
+ * Take back the first n IDs' holds of a reservation that will not be
+ * committed: an entry that no other hold keeps and that was never in the
+ * journal leaves it.  Caller locks.
+ */
+static void release_locked(struct pending *p, size_t n, const char *const *ids,
+                           const size_t *lens, const uint64_t *hashes)
+{
+    for (size_t i = 0; i < n && p->cap > 0; i++) {
+        bool found;
+        struct entry *e = find(p, ids[i], lens[i], hashes[i], &found);
+        if (!found || e->holds == 0)
+            continue;
+        if (--e->holds == 0 && !e->acked)
+            drop(p, e);
+    }
+}
+
+/* How an insert path treats the IDs it is given. */
+enum add_mode {
+    ADD_POST,       /* within the limits, in the journal at once */
+    ADD_RESERVE,    /* within the limits, held: in the journal at pending_commit */
+    ADD_RESTORE     /* acknowledged once: past the limits, expires[i] */
+};
+
+/*
+ * The one insert path, for POSTs, reservations and restored entries:
+ * expires[i], or now + ttl when expires is NULL.  An ID already there
+ * keeps the later of its two expiries (for a POST the new one: the clock
+ * is monotonic).  A restored entry was acknowledged once: it is kept past
+ * the limits, which only refuse what has not been acknowledged yet.  A
+ * reservation holds each entry (new ones are not in the journal yet) and,
+ * failing half way, gives back what it held.
  */
 static enum pending_result add_until(struct pending *p, size_t n, const char *const *ids,
                                      const size_t *lens, const uint64_t *hashes,
-                                     const uint64_t *expires, uint64_t now)
+                                     const uint64_t *expires, uint64_t now, enum add_mode mode)
 {
     enum pending_result r = PENDING_OK;
     uint64_t need, need_bytes;
+    size_t i = 0;
     pthread_mutex_lock(&p->mu);
-    if (expires == NULL) {
+    if (mode != ADD_RESTORE) {
         room_needed(p, n, ids, lens, hashes, &need, &need_bytes);
         r = fits(p, need, need_bytes);
     }
@@ -188,7 +212,7 @@ static enum pending_result add_until(struct pending *p, size_t n, const char *co
         atomic_fetch_add(&p->refused, n);
         goto out;
     }
-    for (size_t i = 0; i < n; i++) {
+    for (i = 0; i < n; i++) {
         bool found;
         if ((p->used + 1) * 4 > p->cap * 3 && !grow(p)) {
             r = PENDING_NOMEM;
@@ -197,8 +221,13 @@ static enum pending_result add_until(struct pending *p, size_t n, const char *co
         uint64_t until = expires ? expires[i] : now + p->ttl;
         struct entry *e = find(p, ids[i], lens[i], hashes[i], &found);
         if (found) {
-            if (until > e->expires)
+            /* A reservation refreshes nothing yet: pending_commit does. */
+            if (mode == ADD_RESERVE)
+                e->holds++;
+            else if (until > e->expires)
                 e->expires = until;
+            if (mode != ADD_RESERVE)
+                e->acked = true;
             continue;
         }
         char *copy = malloc(lens[i] ? lens[i] : 1);
@@ -209,11 +238,14 @@ static enum pending_result add_until(struct pending *p, size_t n, const char *co
         memcpy(copy, ids[i], lens[i]);
         if (!e->dead)
             p->used++;
-        *e = (struct entry){ hashes[i], copy, lens[i], until, false };
+        *e = (struct entry){ .h = hashes[i], .id = copy, .len = lens[i], .expires = until,
+                             .holds = mode == ADD_RESERVE, .acked = mode != ADD_RESERVE };
         atomic_fetch_add(&p->count, 1);
         atomic_fetch_add(&p->bytes, lens[i]);
     }
 out:
+    if (r != PENDING_OK && mode == ADD_RESERVE)
+        release_locked(p, i, ids, lens, hashes);
     pthread_mutex_unlock(&p->mu);
     return r;
 }
@@ -221,14 +253,47 @@ out:
 enum pending_result pending_add_many(struct pending *p, size_t n, const char *const *ids,
                                      const size_t *lens, const uint64_t *hashes, uint64_t now)
 {
-    return add_until(p, n, ids, lens, hashes, NULL, now);
+    return add_until(p, n, ids, lens, hashes, NULL, now, ADD_POST);
+}
+
+enum pending_result pending_reserve(struct pending *p, size_t n, const char *const *ids,
+                                    const size_t *lens, const uint64_t *hashes, uint64_t now)
+{
+    return add_until(p, n, ids, lens, hashes, NULL, now, ADD_RESERVE);
+}
+
+void pending_commit(struct pending *p, size_t n, const char *const *ids, const size_t *lens,
+                    const uint64_t *hashes, uint64_t now)
+{
+    pthread_mutex_lock(&p->mu);
+    for (size_t i = 0; i < n && p->cap > 0; i++) {
+        bool found;
+        struct entry *e = find(p, ids[i], lens[i], hashes[i], &found);
+        /* Held entries are never dropped (pending_seen, expiry): it is there. */
+        if (!found)
+            continue;
+        if (e->holds > 0)
+            e->holds--;
+        e->acked = true;
+        if (now + p->ttl > e->expires)
+            e->expires = now + p->ttl;
+    }
+    pthread_mutex_unlock(&p->mu);
+}
+
+void pending_cancel(struct pending *p, size_t n, const char *const *ids, const size_t *lens,
+                    const uint64_t *hashes)
+{
+    pthread_mutex_lock(&p->mu);
+    release_locked(p, n, ids, lens, hashes);
+    pthread_mutex_unlock(&p->mu);
 }
 
 enum pending_result pending_restore(struct pending *p, const char *id, size_t len, uint64_t h,
                                     uint64_t ttl_left, uint64_t now)
 {
     uint64_t until = now + (ttl_left < p->ttl ? ttl_left : p->ttl);
-    return add_until(p, 1, &id, &len, &h, &until, now);
+    return add_until(p, 1, &id, &len, &h, &until, now, ADD_RESTORE);
 }
 
 bool pending_export(struct pending *p, uint64_t now, pending_count_fn count,
@@ -237,15 +302,16 @@ bool pending_export(struct pending *p, uint64_t now, pending_count_fn count,
     bool ok = true;
     uint64_t n = 0, bytes = 0;
     pthread_mutex_lock(&p->mu);
+    /* Held entries are not acknowledged (yet, or ever): no snapshot or rewrite may keep them. */
     for (size_t i = 0; i < p->cap; i++)
-        if (p->slots[i].id != NULL && p->slots[i].expires > now) {
+        if (p->slots[i].id != NULL && p->slots[i].acked && p->slots[i].expires > now) {
             n++;
             bytes += p->slots[i].len;
         }
     ok = count(ctx, n, bytes);
     for (size_t i = 0; ok && i < p->cap; i++) {
         const struct entry *e = &p->slots[i];
-        if (e->id != NULL && e->expires > now)
+        if (e->id != NULL && e->acked && e->expires > now)
             ok = each(ctx, e->id, e->len, e->expires - now);
     }
     pthread_mutex_unlock(&p->mu);
@@ -266,7 +332,8 @@ void pending_seen(struct pending *p, const char *id, size_t len, uint64_t h)
     pthread_mutex_lock(&p->mu);
     if (p->cap > 0) {
         struct entry *e = find(p, id, len, h, &found);
-        if (found)
+        /* A held entry stays for its commit or cancel; a later COPY or its ttl takes it. */
+        if (found && e->holds == 0)
             drop(p, e);
     }
     pthread_mutex_unlock(&p->mu);
@@ -284,8 +351,9 @@ void pending_expire(struct pending *p, uint64_t now)
 void pending_replay(struct pending *p, struct filter *f)
 {
     pthread_mutex_lock(&p->mu);
+    /* Held entries reach the filter through their insert, once committed (table.c). */
     for (size_t i = 0; i < p->cap; i++)
-        if (p->slots[i].id != NULL)
+        if (p->slots[i].id != NULL && p->slots[i].acked)
             filter_add_hash(f, p->slots[i].h);
     pthread_mutex_unlock(&p->mu);
 }

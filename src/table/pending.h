@@ -18,6 +18,7 @@
 #include <stdint.h>
 
 #include "filter.h"
+#include "monoclock.h"
 
 struct pending;
 
@@ -30,10 +31,10 @@ struct pending *pending_new(uint64_t limit, uint64_t max_bytes, uint64_t ttl);
 void pending_free(struct pending *p);
 
 /*
- * The journal's clock, for every now below: seconds of CLOCK_BOOTTIME, which
- * keeps counting while the machine sleeps (an entry's ttl is real time).
+ * The journal's clock, for every now below: seconds of CLOCK_BOOTTIME
+ * (monoclock_boot_s), which keeps counting while the machine sleeps (an
+ * entry's ttl is real time).
  */
-uint64_t pending_clock(void);
 
 enum pending_result {
     PENDING_OK = 0,
@@ -44,7 +45,7 @@ enum pending_result {
 
 /*
  * Remember n IDs (hashes[i] = filter_hash of ids[i]) at time now
- * (pending_clock).  All of them or, when
+ * (monoclock_boot_s).  All of them or, when
  * they would not fit (expired entries are dropped first to make room), none:
  * PENDING_FULL_*.  An ID already there gets a fresh expiry and takes no more
  * room (a batch of such IDs fits even in a journal over its limits).
@@ -57,6 +58,30 @@ enum pending_result pending_add(struct pending *p, const char *id, size_t len, u
                                 uint64_t now);
 
 /*
+ * A POST that must reach the disk before it is acknowledged, in two steps,
+ * so that one refused never takes effect: not at the next rebuild, not in a
+ * snapshot or a rewritten POST log, not after a restart.
+ *
+ * pending_reserve takes room for n IDs as pending_add_many would (all or
+ * none, PENDING_FULL_*; PENDING_NOMEM gives back what it took), but puts
+ * them in no journal: until pending_commit, an ID not already there is
+ * held, neither exported (pending_export) nor replayed (pending_replay),
+ * and an ID already there keeps its expiry.  Held entries are never
+ * dropped meanwhile (pending_seen, expiry).  Then exactly one of:
+ *   pending_commit  the IDs were acknowledged: in the journal, with a fresh
+ *                   expiry (now + ttl);
+ *   pending_cancel  they were refused: what only this reservation held
+ *                   leaves; what was in the journal before stays as it was.
+ * with the same n, ids, lens and hashes.  Thread-safe.
+ */
+enum pending_result pending_reserve(struct pending *p, size_t n, const char *const *ids,
+                                    const size_t *lens, const uint64_t *hashes, uint64_t now);
+void pending_commit(struct pending *p, size_t n, const char *const *ids, const size_t *lens,
+                    const uint64_t *hashes, uint64_t now);
+void pending_cancel(struct pending *p, size_t n, const char *const *ids, const size_t *lens,
+                    const uint64_t *hashes);
+
+/*
  * A COPY shows this ID in the table: forget it.  Cheap when the journal is
  * empty (one atomic load), so the loader may call it for every row.
  * Thread-safe.
@@ -66,7 +91,7 @@ void pending_seen(struct pending *p, const char *id, size_t len, uint64_t h);
 /* Drop entries whose time is up at now.  Thread-safe. */
 void pending_expire(struct pending *p, uint64_t now);
 
-/* Add every remembered ID to f.  Thread-safe. */
+/* Add every remembered ID to f (not the held ones: pending_reserve).  Thread-safe. */
 void pending_replay(struct pending *p, struct filter *f);
 
 /*
@@ -75,8 +100,9 @@ void pending_replay(struct pending *p, struct filter *f);
  * as its expiry time.
  *
  * pending_export calls each(ctx, id, len, ttl_left) for every entry not
- * expired at now, under the journal's lock (POSTs wait meanwhile: keep each
- * cheap, e.g. a memcpy; it must not call back into this journal).  Before
+ * expired at now (not a held one: pending_reserve), under the journal's
+ * lock (POSTs wait meanwhile: keep each cheap, e.g. a memcpy; it must not
+ * call back into this journal).  Before
  * the first entry it calls count(ctx, n, bytes) with exactly the number of
  * entries and bytes of IDs that will follow, so the caller can size its
  * buffer once.  Either callback returning false stops the export, which
@@ -102,7 +128,7 @@ enum pending_result pending_restore(struct pending *p, const char *id, size_t le
 
 /* Figures for /stats and /metrics; each read atomically. */
 struct pending_info {
-    uint64_t count;         /* IDs remembered now (more than limit after a restore into smaller limits) */
+    uint64_t count;         /* IDs remembered or held now (more than limit after a restore into smaller limits) */
     uint64_t bytes;         /* their bytes */
     uint64_t refused;       /* IDs refused because the journal was full */
     uint64_t expired;       /* entries dropped by ttl */

@@ -41,13 +41,6 @@ bool table_want_may_catch_up(enum table_want w)
     return w > WANT_NONE && w < WANT_COUNT && wants[w].may_catch_up;
 }
 
-int64_t table_now(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_BOOTTIME, &ts);
-    return (int64_t)ts.tv_sec * NS_PER_S + ts.tv_nsec;
-}
-
 static void table_sizing_from(struct table_sizing *sz, const struct filter_config *fc)
 {
     *sz = (struct table_sizing){ .expected_items = fc->expected_items,
@@ -74,6 +67,7 @@ struct table *table_new(const struct config *cfg, const struct filter_config *fc
     t->min_interval = cfg->min_rebuild_interval;
     atomic_init(&t->horizon, 0);
     atomic_init(&t->saturated, false);
+    atomic_init(&t->held_until, 0);
     atomic_init(&t->spell, SPELL_TEXT);
     atomic_init(&t->vet, TABLE_VET_NONE);
     atomic_init(&t->not_a_value, 0);
@@ -185,13 +179,30 @@ struct pending *table_pending(struct table *t)
 
 /* ------------------------------------------------------------ answers -- */
 
-bool table_stale(struct table *t, int64_t h)
+bool table_unsure(struct table *t, int64_t now)
 {
     /* A peer's filter on probation: its "absent" is not believed yet, whatever max_staleness. */
-    if (atomic_load_explicit(&t->vet, memory_order_acquire) != TABLE_VET_NONE)
-        return true;
-    return answer_degraded(table_now(), h, t->max_stale_ns,
-                           atomic_load_explicit(&t->saturated, memory_order_relaxed));
+    return atomic_load_explicit(&t->vet, memory_order_acquire) != TABLE_VET_NONE
+        || atomic_load_explicit(&t->saturated, memory_order_relaxed)
+        || now < atomic_load_explicit(&t->held_until, memory_order_relaxed);
+}
+
+bool table_stale(struct table *t, int64_t h, int64_t now)
+{
+    return answer_degraded(now, h, t->max_stale_ns, table_unsure(t, now));
+}
+
+void table_hold_absent(struct table *t, int64_t until)
+{
+    int64_t was = atomic_load(&t->held_until);
+    while (until > was && !atomic_compare_exchange_weak(&t->held_until, &was, until)) {
+    }
+}
+
+double table_held_for(struct table *t)
+{
+    int64_t left = atomic_load(&t->held_until) - monoclock_boot_ns();
+    return left > 0 ? (double)left / (double)NS_PER_S : 0;
 }
 
 /* After inserts: a filter that just lost its rate degrades its absent answers at once. */
@@ -199,6 +210,12 @@ void table_check_saturated(struct table *t)
 {
     if (!atomic_load_explicit(&t->saturated, memory_order_relaxed) && guard_saturated(t->g))
         table_set_saturated(t, true);
+}
+
+void table_tell_unsure_locked(struct table *t)
+{
+    if (t->pub.unsure)
+        t->pub.unsure(t->pub.ctx, table_unsure(t, monoclock_boot_ns()));
 }
 
 void table_set_saturated(struct table *t, bool saturated)
@@ -211,8 +228,7 @@ void table_set_saturated(struct table *t, bool saturated)
      */
     pthread_mutex_lock(&t->mu);
     atomic_store(&t->saturated, saturated);
-    if (t->pub.saturated)
-        t->pub.saturated(t->pub.ctx, saturated);
+    table_tell_unsure_locked(t);
     pthread_mutex_unlock(&t->mu);
 }
 
@@ -258,7 +274,7 @@ enum table_answer table_lookup(struct table *t, const void *id, size_t len)
         atomic_fetch_add_explicit(&t->not_a_value, 1, memory_order_relaxed);
     if (g == GUARD_MAYBE)
         return TABLE_MAYBE;
-    return table_stale(t, h) ? TABLE_DEGRADED : TABLE_ABSENT;
+    return table_stale(t, h, monoclock_boot_ns()) ? TABLE_DEGRADED : TABLE_ABSENT;
 }
 
 bool table_lookup_many(struct table *t, size_t n, const char *const *ids, const size_t *lens,
@@ -282,7 +298,7 @@ bool table_lookup_many(struct table *t, size_t n, const char *const *ids, const 
         if (v == SPELL_NOT_A_VALUE)
             atomic_fetch_add_explicit(&t->not_a_value, 1, memory_order_relaxed);
     }
-    bool deg = absent > 0 && table_stale(t, h);
+    bool deg = absent > 0 && table_stale(t, h, monoclock_boot_ns());
     if (deg)
         for (size_t i = 0; i < n; i++)
             maybe[i] = true;
@@ -300,7 +316,7 @@ static enum table_insert_result add_hashes(struct table *t, size_t n, const uint
     *inserted = 0;
     for (size_t i = 0; i < n; i++)
         *inserted += guard_add_hash(t->g, hs[i]);
-    table_check_saturated(t);
+    table_posted(t, hs, n, *inserted);
     return *inserted < n ? TABLE_INSERT_NOT_READY : TABLE_INSERTED;
 }
 
@@ -373,12 +389,38 @@ static enum table_insert_result keyset_make(struct table *t, size_t n, const cha
     return TABLE_INSERTED;
 }
 
-/* Journal first, all or nothing.  TABLE_INSERTED: journalled. */
+/*
+ * Own copies of k's keys (for text they are the caller's IDs), for an
+ * insert that outlives its call.  False on no memory.
+ */
+static bool keyset_own(struct keyset *k)
+{
+    size_t total = 0;
+    for (size_t i = 0; i < k->n; i++)
+        total += k->lens[i];
+    char *b = malloc(total ? total : 1), *at = b;
+    if (b == NULL)
+        return false;
+    for (size_t i = 0; i < k->n; i++) {
+        memcpy(at, k->keys[i], k->lens[i]);
+        k->keys[i] = at;
+        at += k->lens[i];
+    }
+    free(k->bytes);
+    k->bytes = b;
+    return true;
+}
+
+/*
+ * Journal first, all or nothing: the IDs are held (pending_reserve) until
+ * the insert is acknowledged or refused (journal_end).  TABLE_INSERTED:
+ * held.
+ */
 static enum table_insert_result journal(struct table *t, const struct keyset *k)
 {
     if (!guard_writable(t->g))
         return TABLE_INSERT_NOT_READY;
-    switch (pending_add_many(t->pending, k->n, k->keys, k->lens, k->hs, pending_clock())) {
+    switch (pending_reserve(t->pending, k->n, k->keys, k->lens, k->hs, monoclock_boot_s())) {
     case PENDING_OK: return TABLE_INSERTED;
     case PENDING_FULL_COUNT: return TABLE_INSERT_FULL_COUNT;
     case PENDING_FULL_BYTES: return TABLE_INSERT_FULL_BYTES;
@@ -388,10 +430,24 @@ static enum table_insert_result journal(struct table *t, const struct keyset *k)
 }
 
 /*
+ * The journal's part once the insert is decided: acknowledged, the IDs join
+ * it (rebuilds replay them, snapshots and rewrites of the POST log keep
+ * them); refused, they leave without a trace, so that nothing refused
+ * answers 200 later, after a rebuild or a restart.
+ */
+static void journal_end(struct table *t, const struct keyset *k, bool acknowledged)
+{
+    if (acknowledged)
+        pending_commit(t->pending, k->n, k->keys, k->lens, k->hs, monoclock_boot_s());
+    else
+        pending_cancel(t->pending, k->n, k->keys, k->lens, k->hs);
+}
+
+/*
  * The start both inserts share: *inserted and *err cleared, the ids spelled
- * and hashed into *k (keyset_free it), and journaled for a rebuild in
- * flight.  TABLE_INSERTED to go on; else *err names the first bad id for
- * TABLE_INSERT_NOT_A_VALUE.
+ * and hashed into *k (keyset_free it), and held in the journal
+ * (journal_end ends that).  TABLE_INSERTED to go on; else nothing is held,
+ * and *err names the first bad id for TABLE_INSERT_NOT_A_VALUE.
  */
 static enum table_insert_result insert_begin(struct table *t, size_t n, const char *const *ids,
                                              const size_t *lens, struct keyset *k,
@@ -409,13 +465,18 @@ static enum table_insert_result insert_begin(struct table *t, size_t n, const ch
     return r;
 }
 
-enum table_insert_result table_insert(struct table *t, size_t n, const char *const *ids,
-                                      const size_t *lens, size_t *inserted, int *err)
+/* An insert with no durable step, or with a blocking one (fn, no submit): decided here. */
+static enum table_insert_result insert_now(struct table *t, size_t n, const char *const *ids,
+                                           const size_t *lens, size_t *inserted, int *err)
 {
     struct keyset k;
     enum table_insert_result r = insert_begin(t, n, ids, lens, &k, inserted, err);
-    if (r == TABLE_INSERTED && t->durable != NULL && n > 0) {
-        /* On disk before the filter and the 2xx; the journal's copy is harmless. */
+    if (r != TABLE_INSERTED) {
+        keyset_free(&k);
+        return r;
+    }
+    if (t->durable != NULL && n > 0) {
+        /* On disk before the journal, the filter and the 2xx. */
         int e = t->durable(t->durable_arg, n, k.keys, k.lens, t->fc->pending_ttl);
         if (e != 0) {
             if (err)
@@ -423,29 +484,35 @@ enum table_insert_result table_insert(struct table *t, size_t n, const char *con
             r = TABLE_INSERT_NOT_DURABLE;
         }
     }
+    journal_end(t, &k, r == TABLE_INSERTED);
     if (r == TABLE_INSERTED)
         r = add_hashes(t, n, k.hs, inserted);
     keyset_free(&k);
     return r;
 }
 
-/* An insert waiting for the disk. */
+/* An insert waiting for the disk; its keys are its own. */
 struct insert_op {
     struct table *t;
-    uint64_t *hs;
-    size_t n;
+    struct keyset k;
     table_insert_done_fn done;
     void *arg;
 };
 
+/*
+ * The log's answer, on its thread: the journal takes the IDs here, before
+ * the log lets a rewrite read the journal (postlog_submit), so a rewrite
+ * keeps every acknowledged ID and none refused.
+ */
 static void insert_durable(void *arg, int err)
 {
     struct insert_op *op = arg;
     size_t inserted = 0;
+    journal_end(op->t, &op->k, err == 0);
     enum table_insert_result r = err != 0 ? TABLE_INSERT_NOT_DURABLE
-                                          : add_hashes(op->t, op->n, op->hs, &inserted);
+                                          : add_hashes(op->t, op->k.n, op->k.hs, &inserted);
     op->done(op->arg, r, inserted, err);
-    free(op->hs);
+    keyset_free(&op->k);
     free(op);
 }
 
@@ -454,27 +521,80 @@ enum table_insert_result table_insert_later(struct table *t, size_t n, const cha
                                             table_insert_done_fn done, void *arg)
 {
     if (t->durable_submit == NULL || n == 0)
-        return table_insert(t, n, ids, lens, inserted, err);
-    struct keyset k;
-    enum table_insert_result r = insert_begin(t, n, ids, lens, &k, inserted, err);
-    struct insert_op *op = r == TABLE_INSERTED ? malloc(sizeof *op) : NULL;
-    if (r == TABLE_INSERTED && op == NULL)
+        return insert_now(t, n, ids, lens, inserted, err);
+    struct insert_op *op = malloc(sizeof *op);
+    if (op == NULL)
+        return TABLE_INSERT_NOMEM;
+    enum table_insert_result r = insert_begin(t, n, ids, lens, &op->k, inserted, err);
+    if (r == TABLE_INSERTED && !keyset_own(&op->k)) {
+        journal_end(t, &op->k, false);
         r = TABLE_INSERT_NOMEM;
+    }
     if (r != TABLE_INSERTED) {
-        keyset_free(&k);
+        keyset_free(&op->k);
+        free(op);
         return r;
     }
-    *op = (struct insert_op){ t, k.hs, n, done, arg };
-    k.hs = NULL;                    /* the op's now */
-    int e = t->durable_submit(t->durable_arg, n, k.keys, k.lens, t->fc->pending_ttl,
+    op->t = t;
+    op->done = done;
+    op->arg = arg;
+    int e = t->durable_submit(t->durable_arg, n, op->k.keys, op->k.lens, t->fc->pending_ttl,
                               insert_durable, op);
-    keyset_free(&k);                /* the log copied the keys */
     if (e != 0) {
-        free(op->hs);
+        journal_end(t, &op->k, false);
+        keyset_free(&op->k);
         free(op);
         if (err)
             *err = e;
         return TABLE_INSERT_NOT_DURABLE;
     }
     return TABLE_INSERT_LATER;
+}
+
+/* table_insert's wait for a submitted insert. */
+struct insert_wait {
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+    bool done;
+    enum table_insert_result r;
+    size_t inserted;
+    int err;
+};
+
+static void insert_waited(void *arg, enum table_insert_result r, size_t inserted, int err)
+{
+    struct insert_wait *w = arg;
+    pthread_mutex_lock(&w->mu);
+    w->r = r;
+    w->inserted = inserted;
+    w->err = err;
+    w->done = true;
+    pthread_cond_signal(&w->cv);
+    pthread_mutex_unlock(&w->mu);
+}
+
+enum table_insert_result table_insert(struct table *t, size_t n, const char *const *ids,
+                                      const size_t *lens, size_t *inserted, int *err)
+{
+    if (t->durable_submit == NULL || n == 0)
+        return insert_now(t, n, ids, lens, inserted, err);
+    /* Through the log's callback, as table_insert_later: see insert_durable. */
+    struct insert_wait w = { .done = false };
+    pthread_mutex_init(&w.mu, NULL);
+    pthread_cond_init(&w.cv, NULL);
+    enum table_insert_result r = table_insert_later(t, n, ids, lens, inserted, err,
+                                                    insert_waited, &w);
+    if (r == TABLE_INSERT_LATER) {
+        pthread_mutex_lock(&w.mu);
+        while (!w.done)
+            pthread_cond_wait(&w.cv, &w.mu);
+        pthread_mutex_unlock(&w.mu);
+        r = w.r;
+        *inserted = w.inserted;
+        if (err && r == TABLE_INSERT_NOT_DURABLE)
+            *err = w.err;
+    }
+    pthread_cond_destroy(&w.cv);
+    pthread_mutex_destroy(&w.mu);
+    return r;
 }

@@ -10,7 +10,8 @@
  * the filter.  A follower (follow.h) proves it, each in its own way, and
  * moves it with table_advance; an "absent" answer is given only while
  * now - H <= [sync] max_staleness, else it is "degraded" (answered as
- * "maybe").  H moves only while the live filter covers the current epoch:
+ * "maybe"): answer_degraded (answer.h) is the rule, with no H yet (0)
+ * degraded too.  H moves only while the live filter covers the current epoch:
  * an epoch is a stretch in which the follower's view of the table is
  * whole.  Anything that may have lost rows (a new LISTEN connection, a new
  * replication slot, an ID too long to notify, a publication changed) starts
@@ -18,7 +19,7 @@
  * catch-up from a position) that started in that epoch is live.
  *
  * Clocks: H and every `when` below are nanoseconds of CLOCK_BOOTTIME
- * (table_now), which keeps counting while the machine sleeps, so a suspend
+ * (monoclock_boot_ns), which keeps counting while the machine sleeps, so a suspend
  * never makes an old horizon look fresh.
  */
 #ifndef BLOOMGUARD_TABLE_H
@@ -30,15 +31,19 @@
 #include <time.h>
 
 #include "config.h"
+#include "monoclock.h"
 #include "filter.h"
 #include "guard.h"
 #include "pending.h"
 #include "spell.h"
+#include "table_fleet.h"
 
 struct table;
 
 /* Longest position (follow.h) a table keeps, terminator included. */
 #define TABLE_POS_MAX 384
+/* Bytes of a method's reason (table_set_method), whole: a cut one reads as another reason. */
+#define TABLE_METHOD_WHY_MAX 320
 
 /*
  * What PostgreSQL says the guarded column is, read at every load with the
@@ -58,8 +63,6 @@ struct table_ident {
     char type_name[64];             /* format_type, for /stats */
 };
 
-/* Nanoseconds of CLOCK_BOOTTIME: the horizon's clock. */
-int64_t table_now(void);
 
 /*
  * A table for filter fc of cfg (both must outlive it), owning a new guard
@@ -88,10 +91,13 @@ void table_set_wake(struct table *t, void (*wake)(void *arg), void *arg);
  *   horizon   the horizon moved to h; called under the table's lock;
  *   restored  a snapshot's filter went live (table_restored), on the
  *             scheduler's thread (the only one that swaps filters);
- *   saturated the table began (true) or stopped (false) degrading absent
- *             answers because the live filter can no longer keep its
- *             rate; called under the table's lock, at once, so that
+ *   unsure    the table began (true) or stopped (false) degrading every
+ *             absent answer whatever its horizon (table_unsure: the live
+ *             filter can no longer keep its rate, or a peer's filter is on
+ *             probation); called under the table's lock, at once, so that
  *             readers degrade with the daemon and not at the next horizon.
+ *             live and horizon read table_unsure themselves (a hold of a
+ *             cut POST log ends by the clock, not by an event).
  * spell is the spelling of next's keys (spell.h).
  */
 struct table_publisher {
@@ -100,8 +106,16 @@ struct table_publisher {
     void (*live)(void *ctx, const struct filter *next, enum spell_type spell, int64_t horizon);
     void (*horizon)(void *ctx, int64_t h);
     void (*restored)(void *ctx, enum spell_type spell);
-    void (*saturated)(void *ctx, bool saturated);
+    void (*unsure)(void *ctx, bool unsure);
 };
+
+/*
+ * Whether the table vouches for no absence at now, whatever its horizon:
+ * its live filter is saturated, a cut POST log holds absent answers
+ * (table_hold_absent), or a filter from elsewhere is on probation
+ * (table_vet_begin).  answer_degraded's "unsure".  Lock-free, any thread.
+ */
+bool table_unsure(struct table *t, int64_t now);
 void table_set_publisher(struct table *t, const struct table_publisher *p);
 
 /* Free the table, its guard and its journal; no other thread may use it.  NULL: no-op. */
@@ -168,6 +182,18 @@ bool table_lookup_many(struct table *t, size_t n, const char *const *ids, const 
                        bool *maybe, bool *degraded, size_t *absent_seen);
 
 /*
+ * Acknowledged POSTs may be missing from the journal (the POST log was cut
+ * while stopped, or damaged: postlog.h) and could have been read back
+ * until `until` (monoclock_boot_ns's clock): until then every absent answer is
+ * "maybe" (degraded), whatever the horizon, so that none of them answers
+ * 404; a publisher (publish.c) flags its readers the same way.  A later
+ * until extends it, an earlier one changes nothing.  table_held_for: the
+ * seconds still to go (0: none).  Thread-safe, lock-free.
+ */
+void table_hold_absent(struct table *t, int64_t until);
+double table_held_for(struct table *t);
+
+/*
  * The column's spelling now (the last load's, or a restored snapshot's):
  * what table_lookup applies.  SPELL_TEXT before any load.
  */
@@ -190,8 +216,9 @@ enum table_insert_result {
  * Where an acknowledged POST becomes durable: fn writes the IDs somewhere
  * that survives a crash (persist.c: the POST log) and returns 0 once they
  * are there, or an errno value.  It is called by table_insert, from any
- * thread, after the journal took the IDs and before the filter does.  Set
- * it before other threads use the table; NULL (the default): memory only.
+ * thread, after the journal held room for the IDs and before the journal
+ * and the filter take them (pending_reserve).  Set it before other threads
+ * use the table; NULL (the default): memory only.
  */
 typedef int (*table_durable_fn)(void *arg, size_t n, const char *const *ids, const size_t *lens,
                                 uint64_t ttl);
@@ -199,8 +226,11 @@ typedef int (*table_durable_fn)(void *arg, size_t n, const char *const *ids, con
  * The same step without waiting: submit queues the IDs (copying them) and
  * returns 0, then calls done(done_arg, err) exactly once, from another
  * thread, with 0 once they are durable or an errno value; or it returns an
- * errno value at once, done never called.  May be NULL (table_insert_later
- * then waits on fn).
+ * errno value at once, done never called.  The journal takes the IDs (or
+ * gives their room back) inside done, so a log that reads the journal to
+ * rewrite itself must wait for the done calls of what it wrote before
+ * (postlog_submit does).  When set, table_insert uses it too (and waits);
+ * NULL: both wait on fn.
  */
 typedef void (*table_durable_done_fn)(void *done_arg, int err);
 typedef int (*table_durable_submit_fn)(void *arg, size_t n, const char *const *ids,
@@ -214,11 +244,12 @@ bool table_durable(const struct table *t);
 /*
  * POST /ids: each ID by its key for the column's type (an ID the type
  * refuses can never be a row: TABLE_INSERT_NOT_A_VALUE, *err its index);
- * journal first, all or nothing, then the durable log, then the
- * filter.  A rebuild that replays the journal before the adds is sure to
- * find the IDs in its new filter, a crash after the 2xx finds them in the
- * log, and an ID the journal or the log cannot keep is refused, never
- * acknowledged.  Thread-safe.  *inserted gets the IDs added; *err (may be
+ * room in the journal first, all or nothing, then the durable log, then
+ * the journal and the filter.  A rebuild that replays the journal before
+ * the adds is sure to find the IDs in its new filter, a crash after the
+ * 2xx finds them in the log, and an ID the journal or the log cannot keep
+ * is refused, never acknowledged, and leaves no trace: no rebuild, snapshot
+ * or restart brings it back.  Thread-safe.  *inserted gets the IDs added; *err (may be
  * NULL) the errno value of TABLE_INSERT_NOT_DURABLE.
  */
 enum table_insert_result table_insert(struct table *t, size_t n, const char *const *ids,
@@ -262,6 +293,7 @@ void table_note_truncate(struct table *t);
 
 /* The current epoch (see the top of this file). */
 uint64_t table_epoch(struct table *t);
+
 
 /*
  * Rows may have been lost: start a new epoch (the horizon waits for a load
@@ -327,7 +359,7 @@ struct table_job {
 
 /*
  * For the scheduler: whether t has a load it may start at now (ns of
- * table_now); if so, take it (*job filled, the table shows it running).
+ * monoclock_boot_ns); if so, take it (*job filled, the table shows it running).
  * COPYs wait [sync] min_rebuild_interval after the previous load ends and
  * a failed load waits its backoff; catch-ups wait only for the backoff.
  * Otherwise *wait_ns (unchanged if larger) shrinks to when it may.
@@ -443,7 +475,7 @@ enum table_vet { TABLE_VET_NONE = 0, TABLE_VET_PENDING, TABLE_VET_REFUSED };
 
 /*
  * The probation's state; *proved (NULL: not asked) gets the horizon held
- * back so far (table_now() units, 0 = none): a row committed before it
+ * back so far (monoclock_boot_ns() units, 0 = none): a row committed before it
  * that the filter lacks is the snapshot's fault, not a change not yet read.
  */
 enum table_vet table_vet(struct table *t, int64_t *proved);
@@ -491,8 +523,12 @@ struct table_posts {
 };
 void table_posts(struct table *t, struct table_posts *out);
 
-/* How the table is followed: set by the follower that took it. */
-void table_set_method(struct table *t, const char *method, const char *why);
+/*
+ * How the table is followed: set by the follower that took it, or "none"
+ * with what is missing.  method_since moves only when either changes.
+ * Returns whether either changed.
+ */
+bool table_set_method(struct table *t, const char *method, const char *why);
 
 /*
  * A load or catch-up failed: the reason (public part only: no hosts, paths,
@@ -510,7 +546,8 @@ void table_set_feed_available(struct table *t, bool available);
 
 struct table_status {
     char method[16];                /* "logical", "feed", "notify", "none", "" = not chosen yet */
-    char method_why[160];           /* why that one */
+    char method_why[TABLE_METHOD_WHY_MAX];  /* why that one */
+    time_t method_since;            /* when method or method_why last changed; 0: not chosen yet */
     bool attempted;                 /* a first load has finished, ok or not */
     char last_error[160];           /* the last failure's public part, "" = none */
     char last_sqlstate[6];          /* its SQLSTATE (pgerror.h), "" = none or unknown */
@@ -546,9 +583,10 @@ struct table_status {
     time_t snapshot_written;
     /* the horizon */
     double horizon_age;             /* seconds since H; negative: no H yet */
-    bool degraded;                  /* loaded, and now - H > max_staleness or saturated */
+    bool degraded;                  /* loaded, and absent answers are "maybe" (answer_degraded) */
     bool saturated;                 /* the filter can no longer keep its rate (filter.h) */
-    double degraded_seconds;        /* total time spent degraded */
+    double held_for;                /* seconds absent answers stay "maybe" for lost POSTs (0: none) */
+    double degraded_seconds;        /* total time spent degraded (loaded: not before) */
 };
 void table_status(struct table *t, struct table_status *out);
 

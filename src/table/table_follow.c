@@ -4,6 +4,7 @@
  * advance, and the wants that become load jobs (table.h has the rules).
  */
 #include "table_int.h"
+#include "answer.h"
 
 #include <math.h>
 #include <pthread.h>
@@ -13,6 +14,24 @@
 #include <string.h>
 
 /* ------------------------------------------------------- from followers -- */
+
+void table_set_tap(struct table *t, const struct table_tap *tap)
+{
+    t->tap = *tap;
+}
+
+void table_tap_changed(struct table *t)
+{
+    if (t->tap.changed)
+        t->tap.changed(t->tap.ctx);
+}
+
+void table_posted(struct table *t, const uint64_t *hs, size_t n, size_t inserted)
+{
+    table_check_saturated(t);
+    if (inserted == n && n > 0 && t->tap.added)
+        t->tap.added(t->tap.ctx, hs, n, (uint32_t)t->fc->pending_ttl);
+}
 
 bool table_add_row(struct table *t, const void *id, size_t len)
 {
@@ -27,21 +46,45 @@ bool table_add_row(struct table *t, const void *id, size_t len)
         key = id;
         klen = len;
     }
-    bool ok = guard_add(t->g, key, klen);
+    uint64_t h = filter_hash(key, klen);
+    bool ok = guard_add_hash(t->g, h);
     free(heap);
+    if (ok && t->tap.added)
+        t->tap.added(t->tap.ctx, &h, 1, 0);
     return ok;
 }
 
-/* Degraded time in [accounted, now] under horizon h.  Caller holds mu. */
+bool table_add_hashes(struct table *t, const uint64_t *hashes, size_t n, uint32_t ttl)
+{
+    bool ok = true;
+    for (size_t i = 0; i < n && ok; i++)
+        ok = guard_add_hash(t->g, hashes[i]);
+    if (n > 0)
+        table_check_saturated(t);
+    if (ok && n > 0 && t->tap.added)
+        t->tap.added(t->tap.ctx, hashes, n, ttl);
+    return ok;
+}
+
+/*
+ * Degraded time in [accounted, now] under horizon h, by the rule lookups
+ * apply (answer.h, table_stale): a hold, then the horizon; a table not
+ * loaded yet answers "not ready", which is not degraded.  Saturation is
+ * read as it is now: it is counted from the last call, at most a probe
+ * interval early.  Caller holds mu.
+ */
 void table_account_locked(struct table *t, int64_t h, int64_t now)
 {
-    if (t->max_stale_ns == 0 || h == 0)
+    if (now <= t->accounted)
         return;
-    int64_t from = h + t->max_stale_ns;
-    if (from < t->accounted)
-        from = t->accounted;
-    if (now > from)
-        t->degraded_ns += now - from;
+    if (t->loaded) {
+        /* A hold (table_hold_absent) covers the start of the stretch, the horizon the rest. */
+        int64_t held = atomic_load_explicit(&t->held_until, memory_order_relaxed);
+        int64_t from = held > t->accounted ? (held < now ? held : now) : t->accounted;
+        t->degraded_ns += atomic_load_explicit(&t->saturated, memory_order_relaxed)
+            ? now - t->accounted
+            : (from - t->accounted) + answer_degraded_ns(from, now, h, t->max_stale_ns);
+    }
     t->accounted = now;
 }
 
@@ -118,7 +161,20 @@ void table_gap(struct table *t, enum table_want why)
     t->epoch++;
     bool w = why != WANT_NONE && want_locked(t, why, NULL);
     pthread_mutex_unlock(&t->mu);
+    table_tap_changed(t);
     wake(t, w);
+}
+
+void table_proof(struct table *t, struct table_proof *out)
+{
+    pthread_mutex_lock(&t->mu);
+    out->horizon = atomic_load(&t->horizon);
+    out->epoch = t->epoch;
+    out->covered = t->covered;
+    out->generation = t->generation;
+    out->loaded = t->loaded;
+    pthread_mutex_unlock(&t->mu);
+    out->saturated = atomic_load(&t->saturated);
 }
 
 /* Caller holds mu. */
@@ -135,7 +191,7 @@ bool table_advance_locked(struct table *t, uint64_t epoch, int64_t when)
     int64_t h = atomic_load(&t->horizon);
     if (when <= h)
         return true;
-    table_account_locked(t, h, table_now());
+    table_account_locked(t, h, monoclock_boot_ns());
     atomic_store_explicit(&t->horizon, when, memory_order_release);
     if (t->pub.horizon)
         t->pub.horizon(t->pub.ctx, when);
@@ -203,6 +259,7 @@ void table_vet_begin(struct table *t)
     pthread_mutex_lock(&t->mu);
     atomic_store_explicit(&t->vet, TABLE_VET_PENDING, memory_order_release);
     t->vet_horizon = 0;
+    table_tell_unsure_locked(t);
     snprintf(t->st.peer_check, sizeof t->st.peer_check, "pending");
     pthread_mutex_unlock(&t->mu);
 }
@@ -220,6 +277,7 @@ void table_vetted(struct table *t, bool passed)
         t->vet_horizon = 0;
         if (passed) {
             atomic_store_explicit(&t->vet, TABLE_VET_NONE, memory_order_release);
+            table_tell_unsure_locked(t);
             /* What the catch-ups proved meanwhile, if no gap has opened since. */
             if (h > 0)
                 table_advance_locked(t, t->epoch, h);
@@ -275,7 +333,7 @@ void table_job_progress(struct table *t, uint64_t rows)
 void table_job_done(struct table *t, const struct table_job *job, bool ok, const char *kind,
                     uint64_t rows, double seconds, unsigned retry_ms)
 {
-    int64_t now = table_now();
+    int64_t now = monoclock_boot_ns();
     pthread_mutex_lock(&t->mu);
     t->st.running = false;
     t->st.attempted = true;

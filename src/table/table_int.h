@@ -16,8 +16,6 @@
 
 #include "table.h"
 
-#define NS_PER_S INT64_C(1000000000)
-
 struct table {
     const struct filter_config *fc;
     struct guard *g;
@@ -30,6 +28,7 @@ struct table {
     table_durable_submit_fn durable_submit;
     void *durable_arg;
     struct table_publisher pub;     /* hooks all NULL: not published */
+    struct table_tap tap;           /* hooks all NULL: no replication ring */
 
     /* Every row committed before it is in the live filter; 0 = none. */
     _Atomic int64_t horizon;
@@ -39,6 +38,12 @@ struct table {
      * Refreshed after inserts and on the scheduler's ticks.
      */
     atomic_bool saturated;
+    /*
+     * Until then (monoclock_boot_ns's clock; 0: never) absent answers are "maybe":
+     * POSTs acknowledged before this start may be missing from the journal
+     * (table_hold_absent).
+     */
+    _Atomic int64_t held_until;
     atomic_ulong not_a_value;       /* IDs the column's type refused */
     _Atomic int spell;              /* enum spell_type of the live filter's keys */
     _Atomic int vet;                /* enum table_vet: a peer's filter on probation */
@@ -48,12 +53,13 @@ struct table {
     struct table_sizing size;       /* [filter] sizing of the next load (table_set_sizing) */
     uint64_t epoch;                 /* bumped by table_gap */
     uint64_t covered;               /* the epoch the live filter's load started in */
+    uint64_t generation;            /* live filters so far (loads and restores) */
     bool loaded;
     /* wants */
     uint64_t wanted;                /* newest requested load id */
     uint64_t started;               /* id of the load running or last started */
     enum table_want want;           /* the strongest reason among the pending ones */
-    int64_t last_end;               /* table_now of the last load's end; 0: none */
+    int64_t last_end;               /* monoclock_boot_ns of the last load's end; 0: none */
     int64_t retry_at;               /* a failed load is not retried before */
     char position[TABLE_POS_MAX];   /* "" = none: the next load copies */
     int64_t degraded_ns, accounted; /* time spent degraded, counted up to accounted */
@@ -65,8 +71,20 @@ struct table {
 /* Room on the stack for a key; a longer one goes to the heap. */
 #define KEY_STACK 256
 
-/* Whether an answer resting on horizon h is degraded now (answer_degraded). */
-bool table_stale(struct table *t, int64_t h);
+/* The tap's changed hook, if any (call it under no lock of the table). */
+void table_tap_changed(struct table *t);
+/*
+ * After a POST's n keys went into the filter (inserted of them): the
+ * saturation check, and the tap hears them when all went in (ttl: the
+ * journal's, pending_ttl >= 1: replicas keep them as long).
+ */
+void table_posted(struct table *t, const uint64_t *hs, size_t n, size_t inserted);
+
+/*
+ * Whether an answer resting on horizon h is degraded at now (monoclock_boot_ns):
+ * answer_degraded, the one rule, with what the table knows besides.
+ */
+bool table_stale(struct table *t, int64_t h, int64_t now);
 /* After inserts: degrade absent answers at once if the filter just lost its rate. */
 void table_check_saturated(struct table *t);
 /*
@@ -75,6 +93,8 @@ void table_check_saturated(struct table *t);
  * hold) so that readers of the published file degrade with the daemon.
  */
 void table_set_saturated(struct table *t, bool saturated);
+/* Caller holds mu: the publisher hears table_unsure's answer now (its unsure hook). */
+void table_tell_unsure_locked(struct table *t);
 /*
  * The key of id for spelling sp (table.c says where it goes: *key, buf of
  * KEY_STACK bytes, or *heap for the caller to free); spell_key's verdict.

@@ -5,6 +5,7 @@
  * endpoints report.
  */
 #include "table_int.h"
+#include "answer.h"
 #include "pgerror.h"
 
 #include <pthread.h>
@@ -55,6 +56,18 @@ void table_load_seen(struct table_load *l, const char *id, size_t len, uint64_t 
     pending_seen(l->t->pending, id, len, h);
 }
 
+/*
+ * Caller holds mu: the table has a filter from now on, which it may answer
+ * from; its degraded time counts from here, not from before it could
+ * answer at all.  The caller has set the new filter's saturation
+ * (table_set_saturated) before.
+ */
+static void loaded_locked(struct table *t)
+{
+    table_account_locked(t, atomic_load(&t->horizon), monoclock_boot_ns());
+    t->loaded = true;
+}
+
 /* Caller holds mu: a load or catch-up that started at start in epoch is live. */
 static void covered_locked(struct table *t, uint64_t epoch, int64_t start, const char *pos)
 {
@@ -73,7 +86,7 @@ bool table_load_commit(struct table_load *l, uint64_t epoch, int64_t start, cons
         return false;
     }
     /* POSTed IDs the table does not hold (yet) must survive the swap, until they expire. */
-    pending_expire(t->pending, pending_clock());
+    pending_expire(t->pending, monoclock_boot_s());
     pending_replay(t->pending, l->f);
     if (t->pub.live) {
         pthread_mutex_lock(&t->mu);
@@ -88,14 +101,89 @@ bool table_load_commit(struct table_load *l, uint64_t epoch, int64_t start, cons
     table_set_saturated(t, guard_saturated(t->g));
     pthread_mutex_lock(&t->mu);
     t->ident = ident;
-    t->loaded = true;
+    loaded_locked(t);
+    t->generation++;
     /* The table's own COPY: whatever a peer's filter was, this one is believed. */
     atomic_store_explicit(&t->vet, TABLE_VET_NONE, memory_order_release);
     t->vet_horizon = 0;
+    table_tell_unsure_locked(t);
     covered_locked(t, epoch, start, pos);
     t->st.copies++;
     pthread_mutex_unlock(&t->mu);
+    table_tap_changed(t);
     return true;
+}
+
+/*
+ * f's bits into a filter of the same parameters made by a (the
+ * publisher's allocator, so that the filter that goes live is the
+ * published one); NULL when it cannot be made.  f is no one else's yet:
+ * nothing writes it meanwhile.
+ */
+static struct filter *copy_with(const struct filter *f, const struct filter_alloc *a)
+{
+    struct filter_params fp;
+    enum filter_error fe;
+    unsigned char buf[65536];
+    filter_export(f, &fp);
+    struct filter *c = filter_new_from_with(&fp, a, &fe);
+    for (unsigned i = 0; c != NULL && i < fp.layers; i++) {
+        uint64_t size = fp.layer[i].blocks * FILTER_BLOCK_BYTES;
+        for (uint64_t off = 0; off < size; off += sizeof buf) {
+            size_t n = size - off < sizeof buf ? (size_t)(size - off) : sizeof buf;
+            if (!filter_bits_read(f, i, off, buf, n) || !filter_bits_write(c, i, off, buf, n)) {
+                filter_free(c);
+                return NULL;
+            }
+        }
+    }
+    return c;
+}
+
+struct table_load *table_load_adopt(struct table *t, struct filter *f,
+                                    const struct table_ident *ident)
+{
+    struct filter_alloc a;
+    /* Published (publish.h): the filter that goes live must be the one in the file. */
+    if (t->pub.begin && t->pub.begin(t->pub.ctx, &a)) {
+        struct filter *c = copy_with(f, &a);
+        filter_free(f);
+        if ((f = c) == NULL)
+            return NULL;            /* the next begin drops the generation begun */
+    }
+    struct table_load *l = malloc(sizeof *l);
+    if (l == NULL) {
+        filter_free(f);
+        return NULL;
+    }
+    *l = (struct table_load){ .t = t, .f = f, .ident = *ident };
+    guard_begin(t->g, f);
+    return l;
+}
+
+struct live_call {
+    void (*fn)(void *arg, const struct filter *f, struct pending *journal);
+    void *arg;
+    struct pending *journal;
+    bool called;
+};
+
+static void with_live(void *arg, const struct filter *f)
+{
+    struct live_call *c = arg;
+    if (f == NULL)
+        return;
+    c->fn(c->arg, f, c->journal);
+    c->called = true;
+}
+
+bool table_with_live(struct table *t,
+                     void (*fn)(void *arg, const struct filter *f, struct pending *journal),
+                     void *arg)
+{
+    struct live_call c = { fn, arg, t->pending, false };
+    guard_with_live(t->g, with_live, &c);
+    return c.called;
 }
 
 void table_load_abort(struct table_load *l)
@@ -132,11 +220,11 @@ void table_restored(struct table *t, const char *pos, const char *from, uint64_t
     atomic_store_explicit(&t->spell, ident->spell, memory_order_release);
     if (t->pub.restored)
         t->pub.restored(t->pub.ctx, ident->spell);
+    table_set_saturated(t, guard_saturated(t->g));
     pthread_mutex_lock(&t->mu);
     t->ident = *ident;
     /* The horizon stays 0 (degraded) until a catch-up or a COPY. */
-    t->loaded = true;
-
+    loaded_locked(t);
     snprintf(t->position, sizeof t->position, "%s", pos ? pos : "");
     t->st.attempted = true;
     t->st.last_rows = items;
@@ -146,7 +234,9 @@ void table_restored(struct table *t, const char *pos, const char *from, uint64_t
     snprintf(t->st.last_kind, sizeof t->st.last_kind, "%s", from);
     snprintf(t->st.restored_from, sizeof t->st.restored_from, "%s",
              strcmp(from, "peer") == 0 ? "peer" : "file");
+    t->generation++;
     pthread_mutex_unlock(&t->mu);
+    table_tap_changed(t);
 }
 
 void table_position(struct table *t, char *out, size_t cap)
@@ -173,12 +263,21 @@ bool table_loaded(struct table *t)
 
 /* -------------------------------------------------------------- status -- */
 
-void table_set_method(struct table *t, const char *method, const char *why)
+bool table_set_method(struct table *t, const char *method, const char *why)
 {
+    char m[sizeof t->st.method], w[sizeof t->st.method_why];
+    /* Compared as stored: a reason longer than the field must not read as a change each time. */
+    snprintf(m, sizeof m, "%s", method);
+    snprintf(w, sizeof w, "%s", why);
     pthread_mutex_lock(&t->mu);
-    snprintf(t->st.method, sizeof t->st.method, "%s", method);
-    snprintf(t->st.method_why, sizeof t->st.method_why, "%s", why);
+    bool changed = strcmp(t->st.method, m) != 0 || strcmp(t->st.method_why, w) != 0;
+    if (changed) {
+        memcpy(t->st.method, m, sizeof m);
+        memcpy(t->st.method_why, w, sizeof w);
+        t->st.method_since = time(NULL);
+    }
     pthread_mutex_unlock(&t->mu);
+    return changed;
 }
 
 void table_set_error(struct table *t, const char *err)
@@ -218,7 +317,7 @@ void table_set_feed_available(struct table *t, bool available)
 
 void table_status(struct table *t, struct table_status *out)
 {
-    int64_t now = table_now();
+    int64_t now = monoclock_boot_ns();
     pthread_mutex_lock(&t->mu);
     int64_t h = atomic_load(&t->horizon);
     table_account_locked(t, h, now);
@@ -226,11 +325,11 @@ void table_status(struct table *t, struct table_status *out)
     out->ident = t->ident;
     out->not_a_value = atomic_load_explicit(&t->not_a_value, memory_order_relaxed);
     snprintf(out->position, sizeof out->position, "%s", t->position);
-    out->horizon_age = h ? (double)(now - h) / (double)NS_PER_S : -1;
+    out->horizon_age = h > 0 ? (double)answer_age(now, h) / (double)NS_PER_S : -1;
     /* h == 0 after a load: a gap overtook the first load's epoch. */
     out->saturated = atomic_load(&t->saturated);
-    out->degraded = t->loaded && ((t->max_stale_ns > 0 && now - h > t->max_stale_ns)
-                                  || out->saturated || atomic_load(&t->vet) != TABLE_VET_NONE);
+    out->degraded = t->loaded && table_stale(t, h, now);
+    out->held_for = table_held_for(t);
     out->degraded_seconds = (double)t->degraded_ns / (double)NS_PER_S;
     out->next_rebuild_in = t->wanted > t->started && !table_may_catch_up_locked(t)
         ? (double)table_hold_back_locked(t, now) / (double)NS_PER_S : 0;
