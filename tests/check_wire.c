@@ -103,6 +103,9 @@ START_TEST(test_waits_for_the_rest_of_a_head)
     ck_assert_int_eq(head("GET /exists/1 HTTP/1.1\r\nHost: x\r\n", &len, t), WIRE_MORE);
     ck_assert_int_eq(head("GET /exi", &len, t), WIRE_MORE);
     ck_assert_int_eq(head("", &len, t), WIRE_MORE);
+    /* A CR last may be a CRLF's first half; a lone CR before the end is libmicrohttpd's at once. */
+    ck_assert_int_eq(head("GET /exists/1 HTTP/1.1\r", &len, t), WIRE_MORE);
+    ck_assert_int_eq(head("GET /exists/1 HTTP/1.1\r\nX: a\rb", &len, t), WIRE_PASS);
     /* Up to its limit: then libmicrohttpd says what it says (431). */
     static char big[WIRE_HEAD_MAX + 64];
     snprintf(big, sizeof big, "GET /exists/1 HTTP/1.1\r\nX: ");

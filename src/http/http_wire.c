@@ -68,17 +68,29 @@ enum wire_head http_wire_head(const char *b, size_t n, size_t *head_len, const c
      * (libmicrohttpd reads bare LFs) is libmicrohttpd's at once, rather
      * than waited on for a CRLF CRLF that may never come.
      */
+    /*
+     * LF by LF with memchr: this scan is most of the fast path's own work
+     * per request.  A lone CR in a whole head needs no look here: no class
+     * below reads a CR, and every line must end in CRLF.
+     */
     size_t e = 0;
-    for (size_t j = 0; j < n && e == 0; j++) {
-        if (b[j] == '\n' && (j == 0 || b[j - 1] != '\r'))
+    for (const char *lf = memchr(b, '\n', n); lf != NULL;
+         lf = memchr(lf + 1, '\n', n - (size_t)(lf + 1 - b))) {
+        size_t j = (size_t)(lf - b);
+        if (j == 0 || b[j - 1] != '\r')
             return WIRE_PASS;
-        if (b[j] == '\r' && j + 1 < n && b[j + 1] != '\n')
-            return WIRE_PASS;
-        if (b[j] == '\n' && j >= 3 && b[j - 2] == '\n')
+        if (j >= 3 && b[j - 2] == '\n') {
             e = j + 1;
+            break;
+        }
     }
-    if (e == 0)
+    if (e == 0) {
+        for (const char *cr = memchr(b, '\r', n); cr != NULL;
+             cr = memchr(cr + 1, '\r', n - (size_t)(cr + 1 - b)))
+            if (cr + 1 < b + n && cr[1] != '\n')
+                return WIRE_PASS;
         return n < WIRE_HEAD_MAX ? WIRE_MORE : WIRE_PASS;
+    }
     n = e;
     if (n < 16 || memcmp(b, "GET /", 5) != 0)
         return WIRE_PASS;
