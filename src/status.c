@@ -309,6 +309,7 @@ static void horizon_section(struct doc *d, json_t *o, const struct status *st,
         put_str(d, o, "reason", ss->saturated
                 ? "the filter is saturated: past [filter] max_layers it cannot keep "
                   "false_positive_rate; a rebuild from the table will"
+                : ss->schema_why[0] ? ss->schema_why
                 : "no proof that every row committed more than max_staleness ago is in the filter");
     put_real(d, o, "max_staleness_seconds", st->max_staleness);
     put_real(d, o, "degraded_seconds_total", ss->degraded_seconds);

@@ -55,13 +55,19 @@ void table_load_seen(struct table_load *l, const char *id, size_t len, uint64_t 
     pending_seen(l->t->pending, id, len, h);
 }
 
-/* Caller holds mu: a load or catch-up that started at start in epoch is live. */
-static void covered_locked(struct table *t, uint64_t epoch, int64_t start, const char *pos)
+/*
+ * Caller holds mu: a load or catch-up that started at start in epoch is
+ * live.  proof: a follower's (a poll), which table_schema may hold back; a
+ * load's own start is a proof by itself.
+ */
+static void covered_locked(struct table *t, uint64_t epoch, int64_t start, const char *pos,
+                           bool proof)
 {
     /* A gap since the load began is not covered by it: keep waiting for the next. */
     if (epoch == t->epoch)
         t->covered = epoch;
-    table_advance_locked(t, epoch, start);
+    if (!proof || !t->schema_off)
+        table_advance_locked(t, epoch, start);
     snprintf(t->position, sizeof t->position, "%s", pos ? pos : "");
 }
 
@@ -89,7 +95,13 @@ bool table_load_commit(struct table_load *l, uint64_t epoch, int64_t start, cons
     pthread_mutex_lock(&t->mu);
     t->ident = ident;
     t->loaded = true;
-    covered_locked(t, epoch, start, pos);
+    covered_locked(t, epoch, start, pos, false);
+    /* Changes are the load's shape's from now on (what it read, not what a check saw before). */
+    if (ident.shape[0] != '\0') {
+        t->schema_seen_set = true;
+        snprintf(t->schema_seen, sizeof t->schema_seen, "%s", ident.shape);
+    }
+    table_schema_eval_locked(t);
     t->st.copies++;
     pthread_mutex_unlock(&t->mu);
     return true;
@@ -107,7 +119,7 @@ void table_caught_up(struct table *t, uint64_t epoch, int64_t start, const char 
                      uint64_t rows)
 {
     pthread_mutex_lock(&t->mu);
-    covered_locked(t, epoch, start, pos);
+    covered_locked(t, epoch, start, pos, false);
     t->st.catchups++;
     t->st.feed_rows_read += rows;
     t->st.last_feed_rows = rows;
@@ -118,7 +130,7 @@ void table_polled(struct table *t, uint64_t epoch, int64_t start, const char *po
                   uint64_t rows)
 {
     pthread_mutex_lock(&t->mu);
-    covered_locked(t, epoch, start, pos);
+    covered_locked(t, epoch, start, pos, true);
     t->st.notifications += rows;
     pthread_mutex_unlock(&t->mu);
 }
