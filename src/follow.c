@@ -164,19 +164,18 @@ int follow_index(const struct follower *f, const struct table *t)
 
 /*
  * The publication must publish inserts and carry the column (a column list
- * without it would stream rows without their IDs); the trigger must be
- * enabled and notify this filter's channel.  $1 the quoted table, $2 the
- * column, $3 the publication, $4 the trigger's call with the channel.
+ * without it would stream rows without their IDs), for the table and every
+ * table under it; the trigger must be enabled and notify this filter's
+ * channel, on the table and every table under it.  $1 the quoted table, $2
+ * the column, $3 the publication, $4 the trigger's call with the channel.
  */
 #define TABLE_SQL \
-    "SELECT EXISTS (SELECT 1 FROM pg_publication_tables pt JOIN pg_publication p " \
-    "                 ON p.pubname = pt.pubname " \
-    "                WHERE pt.pubname = $3 AND p.pubinsert " \
-    "                  AND format('%I.%I', pt.schemaname, pt.tablename)::regclass = $1::regclass " \
-    "                  AND $2 = ANY (pt.attnames)), " \
+    "SELECT " FOLLOW_ANY_LISTED_SQL("$1::regclass::oid", "$2", "$3") ", " \
+    "       " FOLLOW_UNPUBLISHED_SQL("$1::regclass::oid", "$2", "$3") ", " \
     "       EXISTS (SELECT 1 FROM pg_trigger t JOIN pg_proc f ON f.oid = t.tgfoid " \
     "                WHERE t.tgrelid = $1::regclass AND t.tgname = 'bloomguard_notify' " \
-    "                  AND t.tgenabled <> 'D' AND strpos(f.prosrc, $4) > 0)"
+    "                  AND t.tgenabled <> 'D' AND strpos(f.prosrc, $4) > 0), " \
+    "       " FOLLOW_UNTRIGGERED_SQL("$1::regclass::oid", "$4")
 
 /* The one row of fields columns sql returns (PQclear it), or NULL with err ("what: ..."). */
 static PGresult *one_row(PGconn *conn, const char *sql, int nparams, const char *const *params,
@@ -222,12 +221,14 @@ bool follow_probe_table(PGconn *conn, const struct config *cfg, const struct fil
     char chan[96];
     snprintf(chan, sizeof chan, "pg_notify('%s'", fc->channel);     /* channels are [A-Za-z0-9_] */
     const char *params[4] = { qtbl, fc->column, cfg->publication, chan };
-    PGresult *r = one_row(conn, TABLE_SQL, 4, params, 2, "cannot read how the table is watched",
+    PGresult *r = one_row(conn, TABLE_SQL, 4, params, 4, "cannot read how the table is watched",
                           err, errlen);
     bool ok = r != NULL;
     if (ok) {
-        out->published = is_true(r, 0);
-        out->notify_trigger = is_true(r, 1);
+        snprintf(out->unpublished, sizeof out->unpublished, "%s", PQgetvalue(r, 0, 1));
+        snprintf(out->untriggered, sizeof out->untriggered, "%s", PQgetvalue(r, 0, 3));
+        out->published = is_true(r, 0) && PQgetisnull(r, 0, 1);
+        out->notify_trigger = is_true(r, 2) && PQgetisnull(r, 0, 3);
         PQclear(r);
         char why[256] = "";
         ok = feed_available(conn, fc->table, fc->column, &out->feed, why, sizeof why);
