@@ -62,6 +62,8 @@ static void logical_fini(struct follower *f)
 {
     struct logical *l = of(f);
     pgoutput_rels_free(l->rels);
+    for (unsigned i = 0; i < CONFIG_MAX_FILTERS; i++)
+        free(l->members[i]);
     xidset_free(&l->unseen);
     pthread_cond_destroy(&l->cv);
 }
