@@ -29,7 +29,7 @@ struct plain {
 
 /*
  * The second hash of double hashing: murmur3's finalizer over the first,
- * the same cheap mixer the blocked filter uses (src/filter_lookup.c), so
+ * the same cheap mixer the blocked filter uses (src/core/filter_lookup.c), so
  * the two differ in their layout only.  A slower second hash here (a
  * second filter_hash) would flatter the blocked filter's ratio.
  */

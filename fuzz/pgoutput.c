@@ -1,5 +1,5 @@
 /*
- * Fuzz the logical replication decoder (src/pgoutput.c) with arbitrary
+ * Fuzz the logical replication decoder (src/pg/pgoutput.c) with arbitrary
  * CopyData payloads: the input is decoded as a frame and, either way, as a
  * bare pgoutput message.  What decodes must lie inside the input, walk to
  * exactly its stated column counts, and encode back to the very bytes it

@@ -48,7 +48,15 @@ enum bloomguard_answer {
      * PostgreSQL) or it can no longer keep its false-positive rate: as the
      * daemon's degraded 200, treat it as "maybe".
      */
-    BLOOMGUARD_DEGRADED = 2
+    BLOOMGUARD_DEGRADED = 2,
+    /*
+     * Not an ID the daemon answers for: GET /exists would refuse it (400
+     * or 414) because it is empty, longer than the daemon's
+     * [server] max_id_bytes, holds a NUL byte or is not UTF-8.  The daemon
+     * does not follow rows with such IDs, so the filter cannot say
+     * "absent": let the request through (the service decides).
+     */
+    BLOOMGUARD_INVALID = 3
 };
 
 /* Why bloomguard_open failed (*err), or why a handle is not ready (bloomguard_info). */
@@ -60,7 +68,15 @@ enum bloomguard_error {
     BLOOMGUARD_ESTALE,          /* withdrawn, or from another boot: waiting for a new one */
     BLOOMGUARD_ENOMEM,
     BLOOMGUARD_EINVAL,          /* a NULL or relative path, or unknown flags */
-    BLOOMGUARD_EIO              /* any other system error */
+    BLOOMGUARD_EIO,             /* any other system error */
+    /*
+     * Not trusted: the file, or a directory above it, may have been put
+     * there by someone other than root and the daemon's user (owned by
+     * another user, writable by others, under a directory anyone could
+     * have made first), or it is not a regular file (a FIFO, a socket).
+     * Never read; like a missing file, it is not ready.
+     */
+    BLOOMGUARD_EUNSAFE
 };
 
 /* bloomguard_open's flags. */
@@ -71,17 +87,23 @@ enum bloomguard_error {
  * read-only; the handle follows the daemon by itself: new generations
  * (each rebuild), new layers (growth), a restarted daemon's new file, and
  * a file that goes away (checked at most once a second, during lookups).
+ * Only a file the daemon's user (or root) can have put there is read
+ * (BLOOMGUARD_EUNSAFE: docs/zerohop.md's rules), and opening never blocks
+ * (a FIFO at the path is refused, not waited on).
  * Returns NULL and sets *err (may be NULL) on failure; with
- * BLOOMGUARD_OPEN_MISSING_OK, a missing, withdrawn or unreadable file
- * still gives a handle, whose lookups say BLOOMGUARD_NOT_READY until the
- * file is there (EFORMAT and EINVAL still fail).  The caller owns the
+ * BLOOMGUARD_OPEN_MISSING_OK, a missing, withdrawn, unreadable or
+ * untrusted file still gives a handle, whose lookups say
+ * BLOOMGUARD_NOT_READY until a trusted file is there (EFORMAT and EINVAL
+ * still fail).  The caller owns the
  * handle and releases it with bloomguard_close.
  */
 bloomguard *bloomguard_open(const char *path, unsigned flags, int *err);
 
 /*
- * Look up an ID: len bytes (any bytes; the text the service would hand
- * PostgreSQL for the guarded column).  Thread-safe: any number of threads
+ * Look up an ID: len bytes (the text the service would hand PostgreSQL
+ * for the guarded column, decoded).  An ID GET /exists would refuse is
+ * BLOOMGUARD_INVALID, checked against the daemon's own limit, which the
+ * published file carries.  Thread-safe: any number of threads
  * may look up on one handle at once.  Never blocks on the daemon and
  * takes no lock on the fast path (about a hundred nanoseconds); it makes a
  * system call at most once a second per handle (to see whether the file
@@ -109,13 +131,15 @@ struct bloomguard_info {
     double horizon_age;         /* seconds since the horizon; negative: none yet */
     double max_staleness;       /* seconds; 0 = never degraded by age */
     int degraded;               /* absent answers are degraded now */
-    int saturated;              /* the filter cannot keep its rate any more */
+    int saturated;              /* every absent is degraded whatever the horizon: the filter
+                                   cannot keep its rate, or the daemon vouches for no absence
+                                   yet (a peer's snapshot on probation, a cut POST log) */
     uint32_t pid;               /* the publishing daemon's process id */
 };
 /* Fill *out; returns out->error.  Thread-safe like bloomguard_lookup. */
 int bloomguard_info(bloomguard *bg, struct bloomguard_info *out);
 
-/* "not_ready", "absent", "maybe", "degraded" ("unknown" otherwise); static storage. */
+/* "not_ready", "absent", "maybe", "degraded", "invalid" ("unknown" otherwise); static storage. */
 const char *bloomguard_answer_name(int answer);
 /* Text of an enum bloomguard_error; static storage. */
 const char *bloomguard_strerror(int err);

@@ -4,8 +4,13 @@
  * daemon publishes, and answers 404 for an ID that surely does not exist
  * without asking anyone: no subrequest, no HTTP exchange with bloomguard.
  * Every other answer (maybe, degraded, no filter) lets the request go on:
- * it fails open.  docs/zerohop.md has the directives; conf/nginx/ has an
- * example.
+ * it fails open.  It runs after nginx's access checks (deny, auth_basic,
+ * auth_request) and limit_req by default, so that they guard the existence
+ * answer too; bloomguard_phase preaccess runs it before them.  Each worker
+ * opens the filters itself: the master only checks them while it reads
+ * the configuration, so it never keeps an old generation mapped (a deleted
+ * file pinned in tmpfs).  docs/zerohop.md has the directives; conf/nginx/
+ * has an example.
  */
 #include <ngx_config.h>
 #include <ngx_core.h>
@@ -15,17 +20,26 @@
 
 #include "idcodec.h"
 
-/* One bloomguard_filter: a name, a path, the handle (opened at configuration). */
+/* One bloomguard_filter: a name, a path, the handle (each worker's own, from init_process). */
 typedef struct {
     ngx_str_t name;
     ngx_str_t path;
-    bloomguard *bg;
+    bloomguard *bg;                     /* NULL in the master, and in a worker that could not open it */
     /* This worker's last logged state (an enum bloomguard_answer class): log changes only. */
     ngx_int_t logged;
 } ngx_http_bloomguard_filter_t;
 
+/* bloomguard_phase: where the check runs. */
+enum { BG_PHASE_PRECONTENT = 0, BG_PHASE_PREACCESS };
+static ngx_conf_enum_t ngx_http_bloomguard_phases[] = {
+    { ngx_string("precontent"), BG_PHASE_PRECONTENT },
+    { ngx_string("preaccess"), BG_PHASE_PREACCESS },
+    { ngx_null_string, 0 }
+};
+
 typedef struct {
     ngx_array_t filters;                /* of ngx_http_bloomguard_filter_t */
+    ngx_uint_t phase;                   /* bloomguard_phase */
 } ngx_http_bloomguard_main_conf_t;
 
 typedef struct {
@@ -56,6 +70,8 @@ static void *ngx_http_bloomguard_create_loc_conf(ngx_conf_t *cf);
 static char *ngx_http_bloomguard_merge_loc_conf(ngx_conf_t *cf, void *parent, void *child);
 static char *ngx_http_bloomguard_filter(ngx_conf_t *cf, ngx_command_t *cmd, void *conf);
 static char *ngx_http_bloomguard_check(ngx_conf_t *cf, ngx_command_t *cmd, void *conf);
+static ngx_int_t ngx_http_bloomguard_init_process(ngx_cycle_t *cycle);
+static void ngx_http_bloomguard_exit_process(ngx_cycle_t *cycle);
 
 static ngx_conf_num_bounds_t ngx_http_bloomguard_status_bounds = {
     ngx_conf_check_num_bounds, 400, 599
@@ -80,6 +96,12 @@ static ngx_command_t ngx_http_bloomguard_commands[] = {
       NGX_HTTP_LOC_CONF_OFFSET,
       offsetof(ngx_http_bloomguard_loc_conf_t, miss_status),
       &ngx_http_bloomguard_status_bounds },
+    { ngx_string("bloomguard_phase"),
+      NGX_HTTP_MAIN_CONF | NGX_CONF_TAKE1,
+      ngx_conf_set_enum_slot,
+      NGX_HTTP_MAIN_CONF_OFFSET,
+      offsetof(ngx_http_bloomguard_main_conf_t, phase),
+      &ngx_http_bloomguard_phases },
     { ngx_string("bloomguard_miss_json"),
       NGX_HTTP_MAIN_CONF | NGX_HTTP_SRV_CONF | NGX_HTTP_LOC_CONF | NGX_CONF_FLAG,
       ngx_conf_set_flag_slot,
@@ -105,7 +127,13 @@ ngx_module_t ngx_http_bloomguard_module = {
     &ngx_http_bloomguard_module_ctx,
     ngx_http_bloomguard_commands,
     NGX_HTTP_MODULE,
-    NULL, NULL, NULL, NULL, NULL, NULL, NULL,
+    NULL,                                   /* init master */
+    NULL,                                   /* init module */
+    ngx_http_bloomguard_init_process,       /* init process */
+    NULL,                                   /* init thread */
+    NULL,                                   /* exit thread */
+    ngx_http_bloomguard_exit_process,       /* exit process */
+    NULL,                                   /* exit master */
     NGX_MODULE_V1_PADDING
 };
 
@@ -118,6 +146,7 @@ static void *ngx_http_bloomguard_create_main_conf(ngx_conf_t *cf)
         || ngx_array_init(&mcf->filters, cf->pool, 4, sizeof(ngx_http_bloomguard_filter_t))
            != NGX_OK)
         return NULL;
+    mcf->phase = NGX_CONF_UNSET_UINT;
     return mcf;
 }
 
@@ -148,11 +177,6 @@ static char *ngx_http_bloomguard_merge_loc_conf(ngx_conf_t *cf, void *parent, vo
     return NGX_CONF_OK;
 }
 
-static void ngx_http_bloomguard_cleanup(void *data)
-{
-    bloomguard_close(data);
-}
-
 /* bloomguard_filter NAME PATH; */
 static char *ngx_http_bloomguard_filter(ngx_conf_t *cf, ngx_command_t *cmd, void *conf)
 {
@@ -176,6 +200,12 @@ static char *ngx_http_bloomguard_filter(ngx_conf_t *cf, ngx_command_t *cmd, void
         return NGX_CONF_ERROR;
     ngx_memcpy(path, value[2].data, value[2].len);
     path[value[2].len] = '\0';
+    /*
+     * Checked now (nginx -t reports it), then closed: each worker maps the
+     * file itself (init_process), so the master, which never looks up,
+     * never keeps a generation the daemon has since replaced.  Opening
+     * never blocks, whatever is at the path (a FIFO).
+     */
     int err = 0;
     bloomguard *bg = bloomguard_open((const char *)path, BLOOMGUARD_OPEN_MISSING_OK, &err);
     if (bg == NULL) {
@@ -183,26 +213,20 @@ static char *ngx_http_bloomguard_filter(ngx_conf_t *cf, ngx_command_t *cmd, void
                            path, bloomguard_strerror(err));
         return NGX_CONF_ERROR;
     }
-    ngx_pool_cleanup_t *cln = ngx_pool_cleanup_add(cf->pool, 0);
-    if (cln == NULL) {
-        bloomguard_close(bg);
-        return NGX_CONF_ERROR;
-    }
-    cln->handler = ngx_http_bloomguard_cleanup;
-    cln->data = bg;
     struct bloomguard_info in;
     if (bloomguard_info(bg, &in) != BLOOMGUARD_OK)
         /* bloomguard may start after nginx: not an error, but say what will happen. */
         ngx_conf_log_error(NGX_LOG_WARN, cf, 0, "bloomguard_filter %V: no usable filter at "
                            "\"%s\" yet (%s); requests pass unchecked until bloomguard publishes "
                            "it", &value[1], path, in.why);
+    bloomguard_close(bg);
     f = ngx_array_push(&mcf->filters);
     if (f == NULL)
         return NGX_CONF_ERROR;
     f->name = value[1];
     f->path.data = path;
     f->path.len = value[2].len;
-    f->bg = bg;
+    f->bg = NULL;
     f->logged = LOGGED_NONE;
     return NGX_CONF_OK;
 }
@@ -265,7 +289,13 @@ static void ngx_http_bloomguard_note(ngx_http_request_t *r, ngx_http_bloomguard_
     f->logged = state;
     struct bloomguard_info in;
     if (state == LOGGED_NOT_READY) {
-        bloomguard_info(f->bg, &in);
+        if (f->bg == NULL) {
+            ngx_memzero(&in, sizeof(in));
+            ngx_cpystrn((u_char *)in.why, (u_char *)"this worker could not open it",
+                        sizeof(in.why));
+        } else {
+            bloomguard_info(f->bg, &in);
+        }
         ngx_log_error(NGX_LOG_WARN, r->connection->log, 0, "bloomguard filter \"%V\": no usable "
                       "filter at \"%V\" (%s): requests pass unchecked until there is",
                       &f->name, &f->path, in.why);
@@ -341,7 +371,7 @@ static ngx_int_t ngx_http_bloomguard_handler(ngx_http_request_t *r)
     ngx_http_bloomguard_main_conf_t *mcf =
         ngx_http_get_module_main_conf(r, ngx_http_bloomguard_module);
     ngx_http_bloomguard_filter_t *f = (ngx_http_bloomguard_filter_t *)mcf->filters.elts + lcf->filter;
-    switch (bloomguard_lookup(f->bg, id.data, id.len)) {
+    switch (f->bg != NULL ? bloomguard_lookup(f->bg, id.data, id.len) : BLOOMGUARD_NOT_READY) {
     case BLOOMGUARD_ABSENT:
         ngx_http_bloomguard_note(r, f, LOGGED_OK);
         ctx->verdict = BG_MISS;
@@ -353,6 +383,9 @@ static ngx_int_t ngx_http_bloomguard_handler(ngx_http_request_t *r)
     case BLOOMGUARD_DEGRADED:
         ngx_http_bloomguard_note(r, f, LOGGED_DEGRADED);
         ctx->verdict = BG_DEGRADED;
+        return NGX_DECLINED;
+    case BLOOMGUARD_INVALID:
+        /* An ID GET /exists would refuse (longer than the daemon's max_id_bytes, ...): the service decides. */
         return NGX_DECLINED;
     case BLOOMGUARD_NOT_READY:
     default:
@@ -395,15 +428,60 @@ static ngx_int_t ngx_http_bloomguard_add_variables(ngx_conf_t *cf)
 static ngx_int_t ngx_http_bloomguard_init(ngx_conf_t *cf)
 {
     ngx_http_core_main_conf_t *cmcf = ngx_http_conf_get_module_main_conf(cf, ngx_http_core_module);
+    ngx_http_bloomguard_main_conf_t *mcf =
+        ngx_http_conf_get_module_main_conf(cf, ngx_http_bloomguard_module);
+    ngx_conf_init_uint_value(mcf->phase, BG_PHASE_PRECONTENT);
     /*
-     * The preaccess phase: after the location's rewrite directives ("set",
-     * "return"), before limit_req and limit_conn (a later module runs
-     * first in its phase), access checks (auth_request) and the proxy, so
-     * an absent ID costs nothing else.
+     * precontent (the default): after the access phase, so that deny,
+     * auth_basic and auth_request (and limit_req and limit_conn, in
+     * preaccess) refuse a client before it learns whether an ID exists;
+     * the access phase itself would not do, since under "satisfy any" a
+     * handler there runs after a refusal that a later one may overturn.
+     * preaccess: after the location's rewrite directives ("set",
+     * "return"), before limit_req (a later module runs first in its
+     * phase), the access checks and the proxy, so an absent ID costs
+     * nothing else, but answers anyone who asks.
      */
-    ngx_http_handler_pt *h = ngx_array_push(&cmcf->phases[NGX_HTTP_PREACCESS_PHASE].handlers);
+    ngx_uint_t phase = mcf->phase == BG_PHASE_PREACCESS ? NGX_HTTP_PREACCESS_PHASE
+                                                        : NGX_HTTP_PRECONTENT_PHASE;
+    ngx_http_handler_pt *h = ngx_array_push(&cmcf->phases[phase].handlers);
     if (h == NULL)
         return NGX_ERROR;
     *h = ngx_http_bloomguard_handler;
     return NGX_OK;
+}
+
+/* Each worker maps the filters itself (the master does not: see bloomguard_filter). */
+static ngx_int_t ngx_http_bloomguard_init_process(ngx_cycle_t *cycle)
+{
+    if (ngx_process != NGX_PROCESS_WORKER && ngx_process != NGX_PROCESS_SINGLE)
+        return NGX_OK;                  /* the cache manager and loader never look up */
+    ngx_http_bloomguard_main_conf_t *mcf =
+        ngx_http_cycle_get_module_main_conf(cycle, ngx_http_bloomguard_module);
+    if (mcf == NULL)
+        return NGX_OK;
+    ngx_http_bloomguard_filter_t *f = mcf->filters.elts;
+    for (ngx_uint_t i = 0; i < mcf->filters.nelts; i++) {
+        int err = 0;
+        f[i].bg = bloomguard_open((const char *)f[i].path.data, BLOOMGUARD_OPEN_MISSING_OK, &err);
+        /* Not fatal: the filter is bypassed (the file changed since nginx -t). */
+        if (f[i].bg == NULL)
+            ngx_log_error(NGX_LOG_ERR, cycle->log, 0, "bloomguard filter \"%V\": \"%V\": %s; "
+                          "requests pass unchecked", &f[i].name, &f[i].path,
+                          bloomguard_strerror(err));
+    }
+    return NGX_OK;
+}
+
+static void ngx_http_bloomguard_exit_process(ngx_cycle_t *cycle)
+{
+    ngx_http_bloomguard_main_conf_t *mcf =
+        ngx_http_cycle_get_module_main_conf(cycle, ngx_http_bloomguard_module);
+    if (mcf == NULL)
+        return;
+    ngx_http_bloomguard_filter_t *f = mcf->filters.elts;
+    for (ngx_uint_t i = 0; i < mcf->filters.nelts; i++) {
+        bloomguard_close(f[i].bg);
+        f[i].bg = NULL;
+    }
 }

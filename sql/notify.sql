@@ -390,7 +390,7 @@ BEGIN
         keep := coalesce(keep, false);
     END IF;
     -- The SET clauses pin how an id is rendered as text to what bloomguard's
-    -- own sessions use for COPY (src/loader.h, LOADER_SESSION_SETTINGS), so
+    -- own sessions use for COPY (src/pg/loader.h, LOADER_SESSION_SETTINGS), so
     -- the inserting session's TimeZone, DateStyle, extra_float_digits,
     -- bytea_output or search_path (regclass...) cannot make a logged or
     -- notified id differ from the copied one.  A SET clause costs every

@@ -19,10 +19,10 @@
  * would find autoconf's config.h instead.
  */
 #include "check_main.h"
-#include "../src/config.h"
-#include "../src/config_int.h"  /* config_parse_duration, config_key_find */
-#include "../src/filter.h"
-#include "../src/uritmpl.h"
+#include "config.h"
+#include "config_int.h"  /* config_parse_duration, config_key_find */
+#include "filter.h"
+#include "uritmpl.h"
 
 #define ERRLEN 256
 #define MAX_FILES 8

@@ -1,5 +1,5 @@
 /*
- * Unit tests of the one decimal parser (src/decimal.c): what it takes,
+ * Unit tests of the one decimal parser (src/base/decimal.c): what it takes,
  * what it refuses, and the 64-bit boundary it must not saturate across.
  */
 #include <stdint.h>

@@ -1,5 +1,5 @@
 /*
- * Unit tests of the common part of the followers (src/follow.c): the
+ * Unit tests of the common part of the followers (src/follow/follow.c): the
  * names of states and methods, the connection's state and status a method
  * reports through, the server check and the probe's deadline, and method
  * logical's positions (their longest fits a snapshot), without
@@ -17,11 +17,19 @@ START_TEST(names_from_tables)
     ck_assert_str_eq(follow_state_name(FOLLOW_CONNECTING), "connecting");
     ck_assert_str_eq(follow_state_name(FOLLOW_RECONNECTING), "reconnecting");
     ck_assert_str_eq(follow_state_name((enum follow_state)42), "unknown");
-    ck_assert_str_eq(follow_method_name(FOLLOW_FEED), "feed");
-    ck_assert_str_eq(follow_method_name(FOLLOW_NONE), "none");
-    ck_assert_str_eq(follow_method_name((enum follow_method)42), "none");
-    ck_assert_ptr_eq(follow_method_ops(FOLLOW_LOGICAL), &follow_logical_ops);
-    ck_assert_ptr_null(follow_method_ops(FOLLOW_NONE));
+    ck_assert_str_eq(sync_method_name(SYNC_FEED), "feed");
+    ck_assert_str_eq(sync_method_name(SYNC_NONE), "none");
+    ck_assert_str_eq(sync_method_name((enum sync_method)42), "?");
+    ck_assert_ptr_eq(follow_method_ops(SYNC_LOGICAL), &follow_logical_ops);
+    ck_assert_ptr_null(follow_method_ops(SYNC_NONE));
+    ck_assert_ptr_null(follow_method_ops((enum sync_method)42));
+    /* Every row of SYNC_METHOD_LIST has its ops, and they say their row. */
+#define METHOD_HAS_OPS(id, name) \
+    ck_assert_ptr_nonnull(follow_method_ops(id)); \
+    ck_assert_int_eq(follow_method_ops(id)->method, id); \
+    ck_assert_str_eq(sync_method_name(id), name);
+    SYNC_METHOD_LIST(METHOD_HAS_OPS)
+#undef METHOD_HAS_OPS
 }
 END_TEST
 
@@ -41,7 +49,7 @@ static void fake_status_locked(struct follower *f, struct follow_status *out)
 }
 
 static const struct follow_ops fake_ops = {
-    .name = "fake",
+    .method = SYNC_FEED,
     .size = sizeof(struct fake),
     .init = fake_init,
     .status_locked = fake_status_locked,

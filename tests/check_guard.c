@@ -370,10 +370,117 @@ START_TEST(test_pending_set)
 }
 END_TEST
 
+/* An export's result: how many entries and whether "old" came with its own ttl. */
+struct export_seen {
+    uint64_t n;
+    char ids[8][8];
+    uint64_t left[8];
+};
+
+static bool export_count(void *ctx, uint64_t n, uint64_t bytes)
+{
+    (void)bytes;
+    ((struct export_seen *)ctx)->n = n;
+    return n <= 8;
+}
+
+static bool export_each(void *ctx, const char *id, size_t len, uint64_t ttl_left)
+{
+    struct export_seen *x = ctx;
+    size_t i = 0;
+    while (i < 8 && x->ids[i][0] != '\0')
+        i++;
+    ck_assert_uint_lt(i, 8);
+    ck_assert_uint_lt(len, sizeof x->ids[0]);
+    memcpy(x->ids[i], id, len);
+    x->left[i] = ttl_left;
+    return true;
+}
+
+/*
+ * A POST that must reach the disk: reserved (room taken, in no journal),
+ * then committed or cancelled.  A cancelled one leaves no trace, not in a
+ * replay or an export; what was acknowledged before stays as it was.
+ */
+START_TEST(test_pending_reserve)
+{
+    struct pending *p = pending_new(3, 1000, 60);
+    struct pending_info pi;
+    uint64_t h_old = filter_hash("old", 3), h_new = filter_hash("new", 3),
+             h_two = filter_hash("two", 3), h_full = filter_hash("full", 4);
+    ck_assert_int_eq(pending_add(p, "old", 3, h_old, 0), PENDING_OK);
+    const char *ids[] = { "old", "new", "new" };    /* "new" twice: two holds */
+    size_t lens[] = { 3, 3, 3 };
+    uint64_t hs[] = { h_old, h_new, h_new };
+    ck_assert_int_eq(pending_reserve(p, 3, ids, lens, hs, 10), PENDING_OK);
+    pending_info(p, &pi);
+    ck_assert_uint_eq(pi.count, 2);                 /* the room is taken */
+    /* Held: neither replayed nor exported; a COPY or an expiry does not drop it. */
+    struct filter *f = filter_new(100, 0.001, NULL);
+    pending_replay(p, f);
+    ck_assert(filter_contains(f, "old", 3));
+    ck_assert(!filter_contains(f, "new", 3));
+    filter_free(f);
+    struct export_seen x = { 0 };
+    ck_assert(pending_export(p, 10, export_count, export_each, &x));
+    ck_assert_uint_eq(x.n, 1);
+    ck_assert_str_eq(x.ids[0], "old");
+    ck_assert_uint_eq(x.left[0], 50);               /* the reservation refreshed nothing */
+    pending_seen(p, "new", 3, h_new);
+    pending_expire(p, 1000);                        /* "old" expired at 60, but both are held */
+    pending_info(p, &pi);
+    ck_assert_uint_eq(pi.count, 2);
+    /* The room is shared with other POSTs: one more fits in 3, a second does not. */
+    ck_assert_int_eq(pending_add(p, "two", 3, h_two, 1000), PENDING_OK);
+    ck_assert_int_eq(pending_add(p, "full", 4, h_full, 1000), PENDING_FULL_COUNT);
+
+    /* Refused: "new" leaves; "old", acknowledged before, stays until the next expiry. */
+    pending_cancel(p, 3, ids, lens, hs);
+    pending_info(p, &pi);
+    ck_assert_uint_eq(pi.count, 2);
+    pending_expire(p, 1000);
+    pending_info(p, &pi);
+    ck_assert_uint_eq(pi.count, 1);
+    f = filter_new(100, 0.001, NULL);
+    pending_replay(p, f);
+    ck_assert(!filter_contains(f, "new", 3));
+    filter_free(f);
+    pending_free(p);
+
+    /* Acknowledged: in the journal with a fresh expiry. */
+    p = pending_new(3, 1000, 60);
+    ck_assert_int_eq(pending_add(p, "old", 3, h_old, 0), PENDING_OK);
+    ck_assert_int_eq(pending_reserve(p, 3, ids, lens, hs, 10), PENDING_OK);
+    pending_commit(p, 3, ids, lens, hs, 20);
+    memset(&x, 0, sizeof x);
+    ck_assert(pending_export(p, 20, export_count, export_each, &x));
+    ck_assert_uint_eq(x.n, 2);
+    ck_assert_uint_eq(x.left[0], 60);
+    ck_assert_uint_eq(x.left[1], 60);
+    /* Refused after it was acknowledged: "old" keeps what it had. */
+    ck_assert_int_eq(pending_reserve(p, 1, ids, lens, hs, 30), PENDING_OK);
+    pending_cancel(p, 1, ids, lens, hs);
+    pending_info(p, &pi);
+    ck_assert_uint_eq(pi.count, 2);
+    memset(&x, 0, sizeof x);
+    ck_assert(pending_export(p, 30, export_count, export_each, &x));
+    ck_assert_uint_eq(x.n, 2);
+    /* A full journal refuses a reservation whole and holds nothing. */
+    const char *big[] = { "a", "b" };
+    size_t bl[] = { 1, 1 };
+    uint64_t bh[] = { filter_hash("a", 1), filter_hash("b", 1) };
+    ck_assert_int_eq(pending_reserve(p, 2, big, bl, bh, 30), PENDING_FULL_COUNT);
+    pending_info(p, &pi);
+    ck_assert_uint_eq(pi.count, 2);
+    pending_free(p);
+}
+END_TEST
+
 CHECK_SUITE("guard",
     CHECK_CASE("core", .timeout = 120),
     CHECK_TEST(test_not_ready_then_ready),
     CHECK_TEST(test_rebuilds_race_inserts),
     CHECK_TEST(test_bulk_rebuilds_race_inserts),
     CHECK_TEST(test_pending_set),
+    CHECK_TEST(test_pending_reserve),
 )

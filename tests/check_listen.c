@@ -1,5 +1,5 @@
 /*
- * Unit tests of the unix listening socket (src/listen.c): the group text
+ * Unit tests of the unix listening socket (src/http/listen.c): the group text
  * [server] listen_group takes, and that the socket file has listen_mode and
  * the group before anyone can connect.  TCP is exercised by every
  * integration test.

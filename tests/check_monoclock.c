@@ -1,5 +1,5 @@
 /*
- * Unit tests for src/monoclock.c: the monotonic deadline every napping
+ * Unit tests for src/base/monoclock.c: the monotonic deadline every napping
  * thread computes, and the condition variable that waits on it.
  */
 #include <errno.h>

@@ -1,5 +1,5 @@
 /*
- * Unit tests of the logical replication decoder (src/pgoutput.c): every
+ * Unit tests of the logical replication decoder (src/pg/pgoutput.c): every
  * frame and message type from hand-built bytes, every error path, every
  * truncation of every valid message (decoded from exact-size heap copies,
  * so an overread shows under ASan or valgrind), the relation cache, the

@@ -1,5 +1,5 @@
 /*
- * Unit tests of the POST log (src/postlog.c): what is appended comes back
+ * Unit tests of the POST log (src/store/postlog.c): what is appended comes back
  * after a reopen until its wall-clock expiry; an incomplete last append is
  * cut off and damage in the middle is reported; a rewrite keeps exactly the
  * live entries plus what was appended while it ran; concurrent appenders
@@ -174,57 +174,108 @@ START_TEST(test_wall_clock_expiry)
 }
 END_TEST
 
+/* The file's bytes into buf (cap bytes at most): its size. */
+static size_t read_image(unsigned char *buf, size_t cap)
+{
+    int fd = open(path, O_RDONLY);
+    ck_assert_int_ge(fd, 0);
+    ssize_t n = read(fd, buf, cap);
+    close(fd);
+    ck_assert_int_ge(n, 0);
+    ck_assert_uint_lt((size_t)n, cap);
+    return (size_t)n;
+}
+
+/* The file replaced in place by the first len bytes of buf (a cut, or a crash's leftovers). */
+static void write_image(const unsigned char *buf, size_t len)
+{
+    int fd = open(path, O_WRONLY | O_TRUNC);
+    ck_assert_int_ge(fd, 0);
+    ck_assert_int_eq(write(fd, buf, len), (ssize_t)len);
+    close(fd);
+}
+
+/*
+ * Close log as a crash would leave its file (kill -9: no seal): the file
+ * as it is now is copied over what postlog_close leaves.
+ */
+static void log_close_unsealed(struct postlog *log)
+{
+    static unsigned char image[1 << 16];
+    size_t n = read_image(image, sizeof image);
+    postlog_close(log);
+    write_image(image, n);
+}
+
+/* len bytes of data appended to the file at p. */
+static void fd_append(const char *p, const void *data, size_t len)
+{
+    int fd = open(p, O_WRONLY | O_APPEND);
+    ck_assert_int_ge(fd, 0);
+    ck_assert_int_eq(write(fd, data, len), (ssize_t)len);
+    close(fd);
+}
+
+/*
+ * A crash in the middle of an append leaves a torn last record in a file
+ * that no clean close sealed: cut off as never acknowledged, nothing held.
+ */
 START_TEST(test_torn_tail)
 {
-    struct postlog_opts o = { .ttl = 3600 };
+    struct postlog_opts o = { .ttl = 3600, .clock = test_clock };
+    atomic_store(&clock_now, 5000000);
     struct postlog *log = reopen(&o);
     ck_assert_int_eq(append1(log, "first", 60), 0);
     off_t good = file_size(path);
     ck_assert_int_eq(append1(log, "second", 60), 0);
+    /* The file as a crash (kill -9, power loss) would leave it: in use, not sealed. */
+    static unsigned char whole[4096];
+    size_t full = read_image(whole, sizeof whole);
     postlog_close(log);
-    off_t full = file_size(path);
-    unsigned char whole[4096];
-    ck_assert_int_lt(full, (off_t)sizeof whole);
-    int fd = open(path, O_RDONLY);
-    ck_assert_int_eq(read(fd, whole, sizeof whole), (ssize_t)full);
-    close(fd);
 
     /* Every cut inside the last record: it is dropped, the first stays. */
-    for (off_t cut = good + 1; cut < full; cut++) {
-        fd = open(path, O_WRONLY | O_TRUNC);
-        ck_assert_int_eq(write(fd, whole, (size_t)cut), (ssize_t)cut);
-        close(fd);
+    for (off_t cut = good + 1; cut < (off_t)full; cut++) {
+        write_image(whole, (size_t)cut);
         log = reopen(&o);
         ck_assert_msg(!opened.corrupt, "cut at %lld: %s", (long long)cut, opened.why);
+        ck_assert(!opened.cut && !opened.sealed);
+        ck_assert_uint_eq(opened.lost_until, 0);
         ck_assert_uint_eq(opened.torn_bytes, (uint64_t)(cut - good));
         ck_assert_uint_eq(got.n, 1);
         ck_assert_str_eq(got.id[0], "first");
         ck_assert_int_eq(file_size(path), good);    /* cut off on disk */
-        postlog_close(log);
+        log_close_unsealed(log);
     }
 
     /* Zeros after the last record (a file system that extended the size first). */
-    fd = open(path, O_WRONLY | O_APPEND);
+    write_image(whole, (size_t)good);
+    int fd = open(path, O_WRONLY | O_APPEND);
     ck_assert_int_ge(fd, 0);
     static const char zeros[5000];
     ck_assert_int_eq(write(fd, zeros, sizeof zeros), (ssize_t)sizeof zeros);
     close(fd);
     log = reopen(&o);
-    ck_assert(!opened.corrupt);
+    ck_assert(!opened.corrupt && !opened.cut);
     ck_assert_uint_eq(opened.torn_bytes, sizeof zeros);
     ck_assert_int_eq(append1(log, "third", 60), 0);  /* goes where the zeros were */
     postlog_close(log);
     log = reopen(&o);
+    ck_assert(opened.sealed && !opened.cut);
     ck_assert_uint_eq(opened.torn_bytes, 0);
     ck_assert_uint_eq(got.n, 2);
     ck_assert_str_eq(got.id[1], "third");
     postlog_close(log);
 
-    /* A header cut short, and an empty file: an empty log. */
+    /*
+     * A header cut short, and an empty file: the log is created whole, so
+     * this is a cut and what it held is unknown: held for a whole ttl.
+     */
     for (off_t cut = 0; cut < 16; cut += 5) {
         ck_assert_int_eq(truncate(path, cut), 0);
         log = reopen(&o);
         ck_assert_uint_eq(got.n, 0);
+        ck_assert(opened.cut);
+        ck_assert_uint_eq(opened.lost_until, 5000000 + 3600);
         ck_assert_int_eq(file_size(path), 16);
         postlog_close(log);
     }
@@ -619,6 +670,180 @@ START_TEST(test_submit)
 }
 END_TEST
 
+/*
+ * A clean close seals the file; cut while stopped at any byte of its last
+ * record or of the seal, it says so (never "torn, never acknowledged"),
+ * and holds until the latest expiry any lost entry could have had.  The
+ * hold survives a crash, a rewrite and a clean restart, until it passes.
+ */
+START_TEST(test_cut_while_stopped)
+{
+    static struct journal j = { .mu = PTHREAD_MUTEX_INITIALIZER };
+    struct postlog_opts o = { .clock = test_clock };
+    atomic_store(&clock_now, 6000000);
+    struct postlog *log = open_journaled(&o, &j, NEVER);
+    ck_assert_int_eq(append1(log, "first", 600), 0);
+    off_t good = file_size(path);
+    atomic_store(&clock_now, 6000010);
+    ck_assert_int_eq(append1(log, "second", 900), 0);   /* expires at 6000910 */
+    off_t records = file_size(path);
+    postlog_close(log);
+    static unsigned char sealed[4096];
+    size_t full = read_image(sealed, sizeof sealed);
+    ck_assert_uint_eq(full, (size_t)records + 32);      /* the seal */
+
+    /* Whole: sealed, both back, nothing held; the open takes the seal off. */
+    log = open_journaled(&o, &j, NEVER);
+    ck_assert(opened.sealed && !opened.cut && !opened.corrupt);
+    ck_assert_uint_eq(opened.lost_until, 0);
+    ck_assert_uint_eq(opened.torn_bytes, 0);
+    ck_assert_uint_eq(got.n, 2);
+    ck_assert_int_eq(file_size(path), records);
+    log_close_unsealed(log);
+
+    atomic_store(&clock_now, 6000100);
+    for (off_t cut = good; cut < (off_t)full; cut++) {
+        write_image(sealed, (size_t)cut);
+        log = open_journaled(&o, &j, NEVER);
+        ck_assert_msg(opened.cut && !opened.sealed, "cut at %lld of %zu: not seen", (long long)cut,
+                      full);
+        ck_assert_ptr_nonnull(strstr(opened.why, "cut or changed while bloomguard was stopped"));
+        ck_assert_uint_eq(opened.lost_until, 6000910);
+        ck_assert_uint_eq(got.n, cut >= records ? 2 : 1);
+        ck_assert_str_eq(got.id[0], "first");
+        log_close_unsealed(log);
+    }
+    /* Changed rather than cut: bytes after the seal. */
+    write_image(sealed, full);
+    fd_append(path, "junk", 4);
+    log = open_journaled(&o, &j, NEVER);
+    ck_assert(opened.cut);
+    ck_assert_uint_eq(opened.lost_until, 6000910);
+    ck_assert_uint_eq(got.n, 2);
+    log_close_unsealed(log);
+
+    /* The hold lives in the file in use: a crash (no seal) keeps it. */
+    write_image(sealed, (size_t)good + 3);
+    log = open_journaled(&o, &j, NEVER);
+    ck_assert_uint_eq(opened.lost_until, 6000910);
+    journal_add(&j, "first", 500);
+    ck_assert_int_eq(append1(log, "third", 300), 0);
+    journal_add(&j, "third", 300);
+    log_close_unsealed(log);                        /* a crash */
+    log = open_journaled(&o, &j, NEVER);
+    ck_assert(opened.cut);
+    ck_assert_uint_eq(opened.lost_until, 6000910);
+    /* ... and a rewrite, and a clean restart. */
+    journal_add(&j, "first", 500);
+    journal_add(&j, "third", 300);
+    ck_assert_int_eq(postlog_compact(log), 0);
+    log_close_unsealed(log);
+    log = open_journaled(&o, &j, NEVER);
+    ck_assert_uint_eq(opened.lost_until, 6000910);
+    postlog_close(log);
+    log = open_journaled(&o, &j, NEVER);
+    ck_assert(opened.sealed && !opened.cut);
+    ck_assert_uint_eq(opened.lost_until, 6000910);
+    ck_assert(has(&got, "first") && has(&got, "third"));
+    postlog_close(log);
+    /* Once it has passed, nothing is held, and the file says so. */
+    atomic_store(&clock_now, 6000910);
+    log = open_journaled(&o, &j, NEVER);
+    ck_assert(opened.sealed);
+    ck_assert_uint_eq(opened.lost_until, 0);
+    log_close_unsealed(log);
+    log = open_journaled(&o, &j, NEVER);
+    ck_assert(!opened.cut && !opened.sealed);
+    ck_assert_uint_eq(opened.lost_until, 0);
+    postlog_close(log);
+
+    /* A ttl lowered since: no entry is read back for longer, nor held. */
+    write_image(sealed, (size_t)good + 1);
+    atomic_store(&clock_now, 6000100);
+    o.ttl = 60;
+    memset(&got, 0, sizeof got);
+    log = postlog_open(path, &o, collect, &got, &opened);
+    ck_assert_ptr_nonnull(log);
+    ck_assert_uint_eq(opened.lost_until, 6000160);
+    postlog_close(log);
+}
+END_TEST
+
+/*
+ * A done callback that puts its ID in the journal (as table.c does: an ID
+ * joins the journal once the log has it), once the test lets it go on.
+ */
+struct slow_done {
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+    struct journal *j;
+    const char *id;
+    bool entered, go;
+};
+
+static void slow_done_fn(void *arg, int err)
+{
+    struct slow_done *sd = arg;
+    pthread_mutex_lock(&sd->mu);
+    sd->entered = true;
+    pthread_cond_broadcast(&sd->cv);
+    while (!sd->go)
+        pthread_cond_wait(&sd->cv, &sd->mu);
+    pthread_mutex_unlock(&sd->mu);
+    if (err == 0)
+        journal_add(sd->j, sd->id, 600);
+}
+
+static void *compact_thread(void *arg)
+{
+    return (void *)(intptr_t)postlog_compact(arg);
+}
+
+/*
+ * A rewrite that starts while an append's done callback runs waits for it:
+ * the record is before the rewrite's mark, so only the walk can keep its
+ * ID, and the ID is there only once the callback has returned.
+ */
+START_TEST(test_compaction_waits_for_done_callbacks)
+{
+    static struct journal j = { .mu = PTHREAD_MUTEX_INITIALIZER };
+    static struct slow_done sd = { .mu = PTHREAD_MUTEX_INITIALIZER, .cv = PTHREAD_COND_INITIALIZER };
+    struct postlog_opts o = { .clock = test_clock };
+    struct postlog *log = open_journaled(&o, &j, NEVER);
+    sd.j = &j;
+    sd.id = "acknowledged-in-its-callback";
+    const char *p = sd.id;
+    size_t len = strlen(p);
+    ck_assert_int_eq(postlog_submit(log, 1, &p, &len, 600, slow_done_fn, &sd), 0);
+    pthread_mutex_lock(&sd.mu);
+    while (!sd.entered)
+        pthread_cond_wait(&sd.cv, &sd.mu);
+    pthread_mutex_unlock(&sd.mu);
+    /* The record is on disk, its callback not done: a rewrite now. */
+    pthread_t th;
+    ck_assert_int_eq(pthread_create(&th, NULL, compact_thread, log), 0);
+    usleep(200000);
+    pthread_mutex_lock(&j.mu);
+    unsigned walks = j.walks;
+    pthread_mutex_unlock(&j.mu);
+    ck_assert_uint_eq(walks, 0);                    /* the rewrite waits for the callback */
+    pthread_mutex_lock(&sd.mu);
+    sd.go = true;
+    pthread_cond_broadcast(&sd.cv);
+    pthread_mutex_unlock(&sd.mu);
+    void *rc;
+    pthread_join(th, &rc);
+    ck_assert_int_eq((int)(intptr_t)rc, 0);
+    struct postlog_info pi;
+    postlog_info(log, &pi);
+    ck_assert_uint_eq(pi.compactions, 1);
+    postlog_close(log);
+    log = reopen(&o);
+    ck_assert_msg(has(&got, sd.id), "an acknowledged id lost by a rewrite");
+    postlog_close(log);
+}
+END_TEST
+
 /* Faults: the next write or sync fails with the errno set here. */
 static _Atomic int fail_write, fail_sync;
 static int inject(void *ctx, enum postlog_io op)
@@ -692,10 +917,12 @@ CHECK_SUITE("postlog",
     CHECK_TEST(test_round_trip),
     CHECK_TEST(test_wall_clock_expiry),
     CHECK_TEST(test_torn_tail),
+    CHECK_TEST(test_cut_while_stopped),
     CHECK_TEST(test_damage_in_the_middle),
     CHECK_TEST(test_compaction_keeps_the_live),
     CHECK_TEST(test_compaction_by_itself),
     CHECK_TEST(test_group_commit),
     CHECK_TEST(test_submit),
+    CHECK_TEST(test_compaction_waits_for_done_callbacks),
     CHECK_TEST(test_failures),
 )

@@ -27,6 +27,8 @@ static void setup(void)
     cfg.snapshot_path = dir;
     cfg.conninfo = "";
     cfg.admin_token_file = "";
+    cfg.tls_cert_file = "";
+    cfg.tls_key_file = "";
     cfg.publish_dir = "";
     cfg.listen_host = "127.0.0.1";
     cfg.listen_group = "";

@@ -1,5 +1,5 @@
 /*
- * Unit tests of the proxy configuration writer (src/proxyconf.c): what is
+ * Unit tests of the proxy configuration writer (src/daemon/proxyconf.c): what is
  * refused, how template text is escaped for nginx's PCRE and Caddy's Go
  * regexps, and how each configuration key shows in the written file.  That
  * the regexps take exactly bloomguard's URIs is tests/proxyconf.test's job;
@@ -180,21 +180,21 @@ static const struct file_case {
 } file_cases[] = {
     /* One map line per template, the same shapes for any template. */
     { "map lines", { TMPL("/user/get/{id}"), TMPL("/api/v1/orders/{id}/items"), TMPL("/files/{id}.json") },
-      { LINE("    \"~^/user/get/(?:(?<bloomguard_s>(?:[^/?#%\\s]|%(?!2[fF]))+)(?:\\?\\S*)?\\x20"
-             "/user/get/(?<bloomguard_d>[^/]+)$|(?<bloomguard_r>[^/?#\\s]+)(?:[?#]|\\x20))\""),
-        LINE("    \"~^/api/v1/orders/(?:(?<bloomguard_s>(?:[^/?#%\\s]|%(?!2[fF]))+)/items(?:\\?\\S*)?\\x20"
-             "/api/v1/orders/(?<bloomguard_d>[^/]+)/items$|(?<bloomguard_r>[^/?#\\s]+)/items(?:[?#]|\\x20))\""),
-        LINE("    \"~^/files/(?:(?<bloomguard_s>(?:[^/?#%\\s]|%(?!2[fF]))+)\\.json(?:\\?\\S*)?\\x20"
-             "/files/(?<bloomguard_d>[^/]+)\\.json$|(?<bloomguard_r>[^/?#\\s]+)\\.json(?:[?#]|\\x20))\""),
+      { LINE("    \"~^/user/get/(?:(?<bloomguard_s>(?:[^\\x2f\\x3f\\x23%\\s]|%(?!2[fF]))+)(?:\\?\\S*)?\\x20"
+             "/user/get/(?<bloomguard_d>[^/]+)$|(?<bloomguard_r>[^\\x2f\\x3f\\x23\\s]+)(?:[\\x3f\\x23]|\\x20))\""),
+        LINE("    \"~^/api/v1/orders/(?:(?<bloomguard_s>(?:[^\\x2f\\x3f\\x23%\\s]|%(?!2[fF]))+)/items(?:\\?\\S*)?\\x20"
+             "/api/v1/orders/(?<bloomguard_d>[^/]+)/items$|(?<bloomguard_r>[^\\x2f\\x3f\\x23\\s]+)/items(?:[\\x3f\\x23]|\\x20))\""),
+        LINE("    \"~^/files/(?:(?<bloomguard_s>(?:[^\\x2f\\x3f\\x23%\\s]|%(?!2[fF]))+)\\.json(?:\\?\\S*)?\\x20"
+             "/files/(?<bloomguard_d>[^/]+)\\.json$|(?<bloomguard_r>[^\\x2f\\x3f\\x23\\s]+)\\.json(?:[\\x3f\\x23]|\\x20))\""),
         LINE("        \"$bloomguard_d/$bloomguard_s$bloomguard_r\";") },
-      { LINE("\t\t\t~^/user/get/(?:(?:[^/?#%\\s]|%[^2/?#\\s]|%2[^fF/?#\\s])+(?:\\?\\S*)?\\x20"
+      { LINE("\t\t\t~^/user/get/(?:(?:[^\\x2f\\x3f\\x23%\\s]|%[^2\\x2f\\x3f\\x23\\s]|%2[^fF\\x2f\\x3f\\x23\\s])+(?:\\?\\S*)?\\x20"
              "/user/get/([^/\"\\\\\\x00-\\x1f\\x7f\\x{FFFD}]+)$"
-             "|([\\x21\\x24-\\x2e\\x30-\\x3e\\x40-\\x5b\\x5d-\\x7e]+)(?:[?#]|\\x20)"
-             "|[^/?#\\s]+(?:[?#]|\\x20)) $1$2"),
-        LINE("\t\t\t~^/api/v1/orders/(?:(?:[^/?#%\\s]|%[^2/?#\\s]|%2[^fF/?#\\s])+/items(?:\\?\\S*)?\\x20"
+             "|([^\\x00-\\x20\\x22\\x5c\\x7f-\\x{10FFFF}\\x2f\\x3f\\x23]+)(?:[\\x3f\\x23]|\\x20)"
+             "|[^\\x2f\\x3f\\x23\\s]+(?:[\\x3f\\x23]|\\x20)) $1$2"),
+        LINE("\t\t\t~^/api/v1/orders/(?:(?:[^\\x2f\\x3f\\x23%\\s]|%[^2\\x2f\\x3f\\x23\\s]|%2[^fF\\x2f\\x3f\\x23\\s])+/items(?:\\?\\S*)?\\x20"
              "/api/v1/orders/([^/\"\\\\\\x00-\\x1f\\x7f\\x{FFFD}]+)/items$"
-             "|([\\x21\\x24-\\x2e\\x30-\\x3e\\x40-\\x5b\\x5d-\\x7e]+)/items(?:[?#]|\\x20)"
-             "|[^/?#\\s]+/items(?:[?#]|\\x20)) $1$2"),
+             "|([^\\x00-\\x20\\x22\\x5c\\x7f-\\x{10FFFF}\\x2f\\x3f\\x23]+)/items(?:[\\x3f\\x23]|\\x20)"
+             "|[^\\x2f\\x3f\\x23\\s]+/items(?:[\\x3f\\x23]|\\x20)) $1$2"),
         LINE("\t\t\t\trespond `{\"id\":\"{bloomguard_id}\",\"exists\":false}` 404") } },
     /*
      * Metacharacters and what each file format does to backslashes and
@@ -204,13 +204,13 @@ static const struct file_case {
      */
     { "escaping", { TMPL("/v1.0/a+b/(x)|[y]^*/{id}$"), TMPL("/q\\b\"/{id}'z"), TMPL("/caf\xC3\xA9/{id}") },
       { HAS("\"~^/v1\\.0/a\\+b/\\(x\\)\\|\\[y\\]\\^\\*/(?:"),
-        HAS("(?<bloomguard_r>[^/?#\\s]+)\\$(?:[?#]|\\x20))\""),
+        HAS("(?<bloomguard_r>[^\\x2f\\x3f\\x23\\s]+)\\$(?:[\\x3f\\x23]|\\x20))\""),
         HAS("\"~^/q\\x5cb\\x22/(?:"),
-        HAS("(?<bloomguard_r>[^/?#\\s]+)'z(?:[?#]|\\x20))\""),
+        HAS("(?<bloomguard_r>[^\\x2f\\x3f\\x23\\s]+)'z(?:[\\x3f\\x23]|\\x20))\""),
         HAS("\"~^/caf\\xc3\\xa9/(?:"),
         HAS("#     /q\\b\"/{id}'z  ") },
       { HAS("\t~^/v1\\.0/a\\+b/\\(x\\)\\|\\[y\\]\\^\\*/(?:"),
-        HAS("|[^/?#\\s]+\\$(?:[?#]|\\x20)) $1$2\n"),
+        HAS("|[^\\x2f\\x3f\\x23\\s]+\\$(?:[\\x3f\\x23]|\\x20)) $1$2\n"),
         HAS("\t~^/q\\\\b\\x22/(?:"),
         HAS("\t~^/caf\\x{e9}/(?:") } },
     /*
@@ -219,11 +219,11 @@ static const struct file_case {
      * (and nginx's id map has no line for a decoded one).
      */
     { "percent template", { TMPL("/a%20b/{id}") },
-      { LINE("    \"~^/a%20b/(?:(?<bloomguard_r>[^/?#\\s]+)(?:[?#]|\\x20))\""),
+      { LINE("    \"~^/a%20b/(?:(?<bloomguard_r>[^\\x2f\\x3f\\x23\\s]+)(?:[\\x3f\\x23]|\\x20))\""),
         LINE("        \"/$bloomguard_r\";"),
         HAS_NOT("(?x)") },
-      { LINE("\t\t\t~^/a%20b/(?:([\\x21\\x24-\\x2e\\x30-\\x3e\\x40-\\x5b\\x5d-\\x7e]+)(?:[?#]|\\x20)"
-             "|[^/?#\\s]+(?:[?#]|\\x20)) $1") } },
+      { LINE("\t\t\t~^/a%20b/(?:([^\\x00-\\x20\\x22\\x5c\\x7f-\\x{10FFFF}\\x2f\\x3f\\x23]+)(?:[\\x3f\\x23]|\\x20)"
+             "|[^\\x2f\\x3f\\x23\\s]+(?:[\\x3f\\x23]|\\x20)) $1") } },
     /* fail_open: the default yes, then no. */
     { "fail open", { TMPL("/user/get/{id}") },
       { LINE("        proxy_pass http://service;"),

@@ -1,14 +1,17 @@
 /*
  * Unit tests of published filters without PostgreSQL: the file the daemon
- * writes (src/publish.c, pubfmt.h) and what a reader makes of it
- * (src/reader.c, libbloomguard's API): answers as the table's, POSTs seen
+ * writes (src/publish/publish.c, pubfmt.h) and what a reader makes of it
+ * (src/publish/reader.c, libbloomguard's API): answers as the table's, POSTs seen
  * at once, growth, rebuild swaps, staleness, withdrawal, spelling, bad
  * files; and the stress test of publish.h's proof: readers racing a writer
  * that inserts, grows layers and swaps generations never get "absent" for
  * a key whose insert had returned.
  */
 #include <check.h>
+#include <dirent.h>
 #include <fcntl.h>
+#include <grp.h>
+#include <limits.h>
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdio.h>
@@ -22,6 +25,7 @@
 #include "check_main.h"
 #include "check_util.h"
 #include "config.h"
+#include "idcodec.h"
 #include "pubfmt.h"
 #include "publish.h"
 #include "table.h"
@@ -31,20 +35,29 @@
 static struct config cfg;
 static struct filter_config fc;
 static struct log lg;
-static char dir[64], path[128];
+static char dir[PATH_MAX], path[PATH_MAX + 16];
 
 static void setup(void)
 {
     check_filter_fixture(&cfg, &fc, "users", 0.01, 1000);
+    cfg.max_id_bytes = 512;
+    cfg.publish_mode = 0644;
+    cfg.publish_group = (char *)"";
     log_init(&lg, LOG_LVL_ERROR);
-    snprintf(dir, sizeof dir, "/tmp/check_publish.XXXXXX");
-    ck_assert_ptr_nonnull(mkdtemp(dir));
+    /*
+     * In the build directory, not /tmp: a directory in a world-writable
+     * one is refused unless root made it (pubfmt_dir_trusted), and the
+     * tests need not run as root.
+     */
+    char tmpl[] = "check_publish.XXXXXX";
+    ck_assert_ptr_nonnull(mkdtemp(tmpl));
+    ck_assert_ptr_nonnull(realpath(tmpl, dir));
     snprintf(path, sizeof path, "%s/users.bgf", dir);
 }
 
 static void teardown(void)
 {
-    char cmd[128];
+    char cmd[PATH_MAX + 32];
     snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
     ck_assert_int_eq(system(cmd), 0);
 }
@@ -99,6 +112,18 @@ static void load(struct table *t, unsigned n, uint64_t items, int64_t start)
     ck_assert(table_load_commit(l, epoch, start, ""));
 }
 
+/* The entries of directory d but . and .. */
+static unsigned entries(const char *d)
+{
+    DIR *h = opendir(d);
+    ck_assert_ptr_nonnull(h);
+    unsigned n = 0;
+    for (struct dirent *e; (e = readdir(h)) != NULL;)
+        n += strcmp(e->d_name, ".") != 0 && strcmp(e->d_name, "..") != 0;
+    closedir(h);
+    return n;
+}
+
 static enum bloomguard_answer look(bloomguard *bg, const char *id)
 {
     return bloomguard_lookup(bg, id, strlen(id));
@@ -140,7 +165,7 @@ START_TEST(test_format_of_a_generation)
     struct publish *p;
     struct table *t = published_table(&p);
     ck_assert_int_ne(access(path, F_OK), 0);        /* nothing before the first load */
-    int64_t start = table_now();
+    int64_t start = monoclock_boot_ns();
     load(t, 100, 1000, start);
     const struct pubfmt_header *h = map_header(path);
     ck_assert_mem_eq(h->magic, PUBFMT_MAGIC, 8);
@@ -188,7 +213,7 @@ START_TEST(test_reader_answers_as_the_table)
     bloomguard *bg = bloomguard_open(path, BLOOMGUARD_OPEN_MISSING_OK, &err);
     ck_assert_ptr_nonnull(bg);
     ck_assert_int_eq(look(bg, "key-1"), BLOOMGUARD_NOT_READY);
-    load(t, 1000, 2000, table_now());
+    load(t, 1000, 2000, monoclock_boot_ns());
     /* The handle picks the file up at its next look at the path (once a second). */
     for (int i = 0; i < 50 && look(bg, "key-1") == BLOOMGUARD_NOT_READY; i++)
         usleep(100000);
@@ -228,7 +253,7 @@ END_TEST
 START_TEST(test_growth_reaches_readers)
 {
     struct cast c;
-    cast_open(&c, 10, table_now());
+    cast_open(&c, 10, monoclock_boot_ns());
     char k[32];
     /* 20x the capacity: layers are added, each announced in the header before its first key. */
     for (unsigned i = 10; i < 20000; i++) {
@@ -253,7 +278,7 @@ END_TEST
 START_TEST(test_rebuild_swaps_generations)
 {
     struct cast c;
-    cast_open(&c, 100, table_now());
+    cast_open(&c, 100, monoclock_boot_ns());
     const struct pubfmt_header *old = map_header(path);
     /* A key the second load has and the first (by its bits too) has not. */
     char k[32];
@@ -261,7 +286,7 @@ START_TEST(test_rebuild_swaps_generations)
     for (key(k, sizeof k, i); table_lookup(c.t, k, strlen(k)) != TABLE_ABSENT; key(k, sizeof k, ++i))
         ;
     ck_assert_int_eq(look(c.bg, k), BLOOMGUARD_ABSENT);
-    load(c.t, 200, 1000, table_now());
+    load(c.t, 200, 1000, monoclock_boot_ns());
     ck_assert(atomic_load(&((struct pubfmt_header *)old)->flags) & PUBFMT_SUPERSEDED);
     /* The next lookup sees SUPERSEDED and moves to the new file at once. */
     ck_assert_int_eq(look(c.bg, k), BLOOMGUARD_MAYBE);
@@ -272,10 +297,8 @@ START_TEST(test_rebuild_swaps_generations)
     ck_assert(table_add_row(c.t, "after", 5));
     ck_assert_int_eq(look(c.bg, "after"), BLOOMGUARD_MAYBE);
     munmap((void *)old, PUBFMT_HEADER_BYTES);
-    /* No temporary is left behind. */
-    char tmp[160];
-    snprintf(tmp, sizeof tmp, "%s/.users.2.tmp", dir);
-    ck_assert_int_ne(access(tmp, F_OK), 0);
+    /* No temporary is left behind: the directory holds the file alone. */
+    ck_assert_uint_eq(entries(dir), 1);
     /* Exit: withdrawn, readers not ready. */
     publish_free(c.p);
     ck_assert_int_ne(access(path, F_OK), 0);
@@ -290,13 +313,68 @@ START_TEST(test_stale_horizon_is_degraded)
 {
     /* A COPY that started longer ago than max_staleness: absent cannot be proven. */
     struct cast c;
-    cast_open(&c, 10, table_now() - 61 * NS);
+    cast_open(&c, 10, monoclock_boot_ns() - 61 * NS);
     ck_assert_int_eq(table_lookup(c.t, "nope", 4), TABLE_DEGRADED);
     ck_assert_int_eq(look(c.bg, "nope"), BLOOMGUARD_DEGRADED);
     ck_assert_int_eq(look(c.bg, "key-1"), BLOOMGUARD_MAYBE);
     /* The follower proves it is current again: absent once more. */
-    ck_assert(table_advance(c.t, table_epoch(c.t), table_now()));
+    ck_assert(table_advance(c.t, table_epoch(c.t), monoclock_boot_ns()));
     ck_assert_int_eq(look(c.bg, "nope"), BLOOMGUARD_ABSENT);
+    cast_close(&c);
+}
+END_TEST
+
+/*
+ * A horizon a reader finds in the file may be anything (another boot's, a
+ * forged file's, the uint64 extremes): answer_degraded decides without
+ * overflowing (UBSan under --sanitize) and never turns one into "absent".
+ */
+START_TEST(test_hostile_horizon_is_degraded)
+{
+    struct cast c;
+    cast_open(&c, 10, monoclock_boot_ns());
+    ck_assert_int_eq(look(c.bg, "nope"), BLOOMGUARD_ABSENT);
+    int fd = open(path, O_RDWR);
+    ck_assert_int_ge(fd, 0);
+    struct pubfmt_header *h = mmap(NULL, PUBFMT_HEADER_BYTES, PROT_READ | PROT_WRITE, MAP_SHARED,
+                                   fd, 0);
+    close(fd);
+    ck_assert_ptr_ne(h, MAP_FAILED);
+    const int64_t hostile[] = { INT64_MIN, INT64_MIN + 1, -1, 0, INT64_MAX,
+                                monoclock_boot_ns() + 3600 * NS };
+    for (size_t i = 0; i < sizeof hostile / sizeof hostile[0]; i++) {
+        atomic_store(&h->horizon, hostile[i]);
+        ck_assert_msg(look(c.bg, "nope") == BLOOMGUARD_DEGRADED, "horizon %lld",
+                      (long long)hostile[i]);
+        ck_assert_int_eq(look(c.bg, "key-1"), BLOOMGUARD_MAYBE);
+        struct bloomguard_info in;
+        ck_assert_int_eq(bloomguard_info(c.bg, &in), BLOOMGUARD_OK);
+        ck_assert_msg(in.degraded, "horizon %lld", (long long)hostile[i]);
+        if (hostile[i] <= 0)
+            ck_assert(in.horizon_age == -1);        /* none, not an age that wrapped */
+    }
+    /* Its own horizon back: absent again. */
+    atomic_store(&h->horizon, monoclock_boot_ns());
+    ck_assert_int_eq(look(c.bg, "nope"), BLOOMGUARD_ABSENT);
+    munmap(h, PUBFMT_HEADER_BYTES);
+    cast_close(&c);
+}
+END_TEST
+
+/* A hold for lost POSTs reaches readers as the table has it (the flag they degrade on). */
+START_TEST(test_hold_reaches_readers)
+{
+    struct cast c;
+    cast_open(&c, 10, monoclock_boot_ns());
+    ck_assert_int_eq(look(c.bg, "nope"), BLOOMGUARD_ABSENT);
+    table_hold_absent(c.t, monoclock_boot_ns() + 3600 * NS);
+    ck_assert(table_advance(c.t, table_epoch(c.t), monoclock_boot_ns()));
+    ck_assert_int_eq(table_lookup(c.t, "nope", 4), TABLE_DEGRADED);
+    ck_assert_int_eq(look(c.bg, "nope"), BLOOMGUARD_DEGRADED);
+    /* A rebuild's new generation carries it too. */
+    load(c.t, 10, 1000, monoclock_boot_ns());
+    ck_assert_int_eq(look(c.bg, "nope"), BLOOMGUARD_DEGRADED);
+    ck_assert_int_eq(look(c.bg, "key-1"), BLOOMGUARD_MAYBE);
     cast_close(&c);
 }
 END_TEST
@@ -327,7 +405,7 @@ START_TEST(test_leftover_of_an_earlier_run_is_withdrawn)
 {
     struct publish *p;
     struct table *t = published_table(&p);
-    load(t, 10, 1000, table_now());
+    load(t, 10, 1000, monoclock_boot_ns());
     const struct pubfmt_header *h = map_header(path);
     /* A crash: the file stays.  The next run withdraws it at start. */
     struct table *t2 = table_new(&cfg, &fc);
@@ -353,7 +431,7 @@ START_TEST(test_reader_spells_by_the_column_type)
     uint64_t epoch = table_epoch(t);
     struct table_load *l = table_load_begin(t, 1000, &int8_ident, &fe);
     filter_add(table_load_filter(l), "5", 1);
-    ck_assert(table_load_commit(l, epoch, table_now(), ""));
+    ck_assert(table_load_commit(l, epoch, monoclock_boot_ns(), ""));
     /* The table published its load's spelling. */
     int fd = open(path, O_RDWR);
     struct pubfmt_header *h = mmap(NULL, PUBFMT_HEADER_BYTES, PROT_READ | PROT_WRITE, MAP_SHARED,
@@ -377,10 +455,255 @@ START_TEST(test_reader_spells_by_the_column_type)
 }
 END_TEST
 
+/*
+ * What GET /exists refuses (400, 414) the reader calls invalid, by the
+ * daemon's own max_id_bytes from the header: never "absent" for an ID the
+ * daemon would not follow (a long ID's row is not notified, and the daemon
+ * does not degrade for it when no request can carry it).
+ */
+START_TEST(test_reader_refuses_what_exists_refuses)
+{
+    struct cast c;
+    cfg.max_id_bytes = 40;
+    cast_open(&c, 10, monoclock_boot_ns());
+    const struct pubfmt_header *h = map_header(path);
+    ck_assert_uint_eq(h->max_id_bytes, 40);
+    munmap((void *)h, PUBFMT_HEADER_BYTES);
+    char id[64];
+    memset(id, 'x', sizeof id);
+    /* At the limit: the filter answers; one byte more: the daemon's 414. */
+    ck_assert_int_eq(table_lookup(c.t, id, 40), TABLE_ABSENT);
+    ck_assert_int_eq(bloomguard_lookup(c.bg, id, 40), BLOOMGUARD_ABSENT);
+    ck_assert_int_eq(id_check(id, 41, cfg.max_id_bytes), ID_TOO_LONG);
+    ck_assert_int_eq(bloomguard_lookup(c.bg, id, 41), BLOOMGUARD_INVALID);
+    ck_assert_int_eq(bloomguard_lookup(c.bg, id, 64), BLOOMGUARD_INVALID);
+    /* The other refusals of GET /exists: empty, a NUL, not UTF-8. */
+    ck_assert_int_eq(bloomguard_lookup(c.bg, "", 0), BLOOMGUARD_INVALID);
+    ck_assert_int_eq(bloomguard_lookup(c.bg, "a\0b", 3), BLOOMGUARD_INVALID);
+    ck_assert_int_eq(bloomguard_lookup(c.bg, "a\xff" "b", 3), BLOOMGUARD_INVALID);
+    ck_assert_int_eq(look(c.bg, "\xc3\xbc"), BLOOMGUARD_ABSENT);     /* valid UTF-8 */
+    ck_assert_str_eq(bloomguard_answer_name(BLOOMGUARD_INVALID), "invalid");
+    /* Invalid whatever the filter holds: the rule is the daemon's, not the bits'. */
+    ck_assert(table_add_row(c.t, id, 41));
+    ck_assert_int_eq(bloomguard_lookup(c.bg, id, 41), BLOOMGUARD_INVALID);
+    cast_close(&c);
+}
+END_TEST
+
+/*
+ * A filter that stops keeping its rate degrades the daemon's absent
+ * answers at the insert that saturated it; its readers must say degraded
+ * from then on too, not from the next move of the horizon (with
+ * [sync] enabled = no there is none until the next COPY).
+ */
+START_TEST(test_saturation_reaches_readers_at_once)
+{
+    struct cast c;
+    fc.max_layers = 1;
+    cast_open(&c, 10, monoclock_boot_ns());
+    ck_assert_int_eq(look(c.bg, "nope"), BLOOMGUARD_ABSENT);
+    char k[32];
+    unsigned i = 10;
+    for (; i < 100000 && table_lookup(c.t, "nope", 4) != TABLE_DEGRADED; i++) {
+        /* As a follower reports rows: added, then counted (which checks saturation). */
+        key(k, sizeof k, i);
+        ck_assert(table_add_row(c.t, k, strlen(k)));
+        table_count_rows(c.t, 1, 0);
+    }
+    ck_assert_int_eq(table_lookup(c.t, "nope", 4), TABLE_DEGRADED);
+    /* Find a key the bits call absent: the daemon degrades it; so must the reader. */
+    unsigned j = 0;
+    for (key(k, sizeof k, 5000000 + j); table_lookup(c.t, k, strlen(k)) != TABLE_DEGRADED
+         && j < 100000; key(k, sizeof k, 5000000 + ++j))
+        ;
+    ck_assert_int_eq(table_lookup(c.t, k, strlen(k)), TABLE_DEGRADED);
+    ck_assert_int_eq(look(c.bg, k), BLOOMGUARD_DEGRADED);
+    struct bloomguard_info in;
+    ck_assert_int_eq(bloomguard_info(c.bg, &in), BLOOMGUARD_OK);
+    ck_assert(in.saturated);
+    ck_assert(in.degraded);
+    cast_close(&c);
+}
+END_TEST
+
+/* ------------------------------------------------ who may write there -- */
+
+static void damaged_copy(const char *out, long off, const void *bytes, size_t n);
+
+/* publish_dir_check's verdict on d (created when create), with its reason. */
+static bool dir_ok(const char *d, bool create, char *err, size_t errlen)
+{
+    err[0] = '\0';
+    return publish_dir_check(&cfg, d, create, err, errlen);
+}
+
+/*
+ * The publish directory is the daemon's own: made when missing, refused
+ * when others may write to it, and only the group publish_group names may.
+ */
+START_TEST(test_publish_dir_is_the_daemons_own)
+{
+    char d[PATH_MAX + 32], err[1024];
+    struct stat st;
+    /* Missing: -t says nothing, the start makes it, readable as the files are. */
+    snprintf(d, sizeof d, "%s/pub", dir);
+    ck_assert_msg(dir_ok(d, false, err, sizeof err), "%s", err);
+    ck_assert_int_ne(access(d, F_OK), 0);
+    cfg.publish_mode = 0640;
+    ck_assert_msg(dir_ok(d, true, err, sizeof err), "%s", err);
+    ck_assert_int_eq(stat(d, &st), 0);
+    ck_assert_uint_eq(st.st_mode & 07777, 0750);
+    ck_assert_uint_eq(st.st_uid, geteuid());
+    /* Writable by every local user: refused, and the error says why and what to do. */
+    ck_assert_int_eq(chmod(d, 01777), 0);
+    ck_assert(!dir_ok(d, true, err, sizeof err));
+    ck_assert_ptr_nonnull(strstr(err, "every local user"));
+    ck_assert_ptr_nonnull(strstr(err, "/run/bloomguard"));
+    /* By its group: refused, unless that group is publish_group. */
+    ck_assert_int_eq(chmod(d, 0770), 0);
+    ck_assert(!dir_ok(d, true, err, sizeof err));
+    ck_assert_ptr_nonnull(strstr(err, "its group"));
+    ck_assert_ptr_nonnull(strstr(err, "chmod g-w"));
+    char gid[32];
+    snprintf(gid, sizeof gid, "%lu", (unsigned long)st.st_gid);
+    cfg.publish_group = gid;
+    ck_assert_msg(dir_ok(d, true, err, sizeof err), "%s", err);
+    cfg.publish_group = (char *)"";
+    /* A directory made in one anyone may write to: anyone could have made it first. */
+    char shared[PATH_MAX + 32], inside[PATH_MAX + 64];
+    snprintf(shared, sizeof shared, "%s/shm", dir);
+    ck_assert_int_eq(mkdir(shared, 0700), 0);
+    ck_assert_int_eq(chmod(shared, 01777), 0);
+    snprintf(inside, sizeof inside, "%s/bloomguard", shared);
+    if (geteuid() != 0) {
+        /* Ours, in a sticky world-writable directory: readers of another user refuse it. */
+        ck_assert(!dir_ok(inside, true, err, sizeof err));
+        ck_assert_ptr_nonnull(strstr(err, "writable by others"));
+    } else {
+        /* Root's own in it is fine (nobody else could have made it) ... */
+        ck_assert_msg(dir_ok(inside, true, err, sizeof err), "%s", err);
+        /* ... another user's is not, for the daemon (not its owner) nor for readers. */
+        ck_assert_int_eq(chown(inside, 65534, (gid_t)-1), 0);
+        ck_assert(!dir_ok(inside, true, err, sizeof err));
+        ck_assert_ptr_nonnull(strstr(err, "writable by others"));
+        struct stat dst;
+        ck_assert(!pubfmt_dir_trusted(inside, 0, &dst, err, sizeof err));
+        /* Owned by another user outright: refused, though nobody else may write to it. */
+        ck_assert_int_eq(chmod(d, 0755), 0);
+        ck_assert_int_eq(chown(d, 65534, (gid_t)-1), 0);
+        ck_assert(!dir_ok(d, true, err, sizeof err));
+        ck_assert_ptr_nonnull(strstr(err, "not by the daemon's user"));
+    }
+    /* A group the daemon's user is not in: refused before anything is made. */
+    cfg.publish_group = (char *)"no-such-group-bg";
+    ck_assert(!dir_ok(dir, true, err, sizeof err));
+    ck_assert_ptr_nonnull(strstr(err, "[server] publish_group"));
+}
+END_TEST
+
+/* publish_mode and publish_group are the files' (only that group may test ids). */
+START_TEST(test_files_take_publish_mode_and_group)
+{
+    cfg.publish_mode = 0640;
+    char gid[32];
+    snprintf(gid, sizeof gid, "%lu", (unsigned long)getegid());
+    cfg.publish_group = gid;
+    struct cast c;
+    cast_open(&c, 10, monoclock_boot_ns());
+    struct stat st;
+    ck_assert_int_eq(stat(path, &st), 0);
+    ck_assert_uint_eq(st.st_mode & 07777, 0640);
+    ck_assert_uint_eq(st.st_gid, getegid());
+    ck_assert_uint_eq(st.st_uid, geteuid());
+    ck_assert_int_eq(look(c.bg, "key-1"), BLOOMGUARD_MAYBE);
+    cast_close(&c);
+}
+END_TEST
+
+/*
+ * A reader reads only what the daemon's user (or root) can have put at
+ * the path: never a FIFO (and never blocks on one), a file others may
+ * write, or another user's file; it fails open (not ready) instead.
+ */
+START_TEST(test_reader_trusts_only_the_daemons_files)
+{
+    struct cast c;
+    cast_open(&c, 10, monoclock_boot_ns());
+    char other[PATH_MAX + 64], fifo[PATH_MAX + 64], link[PATH_MAX + 64];
+    int err = 0;
+    /* A symbolic link to the daemon's file is followed: the real directory is judged. */
+    snprintf(link, sizeof link, "%s/link.bgf", dir);
+    ck_assert_int_eq(symlink(path, link), 0);
+    bloomguard *bg = bloomguard_open(link, 0, &err);
+    ck_assert_msg(bg != NULL, "error %d", err);
+    ck_assert_int_eq(look(bg, "key-1"), BLOOMGUARD_MAYBE);
+    bloomguard_close(bg);
+    /* A FIFO: refused at once, not waited on. */
+    snprintf(fifo, sizeof fifo, "%s/fifo.bgf", dir);
+    ck_assert_int_eq(mkfifo(fifo, 0644), 0);
+    ck_assert_ptr_null(bloomguard_open(fifo, 0, &err));
+    ck_assert_int_eq(err, BLOOMGUARD_EUNSAFE);
+    bg = bloomguard_open(fifo, BLOOMGUARD_OPEN_MISSING_OK, &err);
+    ck_assert_ptr_nonnull(bg);
+    ck_assert_int_eq(look(bg, "nope"), BLOOMGUARD_NOT_READY);
+    struct bloomguard_info in;
+    ck_assert_int_eq(bloomguard_info(bg, &in), BLOOMGUARD_EUNSAFE);
+    ck_assert_ptr_nonnull(strstr(in.why, "not a regular file"));
+    bloomguard_close(bg);
+    /* A copy others may write: refused. */
+    snprintf(other, sizeof other, "%s/copy.bgf", dir);
+    damaged_copy(other, 0, PUBFMT_MAGIC, 8);
+    ck_assert_ptr_nonnull(bg = bloomguard_open(other, 0, &err));
+    bloomguard_close(bg);
+    ck_assert_int_eq(chmod(other, 0664), 0);
+    ck_assert_ptr_null(bloomguard_open(other, 0, &err));
+    ck_assert_int_eq(err, BLOOMGUARD_EUNSAFE);
+    if (geteuid() == 0) {
+        /* Another user's file in the daemon's directory: refused. */
+        ck_assert_int_eq(chmod(other, 0644), 0);
+        ck_assert_int_eq(chown(other, 65534, (gid_t)-1), 0);
+        ck_assert_ptr_null(bloomguard_open(other, 0, &err));
+        ck_assert_int_eq(err, BLOOMGUARD_EUNSAFE);
+    }
+    ck_assert_str_eq(bloomguard_strerror(BLOOMGUARD_EUNSAFE), bloomguard_strerror(err));
+    cast_close(&c);
+}
+END_TEST
+
+/*
+ * Whatever is at the path when the daemon starts goes, or the start fails
+ * and says so: readers would go on trusting it.
+ */
+START_TEST(test_start_clears_the_path)
+{
+    /* Something that cannot be removed (a directory, not empty): no silent start. */
+    char inner[PATH_MAX + 32], err[1024] = "";
+    ck_assert_int_eq(mkdir(path, 0755), 0);
+    snprintf(inner, sizeof inner, "%s/x", path);
+    ck_assert_int_eq(mkdir(inner, 0755), 0);
+    struct table *t = table_new(&cfg, &fc);
+    ck_assert_ptr_null(publish_new(&cfg, &fc, t, dir, &lg, err, sizeof err));
+    ck_assert_msg(strstr(err, "cannot remove") != NULL && strstr(err, "trusting it") != NULL,
+                  "%s", err);
+    table_free(t);
+    ck_assert_int_eq(rmdir(inner), 0);
+    ck_assert_int_eq(rmdir(path), 0);
+    /* A FIFO at the path: the start neither hangs on it nor keeps it. */
+    ck_assert_int_eq(mkfifo(path, 0644), 0);
+    struct cast c;
+    cast_open(&c, 10, monoclock_boot_ns());
+    struct stat st;
+    ck_assert_int_eq(lstat(path, &st), 0);
+    ck_assert(S_ISREG(st.st_mode));
+    ck_assert_int_eq(look(c.bg, "key-1"), BLOOMGUARD_MAYBE);
+    cast_close(&c);
+}
+END_TEST
+
 /* A copy of path with n bytes at off replaced, at out. */
 static void damaged_copy(const char *out, long off, const void *bytes, size_t n)
 {
-    char cmd[512];
+    char cmd[3 * PATH_MAX];
     snprintf(cmd, sizeof cmd, "cp '%s' '%s'", path, out);
     ck_assert_int_eq(system(cmd), 0);
     int fd = open(out, O_RDWR);
@@ -397,13 +720,13 @@ START_TEST(test_bad_files_and_arguments)
     ck_assert_int_eq(err, BLOOMGUARD_EINVAL);
     ck_assert_ptr_null(bloomguard_open(path, 0x100, &err));
     ck_assert_int_eq(err, BLOOMGUARD_EINVAL);
-    ck_assert_ptr_null(bloomguard_open(dir, BLOOMGUARD_OPEN_MISSING_OK, &err));
-    ck_assert_int_eq(err, BLOOMGUARD_EFORMAT);                     /* a directory */
+    ck_assert_ptr_null(bloomguard_open(dir, 0, &err));
+    ck_assert_int_eq(err, BLOOMGUARD_EUNSAFE);                     /* a directory */
 
     struct publish *p;
     struct table *t = published_table(&p);
-    load(t, 10, 1000, table_now());
-    char bad[160];
+    load(t, 10, 1000, monoclock_boot_ns());
+    char bad[PATH_MAX + 64];
     snprintf(bad, sizeof bad, "%s/bad.bgf", dir);
     const struct { long off; uint32_t v; } cases[] = {
         { 0, 0x58585858 },                                          /* magic */
@@ -457,7 +780,7 @@ static void *writer(void *arg)
         unsigned n = atomic_load(&s->done);
         enum filter_error fe;
         uint64_t epoch = table_epoch(s->t);
-        int64_t start = table_now();
+        int64_t start = monoclock_boot_ns();
         /* Small on purpose: the inserts below add layers to every generation. */
         struct table_load *l = table_load_begin(s->t, n / 4 + 500, &text_ident, &fe);
         for (unsigned i = 0; i < n; i++) {
@@ -470,7 +793,7 @@ static void *writer(void *arg)
             table_add_row(s->t, k, strlen(k));
             atomic_store_explicit(&s->done, i + 1, memory_order_release);
             if (i % 256 == 0)
-                table_advance(s->t, table_epoch(s->t), table_now());
+                table_advance(s->t, table_epoch(s->t), monoclock_boot_ns());
         }
     }
     atomic_store(&s->stop, true);
@@ -518,7 +841,7 @@ START_TEST(test_readers_racing_a_writer_never_see_a_wrong_absent)
     struct stress s = { 0 };
     cfg.max_staleness = 0;          /* the race alone, not the clock */
     s.t = published_table(&p);
-    load(s.t, 0, 500, table_now());
+    load(s.t, 0, 500, monoclock_boot_ns());
     s.shared = open_reader();
     pthread_t w, r[STRESS_READERS];
     struct reader_arg ra[STRESS_READERS];
@@ -554,9 +877,17 @@ CHECK_SUITE("publish",
     CHECK_TEST(test_growth_reaches_readers),
     CHECK_TEST(test_rebuild_swaps_generations),
     CHECK_TEST(test_stale_horizon_is_degraded),
+    CHECK_TEST(test_hostile_horizon_is_degraded),
+    CHECK_TEST(test_hold_reaches_readers),
     CHECK_TEST(test_restored_snapshot_is_published),
     CHECK_TEST(test_leftover_of_an_earlier_run_is_withdrawn),
     CHECK_TEST(test_reader_spells_by_the_column_type),
+    CHECK_TEST(test_reader_refuses_what_exists_refuses),
+    CHECK_TEST(test_saturation_reaches_readers_at_once),
+    CHECK_TEST(test_publish_dir_is_the_daemons_own),
+    CHECK_TEST(test_files_take_publish_mode_and_group),
+    CHECK_TEST(test_reader_trusts_only_the_daemons_files),
+    CHECK_TEST(test_start_clears_the_path),
     CHECK_TEST(test_bad_files_and_arguments),
     CHECK_TEST(test_readers_racing_a_writer_never_see_a_wrong_absent),
 )

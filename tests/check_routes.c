@@ -1,5 +1,5 @@
 /*
- * Unit tests of the route table (routes_table[] in src/routes.c) and of the
+ * Unit tests of the route table (routes_table[] in src/http/routes.c) and of the
  * per-route request counters: which paths each row takes and what rest it
  * hands its handler, that no row hides another, the Allow header a row's
  * methods give, and that stats counts each route in its own slot.  The

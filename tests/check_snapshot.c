@@ -1,5 +1,5 @@
 /*
- * Unit tests of snapshots (src/snapshot.c) and of what they build on in the
+ * Unit tests of snapshots (src/store/snapshot.c) and of what they build on in the
  * filter (filter_bits_read/write, filter_new_from) and the journal
  * (pending_export/restore): round trips through files, memory and the pull
  * stream, of grown filters (several layers) and metadata pairs; version 1

@@ -1,5 +1,5 @@
 /*
- * Unit tests of src/spell.c: for each column type the spellings PostgreSQL
+ * Unit tests of src/core/spell.c: for each column type the spellings PostgreSQL
  * 15's input function takes and refuses, with the tricky ones (range
  * edges, uuid forms uuid_in refuses, numeric scales, float -0, interval
  * months of 30 days), the capacity rule, and that every key is a fixed

@@ -1,20 +1,23 @@
 /*
- * Unit tests of the guarded table (src/table.c), the core protocol, without
+ * Unit tests of the guarded table (src/table/table.c), the core protocol, without
  * PostgreSQL: which answers may be "absent" (the horizon, its epochs, a
  * stale horizon), inserts (journal first, refusals), loads (the journal
  * replayed, inserts made during a load kept), wants (coalescing, a reload
- * never becoming a catch-up, COPYs spaced out, catch-ups not), and lookups
- * racing inserts and swaps from threads.
+ * never becoming a catch-up, COPYs spaced out, catch-ups not), a peer's
+ * snapshot on probation (table_vet), and lookups racing inserts and swaps
+ * from threads.
  */
 #include <check.h>
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "check_main.h"
 #include "check_util.h"
 #include "config.h"
+#include "guard.h"
 #include "table.h"
 
 #define NS INT64_C(1000000000)
@@ -67,7 +70,7 @@ START_TEST(test_not_ready_then_answers)
     pending_info(table_pending(t), &pi);
     ck_assert_uint_eq(pi.count, 0);     /* a refused POST journals nothing */
 
-    load(t, rows, 3, table_now());
+    load(t, rows, 3, monoclock_boot_ns());
     ck_assert_int_eq(table_lookup(t, "1", 1), TABLE_MAYBE);
     ck_assert_int_eq(table_lookup(t, "9", 1), TABLE_ABSENT);
     char pos[TABLE_POS_MAX];
@@ -81,7 +84,7 @@ START_TEST(test_stale_horizon_is_degraded)
 {
     struct table *t = table_new(&cfg, &fc);
     /* A COPY that started longer ago than max_staleness: an absent ID cannot be proven absent. */
-    load(t, rows, 3, table_now() - 2 * 60 * NS);
+    load(t, rows, 3, monoclock_boot_ns() - 2 * 60 * NS);
     ck_assert_int_eq(table_lookup(t, "9", 1), TABLE_DEGRADED);
     ck_assert_int_eq(table_lookup(t, "1", 1), TABLE_MAYBE);
     bool maybe[2], degraded = false;
@@ -92,7 +95,7 @@ START_TEST(test_stale_horizon_is_degraded)
     ck_assert(maybe[0] && maybe[1] && degraded);
     ck_assert_uint_eq(absent, 1);
     /* A proof in the covered epoch moves it: exact again. */
-    ck_assert(table_advance(t, table_epoch(t), table_now()));
+    ck_assert(table_advance(t, table_epoch(t), monoclock_boot_ns()));
     ck_assert_int_eq(table_lookup(t, "9", 1), TABLE_ABSENT);
     struct table_status st;
     table_status(t, &st);
@@ -102,20 +105,90 @@ START_TEST(test_stale_horizon_is_degraded)
 }
 END_TEST
 
+/*
+ * The degraded time /stats and /metrics count is the time lookups answer
+ * "maybe" for want of a horizon (answer_degraded_ns, the same rule): none
+ * before a filter is loaded (that is "not ready"), all of it while a
+ * restored snapshot has no horizon yet.
+ */
+START_TEST(test_degraded_time_follows_the_rule)
+{
+    struct table *t = table_new(&cfg, &fc);
+    struct table_status st;
+    usleep(20000);
+    table_status(t, &st);
+    ck_assert(!st.degraded);
+    ck_assert(st.degraded_seconds == 0);    /* not ready is not degraded */
+    /* What persist.c does with a snapshot: its filter live, then table_restored. */
+    struct filter *f = filter_new(1000, 0.01, NULL);
+    guard_begin(table_guard(t), f);
+    guard_commit(table_guard(t));
+    table_restored(t, "", "snapshot", 0, 0.0, &text_ident);
+    ck_assert_int_eq(table_lookup(t, "9", 1), TABLE_DEGRADED);
+    usleep(50000);
+    table_status(t, &st);
+    ck_assert(st.degraded);
+    ck_assert(st.horizon_age < 0);
+    ck_assert_msg(st.degraded_seconds >= 0.045 && st.degraded_seconds < 1,
+                  "degraded %.3f s of a 50 ms wait without a horizon", st.degraded_seconds);
+    /* A catch-up proves a horizon: the count stops there. */
+    table_caught_up(t, table_epoch(t), monoclock_boot_ns(), "pos-2", 0);
+    ck_assert_int_eq(table_lookup(t, "9", 1), TABLE_ABSENT);
+    table_status(t, &st);
+    double at = st.degraded_seconds;
+    usleep(20000);
+    table_status(t, &st);
+    ck_assert(!st.degraded);
+    ck_assert(st.degraded_seconds == at);
+    table_free(t);
+}
+END_TEST
+
+/* A hold for lost POSTs (table_hold_absent): absent answers are maybe until it passes. */
+START_TEST(test_hold_for_lost_posts)
+{
+    struct table *t = table_new(&cfg, &fc);
+    load(t, rows, 3, monoclock_boot_ns());
+    ck_assert_int_eq(table_lookup(t, "9", 1), TABLE_ABSENT);
+    table_hold_absent(t, monoclock_boot_ns() + 80 * 1000000);
+    table_hold_absent(t, monoclock_boot_ns());              /* an earlier one changes nothing */
+    ck_assert_int_eq(table_lookup(t, "9", 1), TABLE_DEGRADED);
+    ck_assert_int_eq(table_lookup(t, "1", 1), TABLE_MAYBE);
+    bool maybe[1], degraded = false;
+    const char *ids[] = { "9" };
+    size_t lens[] = { 1 };
+    ck_assert(table_lookup_many(t, 1, ids, lens, maybe, &degraded, NULL));
+    ck_assert(maybe[0] && degraded);
+    struct table_status st;
+    table_status(t, &st);
+    ck_assert(st.degraded);
+    ck_assert(st.held_for > 0 && st.held_for <= 0.08);
+    usleep(100000);
+    ck_assert(table_advance(t, table_epoch(t), monoclock_boot_ns()));
+    ck_assert_int_eq(table_lookup(t, "9", 1), TABLE_ABSENT);
+    table_status(t, &st);
+    ck_assert(!st.degraded);
+    ck_assert(st.held_for == 0);
+    ck_assert_msg(st.degraded_seconds >= 0.075 && st.degraded_seconds < 0.5,
+                  "%.3f s degraded by an 80 ms hold", st.degraded_seconds);
+    table_free(t);
+}
+END_TEST
+
 START_TEST(test_gap_waits_for_a_load)
 {
     struct table *t = table_new(&cfg, &fc);
-    load(t, rows, 3, table_now() - 2 * 60 * NS);
+    load(t, rows, 3, monoclock_boot_ns() - 2 * 60 * NS);
     uint64_t before = table_epoch(t);
     table_gap(t, WANT_RECONNECT);
     ck_assert_uint_eq(table_epoch(t), before + 1);
     /* Neither the old epoch's proof nor the new one's moves H: the filter does not cover it. */
-    ck_assert(!table_advance(t, before, table_now()));
-    ck_assert(!table_advance(t, before + 1, table_now()));
+    ck_assert(!table_advance(t, before, monoclock_boot_ns()));
+    ck_assert(!table_advance(t, before + 1, monoclock_boot_ns()));
     ck_assert_int_eq(table_lookup(t, "9", 1), TABLE_DEGRADED);
     ck_assert(!table_covered(t));
     /* A load that started in the new epoch covers it. */
-    load(t, rows, 3, table_now());
+    load(t, rows, 3, monoclock_boot_ns());
     ck_assert(table_covered(t));
     ck_assert_int_eq(table_lookup(t, "9", 1), TABLE_ABSENT);
     /* A load that started before a gap does not cover the gap. */
@@ -123,7 +196,7 @@ START_TEST(test_gap_waits_for_a_load)
     uint64_t e = table_epoch(t);
     struct table_load *l = table_load_begin(t, 100, &text_ident, &fe);
     table_gap(t, WANT_NONE);
-    ck_assert(table_load_commit(l, e, table_now(), ""));
+    ck_assert(table_load_commit(l, e, monoclock_boot_ns(), ""));
     ck_assert(!table_covered(t));
     table_free(t);
 }
@@ -133,7 +206,7 @@ START_TEST(test_insert_journal_then_filter)
 {
     fc.pending_limit = 2;
     struct table *t = table_new(&cfg, &fc);
-    load(t, rows, 3, table_now());
+    load(t, rows, 3, monoclock_boot_ns());
     const char *ids[] = { "p1", "p2", "p3" };
     size_t lens[] = { 2, 2, 2 }, added = 0;
     ck_assert_int_eq(table_insert(t, 2, ids, lens, &added, NULL), TABLE_INSERTED);
@@ -144,7 +217,7 @@ START_TEST(test_insert_journal_then_filter)
     ck_assert_uint_eq(added, 0);
     ck_assert_int_eq(table_lookup(t, "p3", 2), TABLE_ABSENT);
     /* A rebuild that does not have them in the table keeps them (the journal is replayed). */
-    load(t, rows, 3, table_now());
+    load(t, rows, 3, monoclock_boot_ns());
     ck_assert_int_eq(table_lookup(t, "p1", 2), TABLE_MAYBE);
     ck_assert_int_eq(table_lookup(t, "p2", 2), TABLE_MAYBE);
     table_free(t);
@@ -154,7 +227,7 @@ END_TEST
 START_TEST(test_insert_during_load_reaches_new_filter)
 {
     struct table *t = table_new(&cfg, &fc);
-    load(t, rows, 3, table_now());
+    load(t, rows, 3, monoclock_boot_ns());
     enum filter_error fe;
     uint64_t e = table_epoch(t);
     struct table_load *l = table_load_begin(t, 1000, &text_ident, &fe);
@@ -162,7 +235,7 @@ START_TEST(test_insert_during_load_reaches_new_filter)
     size_t lens[] = { 6 }, added;
     ck_assert_int_eq(table_insert(t, 1, ids, lens, &added, NULL), TABLE_INSERTED);
     ck_assert(table_add_row(t, "followed", 8));
-    ck_assert(table_load_commit(l, e, table_now(), ""));
+    ck_assert(table_load_commit(l, e, monoclock_boot_ns(), ""));
     ck_assert_int_eq(table_lookup(t, "during", 6), TABLE_MAYBE);
     ck_assert_int_eq(table_lookup(t, "followed", 8), TABLE_MAYBE);
     /* Followed rows are not journalled: only a COPY or the ttl removes journal entries. */
@@ -178,9 +251,9 @@ static void first_load(struct table *t, uint64_t counted)
 {
     struct table_job job;
     int64_t wait = NS;
-    ck_assert(table_take_job(t, table_now(), &job, &wait));
+    ck_assert(table_take_job(t, monoclock_boot_ns(), &job, &wait));
     ck_assert_int_eq(job.why, WANT_START);
-    load(t, rows, 3, table_now());
+    load(t, rows, 3, monoclock_boot_ns());
     table_job_done(t, &job, true, "copy", counted, 0.1, 0);
 }
 
@@ -190,18 +263,18 @@ START_TEST(test_wants_and_jobs)
     struct table_job job;
     int64_t wait = 10 * NS;
     /* The first load is taken at once. */
-    ck_assert(table_take_job(t, table_now(), &job, &wait));
+    ck_assert(table_take_job(t, monoclock_boot_ns(), &job, &wait));
     ck_assert_int_eq(job.why, WANT_START);
     ck_assert(job.first);
     ck_assert(!job.may_catch_up);       /* no position yet */
-    load(t, rows, 3, table_now());
+    load(t, rows, 3, monoclock_boot_ns());
     table_job_done(t, &job, true, "copy", 3, 0.1, 0);
 
     /* A reconnect may be a catch-up (the table has a position), and is not held back. */
     bool c;
     uint64_t id = table_want(t, WANT_RECONNECT, &c);
     ck_assert(!c);
-    ck_assert(table_take_job(t, table_now(), &job, &wait));
+    ck_assert(table_take_job(t, monoclock_boot_ns(), &job, &wait));
     ck_assert_uint_eq(job.id, id);
     ck_assert(job.may_catch_up);
     table_job_done(t, &job, true, "catchup", 0, 0.01, 0);
@@ -209,12 +282,12 @@ START_TEST(test_wants_and_jobs)
     /* A COPY is held back min_rebuild_interval after the last load. */
     table_want(t, WANT_API, &c);
     wait = 10 * NS;
-    ck_assert(!table_take_job(t, table_now(), &job, &wait));
+    ck_assert(!table_take_job(t, monoclock_boot_ns(), &job, &wait));
     ck_assert(wait > 0 && wait <= 30 * NS);
     struct table_status st;
     table_status(t, &st);
     ck_assert(st.next_rebuild_in > 0);
-    ck_assert(table_take_job(t, table_now() + 31 * NS, &job, &wait));
+    ck_assert(table_take_job(t, monoclock_boot_ns() + 31 * NS, &job, &wait));
     ck_assert(!job.may_catch_up);
     table_job_done(t, &job, true, "copy", 3, 0.1, 0);
     table_free(t);
@@ -233,7 +306,7 @@ START_TEST(test_reload_joining_a_catch_up_copies)
     uint64_t b = table_want(t, WANT_API, &c2);
     ck_assert(!c1 && c2);
     ck_assert_uint_eq(a, b);            /* one job */
-    ck_assert(table_take_job(t, table_now() + 31 * NS, &job, &wait));
+    ck_assert(table_take_job(t, monoclock_boot_ns() + 31 * NS, &job, &wait));
     ck_assert_int_eq(job.why, WANT_API);
     ck_assert(!job.may_catch_up);
     table_job_done(t, &job, true, "copy", 3, 0.1, 0);
@@ -241,7 +314,7 @@ START_TEST(test_reload_joining_a_catch_up_copies)
     table_want(t, WANT_SIGHUP, NULL);
     table_want(t, WANT_RECONNECT, &c2);
     ck_assert(c2);
-    ck_assert(table_take_job(t, table_now() + 62 * NS, &job, &wait));
+    ck_assert(table_take_job(t, monoclock_boot_ns() + 62 * NS, &job, &wait));
     ck_assert_int_eq(job.why, WANT_SIGHUP);
     ck_assert(!job.may_catch_up);
     table_free(t);
@@ -253,13 +326,13 @@ START_TEST(test_failed_job_retries_after_backoff)
     struct table *t = table_new(&cfg, &fc);
     struct table_job job;
     int64_t wait = 10 * NS;
-    int64_t now = table_now();
+    int64_t now = monoclock_boot_ns();
     ck_assert(table_take_job(t, now, &job, &wait));
     table_job_done(t, &job, false, "copy", 0, 0, 2000);
     wait = 10 * NS;
-    ck_assert(!table_take_job(t, table_now(), &job, &wait));
+    ck_assert(!table_take_job(t, monoclock_boot_ns(), &job, &wait));
     ck_assert(wait <= 2 * NS + NS / 10);
-    ck_assert(table_take_job(t, table_now() + 3 * NS, &job, &wait));
+    ck_assert(table_take_job(t, monoclock_boot_ns() + 3 * NS, &job, &wait));
     ck_assert_int_eq(job.why, WANT_START);      /* still the first load */
     struct table_status st;
     table_status(t, &st);
@@ -276,13 +349,13 @@ START_TEST(test_deletes_want_a_copy)
     int64_t wait = NS;
     first_load(t, 3);
     table_count_rows(t, 5, 9);
-    ck_assert(!table_take_job(t, table_now() + 31 * NS, &job, &wait));
+    ck_assert(!table_take_job(t, monoclock_boot_ns() + 31 * NS, &job, &wait));
     table_count_rows(t, 0, 1);
-    ck_assert(table_take_job(t, table_now() + 31 * NS, &job, &wait));
+    ck_assert(table_take_job(t, monoclock_boot_ns() + 31 * NS, &job, &wait));
     ck_assert_int_eq(job.why, WANT_DELETES);
     table_job_done(t, &job, true, "copy", 3, 0.1, 0);
     table_note_truncate(t);
-    ck_assert(table_take_job(t, table_now() + 62 * NS, &job, &wait));
+    ck_assert(table_take_job(t, monoclock_boot_ns() + 62 * NS, &job, &wait));
     ck_assert_int_eq(job.why, WANT_DELETES);
     table_free(t);
 }
@@ -313,7 +386,7 @@ START_TEST(test_spellings)
     const struct table_ident int8 = { .relid = 7, .attnum = 1, .spell = SPELL_INT8,
                                       .type_name = "bigint" };
     const char *ids[] = { "5", "14" };
-    load_as(t, &int8, ids, 2, table_now());
+    load_as(t, &int8, ids, 2, monoclock_boot_ns());
     ck_assert_int_eq(table_spell(t), SPELL_INT8);
     ck_assert_int_eq(table_lookup(t, "0005", 4), TABLE_MAYBE);
     ck_assert_int_eq(table_lookup(t, "+14", 3), TABLE_MAYBE);
@@ -350,7 +423,7 @@ START_TEST(test_spellings)
     /* A type whose spellings cannot be proven: never absent. */
     const struct table_ident other = { .relid = 7, .attnum = 1, .spell = SPELL_TIMESTAMPTZ };
     const char *f[] = { "2026-01-01 00:00:00+00" };
-    load_as(t, &other, f, 1, table_now());
+    load_as(t, &other, f, 1, monoclock_boot_ns());
     ck_assert_int_eq(table_lookup(t, "2026-01-01 00:00:00+00", 22), TABLE_MAYBE);
     /* Without an offset the service's TimeZone decides which instant it is. */
     ck_assert_int_eq(table_lookup(t, "2026-01-01 00:00:00", 19), TABLE_UNPROVABLE);
@@ -412,6 +485,32 @@ static void later_done(void *arg, enum table_insert_result r, size_t n, int err)
     *lr = (struct later_result){ r, n, err, true };
 }
 
+/* What pending_export gave: how many, and whether the acknowledged d1 and d3 were among them. */
+struct exported {
+    uint64_t n;
+    bool has_d1, has_d3, has_other;
+};
+
+static bool count_exported(void *ctx, uint64_t n, uint64_t bytes)
+{
+    (void)bytes;
+    ((struct exported *)ctx)->n = n;
+    return true;
+}
+
+static bool add_exported(void *ctx, const char *id, size_t len, uint64_t ttl_left)
+{
+    struct exported *x = ctx;
+    (void)ttl_left;
+    if (len == 2 && memcmp(id, "d1", 2) == 0)
+        x->has_d1 = true;
+    else if (len == 2 && memcmp(id, "d3", 2) == 0)
+        x->has_d3 = true;
+    else
+        x->has_other = true;
+    return true;
+}
+
 /* One ID through table_insert_later, which must take it: what the callback got, once the log answered. */
 static struct later_result insert_later(struct table *t, const char *id)
 {
@@ -428,20 +527,22 @@ static struct later_result insert_later(struct table *t, const char *id)
 START_TEST(test_durable_insert_waits_for_the_log)
 {
     struct table *t = table_new(&cfg, &fc);
-    load(t, rows, 3, table_now());
+    load(t, rows, 3, monoclock_boot_ns());
     struct fake_log fl = { 0, 0 };
     table_set_durable(t, fake_append, fake_submit, &fl);
     ck_assert(table_durable(t));
     const char *ids[] = { "d1" };
     size_t lens[] = { 2 }, n;
     int e;
-    /* Blocking: the log's answer decides. */
+    /* Blocking: the log's answer decides (through submit, which is set: its thread joined). */
     ck_assert_int_eq(table_insert(t, 1, ids, lens, &n, &e), TABLE_INSERTED);
+    pthread_join(fake_tid, NULL);
     ck_assert_uint_eq(fl.appends, 1);
     ck_assert_int_eq(table_lookup(t, "d1", 2), TABLE_MAYBE);
     fl.fail = 28;                   /* ENOSPC */
     const char *ids2[] = { "d2" };
     ck_assert_int_eq(table_insert(t, 1, ids2, lens, &n, &e), TABLE_INSERT_NOT_DURABLE);
+    pthread_join(fake_tid, NULL);
     ck_assert_int_eq(e, 28);
     ck_assert_int_eq(table_lookup(t, "d2", 2), TABLE_ABSENT);   /* never acknowledged, never added */
     /* Later: the filter gets the IDs only once the log has them. */
@@ -455,10 +556,35 @@ START_TEST(test_durable_insert_waits_for_the_log)
     ck_assert_int_eq(lr.r, TABLE_INSERT_NOT_DURABLE);
     ck_assert_int_eq(lr.err, 5);
     ck_assert_int_eq(table_lookup(t, "d4", 2), TABLE_ABSENT);
+    /*
+     * A refusal leaves no trace: the journal holds the two acknowledged IDs
+     * only, so neither a rebuild (its replay) nor a snapshot or a rewritten
+     * log (its export) brings a refused one back.
+     */
+    struct pending_info pi;
+    pending_info(table_pending(t), &pi);
+    ck_assert_uint_eq(pi.count, 2);
+    struct exported x = { 0 };
+    ck_assert(pending_export(table_pending(t), monoclock_boot_s(), count_exported, add_exported,
+                             &x));
+    ck_assert_uint_eq(x.n, 2);
+    ck_assert(x.has_d1 && x.has_d3 && !x.has_other);
+    load(t, rows, 3, monoclock_boot_ns());
+    ck_assert_int_eq(table_lookup(t, "d1", 2), TABLE_MAYBE);
+    ck_assert_int_eq(table_lookup(t, "d3", 2), TABLE_MAYBE);
+    ck_assert_int_eq(table_lookup(t, "d2", 2), TABLE_ABSENT);
+    ck_assert_int_eq(table_lookup(t, "d4", 2), TABLE_ABSENT);
+    /* Refused again after being acknowledged: it stays as acknowledged. */
+    fl.fail = 28;
+    lr = insert_later(t, "d1");
+    ck_assert_int_eq(lr.r, TABLE_INSERT_NOT_DURABLE);
+    load(t, rows, 3, monoclock_boot_ns());
+    ck_assert_int_eq(table_lookup(t, "d1", 2), TABLE_MAYBE);
+    fl.fail = 0;
     /* A refusal of the journal comes at once: the callback is never called. */
     fc.pending_limit = 0;
     struct table *t0 = table_new(&cfg, &fc);
-    load(t0, rows, 3, table_now());
+    load(t0, rows, 3, monoclock_boot_ns());
     table_set_durable(t0, fake_append, fake_submit, &fl);
     lr = (struct later_result){ 0 };
     ck_assert_int_eq(table_insert_later(t0, 1, ids, lens, &n, &e, later_done, &lr),
@@ -499,7 +625,7 @@ START_TEST(test_lookups_race_inserts_and_loads)
 {
     fc.pending_limit = 100000;
     struct table *t = table_new(&cfg, &fc);
-    load(t, rows, 3, table_now());
+    load(t, rows, 3, monoclock_boot_ns());
     struct race r = { .t = t };
     atomic_init(&r.stop, false);
     atomic_init(&r.wrong, 0);
@@ -508,7 +634,7 @@ START_TEST(test_lookups_race_inserts_and_loads)
     for (int i = 0; i < 2; i++)
         ck_assert_int_eq(pthread_create(&th[i], NULL, inserter, &r), 0);
     for (int k = 0; k < 20; k++)
-        load(t, rows, 3, table_now());
+        load(t, rows, 3, monoclock_boot_ns());
     atomic_store(&r.stop, true);
     for (int i = 0; i < 2; i++)
         pthread_join(th[i], NULL);
@@ -533,9 +659,9 @@ static void load_shaped(struct table *t, const char *shape)
     struct table_ident id = text_ident;
     struct table_job job;
     int64_t wait = INT64_MAX;
-    bool took = table_take_job(t, table_now() + 3600 * NS, &job, &wait);
+    bool took = table_take_job(t, monoclock_boot_ns() + 3600 * NS, &job, &wait);
     snprintf(id.shape, sizeof id.shape, "%s", shape);
-    load_as(t, &id, rows, 3, table_now());
+    load_as(t, &id, rows, 3, monoclock_boot_ns());
     if (took)
         table_job_done(t, &job, true, "copy", 3, 0, 0);
 }
@@ -545,7 +671,7 @@ static bool wants(struct table *t, enum table_want *why)
 {
     struct table_job job;
     int64_t wait = INT64_MAX;
-    bool took = table_take_job(t, table_now() + 3600 * NS, &job, &wait);
+    bool took = table_take_job(t, monoclock_boot_ns() + 3600 * NS, &job, &wait);
     if (took) {
         *why = job.why;
         table_job_done(t, &job, false, "copy", 0, 0, 0);    /* still wanted, as it was */
@@ -562,7 +688,7 @@ START_TEST(test_schema_change_holds_proofs_until_a_copy)
     load_shaped(t, "s1");
     ck_assert(!wants(t, &why));
     ck_assert_int_eq(table_schema(t, "s1", NULL), TABLE_SCHEMA_SAME);
-    ck_assert(table_advance(t, table_epoch(t), table_now()));
+    ck_assert(table_advance(t, table_epoch(t), monoclock_boot_ns()));
 
     /* A rename (or any change of the column's catalog row): a gap that wants a COPY. */
     uint64_t e = table_epoch(t);
@@ -574,12 +700,12 @@ START_TEST(test_schema_change_holds_proofs_until_a_copy)
     /* Seen again: no new gap, but no proof either, however current its epoch. */
     ck_assert_int_eq(table_schema(t, "s2", NULL), TABLE_SCHEMA_OFF);
     ck_assert_uint_eq(table_epoch(t), e + 1);
-    ck_assert(!table_advance(t, table_epoch(t), table_now()));
+    ck_assert(!table_advance(t, table_epoch(t), monoclock_boot_ns()));
     struct table_status st;
     table_status(t, &st);
     ck_assert_ptr_nonnull(strstr(st.schema_why, "changed since the filter's load"));
     /* A poll's proof is held back too, though it keeps its position. */
-    table_polled(t, table_epoch(t), table_now() + NS, "pos-2", 0);
+    table_polled(t, table_epoch(t), monoclock_boot_ns() + NS, "pos-2", 0);
     char pos[TABLE_POS_MAX];
     table_position(t, pos, sizeof pos);
     ck_assert_str_eq(pos, "pos-2");
@@ -589,7 +715,7 @@ START_TEST(test_schema_change_holds_proofs_until_a_copy)
     /* The COPY of the new shape: proofs hold again, the reason is gone. */
     load_shaped(t, "s2");
     ck_assert_int_eq(table_schema(t, "s2", NULL), TABLE_SCHEMA_SAME);
-    ck_assert(table_advance(t, table_epoch(t), table_now()));
+    ck_assert(table_advance(t, table_epoch(t), monoclock_boot_ns()));
     table_status(t, &st);
     ck_assert_str_eq(st.schema_why, "");
 
@@ -614,7 +740,7 @@ START_TEST(test_schema_uncovered_and_covered_again)
     ck_assert_uint_eq(table_epoch(t), e + 1);
     load_shaped(t, "s1");               /* a COPY meanwhile reads the child's rows so far */
     ck_assert_int_eq(table_schema(t, "s1", "child has no trigger"), TABLE_SCHEMA_OFF);
-    ck_assert(!table_advance(t, table_epoch(t), table_now()));
+    ck_assert(!table_advance(t, table_epoch(t), monoclock_boot_ns()));
     struct table_status st;
     table_status(t, &st);
     ck_assert_str_eq(st.schema_why, "child has no trigger");
@@ -645,19 +771,102 @@ START_TEST(test_schema_stale_load_wants_another)
     int64_t wait = INT64_MAX;
     struct table_ident s2 = text_ident;
     snprintf(s2.shape, sizeof s2.shape, "s2");
-    ck_assert(table_take_job(t, table_now() + 3600 * NS, &job, &wait));
+    ck_assert(table_take_job(t, monoclock_boot_ns() + 3600 * NS, &job, &wait));
     ck_assert_int_eq(table_schema(t, "s3", NULL), TABLE_SCHEMA_CHANGED);   /* during the COPY */
-    load_as(t, &s2, rows, 3, table_now());
+    load_as(t, &s2, rows, 3, monoclock_boot_ns());
     table_job_done(t, &job, true, "copy", 3, 0, 0);
     /* The commit took s2 as the last seen: s3 is a change, and a COPY is wanted again. */
     ck_assert_int_ne(table_schema(t, "s3", NULL), TABLE_SCHEMA_SAME);
     ck_assert(wants(t, &why));
-    ck_assert(!table_advance(t, table_epoch(t), table_now()));
+    ck_assert(!table_advance(t, table_epoch(t), monoclock_boot_ns()));
     /* A restored snapshot's filter has no shape: it adopts the first one checked. */
     struct table *r = table_new(&cfg, &fc);
     table_restored(r, "pos", "snapshot", 3, 0, &text_ident);
     ck_assert_int_eq(table_schema(r, "s9", NULL), TABLE_SCHEMA_SAME);
     table_free(r);
+/* A peer's filter of ids[0..n) put live as persist.c does, on probation first (scheduler.c). */
+static struct table *peer_restored(const char *const *ids, size_t n)
+{
+    struct table *t = table_new(&cfg, &fc);
+    ck_assert_ptr_nonnull(t);
+    table_vet_begin(t);
+    struct filter *f = filter_new(1000, 0.001, NULL);
+    ck_assert_ptr_nonnull(f);
+    for (size_t i = 0; i < n; i++)
+        filter_add(f, ids[i], strlen(ids[i]));
+    guard_begin(table_guard(t), f);
+    guard_commit(table_guard(t));
+    table_restored(t, "pos-1", "peer", n, 0.0, &text_ident);
+    return t;
+}
+
+/*
+ * A zeroed peer's filter with max_staleness = 0 (where a horizon of 0
+ * alone degrades nothing): "maybe" for every absent ID until checked; the
+ * horizon a catch-up proves is held back; refused, it is copied at once,
+ * never caught up, and the COPY ends the probation.
+ */
+START_TEST(test_peer_probation_refused)
+{
+    cfg.max_staleness = 0;
+    struct table *t = peer_restored(NULL, 0);
+    ck_assert_int_eq(table_lookup(t, "1", 1), TABLE_DEGRADED);
+    struct table_status st;
+    table_status(t, &st);
+    ck_assert(st.degraded);
+    ck_assert_str_eq(st.peer_check, "pending");
+    /* The start's catch-up, from the snapshot's position. */
+    struct table_job job;
+    int64_t wait = NS;
+    ck_assert(table_take_job(t, monoclock_boot_ns(), &job, &wait));
+    ck_assert(job.may_catch_up);
+    table_caught_up(t, table_epoch(t), monoclock_boot_ns(), "pos-2", 0);
+    table_job_done(t, &job, true, "catchup", 0, 0.01, 0);
+    ck_assert(table_advance(t, table_epoch(t), monoclock_boot_ns()));
+    int64_t proved = 0;
+    ck_assert_int_eq(table_vet(t, &proved), TABLE_VET_PENDING);
+    ck_assert(proved > 0);
+    ck_assert_int_eq(table_lookup(t, "1", 1), TABLE_DEGRADED);   /* proved, not published */
+
+    table_vetted(t, false);
+    ck_assert_int_eq(table_vet(t, NULL), TABLE_VET_REFUSED);
+    char pos[TABLE_POS_MAX];
+    table_position(t, pos, sizeof pos);
+    ck_assert_str_eq(pos, "");
+    ck_assert_int_eq(table_lookup(t, "1", 1), TABLE_DEGRADED);
+    table_status(t, &st);
+    ck_assert_str_eq(st.peer_check, "refused");
+    /* A COPY at once (the catch-up just done does not hold it back), never a catch-up. */
+    table_want(t, WANT_RECONNECT, NULL);
+    ck_assert(table_take_job(t, monoclock_boot_ns(), &job, &wait));
+    ck_assert(!job.may_catch_up);
+    load(t, rows, 3, monoclock_boot_ns());
+    table_job_done(t, &job, true, "copy", 3, 0.1, 0);
+    ck_assert_int_eq(table_vet(t, NULL), TABLE_VET_NONE);
+    ck_assert_int_eq(table_lookup(t, "1", 1), TABLE_MAYBE);
+    ck_assert_int_eq(table_lookup(t, "9", 1), TABLE_ABSENT);
+    table_free(t);
+}
+END_TEST
+
+/* A good peer's filter: checked, the held-back horizon goes live, absent IDs are absent. */
+START_TEST(test_peer_probation_passed)
+{
+    struct table *t = peer_restored(rows, 3);
+    ck_assert_int_eq(table_lookup(t, "9", 1), TABLE_DEGRADED);
+    ck_assert_int_eq(table_lookup(t, "1", 1), TABLE_MAYBE);
+    table_caught_up(t, table_epoch(t), monoclock_boot_ns(), "pos-2", 0);
+    ck_assert_int_eq(table_lookup(t, "9", 1), TABLE_DEGRADED);
+    table_vetted(t, true);
+    ck_assert_int_eq(table_vet(t, NULL), TABLE_VET_NONE);
+    ck_assert_int_eq(table_lookup(t, "9", 1), TABLE_ABSENT);
+    struct table_status st;
+    table_status(t, &st);
+    ck_assert(!st.degraded);
+    ck_assert_str_eq(st.peer_check, "passed");
+    char pos[TABLE_POS_MAX];
+    table_position(t, pos, sizeof pos);
+    ck_assert_str_eq(pos, "pos-2");
     table_free(t);
 }
 END_TEST
@@ -666,6 +875,8 @@ CHECK_SUITE("table",
     CHECK_CASE("core", .setup = setup, .timeout = 120),
     CHECK_TEST(test_not_ready_then_answers),
     CHECK_TEST(test_stale_horizon_is_degraded),
+    CHECK_TEST(test_degraded_time_follows_the_rule),
+    CHECK_TEST(test_hold_for_lost_posts),
     CHECK_TEST(test_gap_waits_for_a_load),
     CHECK_TEST(test_insert_journal_then_filter),
     CHECK_TEST(test_insert_during_load_reaches_new_filter),
@@ -679,5 +890,7 @@ CHECK_SUITE("table",
     CHECK_TEST(test_schema_change_holds_proofs_until_a_copy),
     CHECK_TEST(test_schema_uncovered_and_covered_again),
     CHECK_TEST(test_schema_stale_load_wants_another),
+    CHECK_TEST(test_peer_probation_refused),
+    CHECK_TEST(test_peer_probation_passed),
     CHECK_TEST(test_lookups_race_inserts_and_loads),
 )

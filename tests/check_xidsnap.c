@@ -1,5 +1,5 @@
 /*
- * Unit tests of src/xidsnap.c: reading pg_current_snapshot()'s text, which
+ * Unit tests of src/pg/xidsnap.c: reading pg_current_snapshot()'s text, which
  * transactions it shows in progress (xip, xmax, 32-bit wraparound), and the
  * set the logical stream keeps until a snapshot shows its members finished.
  */

@@ -1,5 +1,5 @@
 /*
- * The change feed (src/feed.c) from the command line, for tests/feed.test:
+ * The change feed (src/pg/feed.c) from the command line, for tests/feed.test:
  * each command is one call on a fresh connection, so the test can run them
  * between, and concurrently with, the writers it starts.
  *

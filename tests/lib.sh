@@ -515,3 +515,60 @@ guard_expect_miss() {
         "$HTTP_STATUS $(header X-Bloomguard) $HTTP_CT $HTTP_BODY"
     check_eq "$1: nothing reached the service" "0 0" "$((q1 - q0)) $((h1 - h0))"
 }
+
+# ------------------------------------------------- clients of the library --
+# The language clients of published filters (clients/*: tests/pyclient.test,
+# tests/goclient.test) run their own test suites against a real daemon.
+
+# libbloomguard_usable: skip (exit 77) when libbloomguard is built with a
+# sanitizer (scripts/test --sanitize): a process without the sanitizer's
+# runtime (nginx, python, a Go program) cannot load it.  Not a missing
+# prerequisite: this build cannot run the test (tests/check_publish covers
+# the library under the sanitizers).
+libbloomguard_usable() {
+    if nm -D "$top_builddir/lib/.libs/libbloomguard.so" 2>/dev/null | grep -Eq ' U __(asan|tsan|ubsan)_'; then
+        printf 'SKIP: libbloomguard is built with a sanitizer, which %s cannot load\n' "$1"
+        exit 77
+    fi
+}
+
+# client_daemon ROWS STALENESS: a database of ROWS sample users (text ids
+# 1..ROWS) and a daemon (main) publishing its filter in $BG_WORK/run with
+# max_staleness STALENESS; exports what the clients' suites read
+# (BLOOMGUARD_TEST_FILTER, _URL, _PID, _ROWS, _STALENESS) and
+# LD_LIBRARY_PATH to the build's libbloomguard.
+client_daemon() {
+    make_db
+    bg_pg_sample "$1"
+    bg_pg_watch users id
+    mkdir -p "$BG_WORK/run"
+    start_daemon main --server.publish_dir="$BG_WORK/run" --sync.max_staleness="$2" \
+        --sync.min_rebuild_interval=0 --log.level=info
+    wait_ready 30 || bail "/readyz did not answer 200 within 30 s (last: $HTTP_STATUS $HTTP_BODY)"
+    export BLOOMGUARD_TEST_FILTER=$BG_WORK/run/default.bgf BLOOMGUARD_TEST_URL=$BG_URL \
+        BLOOMGUARD_TEST_PID=${BG_PID[main]} BLOOMGUARD_TEST_ROWS=$1 BLOOMGUARD_TEST_STALENESS=$2
+    export LD_LIBRARY_PATH=$top_builddir/lib/.libs${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
+    [ -f "$BLOOMGUARD_TEST_FILTER" ] || bail "the daemon published no $BLOOMGUARD_TEST_FILTER"
+}
+# ------------------------------------------------------ published filters --
+# Readers of the files [server] publish_dir holds (docs/zerohop.md):
+# tests/zerohop.test, tests/libagree.test, tests/pubattack.test.
+
+# libclient_build: tests/libclient.c built as a user builds a client of
+# libbloomguard (cc and pkg-config, the build tree's .pc), as
+# $BG_WORK/libclient; run it with libclient_run PATH [ARGS].  Skips the test
+# when libbloomguard is built with a sanitizer, whose runtime a plain
+# program cannot load (tests/check_publish covers the library under the
+# sanitizers).  Call after setup_test.
+libclient_build() {
+    need_tool cc "no C compiler (gcc) for the library client"
+    need_tool pkg-config "pkg-config is not installed"
+    libbloomguard_usable "a plain program"
+    LIBCLIENT=$BG_WORK/libclient
+    # shellcheck disable=SC2046  # pkg-config's words are meant to split
+    cc -O2 -o "$LIBCLIENT" "$top_srcdir/tests/libclient.c" \
+        $(PKG_CONFIG_PATH="$top_builddir/lib" pkg-config --cflags --libs bloomguard) \
+        || bail "the library client does not build against libbloomguard"
+    chmod 755 "$LIBCLIENT"
+}
+libclient_run() { LD_LIBRARY_PATH="$top_builddir/lib/.libs" "$LIBCLIENT" "$@"; }

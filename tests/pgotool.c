@@ -1,5 +1,5 @@
 /*
- * src/pgoutput.c against a real walsender, for tests/pgoutput.test and for
+ * src/pg/pgoutput.c against a real walsender, for tests/pgoutput.test and for
  * capturing fuzz seeds: it follows a publication through a temporary
  * logical slot and prints one line per event, as the WAL follower would see
  * them.

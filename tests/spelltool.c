@@ -1,5 +1,5 @@
 /*
- * The oracle of src/spell.c, for tests/spell.test: for each column type a
+ * The oracle of src/core/spell.c, for tests/spell.test: for each column type a
  * table of a few hundred values (edges included) is made, thousands of
  * spellings of those values and of non-values are generated, and for every
  * spelling PostgreSQL's own `SELECT EXISTS (SELECT 1 FROM t WHERE col = $1)`

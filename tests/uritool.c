@@ -1,6 +1,6 @@
 /*
  * The oracle of the proxy regexps, for tests/proxyconf.test: which template
- * bloomguard's /auth matches a URI against (src/uritmpl.c, first match in
+ * bloomguard's /auth matches a URI against (src/core/uritmpl.c, first match in
  * order, as api.c tries them) and the raw ID it takes, so that the maps
  * `bloomguard --print-nginx` and `--print-caddy` write can be checked
  * against it URI by URI.

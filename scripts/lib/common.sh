@@ -39,15 +39,28 @@ bg_need_pkgs() {
     local sudo=
     [ "$(id -u)" -eq 0 ] || sudo=sudo
     export DEBIAN_FRONTEND=noninteractive
-    # Wait for another apt or dpkg (unattended-upgrades) instead of failing.
-    $sudo apt-get -o DPkg::Lock::Timeout=600 update -qq >/dev/null || bg_die "apt-get update failed"
+    # Wait for another apt or dpkg (unattended-upgrades, a second script
+    # installing at the same time) instead of failing: the timeout covers
+    # dpkg's lock, not the package lists' lock that `update` takes, so
+    # that one is retried.
+    local tries=0
+    until $sudo apt-get -o DPkg::Lock::Timeout=600 update -qq >/dev/null 2>"${TMPDIR:-/tmp}/bg-apt.$$"; do
+        if ! grep -q 'Could not get lock' "${TMPDIR:-/tmp}/bg-apt.$$" || [ $((tries += 1)) -ge 120 ]; then
+            cat "${TMPDIR:-/tmp}/bg-apt.$$" >&2
+            rm -f "${TMPDIR:-/tmp}/bg-apt.$$"
+            bg_die "apt-get update failed"
+        fi
+        sleep 5
+    done
+    rm -f "${TMPDIR:-/tmp}/bg-apt.$$"
     $sudo apt-get -o DPkg::Lock::Timeout=600 install -y -qq --no-install-recommends "${missing[@]}" >/dev/null \
         || bg_die "apt-get install ${missing[*]} failed"
 }
 
 # The packages a build and the test suite need.
 BG_BUILD_PKGS="autoconf automake pkg-config make gcc libc6-dev libmicrohttpd-dev
-libjansson-dev libpq-dev check libxxhash-dev libinih-dev libsystemd-dev"
+libjansson-dev libpq-dev check libxxhash-dev libinih-dev libsystemd-dev
+libcurl4-gnutls-dev"
 # libbloomguard is built with libtool; the nginx module against nginx-dev
 # (tests/zerohop.test, bench/attack --module).
 BG_BUILD_PKGS="$BG_BUILD_PKGS libtool nginx-dev"
@@ -58,8 +71,19 @@ BG_RUNTIME_PKGS="$BG_RUNTIME_PKGS jq"
 BG_TEST_PKGS="nginx-light systemd prometheus groff-base man-db socat pgbouncer"
 # tests/caddy.test: the Caddyfile example behind a real Caddy.
 BG_TEST_PKGS="$BG_TEST_PKGS caddy"
+# The clients of published filters (tests/pyclient.test, tests/goclient.test):
+# a venv of Debian's python3 that pip installs clients/python into offline,
+# and Go 1.19 with cgo for clients/go.
+BG_TEST_PKGS="$BG_TEST_PKGS python3-venv python3-setuptools python3-wheel golang-go"
+# tests/kubernetes.test: the examples' YAML, checked against the Kubernetes
+# API's models of the Python client.
+BG_TEST_PKGS="$BG_TEST_PKGS yamllint python3-yaml python3-kubernetes"
 # What scripts/systemd-test needs to build the .deb and boot it.
 BG_DEB_PKGS="debhelper dpkg-dev lintian debootstrap systemd-container"
+# What scripts/container-test needs besides those: podman to import the base
+# and mount the image, buildah to build it (chroot isolation, no runtime),
+# python3 for the http.server that the nginx image's requests reach.
+BG_CONTAINER_PKGS="podman buildah python3"
 
 # bg_build [configure args...]: autoreconf, configure and make in the top dir.
 bg_build() {

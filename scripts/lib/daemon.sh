@@ -44,7 +44,7 @@ bg_spawn() {
 bg_alive() { [ -n "${BG_PID[$1]:-}" ] && kill -0 "${BG_PID[$1]}" 2>/dev/null; }
 
 # bg_listen_port NAME [SECONDS]: set BG_PORT[NAME] from the first
-# "listening on http://HOST:PORT" line that NAME (bloomguard or
+# "listening on http[s]://HOST:PORT" line that NAME (bloomguard or
 # examples/user_service, started on port 0) wrote to BG_LOG[NAME], waiting
 # up to SECONDS (default 30).  Dies when NAME exits first or never says.
 bg_listen_port() {
@@ -55,7 +55,7 @@ bg_listen_port() {
 _bg_port_logged() {
     local name=$1 log=${BG_LOG[$1]} p
     [ -f "$log" ] || bg_die "$name: its log $log vanished (is something deleting it?)"
-    p=$(sed -n 's|.*listening on http://[^ ]*:\([0-9][0-9]*\).*|\1|p' "$log" | head -n 1)
+    p=$(sed -n 's|.*listening on https\{0,1\}://[^ ]*:\([0-9][0-9]*\).*|\1|p' "$log" | head -n 1)
     [ -n "$p" ] && { BG_PORT[$name]=$p; return 0; }
     bg_alive "$name" || { tail -n 20 "$log" >&2; bg_die "$name exited before listening (log: $log)"; }
     return 1

@@ -1,0 +1,3 @@
+module bloomguard
+
+go 1.19

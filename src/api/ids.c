@@ -1,0 +1,443 @@
+/*
+ * The ID endpoints, the hot path: GET /exists/{id}, POST /exists, POST /ids
+ * and /auth.  Lookups build their small JSON answers by hand into one
+ * buffer handed to MHD (no jansson on the hot path); request bodies go
+ * through jansson.
+ */
+#include "ids.h"
+
+#include <errno.h>
+#include <inttypes.h>
+#include <jansson.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "config.h"
+#include "idcodec.h"
+#include "spell.h"
+#include "table.h"
+#include "stats.h"
+#include "uritmpl.h"
+
+static struct reply not_ready(void)
+{
+    return api_error(MHD_HTTP_SERVICE_UNAVAILABLE, "not_ready",
+                     "the filter is still loading from PostgreSQL");
+}
+
+static struct reply id_error_reply(enum id_error e, const char *where)
+{
+    unsigned status = e == ID_TOO_LONG ? MHD_HTTP_URI_TOO_LONG : MHD_HTTP_BAD_REQUEST;
+    return api_error(status, id_error_code(e), "%s%s", id_strerror(e), where);
+}
+
+struct reply ids_exists(struct app *a, const struct api_request *rq)
+{
+    char id[CONFIG_MAX_ID_BYTES + 1];   /* on the stack: nothing to free on errors */
+    size_t idlen = 0;
+    /* "/exists/ID" asks the default table, "/exists/NAME/ID" table NAME (a '/' in an ID is %2F). */
+    const char *raw = rq->rest;
+    size_t rawlen = rq->rest_len;
+    int t = 0;
+    const char *slash = memchr(raw, '/', rawlen);
+    if (slash != NULL) {
+        struct reply err;
+        if ((t = api_table_named(a, raw, (size_t)(slash - raw), &err)) < 0)
+            return err;
+        rawlen -= (size_t)(slash + 1 - raw);
+        raw = slash + 1;
+    }
+    enum id_error e = id_decode(raw, rawlen, a->cfg->max_id_bytes, id, sizeof id, &idlen);
+    if (e != ID_OK)
+        return id_error_reply(e, "");
+    enum table_answer ans = table_lookup(a->tables[t], id, idlen);
+    if (ans == TABLE_NOT_READY)
+        return not_ready();
+    if (ans == TABLE_DEGRADED)
+        stats_add(a->stats, ST_DEGRADED, 1);
+    if (ans == TABLE_UNPROVABLE)
+        stats_add(a->stats, ST_UNPROVABLE, 1);
+    stats_add(a->stats, ans == TABLE_ABSENT ? ST_LOOKUP_MISS : ST_LOOKUP_HIT, 1);
+
+    /* {"id":"<escaped>","exists":false}: one small block, handed to MHD. */
+    const char *tail = ans == TABLE_DEGRADED ? "\",\"exists\":true,\"degraded\":true}"
+                     : ans == TABLE_UNPROVABLE ? "\",\"exists\":true,\"unprovable\":true}"
+                     : ans == TABLE_MAYBE ? "\",\"exists\":true}" : "\",\"exists\":false}";
+    size_t used;
+    char *out = api_json_around("{\"id\":\"", id, idlen, tail, &used);
+    if (out == NULL)
+        return (struct reply){ 500, NULL, false };
+    /* For HEAD, MHD sends the same headers (Content-Length too) and no body. */
+    unsigned status = ans == TABLE_ABSENT ? MHD_HTTP_NOT_FOUND : MHD_HTTP_OK;
+    return (struct reply){ status, api_json_response(out, used, MHD_RESPMEM_MUST_FREE), false };
+}
+
+/*
+ * The IDs of a request body, validated.  JSON ids point into the parsed
+ * document (kept in *doc); text ids point into the body.  On failure returns
+ * an error reply with status != 0 and frees what it took.
+ */
+struct idlist {
+    size_t n;
+    const char **ids;
+    size_t *lens;
+    json_t *doc;
+};
+
+static void idlist_free(struct idlist *l)
+{
+    free(l->ids);
+    free(l->lens);
+    json_decref(l->doc);
+    memset(l, 0, sizeof(*l));
+}
+
+static bool idlist_push(struct idlist *l, size_t *cap, const char *id, size_t len)
+{
+    if (l->n == *cap) {
+        size_t nc = *cap ? *cap * 2 : 64;
+        const char **ni = realloc(l->ids, nc * sizeof(*ni));
+        if (ni == NULL)
+            return false;
+        l->ids = ni;
+        size_t *nl = realloc(l->lens, nc * sizeof(*nl));
+        if (nl == NULL)
+            return false;
+        l->lens = nl;
+        *cap = nc;
+    }
+    l->ids[l->n] = id;
+    l->lens[l->n] = len;
+    l->n++;
+    return true;
+}
+
+static struct reply parse_ids(struct app *a, enum body_type t, const char *body, size_t len,
+                              bool allow_single, struct idlist *l)
+{
+    size_t cap = 0, max_batch = a->cfg->max_batch;
+    memset(l, 0, sizeof(*l));
+
+    if (t == BODY_TEXT) {
+        size_t pos = 0;
+        const char *id;
+        size_t idlen;
+        while (id_next_line(body, len, &pos, &id, &idlen)) {
+            if (l->n >= max_batch)
+                goto too_many;
+            enum id_error e = id_check(id, idlen, a->cfg->max_id_bytes);
+            if (e != ID_OK) {
+                char where[48];
+                snprintf(where, sizeof where, " (line %zu)", l->n + 1);
+                idlist_free(l);
+                return id_error_reply(e, where);
+            }
+            if (!idlist_push(l, &cap, id, idlen))
+                goto oom;
+        }
+        return (struct reply){ 0, NULL, false };
+    }
+
+    json_error_t jerr;
+    l->doc = json_loadb(body, len, JSON_ALLOW_NUL, &jerr);
+    if (l->doc == NULL) {
+        struct reply r = api_error(MHD_HTTP_BAD_REQUEST, "invalid_json", "invalid JSON at line %d column %d: %s",
+                                   jerr.line, jerr.column, jerr.text);
+        idlist_free(l);
+        return r;
+    }
+    json_t *one = allow_single ? json_object_get(l->doc, "id") : NULL;
+    json_t *arr = json_object_get(l->doc, "ids");
+    const char *shape = allow_single ? "expected {\"id\":\"...\"} or {\"ids\":[\"...\", ...]}"
+                                     : "expected {\"ids\":[\"...\", ...]}";
+    if (!json_is_object(l->doc) || (one == NULL) == (arr == NULL) || (one && !json_is_string(one))
+        || (arr && !json_is_array(arr)) || json_object_size(l->doc) != 1) {
+        idlist_free(l);
+        return api_error(MHD_HTTP_BAD_REQUEST, "bad_shape", "%s", shape);
+    }
+    if (one != NULL) {
+        enum id_error e = id_check(json_string_value(one), json_string_length(one), a->cfg->max_id_bytes);
+        if (e != ID_OK) {
+            idlist_free(l);
+            return id_error_reply(e, "");
+        }
+        if (!idlist_push(l, &cap, json_string_value(one), json_string_length(one)))
+            goto oom;
+        return (struct reply){ 0, NULL, false };
+    }
+    if (json_array_size(arr) > max_batch)
+        goto too_many;
+    size_t i;
+    json_t *v;
+    json_array_foreach(arr, i, v) {
+        if (!json_is_string(v)) {
+            idlist_free(l);
+            return api_error(MHD_HTTP_BAD_REQUEST, "bad_shape", "ids[%zu] is not a string; %s", i, shape);
+        }
+        enum id_error e = id_check(json_string_value(v), json_string_length(v), a->cfg->max_id_bytes);
+        if (e != ID_OK) {
+            char where[48];
+            snprintf(where, sizeof where, " (ids[%zu])", i);
+            idlist_free(l);
+            return id_error_reply(e, where);
+        }
+        if (!idlist_push(l, &cap, json_string_value(v), json_string_length(v)))
+            goto oom;
+    }
+    return (struct reply){ 0, NULL, false };   /* an empty list is a valid, empty batch */
+
+too_many:
+    idlist_free(l);
+    return api_error(MHD_HTTP_CONTENT_TOO_LARGE, "batch_too_large",
+                     "more than max_batch (%zu) ids in one request", max_batch);
+oom:
+    idlist_free(l);
+    return (struct reply){ 500, NULL, false };
+}
+
+/* What a batch endpoint does with the valid IDs l for table t; batch_serve frees l after. */
+typedef struct reply batch_fn(struct app *a, const struct api_request *rq, struct table *t,
+                              const struct idlist *l);
+
+/*
+ * A batch request: its table and its IDs, each refused with its own reply,
+ * then fn's answer.  The IDs are taken and freed here, once for every path.
+ */
+static struct reply batch_serve(struct app *a, const struct api_request *rq, bool allow_single,
+                                batch_fn *fn)
+{
+    struct reply err;
+    int t = api_table_of_rest(a, rq, &err);
+    if (t < 0)
+        return err;
+    struct idlist l;
+    err = parse_ids(a, rq->body_type, rq->body, rq->body_len, allow_single, &l);
+    if (err.status != 0)
+        return err;
+    struct reply r = fn(a, rq, a->tables[t], &l);
+    idlist_free(&l);
+    return r;
+}
+
+static struct reply exists_batch(struct app *a, const struct api_request *rq, struct table *t,
+                                 const struct idlist *l)
+{
+    (void)rq;
+    bool *ans = malloc(l->n * sizeof(bool) + 1);
+    char *out = malloc(l->n * 6 + 48);
+    if (ans == NULL || out == NULL) {
+        free(ans);
+        free(out);
+        return (struct reply){ 500, NULL, false };
+    }
+    bool degraded = false;
+    size_t absent = 0;
+    if (!table_lookup_many(t, l->n, l->ids, l->lens, ans, &degraded, &absent)) {
+        free(ans);
+        free(out);
+        return not_ready();
+    }
+    size_t used = 0, hits = 0;
+    if (degraded)
+        stats_add(a->stats, ST_DEGRADED, absent);
+    memcpy(out, "{\"exists\":[", 11);
+    used = 11;
+    for (size_t i = 0; i < l->n; i++) {
+        if (i)
+            out[used++] = ',';
+        const char *v = ans[i] ? "true" : "false";
+        size_t vl = ans[i] ? 4 : 5;
+        memcpy(out + used, v, vl);
+        used += vl;
+        hits += ans[i];
+    }
+    static const char deg[] = "],\"degraded\":true}";
+    const char *end = degraded ? deg : "]}";
+    size_t el = degraded ? sizeof deg - 1 : 2;
+    memcpy(out + used, end, el);
+    used += el;
+    stats_add(a->stats, ST_LOOKUP_HIT, hits);
+    stats_add(a->stats, ST_LOOKUP_MISS, l->n - hits);
+    free(ans);
+    return (struct reply){ MHD_HTTP_OK, api_json_response(out, used, MHD_RESPMEM_MUST_FREE), false };
+}
+
+struct reply ids_exists_batch(struct app *a, const struct api_request *rq)
+{
+    return batch_serve(a, rq, false, exists_batch);
+}
+
+/*
+ * The answer to POST /ids for table t, from table_insert's result.  Reads
+ * only what outlives the request (stats, the table), so that it can run on
+ * the thread that finished a later insert.
+ */
+static struct reply insert_reply(struct stats *stats, struct table *t,
+                                 enum table_insert_result r, size_t n, size_t want, int e)
+{
+    struct table_posts pi;
+    switch (r) {
+    case TABLE_INSERTED:
+        break;
+    case TABLE_INSERT_NOT_READY:
+        return not_ready();
+    case TABLE_INSERT_NOT_A_VALUE: {
+        struct table_ident id;
+        table_ident(t, &id);
+        return api_error(MHD_HTTP_BAD_REQUEST, "not_a_value",
+                         "id number %d of the request is no value of the column's type (%s): it "
+                         "can never be a row; none of these %zu was added", e + 1,
+                         id.type_name[0] ? id.type_name : spell_type_name(table_spell(t)), want);
+    }
+    case TABLE_INSERT_NOT_DURABLE: {
+        bool full = e == ENOSPC || e == EDQUOT;
+        char why[128];
+        return api_error(full ? MHD_HTTP_INSUFFICIENT_STORAGE : MHD_HTTP_INTERNAL_SERVER_ERROR,
+                         full ? "post_log_full" : "post_log_failed",
+                         "the POST log cannot keep these %zu ids on disk (%s): none was "
+                         "acknowledged", want, strerror_r(e, why, sizeof why));
+    }
+    case TABLE_INSERT_FULL_COUNT:
+        table_posts(t, &pi);
+        return api_error(MHD_HTTP_INSUFFICIENT_STORAGE, "journal_full",
+                         "the POST journal holds pending_limit (%llu) ids: none of these %zu was "
+                         "added", (unsigned long long)pi.limit, want);
+    case TABLE_INSERT_FULL_BYTES:
+        table_posts(t, &pi);
+        return api_error(MHD_HTTP_INSUFFICIENT_STORAGE, "journal_full",
+                         "the POST journal holds pending_max_bytes (%llu) bytes of ids: none of "
+                         "these %zu was added", (unsigned long long)pi.max_bytes, want);
+    case TABLE_INSERT_NOMEM:
+    case TABLE_INSERT_LATER:
+        return (struct reply){ 500, NULL, false };
+    }
+    stats_add(stats, ST_INSERTS, n);
+    char out[64];
+    snprintf(out, sizeof out, "{\"inserted\":%zu}", n);
+    return api_json_take(MHD_HTTP_OK, strdup(out));
+}
+
+/* A POST waiting for the disk, its request suspended. */
+struct insert_later {
+    struct stats *stats;
+    struct table *t;
+    size_t want;
+    struct api_later later;
+};
+
+static void insert_done(void *arg, enum table_insert_result r, size_t n, int e)
+{
+    struct insert_later *il = arg;
+    struct api_later later = il->later;
+    struct reply rp = insert_reply(il->stats, il->t, r, n, il->want, e);
+    free(il);
+    later.done(later.ctx, rp);
+}
+
+static struct reply insert_batch(struct app *a, const struct api_request *rq, struct table *t,
+                                 const struct idlist *l)
+{
+    size_t n = 0, want = l->n;
+    int e = 0;
+    enum table_insert_result r;
+    /*
+     * Where the POST must reach the disk first, the request waits suspended
+     * rather than holding its thread: one fdatasync then commits the POSTs
+     * of many connections of one thread.
+     */
+    struct insert_later *il = rq->later && table_durable(t) ? malloc(sizeof *il) : NULL;
+    if (il != NULL) {
+        *il = (struct insert_later){ a->stats, t, want, *rq->later };
+        il->later.begin(il->later.ctx);
+        r = table_insert_later(t, l->n, l->ids, l->lens, &n, &e, insert_done, il);
+        if (r != TABLE_INSERT_LATER)
+            insert_done(il, r, n, e);
+        return (struct reply){ API_LATER, NULL, false };
+    }
+    r = table_insert(t, l->n, l->ids, l->lens, &n, &e);
+    return insert_reply(a->stats, t, r, n, want, e);
+}
+
+struct reply ids_insert(struct app *a, const struct api_request *rq)
+{
+    return batch_serve(a, rq, true, insert_batch);
+}
+
+/* The decision for one original URI (raw). */
+static struct reply auth_decide(struct app *a, const char *uri, size_t len)
+{
+    const struct config *cfg = a->cfg;
+    struct api_static *p = a->prebuilt;
+    for (unsigned i = 0; i < cfg->n_uri_templates; i++) {
+        const char *raw;
+        size_t rawlen;
+        if (!uritmpl_match(cfg->uri_templates[i], uri, len, &raw, &rawlen))
+            continue;
+        char id[CONFIG_MAX_ID_BYTES + 1];
+        size_t idlen;
+        enum id_error e = id_decode(raw, rawlen, cfg->max_id_bytes, id, sizeof id, &idlen);
+        if (e != ID_OK) {
+            /*
+             * Over-long, or not what idcodec decodes: the service behind may
+             * still read it as an ID of its own (a stray '%' taken
+             * literally), so this is no proof of absence.
+             */
+            stats_add(a->stats, ST_AUTH_MALFORMED, 1);
+            return api_shared(cfg->allow_status, p->auth_allow[1]);
+        }
+        unsigned t = cfg->uri_template_filter[i];
+        switch (table_lookup(a->tables[t], id, idlen)) {
+        case TABLE_NOT_READY:
+            stats_add(a->stats, ST_AUTH_NOT_READY, 1);
+            if (cfg->fail_open)
+                return api_shared(cfg->allow_status, p->auth_allow[2]);
+            return api_shared(MHD_HTTP_SERVICE_UNAVAILABLE, p->auth_deny[1]);
+        case TABLE_MAYBE:
+            stats_add(a->stats, ST_AUTH_HIT, 1);
+            return api_shared(cfg->allow_status, p->auth_allow[0]);
+        case TABLE_DEGRADED:
+            stats_add(a->stats, ST_DEGRADED, 1);
+            return api_shared(cfg->allow_status, p->auth_allow[3]);
+        case TABLE_UNPROVABLE:
+            /* The service may read this spelling as a row's: no proof of absence. */
+            stats_add(a->stats, ST_UNPROVABLE, 1);
+            return api_shared(cfg->allow_status, p->auth_allow[1]);
+        case TABLE_ABSENT:
+            break;
+        }
+        stats_add(a->stats, ST_AUTH_MISS, 1);
+        return api_shared(cfg->deny_status, p->auth_deny[0]);
+    }
+    stats_add(a->stats, ST_AUTH_BYPASS, 1);
+    return api_shared(cfg->allow_status, p->auth_allow[1]);
+}
+
+static const char *header(const struct api_request *rq, const char *name)
+{
+    return rq->conn != NULL ? MHD_lookup_connection_value(rq->conn, MHD_HEADER_KIND, name) : NULL;
+}
+
+/*
+ * The original URI: X-Original-URI (nginx), X-Forwarded-Uri (Traefik), or
+ * the path after /auth (Envoy's path_prefix), as [auth] uri_source says.
+ * An empty string when the chosen header is absent (it matches no template).
+ */
+struct reply ids_auth(struct app *a, const struct api_request *rq)
+{
+    enum auth_uri_source src = a->cfg->uri_source;
+    const char *u = NULL;
+    size_t len;
+    if (src == URI_SOURCE_AUTO || src == URI_SOURCE_X_ORIGINAL_URI)
+        u = header(rq, "X-Original-URI");
+    if (u == NULL && (src == URI_SOURCE_AUTO || src == URI_SOURCE_X_FORWARDED_URI))
+        u = header(rq, "X-Forwarded-Uri");
+    if (u != NULL)
+        len = strlen(u);
+    else if (src == URI_SOURCE_AUTO || src == URI_SOURCE_PATH)
+        u = rq->rest, len = rq->rest_len;       /* "/auth/user/get/1" -> "/user/get/1" */
+    else
+        u = "", len = 0;
+    return auth_decide(a, u, len);
+}

@@ -1,0 +1,58 @@
+/*
+ * The daemon's status, taken once per request as a snapshot and rendered in
+ * one place: /stats and /readyz as JSON here, /metrics as Prometheus text
+ * by metrics.c.  The route table that names the handlers is routes.c's.
+ */
+#ifndef BLOOMGUARD_STATUS_H
+#define BLOOMGUARD_STATUS_H
+
+#include <stdbool.h>
+#include <time.h>
+
+#include "api.h"
+#include "config.h"
+#include "filter.h"
+#include "source.h"
+#include "stats.h"
+
+/* One guarded table's figures: its filter, its sync state, its journal. */
+struct status_filter {
+    const char *name;           /* [filter NAME], "default" for the global keys' */
+    bool ready;                 /* loaded and served */
+    bool degraded;              /* ready and table.degraded: absent answers are "maybe" now */
+    struct filter_info info;    /* zeros until ready (and in a light snapshot) */
+    unsigned n_layers;          /* entries of layer[]: 0 until ready (and in a light snapshot) */
+    struct filter_layer_info layer[FILTER_MAX_LAYERS];
+    double target_fpp;          /* configured false_positive_rate */
+    struct table_status table;      /* loads, horizon, positions, snapshots */
+    struct follow_status conn;      /* its follower's connection (shared by the tables it follows) */
+    struct table_posts pending;     /* zeros in a light snapshot */
+    bool posts_durable;             /* POSTs are logged on disk before their 2xx (postlog.h) */
+};
+
+/* Everything the status documents show, read once. */
+struct status {
+    time_t now, started;
+    double max_staleness;       /* [sync] max_staleness, seconds */
+    unsigned n;                 /* tables; filters[0] is the default one */
+    struct status_filter filters[CONFIG_MAX_FILTERS];
+    bool ready;                 /* every table is */
+    bool degraded;              /* some table is */
+    struct stats_snapshot stats;    /* requests by route: a full snapshot only */
+};
+
+/*
+ * Take a snapshot: full for /stats and /metrics; light (no filter figures,
+ * no journal, no requests by route: nothing allocated) for /readyz, which
+ * probes poll often.  False when memory ran out (full only).  Release it
+ * with status_release either way.
+ */
+bool status_take(struct app *a, struct status *st, bool full);
+void status_release(struct status *st);
+
+/* The route handlers: GET /stats, GET /readyz, GET /healthz (/metrics is metrics.h's). */
+struct reply status_stats(struct app *a, const struct api_request *rq);
+struct reply status_readyz(struct app *a, const struct api_request *rq);
+struct reply status_healthz(struct app *a, const struct api_request *rq);
+
+#endif

@@ -1,0 +1,501 @@
+/*
+ * Method logical's replication stream: apply the changes, answer the
+ * walsender, confirm the slot, and prove the tables fresh.
+ *
+ * The horizon.  Every probe_interval the probe connection reads the WAL
+ * insert position W at time T.  A transaction acknowledged before T has its
+ * commit record below W, so once the stream has passed W (a Commit's end,
+ * or a keepalive's position: the walsender sends a transaction whole when
+ * it reads its commit record, before any later position) every row
+ * committed before T has been applied: H moves to T.  The publication can
+ * change under the stream (a table dropped from it is silently no longer
+ * streamed), so a proof counts only once a later probe, sent after the
+ * stream passed W, finds the table's publication entry unchanged; a change
+ * is a gap.
+ */
+#include "logical.h"
+
+#include <errno.h>
+#include <inttypes.h>
+#include <poll.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "loader.h"
+
+/* ---------------------------------------------------------- the stream -- */
+
+static bool send_status(struct logical *l, PGconn *repl, uint64_t received, bool reply,
+                        char *err, size_t errlen)
+{
+    unsigned char buf[PGOUTPUT_STATUS_SIZE];
+    struct timespec now;
+    clock_gettime(CLOCK_REALTIME, &now);
+    int64_t us = (int64_t)now.tv_sec * 1000000 + now.tv_nsec / 1000;
+    uint64_t flush = 0;
+    unsigned n = follow_count(&l->base);
+    pthread_mutex_lock(&l->base.mu);
+    if (l->temporary) {
+        flush = l->applied;         /* nothing outlives the connection anyway */
+    } else {
+        /* Only what every loaded table's written snapshot holds. */
+        bool any = false;
+        for (unsigned i = 0; i < n; i++) {
+            if (!table_loaded(l->base.tables[i]) || !l->heard[i])
+                continue;
+            if (l->saved[i] == 0) {
+                flush = 0;
+                any = false;
+                break;
+            }
+            if (!any || l->saved[i] < flush)
+                flush = l->saved[i];
+            any = true;
+        }
+        if (flush > l->applied)
+            flush = l->applied;     /* a snapshot of another history (see logical_resume_point) */
+    }
+    pthread_mutex_unlock(&l->base.mu);
+    pgoutput_status_encode(buf, sizeof buf, received, flush, flush,
+                           pgoutput_time_from_unix_us(us), reply);
+    if (PQputCopyData(repl, (const char *)buf, (int)sizeof buf) != 1 || PQflush(repl) < 0) {
+        loader_set_error(err, errlen, "cannot send a status update", repl);
+        return false;
+    }
+    return true;
+}
+
+/*
+ * A change of table i's member m whose column moved, changed type or left
+ * the stream's relation: the rows read from here on may not be the rows, or
+ * the spelling, the filter holds (a rename, a drop, ALTER COLUMN TYPE).
+ * The stream, behind the catalog, sees it at the first change after it;
+ * the probe's shape check sees it in the catalog; either starts the gap.
+ */
+static void column_gap(struct logical *l, unsigned i, uint32_t relid,
+                       enum pgoutput_track_result r)
+{
+    struct table *t = l->base.tables[i];
+    const struct filter_config *fc = table_config(t);
+    const struct pgoutput_rel *rel = pgoutput_rels_get(l->rels, relid);
+    log_fields(l->base.lg, LOG_LVL_WARN, fc->name, "degraded",
+               "%s: in the replication stream, %s.%s's column %s %s: degraded until a COPY",
+               fc->name, rel ? rel->nspname : "?", rel ? rel->relname : "?", fc->column,
+               r == PGOUTPUT_TRACK_MISSING ? "is gone (renamed or dropped)"
+               : r == PGOUTPUT_TRACK_MOVED ? "moved to another position"
+               : "has another type");
+    table_gap(t, WANT_SCHEMA);
+}
+
+/* The tables a relation's changes go to: by oid (two filters may guard two columns of one). */
+static void apply_tuple(struct logical *l, uint32_t relid, const struct pgoutput_tuple *tuple,
+                        unsigned n)
+{
+    for (unsigned i = 0; i < n; i++) {
+        struct logical_member *m = l->heard[i] ? logical_member(l, i, relid) : NULL;
+        if (m == NULL)
+            continue;
+        enum pgoutput_track_result r = pgoutput_rels_track(l->rels, relid,
+                                                           table_config(l->base.tables[i])->column,
+                                                           &m->track);
+        if (r == PGOUTPUT_TRACK_NO_REL)
+            continue;
+        if (r == PGOUTPUT_TRACK_MISSING || r == PGOUTPUT_TRACK_MOVED
+            || r == PGOUTPUT_TRACK_RETYPED)
+            column_gap(l, i, relid, r);
+        struct pgoutput_col c;
+        if (m->track.col < 0 || !pgoutput_tuple_get(tuple, (unsigned)m->track.col, &c))
+            continue;
+        /* 'n': NULL is no ID; 'u': an unchanged TOASTed value, so not a new ID. */
+        if (c.kind != 't')
+            continue;
+        if (!l->xact_noted) {
+            /* Before its first row reaches a filter: a COPY beginning now must see it. */
+            pthread_mutex_lock(&l->base.mu);
+            xidset_add(&l->unseen, l->xact);
+            pthread_mutex_unlock(&l->base.mu);
+            l->xact_noted = true;
+        }
+        if (table_add_row(l->base.tables[i], c.value, c.len))
+            l->added[i]++;
+    }
+}
+
+/* Whether relid's changes are rows of table i, as far as the stream hears it. */
+static bool member_of(struct logical *l, unsigned i, uint32_t relid)
+{
+    return l->heard[i] && logical_member(l, i, relid) != NULL;
+}
+
+static void flush_counts(struct logical *l, unsigned n)
+{
+    for (unsigned i = 0; i < n; i++) {
+        if (l->added[i] || l->deleted[i])
+            table_count_rows(l->base.tables[i], l->added[i], l->deleted[i]);
+        l->added[i] = l->deleted[i] = 0;
+    }
+}
+
+/* One XLogData message; false (err) when it cannot be read. */
+static bool apply_message(struct logical *l, const struct pgoutput_frame *fr, unsigned n,
+                          char *err, size_t errlen)
+{
+    struct pgoutput_msg m;
+    enum pgoutput_error e = pgoutput_decode(fr->data, fr->len, &m);
+    if (e != PGOUTPUT_OK) {
+        snprintf(err, errlen, "cannot decode the replication stream: %s", pgoutput_strerror(e));
+        return false;
+    }
+    switch (m.type) {
+    case PGOUTPUT_RELATION:
+        e = pgoutput_rels_put(l->rels, &m);
+        if (e != PGOUTPUT_OK) {
+            snprintf(err, errlen, "cannot keep a relation of the stream: %s", pgoutput_strerror(e));
+            return false;
+        }
+        break;
+    case PGOUTPUT_INSERT:
+        apply_tuple(l, m.insert.relid, &m.insert.tuple, n);
+        break;
+    case PGOUTPUT_UPDATE:
+        apply_tuple(l, m.update.relid, &m.update.tuple, n);
+        break;
+    case PGOUTPUT_DELETE:
+        for (unsigned i = 0; i < n; i++)
+            l->deleted[i] += member_of(l, i, m.delete.relid);
+        break;
+    case PGOUTPUT_TRUNCATE:
+        for (uint32_t k = 0; k < m.truncate.nrelids; k++)
+            for (unsigned i = 0; i < n; i++)
+                if (member_of(l, i, pgoutput_truncate_relid(&m, k)))
+                    table_note_truncate(l->base.tables[i]);
+        break;
+    case PGOUTPUT_COMMIT:
+        flush_counts(l, n);
+        pthread_mutex_lock(&l->base.mu);
+        if (m.commit.end_lsn > l->applied)
+            l->applied = m.commit.end_lsn;
+        pthread_mutex_unlock(&l->base.mu);
+        break;
+    case PGOUTPUT_BEGIN:
+        l->xact = m.begin.xid;
+        l->xact_noted = false;
+        break;
+    case PGOUTPUT_ORIGIN:
+    case PGOUTPUT_TYPE:
+    case PGOUTPUT_MESSAGE:
+        break;
+    }
+    return true;
+}
+
+/*
+ * The insert position, as pg_current_wal_insert_lsn gives it, points past
+ * the page header when it is at the start of a page; the stream's positions
+ * (a record's end) point at the page's start.  Both mean the same boundary:
+ * without this, an idle server whose last record ended on a page boundary
+ * would never let a proof pass.  Only a header at a page's start is taken
+ * off (a short one, or a long one at a segment's start).
+ */
+#define PAGE_HEADER_SHORT 24u
+#define PAGE_HEADER_LONG 40u
+static uint64_t record_boundary(const struct logical *l, uint64_t w)
+{
+    if (l->blcksz == 0 || l->segsz == 0)
+        return w;
+    if (w % l->segsz == PAGE_HEADER_LONG)
+        return w - PAGE_HEADER_LONG;
+    if (w % l->segsz >= l->blcksz && w % l->blcksz == PAGE_HEADER_SHORT)
+        return w - PAGE_HEADER_SHORT;
+    return w;
+}
+
+/* A proof in progress: W read at T; it holds once the stream passed W and a later probe agrees. */
+struct proof {
+    bool pending;
+    unsigned n;                     /* tables the probe asked about */
+    int64_t sent;                   /* T */
+    uint64_t wal;                   /* W */
+    bool passed_before_next;        /* the stream had passed W when the next probe was sent */
+    uint64_t epoch[CONFIG_MAX_FILTERS];
+};
+
+/*
+ * A probe's answer: the slot's figures, each table's publication entry
+ * (a change is a gap), then the proof a probe before it started, if the
+ * stream had passed its W before this one was sent.
+ */
+static bool take_probe(struct logical *l, PGresult *r, struct proof *prev, struct proof *cur,
+                       unsigned n, char *err, size_t errlen)
+{
+    char fps[CONFIG_MAX_FILTERS][FP_MAX], oids[CONFIG_MAX_FILTERS][FP_MAX];
+    char shapes[CONFIG_MAX_FILTERS][FP_MAX];
+    bool holds[CONFIG_MAX_FILTERS];
+    (void)n;
+    n = cur->n;
+    if (PQresultStatus(r) != PGRES_TUPLES_OK || PQntuples(r) != 1
+        || PQnfields(r) != PROBE_FIELDS || !logical_probe_lists(r, n, fps, shapes)
+        || !logical_split_fps(PQgetvalue(r, 0, 4), n, oids)) {
+        snprintf(err, errlen, "probe failed: %s", PQresultErrorMessage(r));
+        return false;
+    }
+    const char *w = PQgetvalue(r, 0, 0);
+    if (!pgoutput_lsn_parse(w, strlen(w), &cur->wal)) {
+        snprintf(err, errlen, "probe failed: unexpected WAL position");
+        return false;
+    }
+    cur->wal = record_boundary(l, cur->wal);
+    pthread_mutex_lock(&l->base.mu);
+    /* What this snapshot sees finished, a COPY's later snapshot sees too. */
+    xidset_prune(&l->unseen, PQgetvalue(r, 0, 5));
+    l->lag_bytes = PQgetisnull(r, 0, 1) ? -1 : strtoll(PQgetvalue(r, 0, 1), NULL, 10);
+    snprintf(l->wal_status, sizeof l->wal_status, "%s", PQgetisnull(r, 0, 2) ? "" : PQgetvalue(r, 0, 2));
+    pthread_mutex_unlock(&l->base.mu);
+    if (PQgetisnull(r, 0, 2) && !l->temporary) {
+        snprintf(err, errlen, "the replication slot %s is gone", l->slot);
+        return false;
+    }
+    if (strcmp(l->wal_status, "lost") == 0) {
+        snprintf(err, errlen, "the replication slot %s was invalidated "
+                 "(max_slot_wal_keep_size): the WAL it needed is gone", l->slot);
+        return false;
+    }
+    bool changed = false;
+    for (unsigned i = 0; i < n; i++) {
+        uint32_t now_oid = (uint32_t)strtoul(oids[i], NULL, 10);
+        if (now_oid != l->relid[i] && l->heard[i]) {
+            /* The name now means another relation (a rename, a drop and create): its rows are others. */
+            struct table *t = l->base.tables[i];
+            log_fields(l->base.lg, LOG_LVL_WARN, table_name(t), "degraded",
+                       "%s: %s is now another table (oid %s, was %" PRIu32 "): degraded "
+                       "until a COPY of it",
+                       table_name(t), table_config(t)->table, oids[i][0] ? oids[i] : "none",
+                       l->relid[i]);
+            pthread_mutex_lock(&l->base.mu);
+            l->heard[i] = false;    /* first: no COPY may start in the new epoch until heard */
+            pthread_mutex_unlock(&l->base.mu);
+            snprintf(l->unheard[i], sizeof l->unheard[i], "%s is now another table",
+                     table_config(t)->table);
+            table_gap(t, WANT_POSITION);
+            changed = true;
+            continue;
+        }
+        if (strcmp(fps[i], l->fp[i]) == 0)
+            continue;
+        /* The publication entry changed: rows may not have been streamed since. */
+        struct table *t = l->base.tables[i];
+        log_fields(l->base.lg, LOG_LVL_WARN, table_name(t), "degraded",
+                   "%s: its publication entry changed (%s -> %s): degraded until a "
+                   "COPY",
+                   table_name(t), l->fp[i][0] ? l->fp[i] : "none", fps[i][0] ? fps[i] : "none");
+        pthread_mutex_lock(&l->base.mu);
+        l->heard[i] = false;
+        pthread_mutex_unlock(&l->base.mu);
+        snprintf(l->unheard[i], sizeof l->unheard[i], "its publication entry changed: "
+                 "until the stream hears it again");
+        table_gap(t, WANT_POSITION);
+        changed = true;
+    }
+    /*
+     * What each SELECT reads, now, after the proof's T: a column renamed,
+     * retyped or dropped, or a child table, since the filter's load holds
+     * the proof back (table_schema).
+     */
+    for (unsigned i = 0; i < n; i++) {
+        struct table *t = l->base.tables[i];
+        enum table_schema_verdict v = table_schema(t, shapes[i], l->heard[i] ? NULL : l->unheard[i]);
+        holds[i] = v == TABLE_SCHEMA_SAME;
+        if (v == TABLE_SCHEMA_CHANGED)
+            log_fields(l->base.lg, LOG_LVL_WARN, table_name(t), "degraded",
+                       "%s: %s.%s or the tables it is read from changed (a column renamed, "
+                       "retyped or dropped, a child table or partition): degraded until a COPY",
+                       table_name(t), table_config(t)->table, table_config(t)->column);
+    }
+    if (changed)
+        return true;                /* logical_hear_tables again before any proof */
+    if (prev->pending && prev->passed_before_next) {
+        for (unsigned i = 0; i < prev->n; i++) {
+            if (!l->heard[i] || !holds[i]
+                || !table_advance(l->base.tables[i], prev->epoch[i], prev->sent))
+                continue;
+            pthread_mutex_lock(&l->base.mu);
+            if (prev->wal > l->proved[i])
+                l->proved[i] = prev->wal;
+            snprintf(l->proved_fp[i], sizeof l->proved_fp[i], "%s", l->fp[i]);
+            pthread_mutex_unlock(&l->base.mu);
+        }
+        prev->pending = false;
+    }
+    return true;
+}
+
+/*
+ * Stream until the connection fails or stop: apply changes, answer
+ * keepalives, probe every probe_interval, update the slot every
+ * STATUS_EVERY_NS.  Returns with the reason in err.
+ */
+void logical_stream(struct logical *l, PGconn *repl, PGconn *probe, char *err, size_t errlen)
+{
+    struct follower *f = &l->base;
+    int64_t interval = (int64_t)(f->cfg->probe_interval * (double)NS_PER_S);
+    int64_t next_probe = monoclock_boot_ns(), last_status = 0, probe_sent = 0;
+    uint64_t received = 0;
+    bool probe_in_flight = false;
+    struct proof prev = { 0 }, cur = { 0 };
+    char arr[CONFIG_MAX_FILTERS * 12 + 4];
+
+    while (!atomic_load(&f->stop)) {
+        unsigned n = follow_count(f);
+        int64_t now = monoclock_boot_ns();
+        if (n > l->known) {
+            /* Tables attached since: their oids and entries, before they count in a probe. */
+            if (probe_in_flight)
+                goto wait;
+            logical_read_relids(l, probe, l->known, n);
+            if (!logical_hear_tables(l, probe, l->known, n, err, errlen))
+                return;
+            pthread_mutex_lock(&l->base.mu);
+            l->known = n;
+            pthread_mutex_unlock(&l->base.mu);
+            follow_wake(f);
+        }
+        if (!probe_in_flight && now >= next_probe) {
+            bool again = false;
+            for (unsigned i = 0; i < n; i++)
+                again = again || !l->heard[i];
+            if (again) {
+                /* A table not heard (now): its oid and entry again, it may be back. */
+                logical_read_relids(l, probe, 0, n);
+                if (!logical_hear_tables(l, probe, 0, n, err, errlen))
+                    return;
+            }
+            pthread_mutex_lock(&l->base.mu);
+            uint64_t applied = l->applied;
+            pthread_mutex_unlock(&l->base.mu);
+            if (cur.pending) {
+                cur.passed_before_next = applied >= cur.wal;
+                prev = cur;
+            }
+            cur.pending = true;
+            cur.passed_before_next = false;
+            cur.n = n;
+            for (unsigned i = 0; i < n; i++)
+                cur.epoch[i] = table_epoch(f->tables[i]);
+            logical_relid_array(l, n, arr, sizeof arr);
+            char *names = malloc(NAMES_MAX), *cols = malloc(NAMES_MAX);
+            if (names == NULL || cols == NULL || !logical_name_array(l, probe, n, names, NAMES_MAX)
+                || !logical_column_array(l, n, cols, NAMES_MAX)) {
+                free(names);
+                free(cols);
+                snprintf(err, errlen, "the tables' names do not fit in a probe");
+                return;
+            }
+            const char *params[5] = { l->slot, f->cfg->publication, arr, names, cols };
+            cur.sent = now;         /* before the query leaves: H may move only this far */
+            int sent = PQsendQueryParams(probe, PROBE_SQL, 5, NULL, params, NULL, NULL, 0);
+            free(names);
+            free(cols);
+            if (!sent) {
+                loader_set_error(err, errlen, "probe failed", probe);
+                return;
+            }
+            probe_in_flight = true;
+            probe_sent = now;
+            next_probe = now + interval;
+        }
+        if (probe_in_flight && follow_probe_dead(probe_sent, now, f->cfg->silence_timeout, err, errlen))
+            return;
+        if (now - last_status >= STATUS_EVERY_NS) {
+            if (!send_status(l, repl, received, false, err, errlen))
+                return;
+            last_status = now;
+        }
+    wait:;
+        struct pollfd pfd[2] = { { .fd = PQsocket(repl), .events = POLLIN },
+                                 { .fd = PQsocket(probe), .events = POLLIN } };
+        if (PQflush(probe) == 1)
+            pfd[1].events |= POLLOUT;
+        int pr = poll(pfd, 2, 100);
+        if (pr < 0 && errno != EINTR) {
+            snprintf(err, errlen, "connection lost: poll: %s", strerror(errno));
+            return;
+        }
+        if ((pfd[0].revents || pr == 0) && !PQconsumeInput(repl)) {
+            loader_set_error(err, errlen, "connection lost", repl);
+            return;
+        }
+        char *buf;
+        int got;
+        bool read_any = false;
+        while ((got = PQgetCopyData(repl, &buf, 1)) > 0) {
+            read_any = true;
+            struct pgoutput_frame fr;
+            enum pgoutput_error e = pgoutput_frame_decode(buf, (size_t)got, &fr);
+            bool ok = e == PGOUTPUT_OK;
+            if (!ok)
+                snprintf(err, errlen, "cannot read the replication stream: %s", pgoutput_strerror(e));
+            else if (fr.type == PGOUTPUT_XLOGDATA)
+                ok = apply_message(l, &fr, n, err, errlen);
+            if (ok && fr.type == PGOUTPUT_KEEPALIVE) {
+                /* Every transaction that committed before this position was sent before it. */
+                flush_counts(l, n);
+                pthread_mutex_lock(&l->base.mu);
+                if (fr.wal_end > l->applied)
+                    l->applied = fr.wal_end;
+                pthread_mutex_unlock(&l->base.mu);
+            }
+            if (ok && fr.wal_end > received)
+                received = fr.wal_end;
+            PQfreemem(buf);
+            if (!ok)
+                return;
+            if (fr.type == PGOUTPUT_KEEPALIVE && fr.reply_requested) {
+                if (!send_status(l, repl, received, false, err, errlen))
+                    return;
+                last_status = monoclock_boot_ns();
+            }
+        }
+        if (got == -2 || got == -1) {
+            /*
+             * -1: the server ended the COPY; its result says why (a walsender
+             * terminated, a shutdown, a slot invalidated), into the error.
+             */
+            PGresult *end;
+            while (got == -1 && (end = PQgetResult(repl)) != NULL)
+                PQclear(end);
+            loader_set_error(err, errlen, "the replication stream ended", repl);
+            return;
+        }
+        if (probe_in_flight && (pfd[1].revents || pr == 0)) {
+            if (!PQconsumeInput(probe)) {
+                loader_set_error(err, errlen, "connection lost", probe);
+                return;
+            }
+            if (!PQisBusy(probe)) {
+                PGresult *r = PQgetResult(probe), *extra;
+                bool ok = take_probe(l, r, &prev, &cur, n, err, errlen);
+                PQclear(r);
+                while ((extra = PQgetResult(probe)) != NULL)
+                    PQclear(extra);
+                probe_in_flight = false;
+                if (!ok)
+                    return;
+                /* Ask the walsender where it is now: its answer may pass W at once. */
+                if (!send_status(l, repl, received, true, err, errlen))
+                    return;
+            }
+        }
+        if (PQstatus(repl) != CONNECTION_OK || PQstatus(probe) != CONNECTION_OK) {
+            loader_set_error(err, errlen, "connection lost", PQstatus(repl) != CONNECTION_OK ? repl : probe);
+            return;
+        }
+        if (read_any && !atomic_load(&f->stop)) {
+            struct timespec gap = { 0, READ_GAP_NS };
+            while (clock_nanosleep(CLOCK_MONOTONIC, 0, &gap, &gap) == EINTR)
+                ;
+        }
+    }
+}

@@ -1,0 +1,726 @@
+/*
+ * The rebuild scheduler's thread: snapshots in place at start, then round
+ * robin over the tables' wanted loads (catch-ups where a want and a
+ * position allow, else COPYs, which min_rebuild_interval spaces out),
+ * periodic snapshots and prunes of the change feed.  It is the only thread
+ * that swaps a table's filter, so the live filter it streams to a snapshot
+ * stays alive while it does.
+ */
+#include "scheduler.h"
+
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "feed.h"
+#include "loader.h"
+#include "monoclock.h"
+#include "persist.h"
+#include "spotcheck.h"
+
+/* How often the scheduler wakes to check timers and growth. */
+#define TICK_MS 500
+
+struct scheduler {
+    const struct config *cfg;
+    const struct log *lg;
+    struct scheduler_hooks hooks;
+    const char *token;
+    struct table **tables;
+    struct follower **follower;     /* per table, NULL: none */
+    unsigned *backoff;              /* per table: seconds before retrying a failed load */
+    int64_t *next_snapshot;         /* per table: boot clock of the next periodic one; 0: none */
+    struct vetting *vetting;        /* per table: checking a peer's snapshot (table_vet) */
+    unsigned n;
+    unsigned next_pick;             /* where the round robin resumes */
+    int64_t next_prune;
+    unsigned rng;
+
+    atomic_bool stop;
+    pthread_t thread;
+    bool started;
+    scheduler_prepare_fn prepare;
+    void *prepare_arg;
+    int64_t prepare_again;          /* monoclock_boot_ns of the next prepare; 0: none needed */
+
+    pthread_mutex_t mu;
+    pthread_cond_t cv;              /* a want, a follower ready, or stop */
+    bool woken;                     /* under mu */
+};
+
+/* One table's check of a peer's snapshot against a sample of its rows (spotcheck.h). */
+struct vetting {
+    struct spotcheck sample;
+    bool taken;
+    int64_t taken_at;               /* boot clock once the sample was read: every row is older */
+    int64_t retry_at;               /* boot clock before which a failed read is not tried again */
+    unsigned backoff;               /* seconds */
+};
+
+struct scheduler *scheduler_new(const struct config *cfg, struct table *const *tables, unsigned n,
+                        const struct log *lg, const struct scheduler_hooks *hooks, const char *token)
+{
+    struct scheduler *s = calloc(1, sizeof *s);
+    if (s == NULL)
+        return NULL;
+    s->tables = calloc(n, sizeof *s->tables);
+    s->follower = calloc(n, sizeof *s->follower);
+    s->backoff = calloc(n, sizeof *s->backoff);
+    s->next_snapshot = calloc(n, sizeof *s->next_snapshot);
+    s->vetting = calloc(n, sizeof *s->vetting);
+    if (s->tables == NULL || s->follower == NULL || s->backoff == NULL
+        || s->next_snapshot == NULL || s->vetting == NULL) {
+        scheduler_free(s);
+        return NULL;
+    }
+    memcpy(s->tables, tables, n * sizeof *s->tables);
+    for (unsigned i = 0; i < n; i++)
+        s->backoff[i] = 1;
+    s->n = n;
+    s->cfg = cfg;
+    s->lg = lg;
+    s->token = token;
+    if (hooks)
+        s->hooks = *hooks;
+    s->rng = (unsigned)monoclock_boot_ns() ^ (unsigned)getpid();
+    atomic_init(&s->stop, false);
+    pthread_mutex_init(&s->mu, NULL);
+    monoclock_cond_init(&s->cv);
+    return s;
+}
+
+void scheduler_free(struct scheduler *s)
+{
+    if (s == NULL)
+        return;
+    pthread_mutex_destroy(&s->mu);
+    pthread_cond_destroy(&s->cv);
+    free(s->tables);
+    free(s->follower);
+    free(s->backoff);
+    free(s->next_snapshot);
+    for (unsigned i = 0; s->vetting != NULL && i < s->n; i++)
+        spotcheck_release(&s->vetting[i].sample);
+    free(s->vetting);
+    free(s);
+}
+
+void scheduler_set_follower(struct scheduler *s, unsigned i, struct follower *f)
+{
+    pthread_mutex_lock(&s->mu);
+    s->follower[i] = f;
+    pthread_mutex_unlock(&s->mu);
+}
+
+struct follower *scheduler_follower(struct scheduler *s, unsigned i)
+{
+    pthread_mutex_lock(&s->mu);
+    struct follower *f = s->follower[i];
+    pthread_mutex_unlock(&s->mu);
+    return f;
+}
+
+void scheduler_wake(void *arg)
+{
+    struct scheduler *s = arg;
+    pthread_mutex_lock(&s->mu);
+    s->woken = true;
+    pthread_cond_broadcast(&s->cv);
+    pthread_mutex_unlock(&s->mu);
+}
+
+/* Sleep up to ms, waking early on stop or scheduler_wake. */
+static void nap(struct scheduler *s, unsigned ms)
+{
+    struct timespec ts = monoclock_after_ms(ms);
+    pthread_mutex_lock(&s->mu);
+    if (!atomic_load(&s->stop) && !s->woken)
+        pthread_cond_timedwait(&s->cv, &s->mu, &ts);
+    s->woken = false;
+    pthread_mutex_unlock(&s->mu);
+}
+
+/* ------------------------------------------------------------- loads -- */
+
+struct progress_ctx {
+    struct scheduler *s;
+    unsigned i;
+    bool first;
+};
+
+static void on_progress(void *arg, uint64_t rows)
+{
+    struct progress_ctx *p = arg;
+    table_job_progress(p->s->tables[p->i], rows);
+    if (p->s->hooks.progress)
+        p->s->hooks.progress(p->s->hooks.arg, p->i, rows, p->first);
+}
+
+static void on_seen(void *arg, const char *id, size_t len, uint64_t h)
+{
+    table_load_seen(arg, id, len, h);
+}
+
+/*
+ * A COPY of table i into a new filter that goes live when it is done.
+ * Every insert made meanwhile reaches the new filter too, and the
+ * follower's ticket says in which epoch the COPY started, so the horizon
+ * moves to the COPY's start only if nothing was lost since.
+ */
+static bool run_copy(struct scheduler *s, unsigned i, const struct table_job *job, uint64_t *rows_out,
+                     double *secs_out, char *err, size_t errlen)
+{
+    struct table *t = s->tables[i];
+    struct follower *f = scheduler_follower(s, i);
+    const struct filter_config *fc = table_config(t);
+    struct table_load *l = NULL;
+    struct follow_ticket tk = { 0 };
+    bool ticket = false, ok = false;
+    uint64_t rows = 0;
+
+    PGconn *conn = loader_connect(s->cfg, err, errlen);
+    if (conn == NULL)
+        goto out;
+    struct table_ident ident;
+    if (!loader_identify(conn, fc, &ident, err, errlen)
+        || !loader_estimate_rows(conn, fc, &rows, err, errlen))
+        goto out;
+    uint64_t items = table_plan_items(t, rows);
+    enum filter_error fe;
+    if ((l = table_load_begin(t, items, &ident, &fe)) == NULL) {
+        snprintf(err, errlen, "cannot create a filter for %llu items: %s",
+                 (unsigned long long)items, filter_strerror(fe));
+        goto out;
+    }
+    struct filter_info fi;
+    filter_info(table_load_filter(l), &fi);
+    log_fields(s->lg, LOG_LVL_INFO, fc->name, "rebuild_start",
+               "%s: rebuild %llu (%s): loading %s.%s, about %llu rows, filter for %llu "
+               "items (%.1f KiB, k=%u)",
+               fc->name, (unsigned long long)job->id, table_want_name(job->why), fc->table,
+               fc->column, (unsigned long long)rows, (unsigned long long)items,
+               (double)fi.memory_bytes / 1024.0, fi.probes);
+    /* From here every insert reaches the new filter; then the ticket, then the snapshot. */
+    if (f != NULL) {
+        if (!f->ops->ticket(f, t, conn, &tk, err, errlen))
+            goto out;
+        ticket = true;
+    } else {
+        tk.epoch = table_epoch(t);
+    }
+    int64_t copy_start = monoclock_boot_ns();
+    struct progress_ctx pc = { s, i, job->first };
+    const struct loader_copy_opts o = {
+        .snapshot = tk.snapshot, .must_see = tk.must_see, .n_must_see = tk.n_must_see,
+        .spell = ident.spell, .seen = on_seen, .seen_arg = l,
+        .stop = &s->stop,
+        .progress = on_progress, .progress_arg = &pc,
+    };
+    struct load_result res;
+    if (!loader_copy(conn, fc, table_load_filter(l), &o, &res, err, errlen))
+        goto out;
+    struct table_load *done = l;
+    l = NULL;
+    if (!table_load_commit(done, tk.epoch, tk.start ? tk.start : copy_start, tk.position)) {
+        snprintf(err, errlen, "out of memory for the inserts made during the load");
+        goto out;
+    }
+    *rows_out = res.rows;
+    *secs_out = res.seconds;
+    ok = true;
+out:
+    table_load_abort(l);
+    PQfinish(conn);
+    if (ticket && f->ops->copied)
+        f->ops->copied(f, t, &tk, ok);
+    free(tk.must_see);
+    return ok;
+}
+
+/*
+ * Whether the live filter's identity (from its load, or a restored
+ * snapshot's metadata) is what the table name means now, with this
+ * daemon's session: the same relation (OID), column, type, database and
+ * cluster.  A position is only worth resuming from then: a table renamed
+ * into place, another schema's table of the same name, a snapshot of
+ * another database or cluster are copied instead.  False with why when
+ * not; an error reaching the server is an error (err) and false too.
+ */
+static bool same_identity(struct scheduler *s, struct table *t, char *err, size_t errlen,
+                          bool *mismatch)
+{
+    struct table_ident had, now;
+    *mismatch = false;
+    PGconn *conn = loader_connect(s->cfg, err, errlen);
+    if (conn == NULL)
+        return false;
+    bool ok = loader_identify(conn, table_config(t), &now, err, errlen);
+    PQfinish(conn);
+    if (!ok)
+        return false;
+    table_ident(t, &had);
+    if (had.relid == now.relid && had.attnum == now.attnum && had.typid == now.typid
+        && had.base_typid == now.base_typid && had.spell == now.spell && had.dboid == now.dboid
+        && strcmp(had.sysid, now.sysid) == 0)
+        return true;
+    *mismatch = true;
+    snprintf(err, errlen, "the filter was loaded from relation %u column %d (%s) of database %u "
+             "in cluster %s, but %s.%s is now relation %u column %d (%s) of database %u in "
+             "cluster %s", had.relid, had.attnum, had.type_name[0] ? had.type_name : "?",
+             had.dboid, had.sysid[0] ? had.sysid : "?", table_config(t)->table,
+             table_config(t)->column, now.relid, now.attnum, now.type_name, now.dboid, now.sysid);
+    return false;
+}
+
+/*
+ * One wanted load of table i: a catch-up where the want and the position
+ * allow, the filter is of the relation the name means now, and the
+ * follower can serve it; else a COPY.  *kind says which ran.
+ */
+static bool run_job(struct scheduler *s, unsigned i, const struct table_job *job, uint64_t *rows,
+                    double *secs, const char **kind, char *err, size_t errlen)
+{
+    struct table *t = s->tables[i];
+    struct follower *f = scheduler_follower(s, i);
+    if (job->may_catch_up && f != NULL && f->ops->catch_up != NULL) {
+        *kind = "catchup";
+        bool mismatch;
+        if (!same_identity(s, t, err, errlen, &mismatch)) {
+            if (!mismatch)
+                return false;
+            log_fields(s->lg, LOG_LVL_WARN, table_name(t), "resume_refused",
+                       "%s: not resuming from the filter's position: %s; copying the table",
+                       table_name(t), err);
+            table_count_too_old(t);
+            *kind = "copy";
+            return run_copy(s, i, job, rows, secs, err, errlen);
+        }
+        int64_t t0 = monoclock_boot_ns();
+        int r = f->ops->catch_up(f, t, rows, err, errlen);
+        *secs = (double)(monoclock_boot_ns() - t0) / (double)NS_PER_S;
+        if (r == 1)
+            return true;
+        if (r == 0)
+            return false;
+    }
+    *kind = "copy";
+    return run_copy(s, i, job, rows, secs, err, errlen);
+}
+
+/* ---------------------------------------------------------- snapshots -- */
+
+static bool snapshots_on(const struct scheduler *s)
+{
+    char path[PERSIST_PATH_MAX];
+    return persist_file(s->cfg, table_config(s->tables[0]), path, sizeof path);
+}
+
+/* The horizon as wall-clock milliseconds, for a snapshot's header; 0: none. */
+static uint64_t horizon_wall_ms(struct table *t)
+{
+    struct table_status st;
+    table_status(t, &st);
+    if (st.horizon_age < 0)
+        return 0;
+    struct timespec wall;
+    clock_gettime(CLOCK_REALTIME, &wall);
+    double ms = (double)wall.tv_sec * 1000.0 + (double)wall.tv_nsec / 1e6 - st.horizon_age * 1000.0;
+    return ms > 0 ? (uint64_t)ms : 0;
+}
+
+/* Write table i's snapshot, if snapshots are on and it has a filter. */
+static void save_table(struct scheduler *s, unsigned i)
+{
+    struct table *t = s->tables[i];
+    struct follower *f = scheduler_follower(s, i);
+    char pos[TABLE_POS_MAX];
+    if (!snapshots_on(s))
+        return;
+    unsigned every = s->cfg->snapshot_interval;
+    s->next_snapshot[i] = every ? monoclock_boot_ns() + (int64_t)every * NS_PER_S : 0;
+    /* A peer's filter on probation is not ours to keep: a restart would believe the file. */
+    if (!table_loaded(t) || table_vet(t, NULL) != TABLE_VET_NONE)
+        return;
+    /* The position first: every change after it is in the filter or read again on resume. */
+    if (f != NULL)
+        follow_position(f, t, pos, sizeof pos);
+    else
+        table_position(t, pos, sizeof pos);
+    struct table_ident ident;
+    table_ident(t, &ident);
+    int e = persist_save(s->cfg, table_config(t), table_guard(t), table_pending(t), pos,
+                         horizon_wall_ms(t), &ident, s->lg);
+    table_snapshot_written(t, e == 0);
+    if (e == 0 && f != NULL && f->ops->saved)
+        f->ops->saved(f, t, pos);
+}
+
+/* At start: each table's snapshot (file or peer) goes live before any load. */
+static void restore_all(struct scheduler *s)
+{
+    for (unsigned i = 0; i < s->n && !atomic_load(&s->stop); i++) {
+        struct table *t = s->tables[i];
+        struct persist_restored r;
+        /* Before a peer's filter can go live: not one of its "absent" answers believed yet. */
+        bool peer = s->cfg->bootstrap_from[0] != '\0';
+        if (peer)
+            table_vet_begin(t);
+        bool ok = persist_restore(s->cfg, table_config(t), s->token, &s->stop, table_guard(t),
+                                  table_pending(t), s->lg, &r);
+        if (peer && !(ok && r.from == PERSIST_PEER))
+            table_vetted(t, true);      /* no filter from elsewhere after all */
+        if (!ok)
+            continue;
+        table_restored(t, r.position, r.from == PERSIST_PEER ? "peer" : "snapshot", r.items,
+                       r.seconds, &r.ident);
+        if (s->hooks.done)
+            s->hooks.done(s->hooks.arg, i, 0, true, true, r.items, r.seconds);
+    }
+}
+
+/* A table whose periodic snapshot is due, -1 if none; *wait_ms shrinks to the next one. */
+static int snapshot_due(struct scheduler *s, unsigned *wait_ms)
+{
+    int64_t now = monoclock_boot_ns();
+    for (unsigned i = 0; i < s->n; i++) {
+        if (s->next_snapshot[i] == 0 || !table_loaded(s->tables[i]))
+            continue;
+        if (s->next_snapshot[i] <= now)
+            return (int)i;
+        int64_t ms = (s->next_snapshot[i] - now) / 1000000 + 1;
+        if (ms < *wait_ms)
+            *wait_ms = (unsigned)ms;
+    }
+    return -1;
+}
+
+/*
+ * The periodic snapshot: where positions do not move by themselves
+ * (method notify), first move it up with a catch-up, so a restart reads
+ * only what changed since this snapshot; a catch-up that fails leaves the
+ * older position, still exact.
+ */
+static void periodic_snapshot(struct scheduler *s, unsigned i)
+{
+    struct table *t = s->tables[i];
+    struct follower *f = scheduler_follower(s, i);
+    char err[512], pos[TABLE_POS_MAX];
+    uint64_t rows = 0;
+    table_position(t, pos, sizeof pos);
+    if (f != NULL && !f->ops->fresh_positions && f->ops->catch_up && pos[0] != '\0') {
+        int r = f->ops->catch_up(f, t, &rows, err, sizeof err);
+        if (r == 0)
+            log_fields(s->lg, LOG_LVL_WARN, table_name(t), "snapshot_catchup_failed",
+                       "%s: catch-up before the snapshot failed: %s", table_name(t), err);
+        if (r == -1)
+            table_want(t, WANT_POSITION, NULL);
+    }
+    save_table(s, i);
+}
+
+/* Every prune_interval, forget the feed's log older than the retention (docs/feed.md). */
+static void maybe_prune(struct scheduler *s, unsigned *wait_ms)
+{
+    const struct config *c = s->cfg;
+    int64_t now = monoclock_boot_ns();
+    if (!c->feed_enabled || c->feed_prune_interval == 0)
+        return;
+    if (now < s->next_prune) {
+        int64_t ms = (s->next_prune - now) / 1000000 + 1;
+        if (ms < *wait_ms)
+            *wait_ms = (unsigned)ms;
+        return;
+    }
+    s->next_prune = now + (int64_t)follow_jitter_ms(&s->rng, c->feed_prune_interval) * 1000000;
+    bool any = false;
+    for (unsigned i = 0; i < s->n && !any; i++) {
+        struct table_status st;
+        table_status(s->tables[i], &st);
+        any = st.feed_available;
+    }
+    if (!any)
+        return;
+    char err[512];
+    uint64_t deleted = 0;
+    PGconn *conn = loader_connect(c, err, sizeof err);
+    if (conn != NULL && feed_prune(conn, (double)c->feed_retention, &deleted, err, sizeof err))
+        log_debug(s->lg, "change feed: pruned %llu log rows older than %u s",
+                  (unsigned long long)deleted, c->feed_retention);
+    else
+        log_warn(s->lg, "change feed: prune failed: %s", err);
+    PQfinish(conn);
+}
+
+/* --------------------------------------------- a peer's snapshot, checked -- */
+
+/*
+ * Read table i's sample: every row of it committed before taken_at, so
+ * once the held-back horizon (table_vet) has passed taken_at the filter
+ * must hold each one, whatever the table's rate of change and however old
+ * the peer's file was.  Taken before the first catch-up, so that catch-up
+ * is what proves it.
+ */
+static void vet_take(struct scheduler *s, unsigned i, struct vetting *v)
+{
+    struct table *t = s->tables[i];
+    char err[512];
+    PGconn *conn = loader_connect(s->cfg, err, sizeof err);
+    bool ok = conn != NULL
+              && spotcheck_take(conn, table_config(t), SPOTCHECK_ROWS, &s->stop, &v->sample, err,
+                                sizeof err);
+    PQfinish(conn);
+    if (ok) {
+        v->taken = true;
+        v->taken_at = monoclock_boot_ns();
+        v->backoff = 1;
+        return;
+    }
+    if (atomic_load(&s->stop))
+        return;
+    if (v->backoff == 0)
+        v->backoff = 1;
+    log_fields(s->lg, LOG_LVL_WARN, table_name(t), "peer_check_retry",
+               "%s: cannot read a sample of the table to check the peer's snapshot against "
+               "(%s); answers stay degraded; retrying in about %u s", table_name(t), err,
+               v->backoff);
+    v->retry_at = monoclock_boot_ns() + (int64_t)follow_jitter_ms(&s->rng, v->backoff) * 1000000;
+    v->backoff = v->backoff * 2 > s->cfg->retry_max_seconds ? s->cfg->retry_max_seconds
+                                                            : v->backoff * 2;
+}
+
+/*
+ * Look each sampled row up as a request would be answered (table_lookup:
+ * the live filter, the table's spelling): any "absent" refuses the
+ * snapshot.
+ */
+static void vet_check(struct scheduler *s, unsigned i, struct vetting *v)
+{
+    struct table *t = s->tables[i];
+    size_t missing = 0, first = 0;
+    for (size_t k = 0; k < v->sample.n; k++) {
+        enum table_answer a = table_lookup(t, v->sample.rows[k], v->sample.lens[k]);
+        if (a == TABLE_ABSENT || a == TABLE_DEGRADED) {
+            if (missing++ == 0)
+                first = k;
+        }
+    }
+    if (missing == 0) {
+        log_fields(s->lg, LOG_LVL_INFO, table_name(t), "peer_snapshot_checked",
+                   "%s: the peer's snapshot holds all %zu rows of a random sample of the table "
+                   "(%s): believed", table_name(t), v->sample.n, v->sample.how);
+        table_vetted(t, true);
+        /* Now it is the daemon's own: what the catch-ups skipped while on probation. */
+        save_table(s, i);
+    } else {
+        /* The row, cut and made printable: it is the table's, not the peer's. */
+        char row[64];
+        size_t n = 0;
+        for (size_t k = 0; k < v->sample.lens[first] && n + 1 < sizeof row; k++) {
+            unsigned char c = (unsigned char)v->sample.rows[first][k];
+            row[n++] = c >= 0x20 && c < 0x7f && c != '"' ? (char)c : '?';
+        }
+        row[n] = '\0';
+        log_fields(s->lg, LOG_LVL_WARN, table_name(t), "peer_snapshot_refused",
+                   "%s: the peer's snapshot lacks %zu of %zu rows of a random sample of the "
+                   "table (%s), e.g. \"%s\": refused, not resuming from its position; loading the table", table_name(t), missing,
+                   v->sample.n, v->sample.how, row);
+        table_vetted(t, false);
+    }
+    spotcheck_release(&v->sample);
+    v->taken = false;
+}
+
+/* Each table on probation: its sample, then its verdict once proved; *wait_ms shrinks meanwhile. */
+static void vet_all(struct scheduler *s, unsigned *wait_ms)
+{
+    for (unsigned i = 0; i < s->n && !atomic_load(&s->stop); i++) {
+        struct vetting *v = &s->vetting[i];
+        int64_t proved = 0;
+        if (table_vet(s->tables[i], &proved) != TABLE_VET_PENDING) {
+            if (v->taken) {             /* a COPY ended the probation first */
+                spotcheck_release(&v->sample);
+                v->taken = false;
+            }
+            continue;
+        }
+        if (!v->taken && monoclock_boot_ns() >= v->retry_at)
+            vet_take(s, i, v);
+        if (v->taken && proved >= v->taken_at)
+            vet_check(s, i, v);
+        else if (*wait_ms > 100)
+            *wait_ms = 100;
+    }
+}
+
+/* ------------------------------------------------------------ the loop -- */
+
+/*
+ * The next table whose load may start now, round robin so that one table's
+ * loads cannot starve another's; -1 if none.  *wait_ms gets how long until
+ * the earliest one held back may go.
+ */
+static int pick(struct scheduler *s, struct table_job *job, unsigned *wait_ms)
+{
+    int64_t now = monoclock_boot_ns(), wait_ns = (int64_t)TICK_MS * 1000000;
+    for (unsigned k = 0; k < s->n; k++) {
+        unsigned i = (s->next_pick + k) % s->n;
+        struct table *t = s->tables[i];
+        struct follower *f = scheduler_follower(s, i);
+        table_check_timers(t);
+        /* No COPY without the follower in place: rows committed meanwhile would be missed. */
+        if (f != NULL && !f->ops->ready(f, t))
+            continue;
+        if (table_take_job(t, now, job, &wait_ns)) {
+            s->next_pick = (i + 1) % s->n;
+            return (int)i;
+        }
+    }
+    *wait_ms = (unsigned)(wait_ns / 1000000) + 1;
+    return -1;
+}
+
+/* Before any load: until the followers are chosen (or some tables are found to have none). */
+static void prepare_followers(struct scheduler *s)
+{
+    char err[512], pub[160];
+    unsigned backoff = 1;
+    int r = 1;
+    while (s->prepare && !atomic_load(&s->stop)
+           && (r = s->prepare(s->prepare_arg, err, sizeof err)) < 0) {
+        log_warn(s->lg, "cannot choose how to follow the tables: %s; retrying in %u s", err,
+                 backoff);
+        follow_public_error(pub, sizeof pub, err);
+        for (unsigned i = 0; i < s->n; i++)
+            table_set_error(s->tables[i], pub);
+        nap(s, follow_jitter_ms(&s->rng, backoff));
+        backoff = backoff * 2 > s->cfg->retry_max_seconds ? s->cfg->retry_max_seconds
+                                                          : backoff * 2;
+    }
+    if (s->prepare && r == 0)
+        s->prepare_again = monoclock_boot_ns() + SCHEDULER_PREPARE_AGAIN_S * NS_PER_S;
+}
+
+static void maybe_prepare_again_now(struct scheduler *s)
+{
+    char err[512];
+    int r = s->prepare(s->prepare_arg, err, sizeof err);
+    if (r < 0)
+        log_debug(s->lg, "looking again for how to follow the tables: %s", err);
+    s->prepare_again = r == 1 ? 0 : monoclock_boot_ns() + SCHEDULER_PREPARE_AGAIN_S * NS_PER_S;
+}
+
+/* While a table has no follower: look again now and then (it may have been watched since). */
+static void maybe_prepare_again(struct scheduler *s, unsigned *wait_ms)
+{
+    if (s->prepare_again == 0)
+        return;
+    int64_t now = monoclock_boot_ns();
+    if (now < s->prepare_again) {
+        int64_t ms = (s->prepare_again - now) / 1000000 + 1;
+        if (ms < *wait_ms)
+            *wait_ms = (unsigned)ms;
+        return;
+    }
+    maybe_prepare_again_now(s);
+}
+
+static void *scheduler_main(void *arg)
+{
+    struct scheduler *s = arg;
+
+    restore_all(s);
+    prepare_followers(s);
+    while (!atomic_load(&s->stop)) {
+        unsigned wait_ms = TICK_MS, vet_wait = TICK_MS;
+        vet_all(s, &vet_wait);
+        struct table_job job;
+        int i = pick(s, &job, &wait_ms);
+        if (i < 0) {
+            if (vet_wait < wait_ms)
+                wait_ms = vet_wait;
+            int due = snapshot_due(s, &wait_ms);
+            if (due >= 0) {
+                periodic_snapshot(s, (unsigned)due);
+                continue;
+            }
+            maybe_prune(s, &wait_ms);
+            maybe_prepare_again(s, &wait_ms);
+            nap(s, wait_ms);
+            continue;
+        }
+        struct table *t = s->tables[i];
+        uint64_t rows = 0;
+        double secs = 0;
+        const char *kind = "copy";
+        char err[512] = "";
+        /*
+         * A table nothing followed yet may have been watched since the last
+         * look (a table created and watched while the daemon waited for it):
+         * look again first, so its load starts under its follower.
+         */
+        if (scheduler_follower(s, (unsigned)i) == NULL && s->prepare_again != 0) {
+            s->prepare_again = 0;
+            maybe_prepare_again_now(s);
+        }
+        bool ok = run_job(s, (unsigned)i, &job, &rows, &secs, &kind, err, sizeof err);
+        unsigned backoff = s->backoff[i];
+        unsigned retry_ms = ok ? 0 : follow_jitter_ms(&s->rng, backoff);
+        if (ok)
+            s->backoff[i] = 1;
+        else
+            s->backoff[i] = backoff * 2 > s->cfg->retry_max_seconds ? s->cfg->retry_max_seconds
+                                                                    : backoff * 2;
+        if (!ok) {
+            char pub[160];
+            follow_public_error(pub, sizeof pub, err);
+            table_set_error(t, pub);
+            log_fields(s->lg, LOG_LVL_ERROR, table_name(t),
+                       strcmp(kind, "copy") == 0 ? "rebuild_failed" : "catchup_failed",
+                       "%s: %s %llu (%s) failed: %s", table_name(t),
+                       strcmp(kind, "copy") == 0 ? "rebuild" : "catch-up",
+                       (unsigned long long)job.id, table_want_name(job.why), err);
+        }
+        table_job_done(t, &job, ok, kind, rows, secs, retry_ms);
+        if (s->hooks.done)
+            s->hooks.done(s->hooks.arg, (unsigned)i, job.id, ok, ok && job.first, rows, secs);
+        if (ok)
+            log_fields(s->lg, LOG_LVL_INFO, table_name(t),
+                       strcmp(kind, "copy") == 0 ? "rebuild_done" : "catchup_done",
+                       "%s: %s %llu (%s) done: %llu rows in %.3f s", table_name(t),
+                       strcmp(kind, "copy") == 0 ? "rebuild" : "catch-up",
+                       (unsigned long long)job.id, table_want_name(job.why),
+                       (unsigned long long)rows, secs);
+        else if (!atomic_load(&s->stop))
+            log_fields(s->lg, LOG_LVL_INFO, table_name(t), "load_retry",
+                       "%s: retrying the load in about %u s", table_name(t), backoff);
+        if (ok)
+            save_table(s, (unsigned)i);
+    }
+    /* A clean stop leaves each table's newest state on disk for the next start. */
+    for (unsigned i = 0; i < s->n; i++)
+        save_table(s, i);
+    return NULL;
+}
+
+bool scheduler_start(struct scheduler *s, scheduler_prepare_fn prepare, void *arg)
+{
+    s->prepare = prepare;
+    s->prepare_arg = arg;
+    if (pthread_create(&s->thread, NULL, scheduler_main, s) != 0)
+        return false;
+    s->started = true;
+    return true;
+}
+
+void scheduler_stop(struct scheduler *s)
+{
+    atomic_store(&s->stop, true);
+    scheduler_wake(s);
+    if (s->started)
+        pthread_join(s->thread, NULL);
+    s->started = false;
+}

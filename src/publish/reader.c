@@ -1,0 +1,524 @@
+/*
+ * The reader of published filters: libbloomguard's API (lib/bloomguard.h),
+ * also linked into the daemon's tests.  It maps a generation read-only,
+ * looks keys up with filter.c's own code through a view, spells them with
+ * spell.c and degrades them with answer.c, in the order publish.h's proof
+ * needs: flags, layers, horizon, bits.
+ */
+#include "bloomguard.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <pthread.h>
+#include <stdarg.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "answer.h"
+#include "monoclock.h"
+#include "filter.h"
+#include "idcodec.h"
+#include "pubfmt.h"
+#include "rcu.h"
+#include "spell.h"
+
+/* How often a handle looks at the path again (for a replaced or vanished file). */
+#define RECHECK_NS NS_PER_S
+/* Keys up to this long are spelled on the stack. */
+#define KEY_STACK 256
+
+/* One generation, mapped. */
+struct view {
+    int fd;
+    dev_t dev;
+    ino_t ino;
+    const struct pubfmt_header *hdr;
+    struct filter *f;                       /* a filter view over the layers below */
+    void *map[PUBFMT_MAX_LAYERS];
+    size_t map_len[PUBFMT_MAX_LAYERS];
+    unsigned mapped;                        /* layers mapped (under the handle's mu) */
+    enum spell_type spell;
+    enum filter_kind kind;                  /* from blocks_scheme (pubfmt_check knew it) */
+    int64_t max_stale_ns;
+    uint32_t max_id_bytes;
+};
+
+struct bloomguard {
+    struct rcu rcu;                         /* readers of cur; first: 64-byte aligned */
+    _Atomic(struct view *) cur;             /* NULL: not ready */
+    _Atomic int64_t next_check;             /* CLOCK_MONOTONIC_COARSE ns */
+    pthread_mutex_t mu;                     /* refreshes and growth */
+    int error;                              /* under mu: why cur is NULL */
+    char why[160];
+    uint8_t boot_id[16];
+    bool have_boot_id;
+    char path[];
+};
+
+/* snprintf for the why of an error: cut to fit, on purpose. */
+__attribute__((format(printf, 3, 4)))
+static void whyf(char *why, size_t whylen, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(why, whylen, fmt, ap);
+    va_end(ap);
+}
+
+static void view_free(struct view *v)
+{
+    if (v == NULL)
+        return;
+    filter_free(v->f);
+    for (unsigned i = 0; i < v->mapped; i++)
+        munmap(v->map[i], v->map_len[i]);
+    if (v->hdr != NULL)
+        munmap((void *)v->hdr, PUBFMT_HEADER_BYTES);
+    if (v->fd >= 0)
+        close(v->fd);
+    free(v);
+}
+
+/*
+ * Map the layers the header announces up to n (caller: the only one
+ * growing v).  False when one does not fit the file or cannot be mapped.
+ */
+static bool view_map_layers(struct view *v, unsigned n, int *err, char *why, size_t whylen)
+{
+    struct stat st;
+    if (n > v->mapped && fstat(v->fd, &st) != 0) {
+        *err = BLOOMGUARD_EIO;
+        snprintf(why, whylen, "fstat: %s", strerror(errno));
+        return false;
+    }
+    while (v->mapped < n) {
+        unsigned i = v->mapped;
+        const struct pubfmt_layer *l = &v->hdr->layer[i];
+        size_t len = (size_t)(l->blocks * FILTER_BLOCK_BYTES);
+        if (!pubfmt_layer_ok(l, (uint64_t)st.st_size)) {
+            *err = BLOOMGUARD_EFORMAT;
+            snprintf(why, whylen, "layer %u lies outside the file or has a geometry no filter has",
+                     i);
+            return false;
+        }
+        void *m = mmap(NULL, len, PROT_READ, MAP_SHARED, v->fd, (off_t)l->offset);
+        if (m == MAP_FAILED) {
+            *err = errno == ENOMEM ? BLOOMGUARD_ENOMEM : BLOOMGUARD_EIO;
+            snprintf(why, whylen, "mmap of layer %u: %s", i, strerror(errno));
+            return false;
+        }
+        bool ok = i == 0 ? (v->f = filter_view_new(v->kind, v->hdr->target_fpp, l->blocks,
+                                                   l->probes, m)) != NULL
+                         : filter_view_add(v->f, l->blocks, l->probes, m);
+        if (!ok) {
+            munmap(m, len);
+            *err = BLOOMGUARD_ENOMEM;
+            snprintf(why, whylen, "no memory for layer %u", i);
+            return false;
+        }
+        v->map[i] = m;
+        v->map_len[i] = len;
+        v->mapped = i + 1;
+    }
+    return true;
+}
+
+static int errno_error(int e)
+{
+    return e == ENOENT || e == ENOTDIR ? BLOOMGUARD_ENOENT
+         : e == EACCES || e == EPERM ? BLOOMGUARD_EACCES
+         : e == ENOMEM ? BLOOMGUARD_ENOMEM : BLOOMGUARD_EIO;
+}
+
+/*
+ * The file at path opened as one only the daemon (or root) can have put
+ * there, or -1 with *err and why: its real directory trusted
+ * (pubfmt_dir_trusted, for this process's user), the file opened in that
+ * very directory without following a link and without blocking (a FIFO
+ * planted at the path would hang open(), and with it every nginx worker),
+ * and itself trusted (pubfmt_file_trusted).  Anything else is
+ * BLOOMGUARD_EUNSAFE: the handle fails open, it never reads such a file.
+ */
+static int open_trusted(const char *path, struct stat *st, int *err, char *why, size_t whylen)
+{
+    char *real = realpath(path, NULL);
+    if (real == NULL) {
+        *err = errno_error(errno);
+        whyf(why, whylen, "%s: %s", path, strerror(errno));
+        return -1;
+    }
+    char dir[PATH_MAX], w[512];
+    const char *slash = strrchr(real, '/');
+    snprintf(dir, sizeof dir, "%.*s", slash == real ? 1 : (int)(slash - real), real);
+    struct stat dst, dnow;
+    int fd = -1, dfd = -1;
+    if (!pubfmt_dir_trusted(dir, geteuid(), &dst, w, sizeof w)) {
+        *err = BLOOMGUARD_EUNSAFE;
+        whyf(why, whylen, "not trusted: %s", w);
+        goto out;
+    }
+    /* O_PATH: a directory a reader may only search (x) is opened too. */
+    dfd = open(dir, O_PATH | O_DIRECTORY | O_CLOEXEC);
+    if (dfd < 0 || fstat(dfd, &dnow) != 0) {
+        *err = errno_error(errno);
+        whyf(why, whylen, "%s: %s", dir, strerror(errno));
+        goto out;
+    }
+    if (dnow.st_dev != dst.st_dev || dnow.st_ino != dst.st_ino) {
+        *err = BLOOMGUARD_EUNSAFE;
+        whyf(why, whylen, "not trusted: %s changed while it was checked", dir);
+        goto out;
+    }
+    fd = openat(dfd, slash + 1, O_RDONLY | O_CLOEXEC | O_NOCTTY | O_NONBLOCK | O_NOFOLLOW);
+    if (fd < 0 || fstat(fd, st) != 0) {
+        *err = errno == ELOOP ? BLOOMGUARD_EUNSAFE : errno_error(errno);
+        whyf(why, whylen, "%s: %s", path, strerror(errno));
+    } else if (!pubfmt_file_trusted(st, dst.st_uid, w, sizeof w)) {
+        *err = BLOOMGUARD_EUNSAFE;
+        whyf(why, whylen, "not trusted: %s", w);
+    } else {
+        goto out;
+    }
+    if (fd >= 0)
+        close(fd);
+    fd = -1;
+out:
+    if (dfd >= 0)
+        close(dfd);
+    free(real);
+    return fd;
+}
+
+/* The generation at bg's path, ready and whole; NULL with *err and why. */
+static struct view *view_open(const struct bloomguard *bg, int *err, char *why, size_t whylen)
+{
+    struct view *v = calloc(1, sizeof *v);
+    struct stat st;
+    if (v == NULL) {
+        *err = BLOOMGUARD_ENOMEM;
+        snprintf(why, whylen, "no memory");
+        return NULL;
+    }
+    if ((v->fd = open_trusted(bg->path, &st, err, why, whylen)) < 0)
+        goto fail;
+    if ((uint64_t)st.st_size < PUBFMT_HEADER_BYTES) {
+        *err = BLOOMGUARD_EFORMAT;
+        snprintf(why, whylen, "%s: not a published bloomguard filter (too short)", bg->path);
+        goto fail;
+    }
+    v->dev = st.st_dev;
+    v->ino = st.st_ino;
+    void *h = mmap(NULL, PUBFMT_HEADER_BYTES, PROT_READ, MAP_SHARED, v->fd, 0);
+    if (h == MAP_FAILED) {
+        *err = errno_error(errno);
+        snprintf(why, whylen, "%s: mmap: %s", bg->path, strerror(errno));
+        goto fail;
+    }
+    v->hdr = h;
+    char bad[128];
+    if (!pubfmt_check(v->hdr, (uint64_t)st.st_size, bad, sizeof bad)) {
+        *err = BLOOMGUARD_EFORMAT;
+        snprintf(why, whylen, "%s: %s", bg->path, bad);
+        goto fail;
+    }
+    static const uint8_t zero[16];
+    if (bg->have_boot_id && memcmp(v->hdr->boot_id, zero, 16) != 0
+        && memcmp(v->hdr->boot_id, bg->boot_id, 16) != 0) {
+        *err = BLOOMGUARD_ESTALE;
+        snprintf(why, whylen, "%s: written before the last boot", bg->path);
+        goto fail;
+    }
+    uint32_t flags = atomic_load_explicit(&((struct pubfmt_header *)v->hdr)->flags,
+                                          memory_order_acquire);
+    if (!(flags & PUBFMT_READY) || (flags & PUBFMT_SUPERSEDED)) {
+        *err = BLOOMGUARD_ESTALE;
+        snprintf(why, whylen, "%s: withdrawn by the daemon", bg->path);
+        goto fail;
+    }
+    v->spell = (enum spell_type)v->hdr->spell;
+    /* Read once more, as the view will use it: a kind it does not know is never read as another. */
+    if (!pubfmt_scheme_kind(v->hdr->blocks_scheme, &v->kind)) {
+        *err = BLOOMGUARD_EFORMAT;
+        snprintf(why, whylen, "%s: a filter kind (block scheme) this build does not know",
+                 bg->path);
+        goto fail;
+    }
+    v->max_stale_ns = v->hdr->max_stale_ns;
+    v->max_id_bytes = v->hdr->max_id_bytes;
+    unsigned n = atomic_load_explicit(&((struct pubfmt_header *)v->hdr)->nlayers,
+                                      memory_order_acquire);
+    if (n < 1 || n > PUBFMT_MAX_LAYERS) {
+        *err = BLOOMGUARD_EFORMAT;
+        snprintf(why, whylen, "%s: a layer count out of range", bg->path);
+        goto fail;
+    }
+    char w[128];
+    if (!view_map_layers(v, n, err, w, sizeof w)) {
+        snprintf(why, whylen, "%s: %s", bg->path, w);
+        goto fail;
+    }
+    return v;
+fail:
+    view_free(v);
+    return NULL;
+}
+
+/*
+ * Replace bg's view, if it is still was (the one the caller saw; NULL:
+ * none), by the file at the path now (reopen) or by none.  Readers never
+ * wait: the old view is freed after a grace period.  Must not be called
+ * inside a read section.
+ */
+static void replace(struct bloomguard *bg, struct view *was, bool reopen)
+{
+    pthread_mutex_lock(&bg->mu);
+    struct view *old = atomic_load_explicit(&bg->cur, memory_order_relaxed);
+    if (old != was) {                       /* another thread did it */
+        pthread_mutex_unlock(&bg->mu);
+        return;
+    }
+    struct view *v = NULL;
+    /* A file superseded as it is opened (rebuilds back to back): the next one is there. */
+    for (int i = 0; reopen && i < 3 && v == NULL; i++) {
+        int err = BLOOMGUARD_EIO;
+        v = view_open(bg, &err, bg->why, sizeof bg->why);
+        bg->error = v ? BLOOMGUARD_OK : err;
+        if (err != BLOOMGUARD_ESTALE)
+            break;
+    }
+    atomic_store_explicit(&bg->cur, v, memory_order_release);
+    atomic_store_explicit(&bg->next_check, monoclock_coarse_ns() + RECHECK_NS,
+                          memory_order_relaxed);
+    pthread_mutex_unlock(&bg->mu);
+    if (old != NULL) {
+        rcu_synchronize(&bg->rcu);
+        view_free(old);
+    }
+}
+
+/* The daemon added layers: map them (the view only grows; lookups go on meanwhile). */
+static void grow(struct bloomguard *bg, struct view *v, unsigned n)
+{
+    pthread_mutex_lock(&bg->mu);
+    bool failed = false;
+    if (atomic_load_explicit(&bg->cur, memory_order_relaxed) == v && v->mapped < n) {
+        int err = BLOOMGUARD_EIO;
+        if ((failed = !view_map_layers(v, n, &err, bg->why, sizeof bg->why)))
+            bg->error = err;
+    }
+    pthread_mutex_unlock(&bg->mu);
+    /* A view that cannot hold every layer must not answer: none (retried in a second). */
+    if (failed)
+        replace(bg, v, false);
+}
+
+/*
+ * At most once per RECHECK_NS per handle: whether the path still names
+ * the mapped file (a restarted daemon's new file, a withdrawn one that
+ * vanished), or now names one when none is mapped.
+ */
+static void recheck(struct bloomguard *bg)
+{
+    int64_t now = monoclock_coarse_ns();
+    int64_t due = atomic_load_explicit(&bg->next_check, memory_order_relaxed);
+    if (now < due || !atomic_compare_exchange_strong(&bg->next_check, &due, now + RECHECK_NS))
+        return;
+    struct rcu_read r = rcu_read_enter(&bg->rcu);
+    struct view *v = atomic_load_explicit(&bg->cur, memory_order_acquire);
+    struct stat st;
+    bool same = v != NULL && stat(bg->path, &st) == 0 && st.st_ino == v->ino
+                && st.st_dev == v->dev;
+    rcu_read_exit(r);
+    if (!same)
+        replace(bg, v, true);
+}
+
+enum bloomguard_answer bloomguard_lookup(bloomguard *bg, const void *id, size_t len)
+{
+    recheck(bg);
+    for (int attempt = 0; attempt < 3; attempt++) {
+        struct rcu_read r = rcu_read_enter(&bg->rcu);
+        struct view *v = atomic_load_explicit(&bg->cur, memory_order_acquire);
+        if (v == NULL) {
+            rcu_read_exit(r);
+            return BLOOMGUARD_NOT_READY;
+        }
+        /*
+         * What GET /exists refuses (idcodec.h: empty, longer than the
+         * daemon's max_id_bytes, a NUL, not UTF-8) is not a question the
+         * filter answers: the daemon follows no row with an ID longer than
+         * a request may carry (it does not degrade for one), so "absent"
+         * could be wrong.
+         */
+        if (id_check(id, len, v->max_id_bytes) != ID_OK) {
+            rcu_read_exit(r);
+            return BLOOMGUARD_INVALID;
+        }
+        struct pubfmt_header *h = (struct pubfmt_header *)v->hdr;
+        /* The order publish.h's proof needs: flags, layers, horizon, bits. */
+        uint32_t flags = atomic_load_explicit(&h->flags, memory_order_acquire);
+        if (flags & PUBFMT_SUPERSEDED) {
+            rcu_read_exit(r);
+            replace(bg, v, true);
+            continue;
+        }
+        unsigned n = atomic_load_explicit(&h->nlayers, memory_order_acquire);
+        if (n > filter_layers(v->f)) {
+            rcu_read_exit(r);
+            grow(bg, v, n);
+            continue;
+        }
+        int64_t hz = atomic_load_explicit(&h->horizon, memory_order_acquire);
+        char buf[KEY_STACK], *heap;
+        const char *key;
+        size_t klen;
+        enum spell_verdict sv = spell_key_buf(v->spell, id, len, buf, sizeof buf, &heap, &key,
+                                              &klen);
+        bool maybe = sv == SPELL_KEY && filter_contains(v->f, key, klen);
+        free(heap);
+        int64_t stale_ns = v->max_stale_ns;
+        rcu_read_exit(r);
+        if (sv == SPELL_MAYBE || maybe)
+            return BLOOMGUARD_MAYBE;
+        if (answer_degraded(monoclock_boot_ns(), hz, stale_ns, (flags & PUBFMT_UNSURE) != 0))
+            return BLOOMGUARD_DEGRADED;
+        return BLOOMGUARD_ABSENT;
+    }
+    return BLOOMGUARD_NOT_READY;
+}
+
+bloomguard *bloomguard_open(const char *path, unsigned flags, int *err)
+{
+    int dummy;
+    err = err ? err : &dummy;
+    *err = BLOOMGUARD_OK;
+    if (path == NULL || path[0] != '/' || (flags & ~BLOOMGUARD_OPEN_MISSING_OK) != 0) {
+        *err = BLOOMGUARD_EINVAL;
+        return NULL;
+    }
+    size_t len = strlen(path) + 1;
+    size_t size = (sizeof(struct bloomguard) + len + 63) / 64 * 64;
+    bloomguard *bg = aligned_alloc(64, size);
+    if (bg == NULL) {
+        *err = BLOOMGUARD_ENOMEM;
+        return NULL;
+    }
+    memset(bg, 0, sizeof *bg);
+    memcpy(bg->path, path, len);
+    if (!rcu_init(&bg->rcu)) {
+        free(bg);
+        *err = BLOOMGUARD_ENOMEM;
+        return NULL;
+    }
+    pthread_mutex_init(&bg->mu, NULL);
+    atomic_init(&bg->cur, NULL);
+    atomic_init(&bg->next_check, monoclock_coarse_ns() + RECHECK_NS);
+    bg->have_boot_id = pubfmt_boot_id(bg->boot_id);
+    int e = BLOOMGUARD_EIO;
+    struct view *v = view_open(bg, &e, bg->why, sizeof bg->why);
+    if (v == NULL && (e == BLOOMGUARD_EFORMAT || !(flags & BLOOMGUARD_OPEN_MISSING_OK))) {
+        *err = e;
+        bloomguard_close(bg);
+        return NULL;
+    }
+    bg->error = v ? BLOOMGUARD_OK : e;
+    atomic_store(&bg->cur, v);
+    return bg;
+}
+
+void bloomguard_close(bloomguard *bg)
+{
+    if (bg == NULL)
+        return;
+    view_free(atomic_load(&bg->cur));
+    pthread_mutex_destroy(&bg->mu);
+    rcu_destroy(&bg->rcu);
+    free(bg);
+}
+
+int bloomguard_info(bloomguard *bg, struct bloomguard_info *out)
+{
+    memset(out, 0, sizeof *out);
+    recheck(bg);
+    /*
+     * What a lookup would answer from: a superseded generation is left
+     * first, as bloomguard_lookup leaves it (recheck's stat runs only every
+     * RECHECK_NS, so it alone could describe the generation before).
+     */
+    struct rcu_read r = rcu_read_enter(&bg->rcu);
+    struct view *was = atomic_load_explicit(&bg->cur, memory_order_acquire);
+    bool superseded = was != NULL
+                      && (atomic_load_explicit(&((struct pubfmt_header *)was->hdr)->flags,
+                                               memory_order_acquire) & PUBFMT_SUPERSEDED);
+    rcu_read_exit(r);
+    if (superseded)
+        replace(bg, was, true);
+    pthread_mutex_lock(&bg->mu);
+    struct view *v = atomic_load(&bg->cur);
+    if (v == NULL) {
+        out->error = bg->error ? bg->error : BLOOMGUARD_EIO;
+        snprintf(out->why, sizeof out->why, "%s", bg->why);
+        out->horizon_age = -1;
+        pthread_mutex_unlock(&bg->mu);
+        return out->error;
+    }
+    struct pubfmt_header *h = (struct pubfmt_header *)v->hdr;
+    int64_t now = monoclock_boot_ns();
+    int64_t hz = atomic_load_explicit(&h->horizon, memory_order_acquire);
+    uint32_t flags = atomic_load_explicit(&h->flags, memory_order_acquire);
+    snprintf(out->name, sizeof out->name, "%.*s", (int)sizeof h->name, h->name);
+    snprintf(out->spelling, sizeof out->spelling, "%s", spell_type_name(v->spell));
+    out->generation = h->generation;
+    out->layers = v->mapped;
+    out->target_fpp = h->target_fpp;
+    out->horizon_age = hz > 0 ? (double)answer_age(now, hz) / 1e9 : -1;
+    out->max_staleness = (double)v->max_stale_ns / 1e9;
+    out->saturated = (flags & PUBFMT_UNSURE) != 0;
+    out->degraded = answer_degraded(now, hz, v->max_stale_ns, out->saturated);
+    out->pid = h->pid;
+    pthread_mutex_unlock(&bg->mu);
+    return BLOOMGUARD_OK;
+}
+
+const char *bloomguard_answer_name(int answer)
+{
+    switch (answer) {
+    case BLOOMGUARD_NOT_READY: return "not_ready";
+    case BLOOMGUARD_ABSENT: return "absent";
+    case BLOOMGUARD_MAYBE: return "maybe";
+    case BLOOMGUARD_DEGRADED: return "degraded";
+    case BLOOMGUARD_INVALID: return "invalid";
+    }
+    return "unknown";
+}
+
+const char *bloomguard_strerror(int err)
+{
+    switch (err) {
+    case BLOOMGUARD_OK: return "success";
+    case BLOOMGUARD_ENOENT: return "no published filter at that path (is bloomguard running "
+                                   "with publish_dir?)";
+    case BLOOMGUARD_EACCES: return "permission denied";
+    case BLOOMGUARD_EFORMAT: return "not a published bloomguard filter this library reads";
+    case BLOOMGUARD_ESTALE: return "the published filter was withdrawn or is from another boot";
+    case BLOOMGUARD_ENOMEM: return "out of memory";
+    case BLOOMGUARD_EINVAL: return "invalid argument (the path must be absolute)";
+    case BLOOMGUARD_EIO: return "system error";
+    case BLOOMGUARD_EUNSAFE: return "not trusted: the file, or a directory above it, is not the "
+                                    "daemon's alone (another user's, writable by others, or not "
+                                    "a regular file)";
+    }
+    return "unknown error";
+}
+
+const char *bloomguard_version(void)
+{
+    return PACKAGE_VERSION;
+}

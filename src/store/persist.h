@@ -1,0 +1,110 @@
+/*
+ * What bloomguard does with snapshots (src/store/snapshot.h is the format): where
+ * each filter's file lives, restoring a table at start from its file or from
+ * a peer, and writing it back.  restore and save are called from the rebuild
+ * thread, the only one that swaps a guard's filter, so the live filter stays
+ * alive while it is streamed to disk (guard_live); lookups and inserts go on
+ * meanwhile, and nothing is copied but the POST journal.  Logs what it does
+ * and why a snapshot was not used.
+ */
+#ifndef BLOOMGUARD_PERSIST_H
+#define BLOOMGUARD_PERSIST_H
+
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "config.h"
+#include "feed.h"
+#include "guard.h"
+#include "log.h"
+#include "pending.h"
+#include "postlog.h"
+#include "table.h"
+
+/* Longest snapshot file name persist_file writes. */
+#define PERSIST_PATH_MAX 4096
+
+/*
+ * [snapshot] path, with "auto" resolved: the first directory of
+ * $STATE_DIRECTORY, which systemd sets for StateDirectory= (the environment
+ * is only read: no thread sets it), trailing slashes dropped.  False
+ * when snapshots are off or the path does not fit.  Other state of the daemon's (the logical
+ * slot's name) lives there too.
+ */
+bool persist_dir(const struct config *cfg, char *out, size_t outlen);
+
+/*
+ * The snapshot file of filter fc: "<[snapshot] path>/<name>.snap", path
+ * "auto" being $STATE_DIRECTORY (systemd's StateDirectory=).  False when
+ * snapshots are off (path empty, or auto without $STATE_DIRECTORY) or the
+ * name does not fit in outlen.
+ */
+bool persist_file(const struct config *cfg, const struct filter_config *fc, char *out,
+                  size_t outlen);
+
+/*
+ * The POST log of filter fc (postlog.h): "<[snapshot] path>/<name>.posts",
+ * beside its snapshot.  False, as persist_file, when snapshots are off:
+ * then POSTs are kept in memory only.
+ */
+bool persist_postlog_file(const struct config *cfg, const struct filter_config *fc, char *out,
+                          size_t outlen);
+
+/*
+ * At start, before any load of the table and before requests are served:
+ * open fc's POST log (removing the temporary files a crashed rewrite left),
+ * put every entry it still holds back into t's journal, even past its
+ * limits, which then refuse new POSTs until there is room, and make t's
+ * POSTs durable through it (table_set_durable).  *log gets the open log, or
+ * NULL when snapshots are off.  False (logged as an error) when the
+ * log exists but cannot be read or written: the daemon must not start and
+ * acknowledge POSTs it cannot keep.  Torn tails and damage are logged.  The
+ * log reads t's journal for its rewrites: close it (postlog_close) before
+ * freeing t.
+ */
+bool persist_postlog_open(const struct config *cfg, const struct filter_config *fc,
+                          struct table *t, const struct log *lg, struct postlog **log);
+
+enum persist_origin { PERSIST_NONE, PERSIST_FILE, PERSIST_PEER };
+
+/* What a restore put in place. */
+struct persist_restored {
+    enum persist_origin from;
+    char position[TABLE_POS_MAX];   /* where the filter is exact (follow.h), "" = none */
+    struct table_ident ident;       /* what it was loaded from (zeros: the snapshot does not say) */
+    uint64_t items;                 /* the filter's items */
+    double seconds;                 /* reading it took */
+};
+
+/*
+ * At start, before any load of the table: make fc's snapshot file (after
+ * removing the temporary files a crash left), else the snapshot of
+ * [snapshot] bootstrap_from's peer (token: the admin token to send, NULL =
+ * none; its certificate checked against bootstrap_ca_file; within peer.h's
+ * default bounds: a deadline from the size the peer announces; the caller
+ * puts the table on probation first, table_vet_begin), g's live filter and put its journal back into p, then every
+ * entry of p (those persist_postlog_open restored too) into it.  True when
+ * one was put in place (*r filled); false when there was none or it was not
+ * usable (each reason logged as a warning): load the table.  stop (NULL:
+ * none): once true, a fetch from the peer ends within httpc.h's
+ * HTTPC_POLL_MS, and false is returned.
+ */
+bool persist_restore(const struct config *cfg, const struct filter_config *fc, const char *token,
+                     atomic_bool *stop, struct guard *g, struct pending *p, const struct log *lg,
+                     struct persist_restored *r);
+
+/*
+ * Write g's live filter, p's journal and position (the change-feed position
+ * the live filter is exact at, "" = none), the identity of its column
+ * (snapshot metadata: relid, attnum, typid, ..., sysid) and horizon_ms (wall-clock ms,
+ * 0 = none) to fc's snapshot file.  Returns 0, or the errno value of the
+ * failure (logged; the previous file stays whole).  Only from the thread
+ * that commits g's filters.
+ */
+int persist_save(const struct config *cfg, const struct filter_config *fc, struct guard *g,
+                 struct pending *p, const char *position, uint64_t horizon_ms,
+                 const struct table_ident *ident, const struct log *lg);
+
+#endif

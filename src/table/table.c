@@ -1,0 +1,601 @@
+/*
+ * The guarded table: its life, and the answer path (lookups, inserts,
+ * their journal).  Why each rule holds is in table.h; table_follow.c and
+ * table_load.c keep the rest, under one lock per table that no lookup ever
+ * takes.
+ */
+#include "table.h"
+
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "answer.h"
+#include "table_int.h"
+
+static const struct {
+    const char *name;
+    bool may_catch_up;
+} wants[WANT_COUNT] = {
+    [WANT_NONE] = { "none", false },
+    [WANT_START] = { "start", true },
+    [WANT_RECONNECT] = { "reconnect", true },
+    [WANT_LONG_ID] = { "long id", true },
+    [WANT_POSITION] = { "position", false },
+    [WANT_API] = { "api", false },
+    [WANT_SIGHUP] = { "SIGHUP", false },
+    [WANT_INTERVAL] = { "interval", false },
+    [WANT_DELETES] = { "deletes", false },
+    [WANT_GROWTH] = { "growth", false },
+    [WANT_SCHEMA] = { "schema", false },
+};
+
+const char *table_want_name(enum table_want w)
+{
+    return w > WANT_NONE && w < WANT_COUNT ? wants[w].name : "none";
+}
+
+bool table_want_may_catch_up(enum table_want w)
+{
+    return w > WANT_NONE && w < WANT_COUNT && wants[w].may_catch_up;
+}
+
+static void table_sizing_from(struct table_sizing *sz, const struct filter_config *fc)
+{
+    *sz = (struct table_sizing){ .expected_items = fc->expected_items,
+                                 .false_positive_rate = fc->false_positive_rate,
+                                 .headroom = fc->headroom, .max_layers = fc->max_layers,
+                                 .growth = fc->growth, .kind = (enum filter_kind)fc->kind };
+}
+
+struct table *table_new(const struct config *cfg, const struct filter_config *fc)
+{
+    struct table *t = calloc(1, sizeof *t);
+    if (t == NULL)
+        return NULL;
+    t->fc = fc;
+    t->g = guard_new();
+    t->pending = pending_new(fc->pending_limit, fc->pending_max_bytes, fc->pending_ttl);
+    if (t->g == NULL || t->pending == NULL) {
+        guard_free(t->g);
+        pending_free(t->pending);
+        free(t);
+        return NULL;
+    }
+    t->max_stale_ns = (int64_t)(cfg->max_staleness * (double)NS_PER_S);
+    t->min_interval = cfg->min_rebuild_interval;
+    atomic_init(&t->horizon, 0);
+    atomic_init(&t->saturated, false);
+    atomic_init(&t->held_until, 0);
+    atomic_init(&t->spell, SPELL_TEXT);
+    atomic_init(&t->vet, TABLE_VET_NONE);
+    atomic_init(&t->not_a_value, 0);
+    pthread_mutex_init(&t->mu, NULL);
+    table_sizing_from(&t->size, fc);
+    t->epoch = 1;
+    t->covered = 0;
+    t->wanted = 1;                  /* the first load */
+    t->want = WANT_START;
+    t->st.requested_id = 1;
+    return t;
+}
+
+void table_set_wake(struct table *t, void (*wake)(void *arg), void *arg)
+{
+    t->wake = wake;
+    t->wake_arg = arg;
+}
+
+void table_set_durable(struct table *t, table_durable_fn fn, table_durable_submit_fn submit,
+                       void *arg)
+{
+    t->durable = fn;
+    t->durable_submit = submit;
+    t->durable_arg = arg;
+}
+
+void table_set_publisher(struct table *t, const struct table_publisher *p)
+{
+    t->pub = *p;
+}
+
+bool table_durable(const struct table *t)
+{
+    return t->durable != NULL;
+}
+
+void table_free(struct table *t)
+{
+    if (t == NULL)
+        return;
+    guard_free(t->g);
+    pending_free(t->pending);
+    pthread_mutex_destroy(&t->mu);
+    free(t);
+}
+
+void table_set_sizing(struct table *t, const struct filter_config *fc)
+{
+    struct table_sizing sz;
+    table_sizing_from(&sz, fc);
+    pthread_mutex_lock(&t->mu);
+    t->size = sz;
+    pthread_mutex_unlock(&t->mu);
+}
+
+struct table_sizing table_sizing(struct table *t)
+{
+    pthread_mutex_lock(&t->mu);
+    struct table_sizing sz = t->size;
+    pthread_mutex_unlock(&t->mu);
+    return sz;
+}
+
+const struct filter_config *table_config(const struct table *t)
+{
+    return t->fc;
+}
+
+const char *table_name(const struct table *t)
+{
+    return t->fc->name;
+}
+
+bool table_ready(struct table *t)
+{
+    return guard_ready(t->g);
+}
+
+bool table_filter_info(struct table *t, struct filter_info *info,
+                       struct filter_layer_info *layer, unsigned cap, unsigned *n_layers)
+{
+    *n_layers = guard_layers(t->g, layer, cap);
+    if (guard_info(t->g, info))
+        return true;
+    memset(info, 0, sizeof *info);
+    *n_layers = 0;
+    return false;
+}
+
+void table_posts(struct table *t, struct table_posts *out)
+{
+    struct pending_info pi;
+    pending_info(t->pending, &pi);
+    *out = (struct table_posts){ .count = pi.count, .bytes = pi.bytes, .refused = pi.refused,
+                                 .expired = pi.expired, .limit = pi.limit,
+                                 .max_bytes = pi.max_bytes, .ttl = pi.ttl };
+}
+
+struct guard *table_guard(struct table *t)
+{
+    return t->g;
+}
+
+struct pending *table_pending(struct table *t)
+{
+    return t->pending;
+}
+
+/* ------------------------------------------------------------ answers -- */
+
+bool table_unsure(struct table *t, int64_t now)
+{
+    /* A peer's filter on probation: its "absent" is not believed yet, whatever max_staleness. */
+    return atomic_load_explicit(&t->vet, memory_order_acquire) != TABLE_VET_NONE
+        || atomic_load_explicit(&t->saturated, memory_order_relaxed)
+        || now < atomic_load_explicit(&t->held_until, memory_order_relaxed);
+}
+
+bool table_stale(struct table *t, int64_t h, int64_t now)
+{
+    return answer_degraded(now, h, t->max_stale_ns, table_unsure(t, now));
+}
+
+void table_hold_absent(struct table *t, int64_t until)
+{
+    int64_t was = atomic_load(&t->held_until);
+    while (until > was && !atomic_compare_exchange_weak(&t->held_until, &was, until)) {
+    }
+}
+
+double table_held_for(struct table *t)
+{
+    int64_t left = atomic_load(&t->held_until) - monoclock_boot_ns();
+    return left > 0 ? (double)left / (double)NS_PER_S : 0;
+}
+
+/* After inserts: a filter that just lost its rate degrades its absent answers at once. */
+void table_check_saturated(struct table *t)
+{
+    if (!atomic_load_explicit(&t->saturated, memory_order_relaxed) && guard_saturated(t->g))
+        table_set_saturated(t, true);
+}
+
+void table_tell_unsure_locked(struct table *t)
+{
+    if (t->pub.unsure)
+        t->pub.unsure(t->pub.ctx, table_unsure(t, monoclock_boot_ns()));
+}
+
+void table_set_saturated(struct table *t, bool saturated)
+{
+    if (atomic_load_explicit(&t->saturated, memory_order_relaxed) == saturated)
+        return;
+    /*
+     * Under mu: the publisher's current generation changes only under it,
+     * so the flag never lands in a generation that is no longer live.
+     */
+    pthread_mutex_lock(&t->mu);
+    atomic_store(&t->saturated, saturated);
+    table_tell_unsure_locked(t);
+    pthread_mutex_unlock(&t->mu);
+}
+
+enum spell_type table_spell(const struct table *t)
+{
+    return (enum spell_type)atomic_load_explicit(&((struct table *)t)->spell, memory_order_acquire);
+}
+
+void table_ident(struct table *t, struct table_ident *out)
+{
+    pthread_mutex_lock(&t->mu);
+    *out = t->ident;
+    pthread_mutex_unlock(&t->mu);
+}
+
+/*
+ * The key of id for spelling sp into *key (id itself for text, else buf,
+ * or *heap when it does not fit: free it).  The verdict of spell_key; a
+ * key that cannot be made (no memory) is SPELL_MAYBE, never a wrong key.
+ */
+enum spell_verdict table_key_of(enum spell_type sp, const char *id, size_t len, char *buf,
+                                char **heap, const char **key, size_t *klen)
+{
+    return spell_key_buf(sp, id, len, buf, KEY_STACK, heap, key, klen);
+}
+
+enum table_answer table_lookup(struct table *t, const void *id, size_t len)
+{
+    /* Before the lookup: a filter read after it is at least as new as h promises. */
+    int64_t h = atomic_load_explicit(&t->horizon, memory_order_acquire);
+    char buf[KEY_STACK], *heap;
+    const char *key;
+    size_t klen;
+    enum spell_verdict v = table_key_of(table_spell(t), id, len, buf, &heap, &key, &klen);
+    enum guard_answer g = v == SPELL_KEY ? guard_lookup(t->g, key, klen)
+                        : guard_ready(t->g) ? GUARD_ABSENT : GUARD_NOT_READY;
+    free(heap);
+    if (g == GUARD_NOT_READY)
+        return TABLE_NOT_READY;
+    if (v == SPELL_MAYBE)
+        return TABLE_UNPROVABLE;
+    if (v == SPELL_NOT_A_VALUE)
+        atomic_fetch_add_explicit(&t->not_a_value, 1, memory_order_relaxed);
+    if (g == GUARD_MAYBE)
+        return TABLE_MAYBE;
+    return table_stale(t, h, monoclock_boot_ns()) ? TABLE_DEGRADED : TABLE_ABSENT;
+}
+
+bool table_lookup_many(struct table *t, size_t n, const char *const *ids, const size_t *lens,
+                       bool *maybe, bool *degraded, size_t *absent_seen)
+{
+    int64_t h = atomic_load_explicit(&t->horizon, memory_order_acquire);
+    enum spell_type sp = table_spell(t);
+    if (!guard_ready(t->g))
+        return false;
+    size_t absent = 0;
+    for (size_t i = 0; i < n; i++) {
+        char buf[KEY_STACK], *heap;
+        const char *key;
+        size_t klen;
+        enum spell_verdict v = table_key_of(sp, ids[i], lens[i], buf, &heap, &key, &klen);
+        enum guard_answer g = v == SPELL_KEY ? guard_lookup(t->g, key, klen)
+                            : v == SPELL_MAYBE ? GUARD_MAYBE : GUARD_ABSENT;
+        free(heap);
+        maybe[i] = g != GUARD_ABSENT;
+        absent += !maybe[i];
+        if (v == SPELL_NOT_A_VALUE)
+            atomic_fetch_add_explicit(&t->not_a_value, 1, memory_order_relaxed);
+    }
+    bool deg = absent > 0 && table_stale(t, h, monoclock_boot_ns());
+    if (deg)
+        for (size_t i = 0; i < n; i++)
+            maybe[i] = true;
+    if (degraded)
+        *degraded = deg;
+    if (absent_seen)
+        *absent_seen = absent;
+    return true;
+}
+
+/* The filter's part of an insert, once the journal and the disk have the IDs. */
+static enum table_insert_result add_hashes(struct table *t, size_t n, const uint64_t *hs,
+                                          size_t *inserted)
+{
+    *inserted = 0;
+    for (size_t i = 0; i < n; i++)
+        *inserted += guard_add_hash(t->g, hs[i]);
+    table_check_saturated(t);
+    return *inserted < n ? TABLE_INSERT_NOT_READY : TABLE_INSERTED;
+}
+
+/*
+ * The keys of a POST's IDs (spell.h), their hashes, and where they live:
+ * for text the IDs themselves, else one block for all the keys.
+ */
+struct keyset {
+    size_t n;
+    const char **keys;
+    size_t *lens;
+    uint64_t *hs;
+    char *bytes;
+};
+
+static void keyset_free(struct keyset *k)
+{
+    free(k->keys);
+    free(k->lens);
+    free(k->hs);
+    free(k->bytes);
+}
+
+/*
+ * The keys of ids; TABLE_INSERT_NOT_A_VALUE (*bad its index) for an ID
+ * the column's type refuses.  A spelling whose key cannot be known is kept
+ * as it came (lookups of it answer "maybe" anyway).
+ */
+static enum table_insert_result keyset_make(struct table *t, size_t n, const char *const *ids,
+                                            const size_t *lens, struct keyset *k, int *bad)
+{
+    enum spell_type sp = table_spell(t);
+    memset(k, 0, sizeof *k);
+    k->n = n;
+    k->keys = malloc((n ? n : 1) * sizeof *k->keys);
+    k->lens = malloc((n ? n : 1) * sizeof *k->lens);
+    k->hs = malloc((n ? n : 1) * sizeof *k->hs);
+    size_t total = 0;
+    for (size_t i = 0; sp != SPELL_TEXT && i < n; i++)
+        total += spell_key_cap(sp, lens[i]);
+    if (sp != SPELL_TEXT)
+        k->bytes = malloc(total ? total : 1);
+    if (!k->keys || !k->lens || !k->hs || (sp != SPELL_TEXT && !k->bytes))
+        return TABLE_INSERT_NOMEM;
+    size_t used = 0;
+    for (size_t i = 0; i < n; i++) {
+        if (sp == SPELL_TEXT) {
+            k->keys[i] = ids[i];
+            k->lens[i] = lens[i];
+        } else {
+            size_t cap = spell_key_cap(sp, lens[i]);
+            switch (spell_key(sp, ids[i], lens[i], k->bytes + used, cap, &k->lens[i])) {
+            case SPELL_KEY:
+                k->keys[i] = k->bytes + used;
+                used += k->lens[i];
+                break;
+            case SPELL_NOT_A_VALUE:
+                atomic_fetch_add_explicit(&t->not_a_value, 1, memory_order_relaxed);
+                if (bad)
+                    *bad = (int)i;
+                return TABLE_INSERT_NOT_A_VALUE;
+            case SPELL_MAYBE:
+                k->keys[i] = ids[i];
+                k->lens[i] = lens[i];
+                break;
+            }
+        }
+        k->hs[i] = filter_hash(k->keys[i], k->lens[i]);
+    }
+    return TABLE_INSERTED;
+}
+
+/*
+ * Own copies of k's keys (for text they are the caller's IDs), for an
+ * insert that outlives its call.  False on no memory.
+ */
+static bool keyset_own(struct keyset *k)
+{
+    size_t total = 0;
+    for (size_t i = 0; i < k->n; i++)
+        total += k->lens[i];
+    char *b = malloc(total ? total : 1), *at = b;
+    if (b == NULL)
+        return false;
+    for (size_t i = 0; i < k->n; i++) {
+        memcpy(at, k->keys[i], k->lens[i]);
+        k->keys[i] = at;
+        at += k->lens[i];
+    }
+    free(k->bytes);
+    k->bytes = b;
+    return true;
+}
+
+/*
+ * Journal first, all or nothing: the IDs are held (pending_reserve) until
+ * the insert is acknowledged or refused (journal_end).  TABLE_INSERTED:
+ * held.
+ */
+static enum table_insert_result journal(struct table *t, const struct keyset *k)
+{
+    if (!guard_writable(t->g))
+        return TABLE_INSERT_NOT_READY;
+    switch (pending_reserve(t->pending, k->n, k->keys, k->lens, k->hs, monoclock_boot_s())) {
+    case PENDING_OK: return TABLE_INSERTED;
+    case PENDING_FULL_COUNT: return TABLE_INSERT_FULL_COUNT;
+    case PENDING_FULL_BYTES: return TABLE_INSERT_FULL_BYTES;
+    case PENDING_NOMEM: break;
+    }
+    return TABLE_INSERT_NOMEM;
+}
+
+/*
+ * The journal's part once the insert is decided: acknowledged, the IDs join
+ * it (rebuilds replay them, snapshots and rewrites of the POST log keep
+ * them); refused, they leave without a trace, so that nothing refused
+ * answers 200 later, after a rebuild or a restart.
+ */
+static void journal_end(struct table *t, const struct keyset *k, bool acknowledged)
+{
+    if (acknowledged)
+        pending_commit(t->pending, k->n, k->keys, k->lens, k->hs, monoclock_boot_s());
+    else
+        pending_cancel(t->pending, k->n, k->keys, k->lens, k->hs);
+}
+
+/*
+ * The start both inserts share: *inserted and *err cleared, the ids spelled
+ * and hashed into *k (keyset_free it), and held in the journal
+ * (journal_end ends that).  TABLE_INSERTED to go on; else nothing is held,
+ * and *err names the first bad id for TABLE_INSERT_NOT_A_VALUE.
+ */
+static enum table_insert_result insert_begin(struct table *t, size_t n, const char *const *ids,
+                                             const size_t *lens, struct keyset *k,
+                                             size_t *inserted, int *err)
+{
+    int bad = 0;
+    *inserted = 0;
+    if (err)
+        *err = 0;
+    enum table_insert_result r = keyset_make(t, n, ids, lens, k, &bad);
+    if (r == TABLE_INSERT_NOT_A_VALUE && err)
+        *err = bad;
+    if (r == TABLE_INSERTED)
+        r = journal(t, k);
+    return r;
+}
+
+/* An insert with no durable step, or with a blocking one (fn, no submit): decided here. */
+static enum table_insert_result insert_now(struct table *t, size_t n, const char *const *ids,
+                                           const size_t *lens, size_t *inserted, int *err)
+{
+    struct keyset k;
+    enum table_insert_result r = insert_begin(t, n, ids, lens, &k, inserted, err);
+    if (r != TABLE_INSERTED) {
+        keyset_free(&k);
+        return r;
+    }
+    if (t->durable != NULL && n > 0) {
+        /* On disk before the journal, the filter and the 2xx. */
+        int e = t->durable(t->durable_arg, n, k.keys, k.lens, t->fc->pending_ttl);
+        if (e != 0) {
+            if (err)
+                *err = e;
+            r = TABLE_INSERT_NOT_DURABLE;
+        }
+    }
+    journal_end(t, &k, r == TABLE_INSERTED);
+    if (r == TABLE_INSERTED)
+        r = add_hashes(t, n, k.hs, inserted);
+    keyset_free(&k);
+    return r;
+}
+
+/* An insert waiting for the disk; its keys are its own. */
+struct insert_op {
+    struct table *t;
+    struct keyset k;
+    table_insert_done_fn done;
+    void *arg;
+};
+
+/*
+ * The log's answer, on its thread: the journal takes the IDs here, before
+ * the log lets a rewrite read the journal (postlog_submit), so a rewrite
+ * keeps every acknowledged ID and none refused.
+ */
+static void insert_durable(void *arg, int err)
+{
+    struct insert_op *op = arg;
+    size_t inserted = 0;
+    journal_end(op->t, &op->k, err == 0);
+    enum table_insert_result r = err != 0 ? TABLE_INSERT_NOT_DURABLE
+                                          : add_hashes(op->t, op->k.n, op->k.hs, &inserted);
+    op->done(op->arg, r, inserted, err);
+    keyset_free(&op->k);
+    free(op);
+}
+
+enum table_insert_result table_insert_later(struct table *t, size_t n, const char *const *ids,
+                                            const size_t *lens, size_t *inserted, int *err,
+                                            table_insert_done_fn done, void *arg)
+{
+    if (t->durable_submit == NULL || n == 0)
+        return insert_now(t, n, ids, lens, inserted, err);
+    struct insert_op *op = malloc(sizeof *op);
+    if (op == NULL)
+        return TABLE_INSERT_NOMEM;
+    enum table_insert_result r = insert_begin(t, n, ids, lens, &op->k, inserted, err);
+    if (r == TABLE_INSERTED && !keyset_own(&op->k)) {
+        journal_end(t, &op->k, false);
+        r = TABLE_INSERT_NOMEM;
+    }
+    if (r != TABLE_INSERTED) {
+        keyset_free(&op->k);
+        free(op);
+        return r;
+    }
+    op->t = t;
+    op->done = done;
+    op->arg = arg;
+    int e = t->durable_submit(t->durable_arg, n, op->k.keys, op->k.lens, t->fc->pending_ttl,
+                              insert_durable, op);
+    if (e != 0) {
+        journal_end(t, &op->k, false);
+        keyset_free(&op->k);
+        free(op);
+        if (err)
+            *err = e;
+        return TABLE_INSERT_NOT_DURABLE;
+    }
+    return TABLE_INSERT_LATER;
+}
+
+/* table_insert's wait for a submitted insert. */
+struct insert_wait {
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+    bool done;
+    enum table_insert_result r;
+    size_t inserted;
+    int err;
+};
+
+static void insert_waited(void *arg, enum table_insert_result r, size_t inserted, int err)
+{
+    struct insert_wait *w = arg;
+    pthread_mutex_lock(&w->mu);
+    w->r = r;
+    w->inserted = inserted;
+    w->err = err;
+    w->done = true;
+    pthread_cond_signal(&w->cv);
+    pthread_mutex_unlock(&w->mu);
+}
+
+enum table_insert_result table_insert(struct table *t, size_t n, const char *const *ids,
+                                      const size_t *lens, size_t *inserted, int *err)
+{
+    if (t->durable_submit == NULL || n == 0)
+        return insert_now(t, n, ids, lens, inserted, err);
+    /* Through the log's callback, as table_insert_later: see insert_durable. */
+    struct insert_wait w = { .done = false };
+    pthread_mutex_init(&w.mu, NULL);
+    pthread_cond_init(&w.cv, NULL);
+    enum table_insert_result r = table_insert_later(t, n, ids, lens, inserted, err,
+                                                    insert_waited, &w);
+    if (r == TABLE_INSERT_LATER) {
+        pthread_mutex_lock(&w.mu);
+        while (!w.done)
+            pthread_cond_wait(&w.cv, &w.mu);
+        pthread_mutex_unlock(&w.mu);
+        r = w.r;
+        *inserted = w.inserted;
+        if (err && r == TABLE_INSERT_NOT_DURABLE)
+            *err = w.err;
+    }
+    pthread_cond_destroy(&w.cv);
+    pthread_mutex_destroy(&w.mu);
+    return r;
+}
