@@ -41,6 +41,7 @@
 struct notify {
     struct follower base;           /* base.listening: LISTENing on a connection */
     long backend_pid;               /* of the listening session */
+    bool prepared;                  /* PROBE_STMT is prepared on the session */
     /* Per table, by index in base.tables: for the follower's thread only. */
     char del_channel[CONFIG_MAX_FILTERS][80];   /* <channel>_deleted */
     uint64_t epoch[CONFIG_MAX_FILTERS];         /* the epoch the running probe proves */
@@ -161,13 +162,30 @@ static bool direct_session(struct notify *n, PGconn *conn, char *err, size_t err
 }
 
 /*
- * The probe's SQL for the first count tables (free it), or NULL with err:
- * whether it runs on the listening session, then per table the shape of
- * what its SELECT reads and the tables under it whose rows nothing
- * notifies (NULL: none), for table_schema.
+ * The probe's SQL for the first count tables (free it), prepared as
+ * PROBE_STMT on conn (replacing the one before), or NULL with err: whether
+ * it runs on the listening session, then per table the shape of what its
+ * SELECT reads and the tables under it whose rows nothing notifies (NULL:
+ * none), for table_schema.
  */
+/*
+ * The probe is a prepared statement of the listening session, planned once
+ * per set of tables: its catalog checks took milliseconds to plan, every
+ * probe_interval.
+ */
+#define PROBE_STMT "bloomguard_notify_probe"
 static const char probe_shape[] = LOADER_SHAPE_SQL("v.rel", "v.col");
 static const char probe_untriggered[] = FOLLOW_UNTRIGGERED_SQL("v.rel", "v.call");
+
+static bool prepare(PGconn *conn, const char *sql, char *err, size_t errlen)
+{
+    PGresult *r = PQprepare(conn, PROBE_STMT, sql, 0, NULL);
+    bool ok = PQresultStatus(r) == PGRES_COMMAND_OK;
+    if (!ok)
+        loader_set_result_error(err, errlen, "cannot prepare the probe", conn, r);
+    PQclear(r);
+    return ok;
+}
 #define PROBE_TABLE "(SELECT %s FROM (VALUES (to_regclass(%s)::oid, %s::name, %s::text)) " \
                     "v(rel, col, call))"
 static char *probe_sql(struct notify *n, PGconn *conn, unsigned count, char *err, size_t errlen)
@@ -210,6 +228,13 @@ static char *probe_sql(struct notify *n, PGconn *conn, unsigned count, char *err
             len += (size_t)snprintf(probe + len, cap - len, ", " PROBE_TABLE,
                                     k == 0 ? probe_shape : probe_untriggered, lit[i][1],
                                     lit[i][2], lit[i][3]);
+    if ((n->prepared && !loader_command(conn, "DEALLOCATE " PROBE_STMT, PGRES_COMMAND_OK,
+                                        "cannot replace the probe", err, errlen))
+        || !prepare(conn, probe, err, errlen)) {
+        free(probe);
+        probe = NULL;
+    }
+    n->prepared = probe != NULL;
 out:
     for (unsigned i = 0; i < count; i++)
         for (int k = 0; k < 4; k++)
@@ -306,7 +331,7 @@ static void follow(struct notify *n, PGconn *conn, char **probe, char *err, size
             for (unsigned i = 0; i < probed; i++)
                 n->epoch[i] = table_epoch(f->tables[i]);
             sent = now;             /* before the query leaves: H may move only this far */
-            if (!PQsendQuery(conn, *probe)) {
+            if (!PQsendQueryPrepared(conn, PROBE_STMT, 0, NULL, NULL, NULL, 0)) {
                 loader_set_error(err, errlen, "probe failed", conn);
                 return;
             }
@@ -379,6 +404,7 @@ static void notify_run(struct follower *f)
     while (!atomic_load(&f->stop)) {
         char *probe = NULL;
         unsigned count = follow_count(f);
+        n->prepared = false;        /* a new session has none */
         PGconn *conn = loader_connect_as(f->cfg, "bloomguard notify", err, sizeof err);
         if (conn == NULL || !listen_range(n, conn, 0, count, err, sizeof err)
             || !direct_session(n, conn, err, sizeof err)

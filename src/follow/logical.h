@@ -148,6 +148,8 @@ struct logical {
     " (SELECT string_agg(" LOADER_SHAPE_SQL("u.rel", "u.col") ", ',' ORDER BY u.i) " \
     "    FROM unnest($3::oid[], $5::text[]) WITH ORDINALITY u(rel, col, i))"
 #define PROBE_FIELDS 8
+/* PROBE_SQL as a statement of the probe's session (logical_prepare_probe). */
+#define PROBE_NAME "bloomguard_probe"
 
 /*
  * Every function below runs on the follower's thread only and takes mu
@@ -172,6 +174,14 @@ bool logical_parse_pos(const char *pos, struct logical_pos *p);
 /* This lineage's position of table i at lsn, for logical_format_pos.  Caller holds base.mu. */
 void logical_pos_here_locked(const struct logical *l, unsigned i, uint64_t lsn,
                              struct logical_pos *p);
+
+/*
+ * PROBE_SQL prepared as PROBE_NAME on the probe's session, with one plan for
+ * the session's life (plan_cache_mode): the catalog joins of its checks took
+ * a few milliseconds to plan, every probe_interval, which a loaded server
+ * made into stalls of the proofs.
+ */
+bool logical_prepare_probe(PGconn *probe, char *err, size_t errlen);
 
 /* Both connections reach one primary of one cluster; reads sysid, dboid, WAL sizes. */
 bool logical_identify(struct logical *l, PGconn *repl, PGconn *probe, char *err, size_t errlen);

@@ -257,6 +257,19 @@ static void set_members(struct logical *l, unsigned i, const char *list)
     l->nmembers[i] = m != NULL ? k : 0;
 }
 
+bool logical_prepare_probe(PGconn *probe, char *err, size_t errlen)
+{
+    if (!loader_command(probe, "SET plan_cache_mode = force_generic_plan", PGRES_COMMAND_OK,
+                        "cannot set the probe's plan cache mode", err, errlen))
+        return false;
+    PGresult *r = PQprepare(probe, PROBE_NAME, PROBE_SQL, 5, NULL);
+    bool ok = PQresultStatus(r) == PGRES_COMMAND_OK;
+    if (!ok)
+        loader_set_result_error(err, errlen, "cannot prepare the probe", probe, r);
+    PQclear(r);
+    return ok;
+}
+
 /* Each table's oid (OIDs, not names: the stream names relations by oid). */
 void logical_read_relids(struct logical *l, PGconn *probe, unsigned from, unsigned to)
 {
@@ -417,7 +430,7 @@ bool logical_hear_tables(struct logical *l, PGconn *probe, unsigned from, unsign
         return false;
     }
     const char *params[5] = { l->slot, f->cfg->publication, arr, names, cols };
-    PGresult *r = exec_params(probe, PROBE_SQL, 5, params);
+    PGresult *r = PQexecPrepared(probe, PROBE_NAME, 5, params, NULL, NULL, 0);
     bool ok = PQresultStatus(r) == PGRES_TUPLES_OK && PQntuples(r) == 1
               && PQnfields(r) == PROBE_FIELDS && logical_probe_lists(r, to, fps, shapes);
     if (!ok)

@@ -395,7 +395,7 @@ void logical_stream(struct logical *l, PGconn *repl, PGconn *probe, char *err, s
             }
             const char *params[5] = { l->slot, f->cfg->publication, arr, names, cols };
             cur.sent = now;         /* before the query leaves: H may move only this far */
-            int sent = PQsendQueryParams(probe, PROBE_SQL, 5, NULL, params, NULL, NULL, 0);
+            int sent = PQsendQueryPrepared(probe, PROBE_NAME, 5, params, NULL, NULL, 0);
             free(names);
             free(cols);
             if (!sent) {
