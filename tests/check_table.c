@@ -784,6 +784,10 @@ START_TEST(test_schema_stale_load_wants_another)
     table_restored(r, "pos", "snapshot", 3, 0, &text_ident);
     ck_assert_int_eq(table_schema(r, "s9", NULL), TABLE_SCHEMA_SAME);
     table_free(r);
+    table_free(t);
+}
+END_TEST
+
 /* A peer's filter of ids[0..n) put live as persist.c does, on probation first (scheduler.c). */
 static struct table *peer_restored(const char *const *ids, size_t n)
 {
