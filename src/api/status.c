@@ -349,6 +349,7 @@ static void horizon_section(struct doc *d, json_t *o, const struct status *st,
                 : strcmp(ss->peer_check, "pending") == 0
                 ? "the filter is a peer's snapshot on probation: its absent answers are maybe "
                   "until a sample of the table's rows has been found in it"
+                : ss->schema_why[0] ? ss->schema_why
                 : ss->held_for > 0
                 ? "POSTs acknowledged before this start may be lost (the POST log was cut or "
                   "damaged while stopped): absent ids are maybe until they would have expired"

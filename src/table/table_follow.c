@@ -201,7 +201,7 @@ bool table_advance_locked(struct table *t, uint64_t epoch, int64_t when)
 bool table_advance(struct table *t, uint64_t epoch, int64_t when)
 {
     pthread_mutex_lock(&t->mu);
-    bool ok = table_advance_locked(t, epoch, when);
+    bool ok = !t->schema_off && table_advance_locked(t, epoch, when);
     pthread_mutex_unlock(&t->mu);
     return ok;
 }
@@ -212,6 +212,69 @@ bool table_covered(struct table *t)
     bool c = t->loaded && t->covered == t->epoch;
     pthread_mutex_unlock(&t->mu);
     return c;
+}
+
+/* ------------------------------------------------------------ schema -- */
+
+void table_schema_eval_locked(struct table *t)
+{
+    const struct filter_config *fc = t->fc;
+    bool unlike = t->schema_seen_set && t->loaded
+                  && strcmp(t->schema_seen, t->ident.shape) != 0;
+    t->schema_off = t->loaded && (unlike || t->schema_uncovered[0] != '\0');
+    if (!t->schema_off)
+        t->st.schema_why[0] = '\0';
+    else if (t->schema_uncovered[0] != '\0')
+        snprintf(t->st.schema_why, sizeof t->st.schema_why, "%s", t->schema_uncovered);
+    else if (t->schema_seen[0] == '\0')
+        snprintf(t->st.schema_why, sizeof t->st.schema_why, "%s.%s is gone (a rename or a drop): "
+                 "degraded until it is back and copied", fc->table, fc->column);
+    else
+        snprintf(t->st.schema_why, sizeof t->st.schema_why, "%s.%s changed since the filter's "
+                 "load (a rename, a new type, a child table or partition): degraded until "
+                 "a COPY", fc->table, fc->column);
+}
+
+enum table_schema_verdict table_schema(struct table *t, const char *shape, const char *uncovered)
+{
+    const char *unc = uncovered ? uncovered : "";
+    pthread_mutex_lock(&t->mu);
+    if (shape == NULL)
+        shape = t->schema_seen_set ? t->schema_seen : t->ident.shape;
+    bool changed = t->schema_seen_set && (strcmp(t->schema_seen, shape) != 0
+                                          || (t->schema_uncovered[0] != '\0') != (unc[0] != '\0'));
+    t->schema_seen_set = true;
+    if (shape != t->schema_seen)
+        snprintf(t->schema_seen, sizeof t->schema_seen, "%s", shape);
+    snprintf(t->schema_uncovered, sizeof t->schema_uncovered, "%s", unc);
+    if (!t->loaded) {
+        /* The first load reads the shape itself; the next check compares with this one. */
+        table_schema_eval_locked(t);
+        pthread_mutex_unlock(&t->mu);
+        return TABLE_SCHEMA_SAME;
+    }
+    /* A restored snapshot's metadata has no shape: its catch-up checked the column's identity. */
+    if (t->ident.shape[0] == '\0')
+        snprintf(t->ident.shape, sizeof t->ident.shape, "%s", shape);
+    table_schema_eval_locked(t);
+    bool unlike = strcmp(shape, t->ident.shape) != 0;
+    /*
+     * A COPY identifies the column before its ticket and its snapshot: one
+     * that did so just before the change went live with the old shape and
+     * a filter of the new one, and nothing else would ask for another.
+     */
+    bool pending = t->wanted > t->started || t->st.running;
+    bool gap = changed || (unlike && unc[0] == '\0' && !pending);
+    bool w = false;
+    if (gap) {
+        t->epoch++;
+        w = want_locked(t, WANT_SCHEMA, NULL);
+    }
+    enum table_schema_verdict v = changed ? TABLE_SCHEMA_CHANGED
+                                  : t->schema_off ? TABLE_SCHEMA_OFF : TABLE_SCHEMA_SAME;
+    pthread_mutex_unlock(&t->mu);
+    wake(t, w);
+    return v;
 }
 
 /* ------------------------------------------------------------- wants -- */

@@ -68,13 +68,19 @@ static void loaded_locked(struct table *t)
     t->loaded = true;
 }
 
-/* Caller holds mu: a load or catch-up that started at start in epoch is live. */
-static void covered_locked(struct table *t, uint64_t epoch, int64_t start, const char *pos)
+/*
+ * Caller holds mu: a load or catch-up that started at start in epoch is
+ * live.  proof: a follower's (a poll), which table_schema may hold back; a
+ * load's own start is a proof by itself.
+ */
+static void covered_locked(struct table *t, uint64_t epoch, int64_t start, const char *pos,
+                           bool proof)
 {
     /* A gap since the load began is not covered by it: keep waiting for the next. */
     if (epoch == t->epoch)
         t->covered = epoch;
-    table_advance_locked(t, epoch, start);
+    if (!proof || !t->schema_off)
+        table_advance_locked(t, epoch, start);
     snprintf(t->position, sizeof t->position, "%s", pos ? pos : "");
 }
 
@@ -107,7 +113,13 @@ bool table_load_commit(struct table_load *l, uint64_t epoch, int64_t start, cons
     atomic_store_explicit(&t->vet, TABLE_VET_NONE, memory_order_release);
     t->vet_horizon = 0;
     table_tell_unsure_locked(t);
-    covered_locked(t, epoch, start, pos);
+    covered_locked(t, epoch, start, pos, false);
+    /* Changes are the load's shape's from now on (what it read, not what a check saw before). */
+    if (ident.shape[0] != '\0') {
+        t->schema_seen_set = true;
+        snprintf(t->schema_seen, sizeof t->schema_seen, "%s", ident.shape);
+    }
+    table_schema_eval_locked(t);
     t->st.copies++;
     pthread_mutex_unlock(&t->mu);
     table_tap_changed(t);
@@ -198,7 +210,7 @@ void table_caught_up(struct table *t, uint64_t epoch, int64_t start, const char 
                      uint64_t rows)
 {
     pthread_mutex_lock(&t->mu);
-    covered_locked(t, epoch, start, pos);
+    covered_locked(t, epoch, start, pos, false);
     t->st.catchups++;
     t->st.feed_rows_read += rows;
     t->st.last_feed_rows = rows;
@@ -209,7 +221,7 @@ void table_polled(struct table *t, uint64_t epoch, int64_t start, const char *po
                   uint64_t rows)
 {
     pthread_mutex_lock(&t->mu);
-    covered_locked(t, epoch, start, pos);
+    covered_locked(t, epoch, start, pos, true);
     t->st.notifications += rows;
     pthread_mutex_unlock(&t->mu);
 }
