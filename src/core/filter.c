@@ -154,6 +154,27 @@ bool filter_set_growth(struct filter *f, const struct filter_growth *g)
     return true;
 }
 
+void filter_loading(struct filter *f)
+{
+    struct layer *l = f->layer[0];
+    if (atomic_load(&f->nlayers) != 1 || f->growth.max_layers < 2)
+        return;
+    uint64_t at = filter_layer_bits_at(l, filter_load_rate(f->target_fpp));
+    if (at > l->full_bits)
+        atomic_store_explicit(&l->grow_at, at, memory_order_relaxed);
+}
+
+void filter_loaded(struct filter *f)
+{
+    pthread_mutex_lock(&f->grow_mu);
+    struct layer *l = f->layer[0];
+    /* Layer 0 the newest still: from now on it is full at its share, as in any filter. */
+    if (atomic_load_explicit(&f->nlayers, memory_order_relaxed) == 1
+        && atomic_load_explicit(&l->grow_at, memory_order_relaxed) > l->full_bits)
+        atomic_store_explicit(&l->grow_at, l->full_bits, memory_order_relaxed);
+    pthread_mutex_unlock(&f->grow_mu);
+}
+
 void filter_get_growth(const struct filter *f, struct filter_growth *out)
 {
     *out = f->growth;

@@ -58,8 +58,8 @@ struct layer {
  * freed while the filter lives.  Adding a layer takes grow_mu: the layer is
  * built, stored in layer[n], and then published by the release store of
  * nlayers = n + 1, so a thread that reads the new count sees a whole layer.
- * The only inserts that take grow_mu are those that find the newest layer
- * full (top_for_insert): they wait for the next one rather than overfill
+ * The only inserts that take grow_mu are those of a key the newest layer
+ * lacks that find it full (filter_add_hash): they wait for the next one rather than overfill
  * that one while the next is being sized (2 to 13 ms measured on a busy
  * 2-core box, once per growth); lookups never take it.
  *
@@ -123,6 +123,14 @@ double filter_layer_rate_now(const struct layer *l);
  * grow_mu for its newest layer.
  */
 void filter_layer_set_share(struct layer *l, double share);
+/* The bits_set at which layer l's estimated rate reaches rate (its whole size at most). */
+uint64_t filter_layer_bits_at(const struct layer *l, double rate);
+/*
+ * The rate a load's first layer may reach before it counts as full
+ * (filter_loading): all of a filter of rate p's budget but a reserve, so
+ * that a load past its estimate can still add a layer.
+ */
+double filter_load_rate(double p);
 /*
  * The newest of n layers has reached grow_at: adds a layer unless another
  * thread did (takes grow_mu; see filter_grow.c).  From inserts only.

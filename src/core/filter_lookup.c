@@ -62,23 +62,6 @@ static inline void probe_mask(const struct layer *l, uint64_t h, uint64_t mask[W
     }
 }
 
-/*
- * The newest layer for an insert: the newest of the n it finds, unless that
- * one is full and may be followed by another: then the next, once added.
- */
-static unsigned top_for_insert(struct filter *f)
-{
-    unsigned n = atomic_load_explicit(&f->nlayers, memory_order_acquire);
-    struct layer *l = f->layer[n - 1];
-    if (n < f->growth.max_layers
-        && atomic_load_explicit(&l->bits_set, memory_order_relaxed)
-           >= atomic_load_explicit(&l->grow_at, memory_order_relaxed)) {
-        filter_grow(f, n);
-        n = atomic_load_explicit(&f->nlayers, memory_order_acquire);
-    }
-    return n;
-}
-
 /* -------------------------------------------------- lookups and inserts -- */
 
 /* Bits set in x, for x with at most two (a word takes at most two probes). */
@@ -207,16 +190,51 @@ bool filter_contains_hash(const struct filter *f, uint64_t h)
     return contains_in(f, n, h);
 }
 
+/*
+ * Whether block b has every bit of mask set (relaxed loads: the insert
+ * that follows orders its own stores).
+ */
+static inline bool block_holds(_Atomic uint64_t *b, const uint64_t mask[WORDS_PER_BLOCK])
+{
+    uint64_t miss = 0;
+#pragma GCC unroll 8
+    for (unsigned w = 0; w < WORDS_PER_BLOCK; w++)
+        miss |= mask[w] & ~atomic_load_explicit(&b[w], memory_order_relaxed);
+    return miss == 0;
+}
+
 void filter_add_hash(struct filter *f, uint64_t h)
 {
-    unsigned n = top_for_insert(f);
+    unsigned n = atomic_load_explicit(&f->nlayers, memory_order_acquire);
     /* In an older layer for good: adding it again would only fill the newest. */
     if (n > 1 && contains_in(f, n - 1, h))
         return;
-    struct layer *l = f->layer[n - 1];
+    struct layer *l;
     uint64_t mask[WORDS_PER_BLOCK];
-    probe_mask(l, h, mask);
-    _Atomic uint64_t *b = block_of(l, h);
+    _Atomic uint64_t *b;
+    for (;;) {
+        l = f->layer[n - 1];
+        probe_mask(l, h, mask);
+        b = block_of(l, h);
+        /*
+         * Held already (or a false positive of the newest layer): it sets no
+         * bit, so it never makes a full layer grow either.  A POST of an ID
+         * the filter has, or a follower's echo of a row its load copied,
+         * costs no layer.
+         */
+        if (block_holds(b, mask))
+            return;
+        if (n >= f->growth.max_layers
+            || atomic_load_explicit(&l->bits_set, memory_order_relaxed)
+               < atomic_load_explicit(&l->grow_at, memory_order_relaxed))
+            break;
+        /* Full: the key goes to the next layer, once added (see filter_grow). */
+        filter_grow(f, n);
+        unsigned m = atomic_load_explicit(&f->nlayers, memory_order_acquire);
+        if (m == n)
+            break;                  /* no layer could be added: into this one */
+        n = m;
+    }
     uint64_t added = 0;
     for (unsigned w = 0; w < WORDS_PER_BLOCK; w++) {
         if (mask[w] == 0)
@@ -245,21 +263,21 @@ void filter_add_hash(struct filter *f, uint64_t h)
 void filter_add_hashes_exclusive(struct filter *f, const uint64_t *hs, size_t n)
 {
     size_t i = 0;
-    /* One pass per layer: the key that fills the newest layer ends it. */
+    /* One pass per layer: the first key that needs a new bit of a full layer ends it. */
     while (i < n) {
-        unsigned nl = top_for_insert(f);
+        unsigned nl = atomic_load_explicit(&f->nlayers, memory_order_acquire);
         struct layer *l = f->layer[nl - 1];
         uint64_t set = atomic_load_explicit(&l->bits_set, memory_order_relaxed);
         uint64_t grow_at = nl < f->growth.max_layers
                            ? atomic_load_explicit(&l->grow_at, memory_order_relaxed) : UINT64_MAX;
         uint64_t added = 0, fresh = 0;
         /* Where filter_add_hash would find it full: the same layers, key for key. */
-        for (; i < n && set + added < grow_at; i++) {
+        for (; i < n; i++) {
             if (i + PREFETCH_AHEAD < n)
                 __builtin_prefetch((const void *)block_of(l, hs[i + PREFETCH_AHEAD]), 1, 3);
             if (nl > 1 && contains_in(f, nl - 1, hs[i]))
                 continue;
-            uint64_t mask[WORDS_PER_BLOCK];
+            uint64_t mask[WORDS_PER_BLOCK], old[WORDS_PER_BLOCK];
             probe_mask(l, hs[i], mask);
             _Atomic uint64_t *b = block_of(l, hs[i]);
             /*
@@ -268,19 +286,27 @@ void filter_add_hashes_exclusive(struct filter *f, const uint64_t *hs, size_t n)
              */
             uint64_t key_added = 0;
             for (unsigned w = 0; w < WORDS_PER_BLOCK; w++) {
-                uint64_t old = atomic_load_explicit(&b[w], memory_order_relaxed);
-                key_added += bits_in(mask[w] & ~old);
-                atomic_store_explicit(&b[w], old | mask[w], memory_order_relaxed);
+                old[w] = atomic_load_explicit(&b[w], memory_order_relaxed);
+                key_added += bits_in(mask[w] & ~old[w]);
             }
+            if (key_added == 0)
+                continue;           /* held: no bit to set, no growth */
+            if (set + added >= grow_at)
+                break;              /* full: this key goes to the next layer */
+            for (unsigned w = 0; w < WORDS_PER_BLOCK; w++)
+                atomic_store_explicit(&b[w], old[w] | mask[w], memory_order_relaxed);
             added += key_added;
-            fresh += key_added != 0;
+            fresh++;
         }
         atomic_fetch_add_explicit(&l->bits_set, added, memory_order_relaxed);
         atomic_fetch_add_explicit(&l->items, fresh, memory_order_relaxed);
         /*
-         * Next pass: top_for_insert adds a layer, or on failure moves grow_at
-         * past bits_set, so that every pass takes at least one key.
+         * Key i found the layer full: filter_grow adds the next one, or on
+         * failure moves grow_at past bits_set, so that the next pass takes
+         * at least one key.
          */
+        if (i < n)
+            filter_grow(f, nl);
     }
 }
 
