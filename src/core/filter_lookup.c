@@ -374,6 +374,7 @@ void filter_info(const struct filter *f, struct filter_info *out)
     out->probes = top->probes;
     out->target_fpp = f->target_fpp;
     out->fill_ratio = (double)out->bits_set / (double)out->bits;
+    out->bits_per_key = out->items ? (double)out->bits / (double)out->items : 0.0;
     out->estimated_fpp = n == 1 ? li.estimated_fpp : 1.0 - keep;
     out->saturated = li.bits_set >= top->full_bits
                      && (n >= f->growth.max_layers || atomic_load(&((struct filter *)f)->blocked));

@@ -79,6 +79,7 @@ struct filter_info {
     unsigned layers;       /* layers now (1 until the first growth) */
     double target_fpp;     /* p the filter was sized for */
     double fill_ratio;     /* bits_set / bits */
+    double bits_per_key;   /* bits / items: what each key costs, all layers counted (0: empty) */
     double estimated_fpp;  /* compound rate 1 - prod(1 - rate_i), each layer's rate
                               estimated from its fill ratio */
     bool saturated;        /* the newest layer is past its share and no layer can be
