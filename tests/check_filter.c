@@ -132,6 +132,35 @@ START_TEST(test_simd_matches_scalar)
     ck_assert_uint_lt(fp_f, fp_g);
     filter_free(f);
     filter_free(g);
+
+    /*
+     * A grown filter whose first layer sets one bit per word and a later
+     * one two (its tighter share): the SIMD lookup draws the second masks
+     * from the moment such a layer is added, never before.
+     */
+    struct filter *h = filter_new(2000, 0.002, NULL);
+    ck_assert_ptr_nonnull(h);
+    for (uint64_t i = 0; i < 100000; i++)
+        filter_add(h, k, key_of(k, sizeof k, "in", i));
+    struct filter_layer_info first, last;
+    ck_assert(filter_layer_info(h, 0, &first));
+    ck_assert(filter_layer_info(h, filter_layers(h) - 1, &last));
+    ck_assert_uint_le(first.probes, 8);
+    ck_assert_uint_gt(last.probes, 8);
+    differ = 0;
+    uint64_t missing = 0;
+    for (uint64_t i = 0; i < 200000; i++) {
+        size_t n = key_of(k, sizeof k, i % 2 ? "in" : "out", i / 2);
+        filter_use_simd(h, false);
+        bool hs = filter_contains(h, k, n);
+        filter_use_simd(h, true);
+        bool hv = filter_contains(h, k, n);
+        differ += hs != hv;
+        missing += i % 2 && !hv;
+    }
+    ck_assert_uint_eq(differ, 0);
+    ck_assert_uint_eq(missing, 0);
+    filter_free(h);
 }
 END_TEST
 

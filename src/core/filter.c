@@ -94,6 +94,7 @@ static struct filter *filter_around(struct layer *l0, double p, const struct fil
     f->growth = *g;
     pthread_mutex_init(&f->grow_mu, NULL);
     atomic_init(&f->blocked, false);
+    atomic_init(&f->wide, l0->probes > WORDS_PER_BLOCK);
     f->layer[0] = l0;
     atomic_init(&f->nlayers, 1);
     return f;
@@ -285,8 +286,8 @@ struct filter *filter_new_from_with(const struct filter_params *p, const struct 
         }
         l->share_fpp = share[i];
         atomic_store_explicit(&l->items, lp->items, memory_order_relaxed);
-        f->layer[i] = l;
-        atomic_store(&f->nlayers, i + 1);
+        if (i > 0)
+            filter_publish_layer(f, i, l);
     }
     if (e == FILTER_OK) {
         struct layer *top = f->layer[p->layers - 1];
@@ -348,9 +349,8 @@ bool filter_view_add(struct filter *f, uint64_t blocks, unsigned probes, const v
     struct layer *l = view_layer(f->kind, blocks, probes, words);
     if (l == NULL)
         return false;
-    f->layer[n] = l;
     /* As grow_locked: a lookup that reads the new count sees the whole layer. */
-    atomic_store_explicit(&f->nlayers, n + 1, memory_order_release);
+    filter_publish_layer(f, n, l);
     return true;
 }
 

@@ -134,9 +134,8 @@ static bool grow_locked(struct filter *f, unsigned n)
         return false;
     }
     filter_layer_set_share(l, share);
-    f->layer[n] = l;
     atomic_store(&f->blocked, false);
-    atomic_store_explicit(&f->nlayers, n + 1, memory_order_release);
+    filter_publish_layer(f, n, l);
     return true;
 }
 

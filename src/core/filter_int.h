@@ -92,11 +92,24 @@ struct filter {
     bool view;                         /* filter_view_new: read-only, layers borrowed */
     struct filter_alloc alloc;         /* where the layers' bits come from */
     atomic_bool blocked;               /* the last attempt to add a layer could not */
+    atomic_bool wide;                  /* a layer sets two bits in some word (probes > 8) */
     double target_fpp;
     struct filter_growth growth;
     pthread_mutex_t grow_mu;
     struct layer *layer[FILTER_MAX_LAYERS];
 };
+
+/*
+ * Publish l as layer n of f's n layers: a lookup that reads the new count
+ * (acquire) sees the whole layer, and f->wide if the layer needs it.
+ */
+static inline void filter_publish_layer(struct filter *f, unsigned n, struct layer *l)
+{
+    f->layer[n] = l;
+    if (l->probes > WORDS_PER_BLOCK)
+        atomic_store_explicit(&f->wide, true, memory_order_relaxed);
+    atomic_store_explicit(&f->nlayers, n + 1, memory_order_release);
+}
 
 /* Probes word w of a block receives when a key sets k bits. */
 static inline unsigned probes_in_word(unsigned k, unsigned w)

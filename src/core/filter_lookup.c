@@ -54,7 +54,7 @@ static inline void probe_mask(const struct layer *l, uint64_t h, uint64_t mask[W
 #pragma GCC unroll 8
     for (unsigned w = 0; w < WORDS_PER_BLOCK; w++)
         mask[w] = (UINT64_C(1) << ((d1 >> (6 * w)) & 63)) & l->first[w];
-    if (l->probes > WORDS_PER_BLOCK) {      /* p below ~0.1%: a second bit per word */
+    if (__builtin_expect(l->probes > WORDS_PER_BLOCK, 0)) {   /* p below ~0.1%: a second bit per word */
         uint64_t d2 = mix64(h ^ UINT64_C(0x9e3779b97f4a7c15));
 #pragma GCC unroll 8
         for (unsigned w = 0; w < WORDS_PER_BLOCK; w++)
@@ -97,31 +97,43 @@ static bool contains_scalar(const struct layer *l, uint64_t h)
  * each other, so their misses overlap too.  The two 256-bit loads read each
  * 64-bit word whole (aligned), like the relaxed loads above; inserts only
  * ever set bits, so a lookup sees each word before or after an insert,
- * never torn.  Layers n-1 down to 0.
+ * never torn.  Layers n-1 down to 0: the newest holds the most keys, so a
+ * present key's search mostly ends there.
+ *
+ * The masks of a second bit per word are drawn only when a layer takes
+ * them (f->wide): drawn inside the loop, the compiler would hoist them out
+ * of it and pay a second mix64 and its shifts on every lookup.
  */
 __attribute__((target("avx2")))
-static bool contains_avx2(struct layer *const *layers, unsigned n, uint64_t h)
+static inline __m256i bit_masks(uint64_t d, __m256i shifts)
 {
     const __m256i m63 = _mm256_set1_epi64x(63), one = _mm256_set1_epi64x(1);
+    return _mm256_sllv_epi64(one, _mm256_and_si256(_mm256_srlv_epi64(_mm256_set1_epi64x((long long)d),
+                                                                      shifts), m63));
+}
+
+__attribute__((target("avx2")))
+static bool contains_avx2(const struct filter *f, unsigned n, uint64_t h)
+{
+    struct layer *const *layers = f->layer;
     const __m256i sh_lo = _mm256_setr_epi64x(0, 6, 12, 18);
     const __m256i sh_hi = _mm256_setr_epi64x(24, 30, 36, 42);
-    __m256i d1 = _mm256_set1_epi64x((long long)mix64(h));
-    __m256i lo1 = _mm256_sllv_epi64(one, _mm256_and_si256(_mm256_srlv_epi64(d1, sh_lo), m63));
-    __m256i hi1 = _mm256_sllv_epi64(one, _mm256_and_si256(_mm256_srlv_epi64(d1, sh_hi), m63));
+    uint64_t d1 = mix64(h);
+    __m256i lo1 = bit_masks(d1, sh_lo), hi1 = bit_masks(d1, sh_hi);
     __m256i lo2 = _mm256_setzero_si256(), hi2 = _mm256_setzero_si256();
-    bool second = false;
+    bool wide = atomic_load_explicit(&((struct filter *)f)->wide, memory_order_relaxed);
+    if (wide) {
+        uint64_t d2 = mix64(h ^ UINT64_C(0x9e3779b97f4a7c15));
+        lo2 = bit_masks(d2, sh_lo);
+        hi2 = bit_masks(d2, sh_hi);
+    }
     for (unsigned i = n; i-- > 0;) {
         const struct layer *l = layers[i];
         const __m256i *b = (const __m256i *)(const void *)block_of(l, h);
         __m256i lo = _mm256_and_si256(lo1, _mm256_loadu_si256((const __m256i *)(const void *)&l->first[0]));
         __m256i hi = _mm256_and_si256(hi1, _mm256_loadu_si256((const __m256i *)(const void *)&l->first[4]));
-        if (l->probes > WORDS_PER_BLOCK) {
-            if (!second) {
-                __m256i d2 = _mm256_set1_epi64x((long long)mix64(h ^ UINT64_C(0x9e3779b97f4a7c15)));
-                lo2 = _mm256_sllv_epi64(one, _mm256_and_si256(_mm256_srlv_epi64(d2, sh_lo), m63));
-                hi2 = _mm256_sllv_epi64(one, _mm256_and_si256(_mm256_srlv_epi64(d2, sh_hi), m63));
-                second = true;
-            }
+        if (wide) {
+            /* second[] is all zeros for a layer of 8 probes or fewer. */
             lo = _mm256_or_si256(lo, _mm256_and_si256(lo2, _mm256_loadu_si256((const __m256i *)(const void *)&l->second[0])));
             hi = _mm256_or_si256(hi, _mm256_and_si256(hi2, _mm256_loadu_si256((const __m256i *)(const void *)&l->second[4])));
         }
@@ -135,24 +147,32 @@ static bool contains_avx2(struct layer *const *layers, unsigned n, uint64_t h)
 }
 #endif
 
+/* The portable lookup of the first n layers, newest first. */
+static bool contains_layers_scalar(const struct filter *f, unsigned n, uint64_t h)
+{
+    for (unsigned i = n; i-- > 0;)
+        if (contains_scalar(f->layer[i], h))
+            return true;
+    return false;
+}
+
 /*
  * Whether any of the first n layers holds h, newest first.  The one branch
  * of a lookup on what the filter is: f->lookup, set once from its kind.
+ * Each case a call of its own, so that the SIMD one is a bare tail call
+ * (the scalar loop, inlined, made every lookup save six registers first).
  */
 static inline bool contains_in(const struct filter *f, unsigned n, uint64_t h)
 {
     switch ((enum filter_lookup)f->lookup) {
     case LOOKUP_BLOCKED_AVX2:
 #if defined(__x86_64__)
-        return contains_avx2(f->layer, n, h);
+        return contains_avx2(f, n, h);
 #endif
     case LOOKUP_BLOCKED:
         break;
     }
-    for (unsigned i = n; i-- > 0;)
-        if (contains_scalar(f->layer[i], h))
-            return true;
-    return false;
+    return contains_layers_scalar(f, n, h);
 }
 
 /*
@@ -190,17 +210,14 @@ bool filter_contains_hash(const struct filter *f, uint64_t h)
     return contains_in(f, n, h);
 }
 
-/*
- * Whether block b has every bit of mask set (relaxed loads: the insert
- * that follows orders its own stores).
- */
+/* Whether block b has every bit of mask set. */
 static inline bool block_holds(_Atomic uint64_t *b, const uint64_t mask[WORDS_PER_BLOCK])
 {
-    uint64_t miss = 0;
+    uint64_t lack = 0;
 #pragma GCC unroll 8
     for (unsigned w = 0; w < WORDS_PER_BLOCK; w++)
-        miss |= mask[w] & ~atomic_load_explicit(&b[w], memory_order_relaxed);
-    return miss == 0;
+        lack |= mask[w] & ~atomic_load_explicit(&b[w], memory_order_relaxed);
+    return lack == 0;
 }
 
 void filter_add_hash(struct filter *f, uint64_t h)
@@ -216,19 +233,19 @@ void filter_add_hash(struct filter *f, uint64_t h)
         l = f->layer[n - 1];
         probe_mask(l, h, mask);
         b = block_of(l, h);
-        /*
-         * Held already (or a false positive of the newest layer): it sets no
-         * bit, so it never makes a full layer grow either.  A POST of an ID
-         * the filter has, or a follower's echo of a row its load copied,
-         * costs no layer.
-         */
-        if (block_holds(b, mask))
-            return;
         if (n >= f->growth.max_layers
             || atomic_load_explicit(&l->bits_set, memory_order_relaxed)
                < atomic_load_explicit(&l->grow_at, memory_order_relaxed))
             break;
-        /* Full: the key goes to the next layer, once added (see filter_grow). */
+        /*
+         * Full.  A key it holds already (or a false positive of it) sets no
+         * bit, so it makes it grow no more than it fills it: a POST of an ID
+         * the filter has, or a follower's echo of a row its load copied,
+         * costs no layer.  Any other goes to the next layer, once added
+         * (see filter_grow).
+         */
+        if (block_holds(b, mask))
+            return;
         filter_grow(f, n);
         unsigned m = atomic_load_explicit(&f->nlayers, memory_order_acquire);
         if (m == n)
@@ -277,26 +294,26 @@ void filter_add_hashes_exclusive(struct filter *f, const uint64_t *hs, size_t n)
                 __builtin_prefetch((const void *)block_of(l, hs[i + PREFETCH_AHEAD]), 1, 3);
             if (nl > 1 && contains_in(f, nl - 1, hs[i]))
                 continue;
-            uint64_t mask[WORDS_PER_BLOCK], old[WORDS_PER_BLOCK];
+            uint64_t mask[WORDS_PER_BLOCK];
             probe_mask(l, hs[i], mask);
             _Atomic uint64_t *b = block_of(l, hs[i]);
+            if (set + added >= grow_at) {
+                if (block_holds(b, mask))
+                    continue;       /* full, but held: no bit to set, no growth */
+                break;              /* full: this key goes to the next layer */
+            }
             /*
              * Plain loads and stores (relaxed atomics compile to movs): no other
              * writer exists by contract, and readers see each word whole.
              */
             uint64_t key_added = 0;
             for (unsigned w = 0; w < WORDS_PER_BLOCK; w++) {
-                old[w] = atomic_load_explicit(&b[w], memory_order_relaxed);
-                key_added += bits_in(mask[w] & ~old[w]);
+                uint64_t old = atomic_load_explicit(&b[w], memory_order_relaxed);
+                key_added += bits_in(mask[w] & ~old);
+                atomic_store_explicit(&b[w], old | mask[w], memory_order_relaxed);
             }
-            if (key_added == 0)
-                continue;           /* held: no bit to set, no growth */
-            if (set + added >= grow_at)
-                break;              /* full: this key goes to the next layer */
-            for (unsigned w = 0; w < WORDS_PER_BLOCK; w++)
-                atomic_store_explicit(&b[w], old[w] | mask[w], memory_order_relaxed);
             added += key_added;
-            fresh++;
+            fresh += key_added != 0;
         }
         atomic_fetch_add_explicit(&l->bits_set, added, memory_order_relaxed);
         atomic_fetch_add_explicit(&l->items, fresh, memory_order_relaxed);
