@@ -95,7 +95,9 @@ static struct filter *filter_around(struct layer *l0, double p, const struct fil
     pthread_mutex_init(&f->grow_mu, NULL);
     atomic_init(&f->blocked, false);
     atomic_init(&f->wide, l0->probes > WORDS_PER_BLOCK);
+    atomic_init(&f->narrow, l0->probes < WORDS_PER_BLOCK);
     f->layer[0] = l0;
+    f->slot[0] = (struct filter_slot){ l0->words, l0->blocks };
     atomic_init(&f->nlayers, 1);
     return f;
 }

@@ -35,7 +35,7 @@
  * one); Almeida et al. suggest r 0.8-0.9 for less memory.  Our layer 0 keeps
  * the rate p it was sized for (so that a filter that never grows is
  * unchanged), and counts as full when its fill says 0.475 p: at about 0.9 x
- * its capacity at p 1%.
+ * its capacity at p 1% (a load's takes its capacity first: filter_loading).
  *
  * What callers must do: nothing to make it grow.  filter_info's saturated
  * says the promise can no longer be kept: the newest layer is past its share
