@@ -190,6 +190,7 @@ static void filter_section(struct doc *d, json_t *o, const struct status_filter 
     put_real(d, o, "target_fpp", f->target_fpp);
     put_u64(d, o, "layers", f->info.layers);
     put_bool(d, o, "saturated", f->info.saturated);
+    put_real(d, o, "bits_per_key", f->info.bits_per_key);
     json_t *layers = json_array();
     for (unsigned i = 0; i < f->n_layers; i++) {
         json_t *l = json_object();

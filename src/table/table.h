@@ -417,9 +417,9 @@ void table_job_done(struct table *t, const struct table_job *job, bool ok, const
 void table_job_progress(struct table *t, uint64_t rows);
 
 /*
- * Timers and growth: whether rebuild_interval has passed since the last
- * load or the filter outgrew its capacity; if so, want it.  Called by the
- * scheduler on its ticks.
+ * On the scheduler's ticks: want a load when rebuild_interval passed, or
+ * (auto_grow) the filter is saturated, or grew layers and added none for
+ * min_rebuild_interval.
  */
 void table_check_timers(struct table *t);
 
@@ -430,11 +430,10 @@ struct filter_growth table_growth(const struct filter_config *fc);
 struct filter_growth table_growth_of(const struct table_sizing *sz);
 
 /*
- * Items to size the next filter for, from the table's row estimate: the
- * larger of it, the last load's rows and the live filter's items (a stale
- * estimate never sizes below what the table already held), times [filter]
- * headroom; [filter] expected_items overrides.  Bounded by the filter's
- * limits, at least a small minimum so a fresh table has room to grow.
+ * Items to size a load for: the rows (the most of the estimate, the last
+ * load's, the live filter's items) times headroom, or while they fit in
+ * expected_items (a floor) it; a WANT_GROWTH load (a fold) the rows times
+ * the larger of headroom and growth, at least the floor.  Bounded.
  */
 uint64_t table_plan_items(struct table *t, uint64_t estimated_rows);
 
@@ -456,6 +455,9 @@ struct table_load *table_load_begin(struct table *t, uint64_t items,
                                     const struct table_ident *ident, enum filter_error *err);
 /* The filter being built (for loader.c's bulk adds: the caller is its only bulk writer). */
 struct filter *table_load_filter(struct table_load *l);
+/* The COPY outgrew the filter: one for rows (*items) replaces it, inserts kept; NULL: *err. */
+struct filter *table_load_resize(struct table_load *l, uint64_t rows, uint64_t *items,
+                                 enum filter_error *err);
 /*
  * One row of the COPY, already hashed: the journal forgets it (the table
  * holds it now).  Called for each row by the copy's row callback.

@@ -59,6 +59,9 @@ struct table {
     uint64_t wanted;                /* newest requested load id */
     uint64_t started;               /* id of the load running or last started */
     enum table_want want;           /* the strongest reason among the pending ones */
+    enum table_want job_why;        /* the reason of the load running or last taken */
+    unsigned layers_seen;           /* the live filter's layers at the last tick; 0: look again */
+    int64_t layers_since;           /* monoclock_boot_ns when that count was first seen */
     int64_t last_end;               /* monoclock_boot_ns of the last load's end; 0: none */
     int64_t retry_at;               /* a failed load is not retried before */
     char position[TABLE_POS_MAX];   /* "" = none: the next load copies */
