@@ -100,6 +100,11 @@ bool id_utf8_valid(const char *s, size_t len)
         }
         if (i >= len)
             break;
+        /* The tail of a short ID: a byte at a time, without a call for ASCII. */
+        if (p[i] < 0x80) {
+            i++;
+            continue;
+        }
         size_t n = utf8_seq(p + i, len - i, &bad);
         if (n == 0)
             return false;
