@@ -29,6 +29,9 @@ static void setup(void)
     cfg.admin_token_file = "";
     cfg.tls_cert_file = "";
     cfg.tls_key_file = "";
+    cfg.replication_token_file = "";
+    cfg.upstream_token_file = "";
+    cfg.upstream = "";
     cfg.publish_dir = "";
     cfg.listen_host = "127.0.0.1";
     cfg.listen_group = "";

@@ -108,12 +108,16 @@ START_TEST(test_rows_well_formed)
             ck_assert_msg(strcmp(routes_table[j].name, r->name) != 0, "name %s twice", r->name);
         /*
          * Body routes are POST only: a GET must never read a body.  Admin
-         * routes write (POST), but for /snapshot: a read of a whole filter.
+         * routes write (POST), but for those a replica's token opens too
+         * (/snapshot, /replicate/): reads of a whole filter.
          */
         if (r->body)
             ck_assert_uint_eq(r->methods, ROUTE_POST);
-        if (r->admin && strcmp(r->name, "snapshot") != 0)
+        if (r->admin == 1)
             ck_assert_uint_eq(r->methods, ROUTE_POST);
+        ck_assert_msg(r->admin <= ROUTE_REPLICATION, "row %u: admin %u", i, r->admin);
+        if (r->admin == ROUTE_REPLICATION)
+            ck_assert_msg(!(r->methods & ROUTE_POST), "row %u: a replica's token writes", i);
     }
     ck_assert_str_eq(routes_slot_name(routes_count), "other");
 }

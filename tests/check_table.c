@@ -653,6 +653,258 @@ START_TEST(test_lookups_race_inserts_and_loads)
 }
 END_TEST
 
+/* A load whose column reads as shape (the loader's LOADER_SHAPE_SQL), proven now: the job done. */
+static void load_shaped(struct table *t, const char *shape)
+{
+    struct table_ident id = text_ident;
+    struct table_job job;
+    int64_t wait = INT64_MAX;
+    bool took = table_take_job(t, monoclock_boot_ns() + 3600 * NS, &job, &wait);
+    snprintf(id.shape, sizeof id.shape, "%s", shape);
+    load_as(t, &id, rows, 3, monoclock_boot_ns());
+    if (took)
+        table_job_done(t, &job, true, "copy", 3, 0, 0);
+}
+
+/* Whether a load is wanted now, and for which reason (table_take_job's). */
+static bool wants(struct table *t, enum table_want *why)
+{
+    struct table_job job;
+    int64_t wait = INT64_MAX;
+    bool took = table_take_job(t, monoclock_boot_ns() + 3600 * NS, &job, &wait);
+    if (took) {
+        *why = job.why;
+        table_job_done(t, &job, false, "copy", 0, 0, 0);    /* still wanted, as it was */
+    }
+    return took;
+}
+
+START_TEST(test_schema_change_holds_proofs_until_a_copy)
+{
+    struct table *t = table_new(&cfg, &fc);
+    enum table_want why;
+    /* Before the first load a check only remembers: nothing wanted, nothing held. */
+    ck_assert_int_eq(table_schema(t, "s1", NULL), TABLE_SCHEMA_SAME);
+    load_shaped(t, "s1");
+    ck_assert(!wants(t, &why));
+    ck_assert_int_eq(table_schema(t, "s1", NULL), TABLE_SCHEMA_SAME);
+    ck_assert(table_advance(t, table_epoch(t), monoclock_boot_ns()));
+
+    /* A rename (or any change of the column's catalog row): a gap that wants a COPY. */
+    uint64_t e = table_epoch(t);
+    ck_assert_int_eq(table_schema(t, "s2", NULL), TABLE_SCHEMA_CHANGED);
+    ck_assert_uint_eq(table_epoch(t), e + 1);
+    ck_assert(wants(t, &why));
+    ck_assert_int_eq(why, WANT_SCHEMA);
+    ck_assert_str_eq(table_want_name(WANT_SCHEMA), "schema");
+    /* Seen again: no new gap, but no proof either, however current its epoch. */
+    ck_assert_int_eq(table_schema(t, "s2", NULL), TABLE_SCHEMA_OFF);
+    ck_assert_uint_eq(table_epoch(t), e + 1);
+    ck_assert(!table_advance(t, table_epoch(t), monoclock_boot_ns()));
+    struct table_status st;
+    table_status(t, &st);
+    ck_assert_ptr_nonnull(strstr(st.schema_why, "changed since the filter's load"));
+    /* A poll's proof is held back too, though it keeps its position. */
+    table_polled(t, table_epoch(t), monoclock_boot_ns() + NS, "pos-2", 0);
+    char pos[TABLE_POS_MAX];
+    table_position(t, pos, sizeof pos);
+    ck_assert_str_eq(pos, "pos-2");
+    table_status(t, &st);
+    ck_assert(st.horizon_age >= 0);     /* H did not move to the future start */
+
+    /* The COPY of the new shape: proofs hold again, the reason is gone. */
+    load_shaped(t, "s2");
+    ck_assert_int_eq(table_schema(t, "s2", NULL), TABLE_SCHEMA_SAME);
+    ck_assert(table_advance(t, table_epoch(t), monoclock_boot_ns()));
+    table_status(t, &st);
+    ck_assert_str_eq(st.schema_why, "");
+
+    /* A rename and its undoing between two checks: another catalog row, another shape. */
+    ck_assert_int_eq(table_schema(t, "s3", NULL), TABLE_SCHEMA_CHANGED);
+    ck_assert_int_eq(table_schema(t, "", NULL), TABLE_SCHEMA_CHANGED);     /* then gone */
+    table_status(t, &st);
+    ck_assert_ptr_nonnull(strstr(st.schema_why, "is gone"));
+    table_free(t);
+}
+END_TEST
+
+START_TEST(test_schema_uncovered_and_covered_again)
+{
+    struct table *t = table_new(&cfg, &fc);
+    enum table_want why;
+    load_shaped(t, "s1");
+    ck_assert_int_eq(table_schema(t, "s1", NULL), TABLE_SCHEMA_SAME);
+    /* A child table nothing follows: a gap, and proofs held back while it lasts. */
+    uint64_t e = table_epoch(t);
+    ck_assert_int_eq(table_schema(t, "s1", "child has no trigger"), TABLE_SCHEMA_CHANGED);
+    ck_assert_uint_eq(table_epoch(t), e + 1);
+    load_shaped(t, "s1");               /* a COPY meanwhile reads the child's rows so far */
+    ck_assert_int_eq(table_schema(t, "s1", "child has no trigger"), TABLE_SCHEMA_OFF);
+    ck_assert(!table_advance(t, table_epoch(t), monoclock_boot_ns()));
+    struct table_status st;
+    table_status(t, &st);
+    ck_assert_str_eq(st.schema_why, "child has no trigger");
+    /* Followed again: the rows written meanwhile were missed, a COPY is wanted. */
+    ck_assert(!wants(t, &why));
+    e = table_epoch(t);
+    ck_assert_int_eq(table_schema(t, NULL, NULL), TABLE_SCHEMA_CHANGED);   /* the shape stands */
+    ck_assert_uint_eq(table_epoch(t), e + 1);
+    ck_assert(wants(t, &why));
+    ck_assert_int_eq(why, WANT_SCHEMA);
+    table_free(t);
+}
+END_TEST
+
+START_TEST(test_schema_stale_load_wants_another)
+{
+    struct table *t = table_new(&cfg, &fc);
+    enum table_want why;
+    load_shaped(t, "s1");
+    ck_assert_int_eq(table_schema(t, "s2", NULL), TABLE_SCHEMA_CHANGED);
+    /*
+     * The COPY that gap wanted identified the column just before a second
+     * change: it goes live with s2, the check sees s3 ... and a COPY that
+     * identified s2 while the data was s3's must not leave the table held
+     * back with nothing wanted.
+     */
+    struct table_job job;
+    int64_t wait = INT64_MAX;
+    struct table_ident s2 = text_ident;
+    snprintf(s2.shape, sizeof s2.shape, "s2");
+    ck_assert(table_take_job(t, monoclock_boot_ns() + 3600 * NS, &job, &wait));
+    ck_assert_int_eq(table_schema(t, "s3", NULL), TABLE_SCHEMA_CHANGED);   /* during the COPY */
+    load_as(t, &s2, rows, 3, monoclock_boot_ns());
+    table_job_done(t, &job, true, "copy", 3, 0, 0);
+    /* The commit took s2 as the last seen: s3 is a change, and a COPY is wanted again. */
+    ck_assert_int_ne(table_schema(t, "s3", NULL), TABLE_SCHEMA_SAME);
+    ck_assert(wants(t, &why));
+    ck_assert(!table_advance(t, table_epoch(t), monoclock_boot_ns()));
+    /* A restored snapshot's filter has no shape: it adopts the first one checked. */
+    struct table *r = table_new(&cfg, &fc);
+    table_restored(r, "pos", "snapshot", 3, 0, &text_ident);
+    ck_assert_int_eq(table_schema(r, "s9", NULL), TABLE_SCHEMA_SAME);
+    table_free(r);
+    table_free(t);
+}
+END_TEST
+
+
+/* ------------------------------------------------------------- the tap -- */
+
+/* What a replication ring would have been told. */
+struct tapped {
+    uint64_t hashes[64];
+    uint32_t ttls[64];
+    unsigned n, changed;
+};
+
+static void tap_added(void *ctx, const uint64_t *hs, size_t n, uint32_t ttl)
+{
+    struct tapped *tp = ctx;
+    for (size_t i = 0; i < n && tp->n < 64; i++) {
+        tp->hashes[tp->n] = hs[i];
+        tp->ttls[tp->n++] = ttl;
+    }
+}
+
+static void tap_changed(void *ctx)
+{
+    ((struct tapped *)ctx)->changed++;
+}
+
+/*
+ * Every key the live filter takes reaches the tap once, after the filter
+ * holds it: rows with ttl 0, a POST's keys with the journal's ttl, hashes
+ * from a replica's stream with theirs; nothing before there is a filter.
+ * Gaps and loads say the epoch or generation moved, and table_proof reads
+ * them with the horizon.
+ */
+START_TEST(test_tap_hears_every_add)
+{
+    struct table *t = table_new(&cfg, &fc);
+    static struct tapped tp;
+    memset(&tp, 0, sizeof tp);
+    table_set_tap(t, &(struct table_tap){ &tp, tap_added, tap_changed });
+    ck_assert(!table_add_row(t, "0", 1));
+    uint64_t h0 = filter_hash("0", 1);
+    ck_assert(!table_add_hashes(t, &h0, 1, 0));
+    ck_assert_uint_eq(tp.n, 0);
+    struct table_proof pr;
+    table_proof(t, &pr);
+    ck_assert(!pr.loaded && pr.generation == 0 && pr.horizon == 0);
+
+    int64_t start = monoclock_boot_ns();
+    load(t, rows, 3, start);
+    ck_assert_uint_eq(tp.changed, 1);
+    table_proof(t, &pr);
+    ck_assert(pr.loaded && pr.generation == 1 && pr.covered == pr.epoch && pr.horizon == start);
+
+    ck_assert(table_add_row(t, "7", 1));
+    const char *posted[] = { "8", "9" };
+    size_t lens[] = { 1, 1 }, added;
+    ck_assert_int_eq(table_insert(t, 2, posted, lens, &added, NULL), TABLE_INSERTED);
+    uint64_t hs[2] = { filter_hash("x", 1), filter_hash("y", 1) };
+    ck_assert(table_add_hashes(t, hs, 2, 77));
+    ck_assert_uint_eq(tp.n, 5);
+    ck_assert(tp.hashes[0] == filter_hash("7", 1) && tp.ttls[0] == 0);
+    ck_assert(tp.hashes[1] == filter_hash("8", 1) && tp.ttls[1] == fc.pending_ttl);
+    ck_assert(tp.hashes[2] == filter_hash("9", 1) && tp.ttls[2] == fc.pending_ttl);
+    ck_assert(tp.hashes[3] == hs[0] && tp.ttls[3] == 77 && tp.hashes[4] == hs[1]);
+    ck_assert_int_eq(table_lookup(t, "x", 1), TABLE_MAYBE);
+
+    table_gap(t, WANT_NONE);
+    ck_assert_uint_eq(tp.changed, 2);
+    table_proof(t, &pr);
+    ck_assert(pr.epoch == pr.covered + 1 && pr.generation == 1);
+    table_free(t);
+}
+END_TEST
+
+/* live_copy's callback: the filter's items, and whether the journal came along. */
+static void count_live(void *arg, const struct filter *f, struct pending *journal)
+{
+    struct filter_info fi;
+    filter_info(f, &fi);
+    ((uint64_t *)arg)[0] = fi.items;
+    ((uint64_t *)arg)[1] = journal != NULL;
+}
+
+/*
+ * A filter made elsewhere (a replica's snapshot) goes live through
+ * table_load_adopt: inserts made meanwhile reach it, the journal is
+ * replayed into it, the horizon moves to the start given; table_with_live
+ * lends the live filter to a copier, and says when there is none.
+ */
+START_TEST(test_adopt_a_filter)
+{
+    struct table *t = table_new(&cfg, &fc);
+    uint64_t got[2] = { 0, 0 };
+    ck_assert(!table_with_live(t, count_live, got));
+    load(t, rows, 3, monoclock_boot_ns());
+    const char *posted[] = { "p" };
+    size_t lens[] = { 1 }, added;
+    ck_assert_int_eq(table_insert(t, 1, posted, lens, &added, NULL), TABLE_INSERTED);
+    struct filter *f = filter_new(1000, 0.001, NULL);
+    filter_add(f, "s", 1);
+    uint64_t epoch = table_epoch(t);
+    int64_t start = monoclock_boot_ns();
+    struct table_load *l = table_load_adopt(t, f, &text_ident);
+    ck_assert_ptr_nonnull(l);
+    ck_assert(table_add_row(t, "during", 6));
+    ck_assert(table_load_commit(l, epoch, start, "X:5"));
+    ck_assert_int_eq(table_lookup(t, "s", 1), TABLE_MAYBE);
+    ck_assert_int_eq(table_lookup(t, "during", 6), TABLE_MAYBE);
+    ck_assert_int_eq(table_lookup(t, "p", 1), TABLE_MAYBE);      /* the journal, replayed */
+    ck_assert_int_eq(table_lookup(t, "1", 1), TABLE_ABSENT);     /* the old filter is gone */
+    struct table_proof pr;
+    table_proof(t, &pr);
+    ck_assert(pr.horizon == start && pr.generation == 2);
+    ck_assert(table_with_live(t, count_live, got));
+    ck_assert(got[0] == 3 && got[1] == 1);
+    table_free(t);
+}
+END_TEST
+
 /* A peer's filter of ids[0..n) put live as persist.c does, on probation first (scheduler.c). */
 static struct table *peer_restored(const char *const *ids, size_t n)
 {
@@ -742,6 +994,11 @@ END_TEST
 
 CHECK_SUITE("table",
     CHECK_CASE("core", .setup = setup, .timeout = 120),
+    CHECK_TEST(test_tap_hears_every_add),
+    CHECK_TEST(test_adopt_a_filter),
+    CHECK_TEST(test_schema_change_holds_proofs_until_a_copy),
+    CHECK_TEST(test_schema_uncovered_and_covered_again),
+    CHECK_TEST(test_schema_stale_load_wants_another),
     CHECK_TEST(test_not_ready_then_answers),
     CHECK_TEST(test_stale_horizon_is_degraded),
     CHECK_TEST(test_degraded_time_follows_the_rule),

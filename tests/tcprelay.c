@@ -3,6 +3,7 @@
  * partition, for the tests: packets stop, nothing is closed, no RST.
  *
  *   tcprelay PORTFILE UNIX-SOCKET [PORT]
+ *   tcprelay PORTFILE tcp:TARGET-PORT [PORT]     (to 127.0.0.1:TARGET-PORT)
  *
  * Listens on 127.0.0.1 (PORT, or a free port; written to PORTFILE once
  * listening: a relay started again on the port of one that exited stands
@@ -47,8 +48,23 @@ struct pair {
     int a, b;           /* client side, server side; -1: unused */
 };
 
+/*
+ * The target: a unix socket's path, or "tcp:PORT" for 127.0.0.1:PORT (a
+ * daemon on a TCP port: tests/fleet.test puts a relay between a replica
+ * and its upstream).
+ */
 static int connect_unix(const char *path)
 {
+    if (strncmp(path, "tcp:", 4) == 0) {
+        struct sockaddr_in in = { .sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK),
+                                  .sin_port = htons((uint16_t)atoi(path + 4)) };
+        int fd = socket(AF_INET, SOCK_STREAM, 0);
+        if (fd >= 0 && connect(fd, (struct sockaddr *)&in, sizeof in) != 0) {
+            close(fd);
+            fd = -1;
+        }
+        return fd;
+    }
     struct sockaddr_un sa = { .sun_family = AF_UNIX };
     if (strlen(path) >= sizeof sa.sun_path)
         return -1;

@@ -30,12 +30,19 @@ struct reply admin_reload(struct app *a, const struct api_request *rq)
     if (t < 0)
         return err;
     unsigned from = rq->rest_len ? (unsigned)t : 0, to = rq->rest_len ? (unsigned)t + 1 : a->n_tables;
+    /* A replica reloads from its upstream's snapshots, never from the table. */
+    while (from < to && api_replica(a, from))
+        from++;
+    if (from == to)
+        return api_read_only(a, (unsigned)t);
     bool coalesced = false;
     uint64_t id = 0;
     double starts_in = 0;
     json_t *filters = json_object();
     for (unsigned i = from; i < to; i++) {
         bool c = false;
+        if (api_replica(a, i))
+            continue;
         uint64_t one = source_request_rebuild(a->source, i, WANT_API, &c);
         struct table_status ts;
         table_status(a->tables[i], &ts);

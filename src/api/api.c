@@ -11,7 +11,11 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include <jansson.h>
+
+#include "config.h"
 #include "idcodec.h"
+#include "source.h"
 #include "table.h"
 
 #define JSON_TYPE "application/json"
@@ -153,4 +157,24 @@ int api_table_of_rest(struct app *a, const struct api_request *rq, struct reply 
     if (rq->rest_len == 0)
         return 0;
     return api_table_named(a, rq->rest + 1, rq->rest_len - 1, err);
+}
+
+bool api_replica(const struct app *a, unsigned t)
+{
+    return t < a->n_tables && table_config(a->tables[t])->method == SYNC_UPSTREAM;
+}
+
+struct reply api_read_only(struct app *a, unsigned t)
+{
+    struct source_status ss;
+    memset(&ss, 0, sizeof ss);
+    if (a->source != NULL)
+        source_status(a->source, t, &ss);
+    json_t *o = json_pack("{s:s, s:s, s:s, s:s}", "error", "read_only_replica", "message",
+                          "this daemon is a replica of an upstream bloomguard ([sync] method = "
+                          "upstream): write to the upstream, whose acknowledged IDs reach the "
+                          "replicas", "upstream", ss.conn.upstream, "upstreams", a->cfg->upstream);
+    char *body = o ? json_dumps(o, JSON_COMPACT) : NULL;
+    json_decref(o);
+    return api_json_take(MHD_HTTP_CONFLICT, body);
 }

@@ -99,6 +99,16 @@ char *api_json_around(const char *head, const char *s, size_t n, const char *tai
  * rest is "" (the default table, 0) or "/NAME".
  */
 int api_table_named(struct app *a, const char *name, size_t len, struct reply *err);
+
+/*
+ * Whether table t follows an upstream bloomguard ([sync] method =
+ * upstream): its data is read-only here.  api_read_only: the 409 a write
+ * to it gets, {"error":"read_only_replica", "message", "upstream": the
+ * upstream it follows now, "upstreams": all of them}, as Redis answers
+ * READONLY: write to the upstream.
+ */
+bool api_replica(const struct app *a, unsigned t);
+struct reply api_read_only(struct app *a, unsigned t);
 int api_table_of_rest(struct app *a, const struct api_request *rq, struct reply *err);
 
 #endif

@@ -10,6 +10,7 @@
 
 struct api_static;
 struct config;
+struct fleethub;
 struct live;
 struct log;
 struct source;
@@ -36,6 +37,9 @@ struct app {
     time_t started;             /* wall clock at start, for uptime */
     struct api_static *prebuilt; /* constant responses, built by api_init */
     const char *admin_token;    /* what the admin routes need (http.c checks); NULL: none */
+    /* [server] replication_token_file's: opens the replication routes only; NULL: none */
+    const char *replication_token;
+    struct fleethub *fleet;     /* the tables' replication rings and streams (fleethub.h) */
 };
 
 #endif

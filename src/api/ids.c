@@ -390,6 +390,13 @@ static struct reply insert_batch(struct app *a, const struct api_request *rq, st
 
 struct reply ids_insert(struct app *a, const struct api_request *rq)
 {
+    struct reply err;
+    int t = api_table_of_rest(a, rq, &err);
+    if (t < 0)
+        return err;
+    /* A replica's keys come from its upstream only: Redis's READONLY, naming where to write. */
+    if (api_replica(a, (unsigned)t))
+        return api_read_only(a, (unsigned)t);
     return batch_serve(a, rq, true, insert_batch);
 }
 

@@ -303,11 +303,19 @@ static const struct metric metrics[] = {
     { "source_state_since_seconds", MT_GAUGE, "Unix time the follower entered its state.",
       IN_FILTER, { { NULL, V_TIME, F(conn.since) } }, NULL },
     { "follow_method_info", MT_GAUGE,
-      "Always 1: how the filter's table is followed (logical, feed, notify, none) is a label.",
+      "Always 1: how the filter's table is followed (logical, feed, notify, upstream, none) is a "
+      "label.",
       IN_STATUS, { { 0 } }, follow_method_series },
     { "slot_lag_bytes", MT_GAUGE,
       "WAL the replication slot holds back: the server's current WAL position minus the slot's "
       "confirmed_flush_lsn (method logical only).", IN_STATUS, { { 0 } }, slot_lag_series },
+    { "replication_streams", MT_GAUGE,
+      "Replicas streaming from this daemon now (GET /replicate, [fleet] max_replicas).", IN_STATUS,
+      { { NULL, V_UINT, S(fleet.streams) } }, NULL },
+    { "replica_behind_keys", MT_GAUGE,
+      "A replica's filter: keys its upstream said it has that the stream has not delivered yet "
+      "(0 for a table not followed from an upstream).", IN_FILTER,
+      { { NULL, V_U64, F(behind_keys) } }, NULL },
     { "process_start_time_seconds", MT_GAUGE, "Unix time the process started.", IN_STATUS,
       { { NULL, V_TIME, S(started) } }, NULL },
     { "build_info", MT_GAUGE, "Always 1; the version is a label.", IN_STATUS,

@@ -21,7 +21,7 @@
  * by the sweeper and not counted (it never had a route).
  */
 #define STATS_STATUS_CODES(X) \
-    X(200) X(202) X(204) X(400) X(401) X(403) X(404) X(405) X(410) \
+    X(200) X(202) X(204) X(400) X(401) X(403) X(404) X(405) X(409) X(410) \
     X(413) X(414) X(415) X(500) X(503) X(507)
 
 enum stat_status {

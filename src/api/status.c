@@ -79,9 +79,17 @@ bool status_take(struct app *a, struct status *st, bool full)
         f->degraded = f->ready && f->table.degraded;
         f->why = degraded_why(f);
         f->followed = f->table.method[0] != '\0' && strcmp(f->table.method, "none") != 0;
+        f->behind_keys = f->conn.mirror && f->conn.heard_seq > f->conn.mirror_seq
+                         ? f->conn.heard_seq - f->conn.mirror_seq : 0;
         st->ready = st->ready && f->ready;
         st->degraded = st->degraded || f->degraded;
     }
+    st->replica = false;
+    for (unsigned i = 0; i < st->n; i++)
+        st->replica = st->replica || strcmp(st->filters[i].table.method, "upstream") == 0;
+    memset(&st->fleet, 0, sizeof st->fleet);
+    if (full && a->fleet != NULL)
+        fleethub_info(a->fleet, &st->fleet);
     if (!full) {
         stats_counters(a->stats, st->stats.counter);
         return true;
@@ -310,6 +318,8 @@ static void source_section(struct doc *d, json_t *o, const struct status_filter 
     put_str(d, o, "state", follow_state_name(c->state));
     put_time(d, o, "since", c->since);
     put_bool(d, o, "listening", c->listening);
+    if (c->upstream[0])
+        put_str(d, o, "upstream", c->upstream);
     if (err[0])
         put_str(d, o, "last_error", err);
     if (err[0] && code[0]) {
@@ -339,6 +349,7 @@ static void horizon_section(struct doc *d, json_t *o, const struct status *st,
                 : strcmp(ss->peer_check, "pending") == 0
                 ? "the filter is a peer's snapshot on probation: its absent answers are maybe "
                   "until a sample of the table's rows has been found in it"
+                : ss->schema_why[0] ? ss->schema_why
                 : ss->held_for > 0
                 ? "POSTs acknowledged before this start may be lost (the POST log was cut or "
                   "damaged while stopped): absent ids are maybe until they would have expired"
@@ -350,6 +361,45 @@ static void horizon_section(struct doc *d, json_t *o, const struct status *st,
     put_real(d, o, "degraded_seconds_total", ss->degraded_seconds);
     put_u64(d, o, "degraded_answers", st->stats.counter[ST_DEGRADED]);
     put(d, o, "age_seconds", ss->horizon_age >= 0 ? json_real(ss->horizon_age) : json_null());
+}
+
+/* A replica's table: what of its upstream's filter it mirrors, and where it waits. */
+static void replication_section(struct doc *d, json_t *o, const struct status_filter *f)
+{
+    const struct follow_status *c = &f->conn;
+    char hist[24];
+    snprintf(hist, sizeof hist, "%016llx", (unsigned long long)c->mirror_history);
+    put_str(d, o, "upstream", c->upstream[0] ? c->upstream : NULL);
+    put_bool(d, o, "upstream_is_replica", c->upstream_replica);
+    put_str(d, o, "history", c->mirror ? hist : NULL);
+    put_u64(d, o, "seq", c->mirror_seq);
+    put_u64(d, o, "upstream_seq", c->heard_seq);
+    put_u64(d, o, "behind_keys", c->heard_seq > c->mirror_seq ? c->heard_seq - c->mirror_seq : 0);
+    put_u64(d, o, "keys", c->mirror_keys);
+    put_u64(d, o, "snapshots", c->mirror_snapshots);
+    put_u64(d, o, "resumes", c->mirror_resumes);
+    put_u64(d, o, "violations", c->mirror_violations);
+    put_u64(d, o, "switches", c->upstream_switches);
+    put_str(d, o, "waiting_for_snapshot", c->mirror_lost[0] ? c->mirror_lost : NULL);
+}
+
+/* The daemon's place in a fleet: upstream (it serves replicas) or replica, and its streams. */
+static void fleet_section(struct doc *d, json_t *o, const struct status *st)
+{
+    char role[320];
+    const struct status_filter *def = &st->filters[0];
+    if (st->replica)
+        snprintf(role, sizeof role, "replica of %s", def->conn.upstream[0] ? def->conn.upstream
+                                                                            : "(none yet)");
+    else
+        snprintf(role, sizeof role, "upstream");
+    put_str(d, o, "role", role);
+    put_u64(d, o, "replicas_streaming", st->fleet.streams);
+    put_u64(d, o, "streams_total", st->fleet.streams_total);
+    put_u64(d, o, "streams_refused", st->fleet.refused);
+    put_u64(d, o, "streams_cut_behind", st->fleet.cut_behind);
+    put_u64(d, o, "snapshots_made", st->fleet.snapshots);
+    put_u64(d, o, "ring_items", st->fleet.ring_capacity);
 }
 
 static void pending_section(struct doc *d, json_t *o, const struct table_posts *pi, bool durable)
@@ -385,6 +435,8 @@ static void load_sections(struct doc *d, json_t *o, const struct status *st,
     pending_section(d, put_object(d, o, "pending_posts"), &f->pending, f->posts_durable);
     feed_section(d, put_object(d, o, "feed"), &f->table);
     snapshot_section(d, put_object(d, o, "snapshot"), &f->table);
+    if (strcmp(f->table.method, "upstream") == 0)
+        replication_section(d, put_object(d, o, "replication"), f);
 }
 
 static void table_sections(struct doc *d, json_t *o, const struct status *st,
@@ -412,6 +464,7 @@ static void stats_doc(struct doc *d, const struct status *st)
     json_t *all = put_object(d, o, "filters");
     for (unsigned i = 0; i < st->n; i++)
         table_sections(d, put_object(d, all, st->filters[i].name), st, &st->filters[i]);
+    fleet_section(d, put_object(d, o, "fleet"), st);
     put_u64(d, o, "uptime_seconds", (uint64_t)(st->now - st->started));
     put_str(d, o, "version", PACKAGE_VERSION);
 }

@@ -11,6 +11,7 @@
 
 #include "api.h"
 #include "config.h"
+#include "fleethub.h"
 #include "filter.h"
 #include "source.h"
 #include "stats.h"
@@ -55,6 +56,7 @@ struct status_filter {
     struct follow_status conn;      /* its follower's connection (shared by the tables it follows) */
     struct table_posts pending;     /* zeros in a light snapshot */
     bool posts_durable;             /* POSTs are logged on disk before their 2xx (postlog.h) */
+    uint64_t behind_keys;           /* a replica: keys its upstream has that it has not applied */
 };
 
 /* Everything the status documents show, read once. */
@@ -65,6 +67,8 @@ struct status {
     struct status_filter filters[CONFIG_MAX_FILTERS];
     bool ready;                 /* every table is */
     bool degraded;              /* some table is */
+    bool replica;               /* some table follows an upstream ([sync] method = upstream) */
+    struct fleethub_info fleet; /* what it serves its replicas (zeros without a hub) */
     struct stats_snapshot stats;    /* requests by route: a full snapshot only */
 };
 

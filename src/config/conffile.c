@@ -195,7 +195,7 @@ static int on_key(void *user, const char *section, const char *name, const char 
                        "bloomguard -h lists them)", section, name);
             return 0;
         }
-        if ((st->c->filter_set[f] >> i & 1) != 0) {
+        if ((st->c->filter_set[f][i / 64] >> (i % 64) & 1) != 0) {
             parse_fail(st, "[%s] %s: set twice in this section", section, name);
             return 0;
         }

@@ -90,7 +90,7 @@ int config_filter_add(struct config *c, const char *name, char *err, size_t errl
         errf(err, errlen, "out of memory");
         return -1;
     }
-    c->filter_set[c->n_filters] = 0;
+    memset(c->filter_set[c->n_filters], 0, sizeof c->filter_set[c->n_filters]);
     return (int)c->n_filters++;
 }
 
@@ -121,12 +121,12 @@ bool config_resolve(struct config *c, int *blame_filter, int *blame_template,
         if (!fc_copy(&c->filters[0], &c->base) || !config_copy_string(&c->filters[0].name, "default"))
             goto oom;
         c->n_filters = 1;
-        c->filter_set[0] = 0;
+        memset(c->filter_set[0], 0, sizeof c->filter_set[0]);
     }
     for (unsigned i = 0; c->named_filters && i < c->n_filters; i++) {
         struct filter_config *fc = &c->filters[i];
         for (size_t k = 0; k < config_nkeys; k++) {
-            if (!config_keys[k].per_filter || (c->filter_set[i] >> k & 1) != 0)
+            if (!config_keys[k].per_filter || (c->filter_set[i][k / 64] >> (k % 64) & 1) != 0)
                 continue;
             /*
              * A filter is its table: one that names none would silently
@@ -206,7 +206,7 @@ bool config_key_apply_filter(struct config *c, unsigned f, size_t i, const char 
     }
     if (!key_set(c, &c->filters[f], &config_keys[i], value, err, errlen))
         return false;
-    c->filter_set[f] |= UINT64_C(1) << i;
+    c->filter_set[f][i / 64] |= UINT64_C(1) << (i % 64);
     return true;
 }
 

@@ -31,7 +31,8 @@ enum auth_uri_source {
 #define SYNC_METHOD_LIST(X) \
     X(SYNC_LOGICAL, "logical") \
     X(SYNC_FEED, "feed") \
-    X(SYNC_NOTIFY, "notify")
+    X(SYNC_NOTIFY, "notify") \
+    X(SYNC_UPSTREAM, "upstream")
 
 /*
  * [sync] method: how a table is followed after its first load (follow.h).
@@ -52,6 +53,13 @@ enum sync_method {
 
 /* Most [auth] uri_template entries one configuration may hold. */
 #define CONFIG_MAX_TEMPLATES 32
+
+/* Most [sync] upstream URLs, and the longest of each. */
+#define CONFIG_MAX_UPSTREAMS 8
+#define CONFIG_UPSTREAM_URL_MAX 255
+
+/* Words of one bit per key of the key table (config_keys.c asserts they suffice). */
+#define CONFIG_KEY_WORDS 2
 
 /* Most [filter NAME] sections; a name is [a-z][a-z0-9_]{0,31}. */
 #define CONFIG_MAX_FILTERS 64
@@ -108,6 +116,7 @@ struct config {
     char *tls_key_file;          /* its private key (PEM); set with tls_cert_file or not at all */
     unsigned publish_mode;       /* the published files' permission bits (within 0644) */
     char *publish_group;         /* their group: a name or a gid; "" = the process's */
+    char *replication_token_file; /* a token for GET /snapshot and /replicate only; "" = none */
     /* [postgres] */
     char *conninfo;              /* "" = libpq defaults / PG* env */
     unsigned retry_max_seconds;  /* cap of reconnect backoff */
@@ -121,11 +130,17 @@ struct config {
     char *publication;           /* the publication method logical reads, an identifier */
     char *slot_name;             /* key "slot": "auto" or a replication slot name */
     unsigned logical_max_daemons; /* auto: past this many other bloomguard slots, prefer the feed */
+    char *upstream;              /* method upstream: the upstreams' URLs, space-separated, tried in order */
+    char *upstream_token_file;   /* method upstream: the token sent to them; "" = none */
+    char *upstream_ca_file;      /* method upstream: CAs of an https upstream; "" = the system's */
     /* [snapshot] */
     char *snapshot_path;         /* key "path": directory of <name>.snap files; "" = off */
     unsigned snapshot_interval;  /* seconds between periodic snapshots; 0 = only after loads */
     char *bootstrap_from;        /* "http[s]://host[:port]" of a peer, "" = none */
     char *bootstrap_ca_file;     /* PEM CAs an https peer must chain to; "" = the system's */
+    /* [fleet] */
+    uint64_t fleet_ring_items;   /* keys each table keeps for replicas to resume from */
+    unsigned fleet_max_replicas; /* replication streams served at once */
     /* [feed] */
     bool feed_enabled;           /* key "enabled": catch up from the change feed where installed */
     unsigned feed_retention;     /* seconds of changes bloomguard_feed_prune keeps */
@@ -143,7 +158,7 @@ struct config {
      * NAME] section set itself (bit = index in the key table).
      */
     struct filter_config base;
-    uint64_t filter_set[CONFIG_MAX_FILTERS];
+    uint64_t filter_set[CONFIG_MAX_FILTERS][CONFIG_KEY_WORDS];
     bool named_filters;          /* the file has [filter NAME] sections */
     /* [auth] */
     char *uri_templates[CONFIG_MAX_TEMPLATES]; /* key "uri_template", repeatable: each occurrence appends (uritmpl_valid holds) */

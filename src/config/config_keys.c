@@ -67,6 +67,7 @@
 static bool check_table(const char *v, char *err, size_t errlen);
 static bool check_column(const char *v, char *err, size_t errlen);
 static bool check_peer(const char *v, char *err, size_t errlen);
+static bool check_upstreams(const char *v, char *err, size_t errlen);
 static bool check_group(const char *v, char *err, size_t errlen);
 static bool check_ident(const char *v, char *err, size_t errlen);
 static bool check_slot(const char *v, char *err, size_t errlen);
@@ -155,6 +156,10 @@ const struct config_key config_keys[] = {
           "the routes); "
           "empty: systemd credential admin_token if any, else writes only on loopback; "
           "SIGHUP reads the token again"),
+    K_STR("server", "replication_token_file", "", CONFIG_RESTART, CF(replication_token_file), NULL,
+          "file holding a token that allows GET /snapshot and GET /replicate only, for replicas "
+          "([sync] method = upstream) that should hold no admin right; the admin token works "
+          "there too; empty: none"),
     K_STR("server", "publish_dir", "auto", CONFIG_RESTART, CF(publish_dir), NULL,
           "directory where each filter is published as <name>.bgf, a shared mapping that "
           "libbloomguard and the nginx module read without asking the daemon; auto: systemd's "
@@ -208,8 +213,9 @@ const struct config_key config_keys[] = {
     K_FENUM("sync", "method", "auto", CONFIG_RESTART, method, sync_methods,
             "how a table is followed: logical (logical replication from the WAL, no trigger), "
             "feed (a trigger appends to a log, read every poll_interval), notify (a trigger sends "
-            "NOTIFY: costly for the table's writers), auto (logical where the server and the table "
-            "allow it, else the feed, else notify)"),
+            "NOTIFY: costly for the table's writers), upstream (another bloomguard's filter of the "
+            "same name, [sync] upstream: no PostgreSQL), auto (logical where the server and the "
+            "table allow it, else the feed, else notify)"),
     K_DSECS("sync", "poll_interval", "0.1", CONFIG_RESTART, CF(poll_interval), 0.01, false, 60.0, false,
           "seconds between reads of the change feed by method feed"),
     K_STR("sync", "publication", "bloomguard", CONFIG_RESTART, CF(publication), check_ident,
@@ -221,6 +227,15 @@ const struct config_key config_keys[] = {
     K_UINT("sync", "logical_max_daemons", "4", CONFIG_RESTART, CF(logical_max_daemons), 0, 10000,
            "method auto: once this many other bloomguard slots decode the server's WAL, a table "
            "the feed also serves is followed with the feed"),
+    K_STR("sync", "upstream", "", CONFIG_RESTART, CF(upstream), check_upstreams,
+          "method upstream: the bloomguard daemons to follow, space-separated, tried in order: "
+          "https://host:port, or http:// to a loopback address"),
+    K_STR("sync", "upstream_token_file", "", CONFIG_RESTART, CF(upstream_token_file), NULL,
+          "method upstream: file holding the token sent to the upstreams (their "
+          "replication_token_file's, or their admin token); empty: none"),
+    K_STR("sync", "upstream_ca_file", "", CONFIG_RESTART, CF(upstream_ca_file), NULL,
+          "method upstream: PEM file of the CAs an https upstream's certificate must chain to; "
+          "empty: the system's CAs"),
     K_STR("sync", "channel", "bloomguard", CONFIG_RESTART, FF(channel), config_check_channel,
           "NOTIFY channel, an identifier [A-Za-z_][A-Za-z0-9_]*; deletes use <channel>_deleted"),
     K_SECS("sync", "rebuild_interval", "0", CONFIG_RESTART, FF(rebuild_interval), 0, 31536000,
@@ -262,6 +277,13 @@ const struct config_key config_keys[] = {
           "PEM file of the CAs an https bootstrap_from peer's certificate must chain to; empty: "
           "the system's CAs"),
 
+    K_U64("fleet", "ring_items", "1048576", CONFIG_RESTART, CF(fleet_ring_items), 1, 1073741824,
+          "keys each table keeps for its replicas to resume their stream from (12 bytes each, "
+          "made when the first replica asks); a replica further behind fetches a snapshot"),
+    K_UINT("fleet", "max_replicas", "256", CONFIG_RESTART, CF(fleet_max_replicas), 0, 100000,
+           "replication streams served at once (GET /replicate/NAME); more are refused with "
+           "503; 0: this daemon serves no replica"),
+
     K_BOOL("feed", "enabled", "yes", CONFIG_RESTART, CF(feed_enabled),
            "where sql/notify.sql's change feed is installed, catch up from it after a restart or a "
            "reconnect instead of copying the whole table"),
@@ -300,11 +322,10 @@ const struct config_key config_keys[] = {
            "filter is saturated), say so again this often; 0: only when it starts and ends"),
 };
 
-
 const size_t config_nkeys = sizeof config_keys / sizeof config_keys[0];
 
-_Static_assert(sizeof config_keys / sizeof config_keys[0] <= 64, "filter_set has one bit per key");
-
+_Static_assert(sizeof config_keys / sizeof config_keys[0] <= 64 * CONFIG_KEY_WORDS,
+               "filter_set has one bit per key");
 
 int config_key_find(const char *section, const char *name)
 {
@@ -442,6 +463,30 @@ static bool check_table(const char *v, char *err, size_t errlen)
 static bool check_column(const char *v, char *err, size_t errlen)
 {
     return check_pg_name("column", v, strlen(v), err, errlen);
+}
+
+/*
+ * [sync] upstream: at most CONFIG_MAX_UPSTREAMS URLs, space-separated, each
+ * as bootstrap_from's (check_peer: https, or plain http to a loopback host
+ * only, so that the token never travels in clear).
+ */
+static bool check_upstreams(const char *v, char *err, size_t errlen)
+{
+    unsigned n = 0;
+    char url[CONFIG_UPSTREAM_URL_MAX + 1];
+    for (const char *p = v + strspn(v, " \t"); *p != '\0'; p += strspn(p, " \t")) {
+        size_t len = strcspn(p, " \t");
+        if (++n > CONFIG_MAX_UPSTREAMS || len > CONFIG_UPSTREAM_URL_MAX) {
+            errf(err, errlen, "more than %d upstreams, or one longer than %d bytes",
+                 CONFIG_MAX_UPSTREAMS, CONFIG_UPSTREAM_URL_MAX);
+            return false;
+        }
+        snprintf(url, sizeof url, "%.*s", (int)len, p);
+        if (!check_peer(url, err, errlen))
+            return false;
+        p += len;
+    }
+    return true;
 }
 
 /*

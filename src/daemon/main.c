@@ -18,6 +18,7 @@
 #include "cmdline.h"
 #include "routes.h"
 #include "config.h"
+#include "fleethub.h"
 #include "http.h"
 #include "live.h"
 #include "log.h"
@@ -308,7 +309,7 @@ int main(int argc, char **argv)
         config_free(&cfg);
         return ok ? EXIT_OK : EXIT_CONFIG;
     }
-    char *admin_token = NULL, token_from[256] = "";
+    char *admin_token = NULL, token_from[256] = "", *replication_token = NULL;
     if (!read_token(&cfg, &admin_token, token_from, sizeof token_from, err, sizeof err)) {
         fprintf(stderr, "bloomguard: %s\n", err);
         config_free(&cfg);
@@ -318,6 +319,17 @@ int main(int argc, char **argv)
     if (args.drop_slot || (check_only && args.connect))
         preflight_unit_environment(&cfg, file, SYSCONFDIR "/bloomguard",
                                    args.drop_slot ? stdout : stderr);
+    /* The replicas' token: read once (a restart key), like the admin token a credential. */
+    if (cfg.replication_token_file[0] != '\0') {
+        char why[256];
+        if (token_load(cfg.replication_token_file, NULL, &replication_token, NULL, 0, why,
+                       sizeof why) != TOKEN_LOADED) {
+            fprintf(stderr, "bloomguard: [server] replication_token_file: %s\n", why);
+            token_free(admin_token);
+            config_free(&cfg);
+            return EXIT_CONFIG;
+        }
+    }
     if (args.drop_slot) {
         int failed = preflight_drop_slot(&cfg, stdout);
         token_free(admin_token);
@@ -326,7 +338,13 @@ int main(int argc, char **argv)
     }
     if (check_only) {
         unsigned errors = preflight_offline(&cfg, file, stderr);
-        if (args.connect)
+        bool replica_only = false;
+        char up[256];
+        preflight_upstream(&cfg, &replica_only, up, sizeof up);
+        if (args.connect && replica_only)
+            printf("bloomguard: every filter follows an upstream ([sync] method = upstream): no "
+                   "PostgreSQL to connect to\n");
+        else if (args.connect)
             errors += preflight_connect(&cfg, stderr);
         if (errors == 0)
             printf("bloomguard: configuration %s is valid\n", file ? file : "(built-in defaults)");
@@ -338,6 +356,14 @@ int main(int argc, char **argv)
         return errors == 0 ? EXIT_OK : EXIT_CONFIG;
     }
 
+    /* A replica of nothing would never load: a configuration error too. */
+    if (!preflight_upstream(&cfg, NULL, err, sizeof err)) {
+        fprintf(stderr, "bloomguard: %s\n", err);
+        token_free(admin_token);
+        token_free(replication_token);
+        config_free(&cfg);
+        return EXIT_CONFIG;
+    }
     /* A listen_group no group has is a configuration error (exit 1): restarting cannot fix it. */
     char listen_warn[512];
     if (!preflight_listen(&cfg, err, sizeof err, listen_warn, sizeof listen_warn)) {
@@ -375,6 +401,7 @@ int main(int argc, char **argv)
     if (curl_global_init(CURL_GLOBAL_DEFAULT) != 0) {
         log_error(&lg, "cannot initialise libcurl");
         token_free(admin_token);
+        token_free(replication_token);
         config_free(&cfg);
         return EXIT_STARTUP;
     }
@@ -393,7 +420,8 @@ int main(int argc, char **argv)
     struct postlog *postlogs[CONFIG_MAX_FILTERS] = { NULL };
     struct publish *publishers[CONFIG_MAX_FILTERS] = { NULL };
     struct app app = { .cfg = &cfg, .lg = &lg, .started = time(NULL), .admin_token = admin_token,
-                       .tables = tables, .n_tables = cfg.n_filters };
+                       .replication_token = replication_token, .tables = tables,
+                       .n_tables = cfg.n_filters };
     if (admin_token != NULL) {
         char admin_routes[160];
         routes_admin_text(admin_routes, sizeof admin_routes);
@@ -411,8 +439,18 @@ int main(int argc, char **argv)
                || (app.source = source_new(&cfg, &lg, &hooks, admin_token)) == NULL;
     for (unsigned t = 0; !oom && t < cfg.n_filters; t++)
         tables[t] = source_table(app.source, t);
+    /* Every key the tables take goes to their rings from the first (replicas stream them). */
+    bool replica = false;
+    for (unsigned t = 0; t < cfg.n_filters; t++)
+        replica = replica || cfg.filters[t].method == SYNC_UPSTREAM;
+    if (!oom)
+        oom = (app.fleet = fleethub_new(&cfg, tables, cfg.n_filters, replica, &lg)) == NULL;
     if (oom || !api_init(&app)) {
         log_error(&lg, "out of memory");
+        goto out;
+    }
+    if (!fleethub_start(app.fleet)) {
+        log_error(&lg, "cannot start the replication thread");
         goto out;
     }
     /* Before any load: each load's filter is then written in place in its published file. */
@@ -530,6 +568,8 @@ int main(int argc, char **argv)
 out:
     if (app.source != NULL)
         source_stop(app.source);
+    /* The replicas' streams end (BYE) before the server stops: none may stay suspended. */
+    fleethub_stop(app.fleet);
     http_stop(http);
     /* They read the journals for their rewrites: closed before the tables go. */
     for (unsigned t = 0; t < CONFIG_MAX_FILTERS; t++)
@@ -537,12 +577,14 @@ out:
     /* Nothing loads, inserts or moves a horizon any more; the tables (and filters) still live. */
     for (unsigned t = 0; t < CONFIG_MAX_FILTERS; t++)
         publish_free(publishers[t]);
+    fleethub_free(app.fleet);
     source_free(app.source);
     api_fini(&app);
     pthread_mutex_destroy(&hctx.mu);
     stats_free(app.stats);
     live_free(app.live);
     token_free(admin_token);
+    token_free(replication_token);
     config_free(&cfg);
     curl_global_cleanup();
     if (rc == EXIT_OK)

@@ -95,6 +95,22 @@ bool preflight_listen(const struct config *c, char *err, size_t errlen, char *wa
     return true;
 }
 
+bool preflight_upstream(const struct config *c, bool *replica_only, char *err, size_t errlen)
+{
+    bool all = c->n_filters > 0;
+    for (unsigned i = 0; i < c->n_filters; i++)
+        all = all && c->filters[i].method == SYNC_UPSTREAM;
+    if (replica_only != NULL)
+        *replica_only = all;
+    for (unsigned i = 0; i < c->n_filters; i++)
+        if (c->filters[i].method == SYNC_UPSTREAM && c->upstream[strspn(c->upstream, " \t")] == '\0') {
+            snprintf(err, errlen, "filter %s: [sync] method = upstream needs [sync] upstream, "
+                     "the bloomguard daemons to follow", c->filters[i].name);
+            return false;
+        }
+    return true;
+}
+
 unsigned preflight_offline(const struct config *c, const char *config_file, FILE *out)
 {
     unsigned errors = 0;
@@ -123,6 +139,13 @@ unsigned preflight_offline(const struct config *c, const char *config_file, FILE
                 "or neither");
     if (c->tls_key_file[0] != '\0')
         check_secret(out, &errors, "[server] tls_key_file", c->tls_key_file);
+    if (c->replication_token_file[0] != '\0')
+        check_secret(out, &errors, "[server] replication_token_file", c->replication_token_file);
+    if (c->upstream_token_file[0] != '\0')
+        check_secret(out, &errors, "[sync] upstream_token_file", c->upstream_token_file);
+    char up[256];
+    if (!preflight_upstream(c, NULL, up, sizeof up))
+        finding(out, &errors, true, "%s", up);
     const char *passfile = getenv("PGPASSFILE");
     if (passfile != NULL && passfile[0] != '\0')
         check_secret(out, &errors, "PGPASSFILE", passfile);

@@ -34,6 +34,16 @@ unsigned preflight_offline(const struct config *c, const char *config_file, FILE
 bool preflight_listen(const struct config *c, char *err, size_t errlen, char *warn, size_t warnlen);
 
 /*
+ * Whether every filter of method upstream has an upstream to follow ([sync]
+ * upstream): false with the error in err if not (checked by
+ * preflight_offline and at start, once the file and the overrides are all
+ * read).  *replica_only (may be NULL): every filter follows an upstream, so
+ * the daemon needs no [postgres] section and never connects to PostgreSQL.
+ * Thread-safe.
+ */
+bool preflight_upstream(const struct config *c, bool *replica_only, char *err, size_t errlen);
+
+/*
  * The checks that need the server: connects as the daemon would, then for
  * each filter whether its table and column exist and may be read, and (with
  * [sync] enabled) what its follower needs of the server: the method the

@@ -286,6 +286,10 @@ static bool run_job(struct scheduler *s, unsigned i, const struct table_job *job
 {
     struct table *t = s->tables[i];
     struct follower *f = scheduler_follower(s, i);
+    if (f != NULL && f->ops->load != NULL) {        /* a replica: its upstream's snapshot */
+        *kind = "snapshot";
+        return f->ops->load(f, t, job, rows, secs, err, errlen);
+    }
     if (job->may_catch_up && f != NULL && f->ops->catch_up != NULL) {
         *kind = "catchup";
         bool mismatch;
@@ -313,12 +317,6 @@ static bool run_job(struct scheduler *s, unsigned i, const struct table_job *job
 
 /* ---------------------------------------------------------- snapshots -- */
 
-static bool snapshots_on(const struct scheduler *s)
-{
-    char path[PERSIST_PATH_MAX];
-    return persist_file(s->cfg, table_config(s->tables[0]), path, sizeof path);
-}
-
 /* The horizon as wall-clock milliseconds, for a snapshot's header; 0: none. */
 static uint64_t horizon_wall_ms(struct table *t)
 {
@@ -337,8 +335,8 @@ static void save_table(struct scheduler *s, unsigned i)
 {
     struct table *t = s->tables[i];
     struct follower *f = scheduler_follower(s, i);
-    char pos[TABLE_POS_MAX];
-    if (!snapshots_on(s))
+    char pos[TABLE_POS_MAX], path[PERSIST_PATH_MAX];
+    if (!persist_file(s->cfg, table_config(t), path, sizeof path))
         return;
     unsigned every = s->cfg->snapshot_interval;
     s->next_snapshot[i] = every ? monoclock_boot_ns() + (int64_t)every * NS_PER_S : 0;

@@ -100,6 +100,23 @@ static struct follower *follower_for(struct source *s, enum sync_method m, char 
     return f;
 }
 
+/* Table i is followed by method m (why says why): its follower, made on first use. */
+static bool attach(struct source *s, unsigned i, enum sync_method m, const char *why, char *err,
+                   size_t errlen)
+{
+    struct table *t = s->tables[i];
+    struct follower *f = follower_for(s, m, err, errlen);
+    if (f == NULL)
+        return false;
+    if (table_loaded(t))
+        table_gap(t, WANT_RECONNECT);
+    follow_attach(f, t);
+    scheduler_set_follower(s->sched, i, f);
+    log_fields(s->lg, LOG_LVL_INFO, table_name(t), "followed", "%s: followed by %s",
+               table_name(t), why);
+    return true;
+}
+
 /*
  * The scheduler's prepare step: ask the server what it offers, choose the
  * method of each table that has no follower yet, and give it to that
@@ -121,6 +138,23 @@ static int choose(void *arg, char *err, size_t errlen)
         log_info(s->lg, "[sync] enabled = no: the tables are not followed, only loaded");
         return 1;
     }
+    /* A replica's tables ask their upstream, never PostgreSQL (which need not exist). */
+    bool ask_server = false;
+    for (unsigned i = 0; i < s->n; i++) {
+        if (scheduler_follower(s->sched, i) != NULL)
+            continue;
+        if (table_config(s->tables[i])->method != SYNC_UPSTREAM) {
+            ask_server = true;
+            continue;
+        }
+        char why[320];
+        follow_choose(cfg, table_config(s->tables[i]), NULL, NULL, why, sizeof why);
+        table_set_method(s->tables[i], sync_method_name(SYNC_UPSTREAM), why);
+        if (!attach(s, i, SYNC_UPSTREAM, why, err, errlen))
+            return -1;
+    }
+    if (!ask_server)
+        return 1;
     PGconn *conn = loader_connect(cfg, err, errlen);
     if (conn == NULL)
         return -1;
@@ -149,16 +183,10 @@ static int choose(void *arg, char *err, size_t errlen)
                 log_fields(s->lg, LOG_LVL_WARN, fc->name, "not_followed", "%s: %s", fc->name, why);
             continue;
         }
-        struct follower *f = follower_for(s, m, err, errlen);
-        if (f == NULL) {
+        if (!attach(s, i, m, why, err, errlen)) {
             PQfinish(conn);
             return -1;
         }
-        if (table_loaded(t))
-            table_gap(t, WANT_RECONNECT);
-        follow_attach(f, t);
-        scheduler_set_follower(s->sched, i, f);
-        log_fields(s->lg, LOG_LVL_INFO, fc->name, "followed", "%s: followed by %s", fc->name, why);
     }
     PQfinish(conn);
     return complete;
@@ -203,6 +231,7 @@ void source_status(struct source *s, unsigned i, struct source_status *out)
     struct follower *f = scheduler_follower(s->sched, i);
     if (f != NULL) {
         follow_status(f, &out->conn);
+        follow_table_status(f, s->tables[i], &out->conn);
         /* Where the live filter is exact now, as a snapshot would record it. */
         follow_position(f, s->tables[i], out->table.position, sizeof out->table.position);
     } else {

@@ -117,8 +117,15 @@ static bool is_token(const char *s)
  * carry the admin right?  Whatever the method: a snapshot is a read, but of
  * the whole filter.
  */
-static struct reply check_write(struct http *h, const struct app *a, struct MHD_Connection *c)
+static struct reply check_write(struct http *h, const struct app *a, struct MHD_Connection *c,
+                                unsigned right)
 {
+    /* A replica's token opens the replication routes, and nothing else. */
+    if (right == ROUTE_REPLICATION && a->replication_token != NULL
+        && token_check_bearer(a->replication_token,
+                              MHD_lookup_connection_value(c, MHD_HEADER_KIND,
+                                                          MHD_HTTP_HEADER_AUTHORIZATION)))
+        return (struct reply){ 0, NULL, false };
     switch (h->writes) {
     case WRITES_LOOPBACK:
         break;
@@ -131,9 +138,13 @@ static struct reply check_write(struct http *h, const struct app *a, struct MHD_
                                                        MHD_HTTP_HEADER_AUTHORIZATION);
         if (token_check_bearer(a->admin_token, auth))
             break;
-        struct reply r = api_error(MHD_HTTP_UNAUTHORIZED, "unauthorized", "%s",
-                                   auth == NULL ? "this endpoint needs Authorization: Bearer <admin token>"
-                                                : "the Authorization header does not hold the admin token");
+        const char *what = right == ROUTE_REPLICATION && a->replication_token
+                           ? "admin or replication token" : "admin token";
+        struct reply r = auth == NULL
+            ? api_error(MHD_HTTP_UNAUTHORIZED, "unauthorized",
+                        "this endpoint needs Authorization: Bearer <%s>", what)
+            : api_error(MHD_HTTP_UNAUTHORIZED, "unauthorized",
+                        "the Authorization header does not hold the %s", what);
         if (r.resp != NULL)
             MHD_add_response_header(r.resp, MHD_HTTP_HEADER_WWW_AUTHENTICATE,
                                     "Bearer realm=\"bloomguard\"");
@@ -187,7 +198,7 @@ bool http_first_checks(struct http *h, const struct app *a, struct request *rq,
     if (r == NULL || !(r->methods & routes_method_bit(method)))
         rq->early = http_route_refusal(r, allowed, url, method);
     else if (r->admin)
-        rq->early = check_write(h, a, c);
+        rq->early = check_write(h, a, c, r->admin);
     if (rq->early.status == 0 && announced > cfg->max_body_bytes)
         rq->early = api_error(MHD_HTTP_CONTENT_TOO_LARGE, "body_too_large",
                               "request body is larger than max_body_bytes (%llu)",

@@ -11,6 +11,7 @@
 #include "admin.h"
 #include "ids.h"
 #include "metrics.h"
+#include "replicate.h"
 #include "stats.h"
 #include "status.h"
 
@@ -35,7 +36,9 @@ const struct route routes_table[] = {
     { "/metrics",   ROUTE_EXACT,   ROUTE_READ, "metrics",      false, false, false, metrics_serve },
     { "/reload",    ROUTE_PREFIX,  ROUTE_POST, "reload",       true,  false, false, admin_reload },
     /* Admin although a read: the whole filter, for peers (and backups). */
-    { "/snapshot",  ROUTE_PREFIX,  ROUTE_READ, "snapshot",     true,  false, false, admin_snapshot },
+    { "/snapshot",  ROUTE_PREFIX,  ROUTE_READ, "snapshot",     ROUTE_REPLICATION, false, false, admin_snapshot },
+    /* Replicas: the stream, the horizon's round trips, a fresh snapshot (replicate.h). */
+    { "/replicate", ROUTE_PREFIX,  ROUTE_GET,  "replicate",    ROUTE_REPLICATION, false, false, replicate_get },
 };
 const unsigned routes_count = sizeof routes_table / sizeof routes_table[0];
 
@@ -150,7 +153,7 @@ void routes_admin_text(char *out, size_t cap)
 {
     unsigned n = 0, total = 0;
     for (unsigned i = 0; i < routes_count; i++)
-        total += routes_table[i].admin;
+        total += routes_table[i].admin != 0;
     size_t used = 0;
     out[0] = '\0';
     for (unsigned i = 0; i < routes_count && used < cap; i++) {

@@ -19,6 +19,9 @@ enum {
     ROUTE_ANY = ROUTE_GET | ROUTE_HEAD | ROUTE_POST | ROUTE_OTHER
 };
 
+/* A route's admin value: the admin token or the replication token opens it. */
+#define ROUTE_REPLICATION 2
+
 enum route_match {
     ROUTE_EXACT,    /* the path and nothing else */
     /*
@@ -34,7 +37,12 @@ struct route {
     enum route_match match;
     unsigned methods;           /* API_* bits */
     const char *name;           /* in /stats requests_by_endpoint and the endpoint="" label */
-    bool admin;                 /* needs the write credential (the admin token) */
+    /*
+     * The credential it needs: 0 none, 1 (true) the admin token,
+     * ROUTE_REPLICATION the admin token or [server] replication_token_file's
+     * (for replicas, which should hold no admin right).
+     */
+    unsigned char admin;
     bool body;                  /* reads a request body (JSON or text/plain, up to max_body_bytes) */
     bool raw_path;              /* the path bytes are not checked for UTF-8 (another service's URI) */
     api_handler *handler;

@@ -232,10 +232,11 @@ bool loader_identify(PGconn *conn, const struct filter_config *fc, struct table_
         "       coalesce((SELECT collisdeterministic FROM pg_collation WHERE oid = a.attcollation), true), "
         "       (SELECT oid FROM pg_database WHERE datname = current_database()), "
         "       (SELECT system_identifier FROM pg_control_system()), "
-        "       format_type(a.atttypid, a.atttypmod) "
+        "       format_type(a.atttypid, a.atttypmod), "
+        "       " LOADER_SHAPE_SQL("$1::regclass::oid", "$2") " "
         "  FROM a",
         2, NULL, params, NULL, NULL, 0);
-    bool ok = PQresultStatus(r) == PGRES_TUPLES_OK && PQnfields(r) == 9;
+    bool ok = PQresultStatus(r) == PGRES_TUPLES_OK && PQnfields(r) == 10;
     if (!ok)
         loader_set_result_error(err, errlen, "cannot read the table's column", conn, r);
     else if (PQntuples(r) != 1) {
@@ -252,6 +253,7 @@ bool loader_identify(PGconn *conn, const struct filter_config *fc, struct table_
         out->dboid = (uint32_t)strtoul(PQgetvalue(r, 0, 6), NULL, 10);
         snprintf(out->sysid, sizeof out->sysid, "%s", PQgetvalue(r, 0, 7));
         snprintf(out->type_name, sizeof out->type_name, "%s", PQgetvalue(r, 0, 8));
+        snprintf(out->shape, sizeof out->shape, "%s", PQgetvalue(r, 0, 9));
         out->spell = spell_type_of(out->base_typid, out->typmod, out->deterministic);
     }
     PQclear(r);

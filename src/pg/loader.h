@@ -116,9 +116,37 @@ struct load_result {
 };
 
 /*
+ * The shape of what `SELECT col FROM rel` reads, as an SQL expression (a
+ * scalar subquery) of REL, an expression giving the relation's oid, and COL,
+ * one giving the column's name (both as SQL text): the md5, in hex, of the
+ * relation and every table under it (inheritance children and partitions,
+ * at any depth), each with its kind and its column of that name: number,
+ * type, typmod and the catalog row's version (xmin), which any ALTER of
+ * the column makes anew, a rename and its undoing included.  "" when REL is
+ * NULL (no such table).  loader_identify reads it into table_ident.shape,
+ * followers compare it (table_schema).
+ */
+#define LOADER_SHAPE_SQL(REL, COL)                                                          \
+    "(SELECT coalesce(md5(string_agg(format('%s:%s:%s:%s:%s:%s', c.oid, c.relkind, "        \
+    "a.attnum, a.atttypid, a.atttypmod, a.xmin), ',' ORDER BY c.oid)), '') "                \
+    "FROM " LOADER_TREE_SQL(REL) " JOIN pg_catalog.pg_class c ON c.oid = tree.rel "         \
+    "LEFT JOIN pg_catalog.pg_attribute a ON a.attrelid = c.oid AND a.attname = " COL " "    \
+    "AND a.attnum > 0 AND NOT a.attisdropped)"
+/*
+ * A FROM item, tree(rel): the oid REL (an SQL expression) and those of every
+ * table under it, inheritance children and partitions at any depth (rows
+ * whose SELECT FROM the table, without ONLY, returns).
+ */
+#define LOADER_TREE_SQL(REL)                                                                \
+    "(WITH RECURSIVE tree(rel) AS (SELECT " REL " UNION SELECT i.inhrelid "                 \
+    "FROM pg_catalog.pg_inherits i JOIN tree ON i.inhparent = tree.rel) SELECT rel "        \
+    "FROM tree) tree"
+
+/*
  * What the table name means now, with this connection's session (its
  * search_path): the relation's OID, the column's number and type (through
- * domains), its collation, the database and the cluster, into out.  Fails
+ * domains), its collation, the database and the cluster, and the shape of
+ * what the COPY reads (LOADER_SHAPE_SQL), into out.  Fails
  * (err) when the table or the column does not exist or may not be read.
  * Every load asks it on its COPY's connection, so a rename, a drop and
  * create, or another schema's table of the same name is seen for what it

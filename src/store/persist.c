@@ -157,16 +157,12 @@ bool persist_postlog_open(const struct config *cfg, const struct filter_config *
  * zeros, which no database's identity matches: its position is not
  * trusted, and the table is copied.
  */
-enum { IDENT_KV = 10 };
-struct ident_kv {
-    struct snapshot_kv kv[IDENT_KV];
-    char val[IDENT_KV][72];
-};
+_Static_assert(PERSIST_IDENT_KV == 10, "the ten pairs below");
 
-static void ident_to_kv(const struct table_ident *id, struct ident_kv *o)
+void persist_ident_to_kv(const struct table_ident *id, struct persist_ident_kv *o)
 {
-    static const char *const keys[IDENT_KV] = { "relid", "attnum", "typid", "base_typid",
-        "typmod", "deterministic", "spell", "dboid", "sysid", "type" };
+    static const char *const keys[PERSIST_IDENT_KV] = { "relid", "attnum", "typid",
+        "base_typid", "typmod", "deterministic", "spell", "dboid", "sysid", "type" };
     snprintf(o->val[0], sizeof o->val[0], "%u", id->relid);
     snprintf(o->val[1], sizeof o->val[1], "%d", id->attnum);
     snprintf(o->val[2], sizeof o->val[2], "%u", id->typid);
@@ -177,7 +173,7 @@ static void ident_to_kv(const struct table_ident *id, struct ident_kv *o)
     snprintf(o->val[7], sizeof o->val[7], "%u", id->dboid);
     snprintf(o->val[8], sizeof o->val[8], "%s", id->sysid);
     snprintf(o->val[9], sizeof o->val[9], "%s", id->type_name[0] ? id->type_name : "-");
-    for (int i = 0; i < IDENT_KV; i++)
+    for (int i = 0; i < PERSIST_IDENT_KV; i++)
         o->kv[i] = (struct snapshot_kv){ keys[i], o->val[i] };
 }
 
@@ -187,7 +183,7 @@ static unsigned long kv_num(const struct snapshot *s, const char *key)
     return v ? strtoul(v, NULL, 10) : 0;
 }
 
-static void ident_from_kv(const struct snapshot *s, struct table_ident *id)
+void persist_ident_from_kv(const struct snapshot *s, struct table_ident *id)
 {
     memset(id, 0, sizeof *id);
     id->relid = (uint32_t)kv_num(s, "relid");
@@ -233,7 +229,7 @@ static void install(struct snapshot *s, struct guard *g, struct pending *p,
     r->items = fi.items;
     snprintf(r->position, sizeof r->position, "%s",
              s->position && strlen(s->position) < sizeof r->position ? s->position : "");
-    ident_from_kv(s, &r->ident);
+    persist_ident_from_kv(s, &r->ident);
 }
 
 bool persist_restore(const struct config *cfg, const struct filter_config *fc, const char *token,
@@ -304,12 +300,12 @@ int persist_save(const struct config *cfg, const struct filter_config *fc, struc
     const struct filter *f = guard_live(g);
     if (!persist_file(cfg, fc, path, sizeof path) || f == NULL)
         return 0;
-    struct ident_kv ikv;
-    ident_to_kv(ident, &ikv);
+    struct persist_ident_kv ikv;
+    persist_ident_to_kv(ident, &ikv);
     const struct snapshot_meta m = {
         .name = fc->name, .table = fc->table, .column = fc->column,
         .position = position, .horizon_ms = horizon_ms, .created = (uint64_t)time(NULL),
-        .kv = ikv.kv, .n_kv = IDENT_KV,
+        .kv = ikv.kv, .n_kv = PERSIST_IDENT_KV,
     };
     double t0 = monoclock_seconds();
     int e = snapshot_write(path, &m, f, p, monoclock_boot_s());

@@ -21,6 +21,7 @@
 #include "log.h"
 #include "pending.h"
 #include "postlog.h"
+#include "snapshot.h"
 #include "table.h"
 
 /* Longest snapshot file name persist_file writes. */
@@ -106,5 +107,20 @@ bool persist_restore(const struct config *cfg, const struct filter_config *fc, c
 int persist_save(const struct config *cfg, const struct filter_config *fc, struct guard *g,
                  struct pending *p, const char *position, uint64_t horizon_ms,
                  const struct table_ident *ident, const struct log *lg);
+
+/*
+ * The identity of a filter's column as snapshot metadata pairs (relid,
+ * attnum, typid, base_typid, typmod, deterministic, spell, dboid, sysid,
+ * type), the way persist_save writes them, and back (a snapshot without
+ * them reads as zeros, which no database's identity matches).  For a
+ * snapshot made elsewhere (a replica's upstream serves one).
+ */
+#define PERSIST_IDENT_KV 10
+struct persist_ident_kv {
+    struct snapshot_kv kv[PERSIST_IDENT_KV];
+    char val[PERSIST_IDENT_KV][72];
+};
+void persist_ident_to_kv(const struct table_ident *id, struct persist_ident_kv *out);
+void persist_ident_from_kv(const struct snapshot *s, struct table_ident *id);
 
 #endif

@@ -311,4 +311,9 @@ enum snapshot_status snapshot_read_mem(const void *buf, size_t size,
 enum pending_result snapshot_restore_journal(const struct snapshot *s, struct pending *p,
                                              uint64_t now);
 
+/* fn(arg, id, len, ttl_left) for each entry of s's journal, in order. */
+void snapshot_journal_each(const struct snapshot *s,
+                           void (*fn)(void *arg, const char *id, size_t len, uint64_t ttl_left),
+                           void *arg);
+
 #endif

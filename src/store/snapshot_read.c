@@ -495,3 +495,17 @@ enum pending_result snapshot_restore_journal(const struct snapshot *s, struct pe
     }
     return first;
 }
+
+void snapshot_journal_each(const struct snapshot *s,
+                           void (*fn)(void *arg, const char *id, size_t len, uint64_t ttl_left),
+                           void *arg)
+{
+    uint64_t at = 0;
+    /* snapshot_read checked that the entries fill the section exactly. */
+    for (uint64_t i = 0; i < s->journal_count; i++) {
+        const unsigned char *e = s->journal + at;
+        uint32_t len = get32(e + 8);
+        fn(arg, (const char *)e + ENTRY_HEAD, len, get64(e));
+        at += ENTRY_HEAD + len;
+    }
+}

@@ -223,3 +223,10 @@ const struct filter *guard_live(struct guard *g)
 {
     return atomic_load_explicit(&g->live, memory_order_acquire);
 }
+
+void guard_with_live(struct guard *g, void (*fn)(void *arg, const struct filter *f), void *arg)
+{
+    struct rcu_read t = rcu_read_enter(&g->rcu);
+    fn(arg, atomic_load_explicit(&g->live, memory_order_acquire));
+    rcu_read_exit(t);
+}

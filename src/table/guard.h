@@ -92,4 +92,11 @@ unsigned guard_layers(struct guard *g, struct filter_layer_info *out, unsigned c
  */
 const struct filter *guard_live(struct guard *g);
 
+/*
+ * fn(arg, f) with the live filter (NULL if none), from any thread: f stays
+ * alive until fn returns (a read section: a commit meanwhile waits for fn,
+ * so keep it to copying the filter).  Inserts go on meanwhile.
+ */
+void guard_with_live(struct guard *g, void (*fn)(void *arg, const struct filter *f), void *arg);
+
 #endif

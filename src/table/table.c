@@ -29,6 +29,7 @@ static const struct {
     [WANT_INTERVAL] = { "interval", false },
     [WANT_DELETES] = { "deletes", false },
     [WANT_GROWTH] = { "growth", false },
+    [WANT_SCHEMA] = { "schema", false },
 };
 
 const char *table_want_name(enum table_want w)
@@ -316,7 +317,7 @@ static enum table_insert_result add_hashes(struct table *t, size_t n, const uint
     *inserted = 0;
     for (size_t i = 0; i < n; i++)
         *inserted += guard_add_hash(t->g, hs[i]);
-    table_check_saturated(t);
+    table_posted(t, hs, n, *inserted);
     return *inserted < n ? TABLE_INSERT_NOT_READY : TABLE_INSERTED;
 }
 

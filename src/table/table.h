@@ -36,6 +36,7 @@
 #include "guard.h"
 #include "pending.h"
 #include "spell.h"
+#include "table_fleet.h"
 
 struct table;
 
@@ -60,6 +61,14 @@ struct table_ident {
     uint32_t dboid;                 /* the database */
     char sysid[24];                 /* the cluster's system identifier */
     char type_name[64];             /* format_type, for /stats */
+    /*
+     * What the table's SELECT reads, as a fingerprint (loader.h's
+     * LOADER_SHAPE_SQL): the relation and every inheritance child or
+     * partition under it, and in each the column's number, type and
+     * catalog row version, so a rename, a type change, a drop or a new
+     * child changes it.  "" = not known (a snapshot's metadata has none).
+     */
+    char shape[33];
 };
 
 
@@ -293,6 +302,7 @@ void table_note_truncate(struct table *t);
 /* The current epoch (see the top of this file). */
 uint64_t table_epoch(struct table *t);
 
+
 /*
  * Rows may have been lost: start a new epoch (the horizon waits for a load
  * that starts in it) and want a load for why.  Thread-safe.
@@ -311,6 +321,36 @@ bool table_advance(struct table *t, uint64_t epoch, int64_t when);
 
 /* Whether the live filter covers the current epoch (no gap since its load). */
 bool table_covered(struct table *t);
+
+/*
+ * A follower's check of what the table's SELECT reads, made after the T of
+ * the proof it is about to give (table_advance, table_polled), so that a
+ * change before T is seen:
+ *   shape      the fingerprint of the column and the tables it is read
+ *              from now (LOADER_SHAPE_SQL), "" when the table or the
+ *              column does not exist; NULL: not read this time (the last
+ *              one stands, only the coverage is news);
+ *   uncovered  NULL when the follower hears every row of those tables,
+ *              else why not, for the log and /stats (an inheritance child
+ *              without the trigger, a relation not in the publication).
+ * A shape or coverage other than the last check's starts a new epoch that
+ * wants a COPY (WANT_SCHEMA): rows may have been written in a form the
+ * filter does not spell (a type changed), under a name nobody read (a
+ * rename), or into a table nobody heard (a new child).  While the shape is
+ * not the live filter's load's (ident.shape; a restored filter adopts the
+ * first one checked) or a table is not covered, proofs do not move the
+ * horizon (degraded, with the reason in /stats' horizon.reason); a shape
+ * that stays unlike the load's with no load wanted (a COPY that identified
+ * the column just before the change) wants one.  A load's commit makes its
+ * own shape the last one seen.  Before the first load it only remembers.
+ * Thread-safe.
+ */
+enum table_schema_verdict {
+    TABLE_SCHEMA_SAME,      /* as the live filter's load: proofs hold */
+    TABLE_SCHEMA_CHANGED,   /* changed since the last check: a gap was started (log it) */
+    TABLE_SCHEMA_OFF        /* unlike the load's or not covered, as already known */
+};
+enum table_schema_verdict table_schema(struct table *t, const char *shape, const char *uncovered);
 
 /* ------------------------------------------------------------- wants -- */
 
@@ -331,6 +371,7 @@ enum table_want {
     WANT_INTERVAL,      /* [sync] rebuild_interval */
     WANT_DELETES,       /* [sync] rebuild_after_deletes */
     WANT_GROWTH,        /* the filter outgrew its capacity: a larger one from the table */
+    WANT_SCHEMA,        /* the column or the tables it is read from changed (table_schema): copy */
     WANT_COUNT
 };
 /* The word for logs and /stats ("start", "reconnect", "api", ...). */
@@ -583,6 +624,7 @@ struct table_status {
     double horizon_age;             /* seconds since H; negative: no H yet */
     bool degraded;                  /* loaded, and absent answers are "maybe" (answer_degraded) */
     bool saturated;                 /* the filter can no longer keep its rate (filter.h) */
+    char schema_why[320];           /* why table_schema holds proofs back, "" = it does not */
     double held_for;                /* seconds absent answers stay "maybe" for lost POSTs (0: none) */
     double degraded_seconds;        /* total time spent degraded (loaded: not before) */
 };

@@ -15,6 +15,24 @@
 
 /* ------------------------------------------------------- from followers -- */
 
+void table_set_tap(struct table *t, const struct table_tap *tap)
+{
+    t->tap = *tap;
+}
+
+void table_tap_changed(struct table *t)
+{
+    if (t->tap.changed)
+        t->tap.changed(t->tap.ctx);
+}
+
+void table_posted(struct table *t, const uint64_t *hs, size_t n, size_t inserted)
+{
+    table_check_saturated(t);
+    if (inserted == n && n > 0 && t->tap.added)
+        t->tap.added(t->tap.ctx, hs, n, (uint32_t)t->fc->pending_ttl);
+}
+
 bool table_add_row(struct table *t, const void *id, size_t len)
 {
     char buf[KEY_STACK], *heap;
@@ -28,8 +46,23 @@ bool table_add_row(struct table *t, const void *id, size_t len)
         key = id;
         klen = len;
     }
-    bool ok = guard_add(t->g, key, klen);
+    uint64_t h = filter_hash(key, klen);
+    bool ok = guard_add_hash(t->g, h);
     free(heap);
+    if (ok && t->tap.added)
+        t->tap.added(t->tap.ctx, &h, 1, 0);
+    return ok;
+}
+
+bool table_add_hashes(struct table *t, const uint64_t *hashes, size_t n, uint32_t ttl)
+{
+    bool ok = true;
+    for (size_t i = 0; i < n && ok; i++)
+        ok = guard_add_hash(t->g, hashes[i]);
+    if (n > 0)
+        table_check_saturated(t);
+    if (ok && n > 0 && t->tap.added)
+        t->tap.added(t->tap.ctx, hashes, n, ttl);
     return ok;
 }
 
@@ -128,7 +161,20 @@ void table_gap(struct table *t, enum table_want why)
     t->epoch++;
     bool w = why != WANT_NONE && want_locked(t, why, NULL);
     pthread_mutex_unlock(&t->mu);
+    table_tap_changed(t);
     wake(t, w);
+}
+
+void table_proof(struct table *t, struct table_proof *out)
+{
+    pthread_mutex_lock(&t->mu);
+    out->horizon = atomic_load(&t->horizon);
+    out->epoch = t->epoch;
+    out->covered = t->covered;
+    out->generation = t->generation;
+    out->loaded = t->loaded;
+    pthread_mutex_unlock(&t->mu);
+    out->saturated = atomic_load(&t->saturated);
 }
 
 /* Caller holds mu. */
@@ -155,7 +201,7 @@ bool table_advance_locked(struct table *t, uint64_t epoch, int64_t when)
 bool table_advance(struct table *t, uint64_t epoch, int64_t when)
 {
     pthread_mutex_lock(&t->mu);
-    bool ok = table_advance_locked(t, epoch, when);
+    bool ok = !t->schema_off && table_advance_locked(t, epoch, when);
     pthread_mutex_unlock(&t->mu);
     return ok;
 }
@@ -166,6 +212,69 @@ bool table_covered(struct table *t)
     bool c = t->loaded && t->covered == t->epoch;
     pthread_mutex_unlock(&t->mu);
     return c;
+}
+
+/* ------------------------------------------------------------ schema -- */
+
+void table_schema_eval_locked(struct table *t)
+{
+    const struct filter_config *fc = t->fc;
+    bool unlike = t->schema_seen_set && t->loaded
+                  && strcmp(t->schema_seen, t->ident.shape) != 0;
+    t->schema_off = t->loaded && (unlike || t->schema_uncovered[0] != '\0');
+    if (!t->schema_off)
+        t->st.schema_why[0] = '\0';
+    else if (t->schema_uncovered[0] != '\0')
+        snprintf(t->st.schema_why, sizeof t->st.schema_why, "%s", t->schema_uncovered);
+    else if (t->schema_seen[0] == '\0')
+        snprintf(t->st.schema_why, sizeof t->st.schema_why, "%s.%s is gone (a rename or a drop): "
+                 "degraded until it is back and copied", fc->table, fc->column);
+    else
+        snprintf(t->st.schema_why, sizeof t->st.schema_why, "%s.%s changed since the filter's "
+                 "load (a rename, a new type, a child table or partition): degraded until "
+                 "a COPY", fc->table, fc->column);
+}
+
+enum table_schema_verdict table_schema(struct table *t, const char *shape, const char *uncovered)
+{
+    const char *unc = uncovered ? uncovered : "";
+    pthread_mutex_lock(&t->mu);
+    if (shape == NULL)
+        shape = t->schema_seen_set ? t->schema_seen : t->ident.shape;
+    bool changed = t->schema_seen_set && (strcmp(t->schema_seen, shape) != 0
+                                          || (t->schema_uncovered[0] != '\0') != (unc[0] != '\0'));
+    t->schema_seen_set = true;
+    if (shape != t->schema_seen)
+        snprintf(t->schema_seen, sizeof t->schema_seen, "%s", shape);
+    snprintf(t->schema_uncovered, sizeof t->schema_uncovered, "%s", unc);
+    if (!t->loaded) {
+        /* The first load reads the shape itself; the next check compares with this one. */
+        table_schema_eval_locked(t);
+        pthread_mutex_unlock(&t->mu);
+        return TABLE_SCHEMA_SAME;
+    }
+    /* A restored snapshot's metadata has no shape: its catch-up checked the column's identity. */
+    if (t->ident.shape[0] == '\0')
+        snprintf(t->ident.shape, sizeof t->ident.shape, "%s", shape);
+    table_schema_eval_locked(t);
+    bool unlike = strcmp(shape, t->ident.shape) != 0;
+    /*
+     * A COPY identifies the column before its ticket and its snapshot: one
+     * that did so just before the change went live with the old shape and
+     * a filter of the new one, and nothing else would ask for another.
+     */
+    bool pending = t->wanted > t->started || t->st.running;
+    bool gap = changed || (unlike && unc[0] == '\0' && !pending);
+    bool w = false;
+    if (gap) {
+        t->epoch++;
+        w = want_locked(t, WANT_SCHEMA, NULL);
+    }
+    enum table_schema_verdict v = changed ? TABLE_SCHEMA_CHANGED
+                                  : t->schema_off ? TABLE_SCHEMA_OFF : TABLE_SCHEMA_SAME;
+    pthread_mutex_unlock(&t->mu);
+    wake(t, w);
+    return v;
 }
 
 /* ------------------------------------------------------------- wants -- */

@@ -28,6 +28,7 @@ struct table {
     table_durable_submit_fn durable_submit;
     void *durable_arg;
     struct table_publisher pub;     /* hooks all NULL: not published */
+    struct table_tap tap;           /* hooks all NULL: no replication ring */
 
     /* Every row committed before it is in the live filter; 0 = none. */
     _Atomic int64_t horizon;
@@ -52,6 +53,7 @@ struct table {
     struct table_sizing size;       /* [filter] sizing of the next load (table_set_sizing) */
     uint64_t epoch;                 /* bumped by table_gap */
     uint64_t covered;               /* the epoch the live filter's load started in */
+    uint64_t generation;            /* live filters so far (loads and restores) */
     bool loaded;
     /* wants */
     uint64_t wanted;                /* newest requested load id */
@@ -62,12 +64,26 @@ struct table {
     char position[TABLE_POS_MAX];   /* "" = none: the next load copies */
     int64_t degraded_ns, accounted; /* time spent degraded, counted up to accounted */
     struct table_ident ident;       /* of the live filter's load */
+    /* What the last table_schema found, and whether it holds proofs back. */
+    bool schema_seen_set;
+    char schema_seen[sizeof ((struct table_ident *)0)->shape];
+    char schema_uncovered[320];     /* "" = every table heard */
+    bool schema_off;
     int64_t vet_horizon;            /* the horizon proved while on probation (table_vet) */
     struct table_status st;
 };
 
 /* Room on the stack for a key; a longer one goes to the heap. */
 #define KEY_STACK 256
+
+/* The tap's changed hook, if any (call it under no lock of the table). */
+void table_tap_changed(struct table *t);
+/*
+ * After a POST's n keys went into the filter (inserted of them): the
+ * saturation check, and the tap hears them when all went in (ttl: the
+ * journal's, pending_ttl >= 1: replicas keep them as long).
+ */
+void table_posted(struct table *t, const uint64_t *hs, size_t n, size_t inserted);
 
 /*
  * Whether an answer resting on horizon h is degraded at now (monoclock_boot_ns):
@@ -99,6 +115,8 @@ enum spell_verdict table_key_of(enum spell_type sp, const char *id, size_t len, 
  * may_catch_up: whether the pending want may be served by a catch-up.
  */
 void table_account_locked(struct table *t, int64_t h, int64_t now);
+/* schema_off and st.schema_why from the last table_schema and the live load's shape. */
+void table_schema_eval_locked(struct table *t);
 bool table_advance_locked(struct table *t, uint64_t epoch, int64_t when);
 int64_t table_hold_back_locked(const struct table *t, int64_t now);
 bool table_may_catch_up_locked(const struct table *t);

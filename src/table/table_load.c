@@ -68,13 +68,19 @@ static void loaded_locked(struct table *t)
     t->loaded = true;
 }
 
-/* Caller holds mu: a load or catch-up that started at start in epoch is live. */
-static void covered_locked(struct table *t, uint64_t epoch, int64_t start, const char *pos)
+/*
+ * Caller holds mu: a load or catch-up that started at start in epoch is
+ * live.  proof: a follower's (a poll), which table_schema may hold back; a
+ * load's own start is a proof by itself.
+ */
+static void covered_locked(struct table *t, uint64_t epoch, int64_t start, const char *pos,
+                           bool proof)
 {
     /* A gap since the load began is not covered by it: keep waiting for the next. */
     if (epoch == t->epoch)
         t->covered = epoch;
-    table_advance_locked(t, epoch, start);
+    if (!proof || !t->schema_off)
+        table_advance_locked(t, epoch, start);
     snprintf(t->position, sizeof t->position, "%s", pos ? pos : "");
 }
 
@@ -102,14 +108,94 @@ bool table_load_commit(struct table_load *l, uint64_t epoch, int64_t start, cons
     pthread_mutex_lock(&t->mu);
     t->ident = ident;
     loaded_locked(t);
+    t->generation++;
     /* The table's own COPY: whatever a peer's filter was, this one is believed. */
     atomic_store_explicit(&t->vet, TABLE_VET_NONE, memory_order_release);
     t->vet_horizon = 0;
     table_tell_unsure_locked(t);
-    covered_locked(t, epoch, start, pos);
+    covered_locked(t, epoch, start, pos, false);
+    /* Changes are the load's shape's from now on (what it read, not what a check saw before). */
+    if (ident.shape[0] != '\0') {
+        t->schema_seen_set = true;
+        snprintf(t->schema_seen, sizeof t->schema_seen, "%s", ident.shape);
+    }
+    table_schema_eval_locked(t);
     t->st.copies++;
     pthread_mutex_unlock(&t->mu);
+    table_tap_changed(t);
     return true;
+}
+
+/*
+ * f's bits into a filter of the same parameters made by a (the
+ * publisher's allocator, so that the filter that goes live is the
+ * published one); NULL when it cannot be made.  f is no one else's yet:
+ * nothing writes it meanwhile.
+ */
+static struct filter *copy_with(const struct filter *f, const struct filter_alloc *a)
+{
+    struct filter_params fp;
+    enum filter_error fe;
+    unsigned char buf[65536];
+    filter_export(f, &fp);
+    struct filter *c = filter_new_from_with(&fp, a, &fe);
+    for (unsigned i = 0; c != NULL && i < fp.layers; i++) {
+        uint64_t size = fp.layer[i].blocks * FILTER_BLOCK_BYTES;
+        for (uint64_t off = 0; off < size; off += sizeof buf) {
+            size_t n = size - off < sizeof buf ? (size_t)(size - off) : sizeof buf;
+            if (!filter_bits_read(f, i, off, buf, n) || !filter_bits_write(c, i, off, buf, n)) {
+                filter_free(c);
+                return NULL;
+            }
+        }
+    }
+    return c;
+}
+
+struct table_load *table_load_adopt(struct table *t, struct filter *f,
+                                    const struct table_ident *ident)
+{
+    struct filter_alloc a;
+    /* Published (publish.h): the filter that goes live must be the one in the file. */
+    if (t->pub.begin && t->pub.begin(t->pub.ctx, &a)) {
+        struct filter *c = copy_with(f, &a);
+        filter_free(f);
+        if ((f = c) == NULL)
+            return NULL;            /* the next begin drops the generation begun */
+    }
+    struct table_load *l = malloc(sizeof *l);
+    if (l == NULL) {
+        filter_free(f);
+        return NULL;
+    }
+    *l = (struct table_load){ .t = t, .f = f, .ident = *ident };
+    guard_begin(t->g, f);
+    return l;
+}
+
+struct live_call {
+    void (*fn)(void *arg, const struct filter *f, struct pending *journal);
+    void *arg;
+    struct pending *journal;
+    bool called;
+};
+
+static void with_live(void *arg, const struct filter *f)
+{
+    struct live_call *c = arg;
+    if (f == NULL)
+        return;
+    c->fn(c->arg, f, c->journal);
+    c->called = true;
+}
+
+bool table_with_live(struct table *t,
+                     void (*fn)(void *arg, const struct filter *f, struct pending *journal),
+                     void *arg)
+{
+    struct live_call c = { fn, arg, t->pending, false };
+    guard_with_live(t->g, with_live, &c);
+    return c.called;
 }
 
 void table_load_abort(struct table_load *l)
@@ -124,7 +210,7 @@ void table_caught_up(struct table *t, uint64_t epoch, int64_t start, const char 
                      uint64_t rows)
 {
     pthread_mutex_lock(&t->mu);
-    covered_locked(t, epoch, start, pos);
+    covered_locked(t, epoch, start, pos, false);
     t->st.catchups++;
     t->st.feed_rows_read += rows;
     t->st.last_feed_rows = rows;
@@ -135,7 +221,7 @@ void table_polled(struct table *t, uint64_t epoch, int64_t start, const char *po
                   uint64_t rows)
 {
     pthread_mutex_lock(&t->mu);
-    covered_locked(t, epoch, start, pos);
+    covered_locked(t, epoch, start, pos, true);
     t->st.notifications += rows;
     pthread_mutex_unlock(&t->mu);
 }
@@ -160,7 +246,9 @@ void table_restored(struct table *t, const char *pos, const char *from, uint64_t
     snprintf(t->st.last_kind, sizeof t->st.last_kind, "%s", from);
     snprintf(t->st.restored_from, sizeof t->st.restored_from, "%s",
              strcmp(from, "peer") == 0 ? "peer" : "file");
+    t->generation++;
     pthread_mutex_unlock(&t->mu);
+    table_tap_changed(t);
 }
 
 void table_position(struct table *t, char *out, size_t cap)

@@ -1,0 +1,162 @@
+/*
+ * The replication ring (fleetring.h): a circular buffer of key hashes and
+ * their ttls under one mutex, the writers being the threads that add to a
+ * table and the readers its replicas' streams.
+ */
+#include "fleetring.h"
+
+#include <limits.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/random.h>
+#include <time.h>
+#include <unistd.h>
+
+struct fleetring {
+    uint64_t history;
+    uint64_t capacity;
+    pthread_mutex_t mu;
+    /* Under mu: */
+    uint64_t last;                  /* the newest seq */
+    uint64_t oldest;                /* the oldest seq kept; last + 1 when none is */
+    uint64_t *hashes;               /* NULL until enabled; seq s at (s - 1) % capacity */
+    uint32_t *ttls;
+};
+
+uint64_t fleetring_new_history(void)
+{
+    uint64_t h = 0;
+    while (h == 0) {
+        if (getrandom(&h, sizeof h, 0) != (ssize_t)sizeof h) {
+            /* No entropy source: a clock and the pid still differ between lifetimes. */
+            struct timespec ts;
+            clock_gettime(CLOCK_REALTIME, &ts);
+            h = ((uint64_t)ts.tv_sec << 32) ^ (uint64_t)ts.tv_nsec ^ ((uint64_t)getpid() << 16);
+        }
+    }
+    return h;
+}
+
+struct fleetring *fleetring_new(uint64_t capacity, uint64_t history)
+{
+    if (capacity == 0)
+        return NULL;
+    struct fleetring *r = calloc(1, sizeof *r);
+    if (r == NULL)
+        return NULL;
+    r->history = history;
+    r->capacity = capacity;
+    r->oldest = 1;
+    pthread_mutex_init(&r->mu, NULL);
+    return r;
+}
+
+void fleetring_free(struct fleetring *r)
+{
+    if (r == NULL)
+        return;
+    pthread_mutex_destroy(&r->mu);
+    free(r->hashes);
+    free(r->ttls);
+    free(r);
+}
+
+uint64_t fleetring_history(const struct fleetring *r)
+{
+    return r->history;
+}
+
+bool fleetring_enable(struct fleetring *r)
+{
+    pthread_mutex_lock(&r->mu);
+    bool ok = r->hashes != NULL;
+    if (!ok && r->capacity <= SIZE_MAX / sizeof *r->hashes) {
+        uint64_t *h = malloc((size_t)r->capacity * sizeof *h);
+        uint32_t *t = malloc((size_t)r->capacity * sizeof *t);
+        if (h != NULL && t != NULL) {
+            r->hashes = h;
+            r->ttls = t;
+            r->oldest = r->last + 1;    /* what came before was only counted */
+            ok = true;
+        } else {
+            free(h);
+            free(t);
+        }
+    }
+    pthread_mutex_unlock(&r->mu);
+    return ok;
+}
+
+uint64_t fleetring_append(struct fleetring *r, const uint64_t *hashes, size_t n, uint32_t ttl)
+{
+    pthread_mutex_lock(&r->mu);
+    if (r->hashes == NULL) {
+        r->last += n;
+        r->oldest = r->last + 1;
+    } else {
+        for (size_t i = 0; i < n; i++) {
+            uint64_t at = r->last % r->capacity;     /* seq last + 1 */
+            r->hashes[at] = hashes[i];
+            r->ttls[at] = ttl;
+            r->last++;
+        }
+        if (r->last - r->oldest + 1 > r->capacity)
+            r->oldest = r->last - r->capacity + 1;
+    }
+    uint64_t last = r->last;
+    pthread_mutex_unlock(&r->mu);
+    return last;
+}
+
+uint64_t fleetring_last(struct fleetring *r)
+{
+    pthread_mutex_lock(&r->mu);
+    uint64_t last = r->last;
+    pthread_mutex_unlock(&r->mu);
+    return last;
+}
+
+bool fleetring_holds(struct fleetring *r, uint64_t after)
+{
+    pthread_mutex_lock(&r->mu);
+    bool ok = after <= r->last && (after + 1 >= r->oldest || after == r->last);
+    pthread_mutex_unlock(&r->mu);
+    return ok;
+}
+
+long fleetring_read(struct fleetring *r, uint64_t from, uint64_t *hashes, uint32_t *ttls,
+                    size_t max)
+{
+    long n = 0;
+    pthread_mutex_lock(&r->mu);
+    if (from > r->last) {
+        n = 0;
+    } else if (from < r->oldest || r->hashes == NULL) {
+        n = -1;
+    } else {
+        uint64_t avail = r->last - from + 1;
+        if (max > (size_t)LONG_MAX)
+            max = (size_t)LONG_MAX;
+        n = avail < max ? (long)avail : (long)max;
+        for (long i = 0; i < n; i++) {
+            uint64_t at = (from - 1 + (uint64_t)i) % r->capacity;
+            hashes[i] = r->hashes[at];
+            ttls[i] = r->ttls[at];
+        }
+    }
+    pthread_mutex_unlock(&r->mu);
+    return n;
+}
+
+void fleetring_info(struct fleetring *r, struct fleetring_info *out)
+{
+    pthread_mutex_lock(&r->mu);
+    out->last = r->last;
+    out->oldest = r->oldest;
+    out->held = r->last + 1 - r->oldest;
+    out->capacity = r->capacity;
+    out->enabled = r->hashes != NULL;
+    pthread_mutex_unlock(&r->mu);
+}

@@ -1,0 +1,255 @@
+/*
+ * The replication stream's wire format (GET /replicate/NAME): what an
+ * upstream bloomguard sends the replicas that follow it, the encoder it
+ * writes with, and the decoder and sequence tracker a replica reads with.
+ * Pure: no I/O, no logging, no globals, no allocation but the decoder's
+ * one buffer; the decoder trusts no length before checking it and takes
+ * its input split anywhere (a byte at a time), so a hostile or broken
+ * upstream can only make it say why it stopped (fuzz/fleetwire.c).
+ *
+ * All integers little-endian.  A stream is a preamble, then frames:
+ *
+ *   preamble  magic "BGREPL\r\n" (8), version (4): FLEETWIRE_VERSION
+ *   frame     type (1), reserved (3, zero), payload length (4, at most
+ *             FLEETWIRE_MAX_PAYLOAD), payload, check (4): XXH32 (seed 0)
+ *             of the 8 head bytes and the payload
+ *
+ * A string in a payload is a length (2) and that many bytes, no NUL
+ * inside.  Payloads, each exactly as long as its fields:
+ *
+ *   HELLO      flags (4: FLEETWIRE_HELLO_*), history (8), epoch (8),
+ *              covered (8), generation (8), from (8), last (8), relid (4),
+ *              attnum (4), typid (4), base_typid (4), typmod (4), dboid (4),
+ *              deterministic (1), kind (1), reserved (2, zero), fpp (8,
+ *              IEEE 754 binary64), hash (4: FLEETWIRE_HASH), then the
+ *              strings name, table, column, sysid, spell, type_name
+ *   ADDS       first (8), count (4, >= 1), posts (4, <= count), count
+ *              hashes (8 each), then posts marks { index (4), ttl (4) },
+ *              indexes strictly increasing and below count, ttl >= 1
+ *   EPOCH      epoch (8), covered (8)
+ *   GENERATION generation (8), covered (8)
+ *   HEARTBEAT  last (8), epoch (8)
+ *   BYE        code (4: FLEETWIRE_BYE_*), reason (a string)
+ *
+ * What they mean.  history is random per table lifetime on the upstream
+ * (a restart is another history); seq numbers the keys added to the
+ * upstream's live filter, 1 first, each ADDS frame carrying the keys
+ * first .. first + count - 1 (their filter_hash, FLEETWIRE_HASH) in
+ * order, a POST's marked with the seconds its journal keeps it.  epoch
+ * and covered are the upstream table's (table.h): its epoch now, and the
+ * epoch its live filter's load started in; generation counts its live
+ * filters.  HELLO says where the stream starts: from is the seq the
+ * replica asked to resume after, last the newest seq now; with
+ * FLEETWIRE_HELLO_RESUMED the next ADDS starts at from + 1, else a BYE
+ * follows (the replica must fetch a snapshot).  EPOCH: the upstream's
+ * table had a gap (a replica must gap too); GENERATION: a new load went
+ * live; HEARTBEAT: nothing new, every second or so; BYE: the stream ends,
+ * and why.  Unknown frame types are skipped (a newer upstream may add
+ * some); a key lost that way would show as a sequence gap.
+ */
+#ifndef BLOOMGUARD_FLEETWIRE_H
+#define BLOOMGUARD_FLEETWIRE_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#define FLEETWIRE_MAGIC "BGREPL\r\n"
+#define FLEETWIRE_MAGIC_LEN 8u
+#define FLEETWIRE_VERSION 1u
+#define FLEETWIRE_PREAMBLE_LEN 12u
+#define FLEETWIRE_HEAD_LEN 8u
+#define FLEETWIRE_SUM_LEN 4u
+/* The largest payload a decoder takes: a longer frame is refused unread. */
+#define FLEETWIRE_MAX_PAYLOAD 65536u
+#define FLEETWIRE_MAX_FRAME (FLEETWIRE_HEAD_LEN + FLEETWIRE_MAX_PAYLOAD + FLEETWIRE_SUM_LEN)
+/* ADDS: bytes before the hashes, and of a POST mark. */
+#define FLEETWIRE_ADDS_FIXED 16u
+#define FLEETWIRE_POST_LEN 8u
+/* The key hash the stream carries: filter_hash (XXH3-64, seed 0) of the key. */
+#define FLEETWIRE_HASH 1u
+/* String bounds: a reason, and each identity string. */
+#define FLEETWIRE_MAX_REASON 512u
+#define FLEETWIRE_MAX_STRING 1024u
+
+enum fleetwire_type {
+    FLEETWIRE_HELLO = 1,
+    FLEETWIRE_ADDS = 2,
+    FLEETWIRE_EPOCH = 3,
+    FLEETWIRE_GENERATION = 4,
+    FLEETWIRE_HEARTBEAT = 5,
+    FLEETWIRE_BYE = 6
+};
+
+/* HELLO flags. */
+#define FLEETWIRE_HELLO_REPLICA 1u      /* the upstream follows an upstream itself */
+#define FLEETWIRE_HELLO_RESUMED 2u      /* ADDS follow from from + 1 */
+
+/* BYE codes. */
+enum fleetwire_bye {
+    FLEETWIRE_BYE_OTHER = 0,
+    FLEETWIRE_BYE_SNAPSHOT = 1,         /* the ring does not hold from (or another history) */
+    FLEETWIRE_BYE_BEHIND = 2,           /* the replica fell out of the ring while streaming */
+    FLEETWIRE_BYE_SHUTDOWN = 3          /* the upstream is stopping */
+};
+
+/*
+ * What the upstream's filter is of: the table_ident of its load (table.h)
+ * and the filter's name, table, column, kind and rate.  Strings are
+ * NUL-terminated here and no longer than their arrays.
+ */
+struct fleetwire_ident {
+    uint32_t relid, typid, base_typid, dboid;
+    int32_t attnum, typmod;
+    bool deterministic;
+    uint8_t kind;                   /* enum filter_kind */
+    double fpp;                     /* the filter's target false-positive rate */
+    uint32_t hash;                  /* FLEETWIRE_HASH */
+    char name[64];
+    char table[FLEETWIRE_MAX_STRING + 1];
+    char column[FLEETWIRE_MAX_STRING + 1];
+    char sysid[24];
+    char spell[32];                 /* spell_type_name */
+    char type_name[64];
+};
+
+struct fleetwire_hello {
+    uint32_t flags;
+    uint64_t history, epoch, covered, generation, from, last;
+    struct fleetwire_ident ident;
+};
+
+/* An ADDS frame as decoded: the hashes and marks stay in the decoder's buffer. */
+struct fleetwire_adds {
+    uint64_t first;
+    uint32_t count, posts;
+    const unsigned char *hashes;    /* count x 8 bytes: fleetwire_adds_hash */
+    const unsigned char *marks;     /* posts x 8 bytes: fleetwire_adds_mark */
+};
+
+struct fleetwire_frame {
+    enum fleetwire_type type;
+    union {
+        struct fleetwire_hello hello;
+        struct fleetwire_adds adds;
+        struct { uint64_t epoch, covered; } epoch;
+        struct { uint64_t generation, covered; } generation;
+        struct { uint64_t last, epoch; } heartbeat;
+        struct { uint32_t code; char reason[FLEETWIRE_MAX_REASON + 1]; } bye;
+    } u;
+};
+
+/* The i-th hash of an ADDS frame (i < count). */
+uint64_t fleetwire_adds_hash(const struct fleetwire_adds *a, uint32_t i);
+/* The j-th POST mark (j < posts): the index of its hash and its ttl in seconds. */
+void fleetwire_adds_mark(const struct fleetwire_adds *a, uint32_t j, uint32_t *index,
+                         uint32_t *ttl);
+
+/* ------------------------------------------------------------ writing -- */
+
+/*
+ * Each writes one whole piece into buf (cap bytes) and returns its length,
+ * or 0 when it does not fit (or breaks a bound: a string too long, an
+ * ADDS of no key or of more than fit a payload).  Thread-safe.
+ */
+size_t fleetwire_put_preamble(unsigned char *buf, size_t cap);
+size_t fleetwire_put_hello(unsigned char *buf, size_t cap, const struct fleetwire_hello *h);
+/*
+ * hashes[0 .. count) are the keys first ..; ttls[i] is 0 for a row, else
+ * the seconds a POSTed key is kept (a mark is written for it).
+ */
+size_t fleetwire_put_adds(unsigned char *buf, size_t cap, uint64_t first, const uint64_t *hashes,
+                          const uint32_t *ttls, uint32_t count);
+/* The most keys an ADDS frame of cap bytes can hold, all of them POSTs (0: none). */
+uint32_t fleetwire_adds_room(size_t cap);
+size_t fleetwire_put_pair(unsigned char *buf, size_t cap, enum fleetwire_type type, uint64_t a,
+                          uint64_t b);  /* EPOCH, GENERATION, HEARTBEAT */
+size_t fleetwire_put_bye(unsigned char *buf, size_t cap, enum fleetwire_bye code,
+                         const char *reason);
+
+/* ------------------------------------------------------------ reading -- */
+
+enum fleetwire_status {
+    FLEETWIRE_OK = 0,
+    FLEETWIRE_BAD_MAGIC,            /* not a replication stream */
+    FLEETWIRE_OTHER_VERSION,        /* a version this build does not read */
+    FLEETWIRE_OVERSIZED,            /* a frame longer than FLEETWIRE_MAX_PAYLOAD */
+    FLEETWIRE_BAD_SUM,              /* a frame's check does not match */
+    FLEETWIRE_BAD_FRAME,            /* a known frame whose payload breaks its layout */
+    FLEETWIRE_STOPPED,              /* the callback ended it */
+    FLEETWIRE_NOMEM
+};
+/* A short name for a status ("bad check", "oversized frame", ...): static. */
+const char *fleetwire_strstatus(enum fleetwire_status st);
+
+/*
+ * A decoder: bytes in, checked frames out.  Once it has returned anything
+ * but FLEETWIRE_OK it stays failed (the stream is unusable from there).
+ */
+struct fleetwire_dec {
+    unsigned char *buf;             /* FLEETWIRE_MAX_FRAME bytes */
+    size_t have;                    /* bytes of the preamble or frame under way */
+    bool preamble;                  /* the preamble was read */
+    enum fleetwire_status failed;
+    uint64_t frames, bytes;         /* read so far */
+};
+
+/* False when out of memory.  fleetwire_dec_free frees the buffer (a zeroed decoder too). */
+bool fleetwire_dec_init(struct fleetwire_dec *d);
+void fleetwire_dec_free(struct fleetwire_dec *d);
+
+/*
+ * Each frame as it is whole: false from the callback stops the decoder
+ * (FLEETWIRE_STOPPED).  The frame, and what it points to, is valid during
+ * the call only.
+ */
+typedef bool (*fleetwire_frame_fn)(void *arg, const struct fleetwire_frame *f);
+
+/*
+ * Feed len bytes of the stream: every frame they complete goes to fn, in
+ * order.  FLEETWIRE_OK when every byte was taken (a partial frame waits
+ * for more); else the first problem (why, whylen bytes, says more), and
+ * the decoder stays failed.
+ */
+enum fleetwire_status fleetwire_feed(struct fleetwire_dec *d, const void *in, size_t len,
+                                     fleetwire_frame_fn fn, void *arg, char *why, size_t whylen);
+
+/* -------------------------------------------------------- the sequence -- */
+
+/*
+ * What a replica makes of the frames of one stream, in order: the rule that
+ * a key is applied only if every key before it in the same history was.
+ * It knows the replica's position when the stream was asked for (history,
+ * the last seq applied) and follows it frame by frame.
+ */
+struct fleetwire_track {
+    uint64_t history;               /* of the position */
+    uint64_t next;                  /* the seq the next ADDS must start at */
+    bool hello;                     /* the HELLO was seen */
+    bool resumed;                   /* it said the stream resumes at next */
+};
+
+enum fleetwire_verdict {
+    FLEETWIRE_APPLY,                /* an ADDS to apply (next moved past it), or a frame to note */
+    FLEETWIRE_SNAPSHOT,             /* the position cannot be resumed: fetch a snapshot */
+    FLEETWIRE_VIOLATION             /* the upstream broke the protocol: drop the stream */
+};
+
+/* Start tracking a stream asked for from history:last (history 0: none yet). */
+void fleetwire_track_init(struct fleetwire_track *t, uint64_t history, uint64_t last);
+
+/*
+ * The verdict on the next frame f.  APPLY for a HELLO of the same history
+ * that resumed at next, an ADDS that starts exactly at next (next then
+ * moves past it), and EPOCH, GENERATION, HEARTBEAT or BYE after the
+ * HELLO (the caller acts on them); SNAPSHOT for a HELLO that did not
+ * resume or is of another history, and for a BYE before or after a
+ * refusal; VIOLATION (why says what) for a frame before the HELLO, a
+ * second HELLO, a HELLO resuming somewhere else, an ADDS that skips or
+ * repeats a seq, or a HEARTBEAT whose last is behind next - 1.
+ */
+enum fleetwire_verdict fleetwire_track_frame(struct fleetwire_track *t,
+                                             const struct fleetwire_frame *f, char *why,
+                                             size_t whylen);
+
+#endif

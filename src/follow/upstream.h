@@ -1,0 +1,171 @@
+/*
+ * Method upstream's insides, shared by its three files: follow_upstream.c
+ * (the follower: its threads, the horizon's round trips, which upstream is
+ * followed, status), upstream_stream.c (a table's stream, applied in
+ * order) and upstream_load.c (a table's load: the upstream's snapshot put
+ * live).  Nothing else includes it; follow.h is the contract.
+ *
+ * Locks: a table's mu may be held while taking the follower's base.mu
+ * (up_current, up_report), never the other way round; table.h's own lock
+ * is taken under either.
+ */
+#ifndef BLOOMGUARD_UPSTREAM_H
+#define BLOOMGUARD_UPSTREAM_H
+
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "fleetjournal.h"
+#include "fleetwire.h"
+#include "follow.h"
+#include "httpc.h"
+#include "monoclock.h"
+
+/* Horizon answers kept while the stream has not delivered their seq yet. */
+#define UP_PROOFS 4
+/* Between two horizon questions: the replica's proof of freshness is this fresh. */
+#define UP_HORIZON_MS 250
+
+/* A horizon answer waiting for the stream to deliver every key up to seq. */
+struct up_proof {
+    uint64_t seq;
+    int64_t when;                   /* every row committed before it is in the filter then */
+};
+
+/* What a table's live filter mirrors of its upstream's; under up_table.mu. */
+struct up_mirror {
+    bool have;                      /* a snapshot of the upstream went live */
+    uint64_t history, seq;          /* every key of history up to seq is in the live filter */
+    uint64_t covered;               /* the upstream's epoch it covers (0: none) */
+    uint64_t generation;            /* the upstream's live filter it is a snapshot of */
+    uint64_t epoch;                 /* this table's epoch when it went live (table_advance's) */
+    uint64_t version;               /* bumped at each install: a stream of an older one stops */
+};
+
+enum up_health {
+    UP_OK,                          /* it answered, fresh */
+    UP_DEGRADED,                    /* it answered, but cannot prove freshness itself */
+    UP_FAILED,                      /* unreachable, refusing, or breaking the protocol */
+    UP_LAGGING,                     /* it answers, but its stream lags them for max_staleness */
+    UP_BROKEN,                      /* its stream is unreadable or breaks the sequence rule */
+    UP_MISMATCH                     /* it serves another table: try another at once */
+};
+
+struct upstream;
+
+struct up_table {
+    struct upstream *u;
+    struct table *t;
+    pthread_t stream_thread, horizon_thread;
+    bool stream_started, horizon_started;   /* run's thread only */
+    pthread_mutex_t mu;
+    pthread_cond_t cv;              /* an install, a load's end, or stop */
+    /* Under mu: */
+    struct up_mirror m;
+    struct up_proof proofs[UP_PROOFS];
+    unsigned n_proofs;
+    struct fleetjournal *posts;     /* acknowledged POSTs, by hash, until their ttl */
+    bool pinned;                    /* ident is the identity followed */
+    struct table_ident ident;
+    bool lost;                      /* the mirror cannot resume: a snapshot is needed */
+    bool paused;                    /* a load is fetching: the stream applies nothing meanwhile */
+    char lost_why[160];
+    /* What the upstream said last (its horizon answer or stream). */
+    uint64_t heard_history, heard_seq, heard_epoch, heard_covered, heard_generation;
+    bool heard_replica;             /* it follows an upstream itself */
+    int64_t behind_since;           /* monoclock_boot_ns since the stream lags its answers; 0: it does not */
+    enum up_health stream_health;   /* how its last stream ended (UP_OK once one delivers) */
+    char stream_why[320];           /* and why */
+    uint64_t frames, keys, resumes, snapshots, violations;
+};
+
+struct upstream {
+    struct follower base;
+    char urls[CONFIG_MAX_UPSTREAMS][CONFIG_UPSTREAM_URL_MAX + 1];
+    unsigned n_urls;
+    char *token;                    /* [sync] upstream_token_file's; NULL: none */
+    char token_err[256];            /* why it could not be read; "" = fine */
+    struct up_table *tables[CONFIG_MAX_FILTERS];    /* as base.tables */
+    /* Tables with their state and threads: run's thread appends, others read (acquire). */
+    _Atomic unsigned running;
+    /* Under base.mu: */
+    unsigned cur;                   /* the upstream followed now */
+    int64_t last_ok;                /* monoclock_boot_ns of its last answer (or when it was chosen) */
+    bool mismatch;                  /* it served another table since its last good answer */
+    int64_t degraded_since;         /* monoclock_boot_ns since it answers degraded; 0: it does not */
+    int64_t next_probe;             /* when the others may be asked again */
+    uint64_t switches;
+};
+
+/* The up_table of t (NULL if not attached yet). */
+struct up_table *up_table_of(struct upstream *u, const struct table *t);
+
+/* The upstream followed now. */
+unsigned up_current(struct upstream *u);
+
+/*
+ * "<urls[url]>/replicate/<name><suffix>" into out (cap bytes); false when
+ * it does not fit.
+ */
+bool up_url(const struct upstream *u, unsigned url, const char *name, const char *suffix,
+            char *out, size_t cap);
+
+/* The request options every call shares: the token, the CA file, stop. */
+struct httpc_opts up_opts(struct upstream *u, const char *what, int stall_ms);
+
+/*
+ * What the last exchange with upstream url showed (why: the detail, for
+ * the log, which names the URL; /readyz shows the kind of failure, and
+ * /stats's replication section which upstream): the connection's state
+ * and error for /stats and /readyz, and what the horizon thread weighs to
+ * follow another upstream (one that has not answered for max_staleness,
+ * at least a second, or serves another table: the replica is degraded by
+ * then, and a switch costs a snapshot, so a blip makes none).  Reports
+ * about an upstream no longer followed are dropped.
+ */
+void up_report(struct upstream *u, unsigned url, enum up_health h, const char *why);
+
+/*
+ * Follow upstream to instead (why, for the log): the streams reconnect
+ * there, and since it is of another history, each table fetches its
+ * snapshot.  Caller holds no lock.
+ */
+void up_switch(struct upstream *u, unsigned to, const char *why);
+
+/*
+ * The mirror cannot resume (another history, a gap upstream, fell out of
+ * the ring): a new epoch for t, the horizon waits for a snapshot, which
+ * the horizon thread asks for once the upstream can give one that covers
+ * its epoch.  Caller holds ut->mu.
+ */
+void up_lost_locked(struct up_table *ut, const char *why);
+
+/*
+ * The horizon answers whose seq the stream has delivered: the table's
+ * horizon moves to theirs.  Caller holds ut->mu (after applying keys).
+ */
+void up_proofs_locked(struct up_table *ut);
+
+/*
+ * Whether an upstream's identity (id, of filter name, table and column)
+ * is what t follows: the configured table and column, and, once pinned,
+ * the relation, column, type, database and cluster of the first snapshot.
+ * False with why (whylen bytes) if not.  Caller holds ut->mu.
+ */
+bool up_same_ident_locked(struct up_table *ut, const struct table_ident *id, const char *name,
+                          const char *table, const char *column, char *why, size_t whylen);
+
+/* An upstream's HELLO identity as a table_ident. */
+void up_ident_of(const struct fleetwire_ident *w, struct table_ident *out);
+
+/* A table's stream (upstream_stream.c) and horizon (follow_upstream.c) threads. */
+void *up_stream_main(void *arg);
+void *up_horizon_main(void *arg);
+
+/* follow_ops.load (upstream_load.c). */
+bool up_load(struct follower *f, struct table *t, const struct table_job *job, uint64_t *rows,
+             double *secs, char *err, size_t errlen);
+
+#endif

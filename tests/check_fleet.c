@@ -1,0 +1,547 @@
+/*
+ * The replication stream's frames (src/fleet/fleetwire.c) and the ring
+ * replicas resume from (src/fleet/fleetring.c), without a daemon: every
+ * frame written reads back whole however the bytes are split, every damaged
+ * stream is refused for the right reason, the sequence rule never applies a
+ * key after a missing one, and the ring hands back exactly what was added
+ * or says it no longer holds it.
+ */
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define XXH_INLINE_ALL
+#include <xxhash.h>
+
+#include "check_main.h"
+#include "fleetjournal.h"
+#include "fleetring.h"
+#include "fleetwire.h"
+
+/* ------------------------------------------------------------- helpers -- */
+
+/* What a test stream decodes to: the frames, copied. */
+struct seen {
+    struct fleetwire_frame f[16];
+    uint64_t hashes[16][64];
+    uint32_t marks[16][64][2];
+    unsigned n;
+    unsigned stop_after;            /* 0: never stop */
+};
+
+static bool collect(void *arg, const struct fleetwire_frame *f)
+{
+    struct seen *s = arg;
+    ck_assert_uint_lt(s->n, 16);
+    s->f[s->n] = *f;
+    if (f->type == FLEETWIRE_ADDS) {
+        for (uint32_t i = 0; i < f->u.adds.count && i < 64; i++)
+            s->hashes[s->n][i] = fleetwire_adds_hash(&f->u.adds, i);
+        for (uint32_t j = 0; j < f->u.adds.posts && j < 64; j++)
+            fleetwire_adds_mark(&f->u.adds, j, &s->marks[s->n][j][0], &s->marks[s->n][j][1]);
+    }
+    s->n++;
+    return s->stop_after == 0 || s->n < s->stop_after;
+}
+
+static const uint64_t keys[5] = { 1, UINT64_MAX, 0x0123456789abcdefULL, 42, 7 };
+static const uint32_t ttls[5] = { 0, 3600, 0, 0, 1 };
+
+static void sample_hello(struct fleetwire_hello *h)
+{
+    memset(h, 0, sizeof *h);
+    h->flags = FLEETWIRE_HELLO_RESUMED | FLEETWIRE_HELLO_REPLICA;
+    h->history = 0xfeedface12345678ULL;
+    h->epoch = 3;
+    h->covered = 2;
+    h->generation = 9;
+    h->from = 100;
+    h->last = 105;
+    struct fleetwire_ident *id = &h->ident;
+    id->relid = 16384;
+    id->attnum = 1;
+    id->typid = id->base_typid = 20;
+    id->typmod = -1;
+    id->dboid = 5;
+    id->deterministic = true;
+    id->kind = 0;
+    id->fpp = 0.01;
+    id->hash = FLEETWIRE_HASH;
+    strcpy(id->name, "default");
+    strcpy(id->table, "public.users");
+    strcpy(id->column, "id");
+    strcpy(id->sysid, "7300000000000000001");
+    strcpy(id->spell, "int8");
+    strcpy(id->type_name, "bigint");
+}
+
+/* A stream of every frame kind: its bytes into buf, its length returned. */
+static size_t sample_stream(unsigned char *buf, size_t cap)
+{
+    struct fleetwire_hello h;
+    sample_hello(&h);
+    size_t n = fleetwire_put_preamble(buf, cap);
+    n += fleetwire_put_hello(buf + n, cap - n, &h);
+    n += fleetwire_put_adds(buf + n, cap - n, 101, keys, ttls, 5);
+    n += fleetwire_put_pair(buf + n, cap - n, FLEETWIRE_EPOCH, 4, 2);
+    n += fleetwire_put_pair(buf + n, cap - n, FLEETWIRE_GENERATION, 10, 4);
+    n += fleetwire_put_pair(buf + n, cap - n, FLEETWIRE_HEARTBEAT, 105, 4);
+    n += fleetwire_put_bye(buf + n, cap - n, FLEETWIRE_BYE_SHUTDOWN, "stopping");
+    return n;
+}
+
+static void check_sample(const struct seen *s)
+{
+    struct fleetwire_hello want;
+    sample_hello(&want);
+    ck_assert_uint_eq(s->n, 6);
+    const struct fleetwire_hello *h = &s->f[0].u.hello;
+    ck_assert_int_eq(s->f[0].type, FLEETWIRE_HELLO);
+    ck_assert_uint_eq(h->flags, want.flags);
+    ck_assert(h->history == want.history && h->epoch == 3 && h->covered == 2);
+    ck_assert(h->generation == 9 && h->from == 100 && h->last == 105);
+    ck_assert_uint_eq(h->ident.relid, 16384);
+    ck_assert_int_eq(h->ident.typmod, -1);
+    ck_assert(h->ident.deterministic && h->ident.fpp == 0.01);
+    ck_assert_str_eq(h->ident.table, "public.users");
+    ck_assert_str_eq(h->ident.spell, "int8");
+    ck_assert_str_eq(h->ident.type_name, "bigint");
+    ck_assert_int_eq(s->f[1].type, FLEETWIRE_ADDS);
+    ck_assert_uint_eq(s->f[1].u.adds.first, 101);
+    ck_assert_uint_eq(s->f[1].u.adds.count, 5);
+    ck_assert_uint_eq(s->f[1].u.adds.posts, 2);
+    for (int i = 0; i < 5; i++)
+        ck_assert(s->hashes[1][i] == keys[i]);
+    ck_assert(s->marks[1][0][0] == 1 && s->marks[1][0][1] == 3600);
+    ck_assert(s->marks[1][1][0] == 4 && s->marks[1][1][1] == 1);
+    ck_assert(s->f[2].type == FLEETWIRE_EPOCH && s->f[2].u.epoch.epoch == 4);
+    ck_assert(s->f[3].type == FLEETWIRE_GENERATION && s->f[3].u.generation.generation == 10);
+    ck_assert(s->f[4].type == FLEETWIRE_HEARTBEAT && s->f[4].u.heartbeat.last == 105);
+    ck_assert(s->f[5].type == FLEETWIRE_BYE && s->f[5].u.bye.code == FLEETWIRE_BYE_SHUTDOWN);
+    ck_assert_str_eq(s->f[5].u.bye.reason, "stopping");
+}
+
+/* ------------------------------------------------------------ the codec -- */
+
+/* The same frames whatever the split: whole, a byte at a time, in steps of 1..37 bytes. */
+START_TEST(test_round_trip)
+{
+    static unsigned char buf[8192];
+    size_t n = sample_stream(buf, sizeof buf);
+    ck_assert_uint_gt(n, 200);
+    for (size_t step = 0; step <= 37; step++) {
+        struct fleetwire_dec d;
+        static struct seen s;
+        memset(&s, 0, sizeof s);
+        ck_assert(fleetwire_dec_init(&d));
+        char why[256] = "";
+        for (size_t at = 0; at < n;) {
+            size_t k = step == 0 ? n : step;
+            if (k > n - at)
+                k = n - at;
+            ck_assert_msg(fleetwire_feed(&d, buf + at, k, collect, &s, why, sizeof why)
+                          == FLEETWIRE_OK, "step %zu at %zu: %s", step, at, why);
+            at += k;
+        }
+        ck_assert_uint_eq(d.bytes, n);
+        ck_assert_uint_eq(d.have, 0);
+        check_sample(&s);
+        fleetwire_dec_free(&d);
+    }
+}
+END_TEST
+
+/* Each damage is refused for its own reason, and the decoder stays failed. */
+static const struct {
+    const char *what;
+    long at;                /* the byte changed; -1: the first frame's check */
+    unsigned char to;       /* its new value (xor for the check) */
+    enum fleetwire_status want;
+} damages[] = {
+    { "garbage at the first byte", 0, 'X', FLEETWIRE_BAD_MAGIC },
+    { "the version", 8, 2, FLEETWIRE_OTHER_VERSION },
+    { "a reserved head byte", 12 + 1, 1, FLEETWIRE_BAD_FRAME },
+    { "a payload byte", 12 + 8 + 20, 0xff, FLEETWIRE_BAD_SUM },
+    { "the check", -1, 0x55, FLEETWIRE_BAD_SUM },
+};
+
+START_TEST(test_damage)
+{
+    static unsigned char buf[8192];
+    size_t n = sample_stream(buf, sizeof buf);
+    if (damages[_i].at >= 0) {
+        buf[damages[_i].at] = damages[_i].to;
+    } else {
+        uint32_t plen;
+        memcpy(&plen, buf + 12 + 4, 4);
+        buf[12 + 8 + plen] ^= damages[_i].to;
+    }
+    struct fleetwire_dec d;
+    static struct seen s;
+    memset(&s, 0, sizeof s);
+    ck_assert(fleetwire_dec_init(&d));
+    char why[256] = "";
+    enum fleetwire_status st = FLEETWIRE_OK;
+    for (size_t at = 0; at < n && st == FLEETWIRE_OK; at++)
+        st = fleetwire_feed(&d, buf + at, 1, collect, &s, why, sizeof why);
+    ck_assert_msg(st == damages[_i].want, "%s: %s (%s)", damages[_i].what,
+                  fleetwire_strstatus(st), why);
+    ck_assert_uint_eq(s.n, 0);
+    ck_assert_int_eq(fleetwire_feed(&d, buf, 1, collect, &s, why, sizeof why), st);
+    fleetwire_dec_free(&d);
+}
+END_TEST
+
+/* An oversized frame is refused from its head alone: nothing more is read or kept. */
+START_TEST(test_oversized)
+{
+    unsigned char buf[64];
+    size_t n = fleetwire_put_preamble(buf, sizeof buf);
+    unsigned char head[8] = { FLEETWIRE_ADDS, 0, 0, 0, 0, 0, 0, 0 };
+    uint32_t big = FLEETWIRE_MAX_PAYLOAD + 1;
+    memcpy(head + 4, &big, 4);
+    memcpy(buf + n, head, 8);
+    struct fleetwire_dec d;
+    struct seen s = { .n = 0 };
+    ck_assert(fleetwire_dec_init(&d));
+    char why[256];
+    ck_assert_int_eq(fleetwire_feed(&d, buf, n + 8, collect, &s, why, sizeof why),
+                     FLEETWIRE_OVERSIZED);
+    ck_assert_uint_eq(d.bytes, n + 8);
+    fleetwire_dec_free(&d);
+}
+END_TEST
+
+/* Frames whose check is right but whose payload is not: each refused. */
+struct bad_payload {
+    const char *what;
+    unsigned type;
+    unsigned char payload[48];
+    uint32_t len;
+};
+
+static const struct bad_payload bad_payloads[] = {
+    { "ADDS of no key", FLEETWIRE_ADDS, { 1, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0 }, 16 },
+    { "ADDS shorter than its keys", FLEETWIRE_ADDS, { 1, 0, 0, 0, 0, 0, 0, 0, 2, 0, 0, 0, 0, 0, 0, 0,
+                                                      1, 2, 3, 4, 5, 6, 7, 8 }, 24 },
+    { "ADDS with a byte left over", FLEETWIRE_ADDS, { 1, 0, 0, 0, 0, 0, 0, 0, 1, 0, 0, 0, 0, 0, 0, 0,
+                                                      1, 2, 3, 4, 5, 6, 7, 8, 9 }, 25 },
+    { "ADDS with more marks than keys", FLEETWIRE_ADDS, { 1, 0, 0, 0, 0, 0, 0, 0, 1, 0, 0, 0, 2, 0, 0, 0,
+                                                          1, 2, 3, 4, 5, 6, 7, 8 }, 24 },
+    { "a mark past the keys", FLEETWIRE_ADDS, { 1, 0, 0, 0, 0, 0, 0, 0, 1, 0, 0, 0, 1, 0, 0, 0,
+                                                1, 2, 3, 4, 5, 6, 7, 8, 1, 0, 0, 0, 5, 0, 0, 0 }, 32 },
+    { "a mark of ttl 0", FLEETWIRE_ADDS, { 1, 0, 0, 0, 0, 0, 0, 0, 1, 0, 0, 0, 1, 0, 0, 0,
+                                           1, 2, 3, 4, 5, 6, 7, 8, 0, 0, 0, 0, 0, 0, 0, 0 }, 32 },
+    { "HEARTBEAT of 15 bytes", FLEETWIRE_HEARTBEAT, { 0 }, 15 },
+    { "EPOCH of 17 bytes", FLEETWIRE_EPOCH, { 0 }, 17 },
+    { "BYE whose reason runs past it", FLEETWIRE_BYE, { 1, 0, 0, 0, 9, 0, 'a' }, 7 },
+    { "BYE with a NUL in its reason", FLEETWIRE_BYE, { 1, 0, 0, 0, 2, 0, 'a', 0 }, 8 },
+    { "HELLO of 20 bytes", FLEETWIRE_HELLO, { 0 }, 20 },
+};
+
+/* A frame of type with payload p (len bytes) and a right check at buf; its length. */
+static size_t sealed(unsigned char *buf, unsigned type, const unsigned char *p, uint32_t len)
+{
+    buf[0] = (unsigned char)type;
+    buf[1] = buf[2] = buf[3] = 0;
+    memcpy(buf + 4, &len, 4);           /* little-endian hosts only, as the daemon's */
+    memcpy(buf + 8, p, len);
+    uint32_t sum = XXH32(buf, 8 + len, 0);
+    memcpy(buf + 8 + len, &sum, 4);
+    return 8 + len + 4;
+}
+
+START_TEST(test_bad_payload)
+{
+    const struct bad_payload *b = &bad_payloads[_i];
+    unsigned char buf[256];
+    size_t n = fleetwire_put_preamble(buf, sizeof buf);
+    n += sealed(buf + n, b->type, b->payload, b->len);
+    struct fleetwire_dec d;
+    ck_assert(fleetwire_dec_init(&d));
+    char why[256] = "";
+    struct seen s = { .n = 0 };
+    enum fleetwire_status st = fleetwire_feed(&d, buf, n, collect, &s, why, sizeof why);
+    ck_assert_msg(st == FLEETWIRE_BAD_FRAME, "%s: %s (%s)", b->what, fleetwire_strstatus(st), why);
+    ck_assert_uint_eq(s.n, 0);
+    fleetwire_dec_free(&d);
+}
+END_TEST
+
+/* A frame of a type this build does not know is skipped; the ones around it arrive. */
+START_TEST(test_unknown_type)
+{
+    unsigned char buf[256];
+    size_t n = fleetwire_put_preamble(buf, sizeof buf);
+    n += fleetwire_put_pair(buf + n, sizeof buf - n, FLEETWIRE_HEARTBEAT, 1, 1);
+    unsigned char pair[16] = { 2 };
+    n += sealed(buf + n, 77, pair, sizeof pair);
+    n += fleetwire_put_pair(buf + n, sizeof buf - n, FLEETWIRE_HEARTBEAT, 3, 1);
+    struct fleetwire_dec d;
+    struct seen s = { .n = 0 };
+    char why[256] = "";
+    ck_assert(fleetwire_dec_init(&d));
+    ck_assert_int_eq(fleetwire_feed(&d, buf, n, collect, &s, why, sizeof why), FLEETWIRE_OK);
+    ck_assert_uint_eq(s.n, 2);
+    ck_assert(s.f[0].u.heartbeat.last == 1 && s.f[1].u.heartbeat.last == 3);
+    ck_assert_uint_eq(d.frames, 3);
+    fleetwire_dec_free(&d);
+}
+END_TEST
+
+/* The callback may stop the decoder; it then stays stopped. */
+START_TEST(test_stop)
+{
+    static unsigned char buf[8192];
+    size_t n = sample_stream(buf, sizeof buf);
+    struct fleetwire_dec d;
+    static struct seen s;
+    memset(&s, 0, sizeof s);
+    s.stop_after = 2;
+    char why[256];
+    ck_assert(fleetwire_dec_init(&d));
+    ck_assert_int_eq(fleetwire_feed(&d, buf, n, collect, &s, why, sizeof why), FLEETWIRE_STOPPED);
+    ck_assert_uint_eq(s.n, 2);
+    ck_assert_int_eq(fleetwire_feed(&d, buf, 1, collect, &s, why, sizeof why), FLEETWIRE_STOPPED);
+    fleetwire_dec_free(&d);
+}
+END_TEST
+
+/* The encoder refuses what would not fit or breaks a bound. */
+START_TEST(test_encoder_bounds)
+{
+    unsigned char buf[128];
+    uint64_t h[2] = { 1, 2 };
+    uint32_t t[2] = { 0, 0 };
+    ck_assert_uint_eq(fleetwire_put_adds(buf, sizeof buf, 1, h, t, 0), 0);
+    ck_assert_uint_eq(fleetwire_put_adds(buf, 8 + 16 + 16 + 3, 1, h, t, 2), 0);
+    ck_assert_uint_eq(fleetwire_put_adds(buf, 8 + 16 + 16 + 4, 1, h, t, 2), 8 + 16 + 16 + 4);
+    ck_assert_uint_eq(fleetwire_put_preamble(buf, 11), 0);
+    ck_assert_uint_eq(fleetwire_put_pair(buf, sizeof buf, FLEETWIRE_ADDS, 1, 2), 0);
+    struct fleetwire_hello hello;
+    sample_hello(&hello);
+    ck_assert_uint_eq(fleetwire_put_hello(buf, sizeof buf, &hello), 0);   /* too small */
+    /* The room the writer gives an ADDS frame: that many POSTed keys fit, one more does not. */
+    uint32_t room = fleetwire_adds_room(1000);
+    ck_assert_uint_gt(room, 0);
+    static uint64_t many[1000];
+    static uint32_t marked[1000];
+    for (int i = 0; i < 1000; i++)
+        marked[i] = 5;
+    static unsigned char big[1000];
+    ck_assert_uint_gt(fleetwire_put_adds(big, sizeof big, 1, many, marked, room), 0);
+    ck_assert_uint_eq(fleetwire_put_adds(big, sizeof big, 1, many, marked, room + 1), 0);
+}
+END_TEST
+
+/* ------------------------------------------------------- the sequence -- */
+
+static struct fleetwire_frame hello_frame(uint64_t history, uint64_t from, bool resumed)
+{
+    struct fleetwire_frame f = { .type = FLEETWIRE_HELLO };
+    sample_hello(&f.u.hello);
+    f.u.hello.history = history;
+    f.u.hello.from = from;
+    f.u.hello.last = from + 10;
+    f.u.hello.flags = resumed ? FLEETWIRE_HELLO_RESUMED : 0;
+    return f;
+}
+
+static struct fleetwire_frame adds_frame(uint64_t first, uint32_t count)
+{
+    struct fleetwire_frame f = { .type = FLEETWIRE_ADDS };
+    f.u.adds.first = first;
+    f.u.adds.count = count;
+    return f;
+}
+
+START_TEST(test_track)
+{
+    struct fleetwire_track t;
+    char why[256];
+    struct fleetwire_frame f;
+    /* Resumed where asked: keys in order apply, the position moves. */
+    fleetwire_track_init(&t, 7, 100);
+    f = adds_frame(101, 1);
+    ck_assert_int_eq(fleetwire_track_frame(&t, &f, why, sizeof why), FLEETWIRE_VIOLATION);
+    fleetwire_track_init(&t, 7, 100);
+    f = hello_frame(7, 100, true);
+    ck_assert_int_eq(fleetwire_track_frame(&t, &f, why, sizeof why), FLEETWIRE_APPLY);
+    f = adds_frame(101, 5);
+    ck_assert_int_eq(fleetwire_track_frame(&t, &f, why, sizeof why), FLEETWIRE_APPLY);
+    ck_assert_uint_eq(t.next, 106);
+    f = adds_frame(106, 1);
+    ck_assert_int_eq(fleetwire_track_frame(&t, &f, why, sizeof why), FLEETWIRE_APPLY);
+    /* A skipped seq, a repeated one: violations, the position unmoved. */
+    f = adds_frame(109, 1);
+    ck_assert_int_eq(fleetwire_track_frame(&t, &f, why, sizeof why), FLEETWIRE_VIOLATION);
+    f = adds_frame(106, 1);
+    ck_assert_int_eq(fleetwire_track_frame(&t, &f, why, sizeof why), FLEETWIRE_VIOLATION);
+    ck_assert_uint_eq(t.next, 107);
+    f = (struct fleetwire_frame){ .type = FLEETWIRE_HEARTBEAT, .u.heartbeat = { 105, 1 } };
+    ck_assert_int_eq(fleetwire_track_frame(&t, &f, why, sizeof why), FLEETWIRE_VIOLATION);
+    f = (struct fleetwire_frame){ .type = FLEETWIRE_HEARTBEAT, .u.heartbeat = { 106, 1 } };
+    ck_assert_int_eq(fleetwire_track_frame(&t, &f, why, sizeof why), FLEETWIRE_APPLY);
+    f = hello_frame(7, 106, true);
+    ck_assert_int_eq(fleetwire_track_frame(&t, &f, why, sizeof why), FLEETWIRE_VIOLATION);
+    /* Another history, a refusal: a snapshot, and nothing after a refusal applies. */
+    fleetwire_track_init(&t, 7, 100);
+    f = hello_frame(8, 100, true);
+    ck_assert_int_eq(fleetwire_track_frame(&t, &f, why, sizeof why), FLEETWIRE_SNAPSHOT);
+    fleetwire_track_init(&t, 7, 100);
+    f = hello_frame(7, 100, false);
+    ck_assert_int_eq(fleetwire_track_frame(&t, &f, why, sizeof why), FLEETWIRE_SNAPSHOT);
+    f = adds_frame(101, 1);
+    ck_assert_int_eq(fleetwire_track_frame(&t, &f, why, sizeof why), FLEETWIRE_VIOLATION);
+    /* A HELLO that resumes somewhere else than asked. */
+    fleetwire_track_init(&t, 7, 100);
+    f = hello_frame(7, 90, true);
+    ck_assert_int_eq(fleetwire_track_frame(&t, &f, why, sizeof why), FLEETWIRE_VIOLATION);
+    /* BYE: the end of a stream, or a refusal. */
+    fleetwire_track_init(&t, 7, 100);
+    f = hello_frame(7, 100, true);
+    ck_assert_int_eq(fleetwire_track_frame(&t, &f, why, sizeof why), FLEETWIRE_APPLY);
+    f = (struct fleetwire_frame){ .type = FLEETWIRE_BYE, .u.bye = { FLEETWIRE_BYE_SHUTDOWN, "" } };
+    ck_assert_int_eq(fleetwire_track_frame(&t, &f, why, sizeof why), FLEETWIRE_APPLY);
+    f = (struct fleetwire_frame){ .type = FLEETWIRE_BYE, .u.bye = { FLEETWIRE_BYE_BEHIND, "x" } };
+    ck_assert_int_eq(fleetwire_track_frame(&t, &f, why, sizeof why), FLEETWIRE_SNAPSHOT);
+    /* No position yet: nothing resumes. */
+    fleetwire_track_init(&t, 0, 0);
+    f = hello_frame(0, 0, true);
+    ck_assert_int_eq(fleetwire_track_frame(&t, &f, why, sizeof why), FLEETWIRE_SNAPSHOT);
+}
+END_TEST
+
+/* ------------------------------------------------------------ the ring -- */
+
+START_TEST(test_ring)
+{
+    struct fleetring *r = fleetring_new(4, fleetring_new_history());
+    ck_assert_ptr_nonnull(r);
+    ck_assert_uint_ne(fleetring_history(r), 0);
+    uint64_t h[8] = { 11, 12, 13, 14, 15, 16, 17, 18 }, out[8];
+    uint32_t t[8];
+    /* Before the buffer: counted only, nothing to resume from but the newest. */
+    ck_assert_uint_eq(fleetring_append(r, h, 2, 0), 2);
+    ck_assert(fleetring_holds(r, 2));
+    ck_assert(!fleetring_holds(r, 1));
+    ck_assert(!fleetring_holds(r, 3));
+    ck_assert_int_eq(fleetring_read(r, 1, out, t, 8), -1);
+    ck_assert_int_eq(fleetring_read(r, 3, out, t, 8), 0);
+    ck_assert(fleetring_enable(r));
+    ck_assert_uint_eq(fleetring_append(r, h + 2, 3, 3600), 5);
+    ck_assert_int_eq(fleetring_read(r, 3, out, t, 8), 3);
+    ck_assert(out[0] == 13 && out[2] == 15 && t[1] == 3600);
+    ck_assert_int_eq(fleetring_read(r, 4, out, t, 1), 1);
+    ck_assert(out[0] == 14);
+    /* Past the capacity: the oldest go, and reading them says so. */
+    ck_assert_uint_eq(fleetring_append(r, h + 5, 3, 0), 8);
+    ck_assert_int_eq(fleetring_read(r, 4, out, t, 8), -1);
+    ck_assert_int_eq(fleetring_read(r, 5, out, t, 8), 4);
+    ck_assert(out[0] == 15 && out[3] == 18 && t[0] == 3600 && t[1] == 0);
+    ck_assert(fleetring_holds(r, 4) && !fleetring_holds(r, 3));
+    struct fleetring_info fi;
+    fleetring_info(r, &fi);
+    ck_assert(fi.last == 8 && fi.oldest == 5 && fi.held == 4 && fi.enabled);
+    fleetring_free(r);
+    ck_assert_ptr_null(fleetring_new(0, 1));
+}
+END_TEST
+
+/* Writers on two threads, a reader following: every seq once, in order, none lost. */
+struct race {
+    struct fleetring *r;
+    uint64_t base;
+};
+
+static void *writer(void *arg)
+{
+    struct race *w = arg;
+    for (uint64_t i = 0; i < 20000; i++) {
+        uint64_t h = w->base + i;
+        fleetring_append(w->r, &h, 1, 0);
+    }
+    return NULL;
+}
+
+START_TEST(test_ring_threads)
+{
+    struct fleetring *r = fleetring_new(1u << 20, 9);
+    ck_assert(fleetring_enable(r));
+    struct race a = { r, 1000000 }, b = { r, 2000000 };
+    pthread_t ta, tb;
+    ck_assert_int_eq(pthread_create(&ta, NULL, writer, &a), 0);
+    ck_assert_int_eq(pthread_create(&tb, NULL, writer, &b), 0);
+    uint64_t next = 1, seen_a = 0, seen_b = 0;
+    static uint64_t out[4096];
+    static uint32_t t[4096];
+    while (next <= 40000) {
+        long n = fleetring_read(r, next, out, t, 4096);
+        ck_assert_int_ge(n, 0);
+        for (long i = 0; i < n; i++) {
+            /* Each writer's keys arrive in the order it added them. */
+            if (out[i] < 2000000)
+                ck_assert(out[i] == 1000000 + seen_a++);
+            else
+                ck_assert(out[i] == 2000000 + seen_b++);
+        }
+        next += (uint64_t)n;
+    }
+    pthread_join(ta, NULL);
+    pthread_join(tb, NULL);
+    ck_assert(seen_a == 20000 && seen_b == 20000);
+    ck_assert_uint_eq(fleetring_last(r), 40000);
+    fleetring_free(r);
+}
+END_TEST
+
+/* --------------------------------------------------------- the journal -- */
+
+static void count_key(void *arg, uint64_t h)
+{
+    uint64_t *c = arg;
+    c[0]++;
+    c[1] ^= h;
+}
+
+/* Keys kept until their ttl, a longer ttl winning; at most limit; the expired make room. */
+START_TEST(test_journal)
+{
+    struct fleetjournal *j = fleetjournal_new(1000);
+    ck_assert_ptr_nonnull(j);
+    for (uint64_t i = 1; i <= 1000; i++)
+        ck_assert(fleetjournal_add(j, i * 7919, i <= 500 ? 10 : 100, 1000));
+    ck_assert(!fleetjournal_add(j, 1, 10, 1000));          /* full */
+    ck_assert(fleetjournal_add(j, 7919, 100, 1000));       /* kept already: longer now */
+    ck_assert_uint_eq(fleetjournal_count(j), 1000);
+    ck_assert_uint_eq(fleetjournal_refused(j), 1);
+    uint64_t c[2] = { 0, 0 };
+    fleetjournal_each(j, 1005, count_key, c);
+    ck_assert_uint_eq(c[0], 1000);
+    c[0] = c[1] = 0;
+    fleetjournal_each(j, 1010, count_key, c);              /* the first 500 expired, but 7919 */
+    ck_assert_uint_eq(c[0], 501);
+    ck_assert_uint_eq(fleetjournal_count(j), 501);
+    ck_assert(fleetjournal_add(j, 1, 10, 1010));            /* room again */
+    fleetjournal_free(j);
+    struct fleetjournal *none = fleetjournal_new(0);
+    ck_assert(!fleetjournal_add(none, 5, 10, 0));
+    fleetjournal_free(none);
+}
+END_TEST
+
+CHECK_SUITE("fleet",
+    CHECK_CASE("wire", .timeout = 30),
+    CHECK_TEST(test_round_trip),
+    CHECK_EACH(test_damage, damages),
+    CHECK_TEST(test_oversized),
+    CHECK_EACH(test_bad_payload, bad_payloads),
+    CHECK_TEST(test_unknown_type),
+    CHECK_TEST(test_stop),
+    CHECK_TEST(test_encoder_bounds),
+    CHECK_TEST(test_track),
+    CHECK_CASE("ring", .timeout = 60),
+    CHECK_TEST(test_ring),
+    CHECK_TEST(test_ring_threads),
+    CHECK_TEST(test_journal),
+)
