@@ -33,8 +33,6 @@
 #define RECHECK_NS NS_PER_S
 /* A horizon this far past now is another clock's (another boot, another time namespace). */
 #define FUTURE_SLACK_NS NS_PER_S
-/* Keys up to this long are spelled on the stack. */
-#define KEY_STACK 256
 
 /* One generation, mapped. */
 struct view {
@@ -348,6 +346,22 @@ static void recheck(struct bloomguard *bg)
         replace(bg, v, true);
 }
 
+/* What the daemon's staleness rule says of a generation's horizon (answer.h's callback). */
+struct reader_stale {
+    int64_t hz;
+    int64_t max_stale_ns;
+    bool saturated;
+};
+
+static bool reader_stale(void *ctx)
+{
+    const struct reader_stale *st = ctx;
+    int64_t now = answer_now();
+    /* A horizon in the future is another clock's: nothing it says can be trusted. */
+    return st->hz > now + FUTURE_SLACK_NS
+           || answer_degraded(now, st->hz, st->max_stale_ns, st->saturated);
+}
+
 enum bloomguard_answer bloomguard_lookup(bloomguard *bg, const void *id, size_t len)
 {
     recheck(bg);
@@ -383,24 +397,22 @@ enum bloomguard_answer bloomguard_lookup(bloomguard *bg, const void *id, size_t 
             grow(bg, v, n);
             continue;
         }
-        int64_t hz = atomic_load_explicit(&h->horizon, memory_order_acquire);
-        char buf[KEY_STACK], *heap;
-        const char *key;
-        size_t klen;
-        enum spell_verdict sv = spell_key_buf(v->spell, id, len, buf, sizeof buf, &heap, &key,
-                                              &klen);
-        bool maybe = sv == SPELL_KEY && filter_contains(v->f, key, klen);
-        free(heap);
-        int64_t stale_ns = v->max_stale_ns;
+        struct reader_stale st = {
+            .hz = atomic_load_explicit(&h->horizon, memory_order_acquire),
+            .max_stale_ns = v->max_stale_ns,
+            .saturated = (flags & PUBFMT_SATURATED) != 0,
+        };
+        struct answer_query q;
+        answer_query_begin(&q, v->spell, id, len);
+        enum answer a = answer_lookup(&q, v->f, reader_stale, &st);
+        answer_query_end(&q);
         rcu_read_exit(r);
-        if (sv == SPELL_MAYBE || maybe)
-            return BLOOMGUARD_MAYBE;
-        int64_t now = answer_now();
-        /* A horizon in the future is another clock's: nothing it says can be trusted. */
-        if (hz > now + FUTURE_SLACK_NS
-            || answer_degraded(now, hz, stale_ns, (flags & PUBFMT_SATURATED) != 0))
-            return BLOOMGUARD_DEGRADED;
-        return BLOOMGUARD_ABSENT;
+        _Static_assert((int)BLOOMGUARD_ABSENT == (int)ANSWER_ABSENT
+                       && (int)BLOOMGUARD_MAYBE == (int)ANSWER_MAYBE
+                       && (int)BLOOMGUARD_DEGRADED == (int)ANSWER_DEGRADED,
+                       "bloomguard.h's answers are answer.h's");
+        /* The library has no answer of its own for an unprovable spelling: it is a "maybe". */
+        return a == ANSWER_UNPROVABLE ? BLOOMGUARD_MAYBE : (enum bloomguard_answer)a;
     }
     return BLOOMGUARD_NOT_READY;
 }

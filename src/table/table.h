@@ -158,14 +158,12 @@ enum table_answer {
 enum table_answer table_lookup(struct table *t, const void *id, size_t len);
 
 /*
- * Many IDs under one read section: maybe[i] for ids[i] ("maybe" includes
- * degraded answers).  *degraded (may be NULL) says whether any absent
- * answer was turned into "maybe" because the horizon is stale; *absent_seen
- * (may be NULL) counts the IDs the filter itself had as absent.  False
- * when not ready (maybe untouched).
+ * Many IDs under one read section and one horizon: out[i] for ids[i], each
+ * what table_lookup would answer (whether the horizon is stale is judged
+ * once for the batch).  False when not ready (out untouched).
  */
 bool table_lookup_many(struct table *t, size_t n, const char *const *ids, const size_t *lens,
-                       bool *maybe, bool *degraded, size_t *absent_seen);
+                       enum table_answer *out);
 
 /*
  * The column's spelling now (the last load's, or a restored snapshot's):
