@@ -22,6 +22,7 @@ int64_t answer_now(void)
 void answer_query_begin(struct answer_query *q, enum spell_type sp, const void *id, size_t len)
 {
     q->filter_maybe = false;
+    q->denied = false;
     q->hash = 0;
     q->verdict = spell_key_buf(sp, id, len, q->buf, sizeof q->buf, &q->heap, &q->key, &q->klen);
     if (q->verdict == SPELL_KEY)
@@ -34,8 +35,8 @@ void answer_query_end(struct answer_query *q)
     q->heap = NULL;
 }
 
-enum answer answer_lookup(struct answer_query *q, const struct filter *f, answer_stale_fn *stale,
-                          void *ctx)
+enum answer answer_lookup(struct answer_query *q, const struct filter *f,
+                          const struct vset *denied, answer_stale_fn *stale, void *ctx)
 {
     if (f == NULL)
         return ANSWER_NOT_READY;
@@ -43,7 +44,9 @@ enum answer answer_lookup(struct answer_query *q, const struct filter *f, answer
         return ANSWER_UNPROVABLE;
     if (q->verdict == SPELL_KEY && filter_contains_hash(f, q->hash)) {
         q->filter_maybe = true;
-        return ANSWER_MAYBE;
+        if (denied == NULL || !vset_has(denied, q->hash, q->key, q->klen))
+            return ANSWER_MAYBE;
+        q->denied = true;
     }
     return stale(ctx) ? ANSWER_DEGRADED : ANSWER_ABSENT;
 }

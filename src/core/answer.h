@@ -17,6 +17,7 @@
 
 #include "filter.h"
 #include "spell.h"
+#include "vset.h"
 
 /*
  * Whether an "absent" of a filter whose horizon is h (ns of CLOCK_BOOTTIME,
@@ -53,6 +54,7 @@ struct answer_query {
     size_t klen;
     uint64_t hash;                  /* filter_hash of the key (SPELL_KEY only) */
     bool filter_maybe;              /* the filter's bits answered "maybe" */
+    bool denied;                    /* ... and the verified-absent set denied the key */
     char *heap;                     /* a key too long for buf */
     char buf[ANSWER_KEY_STACK];
 };
@@ -76,17 +78,20 @@ typedef bool answer_stale_fn(void *ctx);
 
 /*
  * The one lookup sequence, for q (answer_query_begin) against filter f
- * (NULL: none yet: ANSWER_NOT_READY), the caller having read the horizon
- * its stale() judges before it loaded f (the order table.h and publish.h
- * argue):
+ * (NULL: none yet: ANSWER_NOT_READY) and the verified-absent set denied
+ * (NULL: none), the caller having read the horizon its stale() judges
+ * before it loaded f and denied (the order table.h and publish.h argue):
  *   1. a spelling whose value cannot be known is ANSWER_UNPROVABLE;
  *   2. a value the column's type refuses can never be a row: absent;
- *   3. the filter's bits: "maybe" is ANSWER_MAYBE (q->filter_maybe);
- *   4. an absent answer is ANSWER_DEGRADED when stale(ctx), else
- *      ANSWER_ABSENT.
- * f must stay valid for the call (the caller's read section).
+ *   3. the filter's bits: absent, or "maybe" (q->filter_maybe);
+ *   4. a "maybe" whose key the set holds is absent (q->denied: a false
+ *      positive found and verified, table.h "Verified absent"); any other
+ *      is ANSWER_MAYBE;
+ *   5. an absent answer is ANSWER_DEGRADED when stale(ctx), else
+ *      ANSWER_ABSENT: a denied key no less than the filter's own.
+ * f and denied must stay valid for the call (the caller's read section).
  */
-enum answer answer_lookup(struct answer_query *q, const struct filter *f, answer_stale_fn *stale,
-                          void *ctx);
+enum answer answer_lookup(struct answer_query *q, const struct filter *f,
+                          const struct vset *denied, answer_stale_fn *stale, void *ctx);
 
 #endif

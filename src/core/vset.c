@@ -155,7 +155,7 @@ bool vset_has(const struct vset *s, uint64_t h, const void *key, size_t len)
 
 uint64_t vset_count(const struct vset *s)
 {
-    return atomic_load_explicit(&((struct vset *)s)->h.live, memory_order_relaxed);
+    return atomic_load(&((struct vset *)s)->h.live);
 }
 
 uint32_t vset_max_entries(const struct vset *s)

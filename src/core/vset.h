@@ -93,7 +93,10 @@ void vset_buckets(uint64_t h, uint64_t nbuckets, uint64_t *b1, uint64_t *b2);
  */
 bool vset_has(const struct vset *s, uint64_t h, const void *key, size_t len);
 
-/* PENDING + ACTIVE entries now. */
+/*
+ * PENDING + ACTIVE entries now (a seq_cst load: 0 proves to a killer that
+ * no entry was staged before its own earlier seq_cst operations).
+ */
 uint64_t vset_count(const struct vset *s);
 uint32_t vset_max_entries(const struct vset *s);
 

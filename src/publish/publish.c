@@ -534,7 +534,7 @@ struct publish *publish_new(const struct config *cfg, const struct filter_config
         return NULL;
     }
     const struct table_publisher hooks = { p, on_begin, on_live, on_horizon, on_restored,
-                                           on_saturated };
+                                           on_saturated, NULL };
     table_set_publisher(t, &hooks);
     return p;
 }

@@ -404,7 +404,7 @@ enum bloomguard_answer bloomguard_lookup(bloomguard *bg, const void *id, size_t 
         };
         struct answer_query q;
         answer_query_begin(&q, v->spell, id, len);
-        enum answer a = answer_lookup(&q, v->f, reader_stale, &st);
+        enum answer a = answer_lookup(&q, v->f, NULL, reader_stale, &st);
         answer_query_end(&q);
         rcu_read_exit(r);
         _Static_assert((int)BLOOMGUARD_ABSENT == (int)ANSWER_ABSENT

@@ -64,9 +64,13 @@ struct table *table_new(const struct config *cfg, const struct filter_config *fc
     t->fc = fc;
     t->g = guard_new();
     t->pending = pending_new(fc->pending_limit, fc->pending_max_bytes, fc->pending_ttl);
-    if (t->g == NULL || t->pending == NULL) {
+    if (cfg->adaptive_enabled)
+        t->ad = adapt_new(cfg->adaptive_max_entries, cfg->adaptive_min_hits,
+                          (uint32_t)(cfg->adaptive_window * 1000.0));
+    if (t->g == NULL || t->pending == NULL || (cfg->adaptive_enabled && t->ad == NULL)) {
         guard_free(t->g);
         pending_free(t->pending);
+        adapt_free(t->ad);
         free(t);
         return NULL;
     }
@@ -104,6 +108,13 @@ void table_set_durable(struct table *t, table_durable_fn fn, table_durable_submi
 void table_set_publisher(struct table *t, const struct table_publisher *p)
 {
     t->pub = *p;
+    /* The set readers of the published filter deny from: in memory they map too. */
+    if (t->ad != NULL && p->verified != NULL) {
+        size_t bytes = adapt_set_bytes(t->ad);
+        void *mem = p->verified(p->ctx, bytes);
+        if (mem != NULL)
+            adapt_move_set(t->ad, mem, bytes);
+    }
 }
 
 bool table_durable(const struct table *t)
@@ -117,6 +128,7 @@ void table_free(struct table *t)
         return;
     guard_free(t->g);
     pending_free(t->pending);
+    adapt_free(t->ad);
     pthread_mutex_destroy(&t->mu);
     free(t);
 }
@@ -259,17 +271,23 @@ static bool stale_once(void *ctx)
 
 /*
  * One ID through answer.h's sequence against the live filter f (inside the
- * caller's read section), with the table's own steps around it: the count
- * of values the column's type refuses.
+ * caller's read section) and the verified-absent set, with the table's
+ * own steps around it: the count of values the column's type refuses, of
+ * denials, and the hot sketch, which hears of every "maybe" of the
+ * filter's that the set did not deny.
  */
 static enum table_answer lookup_in(struct table *t, enum spell_type sp, const struct filter *f,
                                    const void *id, size_t len, struct staleness *st)
 {
     struct answer_query q;
     answer_query_begin(&q, sp, id, len);
-    enum answer a = answer_lookup(&q, f, stale_once, st);
+    enum answer a = answer_lookup(&q, f, t->ad ? adapt_set(t->ad) : NULL, stale_once, st);
     if (a != ANSWER_NOT_READY && q.verdict == SPELL_NOT_A_VALUE)
         atomic_fetch_add_explicit(&t->not_a_value, 1, memory_order_relaxed);
+    if (t->ad != NULL && a == ANSWER_ABSENT && q.denied)
+        adapt_denied(t->ad);
+    else if (t->ad != NULL && a == ANSWER_MAYBE && q.filter_maybe)
+        adapt_maybe(t->ad, &q);
     answer_query_end(&q);
     return (enum table_answer)a;
 }
@@ -309,8 +327,10 @@ static enum table_insert_result add_hashes(struct table *t, size_t n, const uint
                                           size_t *inserted)
 {
     *inserted = 0;
-    for (size_t i = 0; i < n; i++)
+    for (size_t i = 0; i < n; i++) {
         *inserted += guard_add_hash(t->g, hs[i]);
+        table_added(t, hs[i]);
+    }
     table_check_saturated(t);
     return *inserted < n ? TABLE_INSERT_NOT_READY : TABLE_INSERTED;
 }

@@ -27,8 +27,10 @@ bool table_add_row(struct table *t, const void *id, size_t len)
         key = id;
         klen = len;
     }
-    bool ok = guard_add(t->g, key, klen);
+    uint64_t h = filter_hash(key, klen);
+    bool ok = guard_add_hash(t->g, h);
     free(heap);
+    table_added(t, h);
     return ok;
 }
 

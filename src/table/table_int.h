@@ -14,6 +14,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "adapt.h"
 #include "table.h"
 
 #define NS_PER_S INT64_C(1000000000)
@@ -30,6 +31,7 @@ struct table {
     table_durable_submit_fn durable_submit;
     void *durable_arg;
     struct table_publisher pub;     /* hooks all NULL: not published */
+    struct adapt *ad;               /* the verified-absent set and its sketch; NULL: [adaptive] off */
 
     /* Every row committed before it is in the live filter; 0 = none. */
     _Atomic int64_t horizon;
@@ -64,6 +66,16 @@ struct table {
 
 /* Room on the stack for a key; a longer one goes to the heap. */
 #define KEY_STACK 256
+
+/*
+ * A key (hash h) went into the table's filters: the adaptive part counts it
+ * and kills its entries (table.h, "Verified absent", step 3).
+ */
+static inline void table_added(struct table *t, uint64_t h)
+{
+    if (t->ad != NULL)
+        adapt_added(t->ad, h);
+}
 
 /* Whether an answer resting on horizon h is degraded now (answer_degraded). */
 bool table_stale(struct table *t, int64_t h);
