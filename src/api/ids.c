@@ -1,6 +1,6 @@
 /*
  * The ID endpoints, the hot path: GET /exists/{id}, POST /exists, POST /ids
- * and /auth.  Lookups build their small JSON answers by hand into one
+ * and /auth; and POST /absent, a service's reports of IDs it did not find.  Lookups build their small JSON answers by hand into one
  * buffer handed to MHD (no jansson on the hot path); request bodies go
  * through jansson.
  */
@@ -363,6 +363,38 @@ static struct reply insert_batch(struct app *a, const struct api_request *rq, st
 struct reply ids_insert(struct app *a, const struct api_request *rq)
 {
     return batch_serve(a, rq, true, insert_batch);
+}
+
+/*
+ * POST /absent: IDs a service looked up and did not find.  Each becomes a
+ * candidate the verifier looks up (never believed by itself:
+ * table_adapt.h); the answer counts what became of them.
+ */
+static struct reply absent_batch(struct app *a, const struct api_request *rq, struct table *t,
+                                 const struct idlist *l)
+{
+    (void)a;
+    (void)rq;
+    if (!table_adaptive(t))
+        return api_error(MHD_HTTP_BAD_REQUEST, "adaptive_off",
+                         "[adaptive] enabled = no: reports of absent ids are not taken");
+    size_t n[TABLE_REPORT_NOT_READY + 1] = { 0 };
+    for (size_t i = 0; i < l->n; i++) {
+        enum table_report r = table_report(t, l->ids[i], l->lens[i]);
+        if (r == TABLE_REPORT_NOT_READY)
+            return not_ready();
+        n[r]++;
+    }
+    char out[160];
+    snprintf(out, sizeof out, "{\"queued\":%zu,\"absent\":%zu,\"unprovable\":%zu,\"held\":%zu}",
+             n[TABLE_REPORT_QUEUED], n[TABLE_REPORT_ABSENT], n[TABLE_REPORT_UNPROVABLE],
+             n[TABLE_REPORT_HELD]);
+    return api_json_take(MHD_HTTP_ACCEPTED, strdup(out));
+}
+
+struct reply ids_absent(struct app *a, const struct api_request *rq)
+{
+    return batch_serve(a, rq, true, absent_batch);
 }
 
 /* The decision for one original URI (raw). */

@@ -28,6 +28,7 @@ struct status_filter {
     struct follow_status conn;      /* its follower's connection (shared by the tables it follows) */
     struct table_posts pending;     /* zeros in a light snapshot */
     bool posts_durable;             /* POSTs are logged on disk before their 2xx (postlog.h) */
+    struct table_adaptive adaptive; /* verified-absent IDs (zeros in a light snapshot) */
 };
 
 /* Everything the status documents show, read once. */

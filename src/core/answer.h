@@ -85,7 +85,7 @@ typedef bool answer_stale_fn(void *ctx);
  *   2. a value the column's type refuses can never be a row: absent;
  *   3. the filter's bits: absent, or "maybe" (q->filter_maybe);
  *   4. a "maybe" whose key the set holds is absent (q->denied: a false
- *      positive found and verified, table.h "Verified absent"); any other
+ *      positive found and verified, table_adapt.h); any other
  *      is ANSWER_MAYBE;
  *   5. an absent answer is ANSWER_DEGRADED when stale(ctx), else
  *      ANSWER_ABSENT: a denied key no less than the filter's own.

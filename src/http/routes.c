@@ -36,6 +36,8 @@ const struct route routes_table[] = {
     { "/reload",    ROUTE_PREFIX,  ROUTE_POST, "reload",       true,  false, false, admin_reload },
     /* Admin although a read: the whole filter, for peers (and backups). */
     { "/snapshot",  ROUTE_PREFIX,  ROUTE_READ, "snapshot",     true,  false, false, admin_snapshot },
+    /* A service's reports of ids it did not find: candidates to verify, never believed alone. */
+    { "/absent",    ROUTE_PREFIX,  ROUTE_POST, "absent",       true,  true,  false, ids_absent },
 };
 const unsigned routes_count = sizeof routes_table / sizeof routes_table[0];
 

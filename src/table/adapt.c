@@ -1,7 +1,7 @@
 /*
  * One table's adaptive part (adapt.h).  Why an entry may deny its key is
- * table.h's argument ("Verified absent"); this file keeps the orders that
- * argument needs: every add counts its bucket before it kills, and a
+ * table_adapt.h's argument; this file keeps the orders the argument
+ * needs: every add counts its bucket before it kills, and a
  * verification stages its entry, reads its bucket's count, and only then
  * activates, all with sequentially consistent operations.
  */
@@ -231,7 +231,7 @@ enum adapt_outcome adapt_verified(struct adapt *a, const struct adapt_candidate 
     struct vset_ref ref;
     pthread_mutex_lock(&a->writer);
     /*
-     * table.h, "Verified absent": stage (a seq_cst store), then read the
+     * table_adapt.h, step 4: stage (a seq_cst store), then read the
      * bucket's count (seq_cst): an add that this read does not see comes
      * after it in the single total order, so its kill, which follows its
      * count, finds the staged entry and kills it, before or after the

@@ -2,8 +2,8 @@
  * One table's adaptive part (issue 35): the hot-"maybe" sketch (hot.h),
  * the verified-absent set (vset.h), the count of adds by hash bucket that
  * lets a verification prove nothing overtook it, and the queue of
- * candidates the verifier takes.  Internal to the table module: table.h
- * says what it promises, table_adapt.c argues why it holds.  Pure: no
+ * candidates the verifier takes.  Internal to the table module:
+ * table_adapt.h says what it promises and argues why it holds.  Pure: no
  * libpq, no logging; a coarse clock for the sketch's windows.
  */
 #ifndef BLOOMGUARD_ADAPT_H

@@ -18,59 +18,15 @@
  * catch-up from a position) that started in that epoch is live.
  *
  * Verified absent (issue 35).  An ID the filter answers "maybe" for again
- * and again (the hot sketch, hot.h), or that a service reports missing
- * (POST /absent), is a candidate; the verifier (verifier.h) looks it up
- * in PostgreSQL; one the table does not have goes into an exact set
- * (vset.h), and the lookup sequence (answer.h) denies it, subject to the
- * horizon like any absent answer.  An entry is believed only if nothing
- * can have added its ID since before the query's snapshot, and it dies
- * with the first add after:
- *   1. Ticket.  Before the query, the candidate's ticket is read: the
- *      count of adds of its hash's bucket (seq_cst).  Then the POST journal
- *      is asked whether it may hold the ID: if so it is not verified.
- *   2. Query.  One statement in a snapshot S taken after the ticket, that
- *      sees finished every transaction whose rows the follower gave the
- *      filter before S was taken (follow_unseen: logical's stream may
- *      apply a commit before new snapshots see it; NOTIFY and the feed
- *      give only rows new snapshots see), on the relation the table's
- *      load read (its oid, checked in S), on the primary the table is
- *      loaded from (the system identifier and database, checked).
- *   3. Adds.  Every add of a key to the table's filters (a followed row, a
- *      POSTed ID, a row a COPY reads) counts its bucket (seq_cst) and then
- *      kills every entry of its hash, before it returns: before the
- *      horizon that covers the row can move, before the POST's 2xx.
- *   4. Entry.  An absent answer is staged (PENDING: not believed; a
- *      seq_cst store), the bucket's count is read again (seq_cst), and the
- *      entry is activated only if it still equals the ticket, by a
- *      compare-and-swap that a kill defeats.
- * Why no denied ID was committed more than max_staleness ago or
- * acknowledged to a POST: take a row X of that ID, committed at C.
- *   - C before S: S sees X (2): the query answers present, no entry; a
- *     row the follower gave before the ticket is of a transaction S sees
- *     finished.
- *   - C after S: X reaches the table as an add (3) at some D: the follower
- *     gives it, or, after a gap, the load that covers the new epoch reads
- *     it (a COPY counts and kills each row it reads; a catch-up adds
- *     them).  If the add's count comes before step 4's read in the single
- *     order of seq_cst operations, the read differs from the ticket and
- *     the entry is dropped; if after it, the stage came before it too, so
- *     the kill that follows the count finds the entry, PENDING or ACTIVE,
- *     and kills it.  Either way the entry is dead before the add returns,
- *     so before a horizon past C.  A lookup that denies X meanwhile read a
- *     horizon H <= C and answered absent only because now - H <=
- *     max_staleness: X was committed less than max_staleness ago, which
- *     the contract lets answer 404.
- *   - A POST of the ID before the ticket is in the journal (1) until a
- *     COPY sees its row (then it is committed: the first case) or it
- *     expires; one after the ticket counts the bucket before its 2xx (3).
- * A degraded table (a stale horizon, a peer's filter on probation, a
- * saturated filter) answers "maybe" for entries as for any absent answer:
- * the staleness step comes after the deny.  A rebuild keeps the entries,
- * which the argument proves whatever the filter, but drops those its new
- * filter answers absent for (the filter denies them itself); a change of
- * the column's spelling drops them all and fails every verification in
- * flight (keys of the old spelling mean nothing in the new).  A restart
- * forgets them.
+ * and again (hot.h), or that a service reports missing (POST /absent), is
+ * a candidate; the verifier looks it up in PostgreSQL; one the table lacks
+ * goes into an exact set (vset.h) that the lookup sequence (answer.h)
+ * denies from, subject to the horizon like any absent answer (degraded
+ * tables answer "maybe").  Every add of a key (a followed row, a POST, a
+ * row a COPY reads) ends its denial before it returns, and a lookup an add
+ * overtakes (an insert committed after its snapshot, followed before its
+ * answer) is not believed: table_adapt.h proves it, step by step, and
+ * has the calls of the verifier and of POST /absent.
  *
  * Clocks: H and every `when` below are nanoseconds of CLOCK_BOOTTIME
  * (table_now), which keeps counting while the machine sleeps, so a suspend
@@ -91,6 +47,8 @@
 #include "spell.h"
 
 struct table;
+
+#include "table_adapt.h"    /* verified-absent IDs: the verifier's calls, POST /absent */
 
 /* Longest position (follow.h) a table keeps, terminator included. */
 #define TABLE_POS_MAX 384
@@ -147,10 +105,9 @@ void table_set_wake(struct table *t, void (*wake)(void *arg), void *arg);
  *             answers because the live filter can no longer keep its
  *             rate; called under the table's lock, at once, so that
  *             readers degrade with the daemon and not at the next horizon;
- *   verified  memory of bytes bytes (64-byte aligned) that the table's
- *             verified-absent set (vset.h) lives in from now on, shared
- *             with readers, or NULL (the table's own); called once, by
- *             table_set_publisher, and only with [adaptive] enabled.
+ *   verified  memory (bytes, 64-byte aligned) readers share, for the
+ *             verified-absent set (vset.h), or NULL: its own; called
+ *             once, by table_set_publisher, with [adaptive] enabled.
  * spell is the spelling of next's keys (spell.h).
  */
 struct table_publisher {
@@ -295,69 +252,6 @@ typedef void (*table_insert_done_fn)(void *arg, enum table_insert_result r, size
 enum table_insert_result table_insert_later(struct table *t, size_t n, const char *const *ids,
                                             const size_t *lens, size_t *inserted, int *err,
                                             table_insert_done_fn done, void *arg);
-
-/* ------------------------------------------------------------ adaptive -- */
-
-/* Whether [adaptive] enabled gave the table a verified-absent set. */
-bool table_adaptive(const struct table *t);
-
-/* Longest key a candidate has (vset.h's VSET_KEY_MAX). */
-#define TABLE_KEY_MAX 120
-
-/* A candidate to look up (the top of this file, "Verified absent"). */
-struct table_candidate {
-    char key[TABLE_KEY_MAX];        /* its key: the column's text of the value (spell.h) */
-    size_t klen;
-    uint64_t hash, ticket, generation;  /* the table's: give them back unchanged */
-};
-
-/*
- * Up to max candidates into out, each with its ticket taken now (step 1):
- * call it right before the query's snapshot is taken.  Returns how many.
- */
-size_t table_candidates(struct table *t, struct table_candidate *out, size_t max);
-
-/* What the query said of a candidate, and what came of it. */
-enum table_verdict { TABLE_VERIFIED_ABSENT, TABLE_VERIFIED_PRESENT, TABLE_VERIFY_FAILED };
-enum table_verified {
-    TABLE_ENTERED,          /* denied from now on */
-    TABLE_RACED,            /* an add of its hash came after the ticket: not believed */
-    TABLE_SETTLED,          /* present: not asked about again for a while */
-    TABLE_GIVEN_BACK        /* failed: a candidate again when it is hot again */
-};
-enum table_verified table_verified(struct table *t, const struct table_candidate *c,
-                                   enum table_verdict v);
-
-/* Whether any candidate waits (the verifier sleeps otherwise). */
-bool table_candidates_waiting(struct table *t);
-
-/* A report of an ID a service found missing (POST /absent). */
-enum table_report {
-    TABLE_REPORT_QUEUED,        /* a candidate now: it will be looked up */
-    TABLE_REPORT_ABSENT,        /* answered absent already (the filter, or the set) */
-    TABLE_REPORT_UNPROVABLE,    /* a spelling whose value cannot be known, or a key too long to keep */
-    TABLE_REPORT_HELD,          /* queued already, looked up lately, or the queue is full */
-    TABLE_REPORT_OFF,           /* [adaptive] enabled = no */
-    TABLE_REPORT_NOT_READY      /* no filter yet */
-};
-enum table_report table_report(struct table *t, const void *id, size_t len);
-
-/* The figures of /stats and /metrics (all zero without [adaptive] enabled). */
-struct table_adaptive {
-    bool enabled;
-    uint64_t entries, max_entries;  /* IDs denied now, at most */
-    uint64_t queued;                /* candidates waiting */
-    uint64_t candidates;            /* hot "maybe" IDs that became candidates */
-    uint64_t reported;              /* IDs a report made candidates */
-    uint64_t dropped;               /* candidates given back: the queue was full */
-    uint64_t verified_absent, verified_present, verify_failed;
-    uint64_t raced;                 /* verified absent but overtaken by an add: not believed */
-    uint64_t posted;                /* candidates the POST journal may hold: not looked up */
-    uint64_t evictions;             /* entries that made room for others */
-    uint64_t invalidations;         /* entries killed by an add of their ID */
-    uint64_t denied;                /* answers the set turned from maybe into absent */
-};
-void table_adaptive_info(struct table *t, struct table_adaptive *out);
 
 /* ------------------------------------------------------- from followers -- */
 

@@ -1,8 +1,7 @@
 /*
  * The guarded table's verified-absent IDs as the verifier, POST /absent
- * and the status documents see them: candidates with their tickets, the
- * verdicts, reports and figures.  table.h ("Verified absent") argues why a
- * denial is safe; adapt.c keeps the orders the argument needs.
+ * and the status documents see them (table_adapt.h, which argues why a
+ * denial is safe); adapt.c keeps the orders the argument needs.
  */
 #include "table_int.h"
 

@@ -69,7 +69,7 @@ struct table {
 
 /*
  * A key (hash h) went into the table's filters: the adaptive part counts it
- * and kills its entries (table.h, "Verified absent", step 3).
+ * and kills its entries (table_adapt.h, step 3).
  */
 static inline void table_added(struct table *t, uint64_t h)
 {

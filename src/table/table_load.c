@@ -53,7 +53,7 @@ struct filter *table_load_filter(struct table_load *l)
 void table_load_seen(struct table_load *l, const char *id, size_t len, uint64_t h)
 {
     pending_seen(l->t->pending, id, len, h);
-    /* The row exists: whatever was verified of its ID before is over (table.h, step 3). */
+    /* The row exists: whatever was verified of its ID before is over (table_adapt.h, step 3). */
     table_added(l->t, h);
 }
 
