@@ -101,12 +101,23 @@ size_t adapt_set_bytes(const struct adapt *a)
 
 bool adapt_move_set(struct adapt *a, void *mem, size_t bytes)
 {
+    void *own = NULL;
+    if (mem == NULL) {
+        /* Back into memory of its own, empty: the shared memory goes away. */
+        if (a->own != NULL)
+            return true;
+        bytes = (a->set_bytes + 63) / 64 * 64;
+        if ((mem = own = aligned_alloc(64, bytes)) == NULL)
+            return false;
+    }
     struct vset *s = vset_make(mem, bytes, a->max_entries);
-    if (s == NULL)
+    if (s == NULL) {
+        free(own);
         return false;
+    }
     a->set = s;
     free(a->own);
-    a->own = NULL;
+    a->own = own;
     return true;
 }
 

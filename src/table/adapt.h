@@ -33,9 +33,9 @@ void adapt_free(struct adapt *a);
 
 /*
  * The set's bytes (vset_bytes), and moving it (empty) into mem, e.g. a
- * published file's mapping, before any other thread uses a (false: mem
- * too small or misaligned; the set stays where it was).  mem must outlive
- * a.
+ * published file's mapping, or with mem NULL back into memory of its own,
+ * while no other thread uses a (false: mem too small or misaligned, or no
+ * memory; the set stays where it was).  mem must outlive its use.
  */
 size_t adapt_set_bytes(const struct adapt *a);
 bool adapt_move_set(struct adapt *a, void *mem, size_t bytes);

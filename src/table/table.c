@@ -108,11 +108,14 @@ void table_set_durable(struct table *t, table_durable_fn fn, table_durable_submi
 void table_set_publisher(struct table *t, const struct table_publisher *p)
 {
     t->pub = *p;
-    /* The set readers of the published filter deny from: in memory they map too. */
-    if (t->ad != NULL && p->verified != NULL) {
+    /*
+     * The set readers of the published filter deny from: in memory they
+     * map too; without a publisher (publish_free), back in the table's own.
+     */
+    if (t->ad != NULL) {
         size_t bytes = adapt_set_bytes(t->ad);
-        void *mem = p->verified(p->ctx, bytes);
-        if (mem != NULL)
+        void *mem = p->verified != NULL ? p->verified(p->ctx, bytes) : NULL;
+        if (mem != NULL || p->verified == NULL)
             adapt_move_set(t->ad, mem, bytes);
     }
 }
