@@ -18,9 +18,9 @@
 #include "monoclock.h"
 #include "verify.h"
 
-/* Ticks: short while candidates wait, longer when none does. */
+/* Ticks: short while candidates wait (their tokens come in), long when none does (a wake). */
 #define BUSY_MS 20
-#define IDLE_MS 100
+#define IDLE_MS 1000
 /* A batch whose snapshot does not see the follower's transactions yet waits this long at most. */
 #define NOT_YET_MS 2000
 #define RETRY_MIN_S 1
@@ -45,8 +45,11 @@ struct verifier {
     pthread_t thread;
     bool started;
     pthread_mutex_t mu;
-    pthread_cond_t cv;
+    pthread_cond_t cv;              /* stop, or candidates waiting */
+    bool woken;                     /* under mu */
 };
+
+static void wake(void *arg);
 
 static double now_s(void)
 {
@@ -69,6 +72,8 @@ struct verifier *verifier_new(const struct config *cfg, const struct log *lg,
         return NULL;
     }
     memcpy(v->tables, tables, n * sizeof *tables);
+    for (unsigned i = 0; i < n; i++)
+        table_set_verifier_wake(tables[i], wake, v);
     v->n = n;
     v->cfg = cfg;
     v->lg = lg;
@@ -94,12 +99,24 @@ void verifier_free(struct verifier *v)
     free(v);
 }
 
+/* Sleep up to ms, waking early on stop or when candidates start waiting. */
 static void nap(struct verifier *v, unsigned ms)
 {
     struct timespec ts = monoclock_after_ms(ms);
     pthread_mutex_lock(&v->mu);
-    if (!atomic_load(&v->stop))
+    if (!atomic_load(&v->stop) && !v->woken)
         pthread_cond_timedwait(&v->cv, &v->mu, &ts);
+    v->woken = false;
+    pthread_mutex_unlock(&v->mu);
+}
+
+/* A table's candidates started waiting (a request's thread). */
+static void wake(void *arg)
+{
+    struct verifier *v = arg;
+    pthread_mutex_lock(&v->mu);
+    v->woken = true;
+    pthread_cond_signal(&v->cv);
     pthread_mutex_unlock(&v->mu);
 }
 

@@ -33,6 +33,8 @@ struct adapt {
     _Atomic uint64_t generation;    /* adapt_reset's count */
     pthread_mutex_t writer;         /* stages, activations, clears, prunes */
     pthread_mutex_t qmu;            /* the queue: a try-lock on the hot path */
+    void (*wake)(void *arg);        /* a candidate joined an empty queue */
+    void *wake_arg;
     struct adapt_candidate *queue;
     size_t qhead, qlen;
     _Atomic uint64_t candidates, reported, dropped, verified_absent, verified_present,
@@ -121,6 +123,12 @@ bool adapt_move_set(struct adapt *a, void *mem, size_t bytes)
     return true;
 }
 
+void adapt_set_wake(struct adapt *a, void (*wake)(void *arg), void *arg)
+{
+    a->wake = wake;
+    a->wake_arg = arg;
+}
+
 const struct vset *adapt_set(const struct adapt *a)
 {
     return a->set;
@@ -138,7 +146,7 @@ static bool enqueue(struct adapt *a, uint64_t h, const char *key, size_t klen, b
 {
     if (try ? pthread_mutex_trylock(&a->qmu) != 0 : pthread_mutex_lock(&a->qmu) != 0)
         return false;
-    bool ok = a->qlen < ADAPT_QUEUE;
+    bool ok = a->qlen < ADAPT_QUEUE, first = a->qlen == 0;
     if (ok) {
         struct adapt_candidate *c = &a->queue[(a->qhead + a->qlen++) % ADAPT_QUEUE];
         c->hash = h;
@@ -148,6 +156,9 @@ static bool enqueue(struct adapt *a, uint64_t h, const char *key, size_t klen, b
         memcpy(c->key, key, klen);
     }
     pthread_mutex_unlock(&a->qmu);
+    /* Once per batch of candidates, not per request: the verifier starts at once. */
+    if (ok && first && a->wake != NULL)
+        a->wake(a->wake_arg);
     return ok;
 }
 

@@ -40,6 +40,13 @@ void adapt_free(struct adapt *a);
 size_t adapt_set_bytes(const struct adapt *a);
 bool adapt_move_set(struct adapt *a, void *mem, size_t bytes);
 
+/*
+ * wake(arg) is called (under no lock) when a candidate joins an empty
+ * queue, so that the verifier need not poll; NULL: nobody.  Set it before
+ * other threads use a.
+ */
+void adapt_set_wake(struct adapt *a, void (*wake)(void *arg), void *arg);
+
 /* The set, for answer_lookup's deny step: lock-free readers. */
 const struct vset *adapt_set(const struct adapt *a);
 

@@ -16,6 +16,12 @@ bool table_adaptive(const struct table *t)
     return t->ad != NULL;
 }
 
+void table_set_verifier_wake(struct table *t, void (*wake)(void *arg), void *arg)
+{
+    if (t->ad != NULL)
+        adapt_set_wake(t->ad, wake, arg);
+}
+
 /* Whether the POST journal may hold an ID of hash h (such an ID is never verified). */
 static bool posted(void *arg, uint64_t h)
 {

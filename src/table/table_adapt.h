@@ -71,6 +71,12 @@ struct table;
 /* Whether [adaptive] enabled gave the table a verified-absent set. */
 bool table_adaptive(const struct table *t);
 
+/*
+ * wake(arg) when candidates start waiting (under no lock of the table; a
+ * request's thread): the verifier's.  Set it before other threads use t.
+ */
+void table_set_verifier_wake(struct table *t, void (*wake)(void *arg), void *arg);
+
 /* A candidate to look up, its ticket taken (step 1 above). */
 #define TABLE_KEY_MAX 120               /* vset.h's VSET_KEY_MAX */
 struct table_candidate {
