@@ -549,6 +549,12 @@ struct publish *publish_new(const struct config *cfg, const struct filter_config
     const struct table_publisher hooks = { p, on_begin, on_live, on_horizon, on_restored,
                                            on_saturated, on_verified };
     table_set_publisher(t, &hooks);
+    /* No set this run ([adaptive] off): an earlier run's is not left beside the filter. */
+    if (p->vf == NULL) {
+        char vpath[4096];
+        snprintf(vpath, sizeof vpath, "%s/%s%s", p->dir, fc->name, PUBFMT_VSET_SUFFIX);
+        unlink(vpath);
+    }
     return p;
 }
 
