@@ -18,6 +18,17 @@
  * a new epoch with table_gap, and H stays put until a load (a COPY, or a
  * catch-up from a position) that started in that epoch is live.
  *
+ * Verified absent (issue 35).  An ID the filter answers "maybe" for again
+ * and again (hot.h), or that a service reports missing (POST /absent), is
+ * a candidate; the verifier looks it up in PostgreSQL; one the table lacks
+ * goes into an exact set (vset.h) that the lookup sequence (answer.h)
+ * denies from, subject to the horizon like any absent answer (degraded
+ * tables answer "maybe").  Every add of a key (a followed row, a POST, a
+ * row a COPY reads) ends its denial before it returns, and a lookup an add
+ * overtakes (an insert committed after its snapshot, followed before its
+ * answer) is not believed: table_adapt.h proves it, step by step, and
+ * has the calls of the verifier and of POST /absent.
+ *
  * Clocks: H and every `when` below are nanoseconds of CLOCK_BOOTTIME
  * (monoclock_boot_ns), which keeps counting while the machine sleeps, so a suspend
  * never makes an old horizon look fresh.
@@ -39,6 +50,8 @@
 #include "table_fleet.h"
 
 struct table;
+
+#include "table_adapt.h"    /* verified-absent IDs: the verifier's calls, POST /absent */
 
 /* Longest position (follow.h) a table keeps, terminator included. */
 #define TABLE_POS_MAX 384
@@ -105,7 +118,10 @@ void table_set_wake(struct table *t, void (*wake)(void *arg), void *arg);
  *             probation); called under the table's lock, at once, so that
  *             readers degrade with the daemon and not at the next horizon.
  *             live and horizon read table_unsure themselves (a hold of a
- *             cut POST log ends by the clock, not by an event).
+ *             cut POST log ends by the clock, not by an event);
+ *   verified  memory (bytes, 64-byte aligned) readers share, for the
+ *             verified-absent set (vset.h), or NULL: its own; called
+ *             once, by table_set_publisher, with [adaptive] enabled.
  * spell is the spelling of next's keys (spell.h).
  */
 struct table_publisher {
@@ -115,6 +131,7 @@ struct table_publisher {
     void (*horizon)(void *ctx, int64_t h);
     void (*restored)(void *ctx, enum spell_type spell);
     void (*unsure)(void *ctx, bool unsure);
+    void *(*verified)(void *ctx, size_t bytes);
 };
 
 /*
@@ -180,14 +197,12 @@ enum table_answer {
 enum table_answer table_lookup(struct table *t, const void *id, size_t len);
 
 /*
- * Many IDs under one read section: maybe[i] for ids[i] ("maybe" includes
- * degraded answers).  *degraded (may be NULL) says whether any absent
- * answer was turned into "maybe" because the horizon is stale; *absent_seen
- * (may be NULL) counts the IDs the filter itself had as absent.  False
- * when not ready (maybe untouched).
+ * Many IDs under one read section and one horizon: out[i] for ids[i], each
+ * what table_lookup would answer (whether the horizon is stale is judged
+ * once for the batch).  False when not ready (out untouched).
  */
 bool table_lookup_many(struct table *t, size_t n, const char *const *ids, const size_t *lens,
-                       bool *maybe, bool *degraded, size_t *absent_seen);
+                       enum table_answer *out);
 
 /*
  * Acknowledged POSTs may be missing from the journal (the POST log was cut
@@ -417,9 +432,9 @@ void table_job_done(struct table *t, const struct table_job *job, bool ok, const
 void table_job_progress(struct table *t, uint64_t rows);
 
 /*
- * Timers and growth: whether rebuild_interval has passed since the last
- * load or the filter outgrew its capacity; if so, want it.  Called by the
- * scheduler on its ticks.
+ * On the scheduler's ticks: want a load when rebuild_interval passed, or
+ * (auto_grow) the filter is saturated, or grew layers and added none for
+ * min_rebuild_interval.
  */
 void table_check_timers(struct table *t);
 
@@ -430,11 +445,10 @@ struct filter_growth table_growth(const struct filter_config *fc);
 struct filter_growth table_growth_of(const struct table_sizing *sz);
 
 /*
- * Items to size the next filter for, from the table's row estimate: the
- * larger of it, the last load's rows and the live filter's items (a stale
- * estimate never sizes below what the table already held), times [filter]
- * headroom; [filter] expected_items overrides.  Bounded by the filter's
- * limits, at least a small minimum so a fresh table has room to grow.
+ * Items to size a load for: the rows (the most of the estimate, the last
+ * load's, the live filter's items) times headroom, or while they fit in
+ * expected_items (a floor) it; a WANT_GROWTH load (a fold) the rows times
+ * the larger of headroom and growth, at least the floor.  Bounded.
  */
 uint64_t table_plan_items(struct table *t, uint64_t estimated_rows);
 
@@ -456,6 +470,9 @@ struct table_load *table_load_begin(struct table *t, uint64_t items,
                                     const struct table_ident *ident, enum filter_error *err);
 /* The filter being built (for loader.c's bulk adds: the caller is its only bulk writer). */
 struct filter *table_load_filter(struct table_load *l);
+/* The COPY outgrew the filter: one for rows (*items) replaces it, inserts kept; NULL: *err. */
+struct filter *table_load_resize(struct table_load *l, uint64_t rows, uint64_t *items,
+                                 enum filter_error *err);
 /*
  * One row of the COPY, already hashed: the journal forgets it (the table
  * holds it now).  Called for each row by the copy's row callback.
