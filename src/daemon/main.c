@@ -11,15 +11,14 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 
 #include "api.h"
 #include "cmdline.h"
 #include "routes.h"
+#include "rundirs.h"
 #include "config.h"
-#include "dirlock.h"
 #include "fleethub.h"
 #include "http.h"
 #include "live.h"
@@ -148,71 +147,6 @@ static void reload_tables(struct hooks_ctx *h, struct source *src, const struct 
     pthread_mutex_unlock(&h->mu);
     if (done)
         notify_ready("serving");
-}
-
-/*
- * The directories this run removes and replaces files in: [snapshot] path
- * (snapshots, POST logs, the slot's name) and [server] publish_dir.
- * Locked before anything in them is touched, so that a second daemon
- * started on them stops here instead of taking the first one's files away.
- */
-struct dirlocks {
-    struct dirlock *state, *publish;
-    char pubdir[4096];              /* "" when publishing is off */
-};
-
-static bool take_dirlocks(const struct config *cfg, struct dirlocks *dl, char *err,
-                          size_t errlen)
-{
-    char dir[4096];
-    struct stat st, pst;
-    bool state = persist_dir(cfg, dir, sizeof dir) && stat(dir, &st) == 0;
-    /* A missing state directory holds nothing to protect; persist.c says what it lacks. */
-    if (state && (dl->state = dirlock_take(dir, "[snapshot] path", NULL, err, errlen)) == NULL)
-        return false;
-    if (!publish_dir(cfg, dl->pubdir, sizeof dl->pubdir))
-        return true;
-    /* Made (if missing) under publish.c's rules before a lock file goes into it. */
-    if (!publish_dir_check(cfg, dl->pubdir, true, err, errlen))
-        return false;
-    /* One directory for both: one lock (a second OFD lock of the same file would conflict). */
-    if (state && stat(dl->pubdir, &pst) == 0 && pst.st_dev == st.st_dev
-        && pst.st_ino == st.st_ino)
-        return true;
-    return (dl->publish = dirlock_take(dl->pubdir, "[server] publish_dir", NULL, err,
-                                       errlen)) != NULL;
-}
-
-/*
- * On each tick: the locks still at their names, and each published filter
- * at its path (put back, or rebuilt, if someone took it away).  Never
- * while another daemon holds the publishing directory: the path is its.
- */
-static void check_dirs(struct dirlocks *dl, const struct config *cfg, struct publish **pubs,
-                       struct source *src, const struct log *lg)
-{
-    char msg[1024];
-    struct stat st;
-    if (dl->state != NULL && !dirlock_check(dl->state, msg, sizeof msg) && msg[0] != '\0')
-        log_error(lg, "%s", msg);
-    else if (msg[0] != '\0')
-        log_warn(lg, "%s", msg);
-    if (dl->pubdir[0] == '\0')
-        return;
-    /* A removed directory is made again, as at the start, so that lock and files can return. */
-    if (stat(dl->pubdir, &st) != 0 && errno == ENOENT) {
-        if (publish_dir_check(cfg, dl->pubdir, true, msg, sizeof msg))
-            log_warn(lg, "[server] publish_dir %s was removed: made again", dl->pubdir);
-        else
-            log_error(lg, "%s", msg);
-    }
-    struct dirlock *l = dl->publish != NULL ? dl->publish : dl->state;
-    bool mine = l == NULL || dirlock_check(l, msg, sizeof msg);
-    if (msg[0] != '\0' && l != dl->state)
-        mine ? log_warn(lg, "%s", msg) : log_error(lg, "%s", msg);
-    for (unsigned t = 0; mine && t < cfg->n_filters; t++)
-        if (pubs[t] != NULL && publish_check(pubs[t]) == PUBLISH_LOST)
-            source_request_rebuild(src, t, WANT_REPUBLISH, NULL);
 }
 
 /* What the command line says about the configuration, for the start and every SIGHUP. */
@@ -453,16 +387,6 @@ int main(int argc, char **argv)
         log_warn(&lg, "running as root: use the packaged unit's DynamicUser or a dedicated user");
     if (listen_warn[0] != '\0')
         log_warn(&lg, "%s", listen_warn);
-    /* Before anything is read from or written to them (exit 2: systemd may retry). */
-    struct dirlocks dirlocks = { NULL, NULL, "" };
-    if (!take_dirlocks(&cfg, &dirlocks, err, sizeof err)) {
-        log_error(&lg, "%s", err);
-        dirlock_free(dirlocks.state);
-        token_free(admin_token);
-        token_free(replication_token);
-        config_free(&cfg);
-        return EXIT_STARTUP;
-    }
     /* Every thread inherits this mask; only the main thread takes signals. */
     sigset_t sigs;
     sigemptyset(&sigs);
@@ -477,8 +401,6 @@ int main(int argc, char **argv)
     /* libcurl's (httpc.c) once, before any thread may make a handle. */
     if (curl_global_init(CURL_GLOBAL_DEFAULT) != 0) {
         log_error(&lg, "cannot initialise libcurl");
-        dirlock_free(dirlocks.publish);
-        dirlock_free(dirlocks.state);
         token_free(admin_token);
         token_free(replication_token);
         config_free(&cfg);
@@ -507,6 +429,7 @@ int main(int argc, char **argv)
         log_info(&lg, "%s need the admin token read from %s", admin_routes, token_from);
     }
     struct http *http = NULL;
+    struct rundirs *dirs = NULL;
     if (config_copy(&live_cfg, &cfg)) {
         if ((admin_token == NULL || (live_token = strdup(admin_token)) != NULL)
             && (app.live = live_new(&live_cfg, live_token)) != NULL)
@@ -532,8 +455,11 @@ int main(int argc, char **argv)
         log_error(&lg, "cannot start the replication thread");
         goto out;
     }
+    /* Before anything in them is written or removed (exit 2: systemd may retry). */
+    if ((dirs = rundirs_take(&cfg, &lg)) == NULL)
+        goto out;
     /* Before any load: each load's filter is then written in place in its published file. */
-    const char *pubdir = dirlocks.pubdir;
+    const char *pubdir = rundirs_publish_dir(dirs);
     if (pubdir[0] != '\0') {
         for (unsigned t = 0; t < cfg.n_filters; t++)
             if ((publishers[t] = publish_new(&cfg, &cfg.filters[t], tables[t], pubdir, &lg, err,
@@ -543,9 +469,6 @@ int main(int argc, char **argv)
             }
         log_info(&lg, "publishing the filters in %s (<name>.bgf, for libbloomguard and the "
                  "nginx module)", pubdir);
-    } else if (strcmp(cfg.publish_dir, "auto") == 0) {
-        log_info(&lg, "[server] publish_dir = auto, but RUNTIME_DIRECTORY is not set: the "
-                 "filters are not published");
     }
     /* The POSTs acknowledged before a crash go back into the journals before anything else. */
     for (unsigned t = 0; t < cfg.n_filters; t++)
@@ -581,7 +504,7 @@ int main(int argc, char **argv)
         if (sig < 0) {
             if (errno == EAGAIN) {
                 watch_tick(watch, &app, live_current(app.live)->log_repeat_interval);
-                check_dirs(&dirlocks, &cfg, publishers, app.source, &lg);
+                rundirs_check(dirs, &cfg, publishers, app.source, &lg);
             }
             continue;
         }
@@ -668,9 +591,7 @@ out:
     token_free(replication_token);
     config_free(&cfg);
     curl_global_cleanup();
-    /* Last: every file of the run's is written or withdrawn by now. */
-    dirlock_free(dirlocks.publish);
-    dirlock_free(dirlocks.state);
+    rundirs_free(dirs);                 /* every file of the run's is written or withdrawn */
     if (rc == EXIT_OK)
         log_info(&lg, "stopped");
     return rc;

@@ -21,7 +21,6 @@
 #include "answer.h"
 #include "filter.h"
 #include "guard.h"
-#include "sysgroup.h"
 #include "pubfmt.h"
 
 _Static_assert(PUBFMT_MAX_ID_BYTES == CONFIG_MAX_ID_BYTES, "a header must hold any max_id_bytes");
@@ -387,11 +386,6 @@ static void on_restored(void *ctx, enum spell_type spell)
 
 /* ------------------------------------------------------------ lifetime -- */
 
-bool publish_dir(const struct config *cfg, char *out, size_t outlen)
-{
-    return config_dir_resolve(cfg->publish_dir, "RUNTIME_DIRECTORY", out, outlen);
-}
-
 /* Temporaries of fc's name an interrupted run left in dir. */
 static void remove_temporaries(struct publish *p)
 {
@@ -444,104 +438,12 @@ static bool withdraw_leftover(struct publish *p, char *err, size_t errlen)
     return true;
 }
 
-/* The search (and read) bits of the directory the daemon makes: those of the files' readers. */
-static mode_t dir_mode(unsigned file_mode)
-{
-    return 0700 | ((file_mode & 0040) ? 0050 : 0) | ((file_mode & 0004) ? 0005 : 0);
-}
-
-/* [server] publish_group as a gid the daemon may give its files; (gid_t)-1 for none. */
-static bool publish_gid(const struct config *cfg, gid_t *gid, char *err, size_t errlen)
-{
-    if (!sysgroup_lookup("[server] publish_group", cfg->publish_group, gid, err, errlen))
-        return false;
-    if (*gid == (gid_t)-1 || geteuid() == 0 || *gid == getegid())
-        return true;
-    int n = getgroups(0, NULL);
-    gid_t *groups = n > 0 ? calloc((size_t)n, sizeof *groups) : NULL;
-    bool member = false;
-    if (groups != NULL && (n = getgroups(n, groups)) > 0)
-        for (int i = 0; i < n && !member; i++)
-            member = groups[i] == *gid;
-    free(groups);
-    if (!member)
-        snprintf(err, errlen, "[server] publish_group %s: the daemon's user is not a member of "
-                 "it, and a user may only give its files a group it belongs to "
-                 "(SupplementaryGroups= under systemd)", cfg->publish_group);
-    return member;
-}
-
-bool publish_dir_check(const struct config *cfg, const char *dir, bool create, char *err,
-                       size_t errlen)
-{
-    char why[512];
-    struct stat st;
-    gid_t gid;
-    if (!publish_gid(cfg, &gid, err, errlen))
-        return false;
-    if (stat(dir, &st) != 0 && errno == ENOENT) {
-        /* Made where only root or the daemon's user could have made it, or not at all. */
-        char parent[4096];
-        const char *slash = strrchr(dir, '/');
-        snprintf(parent, sizeof parent, "%.*s", slash == NULL ? 1 : slash == dir ? 1
-                 : (int)(slash - dir), slash == NULL ? "." : dir);
-        if (!pubfmt_dir_trusted(parent, 0, &st, why, sizeof why)) {
-            snprintf(err, errlen, "[server] publish_dir %s is not there, and cannot be made "
-                     "safely: %s", dir, why);
-            return false;
-        }
-        if (!create)
-            return true;            /* bloomguard -t: the start makes it */
-        if (mkdir(dir, 0700) != 0
-            || (gid != (gid_t)-1 && chown(dir, (uid_t)-1, gid) != 0)
-            || chmod(dir, dir_mode(cfg->publish_mode)) != 0) {
-            snprintf(err, errlen, "[server] publish_dir %s: cannot create it: %s", dir,
-                     strerror(errno));
-            return false;
-        }
-    }
-    if (!pubfmt_dir_trusted(dir, 0, &st, why, sizeof why)) {
-        snprintf(err, errlen, "[server] publish_dir %s: %s; another local user could put a "
-                 "filter of their own where readers look (use a directory only root can "
-                 "create, such as /run/bloomguard)", dir, why);
-        return false;
-    }
-    if (st.st_uid != geteuid()) {
-        snprintf(err, errlen, "[server] publish_dir %s is owned by uid %lu, not by the daemon's "
-                 "user (uid %lu): its owner could replace the published filters (chown it, or "
-                 "name a directory bloomguard may create)", dir, (unsigned long)st.st_uid,
-                 (unsigned long)geteuid());
-        return false;
-    }
-    if (st.st_mode & S_IWOTH) {
-        snprintf(err, errlen, "[server] publish_dir %s may be written by every local user "
-                 "(mode %04o): anyone could put a filter of their own where readers look, or "
-                 "take the name of the daemon's next file; use a directory of the daemon's own, "
-                 "such as /run/bloomguard (bloomguard creates a missing one)", dir,
-                 (unsigned)(st.st_mode & 07777));
-        return false;
-    }
-    if ((st.st_mode & S_IWGRP) && (gid == (gid_t)-1 || st.st_gid != gid)) {
-        snprintf(err, errlen, "[server] publish_dir %s may be written by its group (gid %lu, "
-                 "mode %04o): its members could remove or replace the published filters; "
-                 "chmod g-w %s, or name that group in [server] publish_group", dir,
-                 (unsigned long)st.st_gid, (unsigned)(st.st_mode & 07777), dir);
-        return false;
-    }
-    if (access(dir, W_OK | X_OK) != 0) {
-        snprintf(err, errlen, "[server] publish_dir %s is not writable by the daemon's user: %s",
-                 dir, strerror(errno));
-        return false;
-    }
-    return true;
-}
-
 struct publish *publish_new(const struct config *cfg, const struct filter_config *fc,
                             struct table *t, const char *dir, const struct log *lg, char *err,
                             size_t errlen)
 {
     gid_t gid;
-    if (!publish_dir_check(cfg, dir, true, err, errlen) || !publish_gid(cfg, &gid, err, errlen))
+    if (!publish_dir_check(cfg, dir, true, err, errlen) || !publish_group_gid(cfg, &gid, err, errlen))
         return NULL;
     struct publish *p = calloc(1, sizeof *p);
     size_t len = strlen(dir) + strlen(fc->name) + sizeof "/" PUBFMT_SUFFIX;
