@@ -65,6 +65,21 @@ static long read_pid(int fd)
     return 0;
 }
 
+/* Whether another process holds the lock file at path (F_OFD_GETLK: never taking it). */
+static bool dirlock_holder_of(const char *path, long *pid)
+{
+    *pid = 0;
+    int fd = open_lock(path, O_RDONLY);
+    if (fd < 0)
+        return false;
+    struct flock fl = { .l_type = F_WRLCK, .l_whence = SEEK_SET, .l_start = 0, .l_len = 0 };
+    bool held = fcntl(fd, F_OFD_GETLK, &fl) == 0 && fl.l_type != F_UNLCK;
+    if (held)
+        *pid = read_pid(fd);
+    close(fd);
+    return held;
+}
+
 /*
  * Lock the file at path, made if missing, and write our pid into it.
  * 0 with *fd, *st; EAGAIN with *holder when another process holds it;
@@ -75,6 +90,18 @@ static int take_at(const char *path, int *fd, struct stat *st, long *holder)
     /* An operator removing the file between our open and our lock: lock the file at the name. */
     for (int tries = 0; tries < 10; tries++) {
         int f = open_lock(path, O_RDWR | O_CREAT);
+        if (f < 0 && errno == EACCES) {
+            /*
+             * Another user's file (root ran the daemon by hand here once):
+             * held, it is that daemon's; free, it is a stale file that
+             * this user, owner of the directory, may replace.
+             */
+            if (dirlock_holder_of(path, holder))
+                return EAGAIN;
+            if (unlink(path) != 0 && errno != ENOENT)
+                return EACCES;
+            continue;
+        }
         if (f < 0)
             return errno;
         struct flock fl = { .l_type = F_WRLCK, .l_whence = SEEK_SET, .l_start = 0, .l_len = 0 };
@@ -169,15 +196,7 @@ bool dirlock_holder(const char *dir, long *pid)
     *pid = 0;
     if ((size_t)snprintf(path, sizeof path, "%s/%s", dir, DIRLOCK_NAME) >= sizeof path)
         return false;
-    int fd = open_lock(path, O_RDONLY);
-    if (fd < 0)
-        return false;
-    struct flock fl = { .l_type = F_WRLCK, .l_whence = SEEK_SET, .l_start = 0, .l_len = 0 };
-    bool held = fcntl(fd, F_OFD_GETLK, &fl) == 0 && fl.l_type != F_UNLCK;
-    if (held)
-        *pid = read_pid(fd);
-    close(fd);
-    return held;
+    return dirlock_holder_of(path, pid);
 }
 
 bool dirlock_check(struct dirlock *l, char *msg, size_t msglen)
