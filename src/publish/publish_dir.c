@@ -25,6 +25,26 @@ static mode_t dir_mode(unsigned file_mode)
     return 0700 | ((file_mode & 0040) ? 0050 : 0) | ((file_mode & 0004) ? 0005 : 0);
 }
 
+/*
+ * Whether gid has a number in this process's user namespace.  Outside the
+ * map (systemd's PrivateUsers=yes maps only the service's own ids) a
+ * supplementary group shows as the overflow gid and no file can be given
+ * it: that, not membership, is then what to fix.  True when the map cannot
+ * be read.
+ */
+static bool gid_mapped(gid_t gid)
+{
+    FILE *f = fopen("/proc/self/gid_map", "re");
+    if (f == NULL)
+        return true;
+    unsigned long inside, outside, count;
+    bool mapped = false;
+    while (!mapped && fscanf(f, "%lu %lu %lu", &inside, &outside, &count) == 3)
+        mapped = gid >= inside && gid - inside < count;
+    fclose(f);
+    return mapped;
+}
+
 bool publish_group_gid(const struct config *cfg, gid_t *gid, char *err, size_t errlen)
 {
     if (!sysgroup_lookup("[server] publish_group", cfg->publish_group, gid, err, errlen))
@@ -38,7 +58,13 @@ bool publish_group_gid(const struct config *cfg, gid_t *gid, char *err, size_t e
         for (int i = 0; i < n && !member; i++)
             member = groups[i] == *gid;
     free(groups);
-    if (!member)
+    if (!member && !gid_mapped(*gid))
+        snprintf(err, errlen, "[server] publish_group %s: gid %lu is not mapped into the "
+                 "daemon's user namespace, where it cannot be given to a file (systemd's "
+                 "PrivateUsers=yes maps only the service's own user and group: set "
+                 "PrivateUsers=no beside SupplementaryGroups=)", cfg->publish_group,
+                 (unsigned long)*gid);
+    else if (!member)
         snprintf(err, errlen, "[server] publish_group %s: the daemon's user is not a member of "
                  "it, and a user may only give its files a group it belongs to "
                  "(SupplementaryGroups= under systemd)", cfg->publish_group);
