@@ -5,6 +5,7 @@
 #include "publish_dir.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -43,6 +44,29 @@ static bool gid_mapped(gid_t gid)
         mapped = gid >= inside && gid - inside < count;
     fclose(f);
     return mapped;
+}
+
+/*
+ * Whether a file in dir can be given gid, tried on a nameless one: a
+ * system call filter (systemd's SystemCallFilter=~@privileged holds chown)
+ * would otherwise let the start pass and every load fail to publish.
+ */
+static bool chown_works(const struct config *cfg, const char *dir, gid_t gid, char *err,
+                        size_t errlen)
+{
+    if (gid == (gid_t)-1)
+        return true;
+    int fd = open(dir, O_TMPFILE | O_RDWR | O_CLOEXEC, 0600);
+    if (fd < 0)
+        return true;                /* no O_TMPFILE here: the first load says it */
+    int e = fchown(fd, (uid_t)-1, gid) == 0 ? 0 : errno;
+    close(fd);
+    if (e != 0)
+        snprintf(err, errlen, "[server] publish_group %s: cannot give a file in %s this group: "
+                 "%s%s", cfg->publish_group, dir, strerror(e), e != EPERM ? ""
+                 : " (under systemd, the unit's SystemCallFilter=~@privileged refuses chown: "
+                 "add SystemCallFilter=@chown beside SupplementaryGroups=)");
+    return e == 0;
 }
 
 bool publish_group_gid(const struct config *cfg, gid_t *gid, char *err, size_t errlen)
@@ -133,5 +157,5 @@ bool publish_dir_check(const struct config *cfg, const char *dir, bool create, c
                  dir, strerror(errno));
         return false;
     }
-    return true;
+    return !create || chown_works(cfg, dir, gid, err, errlen);
 }
