@@ -103,3 +103,16 @@ bench_cleanup() {
     bg_pg_stop
     if [ -n "${BG_BENCH_KEEP:-}" ]; then bg_log "kept $work"; else rm -rf "$work"; fi
 }
+
+# ---------------------------------------------------------------- pgbench --
+# bench/write_cost and bench/fleet insert into tables wc_NAME with pgbench.
+
+# wc_rows NAME: the rows in wc_NAME.  wc_seqval NAME: its identity's last value.
+wc_rows() { psql -qXAt -c "SELECT count(*) FROM wc_$1"; }
+wc_seqval() { psql -qXAt -c "SELECT last_value FROM wc_${1}_id_seq"; }
+# pgbench_connected CLIENTS: pgbench's sessions are all up (true once it has
+# exited, so that a wait for it ends).
+pgbench_connected() {
+    bg_alive pgbench || return 0
+    [ "$(psql -qXAt -c "SELECT count(*) FROM pg_stat_activity WHERE application_name = 'pgbench'")" -ge "$1" ]
+}
