@@ -124,6 +124,13 @@ pg_test() {
     export PGDATABASE=$BG_DB
 }
 
+# need_built VAR TOOL: VAR is tests/TOOL of the build, which must be there
+# (make check builds it).  Call after setup_test.
+need_built() {
+    printf -v "$1" '%s' "$top_builddir/tests/$2"
+    [ -x "${!1}" ] || bail "tests/$2 is not built (make check builds it)"
+}
+
 # test_role ROLE: a login role of the test's own (roles are the cluster's,
 # not the database's), dropped by cleanup with what it owns in BG_DB.
 BG_ROLES=()
