@@ -16,12 +16,21 @@
  * seq, an epoch or generation change, a heartbeat due) and, outside the
  * lock, resumes their connections, then sleeps FLUSH_US (longer with many
  * streams): the keys added meanwhile go out together, so a busy table
- * costs a bounded number of resumes a second whatever its rate.  A stream is only ever resumed by the
- * pump after the reader suspended it, so the reader's check and its
- * suspend cannot be overtaken by an add.  A suspended connection never
- * times out and is not noticed closing, so a waiting stream is woken for
- * a heartbeat every second; and MHD must not stop with one suspended, so
- * fleethub_stop ends them all first.
+ * costs a bounded number of resumes a second whatever its rate.  A stream
+ * is only ever resumed by the pump after the reader suspended it, so the
+ * reader's check and its suspend cannot be overtaken by an add.  A
+ * suspended connection never times out and is not noticed closing, so a
+ * waiting stream is woken for a heartbeat every beat its replica asked for
+ * (?beat=, a quarter of its silence_timeout: 3.75 s by default); and MHD
+ * must not stop with one suspended, so fleethub_stop ends them all first.
+ *
+ * What an idle stream costs: nothing while suspended; a heartbeat frame per
+ * beat, the same bytes for every caught-up stream of a table, so the pump
+ * encodes it once per round for all of them (hub_table.beat) in the pass
+ * that resumes them.  The replicas' horizon questions (GET
+ * /replicate/NAME/horizon) are requests like /exists, one per replica and
+ * table every quarter of its max_staleness (follow_upstream.c): with 200
+ * replicas, bench/fleet's upstream_exists_cpu_streams200 weighs them.
  */
 #include "fleethub.h"
 
@@ -46,7 +55,7 @@
 #define STREAM_OUT 4096
 /* What MHD is told to ask a stream for at once. */
 #define STREAM_BLOCK (32 * 1024)
-#define HEARTBEAT_NS INT64_C(1000000000)
+#define NS_PER_MS INT64_C(1000000)
 #define PUMP_IDLE_MS 250
 /*
  * After a round that resumed streams, the pump waits before the next: the
@@ -70,6 +79,10 @@ struct hub_table {
     _Atomic unsigned streams;       /* streaming now */
     _Atomic uint64_t changes;       /* epoch or generation moves (the tap's changed) */
     struct fleetsnap *snap;         /* its snapshots for replicas */
+    /* Under h->mu: the heartbeat frame of (beat_last, beat_epoch), encoded by the pump. */
+    unsigned char beat[FLEETWIRE_PAIR_FRAME];
+    size_t beat_len;                /* 0: none yet */
+    uint64_t beat_last, beat_epoch, beat_round;
 };
 
 struct stream {
@@ -82,6 +95,7 @@ struct stream {
     uint64_t from_history, from_seq;
     bool has_from;
     uint64_t next_seq, epoch, generation, changes;
+    int64_t beat_ns;                /* a heartbeat after this long without a frame */
     int64_t last_sent;
     size_t len, off;
     unsigned char out[STREAM_OUT];
@@ -138,7 +152,23 @@ static bool due(const struct stream *s, int64_t now)
 {
     struct hub_table *ht = s->ht;
     return atomic_load(&ht->h->closing) || fleetring_last(ht->ring) >= s->next_seq
-           || atomic_load(&ht->changes) != s->changes || now - s->last_sent >= HEARTBEAT_NS;
+           || atomic_load(&ht->changes) != s->changes || now - s->last_sent >= s->beat_ns;
+}
+
+/*
+ * Table ht's heartbeat frame of its newest seq and epoch (h->mu held):
+ * every caught-up stream of the table the pump wakes sends these bytes (a
+ * stream behind them has keys to send instead, and encodes its own).
+ */
+static void beat_refresh_locked(struct hub_table *ht)
+{
+    struct table_proof p;
+    uint64_t last = fleetring_last(ht->ring);
+    table_proof(ht->t, &p);
+    ht->beat_len = fleetwire_put_pair(ht->beat, sizeof ht->beat, FLEETWIRE_HEARTBEAT, last,
+                                      p.epoch);
+    ht->beat_last = last;
+    ht->beat_epoch = p.epoch;
 }
 
 static void *pump_main(void *arg)
@@ -146,6 +176,7 @@ static void *pump_main(void *arg)
     struct fleethub *h = arg;
     size_t cap = 0;
     struct MHD_Connection **wake = NULL;
+    uint64_t round = 0;
     while (!atomic_load(&h->stop)) {
         pthread_mutex_lock(&h->mu);
         if (!atomic_load(&h->kick) && !atomic_load(&h->stop)) {
@@ -163,10 +194,16 @@ static void *pump_main(void *arg)
         }
         int64_t now = monoclock_boot_ns();
         size_t n = 0, streams = h->nstreams;
+        round++;
         for (struct stream *s = h->streams; s != NULL && n < cap; s = s->next)
             if (s->waiting && due(s, now)) {
                 s->waiting = false;
                 wake[n++] = s->conn;
+                /* Once per table and round, for every stream it wakes. */
+                if (s->ht->beat_round != round) {
+                    s->ht->beat_round = round;
+                    beat_refresh_locked(s->ht);
+                }
             }
         pthread_mutex_unlock(&h->mu);
         /* Outside the lock: MHD takes its own, and these stay suspended until now. */
@@ -289,9 +326,25 @@ static bool produce(struct stream *s)
         s->next_seq += (uint64_t)k;
         return true;
     }
-    if (monoclock_boot_ns() - s->last_sent >= HEARTBEAT_NS) {
-        s->len = fleetwire_put_pair(s->out, sizeof s->out, FLEETWIRE_HEARTBEAT, s->next_seq - 1,
-                                    s->epoch);
+    int64_t now = monoclock_boot_ns();
+    if (now - s->last_sent >= s->beat_ns) {
+        struct fleethub *h = ht->h;
+        /*
+         * One heartbeat per beat: stream_read calls produce again at once
+         * to fill MHD's block, which must find it sent (it once wrote 32 KB
+         * of heartbeats, 1,170 frames, per beat and stream).
+         */
+        s->last_sent = now;
+        pthread_mutex_lock(&h->mu);
+        if (ht->beat_len > 0 && ht->beat_last == s->next_seq - 1 && ht->beat_epoch == s->epoch) {
+            memcpy(s->out, ht->beat, ht->beat_len);
+            s->len = ht->beat_len;
+        }
+        pthread_mutex_unlock(&h->mu);
+        /* The pump's is of another seq or epoch (this stream is not where it stood): its own. */
+        if (s->len == 0)
+            s->len = fleetwire_put_pair(s->out, sizeof s->out, FLEETWIRE_HEARTBEAT,
+                                        s->next_seq - 1, s->epoch);
         return true;
     }
     return false;
@@ -347,28 +400,12 @@ static void stream_free(void *cls)
     free(s);
 }
 
-/* "HISTORY:SEQ" (16 hex digits, a decimal): false if it is not that. */
-static bool parse_from(const char *from, uint64_t *history, uint64_t *seq)
-{
-    char *end;
-    if (from == NULL || strlen(from) < 18 || from[16] != ':')
-        return false;
-    *history = strtoull(from, &end, 16);
-    if (end != from + 16)
-        return false;
-    *seq = strtoull(from + 17, &end, 10);
-    return *end == '\0' && from[17] >= '0' && from[17] <= '9';
-}
-
-struct reply fleethub_stream(struct fleethub *h, unsigned i, const char *from,
-                             struct MHD_Connection *conn)
+struct reply fleethub_stream(struct fleethub *h, unsigned i, const struct fleethub_where *from,
+                             unsigned beat_ms, struct MHD_Connection *conn)
 {
     struct hub_table *ht = &h->tables[i];
     if (conn == NULL)
         return api_error(MHD_HTTP_INTERNAL_SERVER_ERROR, "internal", "no connection to stream on");
-    if (from != NULL && !parse_from(from, &(uint64_t){ 0 }, &(uint64_t){ 0 }))
-        return api_error(MHD_HTTP_BAD_REQUEST, "bad_position",
-                         "from must be HISTORY:SEQ (16 hex digits, a colon, a number)");
     if (!fleetring_enable(ht->ring))
         return api_error(MHD_HTTP_SERVICE_UNAVAILABLE, "out_of_memory",
                          "no memory for the replication ring ([fleet] ring_items)");
@@ -377,8 +414,13 @@ struct reply fleethub_stream(struct fleethub *h, unsigned i, const char *from,
         return (struct reply){ MHD_HTTP_INTERNAL_SERVER_ERROR, NULL, false };
     s->ht = ht;
     s->conn = conn;
-    s->has_from = parse_from(from, &s->from_history, &s->from_seq);
+    s->has_from = from != NULL;
+    if (from != NULL) {
+        s->from_history = from->history;
+        s->from_seq = from->seq;
+    }
     s->last_sent = monoclock_boot_ns();
+    s->beat_ns = (int64_t)beat_ms * NS_PER_MS;
     pthread_mutex_lock(&h->mu);
     bool full = h->nstreams >= h->cfg->fleet_max_replicas, closing = atomic_load(&h->closing);
     if (!full && !closing) {

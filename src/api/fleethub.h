@@ -38,14 +38,20 @@ void fleethub_stop(struct fleethub *h);
 /* After the HTTP server stopped.  NULL: no-op. */
 void fleethub_free(struct fleethub *h);
 
+/* Where a replica stands in an upstream's ring: every key of history up to seq. */
+struct fleethub_where {
+    uint64_t history, seq;
+};
+
 /*
  * GET /replicate/NAME's answer for table i: the stream of its keys from
- * where the replica stands (from: "HISTORY:SEQ", NULL: nowhere yet), on
- * conn (suspended while it waits).  503 too_many_replicas past [fleet]
- * max_replicas.
+ * where the replica stands (NULL: nowhere yet), with a heartbeat every
+ * beat_ms while idle (replicate.c checks it against FLEETWIRE_BEAT_MIN_MS
+ * .. FLEETWIRE_BEAT_MAX_MS), on conn (suspended while it waits).  503
+ * too_many_replicas past [fleet] max_replicas.
  */
-struct reply fleethub_stream(struct fleethub *h, unsigned i, const char *from,
-                             struct MHD_Connection *conn);
+struct reply fleethub_stream(struct fleethub *h, unsigned i, const struct fleethub_where *from,
+                             unsigned beat_ms, struct MHD_Connection *conn);
 /* GET /replicate/NAME/horizon's JSON for table i. */
 struct reply fleethub_horizon(struct fleethub *h, unsigned i);
 /*

@@ -7,7 +7,7 @@
  * proves freshness through the chain, and chooses which upstream to follow.
  *
  * The horizon through the chain, proved by round trips, never by comparing
- * clocks.  Every UP_HORIZON_MS a table asks its upstream GET
+ * clocks.  Every up_horizon_ms a table asks its upstream GET
  * /replicate/NAME/horizon at time a (monoclock_boot_ns, this host's clock).  The
  * upstream answers, at some time t >= a, with its history X, its epoch E,
  * the epoch C its live filter covers, its ring's newest seq S, read after
@@ -90,6 +90,20 @@ void up_switch(struct upstream *u, unsigned to, const char *why)
     pthread_mutex_unlock(&u->base.mu);
     log_fields(u->base.lg, LOG_LVL_WARN, NULL, "upstream_switch",
                "upstream %s: %s; following %s now", u->urls[from], why, u->urls[to % u->n_urls]);
+}
+
+unsigned up_horizon_ms(const struct config *cfg)
+{
+    double ms = cfg->max_staleness > 0 ? cfg->max_staleness * 1000 / 4 : 1000;
+    return ms < UP_HORIZON_MIN_MS ? UP_HORIZON_MIN_MS
+         : ms > UP_HORIZON_MAX_MS ? UP_HORIZON_MAX_MS : (unsigned)ms;
+}
+
+unsigned up_beat_ms(const struct config *cfg)
+{
+    double ms = cfg->silence_timeout * 1000 / 4;
+    return ms < FLEETWIRE_BEAT_MIN_MS ? FLEETWIRE_BEAT_MIN_MS
+         : ms > FLEETWIRE_BEAT_MAX_MS ? FLEETWIRE_BEAT_MAX_MS : (unsigned)ms;
 }
 
 /* How long the upstream followed may fail, or be degraded, before the others are asked. */
@@ -399,7 +413,7 @@ void *up_horizon_main(void *arg)
         }
         if (ut == u->tables[0])
             maybe_leave(u, c, ut->t);
-        int64_t left = a + UP_HORIZON_MS * NS_PER_MS - monoclock_boot_ns();
+        int64_t left = a + up_horizon_ms(u->base.cfg) * NS_PER_MS - monoclock_boot_ns();
         if (left > 0)
             follow_nap(&u->base.stop, (unsigned)(left / NS_PER_MS));
     }

@@ -170,8 +170,9 @@ static void stream_once(struct up_table *ut, struct httpc *c, const struct up_mi
                         struct stream *s, enum httpc_status *st, char *why, size_t whylen)
 {
     struct upstream *u = ut->u;
-    char suffix[64], url[CONFIG_UPSTREAM_URL_MAX + 128];
-    snprintf(suffix, sizeof suffix, "?from=%016" PRIx64 ":%" PRIu64, pos->history, pos->seq);
+    char suffix[96], url[CONFIG_UPSTREAM_URL_MAX + 128];
+    snprintf(suffix, sizeof suffix, "?from=%016" PRIx64 ":%" PRIu64 "&beat=%u", pos->history,
+             pos->seq, up_beat_ms(u->base.cfg));
     s->url = up_current(u);
     s->version = pos->version;
     fleetwire_track_init(&s->track, pos->history, pos->seq);
@@ -180,7 +181,7 @@ static void stream_once(struct up_table *ut, struct httpc *c, const struct up_mi
         *st = HTTPC_BAD_URL;
         return;
     }
-    /* A silent upstream: heartbeats come every second, so silence_timeout means gone. */
+    /* A silent upstream: heartbeats come 4 times per silence_timeout, so that means gone. */
     struct httpc_opts o = up_opts(u, "stream", (int)u->base.cfg->silence_timeout * 1000);
     o.head_ms = 10000;
     *st = httpc_get(c, url, &o, on_head, on_body, s, why, whylen);
