@@ -148,8 +148,11 @@ void up_report(struct upstream *u, unsigned url, enum up_health h, const char *w
 
 /*
  * Follow upstream to instead (why, for the log): the streams reconnect
- * there, and since it is of another history, each table fetches its
- * snapshot.  Caller holds no lock.
+ * there from the mirror's position (from=HISTORY:SEQ).  It resumes them if
+ * it is of the same history and its ring still holds the position (the
+ * same upstream by another address); else (every other upstream: each
+ * follows PostgreSQL with a history of its own) its HELLO says so, and
+ * each table fetches its snapshot.  Caller holds no lock.
  */
 void up_switch(struct upstream *u, unsigned to, const char *why);
 
