@@ -18,15 +18,21 @@
 
 struct fleethub;
 
+struct source;
+
 /*
  * A hub for the n tables of a (cfg, lg, tables outlive it): a ring per
  * table ([fleet] ring_items; made when a replica first asks), hooked to
- * each table's tap.  replica: this daemon follows an upstream itself (its
- * HELLO says so).  NULL when out of memory.  Nothing runs until
- * fleethub_start.
+ * each table's tap.  mirrors: this daemon's source when it follows an
+ * upstream itself (its HELLO says so; it outlives the hub), else NULL.
+ * Such a replica serves its replicas in its upstream's terms
+ * (source_mirror): its ring keeps the upstream's history and seqs, its
+ * answers the upstream's epochs, so that a replica of several such
+ * replicas of one upstream moves between them at its position.  NULL when
+ * out of memory.  Nothing runs until fleethub_start.
  */
 struct fleethub *fleethub_new(const struct config *cfg, struct table *const *tables, unsigned n,
-                              bool replica, const struct log *lg);
+                              struct source *mirrors, const struct log *lg);
 /* Start the thread that wakes waiting streams; false if it could not. */
 bool fleethub_start(struct fleethub *h);
 /*

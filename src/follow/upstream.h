@@ -34,6 +34,9 @@
  * beside its /exists, times every replica).
  */
 #define UP_HORIZON_MIN_MS 50
+/* Between two questions to each upstream not followed (up_horizon_main), and their patience. */
+#define UP_STANDBY_S 10
+#define UP_STANDBY_MS 250
 #define UP_HORIZON_MAX_MS 5000
 
 /* A horizon answer waiting for the stream to deliver every key up to seq. */

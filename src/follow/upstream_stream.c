@@ -57,11 +57,14 @@ static void apply_locked(struct stream *s, const struct fleetwire_adds *a)
         uint32_t index = a->count, ttl = 0;
         if (j < a->posts)
             fleetwire_adds_mark(a, j, &index, &ttl);
+        /* With their seqs in the upstream's history: a ring of ours keeps them (fleethub.c). */
         if (index > from)
-            table_add_hashes(ut->t, s->hashes + from, index - from, 0);
+            table_add_hashes(ut->t, s->hashes + from, index - from, 0,
+                             &(struct table_at){ ut->m.history, a->first + from });
         if (j < a->posts) {
             fleetjournal_add(ut->posts, s->hashes[index], ttl, now);
-            table_add_hashes(ut->t, s->hashes + index, 1, ttl);
+            table_add_hashes(ut->t, s->hashes + index, 1, ttl,
+                             &(struct table_at){ ut->m.history, a->first + index });
             from = index + 1;
         }
     }
