@@ -27,6 +27,7 @@ enum vkind {
     V_TIME,         /* time_t, Unix seconds */
     V_SEC,          /* double, 6 decimals */
     V_FPP,          /* double, 8 decimals */
+    V_BITS,         /* double, a count of bits: written / 8, in bytes (base units) */
     V_ONE           /* the constant 1 (info metrics); no field */
 };
 
@@ -272,6 +273,35 @@ static const struct metric metrics[] = {
       { { NULL, V_BOOL, F(table.running) } }, NULL },
     { "ready", MT_GAUGE, "1 once a filter is loaded and served.", IN_FILTER,
       { { NULL, V_BOOL, F(ready) } }, NULL },
+    { "adaptive_entries", MT_GAUGE,
+      "IDs verified absent and denied now ([adaptive]): false positives fixed.", IN_FILTER,
+      { { NULL, V_U64, F(adaptive.entries) } }, NULL },
+    { "adaptive_denied_total", MT_COUNTER,
+      "Answers the verified-absent set turned from maybe into absent (404 or deny).", IN_FILTER,
+      { { NULL, V_U64, F(adaptive.denied) } }, NULL },
+    { "adaptive_candidates_total", MT_COUNTER,
+      "IDs queued for a lookup in PostgreSQL, by source: a hot maybe, or a POST /absent report.",
+      IN_FILTER, { { "source=\"hot\"", V_U64, F(adaptive.candidates) },
+                   { "source=\"report\"", V_U64, F(adaptive.reported) } }, NULL },
+    { "adaptive_dropped_total", MT_COUNTER,
+      "Candidates not queued because the verifier's queue was full.", IN_FILTER,
+      { { NULL, V_U64, F(adaptive.dropped) } }, NULL },
+    { "adaptive_verifications_total", MT_COUNTER,
+      "Candidates looked up in PostgreSQL, by result; raced: absent, but an insert of the ID "
+      "came after the lookup's ticket, so not believed.", IN_FILTER,
+      { { "result=\"absent\"", V_U64, F(adaptive.verified_absent) },
+        { "result=\"present\"", V_U64, F(adaptive.verified_present) },
+        { "result=\"failed\"", V_U64, F(adaptive.verify_failed) },
+        { "result=\"raced\"", V_U64, F(adaptive.raced) } }, NULL },
+    { "adaptive_posted_total", MT_COUNTER,
+      "Candidates not looked up because the POST journal may hold them.", IN_FILTER,
+      { { NULL, V_U64, F(adaptive.posted) } }, NULL },
+    { "adaptive_evictions_total", MT_COUNTER,
+      "Verified-absent IDs evicted to make room (they answer maybe again).", IN_FILTER,
+      { { NULL, V_U64, F(adaptive.evictions) } }, NULL },
+    { "adaptive_invalidations_total", MT_COUNTER,
+      "Verified-absent IDs an insert of theirs removed (followed, POSTed or copied).", IN_FILTER,
+      { { NULL, V_U64, F(adaptive.invalidations) } }, NULL },
     { "filter_items", MT_GAUGE, "Distinct IDs added to the live filter (duplicates not counted).",
       IN_FILTER, { { NULL, V_U64, F(info.items) } }, NULL },
     { "filter_capacity", MT_GAUGE, "IDs the live filter was sized for.", IN_FILTER,
@@ -290,6 +320,9 @@ static const struct metric metrics[] = {
     { "filter_layers", MT_GAUGE,
       "Layers of the live filter: 1, and one more each time it grew in memory.", IN_FILTER,
       { { NULL, V_UINT, F(info.layers) } }, NULL },
+    { "filter_size_per_key_bytes", MT_GAUGE,
+      "Bit array bytes per ID of the live filter, all layers counted (/stats bits_per_key / 8).",
+      IN_FILTER, { { NULL, V_BITS, F(info.bits_per_key) } }, NULL },
     { "source_state", MT_GAUGE,
       "State of the connection following the filter's table (1 for the current one).", IN_STATUS,
       { { 0 } }, source_state_series },
@@ -347,10 +380,11 @@ static void write_value(FILE *o, enum vkind kind, const char *p)
         break;
     }
     case V_SEC:
-    case V_FPP: {
+    case V_FPP:
+    case V_BITS: {
         double v;
         memcpy(&v, p, sizeof v);
-        fprintf(o, kind == V_SEC ? "%.6f\n" : "%.8f\n", v);
+        fprintf(o, kind == V_FPP ? "%.8f\n" : "%.6f\n", kind == V_BITS ? v / 8 : v);
         break;
     }
     case V_ONE:

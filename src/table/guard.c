@@ -66,6 +66,18 @@ enum guard_answer guard_lookup(struct guard *g, const void *key, size_t len)
     return a;
 }
 
+struct rcu_read guard_read_enter(struct guard *g, const struct filter **live)
+{
+    struct rcu_read t = rcu_read_enter(&g->rcu);
+    *live = atomic_load_explicit(&g->live, memory_order_acquire);
+    return t;
+}
+
+void guard_read_exit(struct rcu_read r)
+{
+    rcu_read_exit(r);
+}
+
 static void backlog_push(struct guard *g, uint64_t h)
 {
     pthread_mutex_lock(&g->backlog_mu);
@@ -132,6 +144,14 @@ void guard_begin_bulk(struct guard *g, struct filter *next)
     /* Set before next is published: an insert that finds next sees bulk. */
     atomic_store(&g->bulk, true);
     guard_begin(g, next);
+}
+
+void guard_replace_bulk(struct guard *g, struct filter *next)
+{
+    struct filter *old = atomic_exchange(&g->next, next);
+    /* Inserts that found the old one only compared it with live: wait them out. */
+    rcu_synchronize(&g->rcu);
+    filter_free(old);
 }
 
 bool guard_end_bulk(struct guard *g)

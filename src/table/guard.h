@@ -10,6 +10,7 @@
 #include <stddef.h>
 
 #include "filter.h"
+#include "rcu.h"
 
 struct guard;
 
@@ -34,6 +35,15 @@ void guard_free(struct guard *g);
  * is neither a live filter nor one being built.
  */
 enum guard_answer guard_lookup(struct guard *g, const void *key, size_t len);
+
+/*
+ * A read section over the live filter, for the table's lookup sequence
+ * (answer.h): *live (NULL: none yet) stays valid until guard_read_exit.
+ * Lock-free, from any thread, may nest; keep it short (a swap waits for
+ * it).
+ */
+struct rcu_read guard_read_enter(struct guard *g, const struct filter **live);
+void guard_read_exit(struct rcu_read r);
 bool guard_add(struct guard *g, const void *key, size_t len);
 /* The same with the key's filter_hash computed by the caller. */
 bool guard_add_hash(struct guard *g, uint64_t h);
@@ -63,6 +73,13 @@ void guard_abort(struct guard *g);
  */
 void guard_begin_bulk(struct guard *g, struct filter *next);
 bool guard_end_bulk(struct guard *g);
+/*
+ * Between the two: next is dropped for another (takes ownership; the first
+ * was too small, say) and freed once no reader can still use it.  Nothing
+ * is lost: the keys added since guard_begin_bulk wait in the backlog for
+ * whichever filter guard_end_bulk finds.
+ */
+void guard_replace_bulk(struct guard *g, struct filter *next);
 
 /* Whether a filter has been committed yet. */
 bool guard_ready(struct guard *g);

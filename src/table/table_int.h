@@ -14,6 +14,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "adapt.h"
 #include "table.h"
 
 struct table {
@@ -29,6 +30,7 @@ struct table {
     void *durable_arg;
     struct table_publisher pub;     /* hooks all NULL: not published */
     struct table_tap tap;           /* hooks all NULL: no replication ring */
+    struct adapt *ad;               /* the verified-absent set and its sketch; NULL: [adaptive] off */
 
     /* Every row committed before it is in the live filter; 0 = none. */
     _Atomic int64_t horizon;
@@ -59,11 +61,19 @@ struct table {
     uint64_t wanted;                /* newest requested load id */
     uint64_t started;               /* id of the load running or last started */
     enum table_want want;           /* the strongest reason among the pending ones */
+    enum table_want job_why;        /* the reason of the load running or last taken */
+    unsigned layers_seen;           /* the live filter's layers at the last tick; 0: look again */
+    int64_t layers_since;           /* monoclock_boot_ns when that count was first seen */
     int64_t last_end;               /* monoclock_boot_ns of the last load's end; 0: none */
     int64_t retry_at;               /* a failed load is not retried before */
     char position[TABLE_POS_MAX];   /* "" = none: the next load copies */
     int64_t degraded_ns, accounted; /* time spent degraded, counted up to accounted */
     struct table_ident ident;       /* of the live filter's load */
+    /* What the last table_schema found, and whether it holds proofs back. */
+    bool schema_seen_set;
+    char schema_seen[sizeof ((struct table_ident *)0)->shape];
+    char schema_uncovered[320];     /* "" = every table heard */
+    bool schema_off;
     int64_t vet_horizon;            /* the horizon proved while on probation (table_vet) */
     struct table_status st;
 };
@@ -85,6 +95,17 @@ void table_posted(struct table *t, const uint64_t *hs, size_t n, size_t inserted
  * answer_degraded, the one rule, with what the table knows besides.
  */
 bool table_stale(struct table *t, int64_t h, int64_t now);
+
+/*
+ * A key (hash h) went into the table's filters: the adaptive part counts it
+ * and kills its entries (table_adapt.h, step 3).
+ */
+static inline void table_added(struct table *t, uint64_t h)
+{
+    if (t->ad != NULL)
+        adapt_added(t->ad, h);
+}
+
 /* After inserts: degrade absent answers at once if the filter just lost its rate. */
 void table_check_saturated(struct table *t);
 /*
@@ -110,6 +131,8 @@ enum spell_verdict table_key_of(enum spell_type sp, const char *id, size_t len, 
  * may_catch_up: whether the pending want may be served by a catch-up.
  */
 void table_account_locked(struct table *t, int64_t h, int64_t now);
+/* schema_off and st.schema_why from the last table_schema and the live load's shape. */
+void table_schema_eval_locked(struct table *t);
 bool table_advance_locked(struct table *t, uint64_t epoch, int64_t when);
 int64_t table_hold_back_locked(const struct table *t, int64_t now);
 bool table_may_catch_up_locked(const struct table *t);
