@@ -99,13 +99,6 @@ unsigned up_horizon_ms(const struct config *cfg)
          : ms > UP_HORIZON_MAX_MS ? UP_HORIZON_MAX_MS : (unsigned)ms;
 }
 
-unsigned up_beat_ms(const struct config *cfg)
-{
-    double ms = cfg->silence_timeout * 1000 / 4;
-    return ms < FLEETWIRE_BEAT_MIN_MS ? FLEETWIRE_BEAT_MIN_MS
-         : ms > FLEETWIRE_BEAT_MAX_MS ? FLEETWIRE_BEAT_MAX_MS : (unsigned)ms;
-}
-
 /* How long the upstream followed may fail, or be degraded, before the others are asked. */
 static int64_t patience(const struct upstream *u)
 {
@@ -417,10 +410,8 @@ void *up_horizon_main(void *arg)
         if (ut == u->tables[0])
             maybe_leave(u, c, ut->t);
         /*
-         * The others, now and then: a replica that serves replicas keeps
-         * its ring from the first time it is asked, so that this one can
-         * resume on it at its position if it has to leave this upstream.
-         * Briefly: this thread's next proof waits meanwhile.
+         * The others, now and then (briefly: the next proof waits): a
+         * replica asked keeps its ring, so this one can resume on it.
          */
         if (u->n_urls > 1 && a >= next_standby) {
             unsigned cur = up_current(u);

@@ -168,6 +168,13 @@ static bool on_body(void *arg, const void *buf, size_t len)
     return st == FLEETWIRE_OK;
 }
 
+unsigned up_beat_ms(const struct config *cfg)
+{
+    double ms = cfg->silence_timeout * 1000 / 4;
+    return ms < FLEETWIRE_BEAT_MIN_MS ? FLEETWIRE_BEAT_MIN_MS
+         : ms > FLEETWIRE_BEAT_MAX_MS ? FLEETWIRE_BEAT_MAX_MS : (unsigned)ms;
+}
+
 /* One stream from the mirror's position at pos; s says how it ended. */
 static void stream_once(struct up_table *ut, struct httpc *c, const struct up_mirror *pos,
                         struct stream *s, enum httpc_status *st, char *why, size_t whylen)
