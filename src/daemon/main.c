@@ -446,7 +446,8 @@ int main(int argc, char **argv)
     for (unsigned t = 0; t < cfg.n_filters; t++)
         replica = replica || cfg.filters[t].method == SYNC_UPSTREAM;
     if (!oom)
-        oom = (app.fleet = fleethub_new(&cfg, tables, cfg.n_filters, replica, &lg)) == NULL;
+        oom = (app.fleet = fleethub_new(&cfg, tables, cfg.n_filters, replica ? app.source : NULL,
+                                        &lg)) == NULL;
     if (oom || !api_init(&app)) {
         log_error(&lg, "out of memory");
         goto out;
