@@ -350,8 +350,7 @@ static void save_table(struct scheduler *s, unsigned i)
         table_position(t, pos, sizeof pos);
     struct table_ident ident;
     table_ident(t, &ident);
-    int e = persist_save(s->cfg, table_config(t), table_guard(t), table_pending(t), pos,
-                         horizon_wall_ms(t), &ident, s->lg);
+    int e = persist_save(s->cfg, table_config(t), t, pos, horizon_wall_ms(t), &ident, s->lg);
     table_snapshot_written(t, e == 0);
     if (e == 0 && f != NULL && f->ops->saved)
         f->ops->saved(f, t, pos);
@@ -367,14 +366,11 @@ static void restore_all(struct scheduler *s)
         bool peer = s->cfg->bootstrap_from[0] != '\0';
         if (peer)
             table_vet_begin(t);
-        bool ok = persist_restore(s->cfg, table_config(t), s->token, &s->stop, table_guard(t),
-                                  table_pending(t), s->lg, &r);
+        bool ok = persist_restore(s->cfg, table_config(t), s->token, &s->stop, t, s->lg, &r);
         if (peer && !(ok && r.from == PERSIST_PEER))
             table_vetted(t, true);      /* no filter from elsewhere after all */
         if (!ok)
             continue;
-        table_restored(t, r.position, r.from == PERSIST_PEER ? "peer" : "snapshot", r.items,
-                       r.seconds, &r.ident);
         if (s->hooks.done)
             s->hooks.done(s->hooks.arg, i, 0, true, true, r.items, r.seconds);
     }

@@ -167,16 +167,6 @@ void table_posts(struct table *t, struct table_posts *out)
                                  .max_bytes = pi.max_bytes, .ttl = pi.ttl };
 }
 
-struct guard *table_guard(struct table *t)
-{
-    return t->g;
-}
-
-struct pending *table_pending(struct table *t)
-{
-    return t->pending;
-}
-
 /* ------------------------------------------------------------ answers -- */
 
 bool table_unsure(struct table *t, int64_t now)

@@ -33,10 +33,9 @@
 #include "config.h"
 #include "monoclock.h"
 #include "filter.h"
-#include "guard.h"
-#include "pending.h"
 #include "spell.h"
 #include "table_fleet.h"
+#include "table_store.h"
 
 struct table;
 
@@ -81,16 +80,15 @@ void table_set_wake(struct table *t, void (*wake)(void *arg), void *arg);
  * Where the table's live filter is also published to other processes
  * (publish.h).  Each hook may be NULL; set it before other threads use the
  * table.
- *   begin     a load is about to make its filter: fill *out with the
+ *   begin     a load is about to make its filter (or a restore its copy
+ *             of a snapshot's: table_restore): fill *out with the
  *             allocator of its layers (filter.h) and return true, or
  *             false for the default (that filter is then not published);
  *   live      next is complete (the load's journal replayed into it) and
  *             goes live right after this returns; called under the
- *             table's lock with the current horizon, so no horizon hook
- *             runs meanwhile;
+ *             table's lock with the current horizon (0 for a restored
+ *             snapshot's), so no horizon hook runs meanwhile;
  *   horizon   the horizon moved to h; called under the table's lock;
- *   restored  a snapshot's filter went live (table_restored), on the
- *             scheduler's thread (the only one that swaps filters);
  *   unsure    the table began (true) or stopped (false) degrading every
  *             absent answer whatever its horizon (table_unsure: the live
  *             filter can no longer keep its rate, or a peer's filter is on
@@ -105,7 +103,6 @@ struct table_publisher {
     bool (*begin)(void *ctx, struct filter_alloc *out);
     void (*live)(void *ctx, const struct filter *next, enum spell_type spell, int64_t horizon);
     void (*horizon)(void *ctx, int64_t h);
-    void (*restored)(void *ctx, enum spell_type spell);
     void (*unsure)(void *ctx, bool unsure);
 };
 
@@ -146,9 +143,6 @@ void table_set_sizing(struct table *t, const struct filter_config *fc);
 /* The sizing the next load uses (table_config's until table_set_sizing).  Any thread. */
 struct table_sizing table_sizing(struct table *t);
 const char *table_name(const struct table *t);
-/* For the modules that stream the filter or the journal (snapshots, status). */
-struct guard *table_guard(struct table *t);
-struct pending *table_pending(struct table *t);
 
 /* ------------------------------------------------------------ answers -- */
 
@@ -448,17 +442,6 @@ void table_caught_up(struct table *t, uint64_t epoch, int64_t start, const char 
  */
 void table_polled(struct table *t, uint64_t epoch, int64_t start, const char *pos,
                   uint64_t rows);
-
-/*
- * A snapshot put in place at start: the live filter is the snapshot's, the
- * table has a position (pos, "" = none) but covers no epoch yet (degraded
- * until a catch-up or a COPY).  from: "snapshot" or "peer".  ident: what
- * the snapshot says it was loaded from (checked against the database
- * before any catch-up trusts its position).  A peer's snapshot is on
- * probation besides (table_vet_begin).
- */
-void table_restored(struct table *t, const char *pos, const char *from, uint64_t items,
-                    double seconds, const struct table_ident *ident);
 
 /*
  * A filter from elsewhere (a peer's snapshot) is not believed until a

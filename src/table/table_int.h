@@ -14,6 +14,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "guard.h"
+#include "pending.h"
 #include "table.h"
 
 struct table {
