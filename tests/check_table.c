@@ -800,7 +800,7 @@ START_TEST(test_restore_replays_the_journal)
 }
 END_TEST
 
-/* A peer's filter of ids[0..n) put live as persist.c does, on probation first (scheduler.c). */
+/* A peer's filter of ids[0..n) put live as persist.c does, on probation first (scheduler_store.c). */
 static struct table *peer_restored(const char *const *ids, size_t n)
 {
     struct table *t = table_new(&cfg, &fc);

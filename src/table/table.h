@@ -445,7 +445,7 @@ void table_polled(struct table *t, uint64_t epoch, int64_t start, const char *po
 
 /*
  * A filter from elsewhere (a peer's snapshot) is not believed until a
- * sample of the table's rows has been found in it (scheduler.c,
+ * sample of the table's rows has been found in it (scheduler_vet.c,
  * spotcheck.h).  Until then (TABLE_VET_PENDING) catch-ups and probes
  * still prove a horizon, but it is held back, not published, and every
  * "absent" is answered degraded, whatever max_staleness says.  Refused

@@ -5,7 +5,7 @@
  * filter put live, and the live filter lent to the thread that writes it
  * to disk.  The guard and the journal stay the table's own: a caller gets
  * their contents through these, never the structures.  The rules are
- * table.h's; the callers are store/persist.c and follow/scheduler.c.
+ * table.h's; the callers are store/persist.c and follow/scheduler_store.c.
  */
 #ifndef BLOOMGUARD_TABLE_STORE_H
 #define BLOOMGUARD_TABLE_STORE_H
