@@ -2,9 +2,9 @@
  * Fuzz the filter's key paths, which see every ID a client or the table
  * sends: no false negative on any of them (filter_add, the exclusive bulk
  * load, SIMD and portable lookups), and the two ways of adding set the same
- * bits.  fuzz/filter covers sizing; building a filter takes a sizing
- * search, so the filters here are kept across inputs and renewed before
- * they fill up.
+ * bits, in a load's filter (filter_loading) too.  fuzz/filter covers
+ * sizing; building a filter takes a sizing search, so the filters here are
+ * kept across inputs and renewed before they fill up.
  *
  * Input: byte 0 picks the filter size; then keys, each preceded by a
  * length byte.
@@ -39,6 +39,11 @@ FUZZ_TARGET(filter_keys)
         atomic_f[s] = filter_new(sizes[s], 0.01, NULL);
         bulk_f[s] = filter_new(sizes[s], 0.01, NULL);
         FUZZ_CHECK(atomic_f[s] != NULL && bulk_f[s] != NULL);
+        /* The middle size as a load's filter: both paths obey its first layer's limit alike. */
+        if (s == 1) {
+            filter_loading(atomic_f[s]);
+            filter_loading(bulk_f[s]);
+        }
     }
     struct filter *f = atomic_f[s], *bulk = bulk_f[s];
 

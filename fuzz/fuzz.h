@@ -39,7 +39,7 @@
 #define FUZZ_HARNESSES(X)                                                   \
     X(id_decode) X(id_lines) X(json_escape) X(uritmpl) X(body) X(request)   \
     X(config) X(filter) X(filter_keys) X(snapshot) X(pgoutput) X(spell)     \
-    X(pubfile) X(fleetwire)
+    X(pubfile) X(fleetwire) X(relschema)
 
 #define FUZZ_DECLARE_(name) int fuzz_##name(const uint8_t *data, size_t size);
 FUZZ_HARNESSES(FUZZ_DECLARE_)

@@ -33,10 +33,14 @@
 -- of bloomguard.  bloomguard_feed_prune(retention) deletes what is older
 -- than the retention.  Deletes are not logged.
 -- Upgrading from an older notify.sql: run this file and bloomguard_watch again
--- for each watched table.  After ALTER TABLE ... DISABLE/ENABLE TRIGGER, or
--- attaching or detaching a partition of a watched table, run bloomguard_watch
--- again: until then the feed of that table is unavailable and bloomguard
--- copies the table instead.  A Bloom filter cannot forget: deletes only
+-- for each watched table.  After ALTER TABLE ... DISABLE/ENABLE TRIGGER,
+-- attaching or detaching a partition of a watched table, or creating an
+-- inheritance child of it (its rows are the table's: SELECT returns them),
+-- run bloomguard_watch again: until then the feed of that table is
+-- unavailable (the child has no trigger, or is not in the publication) and
+-- bloomguard is degraded.  A renamed column is read by its number: writes
+-- never fail because of a rename, and bloomguard is degraded until it is
+-- back and copied (docs/follow.md).  A Bloom filter cannot forget: deletes only
 -- count towards [sync] rebuild_after_deletes and take effect at the next
 -- rebuild.
 
@@ -106,18 +110,31 @@ $$;
 REVOKE ALL ON bloomguard_feed_log, bloomguard_feed_tables, bloomguard_feed_state,
               bloomguard_feed_marks FROM PUBLIC;
 
--- The fingerprint of a table's bloomguard_notify triggers (the table's and
--- its partitions'): each trigger's and its function's catalog row version.
--- ALTER TABLE ... ENABLE/DISABLE TRIGGER, DROP/CREATE TRIGGER, CREATE OR
--- REPLACE FUNCTION, ATTACH/DETACH PARTITION and a dump and restore all
--- change it.
+-- The tables whose rows a SELECT on tbl returns: tbl and every table under
+-- it, inheritance children and partitions at any depth.
+CREATE OR REPLACE FUNCTION bloomguard_tree(tbl regclass)
+RETURNS SETOF oid LANGUAGE sql STABLE AS $$
+    WITH RECURSIVE tree(rel) AS (
+        SELECT tbl::oid
+        UNION
+        SELECT i.inhrelid FROM pg_catalog.pg_inherits i JOIN tree ON i.inhparent = tree.rel)
+    SELECT rel FROM tree
+$$;
+
+-- The fingerprint of a table's bloomguard_notify triggers: for the table
+-- and every table under it (bloomguard_tree), each trigger's and its
+-- function's catalog row version, and the tables that have none.  ALTER
+-- TABLE ... ENABLE/DISABLE TRIGGER, DROP/CREATE TRIGGER, CREATE OR REPLACE
+-- FUNCTION, ATTACH/DETACH PARTITION, a new inheritance child or partition,
+-- and a dump and restore all change it.
 CREATE OR REPLACE FUNCTION bloomguard_feed_triggers(tbl regclass)
 RETURNS text LANGUAGE sql STABLE AS $$
-    SELECT coalesce(string_agg(format('%s:%s:%s:%s', t.tgrelid, t.xmin, t.tgenabled, p.xmin),
-                               ',' ORDER BY t.tgrelid), '')
-      FROM pg_trigger t JOIN pg_proc p ON p.oid = t.tgfoid
-     WHERE t.tgname = 'bloomguard_notify'
-       AND (t.tgrelid = tbl OR t.tgrelid IN (SELECT relid FROM pg_partition_tree(tbl)))
+    SELECT coalesce(string_agg(format('%s:%s:%s:%s', c.oid, t.xmin, t.tgenabled, p.xmin),
+                               ',' ORDER BY c.oid), '')
+      FROM bloomguard_tree(tbl) r(rel)
+      JOIN pg_class c ON c.oid = r.rel
+      LEFT JOIN pg_trigger t ON t.tgrelid = c.oid AND t.tgname = 'bloomguard_notify'
+      LEFT JOIN pg_proc p ON p.oid = t.tgfoid
 $$;
 
 -- The smallest position from which a resume of tbl's col is exact as of the
@@ -182,14 +199,32 @@ BEGIN
 END
 $cols$;
 
--- Drop tbl's bloomguard trigger and its function (a table followed from the
--- WAL needs none: it would only cost the writers).
+-- The tables of bloomguard_tree(tbl) that need a trigger (and a publication
+-- entry) of their own: tbl and its inheritance children.  A partition has
+-- its partitioned parent's (PostgreSQL clones a row trigger onto every
+-- partition, those made later included, and a published partitioned table
+-- publishes its partitions).
+CREATE OR REPLACE FUNCTION bloomguard_own_tables(tbl regclass)
+RETURNS SETOF regclass LANGUAGE sql STABLE AS $$
+    SELECT c.oid::regclass FROM bloomguard_tree(tbl) r(rel) JOIN pg_class c ON c.oid = r.rel
+     WHERE c.oid = tbl OR NOT c.relispartition
+     ORDER BY c.oid = tbl DESC, c.oid
+$$;
+
+-- Drop tbl's bloomguard trigger (on it and its inheritance children) and
+-- its function (a table followed from the WAL needs none: it would only
+-- cost the writers).
 CREATE OR REPLACE FUNCTION bloomguard_drop_trigger(tbl regclass)
 RETURNS void LANGUAGE plpgsql AS $drop$
+DECLARE
+    r regclass;
 BEGIN
-    IF EXISTS (SELECT 1 FROM pg_trigger WHERE tgrelid = tbl AND tgname = 'bloomguard_notify') THEN
-        EXECUTE format('DROP TRIGGER bloomguard_notify ON %s', tbl);
-    END IF;
+    FOR r IN SELECT * FROM bloomguard_own_tables(tbl) LOOP
+        IF EXISTS (SELECT 1 FROM pg_trigger WHERE tgrelid = r AND tgname = 'bloomguard_notify'
+                                              AND NOT tgisinternal AND tgparentid = 0) THEN
+            EXECUTE format('DROP TRIGGER bloomguard_notify ON %s', r);
+        END IF;
+    END LOOP;
     IF to_regprocedure(quote_ident('bloomguard_notify_' || tbl::oid) || '()') IS NOT NULL THEN
         EXECUTE format('DROP FUNCTION %I()', 'bloomguard_notify_' || tbl::oid);
     END IF;
@@ -213,13 +248,18 @@ RETURNS text LANGUAGE sql STABLE AS $pc$
      WHERE p.pubname = pub AND pr.prrelid = tbl
 $pc$;
 
--- Remove tbl from publication pub, where it is in it and this role may.
+-- Remove tbl and its inheritance children from publication pub, where
+-- they are in it.
 CREATE OR REPLACE FUNCTION bloomguard_unpublish(tbl regclass, pub name)
 RETURNS void LANGUAGE plpgsql AS $unpub$
+DECLARE
+    r regclass;
 BEGIN
-    IF bloomguard_published_columns(tbl, pub) IS NOT NULL THEN
-        EXECUTE format('ALTER PUBLICATION %I DROP TABLE %s', pub, tbl);
-    END IF;
+    FOR r IN SELECT * FROM bloomguard_own_tables(tbl) LOOP
+        IF bloomguard_published_columns(r, pub) IS NOT NULL THEN
+            EXECUTE format('ALTER PUBLICATION %I DROP TABLE ONLY %s', pub, r);
+        END IF;
+    END LOOP;
 END
 $unpub$;
 
@@ -258,7 +298,10 @@ DECLARE
     keep boolean := false;
     since xid8;
     typ oid;
+    colnum int2;
     pins text;
+    r regclass;
+    noident regclass;
 BEGIN
     IF m NOT IN ('auto', 'logical', 'feed', 'notify') THEN
         RAISE EXCEPTION 'bloomguard: method must be auto, logical, feed or notify, not %', method;
@@ -271,9 +314,13 @@ BEGIN
     IF NOT FOUND THEN
         RAISE EXCEPTION 'bloomguard: table % has no column %', tbl, col;
     END IF;
-    cols := bloomguard_publish_columns(tbl, col);
+    -- The table and each inheritance child under it are published each with
+    -- its own column list (their replica identities may differ); one without
+    -- a replica identity cannot be, without breaking its UPDATEs.
+    SELECT o INTO noident FROM bloomguard_own_tables(tbl) o
+     WHERE bloomguard_publish_columns(o, col) IS NULL LIMIT 1;
     IF m = 'auto' THEN
-        m := CASE WHEN current_setting('wal_level') = 'logical' AND cols IS NOT NULL
+        m := CASE WHEN current_setting('wal_level') = 'logical' AND noident IS NULL
                   THEN 'logical' ELSE 'feed' END;
     END IF;
     IF m <> 'notify' AND NOT feed THEN
@@ -281,20 +328,30 @@ BEGIN
     END IF;
 
     IF m = 'logical' THEN
-        IF cols IS NULL THEN
+        IF noident = tbl THEN
             RAISE EXCEPTION 'bloomguard: % has no replica identity (no primary key): publishing it would make its UPDATEs and DELETEs fail', tbl
                 USING HINT = 'Add a primary key or ALTER TABLE ... REPLICA IDENTITY, or watch it with method => ''feed''.';
+        ELSIF noident IS NOT NULL THEN
+            RAISE EXCEPTION 'bloomguard: % (an inheritance child of %) has no replica identity (no primary key): publishing it would make its UPDATEs and DELETEs fail', noident, tbl
+                USING HINT = 'Add a primary key to it or ALTER TABLE ... REPLICA IDENTITY, or watch the table with method => ''feed''.';
         END IF;
         IF NOT EXISTS (SELECT 1 FROM pg_publication WHERE pubname = publication) THEN
             EXECUTE format('CREATE PUBLICATION %I WITH (publish = %L, publish_via_partition_root = true)',
                            publication, 'insert, update, delete, truncate');
         END IF;
         -- Re-watching with the same columns changes nothing (a follower would
-        -- see a new membership and copy the table again).
-        IF bloomguard_published_columns(tbl, publication) IS DISTINCT FROM cols THEN
-            PERFORM bloomguard_unpublish(tbl, publication);
-            EXECUTE format('ALTER PUBLICATION %I ADD TABLE %s %s', publication, tbl, cols);
-        END IF;
+        -- see a new membership and copy the table again).  A partition is
+        -- published with its partitioned table; an inheritance child (made
+        -- since the last watch, too) needs an entry of its own.
+        FOR r IN SELECT * FROM bloomguard_own_tables(tbl) LOOP
+            cols := bloomguard_publish_columns(r, col);
+            IF bloomguard_published_columns(r, publication) IS DISTINCT FROM cols THEN
+                IF bloomguard_published_columns(r, publication) IS NOT NULL THEN
+                    EXECUTE format('ALTER PUBLICATION %I DROP TABLE ONLY %s', publication, r);
+                END IF;
+                EXECUTE format('ALTER PUBLICATION %I ADD TABLE ONLY %s %s', publication, r, cols);
+            END IF;
+        END LOOP;
         PERFORM bloomguard_drop_trigger(tbl);
         IF current_setting('wal_level') <> 'logical' THEN
             RAISE NOTICE 'bloomguard: % is in publication %, but wal_level is %: set wal_level = logical and restart the server',
@@ -345,7 +402,8 @@ BEGIN
     -- an id of 8000 bytes or more does not fit in a notification: an empty
     -- payload tells bloomguard that such a row exists, instead of failing the
     -- application's write.  The log takes the id whole.
-    SELECT a.atttypid INTO typ FROM pg_attribute a WHERE a.attrelid = tbl AND a.attname = col;
+    SELECT a.atttypid, a.attnum INTO typ, colnum FROM pg_attribute a
+     WHERE a.attrelid = tbl AND a.attname = col;
     WHILE (SELECT t.typtype FROM pg_type t WHERE t.oid = typ) = 'd' LOOP
         SELECT t.typbasetype INTO typ FROM pg_type t WHERE t.oid = typ;
     END LOOP;
@@ -361,12 +419,28 @@ BEGIN
         AS $body$
         DECLARE
             v pg_catalog.text;
+            n pg_catalog.name;
         BEGIN
             IF TG_OP OPERATOR(pg_catalog.=) 'DELETE' THEN
-                %s
+                BEGIN
+                    %s
+                EXCEPTION WHEN undefined_column THEN
+                    NULL;
+                END;
                 RETURN OLD;
             END IF;
-            v := NEW.%I::pg_catalog.text;
+            BEGIN
+                v := NEW.%I::pg_catalog.text;
+            EXCEPTION WHEN undefined_column THEN
+                -- Renamed since bloomguard_watch: read it by its number.
+                SELECT a.attname INTO n FROM pg_catalog.pg_attribute a
+                 WHERE a.attrelid OPERATOR(pg_catalog.=) %s
+                   AND a.attnum OPERATOR(pg_catalog.=) %s AND NOT a.attisdropped;
+                IF n IS NOT NULL THEN
+                    EXECUTE pg_catalog.format('SELECT ($1).%%I::pg_catalog.text', n)
+                       INTO v USING NEW;
+                END IF;
+            END;
             IF v IS NOT NULL THEN
                 %s
                 %s
@@ -379,7 +453,7 @@ BEGIN
              THEN format('v := OLD.%I::pg_catalog.text; IF v IS NOT NULL AND pg_catalog.octet_length(v) OPERATOR(pg_catalog.<) 8000 THEN PERFORM pg_catalog.pg_notify(%L, v); END IF;',
                          col, channel || '_deleted')
              ELSE 'NULL;' END,
-        col,
+        col, tbl::oid, colnum,
         CASE WHEN m = 'notify'
              THEN format('PERFORM pg_catalog.pg_notify(%L, CASE WHEN pg_catalog.octet_length(v) OPERATOR(pg_catalog.<) 8000 THEN v ELSE '''' END);', channel)
              ELSE '' END,
@@ -387,17 +461,22 @@ BEGIN
         CASE WHEN feed THEN format('INSERT INTO %s (relid, xid, id) VALUES (%s, pg_catalog.pg_current_xact_id(), v);',
                                    logname, tbl::oid)
              ELSE '' END);
-    IF EXISTS (SELECT 1 FROM pg_trigger WHERE tgrelid = tbl AND tgname = 'bloomguard_notify') THEN
-        EXECUTE format('DROP TRIGGER bloomguard_notify ON %s', tbl);
-    END IF;
-    -- Deletes matter only to NOTIFY (they count towards rebuild_after_deletes).
-    EXECUTE format('CREATE TRIGGER bloomguard_notify AFTER INSERT OR UPDATE OF %I%s '
-                   'ON %s FOR EACH ROW EXECUTE FUNCTION %I()', col,
-                   CASE WHEN m = 'notify' THEN ' OR DELETE' ELSE '' END, tbl, fn);
-    -- Also for sessions with session_replication_role = replica (logical
-    -- replication apply, pg_restore --disable-triggers users, some ETL):
-    -- an ordinary trigger is skipped there and the row would never be seen.
-    EXECUTE format('ALTER TABLE %s ENABLE ALWAYS TRIGGER bloomguard_notify', tbl);
+    -- On the table and each inheritance child (a partition gets its
+    -- parent's); an inheritance child made later has none until this runs
+    -- again, and bloomguard is degraded meanwhile.
+    FOR r IN SELECT * FROM bloomguard_own_tables(tbl) LOOP
+        IF EXISTS (SELECT 1 FROM pg_trigger WHERE tgrelid = r AND tgname = 'bloomguard_notify') THEN
+            EXECUTE format('DROP TRIGGER bloomguard_notify ON %s', r);
+        END IF;
+        -- Deletes matter only to NOTIFY (they count towards rebuild_after_deletes).
+        EXECUTE format('CREATE TRIGGER bloomguard_notify AFTER INSERT OR UPDATE OF %I%s '
+                       'ON %s FOR EACH ROW EXECUTE FUNCTION %I()', col,
+                       CASE WHEN m = 'notify' THEN ' OR DELETE' ELSE '' END, r, fn);
+        -- Also for sessions with session_replication_role = replica (logical
+        -- replication apply, pg_restore --disable-triggers users, some ETL):
+        -- an ordinary trigger is skipped there and the row would never be seen.
+        EXECUTE format('ALTER TABLE %s ENABLE ALWAYS TRIGGER bloomguard_notify', r);
+    END LOOP;
     IF NOT feed THEN
         -- A feed this table had is over (its fingerprint no longer matches
         -- anyway); tidy up when this role may.

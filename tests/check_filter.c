@@ -132,6 +132,66 @@ START_TEST(test_simd_matches_scalar)
     ck_assert_uint_lt(fp_f, fp_g);
     filter_free(f);
     filter_free(g);
+
+    /*
+     * A grown filter whose first layer sets one bit per word and a later
+     * one two (its tighter share): the SIMD lookup draws the second masks
+     * from the moment such a layer is added, never before.
+     */
+    struct filter *h = filter_new(2000, 0.002, NULL);
+    ck_assert_ptr_nonnull(h);
+    for (uint64_t i = 0; i < 100000; i++)
+        filter_add(h, k, key_of(k, sizeof k, "in", i));
+    struct filter_layer_info first, last;
+    ck_assert(filter_layer_info(h, 0, &first));
+    ck_assert(filter_layer_info(h, filter_layers(h) - 1, &last));
+    ck_assert_uint_le(first.probes, 8);
+    ck_assert_uint_gt(last.probes, 8);
+    differ = 0;
+    uint64_t missing = 0;
+    for (uint64_t i = 0; i < 200000; i++) {
+        size_t n = key_of(k, sizeof k, i % 2 ? "in" : "out", i / 2);
+        filter_use_simd(h, false);
+        bool hs = filter_contains(h, k, n);
+        filter_use_simd(h, true);
+        bool hv = filter_contains(h, k, n);
+        differ += hs != hv;
+        missing += i % 2 && !hv;
+    }
+    ck_assert_uint_eq(differ, 0);
+    ck_assert_uint_eq(missing, 0);
+
+    /*
+     * Fewer than 8 probes (no sizing chooses it, but a view maps whatever a
+     * published file says): a view of 4 probes over h's first layer, whose
+     * keys set bits in all 8 words, holds every key of that layer by the
+     * bits of words 0-3, and both paths agree.
+     */
+    struct filter_params hp;
+    filter_export(h, &hp);
+    size_t bytes = (size_t)(hp.layer[0].blocks * FILTER_BLOCK_BYTES);
+    void *img = aligned_alloc(64, bytes);
+    ck_assert(filter_bits_read(h, 0, 0, img, bytes));
+    struct filter *v = filter_view_new(FILTER_KIND_BLOCKED, 0.002, hp.layer[0].blocks, 4, img);
+    ck_assert_ptr_nonnull(v);
+    differ = missing = 0;
+    uint64_t fp = 0;
+    for (uint64_t i = 0; i < 20000; i++) {
+        size_t n = key_of(k, sizeof k, i % 2 ? "in" : "out", i / 2);
+        filter_use_simd(v, false);
+        bool vs = filter_contains(v, k, n);
+        filter_use_simd(v, true);
+        bool vv = filter_contains(v, k, n);
+        differ += vs != vv;
+        missing += i % 2 && i / 2 < hp.layer[0].items && !vv;
+        fp += i % 2 == 0 && vv;
+    }
+    ck_assert_uint_eq(differ, 0);
+    ck_assert_uint_eq(missing, 0);
+    ck_assert_uint_gt(fp, 0);       /* fewer bits to test: more false positives, both paths alike */
+    filter_free(v);
+    free(img);
+    filter_free(h);
 }
 END_TEST
 
@@ -427,6 +487,73 @@ END_TEST
 
 /* At p = 0.1%: 2 x 10^6 absent keys for about 1,700 false positives. */
 START_TEST(test_growth_rate_01pct) { check_growth(0.001, 50000, true, X10_X20, 2 * MILLION); }
+END_TEST
+
+/* Hashes of keys prefix-0 .. prefix-(n-1), for the bulk path. */
+static uint64_t *hashes_of(const char *prefix, uint64_t n)
+{
+    char k[64];
+    uint64_t *hs = malloc(n * sizeof *hs);
+    ck_assert_ptr_nonnull(hs);
+    for (uint64_t i = 0; i < n; i++)
+        hs[i] = filter_hash(k, key_of(k, sizeof k, prefix, i));
+    return hs;
+}
+
+/*
+ * A load's filter (filter_loading) holds the rows it was sized for, and a
+ * few more, in its one layer at the rate p: a plain one starts growing at
+ * 0.9 x its capacity (its share, 0.475 p), and a load of 200,005 rows into
+ * a filter for 200,000 used to end in two layers at 34 bits per key.  Once
+ * loaded, it grows for new keys as any filter, never for keys it holds.
+ * Each row a rate and a kind of sizing: at p 1e-4 a key sets two bits in
+ * some words (k 16), and the layer's rate at capacity is the highest.
+ */
+static const double load_rates[] = { 0.01, 0.001, 0.0001 };
+
+START_TEST(test_load_holds_its_capacity)
+{
+    double p = load_rates[_i];
+    const uint64_t n = 200000, more = n + n / 1000;
+    uint64_t *hs = hashes_of("row", more + 1);
+    struct filter *plain = filter_new(n, p, NULL), *f = filter_new(n, p, NULL);
+    ck_assert(plain != NULL && f != NULL);
+    filter_loading(f);
+    filter_add_hashes_exclusive(plain, hs, n);
+    ck_assert_msg(filter_layers(plain) >= 2, "p=%g: a plain filter grows before capacity", p);
+    filter_add_hashes_exclusive(f, hs, more);
+    struct filter_info fi;
+    filter_info(f, &fi);
+    ck_assert_msg(fi.layers == 1, "p=%g: %llu rows into a load's filter for %llu: %u layers",
+                  p, (unsigned long long)more, (unsigned long long)n, fi.layers);
+    ck_assert_msg(fi.estimated_fpp <= 0.95 * p, "p=%g: estimated %g", p, fi.estimated_fpp);
+    struct filter_plan plan;
+    ck_assert_int_eq(filter_plan(n, p, &plan), FILTER_OK);
+    ck_assert_uint_eq(fi.bits, plan.bits);
+    /* Loaded: keys it holds, by either path, never make it grow; a new one does. */
+    filter_loaded(f);
+    for (uint64_t i = 0; i < 1000; i++)
+        filter_add_hash(f, hs[i]);
+    filter_add_hashes_exclusive(f, hs, 1000);
+    ck_assert_uint_eq(filter_layers(f), 1);
+    ck_assert(!filter_saturated(f));
+    filter_add_hash(f, hs[more]);
+    ck_assert_uint_eq(filter_layers(f), 2);
+    ck_assert(filter_contains_hash(f, hs[more]));
+    filter_free(plain);
+    filter_free(f);
+
+    /* A load far past its estimate still grows: the caller then sizes again. */
+    f = filter_new(n / 4, p, NULL);
+    filter_loading(f);
+    filter_add_hashes_exclusive(f, hs, n);
+    ck_assert_uint_ge(filter_layers(f), 2);
+    ck_assert(!filter_saturated(f));
+    for (uint64_t i = 0; i < n; i++)
+        ck_assert(filter_contains_hash(f, hs[i]));
+    filter_free(f);
+    free(hs);
+}
 END_TEST
 
 /* At max_layers the filter stops growing, and says so once past the share. */
@@ -920,6 +1047,7 @@ CHECK_SUITE("filter",
     CHECK_TEST(test_growth_rate_1pct_portable),
     CHECK_TEST(test_growth_rate_01pct),
     CHECK_TEST(test_saturation),
+    CHECK_EACH(test_load_holds_its_capacity, load_rates),
     CHECK_TEST(test_bulk_grows_like_add),
     CHECK_TEST(test_layers_round_trip),
     CHECK_LOOP(test_each_kind, FILTER_KINDS),

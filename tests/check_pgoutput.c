@@ -8,6 +8,7 @@
 #include <check.h>
 #include <stdint.h>
 #include <stdlib.h>
+#include <stdio.h>
 #include <string.h>
 
 #include "check_main.h"
@@ -937,6 +938,82 @@ START_TEST(test_lsn)
 }
 END_TEST
 
+/* A Relation of relid 7 from "name:typid[:typmod] ..." (space-separated), in that order. */
+static void build_columns(struct buf *b, const char *spec)
+{
+    char copy[256], *save = NULL;
+    unsigned n = 0;
+    snprintf(copy, sizeof copy, "%s", spec);
+    b->n = 0;
+    b_u32(b_u8(b, 'R'), 7);
+    b_str(b, "public");
+    b_str(b, "users");
+    b_u8(b, 'd');
+    size_t count_at = b->n;
+    b_u16(b, 0);
+    for (char *tok = strtok_r(copy, " ", &save); tok; tok = strtok_r(NULL, " ", &save)) {
+        char *typ = strchr(tok, ':');
+        ck_assert_ptr_nonnull(typ);
+        *typ++ = '\0';
+        char *mod = strchr(typ, ':');
+        if (mod)
+            *mod++ = '\0';
+        b_u32(b_str(b_u8(b, 0), tok), (uint32_t)strtoul(typ, NULL, 10));
+        b_u32(b, mod ? (uint32_t)strtol(mod, NULL, 10) : (uint32_t)-1);
+        n++;
+    }
+    b->b[count_at] = (unsigned char)(n >> 8);
+    b->b[count_at + 1] = (unsigned char)n;
+}
+
+/*
+ * The column "id" followed across a stream's Relation messages of one
+ * relation: each step a new message and what the tracker must say (rename
+ * of others, columns added after it: the same; the column renamed away,
+ * dropped, moved, retyped: a gap), and where it then reads.
+ */
+static const struct track_step {
+    const char *columns;
+    enum pgoutput_track_result want;
+    int col;
+} track_steps[] = {
+    { "pk:23 id:25", PGOUTPUT_TRACK_FOUND, 1 },
+    { "pk:23 id:25", PGOUTPUT_TRACK_SAME, 1 },              /* resent after an unrelated ALTER */
+    { "key:23 id:25 extra:16", PGOUTPUT_TRACK_SAME, 1 },    /* another renamed, one added after */
+    { "pk:23 uid:25", PGOUTPUT_TRACK_MISSING, -1 },         /* ALTER ... RENAME id TO uid */
+    { "pk:23 uid:25", PGOUTPUT_TRACK_MISSING, -1 },         /* still gone: another version */
+    { "pk:23 id:25", PGOUTPUT_TRACK_FOUND, 1 },             /* renamed back */
+    { "id:25 pk:23", PGOUTPUT_TRACK_MOVED, 0 },             /* reordered: another column? */
+    { "id:1043:44", PGOUTPUT_TRACK_RETYPED, 0 },            /* ALTER COLUMN TYPE varchar(40) */
+    { "id:1043:84", PGOUTPUT_TRACK_RETYPED, 0 },            /* varchar(80): the typmod */
+    { "x:23 y:23 z:23", PGOUTPUT_TRACK_MISSING, -1 },       /* dropped */
+    { "x:23 id:20", PGOUTPUT_TRACK_FOUND, 1 },              /* a new id, after MISSING */
+};
+
+START_TEST(test_rels_track)
+{
+    struct pgoutput_rels *c = pgoutput_rels_new(4, 1 << 20);
+    struct pgoutput_track tr = { 0 };
+    struct buf b;
+    ck_assert_int_eq(pgoutput_rels_track(c, 7, "id", &tr), PGOUTPUT_TRACK_NO_REL);
+    ck_assert_uint_eq(tr.version, 0);
+    for (size_t i = 0; i < sizeof track_steps / sizeof *track_steps; i++) {
+        const struct track_step *st = &track_steps[i];
+        build_columns(&b, st->columns);
+        ck_assert_int_eq(put_relation(c, &b), PGOUTPUT_OK);
+        enum pgoutput_track_result r = pgoutput_rels_track(c, 7, "id", &tr);
+        bool at = st->col < 0 ? tr.col < 0 : tr.col == st->col;
+        ck_assert_msg(r == st->want && at,
+                      "step %zu (%s): result %d at %d, want %d at %d", i, st->columns, (int)r,
+                      tr.col, (int)st->want, st->col);
+        /* Until the next message nothing changes: every row of this version reads there. */
+        ck_assert_int_eq(pgoutput_rels_track(c, 7, "id", &tr), PGOUTPUT_TRACK_SAME);
+        ck_assert(st->col < 0 ? tr.col < 0 : tr.col == st->col);
+    }
+    pgoutput_rels_free(c);
+}
+END_TEST
+
 CHECK_SUITE("pgoutput",
     CHECK_CASE("decode"),
     CHECK_TEST(test_strerror),
@@ -957,6 +1034,7 @@ CHECK_SUITE("pgoutput",
     CHECK_TEST(test_rels_basic),
     CHECK_TEST(test_rels_bounds),
     CHECK_TEST(test_rels_many),
+    CHECK_TEST(test_rels_track),
     CHECK_CASE("encode"),
     CHECK_TEST(test_status),
     CHECK_TEST(test_time),

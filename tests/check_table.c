@@ -11,7 +11,9 @@
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "check_main.h"
@@ -367,11 +369,141 @@ START_TEST(test_plan_items_never_below_what_is_held)
     /* Stale statistics (0 rows) never size below the last load. */
     ck_assert_uint_eq(table_plan_items(t, 0), 100000);
     /* The sizing is the table's own copy: only table_set_sizing (a SIGHUP) changes it. */
-    fc.expected_items = 77;
+    fc.expected_items = 500000;
     ck_assert_uint_eq(table_plan_items(t, 100000), 200000);
     table_set_sizing(t, &fc);
-    ck_assert_uint_eq(table_plan_items(t, 100000), 77);
-    ck_assert_uint_eq(table_sizing(t).expected_items, 77);
+    ck_assert_uint_eq(table_plan_items(t, 100000), 500000);
+    ck_assert_uint_eq(table_sizing(t).expected_items, 500000);
+    table_free(t);
+}
+END_TEST
+
+/* The live filter's figures (a filter is live). */
+static struct filter_info live_info(struct table *t)
+{
+    struct filter_info fi;
+    struct filter_layer_info li[FILTER_MAX_LAYERS];
+    unsigned n;
+    ck_assert(table_filter_info(t, &fi, li, FILTER_MAX_LAYERS, &n));
+    return fi;
+}
+
+/* Take the pending job, whatever min_rebuild_interval says; its reason. */
+static enum table_want take(struct table *t, struct table_job *job)
+{
+    int64_t wait = NS;
+    ck_assert(table_take_job(t, monoclock_boot_ns() + 3600 * NS, job, &wait));
+    return job->why;
+}
+
+/*
+ * expected_items is a floor, not the size: a table that fits in it gets
+ * exactly it, one past it rows x headroom (it used to get expected_items
+ * and stack a layer for the last rows); a load because the filter grew
+ * takes rows x growth even with headroom 1, or the folded filter would grow
+ * again at the next new ID.
+ */
+START_TEST(test_plan_items_floor_and_growth)
+{
+    fc.expected_items = 200000;
+    fc.headroom = 1.0;
+    struct table *t = table_new(&cfg, &fc);
+    ck_assert_uint_eq(table_plan_items(t, 150000), 200000);     /* fits: the floor */
+    ck_assert_uint_eq(table_plan_items(t, 200000), 200000);
+    ck_assert_uint_eq(table_plan_items(t, 200005), 200005);     /* past it: its rows */
+    fc.headroom = 2.0;
+    table_set_sizing(t, &fc);
+    ck_assert_uint_eq(table_plan_items(t, 200000), 200000);
+    ck_assert_uint_eq(table_plan_items(t, 200005), 400010);     /* rows x headroom */
+    fc.headroom = 1.0;
+    table_set_sizing(t, &fc);
+    first_load(t, 3);
+    struct table_job job;
+    table_want(t, WANT_GROWTH, NULL);
+    ck_assert_int_eq(take(t, &job), WANT_GROWTH);
+    ck_assert_uint_eq(table_plan_items(t, 150000), 300000);     /* rows x growth */
+    ck_assert_uint_eq(table_plan_items(t, 50000), 200000);      /* never below the floor */
+    table_job_done(t, &job, true, "copy", 3, 0.1, 0);
+    table_want(t, WANT_API, NULL);
+    ck_assert_int_eq(take(t, &job), WANT_API);
+    ck_assert_uint_eq(table_plan_items(t, 150000), 200000);     /* any other load: the floor */
+    table_free(t);
+}
+END_TEST
+
+/*
+ * A COPY that outgrows its filter sizes again (loader_copy): the new filter
+ * replaces the first and gets every insert made since the load began, so
+ * the load goes live in one layer holding the rows, the POSTs and the
+ * followed rows.
+ */
+START_TEST(test_load_resize_keeps_everything)
+{
+    struct table *t = table_new(&cfg, &fc);
+    load(t, rows, 3, monoclock_boot_ns());
+    enum filter_error fe;
+    uint64_t e = table_epoch(t), items = 0;
+    struct table_load *l = table_load_begin(t, 1000, &text_ident, &fe);
+    ck_assert_ptr_nonnull(l);
+    enum { N = 5000 };
+    uint64_t *hs = malloc(N * sizeof *hs);
+    char id[32];
+    for (unsigned i = 0; i < N; i++)
+        hs[i] = filter_hash(id, (size_t)snprintf(id, sizeof id, "r%u", i));
+    filter_add_hashes_exclusive(table_load_filter(l), hs, N);
+    ck_assert_uint_gt(filter_layers(table_load_filter(l)), 1);     /* outgrown */
+    const char *ids[] = { "during" };
+    size_t lens[] = { 6 }, added;
+    ck_assert_int_eq(table_insert(t, 1, ids, lens, &added, NULL), TABLE_INSERTED);
+    ck_assert(table_add_row(t, "followed", 8));
+    struct filter *f = table_load_resize(l, N, &items, &fe);
+    ck_assert_ptr_nonnull(f);
+    ck_assert_ptr_eq(f, table_load_filter(l));
+    ck_assert_uint_eq(items, 2 * N);                /* the count x headroom */
+    ck_assert(table_add_row(t, "later", 5));        /* into the backlog still */
+    filter_add_hashes_exclusive(f, hs, N);          /* the second pass */
+    ck_assert(table_load_commit(l, e, monoclock_boot_ns(), ""));
+    struct filter_info fi = live_info(t);
+    ck_assert_uint_eq(fi.layers, 1);
+    ck_assert_uint_eq(fi.capacity, 2 * N);
+    for (unsigned i = 0; i < N; i++)
+        ck_assert_int_eq(table_lookup(t, id, (size_t)snprintf(id, sizeof id, "r%u", i)),
+                         TABLE_MAYBE);
+    ck_assert_int_eq(table_lookup(t, "during", 6), TABLE_MAYBE);
+    ck_assert_int_eq(table_lookup(t, "followed", 8), TABLE_MAYBE);
+    ck_assert_int_eq(table_lookup(t, "later", 5), TABLE_MAYBE);
+    free(hs);
+    table_free(t);
+}
+END_TEST
+
+/*
+ * With [sync] auto_grow, a filter that grew layers is folded back into one
+ * once no layer has been added for min_rebuild_interval (growth settled),
+ * whatever expected_items (a floor now: it used to stop the fold).
+ */
+START_TEST(test_growth_folds_once_settled)
+{
+    cfg.min_rebuild_interval = 1;
+    fc.auto_grow = true;
+    fc.expected_items = 1000;
+    struct table *t = table_new(&cfg, &fc);
+    first_load(t, 3);
+    struct table_job job;
+    int64_t wait = NS;
+    table_check_timers(t);
+    ck_assert(!table_take_job(t, monoclock_boot_ns() + 3600 * NS, &job, &wait));  /* one layer */
+    char id[32];
+    for (unsigned i = 0; i < 5000; i++)
+        ck_assert(table_add_row(t, id, (size_t)snprintf(id, sizeof id, "g%u", i)));
+    ck_assert_uint_ge(live_info(t).layers, 2);
+    table_check_timers(t);
+    ck_assert(!table_take_job(t, monoclock_boot_ns() + 3600 * NS, &job, &wait));  /* still growing */
+    struct timespec nap = { 1, 200000000 };
+    nanosleep(&nap, NULL);
+    table_check_timers(t);
+    ck_assert_int_eq(take(t, &job), WANT_GROWTH);
+    ck_assert_uint_ge(table_plan_items(t, 5003), 10006);        /* rows x growth */
     table_free(t);
 }
 END_TEST
@@ -649,6 +781,143 @@ START_TEST(test_lookups_race_inserts_and_loads)
 }
 END_TEST
 
+/* A load whose column reads as shape (the loader's LOADER_SHAPE_SQL), proven now: the job done. */
+static void load_shaped(struct table *t, const char *shape)
+{
+    struct table_ident id = text_ident;
+    struct table_job job;
+    int64_t wait = INT64_MAX;
+    bool took = table_take_job(t, monoclock_boot_ns() + 3600 * NS, &job, &wait);
+    snprintf(id.shape, sizeof id.shape, "%s", shape);
+    load_as(t, &id, rows, 3, monoclock_boot_ns());
+    if (took)
+        table_job_done(t, &job, true, "copy", 3, 0, 0);
+}
+
+/* Whether a load is wanted now, and for which reason (table_take_job's). */
+static bool wants(struct table *t, enum table_want *why)
+{
+    struct table_job job;
+    int64_t wait = INT64_MAX;
+    bool took = table_take_job(t, monoclock_boot_ns() + 3600 * NS, &job, &wait);
+    if (took) {
+        *why = job.why;
+        table_job_done(t, &job, false, "copy", 0, 0, 0);    /* still wanted, as it was */
+    }
+    return took;
+}
+
+START_TEST(test_schema_change_holds_proofs_until_a_copy)
+{
+    struct table *t = table_new(&cfg, &fc);
+    enum table_want why;
+    /* Before the first load a check only remembers: nothing wanted, nothing held. */
+    ck_assert_int_eq(table_schema(t, "s1", NULL), TABLE_SCHEMA_SAME);
+    load_shaped(t, "s1");
+    ck_assert(!wants(t, &why));
+    ck_assert_int_eq(table_schema(t, "s1", NULL), TABLE_SCHEMA_SAME);
+    ck_assert(table_advance(t, table_epoch(t), monoclock_boot_ns()));
+
+    /* A rename (or any change of the column's catalog row): a gap that wants a COPY. */
+    uint64_t e = table_epoch(t);
+    ck_assert_int_eq(table_schema(t, "s2", NULL), TABLE_SCHEMA_CHANGED);
+    ck_assert_uint_eq(table_epoch(t), e + 1);
+    ck_assert(wants(t, &why));
+    ck_assert_int_eq(why, WANT_SCHEMA);
+    ck_assert_str_eq(table_want_name(WANT_SCHEMA), "schema");
+    /* Seen again: no new gap, but no proof either, however current its epoch. */
+    ck_assert_int_eq(table_schema(t, "s2", NULL), TABLE_SCHEMA_OFF);
+    ck_assert_uint_eq(table_epoch(t), e + 1);
+    ck_assert(!table_advance(t, table_epoch(t), monoclock_boot_ns()));
+    struct table_status st;
+    table_status(t, &st);
+    ck_assert_ptr_nonnull(strstr(st.schema_why, "changed since the filter's load"));
+    /* A poll's proof is held back too, though it keeps its position. */
+    table_polled(t, table_epoch(t), monoclock_boot_ns() + NS, "pos-2", 0);
+    char pos[TABLE_POS_MAX];
+    table_position(t, pos, sizeof pos);
+    ck_assert_str_eq(pos, "pos-2");
+    table_status(t, &st);
+    ck_assert(st.horizon_age >= 0);     /* H did not move to the future start */
+
+    /* The COPY of the new shape: proofs hold again, the reason is gone. */
+    load_shaped(t, "s2");
+    ck_assert_int_eq(table_schema(t, "s2", NULL), TABLE_SCHEMA_SAME);
+    ck_assert(table_advance(t, table_epoch(t), monoclock_boot_ns()));
+    table_status(t, &st);
+    ck_assert_str_eq(st.schema_why, "");
+
+    /* A rename and its undoing between two checks: another catalog row, another shape. */
+    ck_assert_int_eq(table_schema(t, "s3", NULL), TABLE_SCHEMA_CHANGED);
+    ck_assert_int_eq(table_schema(t, "", NULL), TABLE_SCHEMA_CHANGED);     /* then gone */
+    table_status(t, &st);
+    ck_assert_ptr_nonnull(strstr(st.schema_why, "is gone"));
+    table_free(t);
+}
+END_TEST
+
+START_TEST(test_schema_uncovered_and_covered_again)
+{
+    struct table *t = table_new(&cfg, &fc);
+    enum table_want why;
+    load_shaped(t, "s1");
+    ck_assert_int_eq(table_schema(t, "s1", NULL), TABLE_SCHEMA_SAME);
+    /* A child table nothing follows: a gap, and proofs held back while it lasts. */
+    uint64_t e = table_epoch(t);
+    ck_assert_int_eq(table_schema(t, "s1", "child has no trigger"), TABLE_SCHEMA_CHANGED);
+    ck_assert_uint_eq(table_epoch(t), e + 1);
+    load_shaped(t, "s1");               /* a COPY meanwhile reads the child's rows so far */
+    ck_assert_int_eq(table_schema(t, "s1", "child has no trigger"), TABLE_SCHEMA_OFF);
+    ck_assert(!table_advance(t, table_epoch(t), monoclock_boot_ns()));
+    struct table_status st;
+    table_status(t, &st);
+    ck_assert_str_eq(st.schema_why, "child has no trigger");
+    /* Followed again: the rows written meanwhile were missed, a COPY is wanted. */
+    ck_assert(!wants(t, &why));
+    e = table_epoch(t);
+    ck_assert_int_eq(table_schema(t, NULL, NULL), TABLE_SCHEMA_CHANGED);   /* the shape stands */
+    ck_assert_uint_eq(table_epoch(t), e + 1);
+    ck_assert(wants(t, &why));
+    ck_assert_int_eq(why, WANT_SCHEMA);
+    table_free(t);
+}
+END_TEST
+
+START_TEST(test_schema_stale_load_wants_another)
+{
+    struct table *t = table_new(&cfg, &fc);
+    enum table_want why;
+    load_shaped(t, "s1");
+    ck_assert_int_eq(table_schema(t, "s2", NULL), TABLE_SCHEMA_CHANGED);
+    /*
+     * The COPY that gap wanted identified the column just before a second
+     * change: it goes live with s2, the check sees s3 ... and a COPY that
+     * identified s2 while the data was s3's must not leave the table held
+     * back with nothing wanted.
+     */
+    struct table_job job;
+    int64_t wait = INT64_MAX;
+    struct table_ident s2 = text_ident;
+    snprintf(s2.shape, sizeof s2.shape, "s2");
+    ck_assert(table_take_job(t, monoclock_boot_ns() + 3600 * NS, &job, &wait));
+    ck_assert_int_eq(table_schema(t, "s3", NULL), TABLE_SCHEMA_CHANGED);   /* during the COPY */
+    load_as(t, &s2, rows, 3, monoclock_boot_ns());
+    table_job_done(t, &job, true, "copy", 3, 0, 0);
+    /* The commit took s2 as the last seen: s3 is a change, and a COPY is wanted again. */
+    ck_assert_int_ne(table_schema(t, "s3", NULL), TABLE_SCHEMA_SAME);
+    ck_assert(wants(t, &why));
+    ck_assert(!table_advance(t, table_epoch(t), monoclock_boot_ns()));
+    /* A restored snapshot's filter has no shape: it adopts the first one checked. */
+    struct table *r = table_new(&cfg, &fc);
+    ck_assert(table_restore(r, filter_new(1000, 0.01, NULL), "pos", "snapshot", 3, 0,
+                            &text_ident));
+    ck_assert_int_eq(table_schema(r, "s9", NULL), TABLE_SCHEMA_SAME);
+    table_free(r);
+    table_free(t);
+}
+END_TEST
+
+
 /* ------------------------------------------------------------- the tap -- */
 
 /* What a replication ring would have been told. */
@@ -890,6 +1159,9 @@ CHECK_SUITE("table",
     CHECK_TEST(test_tap_hears_every_add),
     CHECK_TEST(test_adopt_a_filter),
     CHECK_TEST(test_restore_replays_the_journal),
+    CHECK_TEST(test_schema_change_holds_proofs_until_a_copy),
+    CHECK_TEST(test_schema_uncovered_and_covered_again),
+    CHECK_TEST(test_schema_stale_load_wants_another),
     CHECK_TEST(test_not_ready_then_answers),
     CHECK_TEST(test_stale_horizon_is_degraded),
     CHECK_TEST(test_degraded_time_follows_the_rule),
@@ -902,6 +1174,9 @@ CHECK_SUITE("table",
     CHECK_TEST(test_failed_job_retries_after_backoff),
     CHECK_TEST(test_deletes_want_a_copy),
     CHECK_TEST(test_plan_items_never_below_what_is_held),
+    CHECK_TEST(test_plan_items_floor_and_growth),
+    CHECK_TEST(test_load_resize_keeps_everything),
+    CHECK_TEST(test_growth_folds_once_settled),
     CHECK_TEST(test_durable_insert_waits_for_the_log),
     CHECK_TEST(test_spellings),
     CHECK_TEST(test_peer_probation_refused),

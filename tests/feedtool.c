@@ -135,7 +135,7 @@ int main(int argc, char **argv)
         uint64_t rows = 0;
         bool too_old;
         if (!feed_read(conn, NULL, argv[2], argv[3], argv[4], resume, print_id, NULL, next, &rows,
-                       &too_old, err, sizeof err)) {
+                       &too_old, NULL, err, sizeof err)) {
             fprintf(stderr, "feedtool: %s\n", err);
             goto done;
         }

@@ -27,6 +27,7 @@ enum vkind {
     V_TIME,         /* time_t, Unix seconds */
     V_SEC,          /* double, 6 decimals */
     V_FPP,          /* double, 8 decimals */
+    V_BITS,         /* double, a count of bits: written / 8, in bytes (base units) */
     V_ONE           /* the constant 1 (info metrics); no field */
 };
 
@@ -290,6 +291,9 @@ static const struct metric metrics[] = {
     { "filter_layers", MT_GAUGE,
       "Layers of the live filter: 1, and one more each time it grew in memory.", IN_FILTER,
       { { NULL, V_UINT, F(info.layers) } }, NULL },
+    { "filter_size_per_key_bytes", MT_GAUGE,
+      "Bit array bytes per ID of the live filter, all layers counted (/stats bits_per_key / 8).",
+      IN_FILTER, { { NULL, V_BITS, F(info.bits_per_key) } }, NULL },
     { "source_state", MT_GAUGE,
       "State of the connection following the filter's table (1 for the current one).", IN_STATUS,
       { { 0 } }, source_state_series },
@@ -347,10 +351,11 @@ static void write_value(FILE *o, enum vkind kind, const char *p)
         break;
     }
     case V_SEC:
-    case V_FPP: {
+    case V_FPP:
+    case V_BITS: {
         double v;
         memcpy(&v, p, sizeof v);
-        fprintf(o, kind == V_SEC ? "%.6f\n" : "%.8f\n", v);
+        fprintf(o, kind == V_FPP ? "%.8f\n" : "%.6f\n", kind == V_BITS ? v / 8 : v);
         break;
     }
     case V_ONE:

@@ -190,6 +190,7 @@ static void filter_section(struct doc *d, json_t *o, const struct status_filter 
     put_real(d, o, "target_fpp", f->target_fpp);
     put_u64(d, o, "layers", f->info.layers);
     put_bool(d, o, "saturated", f->info.saturated);
+    put_real(d, o, "bits_per_key", f->info.bits_per_key);
     json_t *layers = json_array();
     for (unsigned i = 0; i < f->n_layers; i++) {
         json_t *l = json_object();
@@ -349,6 +350,7 @@ static void horizon_section(struct doc *d, json_t *o, const struct status *st,
                 : strcmp(ss->peer_check, "pending") == 0
                 ? "the filter is a peer's snapshot on probation: its absent answers are maybe "
                   "until a sample of the table's rows has been found in it"
+                : ss->schema_why[0] ? ss->schema_why
                 : ss->held_for > 0
                 ? "POSTs acknowledged before this start may be lost (the POST log was cut or "
                   "damaged while stopped): absent ids are maybe until they would have expired"

@@ -193,12 +193,13 @@ const struct config_key config_keys[] = {
            "longest wait between reconnection attempts, in seconds"),
 
     K_U64("filter", "expected_items", "0", CONFIG_REBUILD, FF(expected_items), 0, FILTER_MAX_ITEMS,
-          "items the filter is sized for, 0 = table row count times headroom"),
+          "least items a load sizes the filter for: while the table's rows fit, exactly this; "
+          "past it (or 0), the rows times headroom"),
     K_DBL("filter", "false_positive_rate", "0.01", CONFIG_REBUILD, FF(false_positive_rate),
           FILTER_MIN_FPP, true, FILTER_MAX_FPP, true,
           "target false positive rate"),
     K_DBL("filter", "headroom", "2.0", CONFIG_REBUILD, FF(headroom), 1.0, false, 100.0, false,
-          "factor applied to the table row count when expected_items is 0"),
+          "factor applied to the table's row count when it is above expected_items"),
     K_UINT("filter", "max_layers", "8", CONFIG_REBUILD, FF(max_layers), 1, FILTER_MAX_LAYERS,
            "layers the filter may grow to in memory when it fills up; 1 = never grows"),
     K_DBL("filter", "growth", "2.0", CONFIG_REBUILD, FF(growth), FILTER_MIN_EXPANSION, false,
@@ -243,7 +244,8 @@ const struct config_key config_keys[] = {
     K_U64("sync", "rebuild_after_deletes", "0", CONFIG_RESTART, FF(rebuild_after_deletes), 0, UINT64_MAX,
           "rebuild the filter after this many deletes, 0 = never"),
     K_BOOL("sync", "auto_grow", "yes", CONFIG_RESTART, FF(auto_grow),
-           "rebuild a larger filter when the table outgrows the current one"),
+           "when the filter grew layers and has added none for min_rebuild_interval, or can no "
+           "longer keep its rate, rebuild it as one layer sized from the table"),
     K_U64("sync", "pending_limit", "1000000", CONFIG_RESTART, FF(pending_limit), 0, 100000000,
           "ids POSTed to /ids that are kept across rebuilds until the table holds them; 0 = none, so every POST /ids is refused (507)"),
     K_U64("sync", "pending_max_bytes", "67108864", CONFIG_RESTART, FF(pending_max_bytes), 0, UINT64_C(17179869184),

@@ -94,7 +94,10 @@ static struct filter *filter_around(struct layer *l0, double p, const struct fil
     f->growth = *g;
     pthread_mutex_init(&f->grow_mu, NULL);
     atomic_init(&f->blocked, false);
+    atomic_init(&f->wide, l0->probes > WORDS_PER_BLOCK);
+    atomic_init(&f->narrow, l0->probes < WORDS_PER_BLOCK);
     f->layer[0] = l0;
+    f->slot[0] = (struct filter_slot){ l0->words, l0->blocks };
     atomic_init(&f->nlayers, 1);
     return f;
 }
@@ -152,6 +155,27 @@ bool filter_set_growth(struct filter *f, const struct filter_growth *g)
     filter_layer_set_share(f->layer[n - 1], filter_share_for(f, n - 1));
     atomic_store(&f->blocked, false);
     return true;
+}
+
+void filter_loading(struct filter *f)
+{
+    struct layer *l = f->layer[0];
+    if (atomic_load(&f->nlayers) != 1 || f->growth.max_layers < 2)
+        return;
+    uint64_t at = filter_layer_bits_at(l, filter_load_rate(f->target_fpp));
+    if (at > l->full_bits)
+        atomic_store_explicit(&l->grow_at, at, memory_order_relaxed);
+}
+
+void filter_loaded(struct filter *f)
+{
+    pthread_mutex_lock(&f->grow_mu);
+    struct layer *l = f->layer[0];
+    /* Layer 0 the newest still: from now on it is full at its share, as in any filter. */
+    if (atomic_load_explicit(&f->nlayers, memory_order_relaxed) == 1
+        && atomic_load_explicit(&l->grow_at, memory_order_relaxed) > l->full_bits)
+        atomic_store_explicit(&l->grow_at, l->full_bits, memory_order_relaxed);
+    pthread_mutex_unlock(&f->grow_mu);
 }
 
 void filter_get_growth(const struct filter *f, struct filter_growth *out)
@@ -264,8 +288,8 @@ struct filter *filter_new_from_with(const struct filter_params *p, const struct 
         }
         l->share_fpp = share[i];
         atomic_store_explicit(&l->items, lp->items, memory_order_relaxed);
-        f->layer[i] = l;
-        atomic_store(&f->nlayers, i + 1);
+        if (i > 0)
+            filter_publish_layer(f, i, l);
     }
     if (e == FILTER_OK) {
         struct layer *top = f->layer[p->layers - 1];
@@ -327,9 +351,8 @@ bool filter_view_add(struct filter *f, uint64_t blocks, unsigned probes, const v
     struct layer *l = view_layer(f->kind, blocks, probes, words);
     if (l == NULL)
         return false;
-    f->layer[n] = l;
     /* As grow_locked: a lookup that reads the new count sees the whole layer. */
-    atomic_store_explicit(&f->nlayers, n + 1, memory_order_release);
+    filter_publish_layer(f, n, l);
     return true;
 }
 

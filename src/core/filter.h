@@ -35,7 +35,7 @@
  * one); Almeida et al. suggest r 0.8-0.9 for less memory.  Our layer 0 keeps
  * the rate p it was sized for (so that a filter that never grows is
  * unchanged), and counts as full when its fill says 0.475 p: at about 0.9 x
- * its capacity at p 1%.
+ * its capacity at p 1% (a load's takes its capacity first: filter_loading).
  *
  * What callers must do: nothing to make it grow.  filter_info's saturated
  * says the promise can no longer be kept: the newest layer is past its share
@@ -104,6 +104,23 @@ enum filter_kind filter_kind(const struct filter *f);
  */
 bool filter_set_growth(struct filter *f, const struct filter_growth *g);
 void filter_get_growth(const struct filter *f, struct filter_growth *out);
+
+/*
+ * A filter made for a load: sized for the rows a COPY is about to read,
+ * so its first layer must hold them all at the rate p it was sized for,
+ * not start growing at its share (0.475 p: about 0.9 x its capacity at p
+ * 1%).  filter_loading(f), before f is shared, lets layer 0 take keys
+ * until its rate from its fill reaches nearly the whole budget (0.943 p:
+ * its capacity, and a little past it), so that a load of as many rows as
+ * it was sized for, or a few more, stays one layer; a load far past its
+ * estimate still grows (the caller sees layers > 1 and sizes again).  Every
+ * insert path obeys it alike.  filter_loaded(f) ends it (thread-safe,
+ * beside inserts): from then on layer 0 counts as full at its share, so
+ * keys added after the load grow the filter as in any other.  Both do
+ * nothing to a filter that never grows (max_layers 1) or has grown.
+ */
+void filter_loading(struct filter *f);
+void filter_loaded(struct filter *f);
 
 /* Release a filter; NULL is a no-op.  No other thread may be using it. */
 void filter_free(struct filter *f);

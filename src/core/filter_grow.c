@@ -85,6 +85,20 @@ double filter_share_after(double p, const struct filter_growth *g, unsigned i, d
     return i + 1 >= g->max_layers ? left : (1.0 - g->tightening) * left;
 }
 
+/*
+ * A load's layer keeps 1/128 of the budget back: at its capacity a layer's
+ * rate from its fill is 0.90 p (up to 0.935 p with two probes in a word,
+ * k > 8), and the budget is 0.95 p; 0.943 p lets a load run a little past
+ * its estimate (0.5% at p 1%) and still leaves a share for the layer that
+ * a load far past it needs.
+ */
+#define LOAD_RESERVE (1.0 / 128.0)
+
+double filter_load_rate(double p)
+{
+    return BUDGET_MARGIN * p * (1.0 - LOAD_RESERVE);
+}
+
 /* The same for layer i of f, from the older layers' measured fill. */
 double filter_share_for(const struct filter *f, unsigned i)
 {
@@ -120,9 +134,8 @@ static bool grow_locked(struct filter *f, unsigned n)
         return false;
     }
     filter_layer_set_share(l, share);
-    f->layer[n] = l;
     atomic_store(&f->blocked, false);
-    atomic_store_explicit(&f->nlayers, n + 1, memory_order_release);
+    filter_publish_layer(f, n, l);
     return true;
 }
 

@@ -58,8 +58,8 @@ struct layer {
  * freed while the filter lives.  Adding a layer takes grow_mu: the layer is
  * built, stored in layer[n], and then published by the release store of
  * nlayers = n + 1, so a thread that reads the new count sees a whole layer.
- * The only inserts that take grow_mu are those that find the newest layer
- * full (top_for_insert): they wait for the next one rather than overfill
+ * The only inserts that take grow_mu are those of a key the newest layer
+ * lacks that find it full (filter_add_hash): they wait for the next one rather than overfill
  * that one while the next is being sized (2 to 13 ms measured on a busy
  * 2-core box, once per growth); lookups never take it.
  *
@@ -92,11 +92,37 @@ struct filter {
     bool view;                         /* filter_view_new: read-only, layers borrowed */
     struct filter_alloc alloc;         /* where the layers' bits come from */
     atomic_bool blocked;               /* the last attempt to add a layer could not */
+    atomic_bool wide;                  /* a layer sets two bits in some word (probes > 8) */
+    atomic_bool narrow;                /* a layer leaves some word without a bit (probes < 8) */
     double target_fpp;
     struct filter_growth growth;
     pthread_mutex_t grow_mu;
     struct layer *layer[FILTER_MAX_LAYERS];
+    /*
+     * What a lookup reads of each layer, side by side: one cache line for
+     * four layers' addresses and sizes instead of a line of each struct
+     * layer.  Written with the layer, before it is published.
+     */
+    struct filter_slot {
+        const _Atomic uint64_t *words;
+        uint64_t blocks;
+    } slot[FILTER_MAX_LAYERS];
 };
+
+/*
+ * Publish l as layer n of f's n layers: a lookup that reads the new count
+ * (acquire) sees the whole layer, and f->wide if the layer needs it.
+ */
+static inline void filter_publish_layer(struct filter *f, unsigned n, struct layer *l)
+{
+    f->layer[n] = l;
+    f->slot[n] = (struct filter_slot){ l->words, l->blocks };
+    if (l->probes > WORDS_PER_BLOCK)
+        atomic_store_explicit(&f->wide, true, memory_order_relaxed);
+    if (l->probes < WORDS_PER_BLOCK)
+        atomic_store_explicit(&f->narrow, true, memory_order_relaxed);
+    atomic_store_explicit(&f->nlayers, n + 1, memory_order_release);
+}
 
 /* Probes word w of a block receives when a key sets k bits. */
 static inline unsigned probes_in_word(unsigned k, unsigned w)
@@ -123,6 +149,14 @@ double filter_layer_rate_now(const struct layer *l);
  * grow_mu for its newest layer.
  */
 void filter_layer_set_share(struct layer *l, double share);
+/* The bits_set at which layer l's estimated rate reaches rate (its whole size at most). */
+uint64_t filter_layer_bits_at(const struct layer *l, double rate);
+/*
+ * The rate a load's first layer may reach before it counts as full
+ * (filter_loading): all of a filter of rate p's budget but a reserve, so
+ * that a load past its estimate can still add a layer.
+ */
+double filter_load_rate(double p);
 /*
  * The newest of n layers has reached grow_at: adds a layer unless another
  * thread did (takes grow_mu; see filter_grow.c).  From inserts only.

@@ -54,29 +54,12 @@ static inline void probe_mask(const struct layer *l, uint64_t h, uint64_t mask[W
 #pragma GCC unroll 8
     for (unsigned w = 0; w < WORDS_PER_BLOCK; w++)
         mask[w] = (UINT64_C(1) << ((d1 >> (6 * w)) & 63)) & l->first[w];
-    if (l->probes > WORDS_PER_BLOCK) {      /* p below ~0.1%: a second bit per word */
+    if (__builtin_expect(l->probes > WORDS_PER_BLOCK, 0)) {   /* p below ~0.1%: a second bit per word */
         uint64_t d2 = mix64(h ^ UINT64_C(0x9e3779b97f4a7c15));
 #pragma GCC unroll 8
         for (unsigned w = 0; w < WORDS_PER_BLOCK; w++)
             mask[w] |= (UINT64_C(1) << ((d2 >> (6 * w)) & 63)) & l->second[w];
     }
-}
-
-/*
- * The newest layer for an insert: the newest of the n it finds, unless that
- * one is full and may be followed by another: then the next, once added.
- */
-static unsigned top_for_insert(struct filter *f)
-{
-    unsigned n = atomic_load_explicit(&f->nlayers, memory_order_acquire);
-    struct layer *l = f->layer[n - 1];
-    if (n < f->growth.max_layers
-        && atomic_load_explicit(&l->bits_set, memory_order_relaxed)
-           >= atomic_load_explicit(&l->grow_at, memory_order_relaxed)) {
-        filter_grow(f, n);
-        n = atomic_load_explicit(&f->nlayers, memory_order_acquire);
-    }
-    return n;
 }
 
 /* -------------------------------------------------- lookups and inserts -- */
@@ -114,33 +97,44 @@ static bool contains_scalar(const struct layer *l, uint64_t h)
  * each other, so their misses overlap too.  The two 256-bit loads read each
  * 64-bit word whole (aligned), like the relaxed loads above; inserts only
  * ever set bits, so a lookup sees each word before or after an insert,
- * never torn.  Layers n-1 down to 0.
+ * never torn.  Layers n-1 down to 0: the newest holds the most keys, so a
+ * present key's search mostly ends there.
+ *
+ * The masks of a second bit per word are drawn only when a layer takes
+ * them (f->wide): drawn inside the loop, the compiler would hoist them out
+ * of it and pay a second mix64 and its shifts on every lookup.
  */
 __attribute__((target("avx2")))
-static bool contains_avx2(struct layer *const *layers, unsigned n, uint64_t h)
+static inline __m256i bit_masks(uint64_t d, __m256i shifts)
 {
     const __m256i m63 = _mm256_set1_epi64x(63), one = _mm256_set1_epi64x(1);
-    const __m256i sh_lo = _mm256_setr_epi64x(0, 6, 12, 18);
-    const __m256i sh_hi = _mm256_setr_epi64x(24, 30, 36, 42);
-    __m256i d1 = _mm256_set1_epi64x((long long)mix64(h));
-    __m256i lo1 = _mm256_sllv_epi64(one, _mm256_and_si256(_mm256_srlv_epi64(d1, sh_lo), m63));
-    __m256i hi1 = _mm256_sllv_epi64(one, _mm256_and_si256(_mm256_srlv_epi64(d1, sh_hi), m63));
-    __m256i lo2 = _mm256_setzero_si256(), hi2 = _mm256_setzero_si256();
-    bool second = false;
+    return _mm256_sllv_epi64(one, _mm256_and_si256(_mm256_srlv_epi64(_mm256_set1_epi64x((long long)d),
+                                                                      shifts), m63));
+}
+
+/*
+ * Layers n-1 down to 0 against the masks lo, hi (and lo2, hi2 where a
+ * layer takes two bits in a word); masked: whether any layer has fewer
+ * or more than 8 probes, so that its first[] and second[] matter (for 8,
+ * first[] is all ones and second[] all zeros).  Inlined twice, so that the
+ * usual filter (8 probes in every layer, p from 0.1% to 2%) runs a loop
+ * without them.
+ */
+__attribute__((target("avx2"), always_inline))
+static inline bool layers_avx2(const struct filter *f, unsigned n, uint64_t h, __m256i lo1,
+                               __m256i hi1, __m256i lo2, __m256i hi2, bool masked)
+{
     for (unsigned i = n; i-- > 0;) {
-        const struct layer *l = layers[i];
-        const __m256i *b = (const __m256i *)(const void *)block_of(l, h);
-        __m256i lo = _mm256_and_si256(lo1, _mm256_loadu_si256((const __m256i *)(const void *)&l->first[0]));
-        __m256i hi = _mm256_and_si256(hi1, _mm256_loadu_si256((const __m256i *)(const void *)&l->first[4]));
-        if (l->probes > WORDS_PER_BLOCK) {
-            if (!second) {
-                __m256i d2 = _mm256_set1_epi64x((long long)mix64(h ^ UINT64_C(0x9e3779b97f4a7c15)));
-                lo2 = _mm256_sllv_epi64(one, _mm256_and_si256(_mm256_srlv_epi64(d2, sh_lo), m63));
-                hi2 = _mm256_sllv_epi64(one, _mm256_and_si256(_mm256_srlv_epi64(d2, sh_hi), m63));
-                second = true;
-            }
-            lo = _mm256_or_si256(lo, _mm256_and_si256(lo2, _mm256_loadu_si256((const __m256i *)(const void *)&l->second[0])));
-            hi = _mm256_or_si256(hi, _mm256_and_si256(hi2, _mm256_loadu_si256((const __m256i *)(const void *)&l->second[4])));
+        const struct filter_slot *s = &f->slot[i];
+        const __m256i *b = (const __m256i *)(const void *)(s->words + filter_block_index(h, s->blocks)
+                                                                      * WORDS_PER_BLOCK);
+        __m256i lo = lo1, hi = hi1;
+        if (masked) {
+            const struct layer *l = f->layer[i];
+            lo = _mm256_or_si256(_mm256_and_si256(lo, _mm256_loadu_si256((const __m256i *)(const void *)&l->first[0])),
+                                 _mm256_and_si256(lo2, _mm256_loadu_si256((const __m256i *)(const void *)&l->second[0])));
+            hi = _mm256_or_si256(_mm256_and_si256(hi, _mm256_loadu_si256((const __m256i *)(const void *)&l->first[4])),
+                                 _mm256_and_si256(hi2, _mm256_loadu_si256((const __m256i *)(const void *)&l->second[4])));
         }
         /* andnot(block, mask) = mask & ~block: the probed bits still clear. */
         __m256i miss = _mm256_or_si256(_mm256_andnot_si256(_mm256_load_si256(&b[0]), lo),
@@ -150,26 +144,54 @@ static bool contains_avx2(struct layer *const *layers, unsigned n, uint64_t h)
     }
     return false;
 }
+
+__attribute__((target("avx2")))
+static bool contains_avx2(const struct filter *f, unsigned n, uint64_t h)
+{
+    const __m256i sh_lo = _mm256_setr_epi64x(0, 6, 12, 18);
+    const __m256i sh_hi = _mm256_setr_epi64x(24, 30, 36, 42);
+    uint64_t d1 = mix64(h);
+    __m256i lo1 = bit_masks(d1, sh_lo), hi1 = bit_masks(d1, sh_hi);
+    __m256i lo2 = _mm256_setzero_si256(), hi2 = _mm256_setzero_si256();
+    bool wide = atomic_load_explicit(&((struct filter *)f)->wide, memory_order_relaxed);
+    bool narrow = atomic_load_explicit(&((struct filter *)f)->narrow, memory_order_relaxed);
+    if (!wide && !narrow)
+        return layers_avx2(f, n, h, lo1, hi1, lo2, hi2, false);
+    if (wide) {
+        uint64_t d2 = mix64(h ^ UINT64_C(0x9e3779b97f4a7c15));
+        lo2 = bit_masks(d2, sh_lo);
+        hi2 = bit_masks(d2, sh_hi);
+    }
+    return layers_avx2(f, n, h, lo1, hi1, lo2, hi2, true);
+}
 #endif
+
+/* The portable lookup of the first n layers, newest first. */
+static bool contains_layers_scalar(const struct filter *f, unsigned n, uint64_t h)
+{
+    for (unsigned i = n; i-- > 0;)
+        if (contains_scalar(f->layer[i], h))
+            return true;
+    return false;
+}
 
 /*
  * Whether any of the first n layers holds h, newest first.  The one branch
  * of a lookup on what the filter is: f->lookup, set once from its kind.
+ * Each case a call of its own, so that the SIMD one is a bare tail call
+ * (the scalar loop, inlined, made every lookup save six registers first).
  */
 static inline bool contains_in(const struct filter *f, unsigned n, uint64_t h)
 {
     switch ((enum filter_lookup)f->lookup) {
     case LOOKUP_BLOCKED_AVX2:
 #if defined(__x86_64__)
-        return contains_avx2(f->layer, n, h);
+        return contains_avx2(f, n, h);
 #endif
     case LOOKUP_BLOCKED:
         break;
     }
-    for (unsigned i = n; i-- > 0;)
-        if (contains_scalar(f->layer[i], h))
-            return true;
-    return false;
+    return contains_layers_scalar(f, n, h);
 }
 
 /*
@@ -207,16 +229,48 @@ bool filter_contains_hash(const struct filter *f, uint64_t h)
     return contains_in(f, n, h);
 }
 
+/* Whether block b has every bit of mask set. */
+static inline bool block_holds(_Atomic uint64_t *b, const uint64_t mask[WORDS_PER_BLOCK])
+{
+    uint64_t lack = 0;
+#pragma GCC unroll 8
+    for (unsigned w = 0; w < WORDS_PER_BLOCK; w++)
+        lack |= mask[w] & ~atomic_load_explicit(&b[w], memory_order_relaxed);
+    return lack == 0;
+}
+
 void filter_add_hash(struct filter *f, uint64_t h)
 {
-    unsigned n = top_for_insert(f);
+    unsigned n = atomic_load_explicit(&f->nlayers, memory_order_acquire);
     /* In an older layer for good: adding it again would only fill the newest. */
     if (n > 1 && contains_in(f, n - 1, h))
         return;
-    struct layer *l = f->layer[n - 1];
+    struct layer *l;
     uint64_t mask[WORDS_PER_BLOCK];
-    probe_mask(l, h, mask);
-    _Atomic uint64_t *b = block_of(l, h);
+    _Atomic uint64_t *b;
+    for (;;) {
+        l = f->layer[n - 1];
+        probe_mask(l, h, mask);
+        b = block_of(l, h);
+        if (n >= f->growth.max_layers
+            || atomic_load_explicit(&l->bits_set, memory_order_relaxed)
+               < atomic_load_explicit(&l->grow_at, memory_order_relaxed))
+            break;
+        /*
+         * Full.  A key it holds already (or a false positive of it) sets no
+         * bit, so it makes it grow no more than it fills it: a POST of an ID
+         * the filter has, or a follower's echo of a row its load copied,
+         * costs no layer.  Any other goes to the next layer, once added
+         * (see filter_grow).
+         */
+        if (block_holds(b, mask))
+            return;
+        filter_grow(f, n);
+        unsigned m = atomic_load_explicit(&f->nlayers, memory_order_acquire);
+        if (m == n)
+            break;                  /* no layer could be added: into this one */
+        n = m;
+    }
     uint64_t added = 0;
     for (unsigned w = 0; w < WORDS_PER_BLOCK; w++) {
         if (mask[w] == 0)
@@ -245,16 +299,16 @@ void filter_add_hash(struct filter *f, uint64_t h)
 void filter_add_hashes_exclusive(struct filter *f, const uint64_t *hs, size_t n)
 {
     size_t i = 0;
-    /* One pass per layer: the key that fills the newest layer ends it. */
+    /* One pass per layer: the first key that needs a new bit of a full layer ends it. */
     while (i < n) {
-        unsigned nl = top_for_insert(f);
+        unsigned nl = atomic_load_explicit(&f->nlayers, memory_order_acquire);
         struct layer *l = f->layer[nl - 1];
         uint64_t set = atomic_load_explicit(&l->bits_set, memory_order_relaxed);
         uint64_t grow_at = nl < f->growth.max_layers
                            ? atomic_load_explicit(&l->grow_at, memory_order_relaxed) : UINT64_MAX;
         uint64_t added = 0, fresh = 0;
         /* Where filter_add_hash would find it full: the same layers, key for key. */
-        for (; i < n && set + added < grow_at; i++) {
+        for (; i < n; i++) {
             if (i + PREFETCH_AHEAD < n)
                 __builtin_prefetch((const void *)block_of(l, hs[i + PREFETCH_AHEAD]), 1, 3);
             if (nl > 1 && contains_in(f, nl - 1, hs[i]))
@@ -262,6 +316,11 @@ void filter_add_hashes_exclusive(struct filter *f, const uint64_t *hs, size_t n)
             uint64_t mask[WORDS_PER_BLOCK];
             probe_mask(l, hs[i], mask);
             _Atomic uint64_t *b = block_of(l, hs[i]);
+            if (set + added >= grow_at) {
+                if (block_holds(b, mask))
+                    continue;       /* full, but held: no bit to set, no growth */
+                break;              /* full: this key goes to the next layer */
+            }
             /*
              * Plain loads and stores (relaxed atomics compile to movs): no other
              * writer exists by contract, and readers see each word whole.
@@ -278,9 +337,12 @@ void filter_add_hashes_exclusive(struct filter *f, const uint64_t *hs, size_t n)
         atomic_fetch_add_explicit(&l->bits_set, added, memory_order_relaxed);
         atomic_fetch_add_explicit(&l->items, fresh, memory_order_relaxed);
         /*
-         * Next pass: top_for_insert adds a layer, or on failure moves grow_at
-         * past bits_set, so that every pass takes at least one key.
+         * Key i found the layer full: filter_grow adds the next one, or on
+         * failure moves grow_at past bits_set, so that the next pass takes
+         * at least one key.
          */
+        if (i < n)
+            filter_grow(f, nl);
     }
 }
 
@@ -348,6 +410,7 @@ void filter_info(const struct filter *f, struct filter_info *out)
     out->probes = top->probes;
     out->target_fpp = f->target_fpp;
     out->fill_ratio = (double)out->bits_set / (double)out->bits;
+    out->bits_per_key = out->items ? (double)out->bits / (double)out->items : 0.0;
     out->estimated_fpp = n == 1 ? li.estimated_fpp : 1.0 - keep;
     out->saturated = li.bits_set >= top->full_bits
                      && (n >= f->growth.max_layers || atomic_load(&((struct filter *)f)->blocked));

@@ -19,11 +19,13 @@ struct filter;
  * concurrently with filter_add and filter_contains on the same filter from
  * any number of threads.  Once filter_add returns, every later
  * filter_contains of the key (in any thread that synchronises with this one,
- * e.g. through a mutex, an atomic or a socket) returns true.  A key an
- * older layer already holds is not added again.  The one wait: an insert
- * that finds the newest layer full adds the next one, under a mutex, and
- * inserts that find it full meanwhile wait for it (a few milliseconds, once
- * per growth: sizing the layer) rather than overfill it.  Lookups never wait.
+ * e.g. through a mutex, an atomic or a socket) returns true.  A key the
+ * filter already holds (or answers as a false positive) sets no bit and so
+ * never makes it grow: re-inserts of present keys cost no layer.  The one
+ * wait: an insert of a new key that finds the newest layer full adds the
+ * next one, under a mutex, and inserts that find it full meanwhile wait for
+ * it (a few milliseconds, once per growth: sizing the layer) rather than
+ * overfill it.  Lookups never wait.
  */
 void filter_add(struct filter *f, const void *key, size_t len);
 
@@ -77,6 +79,7 @@ struct filter_info {
     unsigned layers;       /* layers now (1 until the first growth) */
     double target_fpp;     /* p the filter was sized for */
     double fill_ratio;     /* bits_set / bits */
+    double bits_per_key;   /* bits / items: what each key costs, all layers counted (0: empty) */
     double estimated_fpp;  /* compound rate 1 - prod(1 - rate_i), each layer's rate
                               estimated from its fill ratio */
     bool saturated;        /* the newest layer is past its share and no layer can be

@@ -274,6 +274,11 @@ static uint64_t bits_at_rate(const struct layer *l, double share)
     return 0;
 }
 
+uint64_t filter_layer_bits_at(const struct layer *l, double rate)
+{
+    return bits_at_rate(l, rate);
+}
+
 void filter_layer_set_share(struct layer *l, double share)
 {
     l->share_fpp = share;

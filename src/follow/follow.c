@@ -165,23 +165,22 @@ int follow_index(const struct follower *f, const struct table *t)
 
 /*
  * The publication must publish inserts and carry the column (a column list
- * without it would stream rows without their IDs); the trigger must be
- * enabled and notify this filter's channel.  Then whether a watch trigger
- * of any kind is there, and whether the feed is installed but closed to
- * this role (pg_trigger and has_table_privilege need no grant, so a role
- * that cannot read the feed is still told what it lacks).  $1 the quoted
- * table, $2 the column, $3 the publication, $4 the trigger's call with the
- * channel.
+ * without it would stream rows without their IDs), for the table and every
+ * table under it; the trigger must be enabled and notify this filter's
+ * channel, on the table and every table under it.  Then whether a watch
+ * trigger of any kind is there, and whether the feed is installed but
+ * closed to this role (pg_trigger and has_table_privilege need no grant,
+ * so a role that cannot read the feed is still told what it lacks).  $1
+ * the quoted table, $2 the column, $3 the publication, $4 the trigger's
+ * call with the channel.
  */
 #define TABLE_SQL \
-    "SELECT EXISTS (SELECT 1 FROM pg_publication_tables pt JOIN pg_publication p " \
-    "                 ON p.pubname = pt.pubname " \
-    "                WHERE pt.pubname = $3 AND p.pubinsert " \
-    "                  AND format('%I.%I', pt.schemaname, pt.tablename)::regclass = $1::regclass " \
-    "                  AND $2 = ANY (pt.attnames)), " \
+    "SELECT " FOLLOW_ANY_LISTED_SQL("$1::regclass::oid", "$2", "$3") ", " \
+    "       " FOLLOW_UNPUBLISHED_SQL("$1::regclass::oid", "$2", "$3") ", " \
     "       EXISTS (SELECT 1 FROM pg_trigger t JOIN pg_proc f ON f.oid = t.tgfoid " \
     "                WHERE t.tgrelid = $1::regclass AND t.tgname = 'bloomguard_notify' " \
     "                  AND t.tgenabled <> 'D' AND strpos(f.prosrc, $4) > 0), " \
+    "       " FOLLOW_UNTRIGGERED_SQL("$1::regclass::oid", "$4") ", " \
     "       EXISTS (SELECT 1 FROM pg_trigger t WHERE t.tgrelid = $1::regclass " \
     "                  AND t.tgname = 'bloomguard_notify' AND t.tgenabled <> 'D'), " \
     "       coalesce(NOT has_table_privilege(to_regclass('bloomguard_feed_log'), 'SELECT'), false)"
@@ -231,14 +230,16 @@ bool follow_probe_table(PGconn *conn, const struct config *cfg, const struct fil
     char chan[96];
     snprintf(chan, sizeof chan, "pg_notify('%s'", fc->channel);     /* channels are [A-Za-z0-9_] */
     const char *params[4] = { qtbl, fc->column, cfg->publication, chan };
-    PGresult *r = one_row(conn, TABLE_SQL, 4, params, 4, "cannot read how the table is watched",
+    PGresult *r = one_row(conn, TABLE_SQL, 4, params, 6, "cannot read how the table is watched",
                           err, errlen);
     bool ok = r != NULL;
     if (ok) {
-        out->published = is_true(r, 0);
-        out->notify_trigger = is_true(r, 1);
-        out->watched = is_true(r, 2);
-        out->feed_denied = is_true(r, 3);
+        snprintf(out->unpublished, sizeof out->unpublished, "%s", PQgetvalue(r, 0, 1));
+        snprintf(out->untriggered, sizeof out->untriggered, "%s", PQgetvalue(r, 0, 3));
+        out->published = is_true(r, 0) && PQgetisnull(r, 0, 1);
+        out->notify_trigger = is_true(r, 2) && PQgetisnull(r, 0, 3);
+        out->watched = is_true(r, 4);
+        out->feed_denied = is_true(r, 5);
         PQclear(r);
         char why[256] = "";
         ok = feed_available(conn, fc->table, fc->column, &out->feed, why, sizeof why);

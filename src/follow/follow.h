@@ -233,9 +233,13 @@ struct follow_offer {
     char role[64];                  /* current_user, for the fixes the reasons name */
 };
 struct follow_table_offer {
-    bool published;                 /* in [sync] publication with the column */
+    bool published;                 /* in [sync] publication with the column, and every table
+                                       under it (FOLLOW_UNPUBLISHED_SQL) */
     bool feed;                      /* sql/notify.sql's feed serves it (bloomguard_feed_tables) */
-    bool notify_trigger;            /* a bloomguard_notify trigger notifying [sync] channel */
+    bool notify_trigger;            /* a bloomguard_notify trigger notifying [sync] channel, on
+                                       it and every table under it (FOLLOW_UNTRIGGERED_SQL) */
+    char unpublished[120];          /* tables under it the publication leaves out, "" = none */
+    char untriggered[120];          /* tables under it without the trigger, "" = none */
     bool watched;                   /* a bloomguard_notify trigger of any kind (feed or notify) */
     /* The feed is installed but this role may not read it (bloomguard_feed_grant is the fix). */
     bool feed_denied;
@@ -243,6 +247,56 @@ struct follow_table_offer {
 
 /* Room for a reason follow_choose writes: table.h's method_why holds one whole. */
 #define FOLLOW_WHY_MAX TABLE_METHOD_WHY_MAX
+
+/*
+ * A table's rows are those of every table under it too (inheritance
+ * children, partitions: LOADER_TREE_SQL), and a follower hears them only
+ * if it hears each of those.  SQL expressions of REL (the table's oid),
+ * COL (the column's name), PUB (the publication's name) and CALL (the
+ * trigger's call, "pg_notify('<channel>'"), as SQL text:
+ *   FOLLOW_UNPUBLISHED_SQL  the tables holding rows (all but partitioned
+ *       ones) that the publication does not stream with the column, itself
+ *       or through a partitioned table above them (publish_via_partition_root),
+ *       as a list of names; NULL when none;
+ *   FOLLOW_MEMBERS_SQL  the oids, comma-separated, whose changes the
+ *       stream carries for the table's rows: those of the tree that
+ *       pg_publication_tables lists (the root alone with
+ *       publish_via_partition_root, else each leaf; each inheritance child);
+ *   FOLLOW_UNTRIGGERED_SQL  the tables holding rows without an enabled
+ *       bloomguard_notify trigger making that call, as a list of names;
+ *       NULL when none (a partition's is the clone of its parent's).
+ */
+#define FOLLOW_LISTED_SQL(COL, PUB)                                                         \
+    "SELECT c2.oid AS rel FROM pg_catalog.pg_publication_tables pt "                        \
+    "JOIN pg_catalog.pg_publication p ON p.pubname = pt.pubname AND p.pubinsert "           \
+    "JOIN pg_catalog.pg_namespace n ON n.nspname = pt.schemaname "                          \
+    "JOIN pg_catalog.pg_class c2 ON c2.relnamespace = n.oid AND c2.relname = pt.tablename " \
+    "WHERE pt.pubname = " PUB " AND " COL " = ANY (pt.attnames)"
+/* tree(rel) and listed(rel), the tree's listed members, as CTEs (each read once). */
+#define FOLLOW_TREE_LISTED_CTE(REL, COL, PUB)                                               \
+    "WITH RECURSIVE tree(rel) AS (SELECT " REL " UNION SELECT i.inhrelid "                  \
+    "FROM pg_catalog.pg_inherits i JOIN tree ON i.inhparent = tree.rel), "                  \
+    "listed AS MATERIALIZED (SELECT l0.rel FROM (" FOLLOW_LISTED_SQL(COL, PUB) ") l0 "      \
+    "JOIN tree ON tree.rel = l0.rel) "
+#define FOLLOW_UNPUBLISHED_SQL(REL, COL, PUB)                                               \
+    "(" FOLLOW_TREE_LISTED_CTE(REL, COL, PUB)                                               \
+    "SELECT string_agg(c.oid::regclass::text, ', ' ORDER BY c.oid) FROM tree "              \
+    "JOIN pg_catalog.pg_class c ON c.oid = tree.rel WHERE c.relkind <> 'p' AND NOT EXISTS " \
+    "(SELECT 1 FROM listed l WHERE c.oid = l.rel "                                          \
+    "OR c.oid IN (SELECT relid FROM pg_catalog.pg_partition_tree(l.rel))))"
+#define FOLLOW_MEMBERS_SQL(REL, COL, PUB)                                                   \
+    "(" FOLLOW_TREE_LISTED_CTE(REL, COL, PUB)                                               \
+    "SELECT string_agg(rel::text, ',' ORDER BY rel) FROM listed)"
+/* Whether the publication lists any table of the tree. */
+#define FOLLOW_ANY_LISTED_SQL(REL, COL, PUB)                                                \
+    "(" FOLLOW_TREE_LISTED_CTE(REL, COL, PUB) "SELECT EXISTS (SELECT 1 FROM listed))"
+#define FOLLOW_UNTRIGGERED_SQL(REL, CALL)                                                   \
+    "(SELECT string_agg(c.oid::regclass::text, ', ' ORDER BY c.oid) FROM "                  \
+    LOADER_TREE_SQL(REL) " JOIN pg_catalog.pg_class c ON c.oid = tree.rel "                 \
+    "WHERE c.relkind <> 'p' AND NOT EXISTS (SELECT 1 FROM pg_catalog.pg_trigger t "         \
+    "JOIN pg_catalog.pg_proc f ON f.oid = t.tgfoid WHERE t.tgrelid = c.oid "                \
+    "AND t.tgname = 'bloomguard_notify' AND t.tgenabled <> 'D' "                            \
+    "AND strpos(f.prosrc, " CALL ") > 0))"
 
 bool follow_probe_server(PGconn *conn, const struct config *cfg, const char *own_slot,
                          struct follow_offer *out, char *err, size_t errlen);

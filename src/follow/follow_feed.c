@@ -29,6 +29,8 @@ struct feedf {
     /* The follower's thread only: deletes seen in pg_stat_user_tables, -1 = not read yet. */
     int64_t n_tup_del[CONFIG_MAX_FILTERS];
     int64_t next_deletes;           /* monoclock_boot_ns of the next read of the counts */
+    /* A table without a position: when to look again whether the feed serves it. */
+    int64_t next_serve_check[CONFIG_MAX_FILTERS];
 };
 
 static struct feedf *of(struct follower *f)
@@ -75,6 +77,17 @@ static bool on_id(void *arg, const char *id, size_t len)
     return !atomic_load((atomic_bool *)a[1]);
 }
 
+/* The feed does not serve t (why): its proofs wait until it does again (table_schema). */
+static void unserved(struct table *t, const char *why)
+{
+    const struct filter_config *fc = table_config(t);
+    char text[320];
+    snprintf(text, sizeof text, "the change feed does not serve %s.%s (%s): degraded until "
+             "SELECT bloomguard_watch('%s', '%s', method => 'feed')", fc->table, fc->column,
+             why, fc->table, fc->column);
+    table_schema(t, NULL, text);
+}
+
 /* follow_feed_read, its waits bounded by bound (NULL: unbounded). */
 static int read_table(struct follower *f, struct table *t, PGconn *conn, struct feed_bound *bound,
                       uint64_t epoch, bool catchup, bool resume, uint64_t *rows, char *err,
@@ -90,9 +103,10 @@ static int read_table(struct follower *f, struct table *t, PGconn *conn, struct 
     }
     *rows = 0;
     void *arg[2] = { t, &f->stop };
+    char shape[FEED_SHAPE_MAX];
     int64_t start = monoclock_boot_ns();    /* before the read's snapshot: H may move this far */
     if (!feed_read(conn, bound, fc->table, fc->column, since, resume, on_id, arg, next, rows,
-                   &too_old, err, errlen))
+                   &too_old, shape, err, errlen))
         return 0;
     if (too_old) {
         log_fields(f->lg, LOG_LVL_WARN, fc->name, "feed_too_old",
@@ -100,11 +114,26 @@ static int read_table(struct follower *f, struct table *t, PGconn *conn, struct 
                    "copying the table",
                    fc->name, err);
         table_count_too_old(t);
-        if (!catchup)
+        if (!catchup) {
+            /* Degraded, saying why, until the feed serves the table again (serves_again). */
+            unserved(t, err);
             table_gap(t, WANT_POSITION);
+        }
         return -1;
     }
     table_set_feed_available(t, true);
+    /*
+     * The trigger logs a renamed column by its number, but a new type
+     * respells IDs the filter holds in the old spelling, and a new child
+     * table's rows are not logged at all until bloomguard_watch runs again
+     * (the feed's floor says so): the shape, read in the read's snapshot,
+     * after start, lets the poll prove only what the live filter spells.
+     */
+    if (!catchup && table_schema(t, shape, NULL) == TABLE_SCHEMA_CHANGED)
+        log_fields(f->lg, LOG_LVL_WARN, fc->name, "degraded",
+                   "%s: %s.%s or the tables it is read from changed (a column renamed, "
+                   "retyped or dropped, a child table or partition): degraded until a COPY",
+                   fc->name, fc->table, fc->column);
     if (catchup)
         table_caught_up(t, epoch, start, next, *rows);
     else
@@ -173,6 +202,44 @@ static void count_deletes(struct feedf *d, PGconn *conn, struct feed_bound *boun
 }
 
 /*
+ * A loaded table without a position was copied while the feed did not
+ * serve it (its trigger disabled or replaced, a child table or partition
+ * made since bloomguard_watch): it stays degraded until a COPY takes a
+ * position.  Every few seconds, look whether the feed serves it again
+ * (bloomguard_watch ran): table_schema then sees it covered again and
+ * wants that COPY.
+ */
+#define SERVE_CHECK_NS (2 * NS_PER_S)
+static void serves_again(struct feedf *d, PGconn *conn, struct feed_bound *bound, unsigned i)
+{
+    struct table *t = d->base.tables[i];
+    const struct filter_config *fc = table_config(t);
+    int64_t now = monoclock_boot_ns();
+    char why[512];
+    bool avail = false;
+    if (!table_loaded(t) || now < d->next_serve_check[i])
+        return;
+    d->next_serve_check[i] = now + SERVE_CHECK_NS;
+    if (!feed_available_bounded(conn, bound, fc->table, fc->column, &avail, why, sizeof why))
+        return;
+    if (!avail) {
+        unserved(t, why);
+        return;
+    }
+    /* Else (the COPY's ticket could not read the feed, say) no load may be coming: ask. */
+    struct table_status st;
+    table_status(t, &st);
+    bool pending = st.running || st.requested_id > st.completed_id;
+    if (table_schema(t, NULL, NULL) != TABLE_SCHEMA_CHANGED && pending)
+        return;
+    if (!pending)
+        table_gap(t, WANT_POSITION);
+    log_fields(d->base.lg, LOG_LVL_INFO, fc->name, "feed_available",
+               "%s: the change feed serves %s.%s again: copying the table for a position",
+               fc->name, fc->table, fc->column);
+}
+
+/*
  * Read every table once; false when the connection failed (err).  fresh:
  * the first reads on this connection, which must prove the history (see
  * feed_read's resume).
@@ -187,8 +254,11 @@ static bool poll_all(struct feedf *d, PGconn *conn, struct feed_bound *bound, bo
         char pos[TABLE_POS_MAX];
         uint64_t rows;
         table_position(t, pos, sizeof pos);
-        if (pos[0] == '\0')
-            continue;               /* nothing to resume from until a COPY gives a position */
+        if (pos[0] == '\0') {
+            /* Nothing to resume from until a COPY gives a position. */
+            serves_again(d, conn, bound, i);
+            continue;
+        }
         uint64_t epoch = table_epoch(t);
         if (read_table(f, t, conn, bound, epoch, false, fresh, &rows, err, errlen) == 0) {
             /* Retried at the next poll; a lock wait ends here (lock_timeout), say so. */

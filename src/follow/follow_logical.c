@@ -62,6 +62,8 @@ static void logical_fini(struct follower *f)
 {
     struct logical *l = of(f);
     pgoutput_rels_free(l->rels);
+    for (unsigned i = 0; i < CONFIG_MAX_FILTERS; i++)
+        free(l->members[i]);
     xidset_free(&l->unseen);
     pthread_cond_destroy(&l->cv);
 }
@@ -90,7 +92,7 @@ static void session(struct logical *l, PGconn *repl, PGconn *probe, bool *had, c
 {
     struct follower *f = &l->base;
     unsigned n = follow_count(f);
-    if (!logical_identify(l, repl, probe, err, errlen))
+    if (!logical_identify(l, repl, probe, err, errlen) || !logical_prepare_probe(probe, err, errlen))
         return;
     logical_read_relids(l, probe, 0, n);
     if (!logical_hear_tables(l, probe, 0, n, err, errlen))

@@ -41,6 +41,7 @@
 struct notify {
     struct follower base;           /* base.listening: LISTENing on a connection */
     long backend_pid;               /* of the listening session */
+    bool prepared;                  /* PROBE_STMT is prepared on the session */
     /* Per table, by index in base.tables: for the follower's thread only. */
     char del_channel[CONFIG_MAX_FILTERS][80];   /* <channel>_deleted */
     uint64_t epoch[CONFIG_MAX_FILTERS];         /* the epoch the running probe proves */
@@ -160,31 +161,111 @@ static bool direct_session(struct notify *n, PGconn *conn, char *err, size_t err
     return true;
 }
 
-/* The probe's SQL for the first count tables' channels (free it), or NULL with err. */
+/*
+ * The probe's SQL for the first count tables (free it), prepared as
+ * PROBE_STMT on conn (replacing the one before), or NULL with err: whether
+ * it runs on the listening session, then per table the shape of what its
+ * SELECT reads and the tables under it whose rows nothing notifies (NULL:
+ * none), for table_schema.
+ */
+/*
+ * The probe is a prepared statement of the listening session, planned once
+ * per set of tables: its catalog checks took milliseconds to plan, every
+ * probe_interval.
+ */
+#define PROBE_STMT "bloomguard_notify_probe"
+static const char probe_shape[] = LOADER_SHAPE_SQL("v.rel", "v.col");
+static const char probe_untriggered[] = FOLLOW_UNTRIGGERED_SQL("v.rel", "v.call");
+
+static bool prepare(PGconn *conn, const char *sql, char *err, size_t errlen)
+{
+    PGresult *r = PQprepare(conn, PROBE_STMT, sql, 0, NULL);
+    bool ok = PQresultStatus(r) == PGRES_COMMAND_OK;
+    if (!ok)
+        loader_set_result_error(err, errlen, "cannot prepare the probe", conn, r);
+    PQclear(r);
+    return ok;
+}
+#define PROBE_TABLE "(SELECT %s FROM (VALUES (to_regclass(%s)::oid, %s::name, %s::text)) " \
+                    "v(rel, col, call))"
 static char *probe_sql(struct notify *n, PGconn *conn, unsigned count, char *err, size_t errlen)
 {
-    /* Channels are identifiers of at most 55 bytes: quoted, each fits in 64. */
-    size_t cap = 160 + (size_t)count * 64;
-    char *probe = malloc(cap);
-    if (probe == NULL) {
-        snprintf(err, errlen, "out of memory");
-        return NULL;
-    }
-    size_t len = (size_t)snprintf(probe, cap, "SELECT pg_backend_pid() = %ld AND ARRAY[",
-                                  n->backend_pid);
+    char *lit[CONFIG_MAX_FILTERS][4] = { { NULL } };
+    char *probe = NULL;
+    size_t cap = 160, len = 0;
     for (unsigned i = 0; i < count; i++) {
-        const char *ch = table_config(n->base.tables[i])->channel;
-        char *lit = PQescapeLiteral(conn, ch, strlen(ch));
-        if (lit == NULL) {
-            loader_set_error(err, errlen, "cannot quote the channel", conn);
-            free(probe);
-            return NULL;
+        const struct filter_config *fc = table_config(n->base.tables[i]);
+        char *qtbl = NULL, *qcol = NULL, call[96];
+        if (!loader_quote_table(conn, fc->table, fc->column, &qtbl, &qcol, err, errlen))
+            goto out;
+        snprintf(call, sizeof call, "pg_notify('%s'", fc->channel);  /* [A-Za-z0-9_] */
+        lit[i][0] = PQescapeLiteral(conn, fc->channel, strlen(fc->channel));
+        lit[i][1] = PQescapeLiteral(conn, qtbl, strlen(qtbl));
+        lit[i][2] = PQescapeLiteral(conn, fc->column, strlen(fc->column));
+        lit[i][3] = PQescapeLiteral(conn, call, strlen(call));
+        free(qtbl);
+        free(qcol);
+        for (int k = 0; k < 4; k++) {
+            if (lit[i][k] == NULL) {
+                loader_set_error(err, errlen, "cannot quote the table's names", conn);
+                goto out;
+            }
+            cap += 3 * strlen(lit[i][k]);
         }
-        len += (size_t)snprintf(probe + len, cap - len, "%s%s", i ? ", " : "", lit);
-        PQfreemem(lit);
+        cap += sizeof probe_shape + sizeof probe_untriggered + 2 * sizeof PROBE_TABLE;
     }
-    snprintf(probe + len, cap - len, "]::text[] <@ ARRAY(SELECT pg_listening_channels())");
+    if ((probe = malloc(cap)) == NULL) {
+        snprintf(err, errlen, "out of memory");
+        goto out;
+    }
+    len = (size_t)snprintf(probe, cap, "SELECT pg_backend_pid() = %ld AND ARRAY[", n->backend_pid);
+    for (unsigned i = 0; i < count; i++)
+        len += (size_t)snprintf(probe + len, cap - len, "%s%s", i ? ", " : "", lit[i][0]);
+    len += (size_t)snprintf(probe + len, cap - len,
+                            "]::text[] <@ ARRAY(SELECT pg_listening_channels())");
+    for (unsigned i = 0; i < count; i++)
+        for (int k = 0; k < 2; k++)
+            len += (size_t)snprintf(probe + len, cap - len, ", " PROBE_TABLE,
+                                    k == 0 ? probe_shape : probe_untriggered, lit[i][1],
+                                    lit[i][2], lit[i][3]);
+    if ((n->prepared && !loader_command(conn, "DEALLOCATE " PROBE_STMT, PGRES_COMMAND_OK,
+                                        "cannot replace the probe", err, errlen))
+        || !prepare(conn, probe, err, errlen)) {
+        free(probe);
+        probe = NULL;
+    }
+    n->prepared = probe != NULL;
+out:
+    for (unsigned i = 0; i < count; i++)
+        for (int k = 0; k < 4; k++)
+            PQfreemem(lit[i][k]);
     return probe;
+}
+
+/*
+ * The probe's answer holds, after the listening check, each table's shape
+ * and the tables under it nothing notifies: table_schema decides whether
+ * the proof holds (false: degraded; a change is logged).
+ */
+static bool schema_holds(struct notify *n, const PGresult *r, unsigned i)
+{
+    struct table *t = n->base.tables[i];
+    const struct filter_config *fc = table_config(t);
+    char why[320];
+    const char *unc = NULL;
+    if (!PQgetisnull(r, 0, 2 + 2 * (int)i)) {
+        snprintf(why, sizeof why, "%.60s has no bloomguard_notify trigger notifying %s: "
+                 "SELECT bloomguard_watch('%s', '%s', method => 'notify') again",
+                 PQgetvalue(r, 0, 2 + 2 * (int)i), fc->channel, fc->table, fc->column);
+        unc = why;
+    }
+    enum table_schema_verdict v = table_schema(t, PQgetvalue(r, 0, 1 + 2 * (int)i), unc);
+    if (v == TABLE_SCHEMA_CHANGED)
+        log_fields(n->base.lg, LOG_LVL_WARN, fc->name, "degraded",
+                   "%s: %s.%s or the tables it is read from changed (a column renamed, "
+                   "retyped or dropped, a child table or partition)%s%s: degraded until a COPY",
+                   fc->name, fc->table, fc->column, unc ? "; " : "", unc ? unc : "");
+    return v == TABLE_SCHEMA_SAME;
 }
 
 /* LISTEN on the channels of tables [from, to). */
@@ -250,7 +331,7 @@ static void follow(struct notify *n, PGconn *conn, char **probe, char *err, size
             for (unsigned i = 0; i < probed; i++)
                 n->epoch[i] = table_epoch(f->tables[i]);
             sent = now;             /* before the query leaves: H may move only this far */
-            if (!PQsendQuery(conn, *probe)) {
+            if (!PQsendQueryPrepared(conn, PROBE_STMT, 0, NULL, NULL, NULL, 0)) {
                 loader_set_error(err, errlen, "probe failed", conn);
                 return;
             }
@@ -277,18 +358,23 @@ static void follow(struct notify *n, PGconn *conn, char **probe, char *err, size
         apply_notifies(n, conn);
         if (in_flight && !PQisBusy(conn)) {
             bool ok = true, same = true;
-            PGresult *r;
+            PGresult *r, *answer = NULL;
             while ((r = PQgetResult(conn)) != NULL) {
-                bool this_ok = PQresultStatus(r) == PGRES_TUPLES_OK && PQntuples(r) == 1;
+                bool this_ok = PQresultStatus(r) == PGRES_TUPLES_OK && PQntuples(r) == 1
+                               && PQnfields(r) == 1 + 2 * (int)probed;
                 if (ok && !this_ok)
                     loader_set_result_error(err, errlen, "probe failed", conn, r);
                 ok = ok && this_ok;
                 same = ok && strcmp(PQgetvalue(r, 0, 0), "t") == 0;
-                PQclear(r);
+                PQclear(answer);
+                answer = r;
             }
-            if (!ok)
+            if (!ok) {
+                PQclear(answer);
                 return;
+            }
             if (!same) {
+                PQclear(answer);
                 snprintf(err, errlen, "the probe ran on a session that does not listen "
                          "(a connection pooler?)");
                 return;
@@ -297,7 +383,9 @@ static void follow(struct notify *n, PGconn *conn, char **probe, char *err, size
             /* Everything that came before the answer is applied: H may move to sent. */
             apply_notifies(n, conn);
             for (unsigned i = 0; i < probed; i++)
-                table_advance(f->tables[i], n->epoch[i], sent);
+                if (schema_holds(n, answer, i))
+                    table_advance(f->tables[i], n->epoch[i], sent);
+            PQclear(answer);
         }
         if (PQstatus(conn) != CONNECTION_OK) {
             loader_set_error(err, errlen, "connection lost", conn);
@@ -316,6 +404,7 @@ static void notify_run(struct follower *f)
     while (!atomic_load(&f->stop)) {
         char *probe = NULL;
         unsigned count = follow_count(f);
+        n->prepared = false;        /* a new session has none */
         PGconn *conn = loader_connect_as(f->cfg, "bloomguard notify", err, sizeof err);
         if (conn == NULL || !listen_range(n, conn, 0, count, err, sizeof err)
             || !direct_session(n, conn, err, sizeof err)

@@ -40,6 +40,18 @@
 #define FP_MAX 160
 /* The tables' quoted names in one probe parameter. */
 #define NAMES_MAX (CONFIG_MAX_FILTERS * 300)
+/* The most relations one table's rows stream under (FOLLOW_MEMBERS_SQL: leaf partitions). */
+#define MEMBERS_MAX 4096
+
+/*
+ * A relation whose changes are rows of a table: the table itself, an
+ * inheritance child, a leaf partition (without publish_via_partition_root),
+ * and where the table's column is in its tuples.
+ */
+struct logical_member {
+    uint32_t relid;
+    struct pgoutput_track track;
+};
 
 struct logical {
     struct follower base;           /* base.mu guards what is marked so below */
@@ -49,9 +61,15 @@ struct logical {
     /* The follower's thread only, by table index. */
     struct pgoutput_rels *rels;
     uint32_t relid[CONFIG_MAX_FILTERS];         /* 0: unknown */
-    int col[CONFIG_MAX_FILTERS];                /* the column's index in the relation's tuples */
-    uint64_t col_version[CONFIG_MAX_FILTERS];   /* of the Relation message col was read from */
-    char fp[CONFIG_MAX_FILTERS][FP_MAX];        /* publication entry the epoch started with */
+    /* The relations the stream carries each table's rows under, by relid (malloc'ed). */
+    struct logical_member *members[CONFIG_MAX_FILTERS];
+    unsigned nmembers[CONFIG_MAX_FILTERS];
+    /*
+     * Publication entry the epoch started with, then "~" and a digest of
+     * the entries of the tables under it (logical_split_fps' callers).
+     */
+    char fp[CONFIG_MAX_FILTERS][FP_MAX];
+    char unheard[CONFIG_MAX_FILTERS][256];      /* why not heard, for /stats; "" when heard */
     bool heard[CONFIG_MAX_FILTERS];             /* published with its column, fp known (written
                                                    under mu: logical_ready reads it) */
     uint64_t added[CONFIG_MAX_FILTERS], deleted[CONFIG_MAX_FILTERS];
@@ -96,9 +114,12 @@ struct logical {
  * where the table is not in it and the publication is not FOR ALL TABLES,
  * "" where the publication does not exist; and what each configured table
  * name means now (a rename or a drop and create changes it); and a
- * snapshot, whose finished transactions leave unseen.  $1 slot, $2
- * publication, $3 the tables' oids and $4 their quoted names, as array
- * literals.
+ * snapshot, whose finished transactions leave unseen; then per table a
+ * digest of the publication's entries (and its schemas') of every table
+ * under it (an inheritance child added or left out changes it), and the
+ * shape of what its SELECT reads (LOADER_SHAPE_SQL, for table_schema).  $1
+ * slot, $2 publication, $3 the tables' oids, $4 their quoted names and $5
+ * their columns, as array literals.
  */
 #define PROBE_SQL \
     "SELECT pg_current_wal_insert_lsn()::text, " \
@@ -114,7 +135,21 @@ struct logical {
     "    FROM unnest($3::oid[]) WITH ORDINALITY u(rel, i)), " \
     " (SELECT string_agg(coalesce(to_regclass(u.name)::oid::text, ''), ',' ORDER BY u.i) " \
     "    FROM unnest($4::text[]) WITH ORDINALITY u(name, i)), " \
-    " pg_current_snapshot()::text"
+    " pg_current_snapshot()::text, " \
+    " (SELECT string_agg((SELECT left(md5(coalesce(string_agg(format('%s.%s.%s.%s.%s', " \
+    "        tree.rel, pr.oid, pr.xmin, replace(pr.prattrs::text, ' ', '_'), " \
+    "        (SELECT pn.oid || '.' || pn.xmin FROM pg_publication_namespace pn " \
+    "          WHERE pn.pnpubid = p.oid AND pn.pnnspid = c.relnamespace)), ',' ORDER BY tree.rel), " \
+    "        '')), 16) FROM " LOADER_TREE_SQL("u.rel") " " \
+    "        LEFT JOIN pg_class c ON c.oid = tree.rel " \
+    "        LEFT JOIN pg_publication p ON p.pubname = $2 " \
+    "        LEFT JOIN pg_publication_rel pr ON pr.prpubid = p.oid AND pr.prrelid = tree.rel), " \
+    "        ',' ORDER BY u.i) FROM unnest($3::oid[]) WITH ORDINALITY u(rel, i)), " \
+    " (SELECT string_agg(" LOADER_SHAPE_SQL("u.rel", "u.col") ", ',' ORDER BY u.i) " \
+    "    FROM unnest($3::oid[], $5::text[]) WITH ORDINALITY u(rel, col, i))"
+#define PROBE_FIELDS 8
+/* PROBE_SQL as a statement of the probe's session (logical_prepare_probe). */
+#define PROBE_NAME "bloomguard_probe"
 
 /*
  * Every function below runs on the follower's thread only and takes mu
@@ -140,6 +175,14 @@ bool logical_parse_pos(const char *pos, struct logical_pos *p);
 void logical_pos_here_locked(const struct logical *l, unsigned i, uint64_t lsn,
                              struct logical_pos *p);
 
+/*
+ * PROBE_SQL prepared as PROBE_NAME on the probe's session, with one plan for
+ * the session's life (plan_cache_mode): the catalog joins of its checks took
+ * a few milliseconds to plan, every probe_interval, which a loaded server
+ * made into stalls of the proofs.
+ */
+bool logical_prepare_probe(PGconn *probe, char *err, size_t errlen);
+
 /* Both connections reach one primary of one cluster; reads sysid, dboid, WAL sizes. */
 bool logical_identify(struct logical *l, PGconn *repl, PGconn *probe, char *err, size_t errlen);
 /* Each of the tables [from, to) gets its oid (l->relid, 0 when unknown). */
@@ -147,8 +190,18 @@ void logical_read_relids(struct logical *l, PGconn *probe, unsigned from, unsign
 /* The tables [0, n)'s oids, and their quoted names, as array literals (false: too long). */
 void logical_relid_array(struct logical *l, unsigned n, char *out, size_t cap);
 bool logical_name_array(struct logical *l, PGconn *conn, unsigned n, char *out, size_t cap);
+/* The tables [0, n)'s columns as an array literal (false: too long). */
+bool logical_column_array(struct logical *l, unsigned n, char *out, size_t cap);
 /* The probe's comma-separated entries into fps[0..n); false if there are not n. */
 bool logical_split_fps(const char *list, unsigned n, char fps[][FP_MAX]);
+/*
+ * The probe's answer r (PROBE_FIELDS fields) for n tables: each table's
+ * publication entry and the digest of those under it, as "entry~digest",
+ * into fps, and its shape into shapes; false if the lists do not hold n.
+ */
+bool logical_probe_lists(const PGresult *r, unsigned n, char fps[][FP_MAX], char shapes[][FP_MAX]);
+/* The member of table i whose relid it is, NULL if none (follower's thread). */
+struct logical_member *logical_member(struct logical *l, unsigned i, uint32_t relid);
 /* At an epoch's start: which of the tables [from, to) are heard (l->heard, l->fp); logs why not. */
 bool logical_hear_tables(struct logical *l, PGconn *probe, unsigned from, unsigned to,
                          char *err, size_t errlen);

@@ -68,22 +68,46 @@ static bool send_status(struct logical *l, PGconn *repl, uint64_t received, bool
     return true;
 }
 
+/*
+ * A change of table i's member m whose column moved, changed type or left
+ * the stream's relation: the rows read from here on may not be the rows, or
+ * the spelling, the filter holds (a rename, a drop, ALTER COLUMN TYPE).
+ * The stream, behind the catalog, sees it at the first change after it;
+ * the probe's shape check sees it in the catalog; either starts the gap.
+ */
+static void column_gap(struct logical *l, unsigned i, uint32_t relid,
+                       enum pgoutput_track_result r)
+{
+    struct table *t = l->base.tables[i];
+    const struct filter_config *fc = table_config(t);
+    const struct pgoutput_rel *rel = pgoutput_rels_get(l->rels, relid);
+    log_fields(l->base.lg, LOG_LVL_WARN, fc->name, "degraded",
+               "%s: in the replication stream, %s.%s's column %s %s: degraded until a COPY",
+               fc->name, rel ? rel->nspname : "?", rel ? rel->relname : "?", fc->column,
+               r == PGOUTPUT_TRACK_MISSING ? "is gone (renamed or dropped)"
+               : r == PGOUTPUT_TRACK_MOVED ? "moved to another position"
+               : "has another type");
+    table_gap(t, WANT_SCHEMA);
+}
+
 /* The tables a relation's changes go to: by oid (two filters may guard two columns of one). */
 static void apply_tuple(struct logical *l, uint32_t relid, const struct pgoutput_tuple *tuple,
                         unsigned n)
 {
     for (unsigned i = 0; i < n; i++) {
-        if (l->relid[i] != relid || !l->heard[i])
+        struct logical_member *m = l->heard[i] ? logical_member(l, i, relid) : NULL;
+        if (m == NULL)
             continue;
-        const struct pgoutput_rel *rel = pgoutput_rels_get(l->rels, relid);
-        if (rel == NULL)
+        enum pgoutput_track_result r = pgoutput_rels_track(l->rels, relid,
+                                                           table_config(l->base.tables[i])->column,
+                                                           &m->track);
+        if (r == PGOUTPUT_TRACK_NO_REL)
             continue;
-        if (l->col_version[i] != rel->version) {
-            l->col[i] = pgoutput_rels_column(l->rels, relid, table_config(l->base.tables[i])->column);
-            l->col_version[i] = rel->version;
-        }
+        if (r == PGOUTPUT_TRACK_MISSING || r == PGOUTPUT_TRACK_MOVED
+            || r == PGOUTPUT_TRACK_RETYPED)
+            column_gap(l, i, relid, r);
         struct pgoutput_col c;
-        if (l->col[i] < 0 || !pgoutput_tuple_get(tuple, (unsigned)l->col[i], &c))
+        if (m->track.col < 0 || !pgoutput_tuple_get(tuple, (unsigned)m->track.col, &c))
             continue;
         /* 'n': NULL is no ID; 'u': an unchanged TOASTed value, so not a new ID. */
         if (c.kind != 't')
@@ -98,6 +122,12 @@ static void apply_tuple(struct logical *l, uint32_t relid, const struct pgoutput
         if (table_add_row(l->base.tables[i], c.value, c.len))
             l->added[i]++;
     }
+}
+
+/* Whether relid's changes are rows of table i, as far as the stream hears it. */
+static bool member_of(struct logical *l, unsigned i, uint32_t relid)
+{
+    return l->heard[i] && logical_member(l, i, relid) != NULL;
 }
 
 static void flush_counts(struct logical *l, unsigned n)
@@ -135,12 +165,12 @@ static bool apply_message(struct logical *l, const struct pgoutput_frame *fr, un
         break;
     case PGOUTPUT_DELETE:
         for (unsigned i = 0; i < n; i++)
-            l->deleted[i] += l->relid[i] == m.delete.relid && l->heard[i];
+            l->deleted[i] += member_of(l, i, m.delete.relid);
         break;
     case PGOUTPUT_TRUNCATE:
         for (uint32_t k = 0; k < m.truncate.nrelids; k++)
             for (unsigned i = 0; i < n; i++)
-                if (l->relid[i] == pgoutput_truncate_relid(&m, k) && l->heard[i])
+                if (member_of(l, i, pgoutput_truncate_relid(&m, k)))
                     table_note_truncate(l->base.tables[i]);
         break;
     case PGOUTPUT_COMMIT:
@@ -202,10 +232,12 @@ static bool take_probe(struct logical *l, PGresult *r, struct proof *prev, struc
                        unsigned n, char *err, size_t errlen)
 {
     char fps[CONFIG_MAX_FILTERS][FP_MAX], oids[CONFIG_MAX_FILTERS][FP_MAX];
+    char shapes[CONFIG_MAX_FILTERS][FP_MAX];
+    bool holds[CONFIG_MAX_FILTERS];
     (void)n;
     n = cur->n;
-    if (PQresultStatus(r) != PGRES_TUPLES_OK || PQntuples(r) != 1 || PQnfields(r) != 6
-        || !logical_split_fps(PQgetvalue(r, 0, 3), n, fps)
+    if (PQresultStatus(r) != PGRES_TUPLES_OK || PQntuples(r) != 1
+        || PQnfields(r) != PROBE_FIELDS || !logical_probe_lists(r, n, fps, shapes)
         || !logical_split_fps(PQgetvalue(r, 0, 4), n, oids)) {
         snprintf(err, errlen, "probe failed: %s", PQresultErrorMessage(r));
         return false;
@@ -245,6 +277,8 @@ static bool take_probe(struct logical *l, PGresult *r, struct proof *prev, struc
             pthread_mutex_lock(&l->base.mu);
             l->heard[i] = false;    /* first: no COPY may start in the new epoch until heard */
             pthread_mutex_unlock(&l->base.mu);
+            snprintf(l->unheard[i], sizeof l->unheard[i], "%s is now another table",
+                     table_config(t)->table);
             table_gap(t, WANT_POSITION);
             changed = true;
             continue;
@@ -260,14 +294,32 @@ static bool take_probe(struct logical *l, PGresult *r, struct proof *prev, struc
         pthread_mutex_lock(&l->base.mu);
         l->heard[i] = false;
         pthread_mutex_unlock(&l->base.mu);
+        snprintf(l->unheard[i], sizeof l->unheard[i], "its publication entry changed: "
+                 "until the stream hears it again");
         table_gap(t, WANT_POSITION);
         changed = true;
+    }
+    /*
+     * What each SELECT reads, now, after the proof's T: a column renamed,
+     * retyped or dropped, or a child table, since the filter's load holds
+     * the proof back (table_schema).
+     */
+    for (unsigned i = 0; i < n; i++) {
+        struct table *t = l->base.tables[i];
+        enum table_schema_verdict v = table_schema(t, shapes[i], l->heard[i] ? NULL : l->unheard[i]);
+        holds[i] = v == TABLE_SCHEMA_SAME;
+        if (v == TABLE_SCHEMA_CHANGED)
+            log_fields(l->base.lg, LOG_LVL_WARN, table_name(t), "degraded",
+                       "%s: %s.%s or the tables it is read from changed (a column renamed, "
+                       "retyped or dropped, a child table or partition): degraded until a COPY",
+                       table_name(t), table_config(t)->table, table_config(t)->column);
     }
     if (changed)
         return true;                /* logical_hear_tables again before any proof */
     if (prev->pending && prev->passed_before_next) {
         for (unsigned i = 0; i < prev->n; i++) {
-            if (!l->heard[i] || !table_advance(l->base.tables[i], prev->epoch[i], prev->sent))
+            if (!l->heard[i] || !holds[i]
+                || !table_advance(l->base.tables[i], prev->epoch[i], prev->sent))
                 continue;
             pthread_mutex_lock(&l->base.mu);
             if (prev->wal > l->proved[i])
@@ -333,16 +385,19 @@ void logical_stream(struct logical *l, PGconn *repl, PGconn *probe, char *err, s
             for (unsigned i = 0; i < n; i++)
                 cur.epoch[i] = table_epoch(f->tables[i]);
             logical_relid_array(l, n, arr, sizeof arr);
-            char *names = malloc(NAMES_MAX);
-            if (names == NULL || !logical_name_array(l, probe, n, names, NAMES_MAX)) {
+            char *names = malloc(NAMES_MAX), *cols = malloc(NAMES_MAX);
+            if (names == NULL || cols == NULL || !logical_name_array(l, probe, n, names, NAMES_MAX)
+                || !logical_column_array(l, n, cols, NAMES_MAX)) {
                 free(names);
+                free(cols);
                 snprintf(err, errlen, "the tables' names do not fit in a probe");
                 return;
             }
-            const char *params[4] = { l->slot, f->cfg->publication, arr, names };
+            const char *params[5] = { l->slot, f->cfg->publication, arr, names, cols };
             cur.sent = now;         /* before the query leaves: H may move only this far */
-            int sent = PQsendQueryParams(probe, PROBE_SQL, 4, NULL, params, NULL, NULL, 0);
+            int sent = PQsendQueryPrepared(probe, PROBE_NAME, 5, params, NULL, NULL, 0);
             free(names);
+            free(cols);
             if (!sent) {
                 loader_set_error(err, errlen, "probe failed", probe);
                 return;

@@ -123,11 +123,6 @@ static void on_progress(void *arg, uint64_t rows)
         p->s->hooks.progress(p->s->hooks.arg, p->i, rows, p->first);
 }
 
-static void on_seen(void *arg, const char *id, size_t len, uint64_t h)
-{
-    table_load_seen(arg, id, len, h);
-}
-
 /*
  * A COPY of table i into a new filter that goes live when it is done.
  * Every insert made meanwhile reaches the new filter too, and the
@@ -179,13 +174,18 @@ static bool run_copy(struct scheduler *s, unsigned i, const struct table_job *jo
     struct progress_ctx pc = { s, i, job->first };
     const struct loader_copy_opts o = {
         .snapshot = tk.snapshot, .must_see = tk.must_see, .n_must_see = tk.n_must_see,
-        .spell = ident.spell, .seen = on_seen, .seen_arg = l,
-        .stop = &s->stop,
+        .spell = ident.spell, .stop = &s->stop,
         .progress = on_progress, .progress_arg = &pc,
     };
     struct load_result res;
-    if (!loader_copy(conn, fc, table_load_filter(l), &o, &res, err, errlen))
+    if (!loader_copy(conn, fc, l, &o, &res, err, errlen))
         goto out;
+    if (res.resized)
+        log_fields(s->lg, LOG_LVL_INFO, fc->name, "rebuild_resized", "%s: rebuild %llu: the "
+                   "table holds %llu rows, more than a filter for %llu items takes: copied "
+                   "again into one for %llu", fc->name, (unsigned long long)job->id,
+                   (unsigned long long)res.rows, (unsigned long long)items,
+                   (unsigned long long)res.resized);
     struct table_load *done = l;
     l = NULL;
     if (!table_load_commit(done, tk.epoch, tk.start ? tk.start : copy_start, tk.position)) {

@@ -172,6 +172,7 @@ struct probe {
     uint64_t xmin, xmax;        /* of the snapshot */
     char origin[ORIGIN_MAX];
     char relid[16];
+    char shape[33];             /* LOADER_SHAPE_SQL of the table and column */
     char why[160];              /* set when not usable */
 };
 
@@ -205,7 +206,8 @@ static bool probe(struct link *l, const char *qtbl, const char *column, struct p
     r = run(l, "SELECT bloomguard_feed_floor($1::regclass, $2), t.relid IS NOT NULL, "
             "t.colname = $2, t.triggers = bloomguard_feed_triggers($1::regclass), "
             "pg_snapshot_xmin(pg_current_snapshot()), pg_snapshot_xmax(pg_current_snapshot()), "
-            "bloomguard_feed_origin(), $1::regclass::oid "
+            "bloomguard_feed_origin(), $1::regclass::oid, "
+            LOADER_SHAPE_SQL("$1::regclass::oid", "$2") " "
             "FROM (SELECT 1) one LEFT JOIN bloomguard_feed_tables t "
             "ON t.relid = $1::regclass", 2, params);
     if (PQresultStatus(r) != PGRES_TUPLES_OK && no_privilege(r)) {
@@ -215,7 +217,7 @@ static bool probe(struct link *l, const char *qtbl, const char *column, struct p
         p->installed = false;
         return true;
     }
-    if (PQresultStatus(r) != PGRES_TUPLES_OK || PQntuples(r) != 1 || PQnfields(r) != 8) {
+    if (PQresultStatus(r) != PGRES_TUPLES_OK || PQntuples(r) != 1 || PQnfields(r) != 9) {
         loader_set_error(err, errlen, "cannot read the change feed's state", conn);
         PQclear(r);
         return false;
@@ -228,6 +230,7 @@ static bool probe(struct link *l, const char *qtbl, const char *column, struct p
     ok = ok && strlen(PQgetvalue(r, 0, 6)) < sizeof p->origin;
     snprintf(p->origin, sizeof p->origin, "%s", PQgetvalue(r, 0, 6));
     snprintf(p->relid, sizeof p->relid, "%s", PQgetvalue(r, 0, 7));
+    snprintf(p->shape, sizeof p->shape, "%s", PQgetvalue(r, 0, 8));
     PQclear(r);
     if (!ok) {
         snprintf(err, errlen, "cannot read the change feed's state: unexpected snapshot");
@@ -254,12 +257,18 @@ static bool usable(const struct probe *p)
 bool feed_available(PGconn *conn, const char *table, const char *column, bool *available,
                     char *err, size_t errlen)
 {
+    return feed_available_bounded(conn, NULL, table, column, available, err, errlen);
+}
+
+bool feed_available_bounded(PGconn *conn, struct feed_bound *bound, const char *table,
+                            const char *column, bool *available, char *err, size_t errlen)
+{
     char *qtbl = NULL, *qcol = NULL;
     struct probe p;
     *available = false;
     if (!loader_quote_table(conn, table, column, &qtbl, &qcol, err, errlen))
         return false;
-    struct link l = { conn, NULL };
+    struct link l = { conn, bound };
     bool ok = probe(&l, qtbl, column, &p, err, errlen);
     if (ok) {
         *available = usable(&p);
@@ -395,7 +404,7 @@ static bool copy_ids(struct link *l, const char *relid, uint64_t from, feed_id_f
 
 bool feed_read(PGconn *conn, struct feed_bound *bound, const char *table, const char *column,
                const char *since, bool resume, feed_id_fn fn, void *arg, char *next,
-               uint64_t *rows, bool *too_old, char *err, size_t errlen)
+               uint64_t *rows, bool *too_old, char *shape, char *err, size_t errlen)
 {
     char *qtbl = NULL, *qcol = NULL;
     char origin[ORIGIN_MAX];
@@ -429,6 +438,8 @@ bool feed_read(PGconn *conn, struct feed_bound *bound, const char *table, const 
     in_tx = true;
     if (!probe(&l, qtbl, column, &p, err, errlen) || !current_db(&l, &this_db, err, errlen))
         goto done;
+    if (shape != NULL)
+        snprintf(shape, FEED_SHAPE_MAX, "%s", p.shape);
     from = xmin;
     if (usable(&p) && db != this_db) {
         snprintf(p.why, sizeof p.why, "the position is from another database");

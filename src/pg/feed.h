@@ -85,6 +85,9 @@ int feed_copy_row(PGconn *conn, struct feed_bound *b, char **buf, size_t *len);
  */
 bool feed_available(PGconn *conn, const char *table, const char *column, bool *available,
                     char *err, size_t errlen);
+/* The same, waiting as bound bounds (the follower's own session; NULL: unbounded). */
+bool feed_available_bounded(PGconn *conn, struct feed_bound *bound, const char *table,
+                            const char *column, bool *available, char *err, size_t errlen);
 
 /*
  * The position of the connection's current snapshot, into pos
@@ -129,10 +132,16 @@ typedef bool (*feed_id_fn)(void *arg, const char *id, size_t len);
  * mark, never skipping a transaction of this history.  No such mark: too
  * old.  Reads on one connection after the first are one history: no
  * rewind.
+ *
+ * shape: NULL, or FEED_SHAPE_MAX bytes for the shape of the table and
+ * column (loader.h's LOADER_SHAPE_SQL) as the read's snapshot saw it, set
+ * once the read got that far (a follower's table_schema check, made after
+ * the read's start).
  */
+#define FEED_SHAPE_MAX 33
 bool feed_read(PGconn *conn, struct feed_bound *bound, const char *table, const char *column,
                const char *since, bool resume, feed_id_fn fn, void *arg, char *next,
-               uint64_t *rows, bool *too_old, char *err, size_t errlen);
+               uint64_t *rows, bool *too_old, char *shape, char *err, size_t errlen);
 
 /*
  * Record a mark of this history now (bloomguard_feed_mark: the snapshot's

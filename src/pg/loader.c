@@ -232,10 +232,11 @@ bool loader_identify(PGconn *conn, const struct filter_config *fc, struct table_
         "       coalesce((SELECT collisdeterministic FROM pg_collation WHERE oid = a.attcollation), true), "
         "       (SELECT oid FROM pg_database WHERE datname = current_database()), "
         "       (SELECT system_identifier FROM pg_control_system()), "
-        "       format_type(a.atttypid, a.atttypmod) "
+        "       format_type(a.atttypid, a.atttypmod), "
+        "       " LOADER_SHAPE_SQL("$1::regclass::oid", "$2") " "
         "  FROM a",
         2, NULL, params, NULL, NULL, 0);
-    bool ok = PQresultStatus(r) == PGRES_TUPLES_OK && PQnfields(r) == 9;
+    bool ok = PQresultStatus(r) == PGRES_TUPLES_OK && PQnfields(r) == 10;
     if (!ok)
         loader_set_result_error(err, errlen, "cannot read the table's column", conn, r);
     else if (PQntuples(r) != 1) {
@@ -252,6 +253,7 @@ bool loader_identify(PGconn *conn, const struct filter_config *fc, struct table_
         out->dboid = (uint32_t)strtoul(PQgetvalue(r, 0, 6), NULL, 10);
         snprintf(out->sysid, sizeof out->sysid, "%s", PQgetvalue(r, 0, 7));
         snprintf(out->type_name, sizeof out->type_name, "%s", PQgetvalue(r, 0, 8));
+        snprintf(out->shape, sizeof out->shape, "%s", PQgetvalue(r, 0, 9));
         out->spell = spell_type_of(out->base_typid, out->typmod, out->deterministic);
     }
     PQclear(r);
@@ -282,8 +284,15 @@ bool loader_estimate_rows(PGconn *conn, const struct filter_config *fc, uint64_t
 
     if (!loader_quote_names(conn, fc, &tbl, &col, err, errlen))
         return false;
-    /* Fails cleanly (no such table, no permission) before any COPY starts. */
-    if (!query_u64(conn, "SELECT c.reltuples::bigint FROM pg_class c WHERE c.oid = $1::regclass",
+    /*
+     * Fails cleanly (no such table, no permission) before any COPY starts.
+     * The larger of the last ANALYZE's count and the live rows the
+     * statistics have counted since: inserts after an ANALYZE raise the
+     * second at once.
+     */
+    if (!query_u64(conn, "SELECT CASE WHEN c.reltuples < 0 THEN -1 ELSE greatest("
+                   "c.reltuples::bigint, pg_catalog.pg_stat_get_live_tuples(c.oid)) END "
+                   "FROM pg_catalog.pg_class c WHERE c.oid = $1::regclass",
                    1, tbl, &n, err, errlen))
         goto done;
     if (n < 0) {
@@ -516,42 +525,23 @@ static bool commit(PGconn *conn, char *err, size_t errlen)
     return loader_command(conn, "COMMIT", PGRES_COMMAND_OK, "COMMIT failed", err, errlen);
 }
 
-bool loader_copy(PGconn *conn, const struct filter_config *fc, struct filter *f,
-                 const struct loader_copy_opts *o, struct load_result *res, char *err,
-                 size_t errlen)
+/*
+ * One pass of the COPY sql into l's filter: *rows counts them.  With
+ * resize, a filter that outgrows its first layer (or its rate) takes no
+ * more: the rest is counted only and *over set.
+ */
+static bool copy_pass(PGconn *conn, const char *sql, struct table_load *l,
+                      const struct loader_copy_opts *o, bool resize, uint64_t *rows, bool *over,
+                      char *err, size_t errlen)
 {
-    const struct loader_copy_opts none = { 0 };
-    if (o == NULL)
-        o = &none;
-    char *tbl = NULL, *col = NULL, *sql = NULL;
-    PGresult *r = NULL;
-    bool ok = false;
-    uint64_t rows = 0;
-    double t0 = monoclock_seconds();
-
-    if (!loader_quote_names(conn, fc, &tbl, &col, err, errlen))
-        return false;
-    size_t len = strlen(tbl) + 2 * strlen(col) + 96;
-    sql = malloc(len);
-    if (sql == NULL) {
-        snprintf(err, errlen, "out of memory");
-        goto done;
-    }
-    snprintf(sql, len, "COPY (SELECT %s::text FROM %s WHERE %s IS NOT NULL) TO STDOUT",
-             col, tbl, col);
-    bool txn = o->snapshot && o->snapshot[0];
-    if (txn && !in_snapshot(conn, o->snapshot, err, errlen))
-        goto done;
-    if (!txn && o->n_must_see > 0) {
-        if (!seeing(conn, o->must_see, o->n_must_see, o->stop, err, errlen))
-            goto done;
-        txn = true;
-    }
-    bool interrupted;
-    r = exec_stoppable(conn, sql, o->stop, &interrupted);
+    struct filter *f = table_load_filter(l);
+    bool interrupted, ok = false;
+    *rows = 0;
+    *over = false;
+    PGresult *r = exec_stoppable(conn, sql, o->stop, &interrupted);
     if (interrupted) {
         snprintf(err, errlen, "load interrupted");
-        goto done;                      /* PQfinish by the caller ends the statement */
+        return false;                   /* PQfinish by the caller ends the statement */
     }
     if (PQresultStatus(r) != PGRES_COPY_OUT) {
         loader_set_result_error(err, errlen, "COPY failed", conn, r);
@@ -570,15 +560,18 @@ bool loader_copy(PGconn *conn, const struct filter_config *fc, struct filter *f,
         int got = copy_row_stoppable(conn, &buf, &idlen, o->stop);
         if (got == 0)
             break;                              /* COPY done */
-        if (got == -2) {
-            snprintf(err, errlen, "load interrupted");
-            free(keybuf);
-            goto done;                          /* PQfinish by the caller ends the COPY */
-        }
         if (got < 0) {
-            loader_set_error(err, errlen, "COPY failed", conn);
+            if (got == -2)
+                snprintf(err, errlen, "load interrupted");  /* PQfinish ends the COPY */
+            else
+                loader_set_error(err, errlen, "COPY failed", conn);
             free(keybuf);
             goto done;
+        }
+        (*rows)++;
+        if (*over) {                            /* counted only, for the next filter's size */
+            PQfreemem(buf);
+            continue;
         }
         /* The row by its key (spell.h); a value whose key cannot be known, as it is. */
         const char *key = buf;
@@ -606,32 +599,77 @@ bool loader_copy(PGconn *conn, const struct filter_config *fc, struct filter *f,
         if (nb == sizeof batch / sizeof batch[0]) {
             filter_add_hashes_exclusive(f, batch, nb);
             nb = 0;
+            *over = resize && (filter_layers(f) > 1 || filter_saturated(f));
         }
-        if (o->seen)
-            o->seen(o->seen_arg, key, klen, h);
+        table_load_seen(l, key, klen, h);
         PQfreemem(buf);
-        rows++;
-        if (rows % LOADER_PROGRESS_ROWS == 0 && o->progress)
-            o->progress(o->progress_arg, rows);
+        if (*rows % LOADER_PROGRESS_ROWS == 0 && o->progress)
+            o->progress(o->progress_arg, *rows);
     }
-    filter_add_hashes_exclusive(f, batch, nb);
+    if (!*over)
+        filter_add_hashes_exclusive(f, batch, nb);
+    *over = resize && (filter_layers(f) > 1 || filter_saturated(f));
     free(keybuf);
     r = PQgetResult(conn);
     if (PQresultStatus(r) != PGRES_COMMAND_OK) {
         loader_set_result_error(err, errlen, "COPY failed", conn, r);
         goto done;
     }
+    ok = true;
+done:
     PQclear(r);
     /* Drain to the end so the connection can run the next command. */
-    while ((r = PQgetResult(conn)) != NULL)
+    while (ok && (r = PQgetResult(conn)) != NULL)
         PQclear(r);
-    if (txn && !commit(conn, err, errlen))
+    return ok;
+}
+
+bool loader_copy(PGconn *conn, const struct filter_config *fc, struct table_load *l,
+                 const struct loader_copy_opts *o, struct load_result *res, char *err,
+                 size_t errlen)
+{
+    const struct loader_copy_opts none = { 0 };
+    if (o == NULL)
+        o = &none;
+    char *tbl = NULL, *col = NULL, *sql = NULL;
+    bool ok = false, over = true;
+    uint64_t rows = 0;
+    double t0 = monoclock_seconds();
+
+    if (!loader_quote_names(conn, fc, &tbl, &col, err, errlen))
+        return false;
+    size_t len = strlen(tbl) + 2 * strlen(col) + 96;
+    sql = malloc(len);
+    if (sql == NULL) {
+        snprintf(err, errlen, "out of memory");
+        goto done;
+    }
+    snprintf(sql, len, "COPY (SELECT %s::text FROM %s WHERE %s IS NOT NULL) TO STDOUT",
+             col, tbl, col);
+    /* A transaction always: a second pass (a resize) reads the very rows of the first. */
+    if (o->snapshot && o->snapshot[0] ? !in_snapshot(conn, o->snapshot, err, errlen)
+        : o->n_must_see > 0 ? !seeing(conn, o->must_see, o->n_must_see, o->stop, err, errlen)
+        : !loader_command(conn, "BEGIN ISOLATION LEVEL REPEATABLE READ", PGRES_COMMAND_OK,
+                          "BEGIN failed", err, errlen))
+        goto done;
+    res->resized = 0;
+    for (int pass = 0; over; pass++) {
+        if (!copy_pass(conn, sql, l, o, pass == 0, &rows, &over, err, errlen))
+            goto done;
+        enum filter_error fe;
+        if (over && table_load_resize(l, rows, &res->resized, &fe) == NULL) {
+            snprintf(err, errlen, "the table holds %llu rows, more than its estimate: cannot "
+                     "create a filter for %llu items: %s", (unsigned long long)rows,
+                     (unsigned long long)res->resized, filter_strerror(fe));
+            goto done;
+        }
+    }
+    if (!commit(conn, err, errlen))
         goto done;
     res->rows = rows;
     res->seconds = monoclock_seconds() - t0;
     ok = true;
 done:
-    PQclear(r);
     free(sql);
     free(tbl);
     free(col);

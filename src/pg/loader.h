@@ -99,9 +99,11 @@ bool loader_quote_table(PGconn *conn, const char *table, const char *column, cha
                         char **col, char *err, size_t errlen);
 
 /*
- * Rows the table holds, from the planner's statistics when the table has been
- * analysed (instant), else by count(*).  Fails if the table does not exist or
- * cannot be read.
+ * Rows the table holds, from the statistics when the table has been
+ * analysed (instant: the larger of pg_class.reltuples and the live rows
+ * counted since, pg_stat_get_live_tuples), else by count(*).  An estimate:
+ * a COPY that finds more sizes again (loader_copy).  Fails if the table
+ * does not exist or cannot be read.
  */
 bool loader_estimate_rows(PGconn *conn, const struct filter_config *fc, uint64_t *rows,
                           char *err, size_t errlen);
@@ -112,13 +114,42 @@ typedef void (*loader_progress_fn)(void *arg, uint64_t rows);
 
 struct load_result {
     uint64_t rows;      /* IDs added (NULLs are skipped by the query) */
-    double seconds;     /* wall time of the COPY */
+    double seconds;     /* wall time of the COPY (both passes of a resized one) */
+    uint64_t resized;   /* 0, or the items of the filter a second pass filled (loader_copy) */
 };
+
+/*
+ * The shape of what `SELECT col FROM rel` reads, as an SQL expression (a
+ * scalar subquery) of REL, an expression giving the relation's oid, and COL,
+ * one giving the column's name (both as SQL text): the md5, in hex, of the
+ * relation and every table under it (inheritance children and partitions,
+ * at any depth), each with its kind and its column of that name: number,
+ * type, typmod and the catalog row's version (xmin), which any ALTER of
+ * the column makes anew, a rename and its undoing included.  "" when REL is
+ * NULL (no such table).  loader_identify reads it into table_ident.shape,
+ * followers compare it (table_schema).
+ */
+#define LOADER_SHAPE_SQL(REL, COL)                                                          \
+    "(SELECT coalesce(md5(string_agg(format('%s:%s:%s:%s:%s:%s', c.oid, c.relkind, "        \
+    "a.attnum, a.atttypid, a.atttypmod, a.xmin), ',' ORDER BY c.oid)), '') "                \
+    "FROM " LOADER_TREE_SQL(REL) " JOIN pg_catalog.pg_class c ON c.oid = tree.rel "         \
+    "LEFT JOIN pg_catalog.pg_attribute a ON a.attrelid = c.oid AND a.attname = " COL " "    \
+    "AND a.attnum > 0 AND NOT a.attisdropped)"
+/*
+ * A FROM item, tree(rel): the oid REL (an SQL expression) and those of every
+ * table under it, inheritance children and partitions at any depth (rows
+ * whose SELECT FROM the table, without ONLY, returns).
+ */
+#define LOADER_TREE_SQL(REL)                                                                \
+    "(WITH RECURSIVE tree(rel) AS (SELECT " REL " UNION SELECT i.inhrelid "                 \
+    "FROM pg_catalog.pg_inherits i JOIN tree ON i.inhparent = tree.rel) SELECT rel "        \
+    "FROM tree) tree"
 
 /*
  * What the table name means now, with this connection's session (its
  * search_path): the relation's OID, the column's number and type (through
- * domains), its collation, the database and the cluster, into out.  Fails
+ * domains), its collation, the database and the cluster, and the shape of
+ * what the COPY reads (LOADER_SHAPE_SQL), into out.  Fails
  * (err) when the table or the column does not exist or may not be read.
  * Every load asks it on its COPY's connection, so a rename, a drop and
  * create, or another schema's table of the same name is seen for what it
@@ -127,35 +158,38 @@ struct load_result {
 bool loader_identify(PGconn *conn, const struct filter_config *fc, struct table_ident *out,
                      char *err, size_t errlen);
 
-/* Called with each row's key (spell_key of its ID) and its filter_hash, e.g. so a journal forgets it. */
-typedef void (*loader_seen_fn)(void *arg, const char *id, size_t len, uint64_t h);
-
 /* What a COPY may be asked besides its table; every field may be 0/NULL. */
 struct loader_copy_opts {
     const char *snapshot;       /* run in this exported snapshot (SET TRANSACTION SNAPSHOT) */
     const uint32_t *must_see;   /* else: in a snapshot that sees these transactions finished */
     size_t n_must_see;
     enum spell_type spell;      /* each row is added by its key for this spelling (spell.h) */
-    loader_seen_fn seen;
-    void *seen_arg;
     atomic_bool *stop;          /* stop early with an error once true (see loader_copy) */
     loader_progress_fn progress;
     void *progress_arg;
 };
 
 /*
- * Stream every non-NULL ID (the column's text form) of the table into f with
- * COPY (SELECT col::text ...) TO STDOUT, telling o->seen about each one.
- * With o->snapshot, the COPY runs in a REPEATABLE READ transaction that
+ * Stream every non-NULL ID (the column's text form) of the table into the
+ * load's filter (table_load_filter) with COPY (SELECT col::text ...) TO
+ * STDOUT, telling the load about each one (table_load_seen).  The COPY
+ * runs in a REPEATABLE READ transaction: with o->snapshot, one that
  * imports that snapshot first (a replication slot's: the stream then
- * begins exactly where the COPY ends).  Else, with o->must_see, in a
- * REPEATABLE READ transaction whose snapshot sees each of those
- * transactions finished (xidsnap.h): a snapshot that does not is let go
- * and another taken every LOADER_VISIBLE_TICK_MS, for LOADER_VISIBLE_WAIT_S at
- * most (then an error naming the first one).  The copy is f's only writer
- * meanwhile (bulk inserts without atomics; see guard_begin_bulk).  Holds no
- * result set and allocates nothing per row itself.  After a failure the
+ * begins exactly where the COPY ends).  Else, with o->must_see, one whose
+ * snapshot sees each of those transactions finished (xidsnap.h): a
+ * snapshot that does not is let go and another taken every
+ * LOADER_VISIBLE_TICK_MS, for LOADER_VISIBLE_WAIT_S at most (then an error
+ * naming the first one).  The copy is the filter's only writer meanwhile
+ * (bulk inserts without atomics; see guard_begin_bulk).  Holds no result
+ * set and allocates nothing per row itself.  After a failure the
  * connection may be left inside the COPY: PQfinish it.
+ *
+ * A table holding more rows than the filter was sized for (it grows a
+ * layer, or cannot keep its rate): the rest of the COPY is only counted,
+ * then table_load_resize makes a filter for that count and the same
+ * snapshot is copied into it again, so the load ends in one layer sized
+ * for what it read (res->resized says so), never in a stack of layers.
+ * Once only: a second pass that outgrows its filter grows it.
  *
  * Once *o->stop is true the copy fails ("load interrupted") within about
  * LOADER_POLL_MS, whether rows are streaming, the server is slow to produce
@@ -168,7 +202,7 @@ struct loader_copy_opts {
 /* A COPY's snapshot that does not see o->must_see is taken again this often, this long. */
 #define LOADER_VISIBLE_TICK_MS 10
 #define LOADER_VISIBLE_WAIT_S 60
-bool loader_copy(PGconn *conn, const struct filter_config *fc, struct filter *f,
+bool loader_copy(PGconn *conn, const struct filter_config *fc, struct table_load *l,
                  const struct loader_copy_opts *o, struct load_result *res, char *err,
                  size_t errlen);
 

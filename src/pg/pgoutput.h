@@ -336,6 +336,45 @@ const struct pgoutput_rel *pgoutput_rels_get(const struct pgoutput_rels *rels, u
  */
 int pgoutput_rels_column(const struct pgoutput_rels *rels, uint32_t relid, const char *name);
 
+/*
+ * A column followed by its name across a relation's Relation messages (the
+ * server sends one again after every ALTER TABLE, before the next change):
+ * where its values are in the relation's tuples, and what the message it
+ * was found in said of it.  Zero it to start; the caller keeps one per
+ * relation and name.
+ */
+struct pgoutput_track {
+    uint64_t version;           /* of the relation it was resolved in; 0: never */
+    int col;                    /* index in the tuples; < 0: the relation has no such column */
+    uint32_t typid;             /* the column's type and typmod then */
+    int32_t typmod;
+};
+
+enum pgoutput_track_result {
+    PGOUTPUT_TRACK_SAME,        /* read tuples at tr->col: the version the last call saw,
+                                   or a new one with the column where and as it was */
+    PGOUTPUT_TRACK_FOUND,       /* first resolved, or back after MISSING: read at tr->col */
+    PGOUTPUT_TRACK_MISSING,     /* the relation has no such column now (renamed, dropped, left
+                                   out of the column list): its rows carry no ID here */
+    PGOUTPUT_TRACK_MOVED,       /* the name is at another index: it may be another column
+                                   (renames swapped, a column before it dropped) */
+    PGOUTPUT_TRACK_RETYPED,     /* the same index, another type or typmod: IDs may be spelled
+                                   otherwise than those read before */
+    PGOUTPUT_TRACK_NO_REL       /* no Relation message for relid: tr unchanged */
+};
+
+/*
+ * Resolve name (pgoutput_rels_column's rules) in relid's current relation
+ * and update tr.  Only a new version of the relation can change anything;
+ * the result says how the column's place or type changed since tr's
+ * version.  MISSING, MOVED and RETYPED are what a follower must treat as a
+ * gap (the rows it reads from here may not be the rows, or the spelling,
+ * the filter holds); a new version that only renames other columns, adds
+ * or drops columns after it, is SAME.  Pure, no allocation.
+ */
+enum pgoutput_track_result pgoutput_rels_track(const struct pgoutput_rels *rels, uint32_t relid,
+                                               const char *name, struct pgoutput_track *tr);
+
 /* How many relations, and how many bytes of them (as bounded), the cache holds. */
 size_t pgoutput_rels_count(const struct pgoutput_rels *rels);
 size_t pgoutput_rels_bytes(const struct pgoutput_rels *rels);

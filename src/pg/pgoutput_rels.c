@@ -185,6 +185,33 @@ int pgoutput_rels_column(const struct pgoutput_rels *c, uint32_t relid, const ch
     return PGOUTPUT_NO_COLUMN;
 }
 
+enum pgoutput_track_result pgoutput_rels_track(const struct pgoutput_rels *c, uint32_t relid,
+                                               const char *name, struct pgoutput_track *tr)
+{
+    const struct pgoutput_rel *rel = pgoutput_rels_get(c, relid);
+    if (rel == NULL)
+        return PGOUTPUT_TRACK_NO_REL;
+    if (tr->version == rel->version)
+        return PGOUTPUT_TRACK_SAME;
+    int col = pgoutput_rels_column(c, relid, name);
+    bool had = tr->version != 0 && tr->col >= 0;
+    uint32_t typid = col >= 0 ? rel->cols[col].typid : 0;
+    int32_t typmod = col >= 0 ? rel->cols[col].typmod : -1;
+    enum pgoutput_track_result r;
+    if (col < 0)
+        r = PGOUTPUT_TRACK_MISSING;
+    else if (!had)
+        r = PGOUTPUT_TRACK_FOUND;
+    else if (col != tr->col)
+        r = PGOUTPUT_TRACK_MOVED;
+    else if (typid != tr->typid || typmod != tr->typmod)
+        r = PGOUTPUT_TRACK_RETYPED;
+    else
+        r = PGOUTPUT_TRACK_SAME;
+    *tr = (struct pgoutput_track){ rel->version, col, typid, typmod };
+    return r;
+}
+
 size_t pgoutput_rels_count(const struct pgoutput_rels *c)
 {
     return c->count;

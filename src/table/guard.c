@@ -134,6 +134,14 @@ void guard_begin_bulk(struct guard *g, struct filter *next)
     guard_begin(g, next);
 }
 
+void guard_replace_bulk(struct guard *g, struct filter *next)
+{
+    struct filter *old = atomic_exchange(&g->next, next);
+    /* Inserts that found the old one only compared it with live: wait them out. */
+    rcu_synchronize(&g->rcu);
+    filter_free(old);
+}
+
 bool guard_end_bulk(struct guard *g)
 {
     atomic_store(&g->bulk, false);

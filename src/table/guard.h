@@ -63,6 +63,13 @@ void guard_abort(struct guard *g);
  */
 void guard_begin_bulk(struct guard *g, struct filter *next);
 bool guard_end_bulk(struct guard *g);
+/*
+ * Between the two: next is dropped for another (takes ownership; the first
+ * was too small, say) and freed once no reader can still use it.  Nothing
+ * is lost: the keys added since guard_begin_bulk wait in the backlog for
+ * whichever filter guard_end_bulk finds.
+ */
+void guard_replace_bulk(struct guard *g, struct filter *next);
 
 /* Whether a filter has been committed yet. */
 bool guard_ready(struct guard *g);

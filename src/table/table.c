@@ -29,6 +29,7 @@ static const struct {
     [WANT_INTERVAL] = { "interval", false },
     [WANT_DELETES] = { "deletes", false },
     [WANT_GROWTH] = { "growth", false },
+    [WANT_SCHEMA] = { "schema", false },
 };
 
 const char *table_want_name(enum table_want w)

@@ -60,6 +60,14 @@ struct table_ident {
     uint32_t dboid;                 /* the database */
     char sysid[24];                 /* the cluster's system identifier */
     char type_name[64];             /* format_type, for /stats */
+    /*
+     * What the table's SELECT reads, as a fingerprint (loader.h's
+     * LOADER_SHAPE_SQL): the relation and every inheritance child or
+     * partition under it, and in each the column's number, type and
+     * catalog row version, so a rename, a type change, a drop or a new
+     * child changes it.  "" = not known (a snapshot's metadata has none).
+     */
+    char shape[33];
 };
 
 
@@ -308,6 +316,36 @@ bool table_advance(struct table *t, uint64_t epoch, int64_t when);
 /* Whether the live filter covers the current epoch (no gap since its load). */
 bool table_covered(struct table *t);
 
+/*
+ * A follower's check of what the table's SELECT reads, made after the T of
+ * the proof it is about to give (table_advance, table_polled), so that a
+ * change before T is seen:
+ *   shape      the fingerprint of the column and the tables it is read
+ *              from now (LOADER_SHAPE_SQL), "" when the table or the
+ *              column does not exist; NULL: not read this time (the last
+ *              one stands, only the coverage is news);
+ *   uncovered  NULL when the follower hears every row of those tables,
+ *              else why not, for the log and /stats (an inheritance child
+ *              without the trigger, a relation not in the publication).
+ * A shape or coverage other than the last check's starts a new epoch that
+ * wants a COPY (WANT_SCHEMA): rows may have been written in a form the
+ * filter does not spell (a type changed), under a name nobody read (a
+ * rename), or into a table nobody heard (a new child).  While the shape is
+ * not the live filter's load's (ident.shape; a restored filter adopts the
+ * first one checked) or a table is not covered, proofs do not move the
+ * horizon (degraded, with the reason in /stats' horizon.reason); a shape
+ * that stays unlike the load's with no load wanted (a COPY that identified
+ * the column just before the change) wants one.  A load's commit makes its
+ * own shape the last one seen.  Before the first load it only remembers.
+ * Thread-safe.
+ */
+enum table_schema_verdict {
+    TABLE_SCHEMA_SAME,      /* as the live filter's load: proofs hold */
+    TABLE_SCHEMA_CHANGED,   /* changed since the last check: a gap was started (log it) */
+    TABLE_SCHEMA_OFF        /* unlike the load's or not covered, as already known */
+};
+enum table_schema_verdict table_schema(struct table *t, const char *shape, const char *uncovered);
+
 /* ------------------------------------------------------------- wants -- */
 
 /*
@@ -327,6 +365,7 @@ enum table_want {
     WANT_INTERVAL,      /* [sync] rebuild_interval */
     WANT_DELETES,       /* [sync] rebuild_after_deletes */
     WANT_GROWTH,        /* the filter outgrew its capacity: a larger one from the table */
+    WANT_SCHEMA,        /* the column or the tables it is read from changed (table_schema): copy */
     WANT_COUNT
 };
 /* The word for logs and /stats ("start", "reconnect", "api", ...). */
@@ -372,9 +411,9 @@ void table_job_done(struct table *t, const struct table_job *job, bool ok, const
 void table_job_progress(struct table *t, uint64_t rows);
 
 /*
- * Timers and growth: whether rebuild_interval has passed since the last
- * load or the filter outgrew its capacity; if so, want it.  Called by the
- * scheduler on its ticks.
+ * On the scheduler's ticks: want a load when rebuild_interval passed, or
+ * (auto_grow) the filter is saturated, or grew layers and added none for
+ * min_rebuild_interval.
  */
 void table_check_timers(struct table *t);
 
@@ -385,11 +424,10 @@ struct filter_growth table_growth(const struct filter_config *fc);
 struct filter_growth table_growth_of(const struct table_sizing *sz);
 
 /*
- * Items to size the next filter for, from the table's row estimate: the
- * larger of it, the last load's rows and the live filter's items (a stale
- * estimate never sizes below what the table already held), times [filter]
- * headroom; [filter] expected_items overrides.  Bounded by the filter's
- * limits, at least a small minimum so a fresh table has room to grow.
+ * Items to size a load for: the rows (the most of the estimate, the last
+ * load's, the live filter's items) times headroom, or while they fit in
+ * expected_items (a floor) it; a WANT_GROWTH load (a fold) the rows times
+ * the larger of headroom and growth, at least the floor.  Bounded.
  */
 uint64_t table_plan_items(struct table *t, uint64_t estimated_rows);
 
@@ -411,6 +449,9 @@ struct table_load *table_load_begin(struct table *t, uint64_t items,
                                     const struct table_ident *ident, enum filter_error *err);
 /* The filter being built (for loader.c's bulk adds: the caller is its only bulk writer). */
 struct filter *table_load_filter(struct table_load *l);
+/* The COPY outgrew the filter: one for rows (*items) replaces it, inserts kept; NULL: *err. */
+struct filter *table_load_resize(struct table_load *l, uint64_t rows, uint64_t *items,
+                                 enum filter_error *err);
 /*
  * One row of the COPY, already hashed: the journal forgets it (the table
  * holds it now).  Called for each row by the copy's row callback.
@@ -568,6 +609,7 @@ struct table_status {
     double horizon_age;             /* seconds since H; negative: no H yet */
     bool degraded;                  /* loaded, and absent answers are "maybe" (answer_degraded) */
     bool saturated;                 /* the filter can no longer keep its rate (filter.h) */
+    char schema_why[320];           /* why table_schema holds proofs back, "" = it does not */
     double held_for;                /* seconds absent answers stay "maybe" for lost POSTs (0: none) */
     double degraded_seconds;        /* total time spent degraded (loaded: not before) */
 };

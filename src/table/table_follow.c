@@ -201,7 +201,7 @@ bool table_advance_locked(struct table *t, uint64_t epoch, int64_t when)
 bool table_advance(struct table *t, uint64_t epoch, int64_t when)
 {
     pthread_mutex_lock(&t->mu);
-    bool ok = table_advance_locked(t, epoch, when);
+    bool ok = !t->schema_off && table_advance_locked(t, epoch, when);
     pthread_mutex_unlock(&t->mu);
     return ok;
 }
@@ -212,6 +212,69 @@ bool table_covered(struct table *t)
     bool c = t->loaded && t->covered == t->epoch;
     pthread_mutex_unlock(&t->mu);
     return c;
+}
+
+/* ------------------------------------------------------------ schema -- */
+
+void table_schema_eval_locked(struct table *t)
+{
+    const struct filter_config *fc = t->fc;
+    bool unlike = t->schema_seen_set && t->loaded
+                  && strcmp(t->schema_seen, t->ident.shape) != 0;
+    t->schema_off = t->loaded && (unlike || t->schema_uncovered[0] != '\0');
+    if (!t->schema_off)
+        t->st.schema_why[0] = '\0';
+    else if (t->schema_uncovered[0] != '\0')
+        snprintf(t->st.schema_why, sizeof t->st.schema_why, "%s", t->schema_uncovered);
+    else if (t->schema_seen[0] == '\0')
+        snprintf(t->st.schema_why, sizeof t->st.schema_why, "%s.%s is gone (a rename or a drop): "
+                 "degraded until it is back and copied", fc->table, fc->column);
+    else
+        snprintf(t->st.schema_why, sizeof t->st.schema_why, "%s.%s changed since the filter's "
+                 "load (a rename, a new type, a child table or partition): degraded until "
+                 "a COPY", fc->table, fc->column);
+}
+
+enum table_schema_verdict table_schema(struct table *t, const char *shape, const char *uncovered)
+{
+    const char *unc = uncovered ? uncovered : "";
+    pthread_mutex_lock(&t->mu);
+    if (shape == NULL)
+        shape = t->schema_seen_set ? t->schema_seen : t->ident.shape;
+    bool changed = t->schema_seen_set && (strcmp(t->schema_seen, shape) != 0
+                                          || (t->schema_uncovered[0] != '\0') != (unc[0] != '\0'));
+    t->schema_seen_set = true;
+    if (shape != t->schema_seen)
+        snprintf(t->schema_seen, sizeof t->schema_seen, "%s", shape);
+    snprintf(t->schema_uncovered, sizeof t->schema_uncovered, "%s", unc);
+    if (!t->loaded) {
+        /* The first load reads the shape itself; the next check compares with this one. */
+        table_schema_eval_locked(t);
+        pthread_mutex_unlock(&t->mu);
+        return TABLE_SCHEMA_SAME;
+    }
+    /* A restored snapshot's metadata has no shape: its catch-up checked the column's identity. */
+    if (t->ident.shape[0] == '\0')
+        snprintf(t->ident.shape, sizeof t->ident.shape, "%s", shape);
+    table_schema_eval_locked(t);
+    bool unlike = strcmp(shape, t->ident.shape) != 0;
+    /*
+     * A COPY identifies the column before its ticket and its snapshot: one
+     * that did so just before the change went live with the old shape and
+     * a filter of the new one, and nothing else would ask for another.
+     */
+    bool pending = t->wanted > t->started || t->st.running;
+    bool gap = changed || (unlike && unc[0] == '\0' && !pending);
+    bool w = false;
+    if (gap) {
+        t->epoch++;
+        w = want_locked(t, WANT_SCHEMA, NULL);
+    }
+    enum table_schema_verdict v = changed ? TABLE_SCHEMA_CHANGED
+                                  : t->schema_off ? TABLE_SCHEMA_OFF : TABLE_SCHEMA_SAME;
+    pthread_mutex_unlock(&t->mu);
+    wake(t, w);
+    return v;
 }
 
 /* ------------------------------------------------------------- wants -- */
@@ -311,7 +374,7 @@ bool table_take_job(struct table *t, int64_t now, struct table_job *job, int64_t
         return false;
     }
     job->id = t->started = t->wanted;
-    job->why = t->want;
+    job->why = t->job_why = t->want;
     job->may_catch_up = catchup;
     job->first = !t->loaded;
     t->st.running = true;
@@ -363,6 +426,22 @@ void table_job_done(struct table *t, const struct table_job *job, bool ok, const
     pthread_mutex_unlock(&t->mu);
 }
 
+/*
+ * Whether f's layers have settled: more than one, and none added for
+ * min_rebuild_interval (counted from the first tick that saw the count).
+ * Folding them into one while the table still grows fast would be outgrown
+ * again at once; a lookup meanwhile reads a cache line per layer.  Caller
+ * holds mu.
+ */
+static bool layers_settled(struct table *t, const struct filter_info *fi, int64_t now)
+{
+    if (fi->layers != t->layers_seen) {
+        t->layers_seen = fi->layers;
+        t->layers_since = now;
+    }
+    return fi->layers > 1 && now - t->layers_since >= (int64_t)t->min_interval * NS_PER_S;
+}
+
 void table_check_timers(struct table *t)
 {
     const struct filter_config *fc = t->fc;
@@ -374,14 +453,15 @@ void table_check_timers(struct table *t)
         struct filter_info fi;
         /*
          * A filter that grew layers (or can no longer grow) is folded back
-         * into one sized from the table by a COPY, when min_rebuild_interval
-         * allows: growth itself never waits for the database.
+         * into one sized from the table by a COPY, once its growth has
+         * settled and min_rebuild_interval allows: growth itself never
+         * waits for the database.
          */
         if (fc->rebuild_interval > 0 && t->st.last_finished > 0
             && now - t->st.last_finished >= (time_t)fc->rebuild_interval)
             why = WANT_INTERVAL;
-        else if (fc->auto_grow && t->size.expected_items == 0 && guard_info(t->g, &fi)
-                 && (fi.layers > 1 || fi.saturated))
+        else if (fc->auto_grow && guard_info(t->g, &fi)
+                 && (fi.saturated || layers_settled(t, &fi, monoclock_boot_ns())))
             why = WANT_GROWTH;
     }
     bool w = why != WANT_NONE && want_locked(t, why, NULL);
@@ -409,14 +489,19 @@ uint64_t table_plan_items(struct table *t, uint64_t estimated_rows)
     uint64_t base = estimated_rows;
     if (t->st.last_rows > base)
         base = t->st.last_rows;
+    bool grew = t->job_why == WANT_GROWTH;
     pthread_mutex_unlock(&t->mu);
-    if (sz.expected_items > 0)
-        return sz.expected_items;
     /* Statistics may be stale; never size below what the live filter took in. */
     struct filter_info fi;
     if (guard_info(t->g, &fi) && fi.items > base)
         base = fi.items;
-    double want = ceil((double)base * sz.headroom);
+    uint64_t floor = sz.expected_items;
+    if (floor > 0 && base <= floor && !grew)
+        return floor;
+    double h = grew && sz.growth > sz.headroom ? sz.growth : sz.headroom;
+    double want = ceil((double)base * h);
+    if (want < (double)floor)
+        want = (double)floor;
     if (want < MIN_CAPACITY)
         want = MIN_CAPACITY;
     if (want > (double)FILTER_MAX_ITEMS)

@@ -61,11 +61,19 @@ struct table {
     uint64_t wanted;                /* newest requested load id */
     uint64_t started;               /* id of the load running or last started */
     enum table_want want;           /* the strongest reason among the pending ones */
+    enum table_want job_why;        /* the reason of the load running or last taken */
+    unsigned layers_seen;           /* the live filter's layers at the last tick; 0: look again */
+    int64_t layers_since;           /* monoclock_boot_ns when that count was first seen */
     int64_t last_end;               /* monoclock_boot_ns of the last load's end; 0: none */
     int64_t retry_at;               /* a failed load is not retried before */
     char position[TABLE_POS_MAX];   /* "" = none: the next load copies */
     int64_t degraded_ns, accounted; /* time spent degraded, counted up to accounted */
     struct table_ident ident;       /* of the live filter's load */
+    /* What the last table_schema found, and whether it holds proofs back. */
+    bool schema_seen_set;
+    char schema_seen[sizeof ((struct table_ident *)0)->shape];
+    char schema_uncovered[320];     /* "" = every table heard */
+    bool schema_off;
     int64_t vet_horizon;            /* the horizon proved while on probation (table_vet) */
     struct table_status st;
 };
@@ -112,6 +120,8 @@ enum spell_verdict table_key_of(enum spell_type sp, const char *id, size_t len, 
  * may_catch_up: whether the pending want may be served by a catch-up.
  */
 void table_account_locked(struct table *t, int64_t h, int64_t now);
+/* schema_off and st.schema_why from the last table_schema and the live load's shape. */
+void table_schema_eval_locked(struct table *t);
 bool table_advance_locked(struct table *t, uint64_t epoch, int64_t when);
 int64_t table_hold_back_locked(const struct table *t, int64_t now);
 bool table_may_catch_up_locked(const struct table *t);

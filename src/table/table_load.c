@@ -22,6 +22,22 @@ struct table_load {
     struct table_ident ident;
 };
 
+/* A filter for a load of t sized for items, its layers published if t is. */
+static struct filter *load_filter(struct table *t, uint64_t items, enum filter_error *err)
+{
+    /* The sizing in force now: a SIGHUP may have changed it since start. */
+    struct table_sizing sz = table_sizing(t);
+    struct filter_growth g = table_growth_of(&sz);
+    struct filter_alloc a;
+    bool pub = t->pub.begin && t->pub.begin(t->pub.ctx, &a);
+    struct filter *f = filter_new_with(sz.kind, items, sz.false_positive_rate, &g,
+                                       pub ? &a : NULL, err);
+    /* Sized for the rows the COPY reads: layer 0 takes them all (filter.h). */
+    if (f != NULL)
+        filter_loading(f);
+    return f;
+}
+
 struct table_load *table_load_begin(struct table *t, uint64_t items,
                                     const struct table_ident *ident, enum filter_error *err)
 {
@@ -32,18 +48,26 @@ struct table_load *table_load_begin(struct table *t, uint64_t items,
     }
     l->t = t;
     l->ident = *ident;
-    /* The sizing in force now: a SIGHUP may have changed it since start. */
-    struct table_sizing sz = table_sizing(t);
-    struct filter_growth g = table_growth_of(&sz);
-    struct filter_alloc a;
-    bool pub = t->pub.begin && t->pub.begin(t->pub.ctx, &a);
-    l->f = filter_new_with(sz.kind, items, sz.false_positive_rate, &g, pub ? &a : NULL, err);
+    l->f = load_filter(t, items, err);
     if (l->f == NULL) {
         free(l);
         return NULL;
     }
     guard_begin_bulk(t->g, l->f);
     return l;
+}
+
+struct filter *table_load_resize(struct table_load *l, uint64_t rows, uint64_t *items,
+                                 enum filter_error *err)
+{
+    *items = table_plan_items(l->t, rows);
+    struct filter *f = load_filter(l->t, *items, err);
+    if (f == NULL)
+        return NULL;
+    /* The inserts made since the load began wait in the backlog: none is lost. */
+    guard_replace_bulk(l->t->g, f);
+    l->f = f;
+    return f;
 }
 
 struct filter *table_load_filter(struct table_load *l)
@@ -68,13 +92,19 @@ static void loaded_locked(struct table *t)
     t->loaded = true;
 }
 
-/* Caller holds mu: a load or catch-up that started at start in epoch is live. */
-static void covered_locked(struct table *t, uint64_t epoch, int64_t start, const char *pos)
+/*
+ * Caller holds mu: a load or catch-up that started at start in epoch is
+ * live.  proof: a follower's (a poll), which table_schema may hold back; a
+ * load's own start is a proof by itself.
+ */
+static void covered_locked(struct table *t, uint64_t epoch, int64_t start, const char *pos,
+                           bool proof)
 {
     /* A gap since the load began is not covered by it: keep waiting for the next. */
     if (epoch == t->epoch)
         t->covered = epoch;
-    table_advance_locked(t, epoch, start);
+    if (!proof || !t->schema_off)
+        table_advance_locked(t, epoch, start);
     snprintf(t->position, sizeof t->position, "%s", pos ? pos : "");
 }
 
@@ -88,6 +118,8 @@ bool table_load_commit(struct table_load *l, uint64_t epoch, int64_t start, cons
     /* POSTed IDs the table does not hold (yet) must survive the swap, until they expire. */
     pending_expire(t->pending, monoclock_boot_s());
     pending_replay(t->pending, l->f);
+    /* Loaded: keys from now on grow it as any filter (filter.h). */
+    filter_loaded(l->f);
     if (t->pub.live) {
         pthread_mutex_lock(&t->mu);
         t->pub.live(t->pub.ctx, l->f, l->ident.spell, atomic_load(&t->horizon));
@@ -107,7 +139,14 @@ bool table_load_commit(struct table_load *l, uint64_t epoch, int64_t start, cons
     atomic_store_explicit(&t->vet, TABLE_VET_NONE, memory_order_release);
     t->vet_horizon = 0;
     table_tell_unsure_locked(t);
-    covered_locked(t, epoch, start, pos);
+    t->layers_seen = 0;             /* a new filter: its growth is timed afresh */
+    covered_locked(t, epoch, start, pos, false);
+    /* Changes are the load's shape's from now on (what it read, not what a check saw before). */
+    if (ident.shape[0] != '\0') {
+        t->schema_seen_set = true;
+        snprintf(t->schema_seen, sizeof t->schema_seen, "%s", ident.shape);
+    }
+    table_schema_eval_locked(t);
     t->st.copies++;
     pthread_mutex_unlock(&t->mu);
     table_tap_changed(t);
@@ -195,7 +234,7 @@ void table_caught_up(struct table *t, uint64_t epoch, int64_t start, const char 
                      uint64_t rows)
 {
     pthread_mutex_lock(&t->mu);
-    covered_locked(t, epoch, start, pos);
+    covered_locked(t, epoch, start, pos, false);
     t->st.catchups++;
     t->st.feed_rows_read += rows;
     t->st.last_feed_rows = rows;
@@ -206,7 +245,7 @@ void table_polled(struct table *t, uint64_t epoch, int64_t start, const char *po
                   uint64_t rows)
 {
     pthread_mutex_lock(&t->mu);
-    covered_locked(t, epoch, start, pos);
+    covered_locked(t, epoch, start, pos, true);
     t->st.notifications += rows;
     pthread_mutex_unlock(&t->mu);
 }
