@@ -447,7 +447,7 @@ struct table_load;
  */
 struct table_load *table_load_begin(struct table *t, uint64_t items,
                                     const struct table_ident *ident, enum filter_error *err);
-/* The filter being built (for loader.c's bulk adds: the caller is its only bulk writer). */
+/* The filter being built (for loader_copy.c's bulk adds: the caller is its only bulk writer). */
 struct filter *table_load_filter(struct table_load *l);
 /* The COPY outgrew the filter: one for rows (*items) replaces it, inserts kept; NULL: *err. */
 struct filter *table_load_resize(struct table_load *l, uint64_t rows, uint64_t *items,
