@@ -484,39 +484,6 @@ void table_caught_up(struct table *t, uint64_t epoch, int64_t start, const char 
 void table_polled(struct table *t, uint64_t epoch, int64_t start, const char *pos,
                   uint64_t rows);
 
-/*
- * A filter from elsewhere (a peer's snapshot) is not believed until a
- * sample of the table's rows has been found in it (scheduler_vet.c,
- * spotcheck.h).  Until then (TABLE_VET_PENDING) catch-ups and probes
- * still prove a horizon, but it is held back, not published, and every
- * "absent" is answered degraded, whatever max_staleness says.  Refused
- * (TABLE_VET_REFUSED): the position is dropped and a COPY wanted, which
- * no catch-up may serve; the held horizon is forgotten; the filter still
- * answers degraded until the COPY's goes live (which ends the probation,
- * as any COPY does).
- */
-enum table_vet { TABLE_VET_NONE = 0, TABLE_VET_PENDING, TABLE_VET_REFUSED };
-
-/*
- * The probation's state; *proved (NULL: not asked) gets the horizon held
- * back so far (monoclock_boot_ns() units, 0 = none): a row committed before it
- * that the filter lacks is the snapshot's fault, not a change not yet read.
- */
-enum table_vet table_vet(struct table *t, int64_t *proved);
-
-/*
- * Put t on probation (TABLE_VET_PENDING) before a filter from elsewhere
- * can go live in its guard, so that not one of its "absent" answers is
- * believed (with max_staleness = 0 a horizon of 0 alone would not stop it).
- */
-void table_vet_begin(struct table *t);
-
-/*
- * The sample's verdict on a TABLE_VET_PENDING table (else a no-op): passed
- * (also: no filter from elsewhere went live after all), or refused.
- */
-void table_vetted(struct table *t, bool passed);
-
 /* The live filter's position ("" = none) into out (TABLE_POS_MAX bytes). */
 void table_position(struct table *t, char *out, size_t cap);
 /* Forget the position: the next load copies the table. */
