@@ -7,9 +7,11 @@
  * coordinated omission, as wrk2 does it; wrk2 is not in Debian).
  *
  *   openloop -p PORT -r RATE:SECONDS[,RATE:SECONDS...] [-a ADDR] [-P PREFIX]
- *            [-l LO] [-u HI] [-c CONNS] [-t TIMEOUT_MS] [-s SEED] [-o FILE]
+ *            [-l LO] [-u HI] [-i IDFILE] [-c CONNS] [-t TIMEOUT_MS] [-s SEED] [-o FILE]
  *
- * GET PREFIX<id> with ids uniform in [LO, HI] over CONNS keep-alive HTTP/1.1
+ * GET PREFIX<id> with ids uniform in [LO, HI] (or, with -i, the ids of
+ * IDFILE, one a line, round robin: an attacker repeating the few ids it
+ * found answer "maybe") over CONNS keep-alive HTTP/1.1
  * connections (one request in flight on each; a due request waits for the
  * first free one; none is sent 100 ms after the schedule's end, and the
  * answers outstanding are awaited up to the timeout).  A rate of 0 is a
@@ -90,6 +92,34 @@ static int cmp_i64(const void *a, const void *b)
 }
 
 static uint64_t rng_state;
+/* -i: the ids to repeat, round robin; NULL: random ids in [LO, HI]. */
+static char **fixed_ids;
+static size_t n_fixed;
+
+/* The ids of path, one a line (false: unreadable or none). */
+static bool read_ids(const char *path)
+{
+    FILE *f = fopen(path, "r");
+    char line[256];
+    size_t cap = 0;
+    while (f != NULL && fgets(line, sizeof line, f) != NULL) {
+        line[strcspn(line, "\r\n")] = '\0';
+        if (line[0] == '\0')
+            continue;
+        if (n_fixed == cap) {
+            cap = cap ? 2 * cap : 64;
+            char **n = realloc(fixed_ids, cap * sizeof *n);
+            if (n == NULL)
+                break;
+            fixed_ids = n;
+        }
+        if ((fixed_ids[n_fixed] = strdup(line)) != NULL)
+            n_fixed++;
+    }
+    if (f != NULL)
+        fclose(f);
+    return n_fixed > 0;
+}
 static uint64_t rng(void)
 {
     /* xorshift64* */
@@ -228,13 +258,19 @@ int main(int argc, char **argv)
     char *schedule = NULL;
     rng_state = 0x9e3779b97f4a7c15ULL ^ (uint64_t)getpid();
 
-    while ((opt = getopt(argc, argv, "a:p:P:l:u:r:c:t:s:o:")) != -1) {
+    while ((opt = getopt(argc, argv, "a:p:P:l:u:i:r:c:t:s:o:")) != -1) {
         switch (opt) {
         case 'a': ip = optarg; break;
         case 'p': port = atoi(optarg); break;
         case 'P': prefix = optarg; break;
         case 'l': lo = strtoull(optarg, NULL, 10); break;
         case 'u': hi = strtoull(optarg, NULL, 10); break;
+        case 'i':
+            if (!read_ids(optarg)) {
+                fprintf(stderr, "openloop: -i %s: no ids\n", optarg);
+                return 2;
+            }
+            break;
         case 'r': schedule = optarg; break;
         case 'c': nconns = atoi(optarg); break;
         case 't': timeout_ms = atol(optarg); break;
@@ -242,7 +278,8 @@ int main(int argc, char **argv)
         case 'o': out = optarg; break;
         default:
             fprintf(stderr, "usage: openloop -p PORT -r RATE:SECONDS[,...] [-a ADDR] [-P PREFIX] "
-                            "[-l LO] [-u HI] [-c CONNS] [-t TIMEOUT_MS] [-s SEED] [-o FILE]\n");
+                            "[-l LO] [-u HI] [-i IDFILE] [-c CONNS] [-t TIMEOUT_MS] [-s SEED] "
+                            "[-o FILE]\n");
             return 2;
         }
     }
@@ -322,9 +359,14 @@ int main(int argc, char **argv)
             if (c->state != C_IDLE && c->state != C_DOWN)
                 continue;
             c->req = next++;
-            c->wlen = (size_t)snprintf(c->wbuf, sizeof c->wbuf,
-                                       "GET %s%llu HTTP/1.1\r\nHost: %s\r\n\r\n", prefix,
-                                       lo + rng() % (hi - lo + 1), ip);
+            if (fixed_ids != NULL)
+                c->wlen = (size_t)snprintf(c->wbuf, sizeof c->wbuf,
+                                           "GET %s%s HTTP/1.1\r\nHost: %s\r\n\r\n", prefix,
+                                           fixed_ids[c->req % n_fixed], ip);
+            else
+                c->wlen = (size_t)snprintf(c->wbuf, sizeof c->wbuf,
+                                           "GET %s%llu HTTP/1.1\r\nHost: %s\r\n\r\n", prefix,
+                                           lo + rng() % (hi - lo + 1), ip);
             c->woff = 0;
             c->sent_ns = t;
             if (c->state == C_DOWN) {

@@ -88,13 +88,12 @@ START_TEST(test_stale_horizon_is_degraded)
     load(t, rows, 3, monoclock_boot_ns() - 2 * 60 * NS);
     ck_assert_int_eq(table_lookup(t, "9", 1), TABLE_DEGRADED);
     ck_assert_int_eq(table_lookup(t, "1", 1), TABLE_MAYBE);
-    bool maybe[2], degraded = false;
-    size_t absent = 0;
+    enum table_answer many[2];
     const char *ids[] = { "1", "9" };
     size_t lens[] = { 1, 1 };
-    ck_assert(table_lookup_many(t, 2, ids, lens, maybe, &degraded, &absent));
-    ck_assert(maybe[0] && maybe[1] && degraded);
-    ck_assert_uint_eq(absent, 1);
+    ck_assert(table_lookup_many(t, 2, ids, lens, many));
+    ck_assert_int_eq(many[0], TABLE_MAYBE);
+    ck_assert_int_eq(many[1], TABLE_DEGRADED);
     /* A proof in the covered epoch moves it: exact again. */
     ck_assert(table_advance(t, table_epoch(t), monoclock_boot_ns()));
     ck_assert_int_eq(table_lookup(t, "9", 1), TABLE_ABSENT);
@@ -153,11 +152,11 @@ START_TEST(test_hold_for_lost_posts)
     table_hold_absent(t, monoclock_boot_ns());              /* an earlier one changes nothing */
     ck_assert_int_eq(table_lookup(t, "9", 1), TABLE_DEGRADED);
     ck_assert_int_eq(table_lookup(t, "1", 1), TABLE_MAYBE);
-    bool maybe[1], degraded = false;
+    enum table_answer many[1];
     const char *ids[] = { "9" };
     size_t lens[] = { 1 };
-    ck_assert(table_lookup_many(t, 1, ids, lens, maybe, &degraded, NULL));
-    ck_assert(maybe[0] && degraded);
+    ck_assert(table_lookup_many(t, 1, ids, lens, many));
+    ck_assert_int_eq(many[0], TABLE_DEGRADED);
     struct table_status st;
     table_status(t, &st);
     ck_assert(st.degraded);
@@ -546,9 +545,11 @@ START_TEST(test_spellings)
     /* Batches by the same rule. */
     const char *many[] = { "05", "6", "zz" };
     size_t mlens[] = { 2, 1, 2 };
-    bool maybe[3];
-    ck_assert(table_lookup_many(t, 3, many, mlens, maybe, NULL, NULL));
-    ck_assert(maybe[0] && !maybe[1] && !maybe[2]);
+    enum table_answer ans[3];
+    ck_assert(table_lookup_many(t, 3, many, mlens, ans));
+    ck_assert_int_eq(ans[0], TABLE_MAYBE);
+    ck_assert_int_eq(ans[1], TABLE_ABSENT);
+    ck_assert_int_eq(ans[2], TABLE_ABSENT);
     /* A type whose spellings cannot be proven: never absent. */
     const struct table_ident other = { .relid = 7, .attnum = 1, .spell = SPELL_TIMESTAMPTZ };
     const char *f[] = { "2026-01-01 00:00:00+00" };
@@ -556,6 +557,14 @@ START_TEST(test_spellings)
     ck_assert_int_eq(table_lookup(t, "2026-01-01 00:00:00+00", 22), TABLE_MAYBE);
     /* Without an offset the service's TimeZone decides which instant it is. */
     ck_assert_int_eq(table_lookup(t, "2026-01-01 00:00:00", 19), TABLE_UNPROVABLE);
+    /* A batch answers each ID as table_lookup does: the unprovable one too, not a bare "maybe". */
+    const char *mixed[] = { "2026-01-01 00:00:00+00", "2026-01-01 00:00:00", "2027-01-01 00:00:00+00" };
+    size_t xlens[] = { 22, 19, 22 };
+    enum table_answer xans[3];
+    ck_assert(table_lookup_many(t, 3, mixed, xlens, xans));
+    for (int i = 0; i < 3; i++)
+        ck_assert_msg(xans[i] == table_lookup(t, mixed[i], xlens[i]), "batch answer %d", i);
+    ck_assert_int_eq(xans[1], TABLE_UNPROVABLE);
     table_free(t);
 }
 END_TEST

@@ -15,6 +15,15 @@
  * packets.  SIGUSR2 thaws: what was queued flows again.  SIGHUP closes the
  * listening socket: new connections are refused while those open go on.
  * SIGTERM exits.
+ *
+ * One connection's answers held, the others flowing (the verifier's
+ * lookup answered by the server but not yet read: tests/adaptive.test):
+ * with TCPRELAY_TAG set, a connection whose client sends those bytes in
+ * its first 8 KiB (libpq's startup packet names application_name) is
+ * tagged; SIGWINCH arms the hold: the next bytes a tagged client sends
+ * that contain TCPRELAY_HOLD_AFTER are relayed, and from then on nothing
+ * the server sends on that connection moves until SIGUSR2.  PORTFILE.held
+ * is created when the hold begins.
  */
 #include <errno.h>
 #include <netinet/in.h>
@@ -30,22 +39,26 @@
 
 #define MAX_PAIRS 64
 
-static volatile sig_atomic_t frozen, done, refuse;
+static volatile sig_atomic_t frozen, done, refuse, armed, thawed;
 
 static void on_signal(int sig)
 {
     if (sig == SIGUSR1)
         frozen = 1;
     else if (sig == SIGUSR2)
-        frozen = 0;
+        frozen = 0, armed = 0, thawed = 1;
     else if (sig == SIGHUP)
         refuse = 1;
+    else if (sig == SIGWINCH)
+        armed = 1;
     else
         done = 1;
 }
 
 struct pair {
     int a, b;           /* client side, server side; -1: unused */
+    size_t seen;        /* client bytes looked at for the tag */
+    bool tagged, held;
 };
 
 /*
@@ -77,13 +90,27 @@ static int connect_unix(const char *path)
     return fd;
 }
 
+static const char *tag, *hold_after, *held_file;
+
 /* Move what is readable from one side to the other; false when either side ended. */
-static bool pump(int from, int to)
+static bool pump(int from, int to, struct pair *p)
 {
     char buf[65536];
     ssize_t n = read(from, buf, sizeof buf);
     if (n <= 0)
         return false;
+    if (p != NULL && tag != NULL && !p->tagged && p->seen < 8192) {
+        p->tagged = memmem(buf, (size_t)n, tag, strlen(tag)) != NULL;
+        p->seen += (size_t)n;
+    }
+    if (p != NULL && p->tagged && armed && hold_after != NULL
+        && memmem(buf, (size_t)n, hold_after, strlen(hold_after)) != NULL) {
+        p->held = true;
+        armed = 0;
+        FILE *f = fopen(held_file, "w");
+        if (f != NULL)
+            fclose(f);
+    }
     for (ssize_t off = 0; off < n;) {
         ssize_t w = write(to, buf + off, (size_t)(n - off));
         if (w < 0) {
@@ -109,6 +136,12 @@ int main(int argc, char **argv)
     sigaction(SIGHUP, &sa, NULL);
     sigaction(SIGTERM, &sa, NULL);
     sigaction(SIGINT, &sa, NULL);
+    sigaction(SIGWINCH, &sa, NULL);
+    tag = getenv("TCPRELAY_TAG");
+    hold_after = getenv("TCPRELAY_HOLD_AFTER");
+    static char held_path[4096];
+    snprintf(held_path, sizeof held_path, "%s.held", argv[1]);
+    held_file = held_path;
     signal(SIGPIPE, SIG_IGN);
 
     int ls = socket(AF_INET, SOCK_STREAM, 0);
@@ -130,8 +163,13 @@ int main(int argc, char **argv)
 
     struct pair pairs[MAX_PAIRS];
     for (int i = 0; i < MAX_PAIRS; i++)
-        pairs[i].a = pairs[i].b = -1;
+        pairs[i] = (struct pair){ .a = -1, .b = -1 };
     while (!done) {
+        if (thawed) {
+            thawed = 0;
+            for (int i = 0; i < MAX_PAIRS; i++)
+                pairs[i].held = false;
+        }
         struct pollfd pfd[1 + 2 * MAX_PAIRS];
         int n = 0;
         if (refuse && ls >= 0) {
@@ -144,7 +182,8 @@ int main(int argc, char **argv)
         for (int i = 0; i < MAX_PAIRS && !frozen; i++)
             if (pairs[i].a >= 0) {
                 pfd[n++] = (struct pollfd){ .fd = pairs[i].a, .events = POLLIN };
-                pfd[n++] = (struct pollfd){ .fd = pairs[i].b, .events = POLLIN };
+                /* A held connection's server side is not read: its bytes wait in the socket. */
+                pfd[n++] = (struct pollfd){ .fd = pairs[i].held ? -1 : pairs[i].b, .events = POLLIN };
             }
         /* Frozen: wait for a signal and touch nothing. */
         int pr = poll(pfd, (nfds_t)n, 200);
@@ -159,7 +198,7 @@ int main(int argc, char **argv)
                 if (pairs[i].a < 0)
                     slot = i;
             if (c >= 0 && s >= 0 && slot >= 0) {
-                pairs[slot] = (struct pair){ c, s };
+                pairs[slot] = (struct pair){ .a = c, .b = s };
             } else {
                 if (c >= 0)
                     close(c);
@@ -175,13 +214,13 @@ int main(int argc, char **argv)
                 continue;
             bool ok = true;
             if (pfd[k].revents & (POLLIN | POLLHUP | POLLERR))
-                ok = pump(pairs[i].a, pairs[i].b);
+                ok = pump(pairs[i].a, pairs[i].b, &pairs[i]);
             if (ok && (pfd[k + 1].revents & (POLLIN | POLLHUP | POLLERR)))
-                ok = pump(pairs[i].b, pairs[i].a);
+                ok = pump(pairs[i].b, pairs[i].a, NULL);
             if (!ok) {
                 close(pairs[i].a);
                 close(pairs[i].b);
-                pairs[i].a = pairs[i].b = -1;
+                pairs[i] = (struct pair){ .a = -1, .b = -1 };
             }
         }
     }

@@ -101,5 +101,14 @@ bench_cleanup() {
     fi
     bg_stop_all
     bg_pg_stop
+    [ -z "${BENCH_PUBDIR:-}" ] || rm -rf "$BENCH_PUBDIR"
     if [ -n "${BG_BENCH_KEEP:-}" ]; then bg_log "kept $work"; else rm -rf "$work"; fi
+}
+
+# bench_pubdir: BENCH_PUBDIR, a directory of this user's own for
+# [server] publish_dir (readers trust only such: $work, which bg_pg_start
+# gives to postgres when run as root, is refused), removed by bench_cleanup.
+bench_pubdir() {
+    BENCH_PUBDIR=$(mktemp -d /tmp/bloomguard-publish.XXXXXX) || bg_die "mktemp failed"
+    chmod 755 "$BENCH_PUBDIR"
 }

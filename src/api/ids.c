@@ -1,6 +1,6 @@
 /*
  * The ID endpoints, the hot path: GET /exists/{id}, POST /exists, POST /ids
- * and /auth.  Lookups build their small JSON answers by hand into one
+ * and /auth; and POST /absent, a service's reports of IDs it did not find.  Lookups build their small JSON answers by hand into one
  * buffer handed to MHD (no jansson on the hot path); request bodies go
  * through jansson.
  */
@@ -53,6 +53,16 @@ static struct reply id_error_reply(enum id_error e, const char *where)
     return api_error(status, id_error_code(e), "%s%s", id_strerror(e), where);
 }
 
+/* Counts one answer of GET or POST /exists, as both do. */
+static void count_answer(struct stats *st, enum table_answer ans)
+{
+    if (ans == TABLE_DEGRADED)
+        stats_add(st, ST_DEGRADED, 1);
+    if (ans == TABLE_UNPROVABLE)
+        stats_add(st, ST_UNPROVABLE, 1);
+    stats_add(st, ans == TABLE_ABSENT ? ST_LOOKUP_MISS : ST_LOOKUP_HIT, 1);
+}
+
 struct reply ids_exists(struct app *a, const struct api_request *rq)
 {
     char id[CONFIG_MAX_ID_BYTES + 1];   /* on the stack: nothing to free on errors */
@@ -83,11 +93,7 @@ struct reply ids_exists(struct app *a, const struct api_request *rq)
     enum table_answer ans = table_lookup(a->tables[t], id, idlen);
     if (ans == TABLE_NOT_READY)
         return not_ready(a->tables[t]);
-    if (ans == TABLE_DEGRADED)
-        stats_add(a->stats, ST_DEGRADED, 1);
-    if (ans == TABLE_UNPROVABLE)
-        stats_add(a->stats, ST_UNPROVABLE, 1);
-    stats_add(a->stats, ans == TABLE_ABSENT ? ST_LOOKUP_MISS : ST_LOOKUP_HIT, 1);
+    count_answer(a->stats, ans);
 
     /* {"id":"<escaped>","exists":false}: one small block, handed to MHD. */
     const char *tail = ans == TABLE_DEGRADED ? "\",\"exists\":true,\"degraded\":true}"
@@ -253,41 +259,35 @@ static struct reply exists_batch(struct app *a, const struct api_request *rq, st
                                  const struct idlist *l)
 {
     (void)rq;
-    bool *ans = malloc(l->n * sizeof(bool) + 1);
-    char *out = malloc(l->n * 6 + 48);
+    enum table_answer *ans = malloc(l->n * sizeof *ans + 1);
+    /* true/false with commas, and the two tags: */
+    char *out = malloc(l->n * 6 + 64);
     if (ans == NULL || out == NULL) {
         free(ans);
         free(out);
         return (struct reply){ 500, NULL, false };
     }
-    bool degraded = false;
-    size_t absent = 0;
-    if (!table_lookup_many(t, l->n, l->ids, l->lens, ans, &degraded, &absent)) {
+    if (!table_lookup_many(t, l->n, l->ids, l->lens, ans)) {
         free(ans);
         free(out);
         return not_ready(t);
     }
-    size_t used = 0, hits = 0;
-    if (degraded)
-        stats_add(a->stats, ST_DEGRADED, absent);
+    bool degraded = false, unprovable = false;
+    size_t used = 11;
     memcpy(out, "{\"exists\":[", 11);
-    used = 11;
     for (size_t i = 0; i < l->n; i++) {
+        count_answer(a->stats, ans[i]);
+        degraded |= ans[i] == TABLE_DEGRADED;
+        unprovable |= ans[i] == TABLE_UNPROVABLE;
         if (i)
             out[used++] = ',';
-        const char *v = ans[i] ? "true" : "false";
-        size_t vl = ans[i] ? 4 : 5;
-        memcpy(out + used, v, vl);
-        used += vl;
-        hits += ans[i];
+        bool maybe = ans[i] != TABLE_ABSENT;
+        memcpy(out + used, maybe ? "true" : "false", maybe ? 4 : 5);
+        used += maybe ? 4 : 5;
     }
-    static const char deg[] = "],\"degraded\":true}";
-    const char *end = degraded ? deg : "]}";
-    size_t el = degraded ? sizeof deg - 1 : 2;
-    memcpy(out + used, end, el);
-    used += el;
-    stats_add(a->stats, ST_LOOKUP_HIT, hits);
-    stats_add(a->stats, ST_LOOKUP_MISS, l->n - hits);
+    /* As GET /exists tags a single answer: any such answer in the batch tags it. */
+    used += (size_t)sprintf(out + used, "]%s%s}", degraded ? ",\"degraded\":true" : "",
+                            unprovable ? ",\"unprovable\":true" : "");
     free(ans);
     return (struct reply){ MHD_HTTP_OK, api_json_response(out, used, MHD_RESPMEM_MUST_FREE), false };
 }
@@ -398,6 +398,38 @@ struct reply ids_insert(struct app *a, const struct api_request *rq)
     if (api_replica(a, (unsigned)t))
         return api_read_only(a, (unsigned)t);
     return batch_serve(a, rq, true, insert_batch);
+}
+
+/*
+ * POST /absent: IDs a service looked up and did not find.  Each becomes a
+ * candidate the verifier looks up (never believed by itself:
+ * table_adapt.h); the answer counts what became of them.
+ */
+static struct reply absent_batch(struct app *a, const struct api_request *rq, struct table *t,
+                                 const struct idlist *l)
+{
+    (void)a;
+    (void)rq;
+    if (!table_adaptive(t))
+        return api_error(MHD_HTTP_BAD_REQUEST, "adaptive_off",
+                         "[adaptive] enabled = no: reports of absent ids are not taken");
+    size_t n[TABLE_REPORT_NOT_READY + 1] = { 0 };
+    for (size_t i = 0; i < l->n; i++) {
+        enum table_report r = table_report(t, l->ids[i], l->lens[i]);
+        if (r == TABLE_REPORT_NOT_READY)
+            return not_ready(t);
+        n[r]++;
+    }
+    char out[160];
+    snprintf(out, sizeof out, "{\"queued\":%zu,\"absent\":%zu,\"unprovable\":%zu,\"held\":%zu}",
+             n[TABLE_REPORT_QUEUED], n[TABLE_REPORT_ABSENT], n[TABLE_REPORT_UNPROVABLE],
+             n[TABLE_REPORT_HELD]);
+    return api_json_take(MHD_HTTP_ACCEPTED, strdup(out));
+}
+
+struct reply ids_absent(struct app *a, const struct api_request *rq)
+{
+    return batch_serve(a, rq, true, absent_batch);
 }
 
 /* The decision for one original URI (raw). */

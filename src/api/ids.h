@@ -18,5 +18,7 @@ struct reply ids_exists(struct app *a, const struct api_request *rq);
 struct reply ids_exists_batch(struct app *a, const struct api_request *rq);
 struct reply ids_insert(struct app *a, const struct api_request *rq);
 struct reply ids_auth(struct app *a, const struct api_request *rq);
+/* POST /absent[/{filter}]: ids as for POST /ids, each made a candidate to verify (table_report). */
+struct reply ids_absent(struct app *a, const struct api_request *rq);
 
 #endif

@@ -73,6 +73,7 @@ bool status_take(struct app *a, struct status *st, bool full)
                 f->info.kind = table_sizing(t).kind;    /* what its load will make */
             table_posts(t, &f->pending);
             f->posts_durable = table_durable(t);
+            table_adaptive_info(t, &f->adaptive);
         } else {
             f->ready = table_ready(t);
         }
@@ -414,6 +415,27 @@ static void pending_section(struct doc *d, json_t *o, const struct table_posts *
     put_bool(d, o, "durable", durable);
 }
 
+/* Verified-absent IDs ([adaptive]): what the set holds and how it was learned. */
+static void adaptive_section(struct doc *d, json_t *o, const struct table_adaptive *a)
+{
+    put_bool(d, o, "enabled", a->enabled);
+    put_u64(d, o, "entries", a->entries);
+    put_u64(d, o, "max_entries", a->max_entries);
+    put_u64(d, o, "denied", a->denied);
+    put_u64(d, o, "candidates", a->candidates);
+    put_u64(d, o, "reported", a->reported);
+    put_u64(d, o, "queued", a->queued);
+    put_u64(d, o, "dropped", a->dropped);
+    json_t *v = put_object(d, o, "verifications");
+    put_u64(d, v, "absent", a->verified_absent);
+    put_u64(d, v, "present", a->verified_present);
+    put_u64(d, v, "failed", a->verify_failed);
+    put_u64(d, v, "raced", a->raced);
+    put_u64(d, o, "posted", a->posted);
+    put_u64(d, o, "evictions", a->evictions);
+    put_u64(d, o, "invalidations", a->invalidations);
+}
+
 /*
  * A table's own sections after its filter's figures: how it is followed,
  * its loads, its follower's connection, its horizon, its journal, its
@@ -438,6 +460,7 @@ static void load_sections(struct doc *d, json_t *o, const struct status *st,
     snapshot_section(d, put_object(d, o, "snapshot"), &f->table);
     if (strcmp(f->table.method, "upstream") == 0)
         replication_section(d, put_object(d, o, "replication"), f);
+    adaptive_section(d, put_object(d, o, "adaptive"), &f->adaptive);
 }
 
 static void table_sections(struct doc *d, json_t *o, const struct status *st,

@@ -57,6 +57,7 @@ struct status_filter {
     struct table_posts pending;     /* zeros in a light snapshot */
     bool posts_durable;             /* POSTs are logged on disk before their 2xx (postlog.h) */
     uint64_t behind_keys;           /* a replica: keys its upstream has that it has not applied */
+    struct table_adaptive adaptive; /* verified-absent IDs (zeros in a light snapshot) */
 };
 
 /* Everything the status documents show, read once. */

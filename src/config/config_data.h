@@ -145,6 +145,12 @@ struct config {
     bool feed_enabled;           /* key "enabled": catch up from the change feed where installed */
     unsigned feed_retention;     /* seconds of changes bloomguard_feed_prune keeps */
     unsigned feed_prune_interval; /* seconds between prunes; 0 = never */
+    /* [adaptive] */
+    bool adaptive_enabled;       /* key "enabled": verify hot "maybe" IDs, deny the absent ones */
+    unsigned adaptive_min_hits;  /* "maybe" answers within adaptive_window that make a candidate */
+    double adaptive_window;      /* seconds */
+    unsigned adaptive_verify_rate; /* primary-key lookups per second per filter at most */
+    unsigned adaptive_max_entries; /* verified-absent IDs kept per filter */
     /*
      * The filters, in file order; filters[0] is the default one (GET
      * /exists/{id}, templates that name none).  Without [filter NAME]

@@ -295,6 +295,20 @@ const struct config_key config_keys[] = {
     K_SECS("feed", "prune_interval", "60", CONFIG_RESTART, CF(feed_prune_interval), 0, 86400,
            "seconds between prunes of the feed's log, 0 = never prune from this daemon"),
 
+    K_BOOL("adaptive", "enabled", "yes", CONFIG_RESTART, CF(adaptive_enabled),
+           "learn which ids answer \"maybe\" again and again, look each up in PostgreSQL once, and "
+           "answer those it lacks absent until the insert that adds them (a false positive found "
+           "is a false positive fixed)"),
+    K_UINT("adaptive", "min_hits", "8", CONFIG_RESTART, CF(adaptive_min_hits), 1, 32767,
+           "\"maybe\" answers within window that make an id a candidate for a lookup"),
+    K_DSECS("adaptive", "window", "10", CONFIG_RESTART, CF(adaptive_window), 0.01, false, 3600.0,
+            false, "seconds within which an id must answer \"maybe\" min_hits times"),
+    K_UINT("adaptive", "verify_rate", "20", CONFIG_RESTART, CF(adaptive_verify_rate), 1, 100000,
+           "primary-key lookups per second per filter at most, on a connection of their own"),
+    K_UINT("adaptive", "max_entries", "10000", CONFIG_RESTART, CF(adaptive_max_entries), 16,
+           1000000, "verified-absent ids kept per filter (about 300 bytes each with their "
+           "sketch); a new one makes room by evicting one, which answers \"maybe\" again"),
+
     K_TYPED("auth", "uri_template", template, NULL, CONFIG_RELOAD,
             "request path with {id} where the id goes, e.g. /user/get/{id}; repeat the key for more"),
     K_ENUM("auth", "deny_status", "403", CONFIG_RELOAD, deny_status, deny_statuses,

@@ -1,9 +1,11 @@
 /*
- * The staleness rule (answer.h): one function, linked by the daemon and by
- * libbloomguard, and the arithmetic it needs done without overflow.
+ * The staleness rule and the lookup sequence (answer.h): one copy, linked
+ * by the daemon and by libbloomguard, and the arithmetic the rule needs
+ * done without overflow.
  */
 #include "answer.h"
 
+#include <stdlib.h>
 #include <time.h>
 
 /* a - b, saturated: a horizon from a shared file may be INT64_MIN. */
@@ -69,3 +71,34 @@ int64_t answer_degraded_ns(int64_t from, int64_t to, int64_t h, int64_t max_stal
     return sat_add(early, late);
 }
 
+void answer_query_begin(struct answer_query *q, enum spell_type sp, const void *id, size_t len)
+{
+    q->filter_maybe = false;
+    q->denied = false;
+    q->hash = 0;
+    q->verdict = spell_key_buf(sp, id, len, q->buf, sizeof q->buf, &q->heap, &q->key, &q->klen);
+    if (q->verdict == SPELL_KEY)
+        q->hash = filter_hash(q->key, q->klen);
+}
+
+void answer_query_end(struct answer_query *q)
+{
+    free(q->heap);
+    q->heap = NULL;
+}
+
+enum answer answer_lookup(struct answer_query *q, const struct filter *f,
+                          const struct vset *denied, answer_stale_fn *stale, void *ctx)
+{
+    if (f == NULL)
+        return ANSWER_NOT_READY;
+    if (q->verdict == SPELL_MAYBE)
+        return ANSWER_UNPROVABLE;
+    if (q->verdict == SPELL_KEY && filter_contains_hash(f, q->hash)) {
+        q->filter_maybe = true;
+        if (denied == NULL || !vset_has(denied, q->hash, q->key, q->klen))
+            return ANSWER_MAYBE;
+        q->denied = true;
+    }
+    return stale(ctx) ? ANSWER_DEGRADED : ANSWER_ABSENT;
+}

@@ -110,6 +110,13 @@ void follow_position(struct follower *f, struct table *t, char *out, size_t cap)
         table_position(t, out, cap);
 }
 
+bool follow_unseen(struct follower *f, struct table *t, uint32_t **xids, size_t *n)
+{
+    *xids = NULL;
+    *n = 0;
+    return f == NULL || f->ops->unseen == NULL || f->ops->unseen(f, t, xids, n);
+}
+
 void follow_status(struct follower *f, struct follow_status *out)
 {
     memset(out, 0, sizeof *out);

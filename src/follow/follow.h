@@ -141,6 +141,14 @@ struct follow_ops {
     void (*status_locked)(struct follower *f, struct follow_status *out);
     /* What it adds for table t alone (follow_table_status), f->mu not held.  May be NULL. */
     void (*table_status)(struct follower *f, struct table *t, struct follow_status *out);
+    /*
+     * The transactions whose rows the follower gave t's filter and that a
+     * snapshot taken now may not see finished yet (what a ticket's
+     * must_see holds), malloc'ed into *xids and *n; false when it cannot
+     * know (too many to keep: try later).  May be NULL: the method gives
+     * only rows new snapshots see (NOTIFY, the feed).  Any thread.
+     */
+    bool (*unseen)(struct follower *f, struct table *t, uint32_t **xids, size_t *n);
 };
 
 /*
@@ -202,6 +210,14 @@ void follow_table_status(struct follower *f, struct table *t, struct follow_stat
  * to stream it ("" = none: a restart copies): ops->position's, else t's own.
  */
 void follow_position(struct follower *f, struct table *t, char *out, size_t cap);
+
+/*
+ * ops->unseen's transactions (none for a method without it, or f NULL):
+ * for a verification of an ID absent (table_adapt.h), whose
+ * snapshot must see them finished.  *xids (NULL when *n is 0) is the
+ * caller's to free.  False: not known now.
+ */
+bool follow_unseen(struct follower *f, struct table *t, uint32_t **xids, size_t *n);
 
 /*
  * Follow t too, before or after start (its thread takes it up: LISTENs,

@@ -398,6 +398,25 @@ static void logical_status_locked(struct follower *f, struct follow_status *out)
     snprintf(out->wal_status, sizeof out->wal_status, "%s", l->wal_status);
 }
 
+/* The stream's transactions a new snapshot may not see yet: every table's (one slot). */
+static bool logical_unseen(struct follower *f, struct table *t, uint32_t **xids, size_t *n)
+{
+    struct logical *l = of(f);
+    (void)t;
+    pthread_mutex_lock(&l->base.mu);
+    bool ok = !l->unseen.overflowed;
+    if (ok && l->unseen.n > 0) {
+        *xids = malloc(l->unseen.n * sizeof **xids);
+        ok = *xids != NULL;
+        if (ok) {
+            memcpy(*xids, l->unseen.v, l->unseen.n * sizeof **xids);
+            *n = l->unseen.n;
+        }
+    }
+    pthread_mutex_unlock(&l->base.mu);
+    return ok;
+}
+
 const struct follow_ops follow_logical_ops = {
     .method = SYNC_LOGICAL,
     .fresh_positions = true,
@@ -413,4 +432,5 @@ const struct follow_ops follow_logical_ops = {
     .position = logical_position,
     .saved = logical_saved,
     .status_locked = logical_status_locked,
+    .unseen = logical_unseen,
 };

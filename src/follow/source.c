@@ -13,6 +13,7 @@
 #include <time.h>
 
 #include "loader.h"
+#include "verifier.h"
 
 struct source {
     const struct config *cfg;
@@ -20,6 +21,7 @@ struct source {
     struct table **tables;
     unsigned n;
     struct scheduler *sched;
+    struct verifier *verifier;      /* [adaptive] enabled: looks hot "maybe" IDs up */
     /* Set once by choose(), on the scheduler's thread, before any load. */
     struct follower *followers[SYNC_METHODS];  /* by enum sync_method; [SYNC_NONE] unused */
     pthread_mutex_t mu;             /* guards followers[] for readers on other threads */
@@ -49,6 +51,13 @@ struct source *source_new(const struct config *cfg, const struct log *lg,
     s->sched = scheduler_new(cfg, s->tables, n, lg, hooks, token);
     if (s->sched == NULL)
         goto fail;
+    /* The verifier asks PostgreSQL, which a daemon whose filters all follow an upstream has none of. */
+    bool any_db = false;
+    for (unsigned i = 0; i < n; i++)
+        any_db = any_db || cfg->filters[i].method != SYNC_UPSTREAM;
+    if (cfg->adaptive_enabled && any_db
+        && (s->verifier = verifier_new(cfg, lg, s->tables, n, s->sched)) == NULL)
+        goto fail;
     /* A want wakes the scheduler. */
     for (unsigned i = 0; i < n; i++)
         table_set_wake(s->tables[i], scheduler_wake, s->sched);
@@ -64,6 +73,7 @@ void source_free(struct source *s)
         return;
     for (unsigned m = 0; m < sizeof s->followers / sizeof s->followers[0]; m++)
         follow_free(s->followers[m]);
+    verifier_free(s->verifier);
     scheduler_free(s->sched);
     for (unsigned i = 0; s->tables && i < s->n; i++)
         table_free(s->tables[i]);
@@ -194,7 +204,8 @@ static int choose(void *arg, char *err, size_t errlen)
 
 bool source_start(struct source *s)
 {
-    return scheduler_start(s->sched, choose, s);
+    return scheduler_start(s->sched, choose, s)
+           && (s->verifier == NULL || verifier_start(s->verifier));
 }
 
 void source_stop(struct source *s)
@@ -204,6 +215,8 @@ void source_stop(struct source *s)
     struct follower *f[SYNC_METHODS];
     memcpy(f, s->followers, sizeof f);
     pthread_mutex_unlock(&s->mu);
+    /* The verifier first: it asks the scheduler for followers. */
+    verifier_stop(s->verifier);
     scheduler_stop(s->sched);
     for (unsigned m = 0; m < SYNC_METHODS; m++)
         if (f[m] != NULL)

@@ -39,6 +39,8 @@ const struct route routes_table[] = {
     { "/snapshot",  ROUTE_PREFIX,  ROUTE_READ, "snapshot",     ROUTE_REPLICATION, false, false, admin_snapshot },
     /* Replicas: the stream, the horizon's round trips, a fresh snapshot (replicate.h). */
     { "/replicate", ROUTE_PREFIX,  ROUTE_GET,  "replicate",    ROUTE_REPLICATION, false, false, replicate_get },
+    /* A service's reports of ids it did not find: candidates to verify, never believed alone. */
+    { "/absent",    ROUTE_PREFIX,  ROUTE_POST, "absent",       true,  true,  false, ids_absent },
 };
 const unsigned routes_count = sizeof routes_table / sizeof routes_table[0];
 

@@ -43,6 +43,23 @@ bool pubfmt_check(const struct pubfmt_header *hdr, uint64_t file_bytes, char *wh
     return true;
 }
 
+bool pubfmt_vset_check(const struct pubfmt_vset_header *hdr, uint64_t file_bytes,
+                       uint64_t instance, char *why, size_t whylen)
+{
+    if (file_bytes < PUBFMT_HEADER_BYTES || memcmp(hdr->magic, PUBFMT_VSET_MAGIC, 8) != 0)
+        return say(why, whylen, "not a published verified-absent set (no BGVERIFY header)");
+    if (hdr->version != PUBFMT_VSET_VERSION)
+        return say(why, whylen, "a set format version this build does not read");
+    if (hdr->header_bytes != PUBFMT_HEADER_BYTES || hdr->byte_order != PUBFMT_BYTE_ORDER)
+        return say(why, whylen, "written for another byte order or header size");
+    if (hdr->instance != instance)
+        return say(why, whylen, "of another run of the daemon than the filter");
+    if (hdr->set_offset % PUBFMT_ALIGN != 0 || hdr->set_offset < PUBFMT_HEADER_BYTES
+        || hdr->set_offset > file_bytes || hdr->set_bytes > file_bytes - hdr->set_offset)
+        return say(why, whylen, "a set that lies outside the file");
+    return true;
+}
+
 /* The scheme of each kind, by enum filter_kind: one per kind, checked below. */
 static const uint32_t kind_schemes[] = {
     [FILTER_KIND_BLOCKED] = PUBFMT_BLOCKS_SPLIT512,

@@ -68,7 +68,14 @@ enum {
      * holds absent answers, a peer's filter is on probation): absent
      * answers are degraded.
      */
-    PUBFMT_UNSURE = 4u
+    PUBFMT_UNSURE = 4u,
+    /*
+     * The daemon denies verified-absent IDs (issue 35): their set is
+     * published at <dir>/<name>.bgv, with this file's instance (below).
+     * Set before READY.  A reader that does not know the bit only denies
+     * less (a false "maybe"), so no version of this format changed for it.
+     */
+    PUBFMT_VERIFIED = 8u
 };
 
 /* Where one layer's bits are, and its geometry.  Written before nlayers covers it. */
@@ -116,6 +123,44 @@ struct pubfmt_header {
 };
 
 _Static_assert(sizeof(struct pubfmt_header) <= PUBFMT_HEADER_BYTES, "header page overflows");
+
+/*
+ * The verified-absent set's file, <dir>/<name>.bgv: one per daemon run,
+ * shared by every generation of that run (it holds what PostgreSQL said,
+ * not what a filter holds): a header page, then the set at set_offset,
+ * laid out as vset.h says (a reader in another language follows it
+ * there), which the daemon writes in place.  A reader pairs it with a
+ * generation whose flags have PUBFMT_VERIFIED and whose instance and boot
+ * id are the same, maps it read-only, and after the filter's bits reads
+ * the set: an ID whose key it holds is absent, subject to the horizon like
+ * any absent answer.  Why that is safe is publish.h's (d).
+ */
+#define PUBFMT_VSET_MAGIC "BGVERIFY"    /* 8 bytes, no terminator */
+#define PUBFMT_VSET_VERSION 1u
+#define PUBFMT_VSET_SUFFIX ".bgv"
+
+struct pubfmt_vset_header {
+    char magic[8];
+    uint32_t version;
+    uint32_t header_bytes;      /* PUBFMT_HEADER_BYTES */
+    uint64_t byte_order;        /* PUBFMT_BYTE_ORDER */
+    uint64_t instance;          /* the run's: as each generation's header says */
+    uint8_t boot_id[16];
+    uint64_t set_offset;        /* a multiple of PUBFMT_ALIGN */
+    uint64_t set_bytes;
+    uint32_t pid;
+    uint32_t reserved;
+    char name[64];
+};
+_Static_assert(sizeof(struct pubfmt_vset_header) <= PUBFMT_HEADER_BYTES, "set header page");
+
+/*
+ * Whether hdr (the first page of a file of file_bytes bytes) is a
+ * verified-absent set this build reads, of the run instance: magic,
+ * version, sizes, byte order, where the set lies.  False with why.
+ */
+bool pubfmt_vset_check(const struct pubfmt_vset_header *hdr, uint64_t file_bytes,
+                       uint64_t instance, char *why, size_t whylen);
 
 /*
  * Whether hdr (the first PUBFMT_HEADER_BYTES of a file of file_bytes

@@ -21,6 +21,7 @@
 #include "filter.h"
 #include "sysgroup.h"
 #include "pubfmt.h"
+#include "verified.h"
 
 _Static_assert(PUBFMT_MAX_ID_BYTES == CONFIG_MAX_ID_BYTES, "a header must hold any max_id_bytes");
 
@@ -53,6 +54,7 @@ struct publish {
     /* The scheduler's thread sets these; the horizon hook reads cur under the table's lock. */
     struct gen *building;       /* made by begin, not live yet */
     struct gen *cur;            /* the one at path (or withdrawn) */
+    struct verified *vf;        /* the verified-absent set's file; NULL: not published */
     _Atomic uint64_t cur_generation, generations, withdrawn;
 };
 
@@ -192,7 +194,7 @@ static struct gen *gen_new(struct publish *p)
     hd->created = monoclock_boot_ns();
     snprintf(hd->name, sizeof hd->name, "%s", p->fc->name);
     hd->max_id_bytes = p->cfg->max_id_bytes;
-    atomic_init(&hd->flags, 0);
+    atomic_init(&hd->flags, p->vf != NULL ? PUBFMT_VERIFIED : 0);
     atomic_init(&hd->nlayers, 0);
     atomic_init(&hd->horizon, 0);
     atomic_init(&hd->updated, 0);
@@ -301,6 +303,17 @@ static void on_unsure(void *ctx, bool unsure)
     struct gen *g = p->cur;
     if (g != NULL && !atomic_load(&g->broken))
         set_unsure(g, unsure);
+}
+
+/* Once, from table_set_publisher: the set's memory, in <dir>/<name>.bgv. */
+static void *on_verified(void *ctx, size_t bytes)
+{
+    struct publish *p = ctx;
+    char path[4096];
+    snprintf(path, sizeof path, "%s/%s%s", p->dir, p->fc->name, PUBFMT_VSET_SUFFIX);
+    p->vf = verified_new(p->dir, path, p->fc->name, p->instance, p->boot_id, p->mode, p->gid,
+                         bytes, p->lg);
+    return p->vf != NULL ? verified_memory(p->vf) : NULL;
 }
 
 /* ------------------------------------------------------------ lifetime -- */
@@ -490,8 +503,15 @@ struct publish *publish_new(const struct config *cfg, const struct filter_config
         free(p);
         return NULL;
     }
-    const struct table_publisher hooks = { p, on_begin, on_live, on_horizon, on_unsure };
+    const struct table_publisher hooks = { p, on_begin, on_live, on_horizon, on_unsure,
+                                           on_verified };
     table_set_publisher(t, &hooks);
+    /* No set this run ([adaptive] off): an earlier run's is not left beside the filter. */
+    if (p->vf == NULL) {
+        char vpath[4096];
+        snprintf(vpath, sizeof vpath, "%s/%s%s", p->dir, fc->name, PUBFMT_VSET_SUFFIX);
+        unlink(vpath);
+    }
     return p;
 }
 
@@ -505,6 +525,8 @@ void publish_free(struct publish *p)
     gen_unref(p->building);
     const struct table_publisher none = { 0 };
     table_set_publisher(p->t, &none);
+    /* After the generations: their readers have left, and nothing writes the set any more. */
+    verified_free(p->vf);
     free(p->dir);
     free(p->path);
     free(p);

@@ -53,6 +53,19 @@
  *       reasons of (b).  The release store of H after k's bits, the
  *       reader's acquire load of H before its loads of the bits: it sees
  *       them.
+ *   (d) k is denied by the verified-absent set (table_adapt.h), which
+ *       the daemon keeps in <name>.bgv, the very memory readers map (not
+ *       a copy), and which a reader searches after the bits, as the
+ *       daemon does: the reader's answer is the daemon's at that moment.
+ *       An entry of k dies before the add of k returns (table_adapt.h,
+ *       step 3), so before the daemon's horizon passes k's commit, so
+ *       before the horizon store into G's header that the reader's
+ *       acquire load of H read (and before a POST's 2xx, after which a
+ *       reader's lookup starts): the reader sees the kill.  A reader that
+ *       read a horizon older than k's commit may deny k while its row is
+ *       younger than max_staleness, as the daemon may.  The set outlives
+ *       generations (entries are about the table, not a filter); a run's
+ *       set pairs only with its own generations (instance and boot id).
  * What remains is a reader racing an insert (the lookup and the insert
  * overlap): either answer is right.  A superseded generation's bits stay
  * mapped, and valid, for as long as a reader holds them (an unlinked file

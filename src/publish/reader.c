@@ -28,11 +28,10 @@
 #include "pubfmt.h"
 #include "rcu.h"
 #include "spell.h"
+#include "vset.h"
 
 /* How often a handle looks at the path again (for a replaced or vanished file). */
 #define RECHECK_NS NS_PER_S
-/* Keys up to this long are spelled on the stack. */
-#define KEY_STACK 256
 
 /* One generation, mapped. */
 struct view {
@@ -48,6 +47,9 @@ struct view {
     enum filter_kind kind;                  /* from blocks_scheme (pubfmt_check knew it) */
     int64_t max_stale_ns;
     uint32_t max_id_bytes;
+    const struct vset *denied;              /* the run's verified-absent set; NULL: none */
+    void *vmap;                             /* its file, mapped read-only */
+    size_t vmap_len;
 };
 
 struct bloomguard {
@@ -81,6 +83,8 @@ static void view_free(struct view *v)
         munmap(v->map[i], v->map_len[i]);
     if (v->hdr != NULL)
         munmap((void *)v->hdr, PUBFMT_HEADER_BYTES);
+    if (v->vmap != NULL)
+        munmap(v->vmap, v->vmap_len);
     if (v->fd >= 0)
         close(v->fd);
     free(v);
@@ -196,6 +200,49 @@ out:
     return fd;
 }
 
+/*
+ * The run's verified-absent set beside the filter at path (<name>.bgv for
+ * <name>.bgf), when the generation says there is one: mapped read-only,
+ * trusted as the filter is, of the generation's instance.  Without it the
+ * view denies nothing from the set (a false "maybe" at worst): every
+ * failure here is silent.
+ */
+static void view_map_denied(struct view *v, const char *path)
+{
+    char vpath[PATH_MAX], why[256];
+    /* Beside the file itself, wherever the caller's path (a link?) led. */
+    char *real = realpath(path, NULL);
+    size_t len = real ? strlen(real) : 0, sl = strlen(PUBFMT_SUFFIX);
+    if (len <= sl || strcmp(real + len - sl, PUBFMT_SUFFIX) != 0
+        || len - sl + strlen(PUBFMT_VSET_SUFFIX) >= sizeof vpath) {
+        free(real);
+        return;
+    }
+    snprintf(vpath, sizeof vpath, "%.*s%s", (int)(len - sl), real, PUBFMT_VSET_SUFFIX);
+    free(real);
+    struct stat st;
+    int err, fd = open_trusted(vpath, &st, &err, why, sizeof why);
+    if (fd < 0)
+        return;
+    void *m = (uint64_t)st.st_size >= PUBFMT_HEADER_BYTES
+              ? mmap(NULL, (size_t)st.st_size, PROT_READ, MAP_SHARED, fd, 0) : MAP_FAILED;
+    close(fd);
+    if (m == MAP_FAILED)
+        return;
+    const struct pubfmt_vset_header *h = m;
+    const struct vset *s = NULL;
+    if (pubfmt_vset_check(h, (uint64_t)st.st_size, v->hdr->instance, why, sizeof why)
+        && memcmp(h->boot_id, v->hdr->boot_id, 16) == 0)
+        s = vset_view((const char *)m + h->set_offset, (size_t)h->set_bytes);
+    if (s == NULL) {
+        munmap(m, (size_t)st.st_size);
+        return;
+    }
+    v->vmap = m;
+    v->vmap_len = (size_t)st.st_size;
+    v->denied = s;
+}
+
 /* The generation at bg's path, ready and whole; NULL with *err and why. */
 static struct view *view_open(const struct bloomguard *bg, int *err, char *why, size_t whylen)
 {
@@ -264,6 +311,8 @@ static struct view *view_open(const struct bloomguard *bg, int *err, char *why, 
         snprintf(why, whylen, "%s: %s", bg->path, w);
         goto fail;
     }
+    if (flags & PUBFMT_VERIFIED)
+        view_map_denied(v, bg->path);
     return v;
 fail:
     view_free(v);
@@ -340,6 +389,19 @@ static void recheck(struct bloomguard *bg)
         replace(bg, v, true);
 }
 
+/* What the daemon's staleness rule says of a generation's horizon (answer.h's callback). */
+struct reader_stale {
+    int64_t hz;
+    int64_t max_stale_ns;
+    bool unsure;
+};
+
+static bool reader_stale(void *ctx)
+{
+    const struct reader_stale *st = ctx;
+    return answer_degraded(monoclock_boot_ns(), st->hz, st->max_stale_ns, st->unsure);
+}
+
 enum bloomguard_answer bloomguard_lookup(bloomguard *bg, const void *id, size_t len)
 {
     recheck(bg);
@@ -375,21 +437,23 @@ enum bloomguard_answer bloomguard_lookup(bloomguard *bg, const void *id, size_t 
             grow(bg, v, n);
             continue;
         }
-        int64_t hz = atomic_load_explicit(&h->horizon, memory_order_acquire);
-        char buf[KEY_STACK], *heap;
-        const char *key;
-        size_t klen;
-        enum spell_verdict sv = spell_key_buf(v->spell, id, len, buf, sizeof buf, &heap, &key,
-                                              &klen);
-        bool maybe = sv == SPELL_KEY && filter_contains(v->f, key, klen);
-        free(heap);
-        int64_t stale_ns = v->max_stale_ns;
+        struct reader_stale st = {
+            .hz = atomic_load_explicit(&h->horizon, memory_order_acquire),
+            .max_stale_ns = v->max_stale_ns,
+            .unsure = (flags & PUBFMT_UNSURE) != 0,
+        };
+        struct answer_query q;
+        answer_query_begin(&q, v->spell, id, len);
+        /* The set after the bits, as the daemon reads them (publish.h, (d)). */
+        enum answer a = answer_lookup(&q, v->f, v->denied, reader_stale, &st);
+        answer_query_end(&q);
         rcu_read_exit(r);
-        if (sv == SPELL_MAYBE || maybe)
-            return BLOOMGUARD_MAYBE;
-        if (answer_degraded(monoclock_boot_ns(), hz, stale_ns, (flags & PUBFMT_UNSURE) != 0))
-            return BLOOMGUARD_DEGRADED;
-        return BLOOMGUARD_ABSENT;
+        _Static_assert((int)BLOOMGUARD_ABSENT == (int)ANSWER_ABSENT
+                       && (int)BLOOMGUARD_MAYBE == (int)ANSWER_MAYBE
+                       && (int)BLOOMGUARD_DEGRADED == (int)ANSWER_DEGRADED,
+                       "bloomguard.h's answers are answer.h's");
+        /* The library has no answer of its own for an unprovable spelling: it is a "maybe". */
+        return a == ANSWER_UNPROVABLE ? BLOOMGUARD_MAYBE : (enum bloomguard_answer)a;
     }
     return BLOOMGUARD_NOT_READY;
 }

@@ -66,6 +66,18 @@ enum guard_answer guard_lookup(struct guard *g, const void *key, size_t len)
     return a;
 }
 
+struct rcu_read guard_read_enter(struct guard *g, const struct filter **live)
+{
+    struct rcu_read t = rcu_read_enter(&g->rcu);
+    *live = atomic_load_explicit(&g->live, memory_order_acquire);
+    return t;
+}
+
+void guard_read_exit(struct rcu_read r)
+{
+    rcu_read_exit(r);
+}
+
 static void backlog_push(struct guard *g, uint64_t h)
 {
     pthread_mutex_lock(&g->backlog_mu);

@@ -10,6 +10,7 @@
 #include <stddef.h>
 
 #include "filter.h"
+#include "rcu.h"
 
 struct guard;
 
@@ -34,6 +35,15 @@ void guard_free(struct guard *g);
  * is neither a live filter nor one being built.
  */
 enum guard_answer guard_lookup(struct guard *g, const void *key, size_t len);
+
+/*
+ * A read section over the live filter, for the table's lookup sequence
+ * (answer.h): *live (NULL: none yet) stays valid until guard_read_exit.
+ * Lock-free, from any thread, may nest; keep it short (a swap waits for
+ * it).
+ */
+struct rcu_read guard_read_enter(struct guard *g, const struct filter **live);
+void guard_read_exit(struct rcu_read r);
 bool guard_add(struct guard *g, const void *key, size_t len);
 /* The same with the key's filter_hash computed by the caller. */
 bool guard_add_hash(struct guard *g, uint64_t h);

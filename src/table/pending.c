@@ -339,6 +339,26 @@ void pending_seen(struct pending *p, const char *id, size_t len, uint64_t h)
     pthread_mutex_unlock(&p->mu);
 }
 
+bool pending_holds(struct pending *p, uint64_t h)
+{
+    if (atomic_load(&p->count) == 0)
+        return false;
+    bool held = false;
+    pthread_mutex_lock(&p->mu);
+    size_t mask = p->cap - 1;
+    for (size_t i = h & mask; p->cap > 0; i = (i + 1) & mask) {
+        struct entry *e = &p->slots[i];
+        if (e->id == NULL && !e->dead)
+            break;
+        if (e->id != NULL && e->h == h) {
+            held = true;
+            break;
+        }
+    }
+    pthread_mutex_unlock(&p->mu);
+    return held;
+}
+
 void pending_expire(struct pending *p, uint64_t now)
 {
     if (atomic_load_explicit(&p->count, memory_order_relaxed) == 0)

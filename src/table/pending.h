@@ -88,6 +88,13 @@ void pending_cancel(struct pending *p, size_t n, const char *const *ids, const s
  */
 void pending_seen(struct pending *p, const char *id, size_t len, uint64_t h);
 
+/*
+ * Whether an entry with filter_hash h is kept (another ID of the same hash
+ * counts too: the caller wants to know whether h may be a POSTed ID's).
+ * Thread-safe.
+ */
+bool pending_holds(struct pending *p, uint64_t h);
+
 /* Drop entries whose time is up at now.  Thread-safe. */
 void pending_expire(struct pending *p, uint64_t now);
 

@@ -58,9 +58,13 @@ struct table *table_new(const struct config *cfg, const struct filter_config *fc
     t->fc = fc;
     t->g = guard_new();
     t->pending = pending_new(fc->pending_limit, fc->pending_max_bytes, fc->pending_ttl);
-    if (t->g == NULL || t->pending == NULL) {
+    if (cfg->adaptive_enabled)
+        t->ad = adapt_new(cfg->adaptive_max_entries, cfg->adaptive_min_hits,
+                          (uint32_t)(cfg->adaptive_window * 1000.0));
+    if (t->g == NULL || t->pending == NULL || (cfg->adaptive_enabled && t->ad == NULL)) {
         guard_free(t->g);
         pending_free(t->pending);
+        adapt_free(t->ad);
         free(t);
         return NULL;
     }
@@ -99,6 +103,16 @@ void table_set_durable(struct table *t, table_durable_fn fn, table_durable_submi
 void table_set_publisher(struct table *t, const struct table_publisher *p)
 {
     t->pub = *p;
+    /*
+     * The set readers of the published filter deny from: in memory they
+     * map too; without a publisher (publish_free), back in the table's own.
+     */
+    if (t->ad != NULL) {
+        size_t bytes = adapt_set_bytes(t->ad);
+        void *mem = p->verified != NULL ? p->verified(p->ctx, bytes) : NULL;
+        if (mem != NULL || p->verified == NULL)
+            adapt_move_set(t->ad, mem, bytes);
+    }
 }
 
 bool table_durable(const struct table *t)
@@ -112,6 +126,7 @@ void table_free(struct table *t)
         return;
     guard_free(t->g);
     pending_free(t->pending);
+    adapt_free(t->ad);
     pthread_mutex_destroy(&t->mu);
     free(t);
 }
@@ -246,58 +261,75 @@ enum spell_verdict table_key_of(enum spell_type sp, const char *id, size_t len, 
     return spell_key_buf(sp, id, len, buf, KEY_STACK, heap, key, klen);
 }
 
+/*
+ * Whether an absent answer resting on the horizon a lookup read is degraded,
+ * judged once (a batch shares its first judgement, as it shares h).
+ */
+struct staleness {
+    struct table *t;
+    int64_t h;
+    int known;                      /* 0: not judged yet; 1: fresh; 2: stale */
+};
+
+static bool stale_once(void *ctx)
+{
+    struct staleness *s = ctx;
+    if (s->known == 0)
+        s->known = table_stale(s->t, s->h, monoclock_boot_ns()) ? 2 : 1;
+    return s->known == 2;
+}
+
+/*
+ * One ID through answer.h's sequence against the live filter f (inside the
+ * caller's read section) and the verified-absent set, with the table's
+ * own steps around it: the count of values the column's type refuses, of
+ * denials, and the hot sketch, which hears of every "maybe" of the
+ * filter's that the set did not deny.
+ */
+static enum table_answer lookup_in(struct table *t, enum spell_type sp, const struct filter *f,
+                                   const void *id, size_t len, struct staleness *st)
+{
+    struct answer_query q;
+    answer_query_begin(&q, sp, id, len);
+    enum answer a = answer_lookup(&q, f, t->ad ? adapt_set(t->ad) : NULL, stale_once, st);
+    if (a != ANSWER_NOT_READY && q.verdict == SPELL_NOT_A_VALUE)
+        atomic_fetch_add_explicit(&t->not_a_value, 1, memory_order_relaxed);
+    if (t->ad != NULL && a == ANSWER_ABSENT && q.denied)
+        adapt_denied(t->ad);
+    else if (t->ad != NULL && a == ANSWER_MAYBE && q.filter_maybe)
+        adapt_maybe(t->ad, &q);
+    answer_query_end(&q);
+    return (enum table_answer)a;
+}
+
+_Static_assert((int)TABLE_NOT_READY == (int)ANSWER_NOT_READY && (int)TABLE_ABSENT == (int)ANSWER_ABSENT
+               && (int)TABLE_MAYBE == (int)ANSWER_MAYBE && (int)TABLE_DEGRADED == (int)ANSWER_DEGRADED
+               && (int)TABLE_UNPROVABLE == (int)ANSWER_UNPROVABLE,
+               "enum table_answer is answer.h's enum answer");
+
 enum table_answer table_lookup(struct table *t, const void *id, size_t len)
 {
-    /* Before the lookup: a filter read after it is at least as new as h promises. */
-    int64_t h = atomic_load_explicit(&t->horizon, memory_order_acquire);
-    char buf[KEY_STACK], *heap;
-    const char *key;
-    size_t klen;
-    enum spell_verdict v = table_key_of(table_spell(t), id, len, buf, &heap, &key, &klen);
-    enum guard_answer g = v == SPELL_KEY ? guard_lookup(t->g, key, klen)
-                        : guard_ready(t->g) ? GUARD_ABSENT : GUARD_NOT_READY;
-    free(heap);
-    if (g == GUARD_NOT_READY)
-        return TABLE_NOT_READY;
-    if (v == SPELL_MAYBE)
-        return TABLE_UNPROVABLE;
-    if (v == SPELL_NOT_A_VALUE)
-        atomic_fetch_add_explicit(&t->not_a_value, 1, memory_order_relaxed);
-    if (g == GUARD_MAYBE)
-        return TABLE_MAYBE;
-    return table_stale(t, h, monoclock_boot_ns()) ? TABLE_DEGRADED : TABLE_ABSENT;
+    /* Before the filter: a filter read after it is at least as new as h promises. */
+    struct staleness st = { t, atomic_load_explicit(&t->horizon, memory_order_acquire), 0 };
+    enum spell_type sp = table_spell(t);
+    const struct filter *f;
+    struct rcu_read r = guard_read_enter(t->g, &f);
+    enum table_answer a = lookup_in(t, sp, f, id, len, &st);
+    guard_read_exit(r);
+    return a;
 }
 
 bool table_lookup_many(struct table *t, size_t n, const char *const *ids, const size_t *lens,
-                       bool *maybe, bool *degraded, size_t *absent_seen)
+                       enum table_answer *out)
 {
-    int64_t h = atomic_load_explicit(&t->horizon, memory_order_acquire);
+    struct staleness st = { t, atomic_load_explicit(&t->horizon, memory_order_acquire), 0 };
     enum spell_type sp = table_spell(t);
-    if (!guard_ready(t->g))
-        return false;
-    size_t absent = 0;
-    for (size_t i = 0; i < n; i++) {
-        char buf[KEY_STACK], *heap;
-        const char *key;
-        size_t klen;
-        enum spell_verdict v = table_key_of(sp, ids[i], lens[i], buf, &heap, &key, &klen);
-        enum guard_answer g = v == SPELL_KEY ? guard_lookup(t->g, key, klen)
-                            : v == SPELL_MAYBE ? GUARD_MAYBE : GUARD_ABSENT;
-        free(heap);
-        maybe[i] = g != GUARD_ABSENT;
-        absent += !maybe[i];
-        if (v == SPELL_NOT_A_VALUE)
-            atomic_fetch_add_explicit(&t->not_a_value, 1, memory_order_relaxed);
-    }
-    bool deg = absent > 0 && table_stale(t, h, monoclock_boot_ns());
-    if (deg)
-        for (size_t i = 0; i < n; i++)
-            maybe[i] = true;
-    if (degraded)
-        *degraded = deg;
-    if (absent_seen)
-        *absent_seen = absent;
-    return true;
+    const struct filter *f;
+    struct rcu_read r = guard_read_enter(t->g, &f);
+    for (size_t i = 0; f != NULL && i < n; i++)
+        out[i] = lookup_in(t, sp, f, ids[i], lens[i], &st);
+    guard_read_exit(r);
+    return f != NULL;
 }
 
 /* The filter's part of an insert, once the journal and the disk have the IDs. */
@@ -305,8 +337,10 @@ static enum table_insert_result add_hashes(struct table *t, size_t n, const uint
                                           size_t *inserted)
 {
     *inserted = 0;
-    for (size_t i = 0; i < n; i++)
+    for (size_t i = 0; i < n; i++) {
         *inserted += guard_add_hash(t->g, hs[i]);
+        table_added(t, hs[i]);
+    }
     table_posted(t, hs, n, *inserted);
     return *inserted < n ? TABLE_INSERT_NOT_READY : TABLE_INSERTED;
 }

@@ -18,6 +18,17 @@
  * a new epoch with table_gap, and H stays put until a load (a COPY, or a
  * catch-up from a position) that started in that epoch is live.
  *
+ * Verified absent (issue 35).  An ID the filter answers "maybe" for again
+ * and again (hot.h), or that a service reports missing (POST /absent), is
+ * a candidate; the verifier looks it up in PostgreSQL; one the table lacks
+ * goes into an exact set (vset.h) that the lookup sequence (answer.h)
+ * denies from, subject to the horizon like any absent answer (degraded
+ * tables answer "maybe").  Every add of a key (a followed row, a POST, a
+ * row a COPY reads) ends its denial before it returns, and a lookup an add
+ * overtakes (an insert committed after its snapshot, followed before its
+ * answer) is not believed: table_adapt.h proves it, step by step, and
+ * has the calls of the verifier and of POST /absent.
+ *
  * Clocks: H and every `when` below are nanoseconds of CLOCK_BOOTTIME
  * (monoclock_boot_ns), which keeps counting while the machine sleeps, so a suspend
  * never makes an old horizon look fresh.
@@ -38,6 +49,8 @@
 #include "table_store.h"
 
 struct table;
+
+#include "table_adapt.h"    /* verified-absent IDs: the verifier's calls, POST /absent */
 
 /* Longest position (follow.h) a table keeps, terminator included. */
 #define TABLE_POS_MAX 384
@@ -103,7 +116,10 @@ void table_set_wake(struct table *t, void (*wake)(void *arg), void *arg);
  *             probation); called under the table's lock, at once, so that
  *             readers degrade with the daemon and not at the next horizon.
  *             live and horizon read table_unsure themselves (a hold of a
- *             cut POST log ends by the clock, not by an event).
+ *             cut POST log ends by the clock, not by an event);
+ *   verified  memory (bytes, 64-byte aligned) readers share, for the
+ *             verified-absent set (vset.h), or NULL: its own; called
+ *             once, by table_set_publisher, with [adaptive] enabled.
  * spell is the spelling of next's keys (spell.h).
  */
 struct table_publisher {
@@ -112,6 +128,7 @@ struct table_publisher {
     void (*live)(void *ctx, const struct filter *next, enum spell_type spell, int64_t horizon);
     void (*horizon)(void *ctx, int64_t h);
     void (*unsure)(void *ctx, bool unsure);
+    void *(*verified)(void *ctx, size_t bytes);
 };
 
 /*
@@ -174,14 +191,12 @@ enum table_answer {
 enum table_answer table_lookup(struct table *t, const void *id, size_t len);
 
 /*
- * Many IDs under one read section: maybe[i] for ids[i] ("maybe" includes
- * degraded answers).  *degraded (may be NULL) says whether any absent
- * answer was turned into "maybe" because the horizon is stale; *absent_seen
- * (may be NULL) counts the IDs the filter itself had as absent.  False
- * when not ready (maybe untouched).
+ * Many IDs under one read section and one horizon: out[i] for ids[i], each
+ * what table_lookup would answer (whether the horizon is stale is judged
+ * once for the batch).  False when not ready (out untouched).
  */
 bool table_lookup_many(struct table *t, size_t n, const char *const *ids, const size_t *lens,
-                       bool *maybe, bool *degraded, size_t *absent_seen);
+                       enum table_answer *out);
 
 /*
  * Acknowledged POSTs may be missing from the journal (the POST log was cut

@@ -49,6 +49,7 @@ bool table_add_row(struct table *t, const void *id, size_t len)
     uint64_t h = filter_hash(key, klen);
     bool ok = guard_add_hash(t->g, h);
     free(heap);
+    table_added(t, h);
     if (ok && t->tap.added)
         t->tap.added(t->tap.ctx, &h, 1, 0);
     return ok;
@@ -57,8 +58,10 @@ bool table_add_row(struct table *t, const void *id, size_t len)
 bool table_add_hashes(struct table *t, const uint64_t *hashes, size_t n, uint32_t ttl)
 {
     bool ok = true;
-    for (size_t i = 0; i < n && ok; i++)
+    for (size_t i = 0; i < n && ok; i++) {
         ok = guard_add_hash(t->g, hashes[i]);
+        table_added(t, hashes[i]);
+    }
     if (n > 0)
         table_check_saturated(t);
     if (ok && n > 0 && t->tap.added)

@@ -14,6 +14,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "adapt.h"
 #include "guard.h"
 #include "pending.h"
 #include "table.h"
@@ -31,6 +32,7 @@ struct table {
     void *durable_arg;
     struct table_publisher pub;     /* hooks all NULL: not published */
     struct table_tap tap;           /* hooks all NULL: no replication ring */
+    struct adapt *ad;               /* the verified-absent set and its sketch; NULL: [adaptive] off */
 
     /* Every row committed before it is in the live filter; 0 = none. */
     _Atomic int64_t horizon;
@@ -95,6 +97,17 @@ void table_posted(struct table *t, const uint64_t *hs, size_t n, size_t inserted
  * answer_degraded, the one rule, with what the table knows besides.
  */
 bool table_stale(struct table *t, int64_t h, int64_t now);
+
+/*
+ * A key (hash h) went into the table's filters: the adaptive part counts it
+ * and kills its entries (table_adapt.h, step 3).
+ */
+static inline void table_added(struct table *t, uint64_t h)
+{
+    if (t->ad != NULL)
+        adapt_added(t->ad, h);
+}
+
 /* After inserts: degrade absent answers at once if the filter just lost its rate. */
 void table_check_saturated(struct table *t);
 /*

@@ -78,6 +78,22 @@ struct filter *table_load_filter(struct table_load *l)
 void table_load_seen(struct table_load *l, const char *id, size_t len, uint64_t h)
 {
     pending_seen(l->t->pending, id, len, h);
+    /* The row exists: whatever was verified of its ID before is over (table_adapt.h, step 3). */
+    table_added(l->t, h);
+}
+
+/* The keys of the new filter are of spelling sp: entries of another spelling mean nothing. */
+static void spelled(struct table *t, enum spell_type sp)
+{
+    enum spell_type was = (enum spell_type)atomic_load(&t->spell);
+    if (t->ad != NULL && was != sp)
+        adapt_reset(t->ad);
+}
+
+/* Whether the filter f still answers "maybe" for key: otherwise it denies it itself. */
+static bool still_maybe(void *arg, const char *key, size_t len)
+{
+    return filter_contains((const struct filter *)arg, key, len);
 }
 
 /*
@@ -125,9 +141,13 @@ bool table_load_commit(struct table_load *l, uint64_t epoch, int64_t start, cons
         t->pub.live(t->pub.ctx, l->f, l->ident.spell, atomic_load(&t->horizon));
         pthread_mutex_unlock(&t->mu);
     }
+    spelled(t, l->ident.spell);
     guard_commit(t->g);
     /* The keys of the new filter are of its load's spelling. */
     atomic_store_explicit(&t->spell, l->ident.spell, memory_order_release);
+    /* Entries the new filter answers absent for are its own to deny (the scheduler's thread owns it). */
+    if (t->ad != NULL)
+        adapt_prune(t->ad, still_maybe, (void *)guard_live(t->g));
     struct table_ident ident = l->ident;
     free(l);
     table_set_saturated(t, guard_saturated(t->g));
@@ -306,6 +326,7 @@ bool table_restore(struct table *t, struct filter *f, const char *pos, const cha
                    uint64_t items, double seconds, const struct table_ident *ident)
 {
     /* Before the swap: a POST accepted once it is live spells its IDs as the snapshot's keys. */
+    spelled(t, ident->spell);
     atomic_store_explicit(&t->spell, ident->spell, memory_order_release);
     bool ok = restore_live(t, f, ident->spell);
     table_set_saturated(t, guard_saturated(t->g));

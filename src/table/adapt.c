@@ -1,0 +1,322 @@
+/*
+ * One table's adaptive part (adapt.h).  Why an entry may deny its key is
+ * table_adapt.h's argument; this file keeps the orders the argument
+ * needs: every add counts its bucket before it kills, and a
+ * verification stages its entry, reads its bucket's count, and only then
+ * activates, all with sequentially consistent operations.
+ */
+#include "adapt.h"
+
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "hot.h"
+
+/* Denials are counted on stripes, so that request threads rarely share a line. */
+#define STRIPES 16
+
+struct stripe {
+    _Atomic uint64_t n;
+    char pad[56];
+};
+
+struct adapt {
+    struct hot *hot;
+    struct vset *set;
+    void *own;                      /* the set's memory while it is the table's own */
+    size_t set_bytes;
+    uint32_t max_entries;
+    _Atomic uint64_t adds[ADAPT_ADD_BUCKETS];
+    _Atomic uint64_t generation;    /* adapt_reset's count */
+    pthread_mutex_t writer;         /* stages, activations, clears, prunes */
+    pthread_mutex_t qmu;            /* the queue: a try-lock on the hot path */
+    void (*wake)(void *arg);        /* a candidate joined an empty queue */
+    void *wake_arg;
+    struct adapt_candidate *queue;
+    size_t qhead, qlen;
+    _Atomic uint64_t candidates, reported, dropped, verified_absent, verified_present,
+        verify_failed, raced, posted, evictions, invalidations;
+    struct stripe denied[STRIPES];
+};
+
+static uint32_t now_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC_COARSE, &ts);
+    return (uint32_t)((uint64_t)ts.tv_sec * 1000u + (uint64_t)ts.tv_nsec / 1000000u);
+}
+
+static inline _Atomic uint64_t *adds_of(struct adapt *a, uint64_t h)
+{
+    return &a->adds[(h >> 24) & (ADAPT_ADD_BUCKETS - 1)];
+}
+
+struct adapt *adapt_new(uint32_t max_entries, uint32_t min_hits, uint32_t window_ms)
+{
+    size_t bytes = vset_bytes(max_entries);
+    if (bytes == 0)
+        return NULL;
+    struct adapt *a = aligned_alloc(64, (sizeof *a + 63) / 64 * 64);
+    if (a == NULL)
+        return NULL;
+    memset(a, 0, sizeof *a);
+    a->max_entries = max_entries;
+    a->set_bytes = bytes;
+    /* A sketch twice the set: room for the hot legitimate IDs beside the false positives. */
+    a->hot = hot_new(2 * max_entries < 3072 ? 3072 : 2 * max_entries, min_hits, window_ms);
+    a->own = aligned_alloc(64, (bytes + 63) / 64 * 64);
+    a->queue = calloc(ADAPT_QUEUE, sizeof *a->queue);
+    if (a->hot == NULL || a->own == NULL || a->queue == NULL) {
+        hot_free(a->hot);
+        free(a->own);
+        free(a->queue);
+        free(a);
+        return NULL;
+    }
+    a->set = vset_make(a->own, bytes, max_entries);
+    for (unsigned i = 0; i < ADAPT_ADD_BUCKETS; i++)
+        atomic_init(&a->adds[i], 0);
+    pthread_mutex_init(&a->writer, NULL);
+    pthread_mutex_init(&a->qmu, NULL);
+    return a;
+}
+
+void adapt_free(struct adapt *a)
+{
+    if (a == NULL)
+        return;
+    hot_free(a->hot);
+    free(a->own);
+    free(a->queue);
+    pthread_mutex_destroy(&a->writer);
+    pthread_mutex_destroy(&a->qmu);
+    free(a);
+}
+
+size_t adapt_set_bytes(const struct adapt *a)
+{
+    return a->set_bytes;
+}
+
+bool adapt_move_set(struct adapt *a, void *mem, size_t bytes)
+{
+    void *own = NULL;
+    if (mem == NULL) {
+        /* Back into memory of its own, empty: the shared memory goes away. */
+        if (a->own != NULL)
+            return true;
+        bytes = (a->set_bytes + 63) / 64 * 64;
+        if ((mem = own = aligned_alloc(64, bytes)) == NULL)
+            return false;
+    }
+    struct vset *s = vset_make(mem, bytes, a->max_entries);
+    if (s == NULL) {
+        free(own);
+        return false;
+    }
+    a->set = s;
+    free(a->own);
+    a->own = own;
+    return true;
+}
+
+void adapt_set_wake(struct adapt *a, void (*wake)(void *arg), void *arg)
+{
+    a->wake = wake;
+    a->wake_arg = arg;
+}
+
+const struct vset *adapt_set(const struct adapt *a)
+{
+    return a->set;
+}
+
+void adapt_denied(struct adapt *a)
+{
+    uint64_t x = (uint64_t)(uintptr_t)pthread_self();
+    x ^= x >> 17;
+    atomic_fetch_add_explicit(&a->denied[(x >> 7) % STRIPES].n, 1, memory_order_relaxed);
+}
+
+/* Queue a candidate, or false (give it back): the queue is full, or busy and try is set. */
+static bool enqueue(struct adapt *a, uint64_t h, const char *key, size_t klen, bool try)
+{
+    if (try ? pthread_mutex_trylock(&a->qmu) != 0 : pthread_mutex_lock(&a->qmu) != 0)
+        return false;
+    bool ok = a->qlen < ADAPT_QUEUE, first = a->qlen == 0;
+    if (ok) {
+        struct adapt_candidate *c = &a->queue[(a->qhead + a->qlen++) % ADAPT_QUEUE];
+        c->hash = h;
+        c->klen = klen;
+        /* Spelled as the filter in force spells: a reset (a new spelling) fails it. */
+        c->generation = atomic_load(&a->generation);
+        memcpy(c->key, key, klen);
+    }
+    pthread_mutex_unlock(&a->qmu);
+    /* Once per batch of candidates, not per request: the verifier starts at once. */
+    if (ok && first && a->wake != NULL)
+        a->wake(a->wake_arg);
+    return ok;
+}
+
+void adapt_maybe(struct adapt *a, const struct answer_query *q)
+{
+    if (!hot_hit(a->hot, q->hash, now_ms()))
+        return;
+    /* A key too long to keep is never worth a lookup: settled, not asked about again soon. */
+    if (q->klen > VSET_KEY_MAX) {
+        hot_settle(a->hot, q->hash, true, now_ms());
+        return;
+    }
+    if (enqueue(a, q->hash, q->key, q->klen, true)) {
+        atomic_fetch_add_explicit(&a->candidates, 1, memory_order_relaxed);
+    } else {
+        hot_settle(a->hot, q->hash, false, now_ms());
+        atomic_fetch_add_explicit(&a->dropped, 1, memory_order_relaxed);
+    }
+}
+
+bool adapt_report(struct adapt *a, uint64_t h, const char *key, size_t klen)
+{
+    if (klen > VSET_KEY_MAX || !hot_nominate(a->hot, h, now_ms()))
+        return false;
+    if (!enqueue(a, h, key, klen, false)) {
+        hot_settle(a->hot, h, false, now_ms());
+        atomic_fetch_add_explicit(&a->dropped, 1, memory_order_relaxed);
+        return false;
+    }
+    atomic_fetch_add_explicit(&a->reported, 1, memory_order_relaxed);
+    return true;
+}
+
+void adapt_added(struct adapt *a, uint64_t h)
+{
+    /* First the count (a verification reading it later is overtaken), then the kill. */
+    atomic_fetch_add(adds_of(a, h), 1);
+    /*
+     * An entry staged before a verification's read of the count is seen by
+     * this seq_cst load of live (the stage counted itself first), so
+     * skipping the set when it is empty loses no kill.
+     */
+    if (vset_count(a->set) == 0)
+        return;
+    unsigned killed = vset_kill(a->set, h);
+    if (killed)
+        atomic_fetch_add_explicit(&a->invalidations, killed, memory_order_relaxed);
+}
+
+size_t adapt_take(struct adapt *a, struct adapt_candidate *out, size_t max,
+                  bool (*held)(void *arg, uint64_t h), void *arg)
+{
+    size_t n = 0;
+    pthread_mutex_lock(&a->qmu);
+    while (n < max && a->qlen > 0) {
+        out[n++] = a->queue[a->qhead];
+        a->qhead = (a->qhead + 1) % ADAPT_QUEUE;
+        a->qlen--;
+    }
+    pthread_mutex_unlock(&a->qmu);
+    size_t kept = 0;
+    for (size_t i = 0; i < n; i++) {
+        struct adapt_candidate *c = &out[i];
+        /* The ticket first: a POST after it counts the bucket; one before it is in the journal. */
+        c->ticket = atomic_load(adds_of(a, c->hash));
+        if (held != NULL && held(arg, c->hash)) {
+            hot_settle(a->hot, c->hash, true, now_ms());
+            atomic_fetch_add_explicit(&a->posted, 1, memory_order_relaxed);
+            continue;
+        }
+        out[kept++] = *c;
+    }
+    return kept;
+}
+
+enum adapt_outcome adapt_verified(struct adapt *a, const struct adapt_candidate *c,
+                                  enum adapt_verdict v)
+{
+    if (v == ADAPT_FAILED) {
+        hot_settle(a->hot, c->hash, false, now_ms());
+        atomic_fetch_add_explicit(&a->verify_failed, 1, memory_order_relaxed);
+        return ADAPT_GIVEN_BACK;
+    }
+    hot_settle(a->hot, c->hash, true, now_ms());
+    if (v == ADAPT_PRESENT) {
+        atomic_fetch_add_explicit(&a->verified_present, 1, memory_order_relaxed);
+        return ADAPT_SETTLED;
+    }
+    atomic_fetch_add_explicit(&a->verified_absent, 1, memory_order_relaxed);
+    enum adapt_outcome out = ADAPT_RACED;
+    unsigned evicted = 0;
+    struct vset_ref ref;
+    pthread_mutex_lock(&a->writer);
+    /*
+     * table_adapt.h, step 4: stage (a seq_cst store), then read the
+     * bucket's count (seq_cst): an add that this read does not see comes
+     * after it in the single total order, so its kill, which follows its
+     * count, finds the staged entry and kills it, before or after the
+     * activation below; an add it sees was after the ticket: not believed.
+     */
+    if (atomic_load(&a->generation) == c->generation
+        && vset_stage(a->set, c->hash, c->key, c->klen, &ref, &evicted)) {
+        if (atomic_load(adds_of(a, c->hash)) != c->ticket || atomic_load(&a->generation) != c->generation)
+            vset_unstage(a->set, &ref);
+        else if (vset_activate(a->set, &ref))
+            out = ADAPT_ENTERED;
+    } else if (atomic_load(&a->generation) == c->generation && vset_has(a->set, c->hash, c->key, c->klen)) {
+        out = ADAPT_ENTERED;        /* already denied (a report and a hit raced to the queue) */
+    }
+    pthread_mutex_unlock(&a->writer);
+    if (evicted)
+        atomic_fetch_add_explicit(&a->evictions, evicted, memory_order_relaxed);
+    if (out == ADAPT_RACED)
+        atomic_fetch_add_explicit(&a->raced, 1, memory_order_relaxed);
+    return out;
+}
+
+void adapt_reset(struct adapt *a)
+{
+    pthread_mutex_lock(&a->writer);
+    atomic_fetch_add(&a->generation, 1);
+    vset_clear(a->set);
+    pthread_mutex_unlock(&a->writer);
+    /* Keys spelled the old way are worth no lookup. */
+    pthread_mutex_lock(&a->qmu);
+    a->qlen = 0;
+    pthread_mutex_unlock(&a->qmu);
+}
+
+unsigned adapt_prune(struct adapt *a, bool (*keep)(void *arg, const char *key, size_t len),
+                     void *arg)
+{
+    pthread_mutex_lock(&a->writer);
+    unsigned n = vset_prune(a->set, keep, arg);
+    pthread_mutex_unlock(&a->writer);
+    return n;
+}
+
+void adapt_info(struct adapt *a, struct adapt_info *out)
+{
+    memset(out, 0, sizeof *out);
+    out->entries = vset_count(a->set);
+    out->max_entries = a->max_entries;
+    pthread_mutex_lock(&a->qmu);
+    out->queued = a->qlen;
+    pthread_mutex_unlock(&a->qmu);
+#define GET(f) out->f = atomic_load_explicit(&a->f, memory_order_relaxed)
+    GET(candidates);
+    GET(reported);
+    GET(dropped);
+    GET(verified_absent);
+    GET(verified_present);
+    GET(verify_failed);
+    GET(raced);
+    GET(posted);
+    GET(evictions);
+    GET(invalidations);
+#undef GET
+    for (unsigned i = 0; i < STRIPES; i++)
+        out->denied += atomic_load_explicit(&a->denied[i].n, memory_order_relaxed);
+}

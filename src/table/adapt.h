@@ -1,0 +1,128 @@
+/*
+ * One table's adaptive part (issue 35): the hot-"maybe" sketch (hot.h),
+ * the verified-absent set (vset.h), the count of adds by hash bucket that
+ * lets a verification prove nothing overtook it, and the queue of
+ * candidates the verifier takes.  Internal to the table module:
+ * table_adapt.h says what it promises and argues why it holds.  Pure: no
+ * libpq, no logging; a coarse clock for the sketch's windows.
+ */
+#ifndef BLOOMGUARD_ADAPT_H
+#define BLOOMGUARD_ADAPT_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "answer.h"
+#include "vset.h"
+
+struct adapt;
+
+/* Hash buckets the adds are counted in: a verification is overtaken by an add to its bucket. */
+#define ADAPT_ADD_BUCKETS 4096u
+/* Candidates waiting for the verifier, at most; more are given back to the sketch. */
+#define ADAPT_QUEUE 1024u
+
+/*
+ * The adaptive part for max_entries verified-absent IDs, candidates after
+ * min_hits "maybe" answers within window_ms.  Its set lives in memory of
+ * its own until adapt_move_set.  NULL on no memory or bad arguments.
+ */
+struct adapt *adapt_new(uint32_t max_entries, uint32_t min_hits, uint32_t window_ms);
+void adapt_free(struct adapt *a);
+
+/*
+ * The set's bytes (vset_bytes), and moving it (empty) into mem, e.g. a
+ * published file's mapping, or with mem NULL back into memory of its own,
+ * while no other thread uses a (false: mem too small or misaligned, or no
+ * memory; the set stays where it was).  mem must outlive its use.
+ */
+size_t adapt_set_bytes(const struct adapt *a);
+bool adapt_move_set(struct adapt *a, void *mem, size_t bytes);
+
+/*
+ * wake(arg) is called (under no lock) when a candidate joins an empty
+ * queue, so that the verifier need not poll; NULL: nobody.  Set it before
+ * other threads use a.
+ */
+void adapt_set_wake(struct adapt *a, void (*wake)(void *arg), void *arg);
+
+/* The set, for answer_lookup's deny step: lock-free readers. */
+const struct vset *adapt_set(const struct adapt *a);
+
+/*
+ * After answer_lookup, for the table's own counting: q's answer was a
+ * deny by the set (counted, striped per thread), or a "maybe" of the
+ * filter's that the set did not deny (the sketch counts it; a hot one is
+ * queued).  Lock-free but for a try-lock that gives up rather than wait.
+ */
+void adapt_denied(struct adapt *a);
+void adapt_maybe(struct adapt *a, const struct answer_query *q);
+
+/*
+ * Every key the table's filters take for a row or a POST (hash h), before
+ * the add returns to its caller: the add count of h's bucket goes up, then
+ * every entry of h is killed.  Any thread.
+ */
+void adapt_added(struct adapt *a, uint64_t h);
+
+/* One candidate as the verifier takes it. */
+struct adapt_candidate {
+    uint64_t hash;
+    uint64_t ticket;        /* the add count of its bucket when taken: before its query */
+    uint64_t generation;    /* adapt_reset's count when queued */
+    size_t klen;
+    char key[VSET_KEY_MAX];
+};
+
+/*
+ * Up to max candidates into out, each with its ticket read now (seq_cst),
+ * skipping those the journal may hold (held(arg, hash): a POSTed ID is
+ * never verified: the table may not have its row yet); returns how many.
+ */
+size_t adapt_take(struct adapt *a, struct adapt_candidate *out, size_t max,
+                  bool (*held)(void *arg, uint64_t h), void *arg);
+
+/* The verifier's verdict on a candidate, and what became of it. */
+enum adapt_verdict { ADAPT_ABSENT, ADAPT_PRESENT, ADAPT_FAILED };
+enum adapt_outcome {
+    ADAPT_ENTERED,          /* absent, and now denied */
+    ADAPT_RACED,            /* absent by the query, but an add of its hash (or a reset) came
+                               after its ticket: not believed */
+    ADAPT_SETTLED,          /* present (or too long to keep): not asked again for a while */
+    ADAPT_GIVEN_BACK        /* failed: counts again */
+};
+enum adapt_outcome adapt_verified(struct adapt *a, const struct adapt_candidate *c,
+                                  enum adapt_verdict v);
+
+/* A report (POST /absent): the key (hash h) becomes a candidate unless queued or settled. */
+bool adapt_report(struct adapt *a, uint64_t h, const char *key, size_t klen);
+
+/*
+ * Forget every entry and fail every verification in flight (their tickets'
+ * generation is over): the keys' spelling changed.  Counts nothing as an
+ * invalidation.
+ */
+void adapt_reset(struct adapt *a);
+
+/*
+ * Kill the entries keep() refuses (e.g. keys a new filter answers absent
+ * for: the set need not deny them).  The writer's lock is taken.
+ */
+unsigned adapt_prune(struct adapt *a, bool (*keep)(void *arg, const char *key, size_t len),
+                     void *arg);
+
+struct adapt_info {
+    uint64_t entries, max_entries;
+    uint64_t queued;                /* candidates waiting now */
+    uint64_t candidates;            /* hot "maybe" IDs queued */
+    uint64_t reported;              /* IDs queued by a report */
+    uint64_t dropped;               /* candidates given back: the queue was full or busy */
+    uint64_t verified_absent, verified_present, verify_failed;
+    uint64_t raced;                 /* verified absent, but overtaken: not believed */
+    uint64_t posted;                /* candidates skipped: the POST journal may hold them */
+    uint64_t evictions, invalidations, denied;
+};
+void adapt_info(struct adapt *a, struct adapt_info *out);
+
+#endif

@@ -1,0 +1,120 @@
+/*
+ * The guarded table's verified-absent IDs (issue 35): what the verifier,
+ * POST /absent and the status documents call.  table.h includes it; this
+ * is its contract, and the proof that a denial never breaks the table's
+ * promise, as table.h argues its horizon.
+ *
+ * An ID the filter answers "maybe" for again
+ * and again (the hot sketch, hot.h), or that a service reports missing
+ * (POST /absent), is a candidate; the verifier (verifier.h) looks it up
+ * in PostgreSQL; one the table does not have goes into an exact set
+ * (vset.h), and the lookup sequence (answer.h) denies it, subject to the
+ * horizon like any absent answer.  An entry is believed only if nothing
+ * can have added its ID since before the query's snapshot, and it dies
+ * with the first add after:
+ *   1. Ticket.  Before the query, the candidate's ticket is read: the
+ *      count of adds of its hash's bucket (seq_cst).  Then the POST journal
+ *      is asked whether it may hold the ID: if so it is not verified.
+ *   2. Query.  One statement in a snapshot S taken after the ticket, that
+ *      sees finished every transaction whose rows the follower gave the
+ *      filter before S was taken (follow_unseen: logical's stream may
+ *      apply a commit before new snapshots see it; NOTIFY and the feed
+ *      give only rows new snapshots see), on the relation the table's
+ *      load read (its oid, checked in S), on the primary the table is
+ *      loaded from (the system identifier and database, checked).
+ *   3. Adds.  Every add of a key to the table's filters (a followed row, a
+ *      POSTed ID, a row a COPY reads) counts its bucket (seq_cst) and then
+ *      kills every entry of its hash, before it returns: before the
+ *      horizon that covers the row can move, before the POST's 2xx.
+ *   4. Entry.  An absent answer is staged (PENDING: not believed; a
+ *      seq_cst store), the bucket's count is read again (seq_cst), and the
+ *      entry is activated only if it still equals the ticket, by a
+ *      compare-and-swap that a kill defeats.
+ * Why no denied ID was committed more than max_staleness ago or
+ * acknowledged to a POST: take a row X of that ID, committed at C.
+ *   - C before S: S sees X (2): the query answers present, no entry; a
+ *     row the follower gave before the ticket is of a transaction S sees
+ *     finished.
+ *   - C after S: X reaches the table as an add (3) at some D: the follower
+ *     gives it, or, after a gap, the load that covers the new epoch reads
+ *     it (a COPY counts and kills each row it reads; a catch-up adds
+ *     them).  If the add's count comes before step 4's read in the single
+ *     order of seq_cst operations, the read differs from the ticket and
+ *     the entry is dropped; if after it, the stage came before it too, so
+ *     the kill that follows the count finds the entry, PENDING or ACTIVE,
+ *     and kills it.  Either way the entry is dead before the add returns,
+ *     so before a horizon past C.  A lookup that denies X meanwhile read a
+ *     horizon H <= C and answered absent only because now - H <=
+ *     max_staleness: X was committed less than max_staleness ago, which
+ *     the contract lets answer 404.
+ *   - A POST of the ID before the ticket is in the journal (1) until a
+ *     COPY sees its row (then it is committed: the first case) or it
+ *     expires; one after the ticket counts the bucket before its 2xx (3).
+ * A degraded table (a stale horizon, a peer's filter on probation, a
+ * saturated filter) answers "maybe" for entries as for any absent answer:
+ * the staleness step comes after the deny.  A rebuild keeps the entries,
+ * which the argument proves whatever the filter, but drops those its new
+ * filter answers absent for (the filter denies them itself); a change of
+ * the column's spelling drops them all and fails every verification in
+ * flight (keys of the old spelling mean nothing in the new).  A restart
+ * forgets them.
+ */
+#ifndef BLOOMGUARD_TABLE_ADAPT_H
+#define BLOOMGUARD_TABLE_ADAPT_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+struct table;
+
+/* Whether [adaptive] enabled gave the table a verified-absent set. */
+bool table_adaptive(const struct table *t);
+
+/*
+ * wake(arg) when candidates start waiting (under no lock of the table; a
+ * request's thread): the verifier's.  Set it before other threads use t.
+ */
+void table_set_verifier_wake(struct table *t, void (*wake)(void *arg), void *arg);
+
+/* A candidate to look up, its ticket taken (step 1 above). */
+#define TABLE_KEY_MAX 120               /* vset.h's VSET_KEY_MAX */
+struct table_candidate {
+    char key[TABLE_KEY_MAX];            /* the column's text of the value (spell.h) */
+    size_t klen;
+    uint64_t hash, ticket, generation;  /* the table's: give them back unchanged */
+};
+/* Up to max candidates, tickets taken now: right before the lookup's snapshot. */
+size_t table_candidates(struct table *t, struct table_candidate *out, size_t max);
+bool table_candidates_waiting(struct table *t);
+
+/*
+ * What the lookup said of c (v), and what came of it: denied from now on;
+ * raced (an add of its hash came after the ticket: not believed); settled
+ * (present: not asked again for a while); given back (failed).
+ */
+enum table_verdict { TABLE_VERIFIED_ABSENT, TABLE_VERIFIED_PRESENT, TABLE_VERIFY_FAILED };
+enum table_verified { TABLE_ENTERED, TABLE_RACED, TABLE_SETTLED, TABLE_GIVEN_BACK };
+enum table_verified table_verified(struct table *t, const struct table_candidate *c,
+                                   enum table_verdict v);
+
+/*
+ * POST /absent: the ID a service did not find is a candidate now (QUEUED),
+ * or not: answered absent already (the filter or the set), a spelling or
+ * key that cannot be verified, queued or looked up lately (or the queue is
+ * full), [adaptive] off, no filter yet.
+ */
+enum table_report { TABLE_REPORT_QUEUED, TABLE_REPORT_ABSENT, TABLE_REPORT_UNPROVABLE,
+                    TABLE_REPORT_HELD, TABLE_REPORT_OFF, TABLE_REPORT_NOT_READY };
+enum table_report table_report(struct table *t, const void *id, size_t len);
+
+/* /stats and /metrics (zeros with [adaptive] off); docs/api.md says what each counts. */
+struct table_adaptive {
+    bool enabled;
+    uint64_t entries, max_entries, queued, candidates, reported, dropped;
+    uint64_t verified_absent, verified_present, verify_failed, raced, posted;
+    uint64_t evictions, invalidations, denied;
+};
+void table_adaptive_info(struct table *t, struct table_adaptive *out);
+
+#endif

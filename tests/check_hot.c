@@ -1,0 +1,158 @@
+/*
+ * Unit tests of the hot-"maybe" sketch (src/core/hot.c): min_hits within
+ * a window makes a candidate once; a settled one waits out its hold; a
+ * given-back one counts again; a hot ID is found under a flood of distinct
+ * ones, none of which (asked once each) ever becomes a candidate; threads
+ * hammering the same IDs get each exactly once.
+ */
+#include <check.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+
+#include "check_main.h"
+#include "filter.h"
+#include "hot.h"
+
+static uint64_t h_of(unsigned i)
+{
+    char k[32];
+    int n = snprintf(k, sizeof k, "id-%u", i);
+    return filter_hash(k, (size_t)n);
+}
+
+START_TEST(test_min_hits_within_a_window)
+{
+    struct hot *s = hot_new(300, 8, 1000);
+    ck_assert_ptr_nonnull(s);
+    uint64_t h = h_of(1);
+    for (int i = 0; i < 7; i++)
+        ck_assert_msg(!hot_hit(s, h, 100 + (uint32_t)i), "hit %d", i + 1);
+    ck_assert(hot_hit(s, h, 110));                  /* the 8th: a candidate */
+    for (int i = 0; i < 100; i++)
+        ck_assert(!hot_hit(s, h, 120 + (uint32_t)i));   /* once: queued */
+    /* Slower than 8 a window: never. */
+    uint64_t slow = h_of(2);
+    for (uint32_t t = 0; t < 20000; t += 200)
+        ck_assert_msg(!hot_hit(s, slow, 5000 + t), "at %u", t);
+    /* The clock may wrap. */
+    uint64_t w = h_of(3);
+    int cand = 0;
+    for (uint32_t i = 0; i < 8; i++)
+        cand += hot_hit(s, w, UINT32_MAX - 3 + i);
+    ck_assert_int_eq(cand, 1);
+    hot_free(s);
+}
+END_TEST
+
+START_TEST(test_settle_and_give_back)
+{
+    struct hot *s = hot_new(300, 2, 1000);
+    uint64_t h = h_of(7);
+    ck_assert(!hot_hit(s, h, 0));
+    ck_assert(hot_hit(s, h, 1));
+    /* Settled: not nominated again within the hold, then counted afresh. */
+    hot_settle(s, h, true, 10);
+    uint32_t hold = 1000 * HOT_HOLD_WINDOWS;
+    for (uint32_t t = 20; t < hold; t += 997)
+        ck_assert_msg(!hot_hit(s, h, t), "within the hold at %u", t);
+    ck_assert(!hot_nominate(s, h, hold / 2));       /* a report does not shorten it */
+    ck_assert(!hot_hit(s, h, 10 + hold));
+    ck_assert(hot_hit(s, h, 11 + hold));
+    /* Given back (not verified after all): counts again from zero at once. */
+    hot_settle(s, h, false, 12 + hold);
+    ck_assert(!hot_hit(s, h, 13 + hold));
+    ck_assert(hot_hit(s, h, 14 + hold));
+    /* Queued and forgotten by the verifier: counts again after the queue time. */
+    uint32_t q = 14 + hold + 1000 * HOT_QUEUE_WINDOWS;
+    ck_assert(!hot_hit(s, h, q - 1));
+    ck_assert(!hot_hit(s, h, q + 1));
+    ck_assert(hot_hit(s, h, q + 2));
+    hot_free(s);
+}
+END_TEST
+
+START_TEST(test_reports)
+{
+    struct hot *s = hot_new(300, 8, 1000);
+    uint64_t h = h_of(9);
+    ck_assert(hot_nominate(s, h, 0));               /* at once, without a hit */
+    ck_assert(!hot_nominate(s, h, 1));              /* already queued */
+    for (int i = 0; i < 20; i++)
+        ck_assert(!hot_hit(s, h, 2 + (uint32_t)i));
+    hot_settle(s, h, true, 30);
+    ck_assert(!hot_nominate(s, h, 40));
+    hot_free(s);
+}
+END_TEST
+
+START_TEST(test_hot_under_a_flood)
+{
+    /* 3,072 entries against 200,000 distinct IDs asked once each, and one asked every 50th. */
+    struct hot *s = hot_new(3000, 8, 10000);
+    uint64_t hot = h_of(UINT32_MAX);
+    int found = 0, noise = 0;
+    uint32_t now = 0;
+    for (unsigned i = 0; i < 200000; i++, now += (i % 20 == 0)) {
+        noise += hot_hit(s, h_of(i), now);
+        if (i % 50 == 0 && hot_hit(s, hot, now))
+            found++;
+    }
+    ck_assert_int_eq(noise, 0);             /* asked once: never a candidate */
+    ck_assert_int_eq(found, 1);
+    /* An ID asked 7 times among the flood never is either: 7 < 8 real hits. */
+    uint64_t seven = h_of(UINT32_MAX - 1);
+    int c = 0;
+    for (unsigned i = 0; i < 70000; i++, now += (i % 20 == 0)) {
+        hot_hit(s, h_of(300000 + i), now);
+        if (i % 10000 == 0)
+            c += hot_hit(s, seven, now);
+    }
+    ck_assert_int_eq(c, 0);
+    hot_free(s);
+}
+END_TEST
+
+#define THREADS 4
+#define IDS 10
+#define HITS 5000
+
+struct hammer {
+    struct hot *s;
+    _Atomic int cand[IDS];
+};
+
+static void *hammer(void *arg)
+{
+    struct hammer *hm = arg;
+    for (int k = 0; k < HITS; k++)
+        for (unsigned i = 0; i < IDS; i++)
+            if (hot_hit(hm->s, h_of(i), (uint32_t)k / 100))
+                atomic_fetch_add(&hm->cand[i], 1);
+    return NULL;
+}
+
+START_TEST(test_threads_each_once)
+{
+    struct hammer hm = { .s = hot_new(3000, 8, 1000000) };
+    pthread_t t[THREADS];
+    for (int i = 0; i < THREADS; i++)
+        ck_assert_int_eq(pthread_create(&t[i], NULL, hammer, &hm), 0);
+    for (int i = 0; i < THREADS; i++)
+        pthread_join(t[i], NULL);
+    for (unsigned i = 0; i < IDS; i++)
+        ck_assert_msg(atomic_load(&hm.cand[i]) == 1, "id %u: %d candidacies", i,
+                      atomic_load(&hm.cand[i]));
+    hot_free(hm.s);
+}
+END_TEST
+
+CHECK_SUITE("hot",
+    CHECK_CASE("core", .timeout = 60),
+    CHECK_TEST(test_min_hits_within_a_window),
+    CHECK_TEST(test_settle_and_give_back),
+    CHECK_TEST(test_reports),
+    CHECK_TEST(test_hot_under_a_flood),
+    CHECK_TEST(test_threads_each_once),
+)
