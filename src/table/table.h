@@ -46,6 +46,7 @@
 #include "filter.h"
 #include "spell.h"
 #include "table_fleet.h"
+#include "table_publish.h"
 #include "table_store.h"
 
 struct table;
@@ -98,47 +99,12 @@ struct table *table_new(const struct config *cfg, const struct filter_config *fc
  */
 void table_set_wake(struct table *t, void (*wake)(void *arg), void *arg);
 /*
- * Where the table's live filter is also published to other processes
- * (publish.h).  Each hook may be NULL; set it before other threads use the
- * table.
- *   begin     a load is about to make its filter (or a restore its copy
- *             of a snapshot's: table_restore): fill *out with the
- *             allocator of its layers (filter.h) and return true, or
- *             false for the default (that filter is then not published);
- *   live      next is complete (the load's journal replayed into it) and
- *             goes live right after this returns; called under the
- *             table's lock with the current horizon (0 for a restored
- *             snapshot's), so no horizon hook runs meanwhile;
- *   horizon   the horizon moved to h; called under the table's lock;
- *   unsure    the table began (true) or stopped (false) degrading every
- *             absent answer whatever its horizon (table_unsure: the live
- *             filter can no longer keep its rate, or a peer's filter is on
- *             probation); called under the table's lock, at once, so that
- *             readers degrade with the daemon and not at the next horizon.
- *             live and horizon read table_unsure themselves (a hold of a
- *             cut POST log ends by the clock, not by an event);
- *   verified  memory (bytes, 64-byte aligned) readers share, for the
- *             verified-absent set (vset.h), or NULL: its own; called
- *             once, by table_set_publisher, with [adaptive] enabled.
- * spell is the spelling of next's keys (spell.h).
- */
-struct table_publisher {
-    void *ctx;
-    bool (*begin)(void *ctx, struct filter_alloc *out);
-    void (*live)(void *ctx, const struct filter *next, enum spell_type spell, int64_t horizon);
-    void (*horizon)(void *ctx, int64_t h);
-    void (*unsure)(void *ctx, bool unsure);
-    void *(*verified)(void *ctx, size_t bytes);
-};
-
-/*
  * Whether the table vouches for no absence at now, whatever its horizon:
  * its live filter is saturated, a cut POST log holds absent answers
  * (table_hold_absent), or a filter from elsewhere is on probation
  * (table_vet_begin).  answer_degraded's "unsure".  Lock-free, any thread.
  */
 bool table_unsure(struct table *t, int64_t now);
-void table_set_publisher(struct table *t, const struct table_publisher *p);
 
 /* Free the table, its guard and its journal; no other thread may use it.  NULL: no-op. */
 void table_free(struct table *t);
