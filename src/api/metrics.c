@@ -224,6 +224,13 @@ static const struct metric metrics[] = {
       { { NULL, V_U64, F(pending.count) } }, NULL },
     { "pending_posts_bytes", MT_GAUGE, "Bytes of the POSTed ids in the journal.", IN_FILTER,
       { { NULL, V_U64, F(pending.bytes) } }, NULL },
+    /* The limits beside the figures, so that an alert compares the two rather than copy the keys. */
+    { "pending_posts_limit", MT_GAUGE,
+      "POSTed ids the journal may hold ([sync] pending_limit): past it POST /ids is refused (507).",
+      IN_FILTER, { { NULL, V_U64, F(pending.limit) } }, NULL },
+    { "pending_posts_limit_bytes", MT_GAUGE,
+      "Bytes of POSTed ids the journal may hold ([sync] pending_max_bytes): past it POST /ids is "
+      "refused (507).", IN_FILTER, { { NULL, V_U64, F(pending.max_bytes) } }, NULL },
     { "pending_posts_refused_total", MT_COUNTER,
       "POSTed ids refused (507) because the journal was full.", IN_FILTER,
       { { NULL, V_U64, F(pending.refused) } }, NULL },
