@@ -52,16 +52,17 @@ static void blob_unref(void *cls)
 }
 
 struct making {
+    struct table *t;
     const struct snapshot_meta *meta;
     struct blob *b;
     int err;
 };
 
 /* Inside the table's read section: the live filter and the journal into memory. */
-static void make_blob(void *arg, const struct filter *f, struct pending *journal)
+static void make_blob(void *arg, const struct filter *f)
 {
     struct making *mk = arg;
-    struct snapshot_stream *ss = snapshot_stream_new(mk->meta, f, journal, monoclock_boot_s());
+    struct snapshot_stream *ss = snapshot_stream_new(mk->meta, f, persist_journal, mk->t);
     uint64_t size = ss ? snapshot_stream_size(ss) : 0;
     mk->err = ss == NULL ? errno : size > SIZE_MAX ? EFBIG : 0;
     if (mk->err == 0 && (mk->b->bytes = malloc((size_t)size)) == NULL)
@@ -115,7 +116,7 @@ static struct blob *make_snapshot(struct fleetsnap *fs, int64_t now, int *err)
         return NULL;
     atomic_init(&b->refs, 1);
     b->made = now;
-    struct making mk = { &m, b, 0 };
+    struct making mk = { fs->t, &m, b, 0 };
     if (!table_with_live(fs->t, make_blob, &mk))
         mk.err = EAGAIN;
     if (mk.err != 0) {

@@ -1,7 +1,7 @@
 /*
  * The ways of following a table after its first load, behind one
- * interface: each method is a module (follow_logical.c with logical_slot.c
- * and logical_stream.c, follow_feed.c, follow_notify.c), runs its own thread and hands every committed row to
+ * interface: each method is a module (follow_logical.c with logical_slot.c,
+ * logical_tables.c and logical_stream.c, follow_feed.c, follow_notify.c), runs its own thread and hands every committed row to
  * the table module (table_add_row), proves freshness its own way
  * (table_advance) and says when it may have lost rows (table_gap).  The
  * rebuild scheduler (scheduler.c) asks a table's follower for a ticket before

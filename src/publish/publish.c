@@ -20,7 +20,6 @@
 
 #include "answer.h"
 #include "filter.h"
-#include "guard.h"
 #include "pubfmt.h"
 #include "verified.h"
 
@@ -337,55 +336,6 @@ static void on_unsure(void *ctx, bool unsure)
         set_unsure(g, unsure);
 }
 
-/*
- * A snapshot's filter went live with its bits in private memory: copy it
- * into a generation, as a load would (inserts reach both meanwhile), and
- * swap.  On the scheduler's thread before any follower runs, so no horizon
- * hook races it; POSTs may.
- */
-static void on_restored(void *ctx, enum spell_type spell)
-{
-    struct publish *p = ctx;
-    struct guard *gd = table_guard(p->t);
-    const struct filter *live = guard_live(gd);
-    struct filter_params fp;
-    struct filter_alloc a;
-    enum filter_error fe;
-    if (live == NULL || !on_begin(p, &a))
-        return;
-    filter_export(live, &fp);
-    struct filter *next = filter_new_from_with(&fp, &a, &fe);
-    if (next == NULL) {
-        log_warn(p->lg, "%s: cannot publish the snapshot's filter: %s", p->fc->name,
-                 filter_strerror(fe));
-        gen_unref(p->building);
-        p->building = NULL;
-        return;
-    }
-    guard_begin(gd, next);
-    /* Every insert from here on reaches next; the bits before it are copied. */
-    unsigned char buf[65536];
-    bool ok = true;
-    for (unsigned i = 0; ok && i < fp.layers; i++) {
-        uint64_t size = fp.layer[i].blocks * FILTER_BLOCK_BYTES;
-        for (uint64_t off = 0; ok && off < size; off += sizeof buf) {
-            size_t n = size - off < sizeof buf ? (size_t)(size - off) : sizeof buf;
-            ok = filter_bits_read(live, i, off, buf, n) && filter_bits_write(next, i, off, buf, n);
-        }
-    }
-    /* A layer the live filter added after the export would hold keys next lacks. */
-    if (!ok || filter_layers(live) != fp.layers) {
-        log_warn(p->lg, "%s: the snapshot's filter changed while being published; the next "
-                 "load publishes the filter", p->fc->name);
-        guard_abort(gd);
-        gen_unref(p->building);
-        p->building = NULL;
-        return;
-    }
-    on_live(p, next, spell, 0);
-    guard_commit(gd);
-}
-
 /* Once, from table_set_publisher: the set's memory, in <dir>/<name>.bgv. */
 static void *on_verified(void *ctx, size_t bytes)
 {
@@ -489,8 +439,8 @@ struct publish *publish_new(const struct config *cfg, const struct filter_config
         free(p);
         return NULL;
     }
-    const struct table_publisher hooks = { p, on_begin, on_live, on_horizon, on_restored,
-                                           on_unsure, on_verified };
+    const struct table_publisher hooks = { p, on_begin, on_live, on_horizon, on_unsure,
+                                           on_verified };
     table_set_publisher(t, &hooks);
     /* No set this run ([adaptive] off): an earlier run's is not left beside the filter. */
     if (p->vf == NULL) {

@@ -18,7 +18,9 @@
  * only then is the previous generation marked SUPERSEDED.  Afterwards the
  * table's horizon hook stores each new horizon into the current
  * generation's header (under the table's lock, so never into a generation
- * that is no longer the live one's).
+ * that is no longer the live one's).  A snapshot restored at start is no
+ * exception: the table copies its filter into a generation made the same
+ * way before it goes live (table_restore), with horizon 0.
  *
  * Why a reader sees a false "maybe" at worst, never a wrong "absent".  A
  * reader answers "absent" only after, in this order: an acquire load of

@@ -15,7 +15,6 @@
 #include <stdint.h>
 
 struct filter;
-struct pending;
 struct table;
 struct table_ident;
 struct table_load;
@@ -94,13 +93,11 @@ struct table_load *table_load_adopt(struct table *t, struct filter *f,
                                     const struct table_ident *ident);
 
 /*
- * fn(arg, f, journal) with the live filter and the POST journal, f kept
- * alive until fn returns (a commit meanwhile waits for it: keep fn to
- * copying them, e.g. a snapshot into memory).  Any thread; false (fn not
- * called) when there is no live filter.
+ * fn(arg, f) with the live filter, f kept alive until fn returns (a
+ * commit meanwhile waits for it: keep fn to copying it and the POST
+ * journal, table_posts_export, e.g. a snapshot into memory).  Any thread;
+ * false (fn not called) when there is no live filter.
  */
-bool table_with_live(struct table *t,
-                     void (*fn)(void *arg, const struct filter *f, struct pending *journal),
-                     void *arg);
+bool table_with_live(struct table *t, void (*fn)(void *arg, const struct filter *f), void *arg);
 
 #endif
