@@ -16,9 +16,7 @@
 #include "ids.h"
 #include "routes.h"
 #include "config.h"
-#include "guard.h"
 #include "log.h"
-#include "pending.h"
 #include "stats.h"
 #include "table.h"
 #include "fuzz.h"
@@ -101,9 +99,10 @@ FUZZ_TARGET(body)
 
     struct app a = { .cfg = &h.cfg, .lg = &h.lg, .stats = h.stats, .tables = &tbl, .n_tables = 1 };
     struct filter_info fi = { 0 };
-    struct pending_info pi;
-    FUZZ_CHECK(guard_info(table_guard(tbl), &fi) == ready);
-    pending_info(table_pending(tbl), &pi);
+    struct table_posts pi;
+    unsigned nl;
+    FUZZ_CHECK(table_filter_info(tbl, &fi, NULL, 0, &nl) == ready);
+    table_posts(tbl, &pi);
     uint64_t items_before = fi.items, journal_before = pi.count;
 
     struct api_request rq = { .method = "POST", .path = "", .rest = "", .body_type = t,
@@ -117,9 +116,9 @@ FUZZ_TARGET(body)
         MHD_destroy_response(r.resp);
     FUZZ_CHECK(ready || insert || r.status != 200);   /* an empty insert may say 200 */
 
-    FUZZ_CHECK(guard_info(table_guard(tbl), &fi) == ready);
+    FUZZ_CHECK(table_filter_info(tbl, &fi, NULL, 0, &nl) == ready);
     uint64_t added = fi.items - items_before;
-    pending_info(table_pending(tbl), &pi);
+    table_posts(tbl, &pi);
     uint64_t journalled = pi.count - journal_before;
     if (!insert || r.status != 200) {
         /* Lookups and refused bodies write nothing. */

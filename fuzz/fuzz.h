@@ -72,9 +72,10 @@ static inline struct table *fuzz_loaded_table(const struct config *cfg,
 {
     static struct table *t;
     struct filter_info fi;
-    struct pending_info pi;
-    if (t != NULL && guard_info(table_guard(t), &fi) && fi.items < 2000) {
-        pending_info(table_pending(t), &pi);
+    struct table_posts pi;
+    unsigned nl;
+    if (t != NULL && table_filter_info(t, &fi, NULL, 0, &nl) && fi.items < 2000) {
+        table_posts(t, &pi);
         if (pi.count < 500)
             return t;
     }
@@ -82,8 +83,8 @@ static inline struct table *fuzz_loaded_table(const struct config *cfg,
     t = table_new(cfg, fc);
     struct filter *f = filter_new(10000, 0.01, NULL);
     FUZZ_CHECK(t != NULL && f != NULL);
-    guard_begin(table_guard(t), f);
-    guard_commit(table_guard(t));
+    static const struct table_ident none = { 0 };
+    table_restore(t, f, "", "snapshot", 0, 0.0, &none);
     return t;
 }
 #endif

@@ -17,7 +17,6 @@
 #include "ids.h"
 #include "routes.h"
 #include "config.h"
-#include "guard.h"
 #include "log.h"
 #include "stats.h"
 #include "table.h"

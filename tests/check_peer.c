@@ -208,7 +208,7 @@ static struct membuf make_snapshot(void)
     struct membuf b = { 0 };
     FILE *out = open_memstream(&b.p, &b.len);
     ck_assert_ptr_nonnull(out);
-    ck_assert_int_eq(snapshot_write_to(stream_write, out, &m, f, NULL, 0), 0);
+    ck_assert_int_eq(snapshot_write_to(stream_write, out, &m, f, NULL, NULL), 0);
     ck_assert_int_eq(fclose(out), 0);
     filter_free(f);
     return b;

@@ -93,11 +93,51 @@ static void spit(const char *path, const void *buf, size_t len)
     ck_assert_int_eq(fclose(f), 0);
 }
 
+/*
+ * A journal as snapshot.h takes it (what persist_journal makes of a
+ * table's): pending p exported at time now.
+ */
+struct walked {
+    struct pending *p;
+    uint64_t now;
+};
+
+static bool walk_pending(void *journal_ctx, snapshot_count_fn count, snapshot_entry_fn each,
+                         void *ctx)
+{
+    struct walked *w = journal_ctx;
+    return pending_export(w->p, w->now, count, each, ctx);
+}
+
+/* The entries of a snapshot's journal back into a pending set at time now (as persist.c does). */
+struct restoring {
+    struct pending *p;
+    uint64_t now;
+    enum pending_result first;
+};
+
+static void restore_entry(void *arg, const char *id, size_t len, uint64_t ttl_left)
+{
+    struct restoring *r = arg;
+    enum pending_result pr = pending_restore(r->p, id, len, filter_hash(id, len), ttl_left, r->now);
+    if (pr != PENDING_OK && r->first == PENDING_OK)
+        r->first = pr;
+}
+
+static enum pending_result restore_journal(const struct snapshot *s, struct pending *p,
+                                           uint64_t now)
+{
+    struct restoring r = { p, now, PENDING_OK };
+    snapshot_journal_each(s, restore_entry, &r);
+    return r.first;
+}
+
 /* A whole snapshot in memory, through the pull stream, cap bytes at a time. */
 static unsigned char *stream_all(const struct snapshot_meta *m, const struct filter *f,
                                  struct pending *p, uint64_t now, size_t cap, size_t *len)
 {
-    struct snapshot_stream *s = snapshot_stream_new(m, f, p, now);
+    struct walked w = { p, now };
+    struct snapshot_stream *s = snapshot_stream_new(m, f, p ? walk_pending : NULL, &w);
     ck_assert_ptr_nonnull(s);
     uint64_t size = snapshot_stream_size(s);
     unsigned char *buf = malloc((size_t)size + 1);
@@ -505,7 +545,8 @@ START_TEST(test_round_trip)
     ck_assert_int_eq(pending_add(p, "late", 4, filter_hash("late", 4), 100), PENDING_OK);
     ck_assert(!filter_contains(f, "late", 4));
 
-    ck_assert_int_eq(snapshot_write(spath, &META, f, p, 1100), 0);
+    struct walked journal = { p, 1100 };
+    ck_assert_int_eq(snapshot_write(spath, &META, f, walk_pending, &journal), 0);
     ck_assert_int_eq(files_in(sdir), 1);        /* no temporary file left */
     struct stat sb;
     ck_assert_int_eq(stat(spath, &sb), 0);
@@ -552,7 +593,7 @@ START_TEST(test_round_trip)
 
     /* Journal entries survive, with the seconds they had left. */
     struct pending *q = pending_new(1000, 1 << 20, 3600);
-    ck_assert_int_eq(snapshot_restore_journal(&s, q, 7), PENDING_OK);
+    ck_assert_int_eq(restore_journal(&s, q, 7), PENDING_OK);
     struct pending_info pi;
     pending_info(q, &pi);
     ck_assert_uint_eq(pi.count, 6);
@@ -600,7 +641,7 @@ START_TEST(test_round_trip)
     free(strm);
 
     /* No journal at all; an expectation of NULL accepts any snapshot. */
-    ck_assert_int_eq(snapshot_write(spath, &(struct snapshot_meta){ 0 }, f, NULL, 0), 0);
+    ck_assert_int_eq(snapshot_write(spath, &(struct snapshot_meta){ 0 }, f, NULL, NULL), 0);
     ck_assert_int_eq(snapshot_read(spath, NULL, &s, NULL, 0), SNAPSHOT_OK);
     ck_assert_uint_eq(s.journal_count, 0);
     ck_assert_str_eq(s.table, "");
@@ -616,12 +657,12 @@ START_TEST(test_round_trip)
     longest[SNAPSHOT_MAX_POSITION] = '\0';
     struct snapshot_meta m = META;
     m.position = longest;
-    ck_assert_int_eq(snapshot_write(spath, &m, f, NULL, 0), 0);
+    ck_assert_int_eq(snapshot_write(spath, &m, f, NULL, NULL), 0);
     ck_assert_int_eq(snapshot_read(spath, &EXPECT, &s, NULL, 0), SNAPSHOT_OK);
     ck_assert_str_eq(s.position, longest);
     snapshot_release(&s);
     m.position = "";
-    ck_assert_int_eq(snapshot_write(spath, &m, f, NULL, 0), 0);
+    ck_assert_int_eq(snapshot_write(spath, &m, f, NULL, NULL), 0);
     ck_assert_int_eq(snapshot_read(spath, &EXPECT, &s, NULL, 0), SNAPSHOT_OK);
     ck_assert_str_eq(s.position, "");
     ck_assert_uint_eq(s.horizon_ms, META.horizon_ms);
@@ -901,7 +942,7 @@ static unsigned char *snapshot_with_position(size_t plen, size_t *len)
 static void refused(const struct snapshot_meta *m, struct filter *f, const char *what, size_t row)
 {
     errno = 0;
-    struct snapshot_stream *st = snapshot_stream_new(m, f, NULL, 0);
+    struct snapshot_stream *st = snapshot_stream_new(m, f, NULL, NULL);
     int e = errno;
     snapshot_stream_free(st);
     ck_assert_msg(st == NULL && e == EINVAL, "%s (row %zu): not refused (errno %d)", what, row, e);
@@ -979,7 +1020,7 @@ START_TEST(test_layers_and_kv_round_trip)
     struct filter_params fp;
     filter_export(f, &fp);
     ck_assert_uint_ge(fp.layers, 4);
-    ck_assert_int_eq(snapshot_write(spath, &META, f, NULL, 0), 0);
+    ck_assert_int_eq(snapshot_write(spath, &META, f, NULL, NULL), 0);
 
     struct snapshot s;
     char why[SNAPSHOT_WHY_LEN] = "";
@@ -1021,7 +1062,7 @@ START_TEST(test_layers_and_kv_round_trip)
     /* The stream in odd pieces is the file, and a layer added meanwhile is not in it. */
     size_t flen, slen;
     unsigned char *file = slurp(spath, &flen);
-    struct snapshot_stream *st = snapshot_stream_new(&META, f, NULL, 0);
+    struct snapshot_stream *st = snapshot_stream_new(&META, f, NULL, NULL);
     ck_assert_ptr_nonnull(st);
     filter_export(f, &fp);
     unsigned before = fp.layers;
@@ -1049,7 +1090,7 @@ START_TEST(test_layers_and_kv_round_trip)
     struct snapshot_meta m = META;
     m.kv = NULL;
     m.n_kv = 0;
-    ck_assert_int_eq(snapshot_write(spath, &m, f, NULL, 0), 0);
+    ck_assert_int_eq(snapshot_write(spath, &m, f, NULL, NULL), 0);
     ck_assert_int_eq(snapshot_read(spath, &EXPECT, &s, NULL, 0), SNAPSHOT_OK);
     ck_assert_uint_eq(s.n_kv, 0);
     ck_assert_ptr_null(snapshot_kv_get(&s, "table_oid"));
@@ -1075,13 +1116,13 @@ START_TEST(test_kv_writer_limits)
     /* The most pairs, the longest key and value: accepted. */
     m.kv = kv;
     m.n_kv = SNAPSHOT_MAX_KV;
-    struct snapshot_stream *st = snapshot_stream_new(&m, f, NULL, 0);
+    struct snapshot_stream *st = snapshot_stream_new(&m, f, NULL, NULL);
     ck_assert_ptr_nonnull(st);
     snapshot_stream_free(st);
     struct snapshot_kv edge[2] = { { long_key + 1, long_value + 1 }, { "b", "" } };
     m.kv = edge;
     m.n_kv = 2;
-    st = snapshot_stream_new(&m, f, NULL, 0);
+    st = snapshot_stream_new(&m, f, NULL, NULL);
     ck_assert_ptr_nonnull(st);
     snapshot_stream_free(st);
     /* One past each bound, an empty key, a key twice, a NULL: EINVAL. */
@@ -1103,7 +1144,7 @@ START_TEST(test_kv_writer_limits)
     refused(&m, f, "one pair too many", 0);
     m.kv = NULL;
     m.n_kv = 1;
-    ck_assert_ptr_null(snapshot_stream_new(&m, f, NULL, 0));
+    ck_assert_ptr_null(snapshot_stream_new(&m, f, NULL, NULL));
     /* Pairs within their bounds whose section would exceed its own. */
     struct snapshot_kv big[SNAPSHOT_MAX_KV];
     for (unsigned i = 0; i < SNAPSHOT_MAX_KV; i++)
@@ -1302,15 +1343,15 @@ START_TEST(test_failed_writes_keep_the_old_snapshot)
     struct filter *old = filter_new(1000, 0.01, NULL), *f = filter_new(200000, 0.01, NULL);
     add_keys(old, "old", 0, 500);
     add_keys(f, "new", 0, 1000);
-    ck_assert_int_eq(snapshot_write(spath, &META, old, NULL, 0), 0);
+    ck_assert_int_eq(snapshot_write(spath, &META, old, NULL, NULL), 0);
     assert_old_snapshot(spath);
 
     /* A write callback that fails part way: its errno comes back. */
     struct failing w = { .budget = 5000 };
-    ck_assert_int_eq(snapshot_write_to(failing_write, &w, &META, f, NULL, 0), ENOSPC);
+    ck_assert_int_eq(snapshot_write_to(failing_write, &w, &META, f, NULL, NULL), ENOSPC);
     ck_assert_uint_le(w.written, 5000);
     w = (struct failing){ .budget = SIZE_MAX };
-    ck_assert_int_eq(snapshot_write_to(failing_write, &w, &META, f, NULL, 0), 0);
+    ck_assert_int_eq(snapshot_write_to(failing_write, &w, &META, f, NULL, NULL), 0);
     ck_assert_uint_gt(w.written, 200000 * 9 / 8);
 
     /*
@@ -1323,7 +1364,7 @@ START_TEST(test_failed_writes_keep_the_old_snapshot)
     lim = saved;
     lim.rlim_cur = 64 * 1024;
     ck_assert_int_eq(setrlimit(RLIMIT_FSIZE, &lim), 0);
-    int err = snapshot_write(spath, &META, f, NULL, 0);
+    int err = snapshot_write(spath, &META, f, NULL, NULL);
     ck_assert_int_eq(setrlimit(RLIMIT_FSIZE, &saved), 0);
     ck_assert_int_eq(err, EFBIG);
     ck_assert_int_eq(files_in(sdir), 1);        /* the temporary file is gone */
@@ -1335,7 +1376,7 @@ START_TEST(test_failed_writes_keep_the_old_snapshot)
     longname[SNAPSHOT_MAX_STRING + 1] = '\0';
     struct snapshot_meta lm = META;
     lm.table = longname;
-    ck_assert_int_eq(snapshot_write(spath, &lm, f, NULL, 0), EINVAL);
+    ck_assert_int_eq(snapshot_write(spath, &lm, f, NULL, NULL), EINVAL);
     ck_assert_int_eq(files_in(sdir), 1);
     free(longname);
     assert_old_snapshot(spath);
@@ -1343,7 +1384,7 @@ START_TEST(test_failed_writes_keep_the_old_snapshot)
     /* A read-only directory (not for root, whom permissions do not stop). */
     ck_assert_int_eq(chmod(sdir, 0555), 0);
     if (access(sdir, W_OK) != 0) {
-        ck_assert_int_eq(snapshot_write(spath, &META, f, NULL, 0), EACCES);
+        ck_assert_int_eq(snapshot_write(spath, &META, f, NULL, NULL), EACCES);
         assert_old_snapshot(spath);
     }
     ck_assert_int_eq(chmod(sdir, 0700), 0);
@@ -1352,7 +1393,7 @@ START_TEST(test_failed_writes_keep_the_old_snapshot)
     char *blocker = check_join(sdir, "blocked.snap"), *inside = check_join(blocker, "x");
     ck_assert_int_eq(mkdir(blocker, 0700), 0);
     spit(inside, "x", 1);
-    err = snapshot_write(blocker, &META, f, NULL, 0);
+    err = snapshot_write(blocker, &META, f, NULL, NULL);
     ck_assert(err == EISDIR || err == ENOTEMPTY || err == EEXIST);
     ck_assert_int_eq(files_in(sdir), 2);        /* users.snap and blocked.snap only */
     unlink(inside);
@@ -1361,7 +1402,7 @@ START_TEST(test_failed_writes_keep_the_old_snapshot)
     free(blocker);
 
     /* And then a write that succeeds replaces it whole. */
-    ck_assert_int_eq(snapshot_write(spath, &META, f, NULL, 0), 0);
+    ck_assert_int_eq(snapshot_write(spath, &META, f, NULL, NULL), 0);
     struct snapshot s;
     ck_assert_int_eq(snapshot_read(spath, &EXPECT, &s, NULL, 0), SNAPSHOT_OK);
     ck_assert_uint_eq(s.params.layer[0].capacity, 200000);
@@ -1425,7 +1466,7 @@ START_TEST(test_concurrent_inserts_while_writing)
     while (atomic_load(&in.done) < 1000)
         ;                                       /* the inserter is running */
     uint64_t before = atomic_load(&in.done);
-    ck_assert_int_eq(snapshot_write(spath, &META, in.f, NULL, 0), 0);
+    ck_assert_int_eq(snapshot_write(spath, &META, in.f, NULL, NULL), 0);
     uint64_t after = atomic_load(&in.done);
     atomic_store(&in.stop, true);
     pthread_join(t, NULL);

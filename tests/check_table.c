@@ -19,7 +19,6 @@
 #include "check_main.h"
 #include "check_util.h"
 #include "config.h"
-#include "guard.h"
 #include "table.h"
 
 #define NS INT64_C(1000000000)
@@ -68,8 +67,8 @@ START_TEST(test_not_ready_then_answers)
     const char *one[] = { "x" };
     size_t len[] = { 1 };
     ck_assert_int_eq(table_insert(t, 1, one, len, &added, NULL), TABLE_INSERT_NOT_READY);
-    struct pending_info pi;
-    pending_info(table_pending(t), &pi);
+    struct table_posts pi;
+    table_posts(t, &pi);
     ck_assert_uint_eq(pi.count, 0);     /* a refused POST journals nothing */
 
     load(t, rows, 3, monoclock_boot_ns());
@@ -120,11 +119,9 @@ START_TEST(test_degraded_time_follows_the_rule)
     table_status(t, &st);
     ck_assert(!st.degraded);
     ck_assert(st.degraded_seconds == 0);    /* not ready is not degraded */
-    /* What persist.c does with a snapshot: its filter live, then table_restored. */
-    struct filter *f = filter_new(1000, 0.01, NULL);
-    guard_begin(table_guard(t), f);
-    guard_commit(table_guard(t));
-    table_restored(t, "", "snapshot", 0, 0.0, &text_ident);
+    /* What persist.c does with a snapshot: its filter put live by the table. */
+    ck_assert(table_restore(t, filter_new(1000, 0.01, NULL), "", "snapshot", 0, 0.0,
+                            &text_ident));
     ck_assert_int_eq(table_lookup(t, "9", 1), TABLE_DEGRADED);
     usleep(50000);
     table_status(t, &st);
@@ -240,8 +237,8 @@ START_TEST(test_insert_during_load_reaches_new_filter)
     ck_assert_int_eq(table_lookup(t, "during", 6), TABLE_MAYBE);
     ck_assert_int_eq(table_lookup(t, "followed", 8), TABLE_MAYBE);
     /* Followed rows are not journalled: only a COPY or the ttl removes journal entries. */
-    struct pending_info pi;
-    pending_info(table_pending(t), &pi);
+    struct table_posts pi;
+    table_posts(t, &pi);
     ck_assert_uint_eq(pi.count, 1);
     table_free(t);
 }
@@ -626,7 +623,7 @@ static void later_done(void *arg, enum table_insert_result r, size_t n, int err)
     *lr = (struct later_result){ r, n, err, true };
 }
 
-/* What pending_export gave: how many, and whether the acknowledged d1 and d3 were among them. */
+/* What table_posts_export gave: how many, and whether the acknowledged d1 and d3 were among them. */
 struct exported {
     uint64_t n;
     bool has_d1, has_d3, has_other;
@@ -702,12 +699,11 @@ START_TEST(test_durable_insert_waits_for_the_log)
      * only, so neither a rebuild (its replay) nor a snapshot or a rewritten
      * log (its export) brings a refused one back.
      */
-    struct pending_info pi;
-    pending_info(table_pending(t), &pi);
+    struct table_posts pi;
+    table_posts(t, &pi);
     ck_assert_uint_eq(pi.count, 2);
     struct exported x = { 0 };
-    ck_assert(pending_export(table_pending(t), monoclock_boot_s(), count_exported, add_exported,
-                             &x));
+    ck_assert(table_posts_export(t, count_exported, add_exported, &x));
     ck_assert_uint_eq(x.n, 2);
     ck_assert(x.has_d1 && x.has_d3 && !x.has_other);
     load(t, rows, 3, monoclock_boot_ns());
@@ -922,7 +918,8 @@ START_TEST(test_schema_stale_load_wants_another)
     ck_assert(!table_advance(t, table_epoch(t), monoclock_boot_ns()));
     /* A restored snapshot's filter has no shape: it adopts the first one checked. */
     struct table *r = table_new(&cfg, &fc);
-    table_restored(r, "pos", "snapshot", 3, 0, &text_ident);
+    ck_assert(table_restore(r, filter_new(1000, 0.01, NULL), "pos", "snapshot", 3, 0,
+                            &text_ident));
     ck_assert_int_eq(table_schema(r, "s9", NULL), TABLE_SCHEMA_SAME);
     table_free(r);
     table_free(t);
@@ -939,9 +936,11 @@ struct tapped {
     unsigned n, changed;
 };
 
-static void tap_added(void *ctx, const uint64_t *hs, size_t n, uint32_t ttl)
+static void tap_added(void *ctx, const uint64_t *hs, size_t n, uint32_t ttl,
+                      const struct table_at *at)
 {
     struct tapped *tp = ctx;
+    (void)at;
     for (size_t i = 0; i < n && tp->n < 64; i++) {
         tp->hashes[tp->n] = hs[i];
         tp->ttls[tp->n++] = ttl;
@@ -968,7 +967,7 @@ START_TEST(test_tap_hears_every_add)
     table_set_tap(t, &(struct table_tap){ &tp, tap_added, tap_changed });
     ck_assert(!table_add_row(t, "0", 1));
     uint64_t h0 = filter_hash("0", 1);
-    ck_assert(!table_add_hashes(t, &h0, 1, 0));
+    ck_assert(!table_add_hashes(t, &h0, 1, 0, NULL));
     ck_assert_uint_eq(tp.n, 0);
     struct table_proof pr;
     table_proof(t, &pr);
@@ -985,7 +984,7 @@ START_TEST(test_tap_hears_every_add)
     size_t lens[] = { 1, 1 }, added;
     ck_assert_int_eq(table_insert(t, 2, posted, lens, &added, NULL), TABLE_INSERTED);
     uint64_t hs[2] = { filter_hash("x", 1), filter_hash("y", 1) };
-    ck_assert(table_add_hashes(t, hs, 2, 77));
+    ck_assert(table_add_hashes(t, hs, 2, 77, NULL));
     ck_assert_uint_eq(tp.n, 5);
     ck_assert(tp.hashes[0] == filter_hash("7", 1) && tp.ttls[0] == 0);
     ck_assert(tp.hashes[1] == filter_hash("8", 1) && tp.ttls[1] == fc.pending_ttl);
@@ -1001,13 +1000,13 @@ START_TEST(test_tap_hears_every_add)
 }
 END_TEST
 
-/* live_copy's callback: the filter's items, and whether the journal came along. */
-static void count_live(void *arg, const struct filter *f, struct pending *journal)
+/* table_with_live's callback: the filter's items, and that it was called. */
+static void count_live(void *arg, const struct filter *f)
 {
     struct filter_info fi;
     filter_info(f, &fi);
     ((uint64_t *)arg)[0] = fi.items;
-    ((uint64_t *)arg)[1] = journal != NULL;
+    ((uint64_t *)arg)[1] = 1;
 }
 
 /*
@@ -1046,7 +1045,42 @@ START_TEST(test_adopt_a_filter)
 }
 END_TEST
 
-/* A peer's filter of ids[0..n) put live as persist.c does, on probation first (scheduler.c). */
+/*
+ * A snapshot restored at start (table_restore, as persist.c calls it):
+ * the POSTs put back before it (the POST log's, table_posts_restore) are
+ * added to its filter, which lacks them; a POST after it reaches the live
+ * filter and the journal; the scheduler's thread may read the live filter
+ * (table_live_filter).
+ */
+START_TEST(test_restore_replays_the_journal)
+{
+    struct table *t = table_new(&cfg, &fc);
+    ck_assert_ptr_null(table_live_filter(t));
+    ck_assert(table_posts_restore(t, "posted", 6, 60));
+    struct filter *f = filter_new(1000, 0.001, NULL);
+    filter_add(f, "snap", 4);
+    ck_assert(table_restore(t, f, "X:1", "snapshot", 1, 0.0, &text_ident));
+    ck_assert_int_eq(table_lookup(t, "snap", 4), TABLE_MAYBE);
+    ck_assert_int_eq(table_lookup(t, "posted", 6), TABLE_MAYBE);    /* the journal, replayed */
+    ck_assert_int_eq(table_lookup(t, "nope", 4), TABLE_DEGRADED);   /* no horizon yet */
+    const char *later[] = { "later" };
+    size_t lens[] = { 5 }, added;
+    ck_assert_int_eq(table_insert(t, 1, later, lens, &added, NULL), TABLE_INSERTED);
+    ck_assert_int_eq(table_lookup(t, "later", 5), TABLE_MAYBE);
+    const struct filter *live = table_live_filter(t);
+    ck_assert_ptr_nonnull(live);
+    ck_assert(filter_contains(live, "posted", 6) && filter_contains(live, "later", 5));
+    struct table_posts pi;
+    table_posts(t, &pi);
+    ck_assert_uint_eq(pi.count, 2);
+    char pos[TABLE_POS_MAX];
+    table_position(t, pos, sizeof pos);
+    ck_assert_str_eq(pos, "X:1");
+    table_free(t);
+}
+END_TEST
+
+/* A peer's filter of ids[0..n) put live as persist.c does, on probation first (scheduler_store.c). */
 static struct table *peer_restored(const char *const *ids, size_t n)
 {
     struct table *t = table_new(&cfg, &fc);
@@ -1056,9 +1090,7 @@ static struct table *peer_restored(const char *const *ids, size_t n)
     ck_assert_ptr_nonnull(f);
     for (size_t i = 0; i < n; i++)
         filter_add(f, ids[i], strlen(ids[i]));
-    guard_begin(table_guard(t), f);
-    guard_commit(table_guard(t));
-    table_restored(t, "pos-1", "peer", n, 0.0, &text_ident);
+    ck_assert(table_restore(t, f, "pos-1", "peer", n, 0.0, &text_ident));
     return t;
 }
 
@@ -1137,6 +1169,7 @@ CHECK_SUITE("table",
     CHECK_CASE("core", .setup = setup, .timeout = 120),
     CHECK_TEST(test_tap_hears_every_add),
     CHECK_TEST(test_adopt_a_filter),
+    CHECK_TEST(test_restore_replays_the_journal),
     CHECK_TEST(test_schema_change_holds_proofs_until_a_copy),
     CHECK_TEST(test_schema_uncovered_and_covered_again),
     CHECK_TEST(test_schema_stale_load_wants_another),

@@ -5,8 +5,30 @@
 # common.sh; do not run it.
 # shellcheck disable=SC2034  # LINES, NOTES, R and hz are the sourcing scripts'
 
+# bench_results: a results file's "## Results" section: the lines of the
+# run (LINES) as a code block, and a blank line.
+bench_results() { printf '## Results\n\n```\n'; printf '%s\n' "${LINES[@]}"; printf '```\n\n'; }
+
 # bench_help SCRIPT: print SCRIPT's opening comment (its --help).
 bench_help() { awk 'NR > 1 && /^#/ {sub(/^# ?/, ""); print; next} NR > 1 {exit}' "$1"; }
+
+# The options every benchmark takes: --no-install (install=no: no
+# apt-get), --no-build (build=no), --no-save (save=no: no results file),
+# --notes FILE (notes_file), -h/--help.  bench_common_arg ARG...: the last
+# branch of a script's own `case`; anything else is an error.  Sets
+# BENCH_SHIFT, the words the option took.
+install=yes build=yes save=yes notes_file=
+bench_common_arg() {
+    BENCH_SHIFT=1
+    case $1 in
+        --no-install) install=no ;;
+        --no-build) build=no ;;
+        --no-save) save=no ;;
+        --notes) notes_file=$2; BENCH_SHIFT=2 ;;
+        -h|--help) bench_help "$0"; exit 0 ;;
+        *) bg_die "unknown argument $1 (see --help)" ;;
+    esac
+}
 
 # ---------------------------------------------------------------- numbers --
 
@@ -111,4 +133,17 @@ bench_cleanup() {
 bench_pubdir() {
     BENCH_PUBDIR=$(mktemp -d /tmp/bloomguard-publish.XXXXXX) || bg_die "mktemp failed"
     chmod 755 "$BENCH_PUBDIR"
+}
+
+# ---------------------------------------------------------------- pgbench --
+# bench/write_cost and bench/fleet insert into tables wc_NAME with pgbench.
+
+# wc_rows NAME: the rows in wc_NAME.  wc_seqval NAME: its identity's last value.
+wc_rows() { psql -qXAt -c "SELECT count(*) FROM wc_$1"; }
+wc_seqval() { psql -qXAt -c "SELECT last_value FROM wc_${1}_id_seq"; }
+# pgbench_connected CLIENTS: pgbench's sessions are all up (true once it has
+# exited, so that a wait for it ends).
+pgbench_connected() {
+    bg_alive pgbench || return 0
+    [ "$(psql -qXAt -c "SELECT count(*) FROM pg_stat_activity WHERE application_name = 'pgbench'")" -ge "$1" ]
 }

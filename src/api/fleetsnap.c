@@ -35,6 +35,8 @@ struct fleetsnap {
     struct table *t;
     struct fleetring *ring;
     bool replica;
+    fleetsnap_proof_fn *proof;
+    void *ctx;
     pthread_mutex_t mu;             /* one making at a time */
     struct blob *latest;            /* under mu */
 };
@@ -50,16 +52,17 @@ static void blob_unref(void *cls)
 }
 
 struct making {
+    struct table *t;
     const struct snapshot_meta *meta;
     struct blob *b;
     int err;
 };
 
 /* Inside the table's read section: the live filter and the journal into memory. */
-static void make_blob(void *arg, const struct filter *f, struct pending *journal)
+static void make_blob(void *arg, const struct filter *f)
 {
     struct making *mk = arg;
-    struct snapshot_stream *ss = snapshot_stream_new(mk->meta, f, journal, monoclock_boot_s());
+    struct snapshot_stream *ss = snapshot_stream_new(mk->meta, f, persist_journal, mk->t);
     uint64_t size = ss ? snapshot_stream_size(ss) : 0;
     mk->err = ss == NULL ? errno : size > SIZE_MAX ? EFBIG : 0;
     if (mk->err == 0 && (mk->b->bytes = malloc((size_t)size)) == NULL)
@@ -87,11 +90,11 @@ static struct blob *make_snapshot(struct fleetsnap *fs, int64_t now, int *err)
     *err = ENOMEM;
     if (!fleetring_enable(fs->ring))
         return NULL;
-    table_proof(fs->t, &p);
-    uint64_t seq = fleetring_last(fs->ring);
+    uint64_t history, seq;
+    fs->proof(fs->ctx, &p, &history, &seq);
     table_ident(fs->t, &id);
     persist_ident_to_kv(&id, &ikv);
-    snprintf(fleet[0], sizeof fleet[0], "%016" PRIx64, fleetring_history(fs->ring));
+    snprintf(fleet[0], sizeof fleet[0], "%016" PRIx64, history);
     snprintf(fleet[1], sizeof fleet[1], "%" PRIu64, seq);
     snprintf(fleet[2], sizeof fleet[2], "%" PRIu64, p.epoch);
     snprintf(fleet[3], sizeof fleet[3], "%" PRIu64, p.covered);
@@ -113,7 +116,7 @@ static struct blob *make_snapshot(struct fleetsnap *fs, int64_t now, int *err)
         return NULL;
     atomic_init(&b->refs, 1);
     b->made = now;
-    struct making mk = { &m, b, 0 };
+    struct making mk = { fs->t, &m, b, 0 };
     if (!table_with_live(fs->t, make_blob, &mk))
         mk.err = EAGAIN;
     if (mk.err != 0) {
@@ -124,7 +127,8 @@ static struct blob *make_snapshot(struct fleetsnap *fs, int64_t now, int *err)
     return b;
 }
 
-struct fleetsnap *fleetsnap_new(struct table *t, struct fleetring *ring, bool replica)
+struct fleetsnap *fleetsnap_new(struct table *t, struct fleetring *ring, bool replica,
+                                fleetsnap_proof_fn *proof, void *ctx)
 {
     struct fleetsnap *fs = calloc(1, sizeof *fs);
     if (fs == NULL)
@@ -132,6 +136,8 @@ struct fleetsnap *fleetsnap_new(struct table *t, struct fleetring *ring, bool re
     fs->t = t;
     fs->ring = ring;
     fs->replica = replica;
+    fs->proof = proof;
+    fs->ctx = ctx;
     pthread_mutex_init(&fs->mu, NULL);
     return fs;
 }

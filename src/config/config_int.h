@@ -115,6 +115,14 @@ bool config_section_known(const char *section);
 bool config_key_repeatable(size_t i);
 /* The check of [sync] channel, which resolving a filter's default channel applies too. */
 bool config_check_channel(const char *v, char *err, size_t errlen);
+/* The checks of single keys (config_checks.c): false with err saying why v will not do. */
+bool config_check_table(const char *v, char *err, size_t errlen);
+bool config_check_column(const char *v, char *err, size_t errlen);
+bool config_check_peer(const char *v, char *err, size_t errlen);
+bool config_check_upstreams(const char *v, char *err, size_t errlen);
+bool config_check_group(const char *v, char *err, size_t errlen);
+bool config_check_ident(const char *v, char *err, size_t errlen);
+bool config_check_slot(const char *v, char *err, size_t errlen);
 
 /*
  * The value proper of raw value text: trimmed, one pair of double quotes

@@ -1,25 +1,17 @@
 /*
- * The one list of configuration keys, with the checks only one key needs
- * and the hooks that put a reloaded value in force: one row per key drives
- * defaults, validation, overrides, reload rules, -h and the docs.
+ * The one list of configuration keys, with the hooks that put a reloaded
+ * value in force (the checks only one key needs are config_checks.c's):
+ * one row per key drives defaults, validation, overrides, reload rules, -h
+ * and the docs.
  */
 #include "config_keys.h"
 #include "config_int.h"
 
-#include <ctype.h>
 #include <stdio.h>
 #include <string.h>
 
 #include "filter.h"
-#include "httpc.h"
 #include "log.h"
-
-#define ERR_VALUE_MAX CONFIG_ERR_VALUE_MAX
-#define errf config_errf
-/* PostgreSQL's NAMEDATALEN - 1. */
-#define PG_IDENT_MAX 63
-/* Deletes are notified on "<channel>_deleted", which must fit in 63 bytes too. */
-#define CHANNEL_MAX (PG_IDENT_MAX - 8)
 
 /*
  * Row builders.  Where a key's value goes: CF(field) in struct config,
@@ -64,13 +56,6 @@
 #define K_TYPED(s, k, t, d, r, h, ...) \
     { ROW(s, k, t, d, r), .help = (h), __VA_ARGS__ }
 
-static bool check_table(const char *v, char *err, size_t errlen);
-static bool check_column(const char *v, char *err, size_t errlen);
-static bool check_peer(const char *v, char *err, size_t errlen);
-static bool check_upstreams(const char *v, char *err, size_t errlen);
-static bool check_group(const char *v, char *err, size_t errlen);
-static bool check_ident(const char *v, char *err, size_t errlen);
-static bool check_slot(const char *v, char *err, size_t errlen);
 
 /* --- apply hooks: what a reload does beyond publishing the new values --- */
 
@@ -134,7 +119,7 @@ const struct config_key config_keys[] = {
     K_TYPED("server", "listen_mode", mode, "0660", CONFIG_RESTART,
             "permission bits of a unix socket (listen = unix:/path); a client needs write "
             "permission to connect; o+w (any local user) draws a warning", CF(listen_mode)),
-    K_STR("server", "listen_group", "", CONFIG_RESTART, CF(listen_group), check_group,
+    K_STR("server", "listen_group", "", CONFIG_RESTART, CF(listen_group), config_check_group,
           "group of a unix socket (listen = unix:/path), a name or a gid, e.g. the proxy's "
           "www-data; the daemon's user must be in it; empty: the daemon's group"),
     K_UINT("server", "threads", "0", CONFIG_RESTART, CF(threads), 0, 256,
@@ -181,7 +166,7 @@ const struct config_key config_keys[] = {
             "permission bits of the published files, within 0644 (no one but the daemon may "
             "write the filter's memory): 0644 lets every local user test ids, 0640 only "
             "publish_group", CF(publish_mode), .max = 0644),
-    K_STR("server", "publish_group", "", CONFIG_RESTART, CF(publish_group), check_group,
+    K_STR("server", "publish_group", "", CONFIG_RESTART, CF(publish_group), config_check_group,
           "group of the published files (and of publish_dir when the daemon creates it), a "
           "name or a gid, e.g. nginx's www-data with publish_mode = 0640; the daemon's user "
           "must be in it; empty: the daemon's group"),
@@ -189,9 +174,9 @@ const struct config_key config_keys[] = {
     K_STR("postgres", "conninfo", "", CONFIG_RESTART, CF(conninfo), NULL,
           "libpq connection string; empty uses the libpq defaults and PG* environment variables",
           .secret = true),
-    K_STR("postgres", "table", "users", CONFIG_RESTART, FF(table), check_table,
+    K_STR("postgres", "table", "users", CONFIG_RESTART, FF(table), config_check_table,
           "table holding the ids, optionally schema-qualified as schema.table"),
-    K_STR("postgres", "column", "id", CONFIG_RESTART, FF(column), check_column,
+    K_STR("postgres", "column", "id", CONFIG_RESTART, FF(column), config_check_column,
           "column of that table holding the ids"),
     K_SECS("postgres", "retry_max_seconds", "30", CONFIG_RESTART, CF(retry_max_seconds), 1, 3600,
            "longest wait between reconnection attempts, in seconds"),
@@ -223,16 +208,16 @@ const struct config_key config_keys[] = {
             "table allow it, else the feed, else notify)"),
     K_DSECS("sync", "poll_interval", "0.1", CONFIG_RESTART, CF(poll_interval), 0.01, false, 60.0, false,
           "seconds between reads of the change feed by method feed"),
-    K_STR("sync", "publication", "bloomguard", CONFIG_RESTART, CF(publication), check_ident,
+    K_STR("sync", "publication", "bloomguard", CONFIG_RESTART, CF(publication), config_check_ident,
           "the publication method logical subscribes to; bloomguard_watch adds tables to it"),
-    K_STR("sync", "slot", "auto", CONFIG_RESTART, CF(slot_name), check_slot,
+    K_STR("sync", "slot", "auto", CONFIG_RESTART, CF(slot_name), config_check_slot,
           "method logical's replication slot, one for all filters: auto = a permanent slot "
           "bloomguard_<id> when snapshots are on (the id is kept in the snapshot directory), "
           "else a temporary one; a name = that permanent slot"),
     K_UINT("sync", "logical_max_daemons", "4", CONFIG_RESTART, CF(logical_max_daemons), 0, 10000,
            "method auto: once this many other bloomguard slots decode the server's WAL, a table "
            "the feed also serves is followed with the feed"),
-    K_STR("sync", "upstream", "", CONFIG_RESTART, CF(upstream), check_upstreams,
+    K_STR("sync", "upstream", "", CONFIG_RESTART, CF(upstream), config_check_upstreams,
           "method upstream: the bloomguard daemons to follow, space-separated, tried in order: "
           "https://host:port, or http:// to a loopback address"),
     K_STR("sync", "upstream_token_file", "", CONFIG_RESTART, CF(upstream_token_file), NULL,
@@ -274,7 +259,7 @@ const struct config_key config_keys[] = {
     K_SECS("snapshot", "interval", "300", CONFIG_RESTART, CF(snapshot_interval), 0, 86400,
            "seconds between periodic snapshots (each first catches up with the change feed), "
            "0 = only after loads and at stop"),
-    K_STR("snapshot", "bootstrap_from", "", CONFIG_RESTART, CF(bootstrap_from), check_peer,
+    K_STR("snapshot", "bootstrap_from", "", CONFIG_RESTART, CF(bootstrap_from), config_check_peer,
           "https://host:port (or http:// to a loopback address) of a peer bloomguard: a start "
           "without a snapshot file loads the peer's (GET /snapshot, with this daemon's admin "
           "token), checks a sample of the table's rows against it, and reads only the changes "
@@ -444,167 +429,3 @@ const char *sync_method_name(enum sync_method m)
             return n->name;
     return "?";
 }
-
-/* --- the checks of single keys --- */
-
-/*
- * The loader quotes names as identifiers, so any character but '"' and
- * control characters could work; refusing those keeps quoting trivial.
- */
-static bool check_pg_name(const char *what, const char *v, size_t len, char *err, size_t errlen)
-{
-    if (len == 0 || len > PG_IDENT_MAX) {
-        errf(err, errlen, "%s name must be 1..%d bytes", what, PG_IDENT_MAX);
-        return false;
-    }
-    for (size_t i = 0; i < len; i++) {
-        if (v[i] == '"' || iscntrl((unsigned char)v[i])) {
-            errf(err, errlen, "%s name must not contain '\"' or control characters", what);
-            return false;
-        }
-    }
-    return true;
-}
-
-static bool check_table(const char *v, char *err, size_t errlen)
-{
-    const char *dot = strchr(v, '.');
-
-    if (dot == NULL)
-        return check_pg_name("table", v, strlen(v), err, errlen);
-    if (strchr(dot + 1, '.') != NULL) {
-        errf(err, errlen, "\"%.*s\" must be table or schema.table", ERR_VALUE_MAX, v);
-        return false;
-    }
-    return check_pg_name("schema", v, (size_t)(dot - v), err, errlen) &&
-           check_pg_name("table", dot + 1, strlen(dot + 1), err, errlen);
-}
-
-static bool check_column(const char *v, char *err, size_t errlen)
-{
-    return check_pg_name("column", v, strlen(v), err, errlen);
-}
-
-/*
- * [sync] upstream: at most CONFIG_MAX_UPSTREAMS URLs, space-separated, each
- * as bootstrap_from's (check_peer: https, or plain http to a loopback host
- * only, so that the token never travels in clear).
- */
-static bool check_upstreams(const char *v, char *err, size_t errlen)
-{
-    unsigned n = 0;
-    char url[CONFIG_UPSTREAM_URL_MAX + 1];
-    for (const char *p = v + strspn(v, " \t"); *p != '\0'; p += strspn(p, " \t")) {
-        size_t len = strcspn(p, " \t");
-        if (++n > CONFIG_MAX_UPSTREAMS || len > CONFIG_UPSTREAM_URL_MAX) {
-            errf(err, errlen, "more than %d upstreams, or one longer than %d bytes",
-                 CONFIG_MAX_UPSTREAMS, CONFIG_UPSTREAM_URL_MAX);
-            return false;
-        }
-        snprintf(url, sizeof url, "%.*s", (int)len, p);
-        if (!check_peer(url, err, errlen))
-            return false;
-        p += len;
-    }
-    return true;
-}
-
-/*
- * [snapshot] bootstrap_from: https://host[:port], or http:// to a loopback
- * address, nothing after but a slash (peer.c adds the path).  Plain http
- * elsewhere is refused here rather than at the first start: the admin
- * token would travel in clear (httpc.h refuses to send it), and a peer on
- * another host refuses /snapshot without it.
- */
-static bool check_peer(const char *v, char *err, size_t errlen)
-{
-    size_t len = strlen(v);
-    if (len == 0)
-        return true;
-    const char *rest = strncmp(v, "https://", 8) == 0 ? v + 8
-                     : strncmp(v, "http://", 7) == 0 ? v + 7 : NULL;
-    const char *slash = rest != NULL ? strchr(rest, '/') : NULL;
-    bool tls = false, loopback = false;
-    char why[200];
-    if (rest == NULL || *rest == '\0' || len > 255 || strpbrk(rest, "?#@ \t") != NULL
-        || (slash != NULL && slash[1] != '\0')
-        || !httpc_url_check(v, &tls, &loopback, why, sizeof why)) {
-        errf(err, errlen, "\"%.*s\" is not https://host[:port] or http://host[:port] (no path)",
-             ERR_VALUE_MAX, v);
-        return false;
-    }
-    if (!tls && !loopback) {
-        errf(err, errlen, "\"%.*s\": plain http to a host that is not loopback would send the "
-             "admin token in clear: use https:// (the peer's [server] tls_cert_file, this "
-             "daemon's bootstrap_ca_file)", ERR_VALUE_MAX, v);
-        return false;
-    }
-    return true;
-}
-
-/*
- * A group name or a gid, as chown takes it.  Only the spelling: whether the
- * group exists is the system's to say, at start and in -t (listen.h).
- */
-static bool check_group(const char *v, char *err, size_t errlen)
-{
-    size_t len = strlen(v);
-    if (len > 64 || strpbrk(v, ": \t\n/") != NULL || v[0] == '-') {
-        errf(err, errlen, "\"%.*s\" is not a group name or a numeric gid", ERR_VALUE_MAX, v);
-        return false;
-    }
-    return true;
-}
-
-/*
- * A name PostgreSQL takes unquoted or bloomguard quotes as written: 1..max
- * bytes of rest, the first also one of first (when not NULL).  shape is the
- * rule as the error shows it.
- */
-struct name_rule {
-    const char *noun;
-    int max;
-    const char *first, *rest, *shape;
-};
-
-#define LOWER_NAME_CHARS "abcdefghijklmnopqrstuvwxyz0123456789_"
-
-static bool check_name(const struct name_rule *r, const char *v, char *err, size_t errlen)
-{
-    size_t len = strlen(v);
-    if (len == 0 || len > (size_t)r->max || strspn(v, r->rest) != len ||
-        (r->first != NULL && strchr(r->first, v[0]) == NULL)) {
-        errf(err, errlen, "\"%.*s\" is not %s of 1..%d characters %s", ERR_VALUE_MAX, v, r->noun,
-             r->max, r->shape);
-        return false;
-    }
-    return true;
-}
-
-bool config_check_channel(const char *v, char *err, size_t errlen)
-{
-    static const struct name_rule channel = {
-        "an identifier", CHANNEL_MAX, "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz_",
-        "ABCDEFGHIJKLMNOPQRSTUVWXYZ" LOWER_NAME_CHARS, "[A-Za-z_][A-Za-z0-9_]*"
-    };
-    return check_name(&channel, v, err, errlen);
-}
-
-/* A publication: an identifier PostgreSQL keeps as written (bloomguard quotes it). */
-static bool check_ident(const char *v, char *err, size_t errlen)
-{
-    static const struct name_rule ident = {
-        "a name", PG_IDENT_MAX, "abcdefghijklmnopqrstuvwxyz_", LOWER_NAME_CHARS, "[a-z_][a-z0-9_]*"
-    };
-    return check_name(&ident, v, err, errlen);
-}
-
-/* A slot name as PostgreSQL allows it ([a-z0-9_], at most 63), or "auto". */
-static bool check_slot(const char *v, char *err, size_t errlen)
-{
-    static const struct name_rule slot = {
-        "a replication slot name", PG_IDENT_MAX, NULL, LOWER_NAME_CHARS, "[a-z0-9_] (or auto)"
-    };
-    return check_name(&slot, v, err, errlen);
-}
-

@@ -1,8 +1,9 @@
 /*
- * The insides of method logical, shared by its three files: follow_logical.c
+ * The insides of method logical, shared by its four files: follow_logical.c
  * (the follower: its thread, sessions and ops), logical_slot.c (the slot,
- * positions, what the tables can be heard with) and logical_stream.c (the
- * replication stream and its proofs).  Nothing outside them includes it.
+ * positions), logical_tables.c (what the tables can be heard with) and
+ * logical_stream.c (the replication stream and its proofs).  Nothing
+ * outside them includes it.
  */
 #ifndef BLOOMGUARD_LOGICAL_H
 #define BLOOMGUARD_LOGICAL_H
@@ -183,6 +184,8 @@ void logical_pos_here_locked(const struct logical *l, unsigned i, uint64_t lsn,
  */
 bool logical_prepare_probe(PGconn *probe, char *err, size_t errlen);
 
+/* PQexecParams with text parameters and a text result (logical_slot.c). */
+PGresult *logical_exec(PGconn *conn, const char *sql, int n, const char *const *params);
 /* Both connections reach one primary of one cluster; reads sysid, dboid, WAL sizes. */
 bool logical_identify(struct logical *l, PGconn *repl, PGconn *probe, char *err, size_t errlen);
 /* Each of the tables [from, to) gets its oid (l->relid, 0 when unknown). */

@@ -2,11 +2,12 @@
  * The rebuild scheduler's thread: snapshots in place at start, then round
  * robin over the tables' wanted loads (catch-ups where a want and a
  * position allow, else COPYs, which min_rebuild_interval spaces out),
- * periodic snapshots and prunes of the change feed.  It is the only thread
+ * periodic snapshots and prunes of the change feed (scheduler_store.c) and
+ * the check of a peer's snapshot (scheduler_vet.c).  It is the only thread
  * that swaps a table's filter, so the live filter it streams to a snapshot
  * stays alive while it does.
  */
-#include "scheduler.h"
+#include "scheduler_int.h"
 
 #include <pthread.h>
 #include <stdatomic.h>
@@ -19,47 +20,9 @@
 #include "feed.h"
 #include "loader.h"
 #include "monoclock.h"
-#include "persist.h"
-#include "spotcheck.h"
 
 /* How often the scheduler wakes to check timers and growth. */
 #define TICK_MS 500
-
-struct scheduler {
-    const struct config *cfg;
-    const struct log *lg;
-    struct scheduler_hooks hooks;
-    const char *token;
-    struct table **tables;
-    struct follower **follower;     /* per table, NULL: none */
-    unsigned *backoff;              /* per table: seconds before retrying a failed load */
-    int64_t *next_snapshot;         /* per table: boot clock of the next periodic one; 0: none */
-    struct vetting *vetting;        /* per table: checking a peer's snapshot (table_vet) */
-    unsigned n;
-    unsigned next_pick;             /* where the round robin resumes */
-    int64_t next_prune;
-    unsigned rng;
-
-    atomic_bool stop;
-    pthread_t thread;
-    bool started;
-    scheduler_prepare_fn prepare;
-    void *prepare_arg;
-    int64_t prepare_again;          /* monoclock_boot_ns of the next prepare; 0: none needed */
-
-    pthread_mutex_t mu;
-    pthread_cond_t cv;              /* a want, a follower ready, or stop */
-    bool woken;                     /* under mu */
-};
-
-/* One table's check of a peer's snapshot against a sample of its rows (spotcheck.h). */
-struct vetting {
-    struct spotcheck sample;
-    bool taken;
-    int64_t taken_at;               /* boot clock once the sample was read: every row is older */
-    int64_t retry_at;               /* boot clock before which a failed read is not tried again */
-    unsigned backoff;               /* seconds */
-};
 
 struct scheduler *scheduler_new(const struct config *cfg, struct table *const *tables, unsigned n,
                         const struct log *lg, const struct scheduler_hooks *hooks, const char *token)
@@ -315,245 +278,6 @@ static bool run_job(struct scheduler *s, unsigned i, const struct table_job *job
     return run_copy(s, i, job, rows, secs, err, errlen);
 }
 
-/* ---------------------------------------------------------- snapshots -- */
-
-/* The horizon as wall-clock milliseconds, for a snapshot's header; 0: none. */
-static uint64_t horizon_wall_ms(struct table *t)
-{
-    struct table_status st;
-    table_status(t, &st);
-    if (st.horizon_age < 0)
-        return 0;
-    struct timespec wall;
-    clock_gettime(CLOCK_REALTIME, &wall);
-    double ms = (double)wall.tv_sec * 1000.0 + (double)wall.tv_nsec / 1e6 - st.horizon_age * 1000.0;
-    return ms > 0 ? (uint64_t)ms : 0;
-}
-
-/* Write table i's snapshot, if snapshots are on and it has a filter. */
-static void save_table(struct scheduler *s, unsigned i)
-{
-    struct table *t = s->tables[i];
-    struct follower *f = scheduler_follower(s, i);
-    char pos[TABLE_POS_MAX], path[PERSIST_PATH_MAX];
-    if (!persist_file(s->cfg, table_config(t), path, sizeof path))
-        return;
-    unsigned every = s->cfg->snapshot_interval;
-    s->next_snapshot[i] = every ? monoclock_boot_ns() + (int64_t)every * NS_PER_S : 0;
-    /* A peer's filter on probation is not ours to keep: a restart would believe the file. */
-    if (!table_loaded(t) || table_vet(t, NULL) != TABLE_VET_NONE)
-        return;
-    /* The position first: every change after it is in the filter or read again on resume. */
-    if (f != NULL)
-        follow_position(f, t, pos, sizeof pos);
-    else
-        table_position(t, pos, sizeof pos);
-    struct table_ident ident;
-    table_ident(t, &ident);
-    int e = persist_save(s->cfg, table_config(t), table_guard(t), table_pending(t), pos,
-                         horizon_wall_ms(t), &ident, s->lg);
-    table_snapshot_written(t, e == 0);
-    if (e == 0 && f != NULL && f->ops->saved)
-        f->ops->saved(f, t, pos);
-}
-
-/* At start: each table's snapshot (file or peer) goes live before any load. */
-static void restore_all(struct scheduler *s)
-{
-    for (unsigned i = 0; i < s->n && !atomic_load(&s->stop); i++) {
-        struct table *t = s->tables[i];
-        struct persist_restored r;
-        /* Before a peer's filter can go live: not one of its "absent" answers believed yet. */
-        bool peer = s->cfg->bootstrap_from[0] != '\0';
-        if (peer)
-            table_vet_begin(t);
-        bool ok = persist_restore(s->cfg, table_config(t), s->token, &s->stop, table_guard(t),
-                                  table_pending(t), s->lg, &r);
-        if (peer && !(ok && r.from == PERSIST_PEER))
-            table_vetted(t, true);      /* no filter from elsewhere after all */
-        if (!ok)
-            continue;
-        table_restored(t, r.position, r.from == PERSIST_PEER ? "peer" : "snapshot", r.items,
-                       r.seconds, &r.ident);
-        if (s->hooks.done)
-            s->hooks.done(s->hooks.arg, i, 0, true, true, r.items, r.seconds);
-    }
-}
-
-/* A table whose periodic snapshot is due, -1 if none; *wait_ms shrinks to the next one. */
-static int snapshot_due(struct scheduler *s, unsigned *wait_ms)
-{
-    int64_t now = monoclock_boot_ns();
-    for (unsigned i = 0; i < s->n; i++) {
-        if (s->next_snapshot[i] == 0 || !table_loaded(s->tables[i]))
-            continue;
-        if (s->next_snapshot[i] <= now)
-            return (int)i;
-        int64_t ms = (s->next_snapshot[i] - now) / 1000000 + 1;
-        if (ms < *wait_ms)
-            *wait_ms = (unsigned)ms;
-    }
-    return -1;
-}
-
-/*
- * The periodic snapshot: where positions do not move by themselves
- * (method notify), first move it up with a catch-up, so a restart reads
- * only what changed since this snapshot; a catch-up that fails leaves the
- * older position, still exact.
- */
-static void periodic_snapshot(struct scheduler *s, unsigned i)
-{
-    struct table *t = s->tables[i];
-    struct follower *f = scheduler_follower(s, i);
-    char err[512], pos[TABLE_POS_MAX];
-    uint64_t rows = 0;
-    table_position(t, pos, sizeof pos);
-    if (f != NULL && !f->ops->fresh_positions && f->ops->catch_up && pos[0] != '\0') {
-        int r = f->ops->catch_up(f, t, &rows, err, sizeof err);
-        if (r == 0)
-            log_fields(s->lg, LOG_LVL_WARN, table_name(t), "snapshot_catchup_failed",
-                       "%s: catch-up before the snapshot failed: %s", table_name(t), err);
-        if (r == -1)
-            table_want(t, WANT_POSITION, NULL);
-    }
-    save_table(s, i);
-}
-
-/* Every prune_interval, forget the feed's log older than the retention (docs/feed.md). */
-static void maybe_prune(struct scheduler *s, unsigned *wait_ms)
-{
-    const struct config *c = s->cfg;
-    int64_t now = monoclock_boot_ns();
-    if (!c->feed_enabled || c->feed_prune_interval == 0)
-        return;
-    if (now < s->next_prune) {
-        int64_t ms = (s->next_prune - now) / 1000000 + 1;
-        if (ms < *wait_ms)
-            *wait_ms = (unsigned)ms;
-        return;
-    }
-    s->next_prune = now + (int64_t)follow_jitter_ms(&s->rng, c->feed_prune_interval) * 1000000;
-    bool any = false;
-    for (unsigned i = 0; i < s->n && !any; i++) {
-        struct table_status st;
-        table_status(s->tables[i], &st);
-        any = st.feed_available;
-    }
-    if (!any)
-        return;
-    char err[512];
-    uint64_t deleted = 0;
-    PGconn *conn = loader_connect(c, err, sizeof err);
-    if (conn != NULL && feed_prune(conn, (double)c->feed_retention, &deleted, err, sizeof err))
-        log_debug(s->lg, "change feed: pruned %llu log rows older than %u s",
-                  (unsigned long long)deleted, c->feed_retention);
-    else
-        log_warn(s->lg, "change feed: prune failed: %s", err);
-    PQfinish(conn);
-}
-
-/* --------------------------------------------- a peer's snapshot, checked -- */
-
-/*
- * Read table i's sample: every row of it committed before taken_at, so
- * once the held-back horizon (table_vet) has passed taken_at the filter
- * must hold each one, whatever the table's rate of change and however old
- * the peer's file was.  Taken before the first catch-up, so that catch-up
- * is what proves it.
- */
-static void vet_take(struct scheduler *s, unsigned i, struct vetting *v)
-{
-    struct table *t = s->tables[i];
-    char err[512];
-    PGconn *conn = loader_connect(s->cfg, err, sizeof err);
-    bool ok = conn != NULL
-              && spotcheck_take(conn, table_config(t), SPOTCHECK_ROWS, &s->stop, &v->sample, err,
-                                sizeof err);
-    PQfinish(conn);
-    if (ok) {
-        v->taken = true;
-        v->taken_at = monoclock_boot_ns();
-        v->backoff = 1;
-        return;
-    }
-    if (atomic_load(&s->stop))
-        return;
-    if (v->backoff == 0)
-        v->backoff = 1;
-    log_fields(s->lg, LOG_LVL_WARN, table_name(t), "peer_check_retry",
-               "%s: cannot read a sample of the table to check the peer's snapshot against "
-               "(%s); answers stay degraded; retrying in about %u s", table_name(t), err,
-               v->backoff);
-    v->retry_at = monoclock_boot_ns() + (int64_t)follow_jitter_ms(&s->rng, v->backoff) * 1000000;
-    v->backoff = v->backoff * 2 > s->cfg->retry_max_seconds ? s->cfg->retry_max_seconds
-                                                            : v->backoff * 2;
-}
-
-/*
- * Look each sampled row up as a request would be answered (table_lookup:
- * the live filter, the table's spelling): any "absent" refuses the
- * snapshot.
- */
-static void vet_check(struct scheduler *s, unsigned i, struct vetting *v)
-{
-    struct table *t = s->tables[i];
-    size_t missing = 0, first = 0;
-    for (size_t k = 0; k < v->sample.n; k++) {
-        enum table_answer a = table_lookup(t, v->sample.rows[k], v->sample.lens[k]);
-        if (a == TABLE_ABSENT || a == TABLE_DEGRADED) {
-            if (missing++ == 0)
-                first = k;
-        }
-    }
-    if (missing == 0) {
-        log_fields(s->lg, LOG_LVL_INFO, table_name(t), "peer_snapshot_checked",
-                   "%s: the peer's snapshot holds all %zu rows of a random sample of the table "
-                   "(%s): believed", table_name(t), v->sample.n, v->sample.how);
-        table_vetted(t, true);
-        /* Now it is the daemon's own: what the catch-ups skipped while on probation. */
-        save_table(s, i);
-    } else {
-        /* The row, cut and made printable: it is the table's, not the peer's. */
-        char row[64];
-        size_t n = 0;
-        for (size_t k = 0; k < v->sample.lens[first] && n + 1 < sizeof row; k++) {
-            unsigned char c = (unsigned char)v->sample.rows[first][k];
-            row[n++] = c >= 0x20 && c < 0x7f && c != '"' ? (char)c : '?';
-        }
-        row[n] = '\0';
-        log_fields(s->lg, LOG_LVL_WARN, table_name(t), "peer_snapshot_refused",
-                   "%s: the peer's snapshot lacks %zu of %zu rows of a random sample of the "
-                   "table (%s), e.g. \"%s\": refused, not resuming from its position; loading the table", table_name(t), missing,
-                   v->sample.n, v->sample.how, row);
-        table_vetted(t, false);
-    }
-    spotcheck_release(&v->sample);
-    v->taken = false;
-}
-
-/* Each table on probation: its sample, then its verdict once proved; *wait_ms shrinks meanwhile. */
-static void vet_all(struct scheduler *s, unsigned *wait_ms)
-{
-    for (unsigned i = 0; i < s->n && !atomic_load(&s->stop); i++) {
-        struct vetting *v = &s->vetting[i];
-        int64_t proved = 0;
-        if (table_vet(s->tables[i], &proved) != TABLE_VET_PENDING) {
-            if (v->taken) {             /* a COPY ended the probation first */
-                spotcheck_release(&v->sample);
-                v->taken = false;
-            }
-            continue;
-        }
-        if (!v->taken && monoclock_boot_ns() >= v->retry_at)
-            vet_take(s, i, v);
-        if (v->taken && proved >= v->taken_at)
-            vet_check(s, i, v);
-        else if (*wait_ms > 100)
-            *wait_ms = 100;
-    }
-}
-
 /* ------------------------------------------------------------ the loop -- */
 
 /*
@@ -630,22 +354,22 @@ static void *scheduler_main(void *arg)
 {
     struct scheduler *s = arg;
 
-    restore_all(s);
+    scheduler_restore_all(s);
     prepare_followers(s);
     while (!atomic_load(&s->stop)) {
         unsigned wait_ms = TICK_MS, vet_wait = TICK_MS;
-        vet_all(s, &vet_wait);
+        scheduler_vet_all(s, &vet_wait);
         struct table_job job;
         int i = pick(s, &job, &wait_ms);
         if (i < 0) {
             if (vet_wait < wait_ms)
                 wait_ms = vet_wait;
-            int due = snapshot_due(s, &wait_ms);
+            int due = scheduler_snapshot_due(s, &wait_ms);
             if (due >= 0) {
-                periodic_snapshot(s, (unsigned)due);
+                scheduler_periodic_snapshot(s, (unsigned)due);
                 continue;
             }
-            maybe_prune(s, &wait_ms);
+            scheduler_maybe_prune(s, &wait_ms);
             maybe_prepare_again(s, &wait_ms);
             nap(s, wait_ms);
             continue;
@@ -696,11 +420,11 @@ static void *scheduler_main(void *arg)
             log_fields(s->lg, LOG_LVL_INFO, table_name(t), "load_retry",
                        "%s: retrying the load in about %u s", table_name(t), backoff);
         if (ok)
-            save_table(s, (unsigned)i);
+            scheduler_save_table(s, (unsigned)i);
     }
     /* A clean stop leaves each table's newest state on disk for the next start. */
     for (unsigned i = 0; i < s->n; i++)
-        save_table(s, i);
+        scheduler_save_table(s, i);
     return NULL;
 }
 

@@ -2,7 +2,7 @@
  * A random sample of a table's IDs read from PostgreSQL, for checking a
  * filter that came from elsewhere (a peer's snapshot) before its "absent"
  * answers are believed: every sampled row must be in it.  This module
- * reads the sample; the caller looks each row up (scheduler.c, through
+ * reads the sample; the caller looks each row up (scheduler_vet.c, through
  * table_lookup: the spelling and the filter the answers use).
  *
  * How large, and what it proves.  A filter that would answer "absent" for

@@ -45,11 +45,11 @@ bool persist_postlog_file(const struct config *cfg, const struct filter_config *
 }
 
 /* A restore may leave the journal over limits that shrank: say what that means. */
-static void warn_over_limits(struct pending *p, const struct filter_config *fc,
+static void warn_over_limits(struct table *t, const struct filter_config *fc,
                              const struct log *lg)
 {
-    struct pending_info pi;
-    pending_info(p, &pi);
+    struct table_posts pi;
+    table_posts(t, &pi);
     if (pi.count > pi.limit || pi.bytes > pi.max_bytes)
         log_warn(lg, "%s: the restored POST journal holds %llu ids (%llu bytes), more than "
                  "pending_limit %llu or pending_max_bytes %llu: every one is kept, and new POSTs "
@@ -58,15 +58,14 @@ static void warn_over_limits(struct pending *p, const struct filter_config *fc,
                  (unsigned long long)pi.limit, (unsigned long long)pi.max_bytes);
 }
 
-static bool journal_restore(void *p, const char *id, size_t len, uint64_t ttl_left)
+static bool journal_restore(void *t, const char *id, size_t len, uint64_t ttl_left)
 {
-    return pending_restore(p, id, len, filter_hash(id, len), ttl_left, monoclock_boot_s())
-        == PENDING_OK;
+    return table_posts_restore(t, id, len, ttl_left);
 }
 
-static bool journal_live(void *p, postlog_count_fn count, postlog_entry_fn each, void *ctx)
+bool persist_journal(void *t, snapshot_count_fn count, snapshot_entry_fn each, void *ctx)
 {
-    return pending_export(p, monoclock_boot_s(), count, each, ctx);
+    return table_posts_export(t, count, each, ctx);
 }
 
 /* The table's durable step, blocking and not (table_set_durable), for the POST log. */
@@ -113,7 +112,6 @@ static void hold_lost(struct table *t, const struct postlog_opened *r,
 bool persist_postlog_open(const struct config *cfg, const struct filter_config *fc,
                           struct table *t, const struct log *lg, struct postlog **log)
 {
-    struct pending *p = table_pending(t);
     char path[PERSIST_PATH_MAX];
     struct postlog_opened r;
     *log = NULL;
@@ -123,8 +121,9 @@ bool persist_postlog_open(const struct config *cfg, const struct filter_config *
     if (removed > 0)
         log_info(lg, "%s: removed %d temporary POST log file(s) an interrupted rewrite left",
                  fc->name, removed);
-    const struct postlog_opts o = { .ttl = fc->pending_ttl, .live = journal_live, .live_ctx = p };
-    *log = postlog_open(path, &o, journal_restore, p, &r);
+    const struct postlog_opts o = { .ttl = fc->pending_ttl, .live = persist_journal,
+                                    .live_ctx = t };
+    *log = postlog_open(path, &o, journal_restore, t, &r);
     if (*log == NULL) {
         log_error(lg, "%s: POST log %s: %s", fc->name, path, r.why);
         return false;
@@ -146,7 +145,7 @@ bool persist_postlog_open(const struct config *cfg, const struct filter_config *
     else
         log_info(lg, "%s: POST log %s: %llu acknowledged ids back in the journal (%llu expired)",
                  fc->name, path, (unsigned long long)r.entries, (unsigned long long)r.expired);
-    warn_over_limits(p, fc, lg);
+    warn_over_limits(t, fc, lg);
     table_set_durable(t, append_durably, submit_durably, *log);
     return true;
 }
@@ -206,34 +205,54 @@ void persist_ident_from_kv(const struct snapshot *s, struct table_ident *id)
             id->spell = (enum spell_type)t;
 }
 
-/* Make s's filter live and its journal pending again; fills r. */
-static void install(struct snapshot *s, struct guard *g, struct pending *p,
-                    const struct filter_config *fc, const struct log *lg,
-                    struct persist_restored *r)
+/* A snapshot's journal entry back into its table's; lost counts those out of memory lost. */
+struct journal_back {
+    struct table *t;
+    uint64_t lost;
+};
+
+static void journal_back(void *arg, const char *id, size_t len, uint64_t ttl_left)
+{
+    struct journal_back *jb = arg;
+    if (!table_posts_restore(jb->t, id, len, ttl_left))
+        jb->lost++;
+}
+
+/*
+ * Put s's journal back into t's and its filter live in t (taken from s);
+ * fills r.  seconds: what reading it took (t0 on monoclock_seconds), for
+ * /stats.
+ */
+static void install(struct snapshot *s, struct table *t, const struct filter_config *fc,
+                    const struct log *lg, double t0, struct persist_restored *r)
 {
     struct filter_info fi;
     /* The configured growth, not the writer's: this daemon's max_layers holds. */
     struct filter_growth growth = table_growth(fc);
     filter_set_growth(s->filter, &growth);
     filter_info(s->filter, &fi);
-    enum pending_result pr = snapshot_restore_journal(s, p, monoclock_boot_s());
-    if (pr != PENDING_OK)
+    struct journal_back jb = { t, 0 };
+    snapshot_journal_each(s, journal_back, &jb);
+    if (jb.lost > 0)
         log_warn(lg, "%s: out of memory restoring the snapshot's POST journal: the IDs it could "
                  "not keep answer 200 until the next rebuild, then may not", fc->name);
-    warn_over_limits(p, fc, lg);
-    /* The POST log's entries (persist_postlog_open) may be newer than the snapshot. */
-    pending_replay(p, s->filter);
-    guard_begin(g, s->filter);
-    guard_commit(g);
-    s->filter = NULL;
+    warn_over_limits(t, fc, lg);
     r->items = fi.items;
     snprintf(r->position, sizeof r->position, "%s",
              s->position && strlen(s->position) < sizeof r->position ? s->position : "");
     persist_ident_from_kv(s, &r->ident);
+    r->seconds = monoclock_seconds() - t0;
+    /* The POST log's entries (persist_postlog_open) may be newer than the snapshot: all go in. */
+    struct filter *f = s->filter;
+    s->filter = NULL;
+    if (!table_restore(t, f, r->position, r->from == PERSIST_PEER ? "peer" : "snapshot",
+                       r->items, r->seconds, &r->ident))
+        log_warn(lg, "%s: cannot copy the snapshot's filter into a published file: it is "
+                 "served unpublished until the next load publishes one", fc->name);
 }
 
 bool persist_restore(const struct config *cfg, const struct filter_config *fc, const char *token,
-                     atomic_bool *stop, struct guard *g, struct pending *p, const struct log *lg,
+                     atomic_bool *stop, struct table *t, const struct log *lg,
                      struct persist_restored *r)
 {
     char path[PERSIST_PATH_MAX], why[SNAPSHOT_WHY_LEN];
@@ -282,8 +301,7 @@ bool persist_restore(const struct config *cfg, const struct filter_config *fc, c
         snapshot_release(&s);
         return false;
     }
-    install(&s, g, p, fc, lg, r);
-    r->seconds = monoclock_seconds() - t0;
+    install(&s, t, fc, lg, t0, r);
     log_info(lg, "%s: serving the snapshot of %s (%llu items, position %s) after %.3f s; "
              "degraded until it has caught up with the table", fc->name,
              r->from == PERSIST_FILE ? path : cfg->bootstrap_from, (unsigned long long)r->items,
@@ -292,12 +310,12 @@ bool persist_restore(const struct config *cfg, const struct filter_config *fc, c
     return true;
 }
 
-int persist_save(const struct config *cfg, const struct filter_config *fc, struct guard *g,
-                 struct pending *p, const char *position, uint64_t horizon_ms,
-                 const struct table_ident *ident, const struct log *lg)
+int persist_save(const struct config *cfg, const struct filter_config *fc, struct table *t,
+                 const char *position, uint64_t horizon_ms, const struct table_ident *ident,
+                 const struct log *lg)
 {
     char path[PERSIST_PATH_MAX];
-    const struct filter *f = guard_live(g);
+    const struct filter *f = table_live_filter(t);
     if (!persist_file(cfg, fc, path, sizeof path) || f == NULL)
         return 0;
     struct persist_ident_kv ikv;
@@ -308,7 +326,7 @@ int persist_save(const struct config *cfg, const struct filter_config *fc, struc
         .kv = ikv.kv, .n_kv = PERSIST_IDENT_KV,
     };
     double t0 = monoclock_seconds();
-    int e = snapshot_write(path, &m, f, p, monoclock_boot_s());
+    int e = snapshot_write(path, &m, f, persist_journal, t);
     if (e != 0)
         log_error(lg, "%s: cannot write the snapshot %s: %s (the previous one, if any, stays)",
                   fc->name, path, strerror(e));

@@ -2,10 +2,10 @@
  * What bloomguard does with snapshots (src/store/snapshot.h is the format): where
  * each filter's file lives, restoring a table at start from its file or from
  * a peer, and writing it back.  restore and save are called from the rebuild
- * thread, the only one that swaps a guard's filter, so the live filter stays
- * alive while it is streamed to disk (guard_live); lookups and inserts go on
- * meanwhile, and nothing is copied but the POST journal.  Logs what it does
- * and why a snapshot was not used.
+ * thread, the only one that swaps a table's filter, so the live filter stays
+ * alive while it is streamed to disk (table_live_filter); lookups and inserts
+ * go on meanwhile, and nothing is copied but the POST journal.  Logs what it
+ * does and why a snapshot was not used.
  */
 #ifndef BLOOMGUARD_PERSIST_H
 #define BLOOMGUARD_PERSIST_H
@@ -17,9 +17,7 @@
 
 #include "config.h"
 #include "feed.h"
-#include "guard.h"
 #include "log.h"
-#include "pending.h"
 #include "postlog.h"
 #include "snapshot.h"
 #include "table.h"
@@ -80,33 +78,43 @@ struct persist_restored {
 };
 
 /*
- * At start, before any load of the table: make fc's snapshot file (after
- * removing the temporary files a crash left), else the snapshot of
+ * At start, before any load of t (filter fc): put fc's snapshot file
+ * (after removing the temporary files a crash left), else the snapshot of
  * [snapshot] bootstrap_from's peer (token: the admin token to send, NULL =
  * none; its certificate checked against bootstrap_ca_file; within peer.h's
  * default bounds: a deadline from the size the peer announces; the caller
- * puts the table on probation first, table_vet_begin), g's live filter and put its journal back into p, then every
- * entry of p (those persist_postlog_open restored too) into it.  True when
- * one was put in place (*r filled); false when there was none or it was not
- * usable (each reason logged as a warning): load the table.  stop (NULL:
- * none): once true, a fetch from the peer ends within httpc.h's
- * HTTPC_POLL_MS, and false is returned.
+ * puts the table on probation first, table_vet_begin), in place: its
+ * journal back into t's (table_posts_restore), then its filter live with
+ * every entry of the journal (those persist_postlog_open restored too)
+ * added (table_restore).  True when one was put in place (*r filled);
+ * false when there was none or it was not usable (each reason logged as a
+ * warning): load the table.  stop (NULL: none): once true, a fetch from
+ * the peer ends within httpc.h's HTTPC_POLL_MS, and false is returned.
+ * Only from the thread that commits t's filters.
  */
 bool persist_restore(const struct config *cfg, const struct filter_config *fc, const char *token,
-                     atomic_bool *stop, struct guard *g, struct pending *p, const struct log *lg,
+                     atomic_bool *stop, struct table *t, const struct log *lg,
                      struct persist_restored *r);
 
 /*
- * Write g's live filter, p's journal and position (the change-feed position
- * the live filter is exact at, "" = none), the identity of its column
- * (snapshot metadata: relid, attnum, typid, ..., sysid) and horizon_ms (wall-clock ms,
- * 0 = none) to fc's snapshot file.  Returns 0, or the errno value of the
- * failure (logged; the previous file stays whole).  Only from the thread
- * that commits g's filters.
+ * Write t's live filter, its POST journal and position (the change-feed
+ * position the live filter is exact at, "" = none), the identity of its
+ * column (snapshot metadata: relid, attnum, typid, ..., sysid) and
+ * horizon_ms (wall-clock ms, 0 = none) to fc's snapshot file.  Returns 0,
+ * or the errno value of the failure (logged; the previous file stays
+ * whole).  Only from the thread that commits t's filters
+ * (table_live_filter).
  */
-int persist_save(const struct config *cfg, const struct filter_config *fc, struct guard *g,
-                 struct pending *p, const char *position, uint64_t horizon_ms,
-                 const struct table_ident *ident, const struct log *lg);
+int persist_save(const struct config *cfg, const struct filter_config *fc, struct table *t,
+                 const char *position, uint64_t horizon_ms, const struct table_ident *ident,
+                 const struct log *lg);
+
+/*
+ * Table t's POST journal (t is journal_ctx) as a snapshot's journal
+ * (snapshot_journal_fn: table_posts_export), for a snapshot made of its
+ * live filter; the POST log's rewrites walk it too (postlog_live_fn).
+ */
+bool persist_journal(void *t, snapshot_count_fn count, snapshot_entry_fn each, void *ctx);
 
 /*
  * The identity of a filter's column as snapshot metadata pairs (relid,

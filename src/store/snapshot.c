@@ -124,7 +124,7 @@ bad:
 }
 
 struct snapshot_stream *snapshot_stream_new(const struct snapshot_meta *m, const struct filter *f,
-                                            struct pending *journal, uint64_t now)
+                                            snapshot_journal_fn journal, void *journal_ctx)
 {
     const char *str[NSTR] = { m->name ? m->name : "", m->table ? m->table : "",
                               m->column ? m->column : "", m->position ? m->position : "" };
@@ -149,12 +149,12 @@ struct snapshot_stream *snapshot_stream_new(const struct snapshot_meta *m, const
     s->f = f;
     /*
      * The journal first, then (as the caller reads) the bits: an ID is in
-     * the journal before it is in the filter (ids.c's order), and the reader
-     * replays the journal into the filter, so an ID POSTed while the bits
-     * are copied is either in both or in neither.
+     * the journal before it is in the filter (table_insert's order), and
+     * the reader replays the journal into the filter, so an ID POSTed while
+     * the bits are copied is either in both or in neither.
      */
     if (journal != NULL) {
-        if (!pending_export(journal, now, journal_count, journal_entry, s)
+        if (!journal(journal_ctx, journal_count, journal_entry, s)
             || s->journal_used != s->journal_len)
             goto nomem;
     } else if (!journal_count(s, 0, 0)) {
@@ -285,11 +285,11 @@ void snapshot_stream_free(struct snapshot_stream *s)
 }
 
 int snapshot_write_to(snapshot_write_fn write_fn, void *ctx, const struct snapshot_meta *m,
-                      const struct filter *f, struct pending *journal, uint64_t now)
+                      const struct filter *f, snapshot_journal_fn journal, void *journal_ctx)
 {
     int err = 0;
     unsigned char *buf = NULL;
-    struct snapshot_stream *s = snapshot_stream_new(m, f, journal, now);
+    struct snapshot_stream *s = snapshot_stream_new(m, f, journal, journal_ctx);
     if (s == NULL)
         return errno;
     buf = malloc(CHUNK);
@@ -332,7 +332,7 @@ static bool write_file(void *ctx, const void *buf, size_t len)
 }
 
 int snapshot_write(const char *path, const struct snapshot_meta *m, const struct filter *f,
-                   struct pending *journal, uint64_t now)
+                   snapshot_journal_fn journal, void *journal_ctx)
 {
     int err = 0;
     size_t tmplen = strlen(path) + DURABLE_TEMP_EXTRA;
@@ -344,7 +344,7 @@ int snapshot_write(const char *path, const struct snapshot_meta *m, const struct
     struct file_sink fs = { .fd = durable_temp_open(path, tmp, tmplen, &err) };
     if (fs.fd < 0)
         goto out;               /* nothing created */
-    err = snapshot_write_to(write_file, &fs, m, f, journal, now);
+    err = snapshot_write_to(write_file, &fs, m, f, journal, journal_ctx);
     /* The data must be on disk before the name points at it. */
     if (err == 0 && fsync(fs.fd) != 0)
         err = errno;

@@ -118,7 +118,6 @@
 #include <stdint.h>
 
 #include "filter.h"
-#include "pending.h"
 
 #define SNAPSHOT_MAGIC "BGSNAP\r\n"
 #define SNAPSHOT_MAGIC_LEN 8
@@ -168,6 +167,20 @@ struct snapshot_meta {
 
 /*
  * ------------------------------------------------------------- writing --
+ * The POST journal a snapshot carries, as its writer walks it:
+ * journal(journal_ctx, count, each, ctx) calls count(ctx, n, bytes) once,
+ * with exactly the number of entries and bytes of IDs that follow, then
+ * each(ctx, id, len, ttl_left) for every entry (ttl_left: the seconds it
+ * has left, its owner's clock applied), and returns false if a callback
+ * did or the walk failed.  table_posts_export has this shape (a table's
+ * journal: persist_journal); NULL: no entries.
+ */
+typedef bool (*snapshot_count_fn)(void *ctx, uint64_t n, uint64_t bytes);
+typedef bool (*snapshot_entry_fn)(void *ctx, const char *id, size_t len, uint64_t ttl_left);
+typedef bool (*snapshot_journal_fn)(void *journal_ctx, snapshot_count_fn count,
+                                    snapshot_entry_fn each, void *ctx);
+
+/*
  * What a snapshot holds, given that inserts continue while it is written:
  *   - the journal as it was when the stream was created (it is copied then:
  *     at most pending_max_bytes + 12 bytes per entry, for the stream's
@@ -186,16 +199,16 @@ struct snapshot_stream;
 
 /*
  * A snapshot as a stream of bytes, produced on demand: suited to a pull
- * API such as libmicrohttpd's content reader.  journal may be NULL (no
- * entries); now is the journal's clock.  The layers the filter has when the
- * stream is created are the ones it holds.  NULL with errno ENOMEM, or
+ * API such as libmicrohttpd's content reader.  journal walks the entries
+ * (journal_ctx its own), once, before this returns; NULL: none.  The layers
+ * the filter has when the stream is created are the ones it holds.  NULL with errno ENOMEM, or
  * EINVAL when a name, table or column is longer than SNAPSHOT_MAX_STRING,
  * the position longer than SNAPSHOT_MAX_POSITION, or the metadata breaks
  * its rules (count, lengths, an empty or repeated key).  One thread at a
  * time per stream; any number of streams may read one filter.
  */
 struct snapshot_stream *snapshot_stream_new(const struct snapshot_meta *m, const struct filter *f,
-                                            struct pending *journal, uint64_t now);
+                                            snapshot_journal_fn journal, void *journal_ctx);
 /* Bytes the whole stream produces (total_len): a Content-Length. */
 uint64_t snapshot_stream_size(const struct snapshot_stream *s);
 /* Fill buf with up to cap next bytes; returns how many, 0 at the end. */
@@ -209,7 +222,7 @@ void snapshot_stream_free(struct snapshot_stream *s);
  */
 typedef bool (*snapshot_write_fn)(void *ctx, const void *buf, size_t len);
 int snapshot_write_to(snapshot_write_fn write, void *ctx, const struct snapshot_meta *m,
-                      const struct filter *f, struct pending *journal, uint64_t now);
+                      const struct filter *f, snapshot_journal_fn journal, void *journal_ctx);
 
 /*
  * Write a snapshot to path atomically: into a new temporary file in the
@@ -222,7 +235,7 @@ int snapshot_write_to(snapshot_write_fn write, void *ctx, const struct snapshot_
  * two concurrent writers of one path (the later rename wins, whole).
  */
 int snapshot_write(const char *path, const struct snapshot_meta *m, const struct filter *f,
-                   struct pending *journal, uint64_t now);
+                   snapshot_journal_fn journal, void *journal_ctx);
 
 /*
  * Remove the temporary files a crashed snapshot_write of path left in its
@@ -277,7 +290,7 @@ struct snapshot {
     uint64_t horizon_ms, created;
     char *name, *table, *column;
     uint64_t journal_count;
-    /* The journal section, checked: see snapshot_restore_journal. */
+    /* The journal section, checked: see snapshot_journal_each. */
     unsigned char *journal;
     uint64_t journal_len;
 };
@@ -304,14 +317,10 @@ enum snapshot_status snapshot_read_mem(const void *buf, size_t size,
                                        struct snapshot *out, char *why, size_t whylen);
 
 /*
- * Put the journal of a snapshot back into p at time now (pending_restore
- * for each entry).  Returns PENDING_OK or the first failure; the entries
- * that failed are still in s->filter, but a rebuild would not keep them.
+ * fn(arg, id, len, ttl_left) for each entry of s's journal, in order: how
+ * a reader puts the journal back (every entry is in s->filter too, but a
+ * rebuild keeps only what a journal holds).
  */
-enum pending_result snapshot_restore_journal(const struct snapshot *s, struct pending *p,
-                                             uint64_t now);
-
-/* fn(arg, id, len, ttl_left) for each entry of s's journal, in order. */
 void snapshot_journal_each(const struct snapshot *s,
                            void (*fn)(void *arg, const char *id, size_t len, uint64_t ttl_left),
                            void *arg);

@@ -478,24 +478,6 @@ const char *snapshot_kv_get(const struct snapshot *s, const char *key)
     return NULL;
 }
 
-enum pending_result snapshot_restore_journal(const struct snapshot *s, struct pending *p,
-                                             uint64_t now)
-{
-    enum pending_result first = PENDING_OK;
-    uint64_t at = 0;
-    /* snapshot_read checked that the entries fill the section exactly. */
-    for (uint64_t i = 0; i < s->journal_count; i++) {
-        const unsigned char *e = s->journal + at;
-        uint32_t len = get32(e + 8);
-        const char *id = (const char *)e + ENTRY_HEAD;
-        enum pending_result r = pending_restore(p, id, len, filter_hash(id, len), get64(e), now);
-        if (r != PENDING_OK && first == PENDING_OK)
-            first = r;
-        at += ENTRY_HEAD + len;
-    }
-    return first;
-}
-
 void snapshot_journal_each(const struct snapshot *s,
                            void (*fn)(void *arg, const char *id, size_t len, uint64_t ttl_left),
                            void *arg)

@@ -44,10 +44,10 @@
 #include "config.h"
 #include "monoclock.h"
 #include "filter.h"
-#include "guard.h"
-#include "pending.h"
 #include "spell.h"
 #include "table_fleet.h"
+#include "table_publish.h"
+#include "table_store.h"
 
 struct table;
 
@@ -99,49 +99,12 @@ struct table *table_new(const struct config *cfg, const struct filter_config *fc
  */
 void table_set_wake(struct table *t, void (*wake)(void *arg), void *arg);
 /*
- * Where the table's live filter is also published to other processes
- * (publish.h).  Each hook may be NULL; set it before other threads use the
- * table.
- *   begin     a load is about to make its filter: fill *out with the
- *             allocator of its layers (filter.h) and return true, or
- *             false for the default (that filter is then not published);
- *   live      next is complete (the load's journal replayed into it) and
- *             goes live right after this returns; called under the
- *             table's lock with the current horizon, so no horizon hook
- *             runs meanwhile;
- *   horizon   the horizon moved to h; called under the table's lock;
- *   restored  a snapshot's filter went live (table_restored), on the
- *             scheduler's thread (the only one that swaps filters);
- *   unsure    the table began (true) or stopped (false) degrading every
- *             absent answer whatever its horizon (table_unsure: the live
- *             filter can no longer keep its rate, or a peer's filter is on
- *             probation); called under the table's lock, at once, so that
- *             readers degrade with the daemon and not at the next horizon.
- *             live and horizon read table_unsure themselves (a hold of a
- *             cut POST log ends by the clock, not by an event);
- *   verified  memory (bytes, 64-byte aligned) readers share, for the
- *             verified-absent set (vset.h), or NULL: its own; called
- *             once, by table_set_publisher, with [adaptive] enabled.
- * spell is the spelling of next's keys (spell.h).
- */
-struct table_publisher {
-    void *ctx;
-    bool (*begin)(void *ctx, struct filter_alloc *out);
-    void (*live)(void *ctx, const struct filter *next, enum spell_type spell, int64_t horizon);
-    void (*horizon)(void *ctx, int64_t h);
-    void (*restored)(void *ctx, enum spell_type spell);
-    void (*unsure)(void *ctx, bool unsure);
-    void *(*verified)(void *ctx, size_t bytes);
-};
-
-/*
  * Whether the table vouches for no absence at now, whatever its horizon:
  * its live filter is saturated, a cut POST log holds absent answers
  * (table_hold_absent), or a filter from elsewhere is on probation
  * (table_vet_begin).  answer_degraded's "unsure".  Lock-free, any thread.
  */
 bool table_unsure(struct table *t, int64_t now);
-void table_set_publisher(struct table *t, const struct table_publisher *p);
 
 /* Free the table, its guard and its journal; no other thread may use it.  NULL: no-op. */
 void table_free(struct table *t);
@@ -171,9 +134,6 @@ void table_set_sizing(struct table *t, const struct filter_config *fc);
 /* The sizing the next load uses (table_config's until table_set_sizing).  Any thread. */
 struct table_sizing table_sizing(struct table *t);
 const char *table_name(const struct table *t);
-/* For the modules that stream the filter or the journal (snapshots, status). */
-struct guard *table_guard(struct table *t);
-struct pending *table_pending(struct table *t);
 
 /* ------------------------------------------------------------ answers -- */
 
@@ -387,6 +347,7 @@ enum table_want {
     WANT_DELETES,       /* [sync] rebuild_after_deletes */
     WANT_GROWTH,        /* the filter outgrew its capacity: a larger one from the table */
     WANT_SCHEMA,        /* the column or the tables it is read from changed (table_schema): copy */
+    WANT_REPUBLISH,     /* the published file was lost (a tmpfs mounted anew): a load to publish */
     WANT_COUNT
 };
 /* The word for logs and /stats ("start", "reconnect", "api", ...). */
@@ -468,7 +429,7 @@ struct table_load;
  */
 struct table_load *table_load_begin(struct table *t, uint64_t items,
                                     const struct table_ident *ident, enum filter_error *err);
-/* The filter being built (for loader.c's bulk adds: the caller is its only bulk writer). */
+/* The filter being built (for loader_copy.c's bulk adds: the caller is its only bulk writer). */
 struct filter *table_load_filter(struct table_load *l);
 /* The COPY outgrew the filter: one for rows (*items) replaces it, inserts kept; NULL: *err. */
 struct filter *table_load_resize(struct table_load *l, uint64_t rows, uint64_t *items,
@@ -504,50 +465,6 @@ void table_caught_up(struct table *t, uint64_t epoch, int64_t start, const char 
  */
 void table_polled(struct table *t, uint64_t epoch, int64_t start, const char *pos,
                   uint64_t rows);
-
-/*
- * A snapshot put in place at start: the live filter is the snapshot's, the
- * table has a position (pos, "" = none) but covers no epoch yet (degraded
- * until a catch-up or a COPY).  from: "snapshot" or "peer".  ident: what
- * the snapshot says it was loaded from (checked against the database
- * before any catch-up trusts its position).  A peer's snapshot is on
- * probation besides (table_vet_begin).
- */
-void table_restored(struct table *t, const char *pos, const char *from, uint64_t items,
-                    double seconds, const struct table_ident *ident);
-
-/*
- * A filter from elsewhere (a peer's snapshot) is not believed until a
- * sample of the table's rows has been found in it (scheduler.c,
- * spotcheck.h).  Until then (TABLE_VET_PENDING) catch-ups and probes
- * still prove a horizon, but it is held back, not published, and every
- * "absent" is answered degraded, whatever max_staleness says.  Refused
- * (TABLE_VET_REFUSED): the position is dropped and a COPY wanted, which
- * no catch-up may serve; the held horizon is forgotten; the filter still
- * answers degraded until the COPY's goes live (which ends the probation,
- * as any COPY does).
- */
-enum table_vet { TABLE_VET_NONE = 0, TABLE_VET_PENDING, TABLE_VET_REFUSED };
-
-/*
- * The probation's state; *proved (NULL: not asked) gets the horizon held
- * back so far (monoclock_boot_ns() units, 0 = none): a row committed before it
- * that the filter lacks is the snapshot's fault, not a change not yet read.
- */
-enum table_vet table_vet(struct table *t, int64_t *proved);
-
-/*
- * Put t on probation (TABLE_VET_PENDING) before a filter from elsewhere
- * can go live in its guard, so that not one of its "absent" answers is
- * believed (with max_staleness = 0 a horizon of 0 alone would not stop it).
- */
-void table_vet_begin(struct table *t);
-
-/*
- * The sample's verdict on a TABLE_VET_PENDING table (else a no-op): passed
- * (also: no filter from elsewhere went live after all), or refused.
- */
-void table_vetted(struct table *t, bool passed);
 
 /* The live filter's position ("" = none) into out (TABLE_POS_MAX bytes). */
 void table_position(struct table *t, char *out, size_t cap);

@@ -15,7 +15,6 @@
 #include <stdint.h>
 
 struct filter;
-struct pending;
 struct table;
 struct table_ident;
 struct table_load;
@@ -38,9 +37,21 @@ struct table_load;
  * replayed, a snapshot's) are not added one by one: the new generation
  * holds them.
  */
+/*
+ * Where keys a replica takes from its upstream's stream stand in the
+ * history it mirrors: their seqs are first, first + 1, ..., as the
+ * upstream numbered them (a replica that serves replicas keeps them, so
+ * that its replicas may resume on it at a position they got elsewhere).
+ */
+struct table_at {
+    uint64_t history, first;
+};
+
+/* at: for keys of table_add_hashes given one, else NULL. */
 struct table_tap {
     void *ctx;
-    void (*added)(void *ctx, const uint64_t *hashes, size_t n, uint32_t ttl);
+    void (*added)(void *ctx, const uint64_t *hashes, size_t n, uint32_t ttl,
+                  const struct table_at *at);
     void (*changed)(void *ctx);
 };
 void table_set_tap(struct table *t, const struct table_tap *tap);
@@ -52,7 +63,8 @@ void table_set_tap(struct table *t, const struct table_tap *tap);
  * keeps it, which the tap passes on).  Never into the journal.  False
  * when there is no filter yet.  Thread-safe.
  */
-bool table_add_hashes(struct table *t, const uint64_t *hashes, size_t n, uint32_t ttl);
+bool table_add_hashes(struct table *t, const uint64_t *hashes, size_t n, uint32_t ttl,
+                      const struct table_at *at);
 
 /*
  * The horizon with what it rests on, read at once under the table's lock:
@@ -81,13 +93,11 @@ struct table_load *table_load_adopt(struct table *t, struct filter *f,
                                     const struct table_ident *ident);
 
 /*
- * fn(arg, f, journal) with the live filter and the POST journal, f kept
- * alive until fn returns (a commit meanwhile waits for it: keep fn to
- * copying them, e.g. a snapshot into memory).  Any thread; false (fn not
- * called) when there is no live filter.
+ * fn(arg, f) with the live filter, f kept alive until fn returns (a
+ * commit meanwhile waits for it: keep fn to copying it and the POST
+ * journal, table_posts_export, e.g. a snapshot into memory).  Any thread;
+ * false (fn not called) when there is no live filter.
  */
-bool table_with_live(struct table *t,
-                     void (*fn)(void *arg, const struct filter *f, struct pending *journal),
-                     void *arg);
+bool table_with_live(struct table *t, void (*fn)(void *arg, const struct filter *f), void *arg);
 
 #endif

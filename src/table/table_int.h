@@ -15,6 +15,8 @@
 #include <stdint.h>
 
 #include "adapt.h"
+#include "guard.h"
+#include "pending.h"
 #include "table.h"
 
 struct table {

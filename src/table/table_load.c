@@ -221,9 +221,8 @@ struct table_load *table_load_adopt(struct table *t, struct filter *f,
 }
 
 struct live_call {
-    void (*fn)(void *arg, const struct filter *f, struct pending *journal);
+    void (*fn)(void *arg, const struct filter *f);
     void *arg;
-    struct pending *journal;
     bool called;
 };
 
@@ -232,15 +231,13 @@ static void with_live(void *arg, const struct filter *f)
     struct live_call *c = arg;
     if (f == NULL)
         return;
-    c->fn(c->arg, f, c->journal);
+    c->fn(c->arg, f);
     c->called = true;
 }
 
-bool table_with_live(struct table *t,
-                     void (*fn)(void *arg, const struct filter *f, struct pending *journal),
-                     void *arg)
+bool table_with_live(struct table *t, void (*fn)(void *arg, const struct filter *f), void *arg)
 {
-    struct live_call c = { fn, arg, t->pending, false };
+    struct live_call c = { fn, arg, false };
     guard_with_live(t->g, with_live, &c);
     return c.called;
 }
@@ -273,13 +270,65 @@ void table_polled(struct table *t, uint64_t epoch, int64_t start, const char *po
     pthread_mutex_unlock(&t->mu);
 }
 
-void table_restored(struct table *t, const char *pos, const char *from, uint64_t items,
-                    double seconds, const struct table_ident *ident)
+/* ---------------------------------------------------------- snapshots -- */
+
+bool table_posts_export(struct table *t, table_posts_count_fn count, table_posts_each_fn each,
+                        void *ctx)
 {
+    return pending_export(t->pending, monoclock_boot_s(), count, each, ctx);
+}
+
+bool table_posts_restore(struct table *t, const char *id, size_t len, uint64_t ttl_left)
+{
+    return pending_restore(t->pending, id, len, filter_hash(id, len), ttl_left,
+                           monoclock_boot_s()) == PENDING_OK;
+}
+
+const struct filter *table_live_filter(struct table *t)
+{
+    return guard_live(t->g);
+}
+
+/*
+ * f goes live on the committing thread before any load: published, as a
+ * copy in the publisher's memory (copy_with: nothing writes f meanwhile,
+ * it is no one else's yet), so that readers of the file see the filter
+ * the daemon answers from; the journal replayed into it after guard_begin,
+ * so that a POST is in it whether it was journalled before the replay or
+ * accepted after (guard_writable is false until guard_begin: none is
+ * accepted before).
+ */
+static bool restore_live(struct table *t, struct filter *f, enum spell_type spell)
+{
+    struct filter_alloc a;
+    bool published = false, pub = t->pub.begin && t->pub.begin(t->pub.ctx, &a);
+    if (pub) {
+        struct filter *c = copy_with(f, &a);
+        if (c != NULL) {
+            filter_free(f);
+            f = c;
+            published = true;
+        }                           /* else f, unpublished: the next begin drops the generation */
+    }
+    guard_begin(t->g, f);
+    pending_replay(t->pending, f);
+    if (published && t->pub.live) {
+        /* A snapshot's filter proves no horizon: 0 until a catch-up or a COPY. */
+        pthread_mutex_lock(&t->mu);
+        t->pub.live(t->pub.ctx, f, spell, 0);
+        pthread_mutex_unlock(&t->mu);
+    }
+    guard_commit(t->g);
+    return published || !pub;
+}
+
+bool table_restore(struct table *t, struct filter *f, const char *pos, const char *from,
+                   uint64_t items, double seconds, const struct table_ident *ident)
+{
+    /* Before the swap: a POST accepted once it is live spells its IDs as the snapshot's keys. */
     spelled(t, ident->spell);
     atomic_store_explicit(&t->spell, ident->spell, memory_order_release);
-    if (t->pub.restored)
-        t->pub.restored(t->pub.ctx, ident->spell);
+    bool ok = restore_live(t, f, ident->spell);
     table_set_saturated(t, guard_saturated(t->g));
     pthread_mutex_lock(&t->mu);
     t->ident = *ident;
@@ -297,6 +346,7 @@ void table_restored(struct table *t, const char *pos, const char *from, uint64_t
     t->generation++;
     pthread_mutex_unlock(&t->mu);
     table_tap_changed(t);
+    return ok;
 }
 
 void table_position(struct table *t, char *out, size_t cap)
