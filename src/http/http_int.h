@@ -189,6 +189,15 @@ struct reply http_route_refusal(const struct route *r, unsigned allowed, const c
 void http_choose_write_policy(struct http *h);
 
 /*
+ * [server] tls_cert_file and tls_key_file into h->tls_cert and h->tls_key
+ * (both or neither; http_tls.c), false with err; http_free_tls wipes the
+ * key and frees both.
+ */
+struct config;
+bool http_load_tls(struct http *h, const struct config *cfg, char *err, size_t errlen);
+void http_free_tls(struct http *h);
+
+/*
  * The fast path (http_fast.c): threads that accept on h->fd, answer the
  * GETs of routes with a fast form and hand every other request's
  * connection to h->d (started with MHD_USE_NO_LISTEN_SOCKET).  Start:

@@ -475,26 +475,6 @@ static bool export_each(void *ctx, const char *id, size_t len, uint64_t ttl_left
     return true;
 }
 
-/* Copy [from, to) of the old file to the end of the new one (at). */
-static int copy_tail(int from_fd, int to_fd, uint64_t from, uint64_t to, uint64_t at)
-{
-    unsigned char chunk[65536];
-    while (from < to) {
-        size_t want = to - from < sizeof chunk ? (size_t)(to - from) : sizeof chunk;
-        ssize_t got = pread(from_fd, chunk, want, (off_t)from);
-        if (got < 0 && errno == EINTR)
-            continue;
-        if (got <= 0)
-            return got < 0 ? errno : EIO;
-        int err = durable_write_all(to_fd, chunk, (size_t)got, at);
-        if (err != 0)
-            return err;
-        from += (uint64_t)got;
-        at += (uint64_t)got;
-    }
-    return 0;
-}
-
 int postlog_compact(struct postlog *log)
 {
     if (log->o.live == NULL)
@@ -548,7 +528,7 @@ int postlog_compact(struct postlog *log)
     int old_fd = log->fd;
     pthread_mutex_unlock(&log->mu);
 
-    err = copy_tail(old_fd, nfd, mark, tail_end, b.len);
+    err = postlog_file_copy(old_fd, nfd, mark, tail_end, b.len);
     if (err == 0 && tail_end > mark && fdatasync(nfd) != 0)
         err = errno;
     if (err == 0)

@@ -473,3 +473,22 @@ out:
         munmap(d, (size_t)size);
     return err;
 }
+
+int postlog_file_copy(int from_fd, int to_fd, uint64_t from, uint64_t to, uint64_t at)
+{
+    unsigned char chunk[65536];
+    while (from < to) {
+        size_t want = to - from < sizeof chunk ? (size_t)(to - from) : sizeof chunk;
+        ssize_t got = pread(from_fd, chunk, want, (off_t)from);
+        if (got < 0 && errno == EINTR)
+            continue;
+        if (got <= 0)
+            return got < 0 ? errno : EIO;
+        int err = durable_write_all(to_fd, chunk, (size_t)got, at);
+        if (err != 0)
+            return err;
+        from += (uint64_t)got;
+        at += (uint64_t)got;
+    }
+    return 0;
+}

@@ -80,6 +80,12 @@ int postlog_file_temp(const char *path, const unsigned char *data, size_t len, c
                       size_t tmplen, int *err);
 
 /*
+ * Bytes [from, to) of from_fd written durably at offset at of to_fd (a
+ * rewrite carries the old file's tail over): 0, or the errno.
+ */
+int postlog_file_copy(int from_fd, int to_fd, uint64_t from, uint64_t to, uint64_t at);
+
+/*
  * Read the log file at path (dir: its directory), open on *fd with size
  * bytes, as postlog_open describes (postlog.h): give each(ctx, ...) every
  * entry whose expiry is after now, its seconds left clamped to ttl, count
