@@ -214,6 +214,23 @@ static struct membuf make_snapshot(void)
     return b;
 }
 
+/* A plain 200 head announcing a body of len bytes, into head (cap bytes). */
+static void ok_head(char *head, size_t cap, size_t len)
+{
+    snprintf(head, cap, "HTTP/1.1 200 OK\r\nContent-Length: %zu\r\n\r\n", len);
+}
+
+/*
+ * s serving snapshot b behind a plain 200 head that announces all of it,
+ * then hanging up after send bytes of it (b.len: the whole).  head, the
+ * caller's buffer of cap bytes, must live until server_stop.
+ */
+static void serve_snapshot(struct server *s, char *head, size_t cap, const struct membuf *b, size_t send)
+{
+    ok_head(head, cap, b->len);
+    server_start(s, head, b->p, send);
+}
+
 static char *base_of(const struct server *s)
 {
     static char base[64];
@@ -314,9 +331,8 @@ START_TEST(test_truncated)
 {
     struct membuf b = make_snapshot();
     char head[128];
-    snprintf(head, sizeof head, "HTTP/1.1 200 OK\r\nContent-Length: %zu\r\n\r\n", b.len);
     struct server s;
-    server_start(&s, head, b.p, b.len - 100);      /* the peer hangs up early */
+    serve_snapshot(&s, head, sizeof head, &b, b.len - 100);      /* the peer hangs up early */
     struct snapshot snap;
     char why[SNAPSHOT_WHY_LEN] = "";
     enum snapshot_status st = fetch(base_of(&s), NULL, NULL, &snap, why);
@@ -332,9 +348,8 @@ START_TEST(test_other_name)
 {
     struct membuf b = make_snapshot();
     char head[128];
-    snprintf(head, sizeof head, "HTTP/1.1 200 OK\r\nContent-Length: %zu\r\n\r\n", b.len);
     struct server s;
-    server_start(&s, head, b.p, b.len);
+    serve_snapshot(&s, head, sizeof head, &b, b.len);
     static const struct snapshot_expect other = { .name = "orders" };
     struct snapshot snap;
     char why[SNAPSHOT_WHY_LEN] = "";
@@ -490,9 +505,8 @@ START_TEST(test_by_name)
 {
     struct membuf b = make_snapshot();
     char head[128], base[64], why[SNAPSHOT_WHY_LEN] = "";
-    snprintf(head, sizeof head, "HTTP/1.1 200 OK\r\nContent-Length: %zu\r\n\r\n", b.len);
     struct server s;
-    server_start(&s, head, b.p, b.len);
+    serve_snapshot(&s, head, sizeof head, &b, b.len);
     snprintf(base, sizeof base, "http://localhost:%u", s.port);
     struct snapshot snap;
     enum snapshot_status st = fetch(base, "tok-0123456789abcdef", NULL, &snap, why);
@@ -678,12 +692,6 @@ END_TEST
 
 /* ------------------------------------------------------------- bounds -- */
 
-/* A head announcing b's length, for a server that then trickles b. */
-static void trickle_head(char *head, size_t cap, size_t len)
-{
-    snprintf(head, cap, "HTTP/1.1 200 OK\r\nContent-Length: %zu\r\n\r\n", len);
-}
-
 /*
  * A peer that sends a byte every 200 ms, each well within the 2 s wait:
  * only the whole fetch's deadline ends it, 0.3 s + len bytes at 1000 B/s
@@ -693,7 +701,7 @@ START_TEST(test_trickle_deadline)
 {
     struct membuf b = make_snapshot();
     char head[128], why[SNAPSHOT_WHY_LEN] = "";
-    trickle_head(head, sizeof head, b.len);
+    ok_head(head, sizeof head, b.len);
     struct server s;
     server_init(&s, head, b.p, b.len);
     s.trickle_ms = 200;
@@ -733,7 +741,7 @@ START_TEST(test_stop_mid_transfer)
 {
     struct membuf b = make_snapshot();
     char head[128], why[SNAPSHOT_WHY_LEN] = "";
-    trickle_head(head, sizeof head, b.len);
+    ok_head(head, sizeof head, b.len);
     atomic_bool stop;
     atomic_init(&stop, false);
     struct server s;
