@@ -248,6 +248,21 @@ static enum snapshot_status fetch(const char *base, const char *token,
                                SNAPSHOT_WHY_LEN);
 }
 
+/*
+ * fetch with a token from s, addressed as "<origin>:<its port>" (origin: a
+ * scheme and a host, e.g. "http://[::1]"), then s stopped: s.request holds
+ * what it was sent.
+ */
+static enum snapshot_status fetch_via(struct server *s, const char *origin, struct snapshot *snap,
+                                      char *why)
+{
+    char base[96];
+    snprintf(base, sizeof base, "%s:%u", origin, s->port);
+    enum snapshot_status st = fetch(base, "tok-0123456789abcdef", NULL, snap, why);
+    server_stop(s);
+    return st;
+}
+
 START_TEST(test_ok)
 {
     struct membuf b = make_snapshot();
@@ -486,12 +501,10 @@ START_TEST(test_ipv6)
     s.port = ntohs(a.sin6_port);
     s.head = "HTTP/1.1 404 Not Found\r\nContent-Length: 2\r\n\r\n{}";
     ck_assert_int_eq(pthread_create(&s.thread, NULL, serve, &s), 0);
-    char base[64], host[64], why[SNAPSHOT_WHY_LEN] = "";
-    snprintf(base, sizeof base, "http://[::1]:%u", s.port);
+    char host[64], why[SNAPSHOT_WHY_LEN] = "";
     struct snapshot snap;
     /* A token, sent: [::1] is loopback. */
-    enum snapshot_status st = fetch(base, "tok-0123456789abcdef", NULL, &snap, why);
-    server_stop(&s);
+    enum snapshot_status st = fetch_via(&s, "http://[::1]", &snap, why);
     ck_assert_int_eq(st, SNAPSHOT_IO);
     ck_assert_msg(strstr(why, "answered 404") != NULL, "why: %s", why);
     snprintf(host, sizeof host, "\r\nHost: [::1]:%u\r\n", s.port);
@@ -504,13 +517,11 @@ END_TEST
 START_TEST(test_by_name)
 {
     struct membuf b = make_snapshot();
-    char head[128], base[64], why[SNAPSHOT_WHY_LEN] = "";
+    char head[128], why[SNAPSHOT_WHY_LEN] = "";
     struct server s;
     serve_snapshot(&s, head, sizeof head, &b, b.len);
-    snprintf(base, sizeof base, "http://localhost:%u", s.port);
     struct snapshot snap;
-    enum snapshot_status st = fetch(base, "tok-0123456789abcdef", NULL, &snap, why);
-    server_stop(&s);
+    enum snapshot_status st = fetch_via(&s, "http://localhost", &snap, why);
     ck_assert_msg(st == SNAPSHOT_OK, "status %s: %s", snapshot_strstatus(st), why);
     ck_assert_ptr_nonnull(strstr(s.request, "\r\nHost: localhost:"));
     snapshot_release(&snap);
@@ -542,15 +553,10 @@ END_TEST
 START_TEST(test_token_by_connection)
 {
     struct server s;
-    memset(&s, 0, sizeof s);
-    s.head = "HTTP/1.1 404 Not Found\r\nContent-Length: 0\r\n\r\n";
-    s.lfd = listen_on(&s.port, INADDR_LOOPBACK);
-    ck_assert_int_eq(pthread_create(&s.thread, NULL, serve, &s), 0);
-    char base[64], why[SNAPSHOT_WHY_LEN] = "";
-    snprintf(base, sizeof base, "http://0.0.0.0:%u", s.port);
+    server_start(&s, "HTTP/1.1 404 Not Found\r\nContent-Length: 0\r\n\r\n", NULL, 0);
+    char why[SNAPSHOT_WHY_LEN] = "";
     struct snapshot snap;
-    enum snapshot_status st = fetch(base, "tok-0123456789abcdef", NULL, &snap, why);
-    server_stop(&s);
+    enum snapshot_status st = fetch_via(&s, "http://0.0.0.0", &snap, why);
     ck_assert_msg(st == SNAPSHOT_IO, "status %s: %s", snapshot_strstatus(st), why);
     ck_assert_msg(strstr(why, "answered 404") != NULL, "why: %s", why);
     ck_assert_ptr_nonnull(strstr(s.request, "Authorization: Bearer tok-"));
@@ -564,11 +570,9 @@ START_TEST(test_tls_to_plain)
     server_init(&s, "HTTP/1.1 200 OK\r\nContent-Length: 0\r\n\r\n", NULL, 0);
     s.eager = true;
     server_run(&s);
-    char base[64], why[SNAPSHOT_WHY_LEN] = "";
-    snprintf(base, sizeof base, "https://127.0.0.1:%u", s.port);
+    char why[SNAPSHOT_WHY_LEN] = "";
     struct snapshot snap;
-    enum snapshot_status st = fetch(base, "tok-0123456789abcdef", NULL, &snap, why);
-    server_stop(&s);
+    enum snapshot_status st = fetch_via(&s, "https://127.0.0.1", &snap, why);
     ck_assert_int_eq(st, SNAPSHOT_IO);
     ck_assert_msg(strstr(why, "TLS") != NULL, "why: %s", why);
     ck_assert_msg(strstr(s.request, "tok-") == NULL, "the token went in clear: %s", s.request);
