@@ -126,6 +126,14 @@ static void deny(struct table *t, const char *id)
     ck_assert_int_eq(table_verified(t, &c, TABLE_VERIFIED_ABSENT), TABLE_ENTERED);
 }
 
+/* c opened, and fp[0]: a false positive of its reader, denied by the table. */
+static void cast_open_denied(struct cast *c, char (*fp)[32])
+{
+    cast_open(c);
+    false_positives(c->bg, "miss", fp, 1);
+    deny(c->t, fp[0]);
+}
+
 START_TEST(test_readers_deny_what_the_daemon_denies)
 {
     struct cast c;
@@ -162,10 +170,8 @@ END_TEST
 START_TEST(test_the_set_outlives_a_rebuild_swap)
 {
     struct cast c;
-    cast_open(&c);
     char fp[1][32];
-    false_positives(c.bg, "miss", fp, 1);
-    deny(c.t, fp[0]);
+    cast_open_denied(&c, fp);
     struct bloomguard_info in;
     ck_assert_int_eq(bloomguard_info(c.bg, &in), BLOOMGUARD_OK);
     uint64_t gen = in.generation;
@@ -181,10 +187,8 @@ END_TEST
 START_TEST(test_a_set_pairs_only_with_its_run)
 {
     struct cast c;
-    cast_open(&c);
     char fp[1][32];
-    false_positives(c.bg, "miss", fp, 1);
-    deny(c.t, fp[0]);
+    cast_open_denied(&c, fp);
     ck_assert_int_eq(look(c.bg, fp[0]), BLOOMGUARD_ABSENT);
     /* Another run's set at the path (an instance of its own): never read with this filter. */
     int fd = open(vpath, O_RDWR);
