@@ -448,6 +448,42 @@ START_TEST(test_ring)
 }
 END_TEST
 
+/* A replica's ring keeps its upstream's seqs, and never a seq it did not take. */
+START_TEST(test_ring_mirror)
+{
+    struct fleetring *r = fleetring_new(8, 7);
+    uint64_t h[4] = { 21, 22, 23, 24 }, out[8], hist, last;
+    uint32_t t[8];
+    ck_assert(fleetring_enable(r));
+    /* Moved to the upstream's history at its snapshot's seq: nothing held before it. */
+    fleetring_rebase(r, 99, 100);
+    fleetring_where(r, &hist, &last);
+    ck_assert(hist == 99 && last == 100);
+    ck_assert(fleetring_holds_in(r, 99, 100) && !fleetring_holds_in(r, 99, 99));
+    ck_assert(!fleetring_holds_in(r, 7, 100));
+    /* The next keys of that history, under the upstream's seqs. */
+    ck_assert_uint_eq(fleetring_append_at(r, 99, 101, h, 2, 0), 102);
+    ck_assert_int_eq(fleetring_read_in(r, 99, 101, out, t, 8), 2);
+    ck_assert(out[0] == 21 && out[1] == 22);
+    ck_assert_int_eq(fleetring_read_in(r, 7, 101, out, t, 8), -2);
+    /* Rebase to the same history: a no-op. */
+    fleetring_rebase(r, 99, 50);
+    ck_assert_uint_eq(fleetring_last(r), 102);
+    /* A jump (a snapshot in between): held from the jump on only. */
+    ck_assert_uint_eq(fleetring_append_at(r, 99, 110, h + 2, 1, 0), 110);
+    ck_assert(!fleetring_holds_in(r, 99, 102) && fleetring_holds_in(r, 99, 109));
+    ck_assert_int_eq(fleetring_read_in(r, 99, 101, out, t, 8), -1);
+    ck_assert_int_eq(fleetring_read_in(r, 99, 110, out, t, 8), 1);
+    ck_assert(out[0] == 23);
+    /* Another history: the ring starts again there; a stream of the old one is told. */
+    ck_assert_uint_eq(fleetring_append_at(r, 5, 3, h + 3, 1, 0), 3);
+    ck_assert_uint_eq(fleetring_history(r), 5);
+    ck_assert_int_eq(fleetring_read_in(r, 99, 111, out, t, 8), -2);
+    ck_assert(fleetring_holds_in(r, 5, 2) && !fleetring_holds_in(r, 5, 1));
+    fleetring_free(r);
+}
+END_TEST
+
 /* Writers on two threads, a reader following: every seq once, in order, none lost. */
 struct race {
     struct fleetring *r;
@@ -542,6 +578,7 @@ CHECK_SUITE("fleet",
     CHECK_TEST(test_track),
     CHECK_CASE("ring", .timeout = 60),
     CHECK_TEST(test_ring),
+    CHECK_TEST(test_ring_mirror),
     CHECK_TEST(test_ring_threads),
     CHECK_TEST(test_journal),
 )

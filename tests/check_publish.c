@@ -297,8 +297,8 @@ START_TEST(test_rebuild_swaps_generations)
     ck_assert(table_add_row(c.t, "after", 5));
     ck_assert_int_eq(look(c.bg, "after"), BLOOMGUARD_MAYBE);
     munmap((void *)old, PUBFMT_HEADER_BYTES);
-    /* No temporary is left behind: the directory holds the file alone. */
-    ck_assert_uint_eq(entries(dir), 1);
+    /* No temporary is left behind: the file and its hidden second name (publish.h). */
+    ck_assert_uint_eq(entries(dir), 2);
     /* Exit: withdrawn, readers not ready. */
     publish_free(c.p);
     ck_assert_int_ne(access(path, F_OK), 0);
@@ -306,6 +306,54 @@ START_TEST(test_rebuild_swaps_generations)
     ck_assert_int_eq(bloomguard_info(c.bg, &in), BLOOMGUARD_ENOENT);
     bloomguard_close(c.bg);
     table_free(c.t);
+    /* The second name goes with the generation's filter. */
+    ck_assert_uint_eq(entries(dir), 0);
+}
+END_TEST
+
+/*
+ * A published file removed under the daemon: the tick's check puts the same
+ * file back from its second name; removed with it, a rebuild is asked once.
+ */
+START_TEST(test_removed_file_is_put_back)
+{
+    struct publish *p;
+    struct table *t = published_table(&p);
+    load(t, 100, 1000, monoclock_boot_ns());
+    struct stat before, after;
+    ck_assert_int_eq(stat(path, &before), 0);
+    ck_assert_int_eq(publish_check(p), PUBLISH_IN_PLACE);
+    ck_assert_int_eq(unlink(path), 0);
+    ck_assert_int_eq(publish_check(p), PUBLISH_RESTORED);
+    ck_assert_int_eq(stat(path, &after), 0);
+    ck_assert_uint_eq(after.st_ino, before.st_ino);
+    bloomguard *bg = open_reader();
+    ck_assert_int_eq(look(bg, "key-1"), BLOOMGUARD_MAYBE);
+    ck_assert_int_eq(look(bg, "no-such-key"), BLOOMGUARD_ABSENT);
+    bloomguard_close(bg);
+    /* Replaced by another file: ours goes back over it. */
+    ck_assert_int_eq(unlink(path), 0);
+    FILE *f = fopen(path, "w");
+    ck_assert_ptr_nonnull(f);
+    fclose(f);
+    ck_assert_int_eq(publish_check(p), PUBLISH_RESTORED);
+    ck_assert_int_eq(stat(path, &after), 0);
+    ck_assert_uint_eq(after.st_ino, before.st_ino);
+    /* Both names gone: only a load can publish it; asked once, not on every tick. */
+    char cmd[2 * PATH_MAX + 64];
+    snprintf(cmd, sizeof cmd, "rm -f '%s'/.users.*.tmp '%s'", dir, path);
+    ck_assert_int_eq(system(cmd), 0);
+    ck_assert_int_eq(publish_check(p), PUBLISH_LOST);
+    ck_assert_int_eq(publish_check(p), PUBLISH_IN_PLACE);
+    ck_assert_int_ne(access(path, F_OK), 0);
+    /* The rebuild's generation is at the path, and checked again. */
+    load(t, 100, 1000, monoclock_boot_ns());
+    ck_assert_int_eq(access(path, F_OK), 0);
+    ck_assert_int_eq(publish_check(p), PUBLISH_IN_PLACE);
+    ck_assert_int_eq(unlink(path), 0);
+    ck_assert_int_eq(publish_check(p), PUBLISH_RESTORED);
+    publish_free(p);
+    table_free(t);
 }
 END_TEST
 
@@ -876,6 +924,7 @@ CHECK_SUITE("publish",
     CHECK_LOOP(test_reader_answers_as_the_table, FILTER_KINDS),
     CHECK_TEST(test_growth_reaches_readers),
     CHECK_TEST(test_rebuild_swaps_generations),
+    CHECK_TEST(test_removed_file_is_put_back),
     CHECK_TEST(test_stale_horizon_is_degraded),
     CHECK_TEST(test_hostile_horizon_is_degraded),
     CHECK_TEST(test_hold_reaches_readers),

@@ -936,9 +936,11 @@ struct tapped {
     unsigned n, changed;
 };
 
-static void tap_added(void *ctx, const uint64_t *hs, size_t n, uint32_t ttl)
+static void tap_added(void *ctx, const uint64_t *hs, size_t n, uint32_t ttl,
+                      const struct table_at *at)
 {
     struct tapped *tp = ctx;
+    (void)at;
     for (size_t i = 0; i < n && tp->n < 64; i++) {
         tp->hashes[tp->n] = hs[i];
         tp->ttls[tp->n++] = ttl;
@@ -965,7 +967,7 @@ START_TEST(test_tap_hears_every_add)
     table_set_tap(t, &(struct table_tap){ &tp, tap_added, tap_changed });
     ck_assert(!table_add_row(t, "0", 1));
     uint64_t h0 = filter_hash("0", 1);
-    ck_assert(!table_add_hashes(t, &h0, 1, 0));
+    ck_assert(!table_add_hashes(t, &h0, 1, 0, NULL));
     ck_assert_uint_eq(tp.n, 0);
     struct table_proof pr;
     table_proof(t, &pr);
@@ -982,7 +984,7 @@ START_TEST(test_tap_hears_every_add)
     size_t lens[] = { 1, 1 }, added;
     ck_assert_int_eq(table_insert(t, 2, posted, lens, &added, NULL), TABLE_INSERTED);
     uint64_t hs[2] = { filter_hash("x", 1), filter_hash("y", 1) };
-    ck_assert(table_add_hashes(t, hs, 2, 77));
+    ck_assert(table_add_hashes(t, hs, 2, 77, NULL));
     ck_assert_uint_eq(tp.n, 5);
     ck_assert(tp.hashes[0] == filter_hash("7", 1) && tp.ttls[0] == 0);
     ck_assert(tp.hashes[1] == filter_hash("8", 1) && tp.ttls[1] == fc.pending_ttl);

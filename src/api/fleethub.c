@@ -1,8 +1,9 @@
 /*
  * An upstream's side of a fleet (fleethub.h): the rings its tables' taps
- * fill, the streams of them on suspended connections, the pump that
- * resumes the streams with something to send, and the horizon answers (the
- * snapshots made for replicas are fleetsnap.c's).
+ * fill, the pump that resumes the streams with something to send, what a
+ * replica that serves replicas tells them (fleethub_proof, in
+ * fleethub_int.h), and the horizon answers (the streams themselves are
+ * fleetstream.c's, the snapshots made for replicas fleetsnap.c's).
  *
  * A stream's life, with libmicrohttpd 0.9.75: the handler answers with a
  * callback response of unknown size (chunked); MHD calls stream_read
@@ -16,14 +17,23 @@
  * seq, an epoch or generation change, a heartbeat due) and, outside the
  * lock, resumes their connections, then sleeps FLUSH_US (longer with many
  * streams): the keys added meanwhile go out together, so a busy table
- * costs a bounded number of resumes a second whatever its rate.  A stream is only ever resumed by the
- * pump after the reader suspended it, so the reader's check and its
- * suspend cannot be overtaken by an add.  A suspended connection never
- * times out and is not noticed closing, so a waiting stream is woken for
- * a heartbeat every second; and MHD must not stop with one suspended, so
- * fleethub_stop ends them all first.
+ * costs a bounded number of resumes a second whatever its rate.  A stream
+ * is only ever resumed by the pump after the reader suspended it, so the
+ * reader's check and its suspend cannot be overtaken by an add.  A
+ * suspended connection never times out and is not noticed closing, so a
+ * waiting stream is woken for a heartbeat every beat its replica asked for
+ * (?beat=, a quarter of its silence_timeout: 3.75 s by default); and MHD
+ * must not stop with one suspended, so fleethub_stop ends them all first.
+ *
+ * What an idle stream costs: nothing while suspended; a heartbeat frame per
+ * beat, the same bytes for every caught-up stream of a table, so the pump
+ * encodes it once per round for all of them (hub_table.beat) in the pass
+ * that resumes them.  The replicas' horizon questions (GET
+ * /replicate/NAME/horizon) are requests like /exists, one per replica and
+ * table every quarter of its max_staleness (follow_upstream.c): with 200
+ * replicas, bench/fleet's upstream_exists_cpu_streams200 weighs them.
  */
-#include "fleethub.h"
+#include "fleethub_int.h"
 
 #include <inttypes.h>
 #include <pthread.h>
@@ -40,13 +50,9 @@
 #include "fleetwire.h"
 #include "log.h"
 #include "monoclock.h"
+#include "source.h"
 #include "table.h"
 
-/* Frames a stream prepares at a time; an ADDS frame of it holds 250 keys. */
-#define STREAM_OUT 4096
-/* What MHD is told to ask a stream for at once. */
-#define STREAM_BLOCK (32 * 1024)
-#define HEARTBEAT_NS INT64_C(1000000000)
 #define PUMP_IDLE_MS 250
 /*
  * After a round that resumed streams, the pump waits before the next: the
@@ -63,50 +69,9 @@
 #define FLUSH_PER_STREAM_NS 50000
 #define FLUSH_MAX_US 10000
 
-struct hub_table {
-    struct fleethub *h;
-    struct table *t;
-    struct fleetring *ring;
-    _Atomic unsigned streams;       /* streaming now */
-    _Atomic uint64_t changes;       /* epoch or generation moves (the tap's changed) */
-    struct fleetsnap *snap;         /* its snapshots for replicas */
-};
-
-struct stream {
-    struct hub_table *ht;
-    struct MHD_Connection *conn;
-    struct stream *prev, *next;     /* in h->streams, under h->mu */
-    bool waiting;                   /* under h->mu: suspended by stream_read */
-    /* The MHD thread's only (stream_read). */
-    bool opened, resumed, done;
-    uint64_t from_history, from_seq;
-    bool has_from;
-    uint64_t next_seq, epoch, generation, changes;
-    int64_t last_sent;
-    size_t len, off;
-    unsigned char out[STREAM_OUT];
-};
-
-struct fleethub {
-    const struct config *cfg;
-    const struct log *lg;
-    bool replica;
-    unsigned n;
-    struct hub_table *tables;
-    pthread_mutex_t mu;
-    pthread_cond_t cv;              /* a kick, a stream gone, or stop */
-    struct stream *streams;         /* under mu */
-    unsigned nstreams;              /* under mu */
-    atomic_bool closing;            /* streams say BYE; no new ones */
-    atomic_bool kick, stop;
-    pthread_t pump;
-    bool started;
-    atomic_ulong streams_total, refused, cut_behind, snapshots;
-};
-
 /* ------------------------------------------------------------- the taps -- */
 
-static void kick(struct fleethub *h)
+void fleethub_kick(struct fleethub *h)
 {
     if (!atomic_exchange(&h->kick, true)) {
         pthread_mutex_lock(&h->mu);
@@ -115,12 +80,17 @@ static void kick(struct fleethub *h)
     }
 }
 
-static void tap_added(void *ctx, const uint64_t *hashes, size_t n, uint32_t ttl)
+static void tap_added(void *ctx, const uint64_t *hashes, size_t n, uint32_t ttl,
+                      const struct table_at *at)
 {
     struct hub_table *ht = ctx;
-    fleetring_append(ht->ring, hashes, n, ttl);
+    /* A replica's keys keep the seqs its upstream gave them (see hub_proof). */
+    if (at != NULL)
+        fleetring_append_at(ht->ring, at->history, at->first, hashes, n, ttl);
+    else
+        fleetring_append(ht->ring, hashes, n, ttl);
     if (atomic_load_explicit(&ht->streams, memory_order_relaxed) > 0)
-        kick(ht->h);
+        fleethub_kick(ht->h);
 }
 
 static void tap_changed(void *ctx)
@@ -128,17 +98,54 @@ static void tap_changed(void *ctx)
     struct hub_table *ht = ctx;
     atomic_fetch_add(&ht->changes, 1);
     if (atomic_load_explicit(&ht->streams, memory_order_relaxed) > 0)
-        kick(ht->h);
+        fleethub_kick(ht->h);
 }
 
 /* ------------------------------------------------------------ the pump -- */
 
-/* Whether stream s has something to send at now (h->mu held). */
-static bool due(const struct stream *s, int64_t now)
+void fleethub_proof(struct hub_table *ht, struct table_proof *p, uint64_t *history,
+                      uint64_t *seq)
+{
+    struct fleethub *h = ht->h;
+    struct follow_mirror m;
+    table_proof(ht->t, p);
+    if (h->mirrors != NULL && source_mirror(h->mirrors, (unsigned)(ht - h->tables), &m)) {
+        p->epoch = m.epoch;
+        p->covered = m.covered;
+        p->generation = m.generation;
+        fleetring_rebase(ht->ring, m.history, m.seq);
+        *history = m.history;
+        *seq = m.seq;
+    } else {
+        fleetring_where(ht->ring, history, seq);
+    }
+    atomic_store(&ht->epoch_now, p->epoch);
+}
+
+static void snap_proof(void *ctx, struct table_proof *p, uint64_t *history, uint64_t *seq)
+{
+    fleethub_proof(ctx, p, history, seq);
+}
+
+bool fleethub_due(const struct stream *s, int64_t now)
 {
     struct hub_table *ht = s->ht;
     return atomic_load(&ht->h->closing) || fleetring_last(ht->ring) >= s->next_seq
-           || atomic_load(&ht->changes) != s->changes || now - s->last_sent >= HEARTBEAT_NS;
+           || atomic_load(&ht->changes) != s->changes || now - s->last_sent >= s->beat_ns;
+}
+
+/*
+ * Table ht's heartbeat frame of its newest seq and epoch (h->mu held):
+ * every caught-up stream of the table the pump wakes sends these bytes (a
+ * stream behind them has keys to send instead, and encodes its own).
+ */
+static void beat_refresh_locked(struct hub_table *ht)
+{
+    uint64_t last = fleetring_last(ht->ring), epoch = atomic_load(&ht->epoch_now);
+    ht->beat_len = fleetwire_put_pair(ht->beat, sizeof ht->beat, FLEETWIRE_HEARTBEAT, last,
+                                      epoch);
+    ht->beat_last = last;
+    ht->beat_epoch = epoch;
 }
 
 static void *pump_main(void *arg)
@@ -146,6 +153,7 @@ static void *pump_main(void *arg)
     struct fleethub *h = arg;
     size_t cap = 0;
     struct MHD_Connection **wake = NULL;
+    uint64_t round = 0;
     while (!atomic_load(&h->stop)) {
         pthread_mutex_lock(&h->mu);
         if (!atomic_load(&h->kick) && !atomic_load(&h->stop)) {
@@ -163,10 +171,16 @@ static void *pump_main(void *arg)
         }
         int64_t now = monoclock_boot_ns();
         size_t n = 0, streams = h->nstreams;
+        round++;
         for (struct stream *s = h->streams; s != NULL && n < cap; s = s->next)
-            if (s->waiting && due(s, now)) {
+            if (s->waiting && fleethub_due(s, now)) {
                 s->waiting = false;
                 wake[n++] = s->conn;
+                /* Once per table and round, for every stream it wakes. */
+                if (s->ht->beat_round != round) {
+                    s->ht->beat_round = round;
+                    beat_refresh_locked(s->ht);
+                }
             }
         pthread_mutex_unlock(&h->mu);
         /* Outside the lock: MHD takes its own, and these stay suspended until now. */
@@ -181,247 +195,21 @@ static void *pump_main(void *arg)
     return NULL;
 }
 
-/* ---------------------------------------------------------- the streams -- */
-
-static void hello_of(struct hub_table *ht, struct fleetwire_hello *hello)
-{
-    const struct filter_config *fc = table_config(ht->t);
-    struct table_ident id;
-    struct table_sizing sz = table_sizing(ht->t);
-    struct fleetwire_ident *w = &hello->ident;
-    table_ident(ht->t, &id);
-    *w = (struct fleetwire_ident){
-        .relid = id.relid, .typid = id.typid, .base_typid = id.base_typid, .dboid = id.dboid,
-        .attnum = id.attnum, .typmod = id.typmod, .deterministic = id.deterministic,
-        .kind = (uint8_t)sz.kind, .fpp = sz.false_positive_rate, .hash = FLEETWIRE_HASH,
-    };
-    snprintf(w->name, sizeof w->name, "%s", fc->name);
-    snprintf(w->table, sizeof w->table, "%s", fc->table);
-    snprintf(w->column, sizeof w->column, "%s", fc->column);
-    snprintf(w->sysid, sizeof w->sysid, "%s", id.sysid);
-    snprintf(w->spell, sizeof w->spell, "%s", spell_type_name(id.spell));
-    snprintf(w->type_name, sizeof w->type_name, "%s", id.type_name);
-}
-
-/* The preamble and HELLO, and a BYE when the stream cannot resume where asked. */
-static void open_stream(struct stream *s)
-{
-    struct hub_table *ht = s->ht;
-    struct fleetwire_hello hello;
-    struct table_proof p;
-    memset(&hello, 0, sizeof hello);
-    s->changes = atomic_load(&ht->changes);
-    table_proof(ht->t, &p);
-    uint64_t last = fleetring_last(ht->ring);
-    s->resumed = s->has_from && s->from_history == fleetring_history(ht->ring)
-                 && fleetring_holds(ht->ring, s->from_seq);
-    s->next_seq = s->resumed ? s->from_seq + 1 : last + 1;
-    s->epoch = p.epoch;
-    s->generation = p.generation;
-    hello_of(ht, &hello);
-    hello.flags = (ht->h->replica ? FLEETWIRE_HELLO_REPLICA : 0)
-                  | (s->resumed ? FLEETWIRE_HELLO_RESUMED : 0);
-    hello.history = fleetring_history(ht->ring);
-    hello.epoch = p.epoch;
-    hello.covered = p.covered;
-    hello.generation = p.generation;
-    hello.from = s->resumed ? s->from_seq : 0;
-    hello.last = last;
-    s->len = fleetwire_put_preamble(s->out, sizeof s->out);
-    s->len += fleetwire_put_hello(s->out + s->len, sizeof s->out - s->len, &hello);
-    if (!s->resumed) {
-        s->len += fleetwire_put_bye(s->out + s->len, sizeof s->out - s->len,
-                                    FLEETWIRE_BYE_SNAPSHOT, !s->has_from ? "no position given"
-                                    : s->from_history != hello.history ? "another history"
-                                    : "the ring no longer holds the position");
-        s->done = true;
-    }
-    s->opened = true;
-}
-
-/* The next frames into s->out; false when there is nothing to say now. */
-static bool produce(struct stream *s)
-{
-    struct hub_table *ht = s->ht;
-    s->off = s->len = 0;
-    if (s->done)
-        return false;
-    if (!s->opened) {
-        open_stream(s);
-        return true;
-    }
-    if (atomic_load(&ht->h->closing)) {
-        s->len = fleetwire_put_bye(s->out, sizeof s->out, FLEETWIRE_BYE_SHUTDOWN, "stopping");
-        s->done = true;
-        return true;
-    }
-    uint64_t changes = atomic_load(&ht->changes);
-    if (changes != s->changes) {
-        struct table_proof p;
-        s->changes = changes;
-        table_proof(ht->t, &p);
-        if (p.epoch != s->epoch)
-            s->len += fleetwire_put_pair(s->out + s->len, sizeof s->out - s->len,
-                                         FLEETWIRE_EPOCH, p.epoch, p.covered);
-        if (p.generation != s->generation)
-            s->len += fleetwire_put_pair(s->out + s->len, sizeof s->out - s->len,
-                                         FLEETWIRE_GENERATION, p.generation, p.covered);
-        s->epoch = p.epoch;
-        s->generation = p.generation;
-        if (s->len > 0)
-            return true;
-    }
-    uint64_t hashes[STREAM_OUT / 16];
-    uint32_t ttls[STREAM_OUT / 16];
-    uint32_t room = fleetwire_adds_room(sizeof s->out);
-    long k = fleetring_read(ht->ring, s->next_seq, hashes, ttls, room);
-    if (k < 0) {
-        /* It fell out of the ring: cut off, it fetches a snapshot (nothing grows per replica). */
-        s->len = fleetwire_put_bye(s->out, sizeof s->out, FLEETWIRE_BYE_BEHIND,
-                                   "fell behind the ring ([fleet] ring_items)");
-        s->done = true;
-        atomic_fetch_add(&ht->h->cut_behind, 1);
-        return true;
-    }
-    if (k > 0) {
-        s->len = fleetwire_put_adds(s->out, sizeof s->out, s->next_seq, hashes, ttls,
-                                    (uint32_t)k);
-        s->next_seq += (uint64_t)k;
-        return true;
-    }
-    if (monoclock_boot_ns() - s->last_sent >= HEARTBEAT_NS) {
-        s->len = fleetwire_put_pair(s->out, sizeof s->out, FLEETWIRE_HEARTBEAT, s->next_seq - 1,
-                                    s->epoch);
-        return true;
-    }
-    return false;
-}
-
-static ssize_t stream_read(void *cls, uint64_t pos, char *buf, size_t max)
-{
-    struct stream *s = cls;
-    struct fleethub *h = s->ht->h;
-    (void)pos;
-    for (;;) {
-        size_t n = 0;
-        while (n < max && (s->off < s->len || produce(s))) {
-            size_t k = s->len - s->off < max - n ? s->len - s->off : max - n;
-            memcpy(buf + n, s->out + s->off, k);
-            s->off += k;
-            n += k;
-        }
-        if (n > 0) {
-            s->last_sent = monoclock_boot_ns();
-            return (ssize_t)n;
-        }
-        if (s->done)
-            return MHD_CONTENT_READER_END_OF_STREAM;
-        /* Nothing to say: wait, suspended, unless something came since produce looked. */
-        pthread_mutex_lock(&h->mu);
-        bool idle = !due(s, monoclock_boot_ns());
-        if (idle) {
-            s->waiting = true;
-            MHD_suspend_connection(s->conn);
-        }
-        pthread_mutex_unlock(&h->mu);
-        if (idle)
-            return 0;
-    }
-}
-
-static void stream_free(void *cls)
-{
-    struct stream *s = cls;
-    struct fleethub *h = s->ht->h;
-    pthread_mutex_lock(&h->mu);
-    if (s->prev != NULL)
-        s->prev->next = s->next;
-    else
-        h->streams = s->next;
-    if (s->next != NULL)
-        s->next->prev = s->prev;
-    h->nstreams--;
-    atomic_fetch_sub(&s->ht->streams, 1);
-    pthread_cond_broadcast(&h->cv);
-    pthread_mutex_unlock(&h->mu);
-    free(s);
-}
-
-/* "HISTORY:SEQ" (16 hex digits, a decimal): false if it is not that. */
-static bool parse_from(const char *from, uint64_t *history, uint64_t *seq)
-{
-    char *end;
-    if (from == NULL || strlen(from) < 18 || from[16] != ':')
-        return false;
-    *history = strtoull(from, &end, 16);
-    if (end != from + 16)
-        return false;
-    *seq = strtoull(from + 17, &end, 10);
-    return *end == '\0' && from[17] >= '0' && from[17] <= '9';
-}
-
-struct reply fleethub_stream(struct fleethub *h, unsigned i, const char *from,
-                             struct MHD_Connection *conn)
-{
-    struct hub_table *ht = &h->tables[i];
-    if (conn == NULL)
-        return api_error(MHD_HTTP_INTERNAL_SERVER_ERROR, "internal", "no connection to stream on");
-    if (from != NULL && !parse_from(from, &(uint64_t){ 0 }, &(uint64_t){ 0 }))
-        return api_error(MHD_HTTP_BAD_REQUEST, "bad_position",
-                         "from must be HISTORY:SEQ (16 hex digits, a colon, a number)");
-    if (!fleetring_enable(ht->ring))
-        return api_error(MHD_HTTP_SERVICE_UNAVAILABLE, "out_of_memory",
-                         "no memory for the replication ring ([fleet] ring_items)");
-    struct stream *s = calloc(1, sizeof *s);
-    if (s == NULL)
-        return (struct reply){ MHD_HTTP_INTERNAL_SERVER_ERROR, NULL, false };
-    s->ht = ht;
-    s->conn = conn;
-    s->has_from = parse_from(from, &s->from_history, &s->from_seq);
-    s->last_sent = monoclock_boot_ns();
-    pthread_mutex_lock(&h->mu);
-    bool full = h->nstreams >= h->cfg->fleet_max_replicas, closing = atomic_load(&h->closing);
-    if (!full && !closing) {
-        s->next = h->streams;
-        if (h->streams != NULL)
-            h->streams->prev = s;
-        h->streams = s;
-        h->nstreams++;
-        atomic_fetch_add(&ht->streams, 1);
-    }
-    pthread_mutex_unlock(&h->mu);
-    if (full || closing) {
-        free(s);
-        atomic_fetch_add(&h->refused, 1);
-        return closing ? api_error(MHD_HTTP_SERVICE_UNAVAILABLE, "shutting_down", "stopping")
-                       : api_error(MHD_HTTP_SERVICE_UNAVAILABLE, "too_many_replicas",
-                                   "%u replicas stream already ([fleet] max_replicas)",
-                                   h->cfg->fleet_max_replicas);
-    }
-    atomic_fetch_add(&h->streams_total, 1);
-    /* From here MHD owns s: stream_free unlinks it when the response goes. */
-    struct MHD_Response *r = MHD_create_response_from_callback(MHD_SIZE_UNKNOWN, STREAM_BLOCK,
-                                                               stream_read, s, stream_free);
-    if (r == NULL) {
-        stream_free(s);
-        return (struct reply){ MHD_HTTP_INTERNAL_SERVER_ERROR, NULL, false };
-    }
-    MHD_add_response_header(r, MHD_HTTP_HEADER_CONTENT_TYPE, "application/x-bloomguard-replication");
-    MHD_add_response_header(r, MHD_HTTP_HEADER_CACHE_CONTROL, "no-store");
-    /* A proxy in between must pass frames on as they come. */
-    MHD_add_response_header(r, "X-Accel-Buffering", "no");
-    return (struct reply){ MHD_HTTP_OK, r, false };
-}
-
 /* ---------------------------------------------------------- the horizon -- */
 
 struct reply fleethub_horizon(struct fleethub *h, unsigned i)
 {
     struct hub_table *ht = &h->tables[i];
     struct table_proof p;
+    uint64_t history, seq;
+    /*
+     * Asked, it may be followed soon (a replica's standby upstream asks it
+     * now and then, up_horizon_main): the ring keeps keys from now on, so
+     * that a replica can resume on it at its position.
+     */
+    fleetring_enable(ht->ring);
     /* The horizon first, then the seq: every key that proves it is at or below the seq. */
-    table_proof(ht->t, &p);
-    uint64_t seq = fleetring_last(ht->ring);
+    fleethub_proof(ht, &p, &history, &seq);
     int64_t now = monoclock_boot_ns(), age = p.horizon > 0 ? now - p.horizon : -1;
     double stale = h->cfg->max_staleness;
     bool degraded = !p.loaded || p.saturated || age < 0
@@ -430,7 +218,7 @@ struct reply fleethub_horizon(struct fleethub *h, unsigned i)
     snprintf(age_text, sizeof age_text, age < 0 ? "null" : "%" PRId64, age);
     if (asprintf(&body, "{\"history\":\"%016" PRIx64 "\",\"epoch\":%" PRIu64 ",\"covered\":%"
                  PRIu64 ",\"generation\":%" PRIu64 ",\"seq\":%" PRIu64 ",\"age_ns\":%s,"
-                 "\"degraded\":%s,\"replica\":%s}", fleetring_history(ht->ring), p.epoch,
+                 "\"degraded\":%s,\"replica\":%s}", history, p.epoch,
                  p.covered, p.generation, seq, age_text, degraded ? "true" : "false",
                  h->replica ? "true" : "false") < 0)
         body = NULL;
@@ -454,14 +242,15 @@ struct reply fleethub_snapshot(struct fleethub *h, unsigned i)
 /* ------------------------------------------------------------ the hub -- */
 
 struct fleethub *fleethub_new(const struct config *cfg, struct table *const *tables, unsigned n,
-                              bool replica, const struct log *lg)
+                              struct source *mirrors, const struct log *lg)
 {
     struct fleethub *h = calloc(1, sizeof *h);
     if (h == NULL)
         return NULL;
     h->cfg = cfg;
     h->lg = lg;
-    h->replica = replica;
+    h->replica = mirrors != NULL;
+    h->mirrors = mirrors;
     pthread_mutex_init(&h->mu, NULL);
     monoclock_cond_init(&h->cv);
     h->tables = calloc(n, sizeof *h->tables);
@@ -475,7 +264,7 @@ struct fleethub *fleethub_new(const struct config *cfg, struct table *const *tab
         ht->t = tables[i];
         h->n = i + 1;
         if ((ht->ring = fleetring_new(cfg->fleet_ring_items, fleetring_new_history())) == NULL
-            || (ht->snap = fleetsnap_new(ht->t, ht->ring, replica)) == NULL) {
+            || (ht->snap = fleetsnap_new(ht->t, ht->ring, h->replica, snap_proof, ht)) == NULL) {
             fleethub_free(h);
             return NULL;
         }
@@ -495,7 +284,7 @@ void fleethub_stop(struct fleethub *h)
     if (h == NULL)
         return;
     atomic_store(&h->closing, true);
-    kick(h);
+    fleethub_kick(h);
     /* Each stream says BYE and ends; MHD must not stop with one suspended. */
     pthread_mutex_lock(&h->mu);
     for (int i = 0; i < 200 && h->nstreams > 0; i++) {
@@ -508,7 +297,7 @@ void fleethub_stop(struct fleethub *h)
     if (left > 0)
         log_warn(h->lg, "%u replication stream(s) did not end in 2 s", left);
     atomic_store(&h->stop, true);
-    kick(h);
+    fleethub_kick(h);
     pthread_mutex_lock(&h->mu);
     pthread_cond_broadcast(&h->cv);
     pthread_mutex_unlock(&h->mu);

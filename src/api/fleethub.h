@@ -18,15 +18,21 @@
 
 struct fleethub;
 
+struct source;
+
 /*
  * A hub for the n tables of a (cfg, lg, tables outlive it): a ring per
  * table ([fleet] ring_items; made when a replica first asks), hooked to
- * each table's tap.  replica: this daemon follows an upstream itself (its
- * HELLO says so).  NULL when out of memory.  Nothing runs until
- * fleethub_start.
+ * each table's tap.  mirrors: this daemon's source when it follows an
+ * upstream itself (its HELLO says so; it outlives the hub), else NULL.
+ * Such a replica serves its replicas in its upstream's terms
+ * (source_mirror): its ring keeps the upstream's history and seqs, its
+ * answers the upstream's epochs, so that a replica of several such
+ * replicas of one upstream moves between them at its position.  NULL when
+ * out of memory.  Nothing runs until fleethub_start.
  */
 struct fleethub *fleethub_new(const struct config *cfg, struct table *const *tables, unsigned n,
-                              bool replica, const struct log *lg);
+                              struct source *mirrors, const struct log *lg);
 /* Start the thread that wakes waiting streams; false if it could not. */
 bool fleethub_start(struct fleethub *h);
 /*
@@ -38,14 +44,20 @@ void fleethub_stop(struct fleethub *h);
 /* After the HTTP server stopped.  NULL: no-op. */
 void fleethub_free(struct fleethub *h);
 
+/* Where a replica stands in an upstream's ring: every key of history up to seq. */
+struct fleethub_where {
+    uint64_t history, seq;
+};
+
 /*
  * GET /replicate/NAME's answer for table i: the stream of its keys from
- * where the replica stands (from: "HISTORY:SEQ", NULL: nowhere yet), on
- * conn (suspended while it waits).  503 too_many_replicas past [fleet]
- * max_replicas.
+ * where the replica stands (NULL: nowhere yet), with a heartbeat every
+ * beat_ms while idle (replicate.c checks it against FLEETWIRE_BEAT_MIN_MS
+ * .. FLEETWIRE_BEAT_MAX_MS), on conn (suspended while it waits).  503
+ * too_many_replicas past [fleet] max_replicas.
  */
-struct reply fleethub_stream(struct fleethub *h, unsigned i, const char *from,
-                             struct MHD_Connection *conn);
+struct reply fleethub_stream(struct fleethub *h, unsigned i, const struct fleethub_where *from,
+                             unsigned beat_ms, struct MHD_Connection *conn);
 /* GET /replicate/NAME/horizon's JSON for table i. */
 struct reply fleethub_horizon(struct fleethub *h, unsigned i);
 /*

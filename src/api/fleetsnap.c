@@ -35,6 +35,8 @@ struct fleetsnap {
     struct table *t;
     struct fleetring *ring;
     bool replica;
+    fleetsnap_proof_fn *proof;
+    void *ctx;
     pthread_mutex_t mu;             /* one making at a time */
     struct blob *latest;            /* under mu */
 };
@@ -87,11 +89,11 @@ static struct blob *make_snapshot(struct fleetsnap *fs, int64_t now, int *err)
     *err = ENOMEM;
     if (!fleetring_enable(fs->ring))
         return NULL;
-    table_proof(fs->t, &p);
-    uint64_t seq = fleetring_last(fs->ring);
+    uint64_t history, seq;
+    fs->proof(fs->ctx, &p, &history, &seq);
     table_ident(fs->t, &id);
     persist_ident_to_kv(&id, &ikv);
-    snprintf(fleet[0], sizeof fleet[0], "%016" PRIx64, fleetring_history(fs->ring));
+    snprintf(fleet[0], sizeof fleet[0], "%016" PRIx64, history);
     snprintf(fleet[1], sizeof fleet[1], "%" PRIu64, seq);
     snprintf(fleet[2], sizeof fleet[2], "%" PRIu64, p.epoch);
     snprintf(fleet[3], sizeof fleet[3], "%" PRIu64, p.covered);
@@ -124,7 +126,8 @@ static struct blob *make_snapshot(struct fleetsnap *fs, int64_t now, int *err)
     return b;
 }
 
-struct fleetsnap *fleetsnap_new(struct table *t, struct fleetring *ring, bool replica)
+struct fleetsnap *fleetsnap_new(struct table *t, struct fleetring *ring, bool replica,
+                                fleetsnap_proof_fn *proof, void *ctx)
 {
     struct fleetsnap *fs = calloc(1, sizeof *fs);
     if (fs == NULL)
@@ -132,6 +135,8 @@ struct fleetsnap *fleetsnap_new(struct table *t, struct fleetring *ring, bool re
     fs->t = t;
     fs->ring = ring;
     fs->replica = replica;
+    fs->proof = proof;
+    fs->ctx = ctx;
     pthread_mutex_init(&fs->mu, NULL);
     return fs;
 }

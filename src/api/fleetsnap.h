@@ -14,9 +14,22 @@
 
 struct fleetring;
 struct fleetsnap;
+struct table_proof;
 
-/* For table t and its ring (both outlive it); replica: this daemon follows an upstream. */
-struct fleetsnap *fleetsnap_new(struct table *t, struct fleetring *ring, bool replica);
+/*
+ * Where a snapshot of the table is exact, in the terms its replicas follow
+ * it in: the table's proof, then the history and newest seq (read after
+ * it).  fleethub.c's hub_proof.
+ */
+typedef void fleetsnap_proof_fn(void *ctx, struct table_proof *p, uint64_t *history,
+                                uint64_t *seq);
+
+/*
+ * For table t and its ring (both outlive it); replica: this daemon follows
+ * an upstream; proof(ctx) says where a snapshot is exact.
+ */
+struct fleetsnap *fleetsnap_new(struct table *t, struct fleetring *ring, bool replica,
+                                fleetsnap_proof_fn *proof, void *ctx);
 void fleetsnap_free(struct fleetsnap *fs);
 
 /*

@@ -5,9 +5,39 @@
  */
 #include "replicate.h"
 
+#include <stdlib.h>
 #include <string.h>
 
 #include "fleethub.h"
+#include "fleetwire.h"
+
+/* "HISTORY:SEQ" (16 hex digits, a decimal): false if it is not that. */
+static bool parse_from(const char *from, struct fleethub_where *w)
+{
+    char *end;
+    if (strlen(from) < 18 || from[16] != ':')
+        return false;
+    w->history = strtoull(from, &end, 16);
+    if (end != from + 16)
+        return false;
+    w->seq = strtoull(from + 17, &end, 10);
+    return *end == '\0' && from[17] >= '0' && from[17] <= '9';
+}
+
+/* "MS" within FLEETWIRE_BEAT_MIN_MS .. FLEETWIRE_BEAT_MAX_MS; NULL: the default. */
+static bool parse_beat(const char *beat, unsigned *ms)
+{
+    char *end;
+    if (beat == NULL) {
+        *ms = FLEETWIRE_BEAT_DEFAULT_MS;
+        return true;
+    }
+    if (beat[0] < '0' || beat[0] > '9')
+        return false;
+    unsigned long v = strtoul(beat, &end, 10);
+    *ms = (unsigned)v;
+    return *end == '\0' && v >= FLEETWIRE_BEAT_MIN_MS && v <= FLEETWIRE_BEAT_MAX_MS;
+}
 
 struct reply replicate_get(struct app *a, const struct api_request *rq)
 {
@@ -25,10 +55,22 @@ struct reply replicate_get(struct app *a, const struct api_request *rq)
         return api_error(MHD_HTTP_SERVICE_UNAVAILABLE, "not_replicating",
                          "this daemon serves no replica");
     if (slash == NULL) {
-        const char *from = rq->conn ? MHD_lookup_connection_value(rq->conn, MHD_GET_ARGUMENT_KIND,
-                                                                  "from")
-                                    : NULL;
-        return fleethub_stream(a->fleet, (unsigned)t, from, rq->conn);
+        const char *from = NULL, *beat = NULL;
+        struct fleethub_where where;
+        unsigned beat_ms;
+        if (rq->conn != NULL) {
+            from = MHD_lookup_connection_value(rq->conn, MHD_GET_ARGUMENT_KIND, "from");
+            beat = MHD_lookup_connection_value(rq->conn, MHD_GET_ARGUMENT_KIND, "beat");
+        }
+        if (from != NULL && !parse_from(from, &where))
+            return api_error(MHD_HTTP_BAD_REQUEST, "bad_position",
+                             "from must be HISTORY:SEQ (16 hex digits, a colon, a number)");
+        if (!parse_beat(beat, &beat_ms))
+            return api_error(MHD_HTTP_BAD_REQUEST, "bad_beat",
+                             "beat must be the milliseconds between heartbeats, %u to %u",
+                             FLEETWIRE_BEAT_MIN_MS, FLEETWIRE_BEAT_MAX_MS);
+        return fleethub_stream(a->fleet, (unsigned)t, from != NULL ? &where : NULL, beat_ms,
+                               rq->conn);
     }
     if (what == 7 && memcmp(slash + 1, "horizon", 7) == 0)
         return fleethub_horizon(a->fleet, (unsigned)t);

@@ -17,6 +17,7 @@
 #include "api.h"
 #include "cmdline.h"
 #include "routes.h"
+#include "rundirs.h"
 #include "config.h"
 #include "fleethub.h"
 #include "http.h"
@@ -428,6 +429,7 @@ int main(int argc, char **argv)
         log_info(&lg, "%s need the admin token read from %s", admin_routes, token_from);
     }
     struct http *http = NULL;
+    struct rundirs *dirs = NULL;
     if (config_copy(&live_cfg, &cfg)) {
         if ((admin_token == NULL || (live_token = strdup(admin_token)) != NULL)
             && (app.live = live_new(&live_cfg, live_token)) != NULL)
@@ -444,7 +446,8 @@ int main(int argc, char **argv)
     for (unsigned t = 0; t < cfg.n_filters; t++)
         replica = replica || cfg.filters[t].method == SYNC_UPSTREAM;
     if (!oom)
-        oom = (app.fleet = fleethub_new(&cfg, tables, cfg.n_filters, replica, &lg)) == NULL;
+        oom = (app.fleet = fleethub_new(&cfg, tables, cfg.n_filters, replica ? app.source : NULL,
+                                        &lg)) == NULL;
     if (oom || !api_init(&app)) {
         log_error(&lg, "out of memory");
         goto out;
@@ -453,9 +456,12 @@ int main(int argc, char **argv)
         log_error(&lg, "cannot start the replication thread");
         goto out;
     }
+    /* Before anything in them is written or removed (exit 2: systemd may retry). */
+    if ((dirs = rundirs_take(&cfg, &lg)) == NULL)
+        goto out;
     /* Before any load: each load's filter is then written in place in its published file. */
-    char pubdir[4096];
-    if (publish_dir(&cfg, pubdir, sizeof pubdir)) {
+    const char *pubdir = rundirs_publish_dir(dirs);
+    if (pubdir[0] != '\0') {
         for (unsigned t = 0; t < cfg.n_filters; t++)
             if ((publishers[t] = publish_new(&cfg, &cfg.filters[t], tables[t], pubdir, &lg, err,
                                              sizeof err)) == NULL) {
@@ -464,9 +470,6 @@ int main(int argc, char **argv)
             }
         log_info(&lg, "publishing the filters in %s (<name>.bgf, for libbloomguard and the "
                  "nginx module)", pubdir);
-    } else if (strcmp(cfg.publish_dir, "auto") == 0) {
-        log_info(&lg, "[server] publish_dir = auto, but RUNTIME_DIRECTORY is not set: the "
-                 "filters are not published");
     }
     /* The POSTs acknowledged before a crash go back into the journals before anything else. */
     for (unsigned t = 0; t < cfg.n_filters; t++)
@@ -500,8 +503,10 @@ int main(int argc, char **argv)
         const struct timespec tick = { 0, WATCH_TICK_MS * 1000000L };
         int sig = sigtimedwait(&sigs, NULL, &tick);
         if (sig < 0) {
-            if (errno == EAGAIN)
+            if (errno == EAGAIN) {
                 watch_tick(watch, &app, live_current(app.live)->log_repeat_interval);
+                rundirs_check(dirs, &cfg, publishers, app.source, &lg);
+            }
             continue;
         }
         if (sig == SIGHUP) {
@@ -587,6 +592,7 @@ out:
     token_free(replication_token);
     config_free(&cfg);
     curl_global_cleanup();
+    rundirs_free(dirs);                 /* every file of the run's is written or withdrawn */
     if (rc == EXIT_OK)
         log_info(&lg, "stopped");
     return rc;

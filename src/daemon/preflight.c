@@ -17,6 +17,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "dirlock.h"
 #include "feed.h"
 #include "follow.h"
 #include "listen.h"
@@ -159,6 +160,20 @@ unsigned preflight_offline(const struct config *c, const char *config_file, FILE
     /* publish.c's own rule, as the start applies it (but for creating a missing one). */
     if (publish_dir(c, dir, sizeof dir) && !publish_dir_check(c, dir, false, why, sizeof why))
         finding(out, &errors, true, "%s", why);
+    /*
+     * A daemon holding a directory is a warning, not an error: -t is run
+     * beside the daemon its configuration configures (before a SIGHUP, by
+     * a package upgrade), and the configuration is no less valid for it.
+     * Only asked, never taken: a daemon starting now must not find it held.
+     */
+    long pid;
+    const char *keys[2] = { "[snapshot] path", "[server] publish_dir" };
+    for (int k = 0; k < 2; k++)
+        if ((k == 0 ? persist_dir(c, dir, sizeof dir) : publish_dir(c, dir, sizeof dir))
+            && dirlock_holder(dir, &pid))
+            finding(out, &errors, false, "%s %s is in use by a running bloomguard (pid %ld%s): "
+                    "a start with this configuration is refused while that one runs", keys[k],
+                    dir, pid, pid > 0 ? "" : ": unknown");
     return errors;
 }
 

@@ -18,7 +18,8 @@
  * its permissions matter when the conninfo holds a password).  Each finding
  * is one line on out, "bloomguard: error: ..." or "bloomguard: warning:
  * ...", naming the key or file and the fix.  Returns the number of errors
- * (warnings do not count).  Reads the environment (STATE_DIRECTORY,
+ * (warnings do not count: a directory a running daemon holds, dirlock.h,
+ * is a warning).  Reads the environment (STATE_DIRECTORY,
  * RUNTIME_DIRECTORY for the "auto" paths); otherwise thread-safe.
  */
 unsigned preflight_offline(const struct config *c, const char *config_file, FILE *out);

@@ -15,10 +15,10 @@
 #include <unistd.h>
 
 struct fleetring {
-    uint64_t history;
     uint64_t capacity;
     pthread_mutex_t mu;
     /* Under mu: */
+    uint64_t history;               /* fleetring_append_at and _rebase may change it */
     uint64_t last;                  /* the newest seq */
     uint64_t oldest;                /* the oldest seq kept; last + 1 when none is */
     uint64_t *hashes;               /* NULL until enabled; seq s at (s - 1) % capacity */
@@ -63,9 +63,36 @@ void fleetring_free(struct fleetring *r)
     free(r);
 }
 
-uint64_t fleetring_history(const struct fleetring *r)
+uint64_t fleetring_history(struct fleetring *r)
 {
-    return r->history;
+    pthread_mutex_lock(&r->mu);
+    uint64_t h = r->history;
+    pthread_mutex_unlock(&r->mu);
+    return h;
+}
+
+void fleetring_where(struct fleetring *r, uint64_t *history, uint64_t *last)
+{
+    pthread_mutex_lock(&r->mu);
+    *history = r->history;
+    *last = r->last;
+    pthread_mutex_unlock(&r->mu);
+}
+
+/* Another history, or a jump in this one: nothing kept, last = seq (r->mu held). */
+static void reset_locked(struct fleetring *r, uint64_t history, uint64_t seq)
+{
+    r->history = history;
+    r->last = seq;
+    r->oldest = seq + 1;
+}
+
+void fleetring_rebase(struct fleetring *r, uint64_t history, uint64_t seq)
+{
+    pthread_mutex_lock(&r->mu);
+    if (r->history != history)
+        reset_locked(r, history, seq);
+    pthread_mutex_unlock(&r->mu);
 }
 
 bool fleetring_enable(struct fleetring *r)
@@ -89,9 +116,8 @@ bool fleetring_enable(struct fleetring *r)
     return ok;
 }
 
-uint64_t fleetring_append(struct fleetring *r, const uint64_t *hashes, size_t n, uint32_t ttl)
+static void append_locked(struct fleetring *r, const uint64_t *hashes, size_t n, uint32_t ttl)
 {
-    pthread_mutex_lock(&r->mu);
     if (r->hashes == NULL) {
         r->last += n;
         r->oldest = r->last + 1;
@@ -105,6 +131,25 @@ uint64_t fleetring_append(struct fleetring *r, const uint64_t *hashes, size_t n,
         if (r->last - r->oldest + 1 > r->capacity)
             r->oldest = r->last - r->capacity + 1;
     }
+}
+
+uint64_t fleetring_append(struct fleetring *r, const uint64_t *hashes, size_t n, uint32_t ttl)
+{
+    pthread_mutex_lock(&r->mu);
+    append_locked(r, hashes, n, ttl);
+    uint64_t last = r->last;
+    pthread_mutex_unlock(&r->mu);
+    return last;
+}
+
+uint64_t fleetring_append_at(struct fleetring *r, uint64_t history, uint64_t first,
+                             const uint64_t *hashes, size_t n, uint32_t ttl)
+{
+    pthread_mutex_lock(&r->mu);
+    /* Not the next keys of this history: the ring keeps only what follows on without a hole. */
+    if (r->history != history || first != r->last + 1)
+        reset_locked(r, history, first - 1);
+    append_locked(r, hashes, n, ttl);
     uint64_t last = r->last;
     pthread_mutex_unlock(&r->mu);
     return last;
@@ -118,20 +163,34 @@ uint64_t fleetring_last(struct fleetring *r)
     return last;
 }
 
-bool fleetring_holds(struct fleetring *r, uint64_t after)
+bool fleetring_holds_in(struct fleetring *r, uint64_t history, uint64_t after)
 {
     pthread_mutex_lock(&r->mu);
-    bool ok = after <= r->last && (after + 1 >= r->oldest || after == r->last);
+    bool ok = r->history == history && after <= r->last
+              && (after + 1 >= r->oldest || after == r->last);
     pthread_mutex_unlock(&r->mu);
     return ok;
+}
+
+bool fleetring_holds(struct fleetring *r, uint64_t after)
+{
+    return fleetring_holds_in(r, fleetring_history(r), after);
 }
 
 long fleetring_read(struct fleetring *r, uint64_t from, uint64_t *hashes, uint32_t *ttls,
                     size_t max)
 {
+    return fleetring_read_in(r, fleetring_history(r), from, hashes, ttls, max);
+}
+
+long fleetring_read_in(struct fleetring *r, uint64_t history, uint64_t from, uint64_t *hashes,
+                       uint32_t *ttls, size_t max)
+{
     long n = 0;
     pthread_mutex_lock(&r->mu);
-    if (from > r->last) {
+    if (r->history != history) {
+        n = -2;
+    } else if (from > r->last) {
         n = 0;
     } else if (from < r->oldest || r->hashes == NULL) {
         n = -1;

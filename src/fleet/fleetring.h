@@ -28,7 +28,11 @@ void fleetring_free(struct fleetring *r);
 /* A fresh history id: random, never 0. */
 uint64_t fleetring_new_history(void);
 
-uint64_t fleetring_history(const struct fleetring *r);
+/* The history the ring's seqs are of now.  Thread-safe. */
+uint64_t fleetring_history(struct fleetring *r);
+
+/* The history and the newest seq, read at once.  Thread-safe. */
+void fleetring_where(struct fleetring *r, uint64_t *history, uint64_t *last);
 
 /*
  * Make the buffer if it is not there yet: from now on the ring keeps the
@@ -45,6 +49,24 @@ bool fleetring_enable(struct fleetring *r);
  */
 uint64_t fleetring_append(struct fleetring *r, const uint64_t *hashes, size_t n, uint32_t ttl);
 
+/*
+ * A replica's ring, which keeps the seqs of the history it mirrors (a
+ * replica serving replicas of its own: fleethub.c): n keys of history,
+ * with seqs first .. first + n - 1, as its upstream numbered them.  When
+ * they are not the next keys of the ring's history (another history, or a
+ * jump: a snapshot in between), the ring starts again at first, holding
+ * nothing before it: it never holds a seq whose key it did not take.
+ * Thread-safe; returns the seq of the last one.
+ */
+uint64_t fleetring_append_at(struct fleetring *r, uint64_t history, uint64_t first,
+                             const uint64_t *hashes, size_t n, uint32_t ttl);
+
+/*
+ * If the ring is of another history than history: start it again there,
+ * at seq (holding nothing, the next key seq + 1).  Thread-safe.
+ */
+void fleetring_rebase(struct fleetring *r, uint64_t history, uint64_t seq);
+
 /* The newest seq (0: none yet).  Thread-safe. */
 uint64_t fleetring_last(struct fleetring *r);
 
@@ -54,6 +76,8 @@ uint64_t fleetring_last(struct fleetring *r);
  * newest.  Thread-safe.
  */
 bool fleetring_holds(struct fleetring *r, uint64_t after);
+/* The same, and the ring is of history. */
+bool fleetring_holds_in(struct fleetring *r, uint64_t history, uint64_t after);
 
 /*
  * Up to max keys from seq from on into hashes and ttls: returns how many
@@ -62,6 +86,9 @@ bool fleetring_holds(struct fleetring *r, uint64_t after);
  */
 long fleetring_read(struct fleetring *r, uint64_t from, uint64_t *hashes, uint32_t *ttls,
                     size_t max);
+/* The same from history's seq from: -2 when the ring is of another history now. */
+long fleetring_read_in(struct fleetring *r, uint64_t history, uint64_t from, uint64_t *hashes,
+                       uint32_t *ttls, size_t max);
 
 /* Figures, for /stats: keys kept now, the capacity, whether the buffer is made. */
 struct fleetring_info {

@@ -43,7 +43,9 @@
  * FLEETWIRE_HELLO_RESUMED the next ADDS starts at from + 1, else a BYE
  * follows (the replica must fetch a snapshot).  EPOCH: the upstream's
  * table had a gap (a replica must gap too); GENERATION: a new load went
- * live; HEARTBEAT: nothing new, every second or so; BYE: the stream ends,
+ * live; HEARTBEAT: nothing new, every beat (the stream's ?beat=, 1 s by
+ * default; an idle stream costs its upstream a write per beat, so a
+ * replica asks for what its silence_timeout needs); BYE: the stream ends,
  * and why.  Unknown frame types are skipped (a newer upstream may add
  * some); a key lost that way would show as a sequence gap.
  */
@@ -68,6 +70,12 @@
 #define FLEETWIRE_POST_LEN 8u
 /* The key hash the stream carries: filter_hash (XXH3-64, seed 0) of the key. */
 #define FLEETWIRE_HASH 1u
+/* Bounds and default of a stream's heartbeat interval (GET /replicate/NAME?beat=MS). */
+#define FLEETWIRE_BEAT_MIN_MS 250u
+#define FLEETWIRE_BEAT_MAX_MS 10000u
+#define FLEETWIRE_BEAT_DEFAULT_MS 1000u
+/* An encoded EPOCH, GENERATION or HEARTBEAT frame's size. */
+#define FLEETWIRE_PAIR_FRAME (FLEETWIRE_HEAD_LEN + 16u + FLEETWIRE_SUM_LEN)
 /* String bounds: a reason, and each identity string. */
 #define FLEETWIRE_MAX_REASON 512u
 #define FLEETWIRE_MAX_STRING 1024u

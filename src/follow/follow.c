@@ -131,6 +131,11 @@ void follow_status(struct follower *f, struct follow_status *out)
     pthread_mutex_unlock(&f->mu);
 }
 
+bool follow_mirror(struct follower *f, struct table *t, struct follow_mirror *out)
+{
+    return f != NULL && f->ops->mirror != NULL && f->ops->mirror(f, t, out);
+}
+
 void follow_table_status(struct follower *f, struct table *t, struct follow_status *out)
 {
     if (f->ops->table_status != NULL)

@@ -83,6 +83,8 @@ struct follow_status {
  * scheduler's thread while the follower's own runs, and the
  * implementations lock what they share.
  */
+struct follow_mirror;
+
 struct follow_ops {
     enum sync_method method;        /* its row of SYNC_METHOD_LIST: its name */
     /*
@@ -141,6 +143,8 @@ struct follow_ops {
     void (*status_locked)(struct follower *f, struct follow_status *out);
     /* What it adds for table t alone (follow_table_status), f->mu not held.  May be NULL. */
     void (*table_status)(struct follower *f, struct table *t, struct follow_status *out);
+    /* follow_mirror's, for a method that mirrors an upstream.  May be NULL. */
+    bool (*mirror)(struct follower *f, struct table *t, struct follow_mirror *out);
     /*
      * The transactions whose rows the follower gave t's filter and that a
      * snapshot taken now may not see finished yet (what a ticket's
@@ -204,6 +208,24 @@ void follow_stop(struct follower *f);
 void follow_status(struct follower *f, struct follow_status *out);
 /* After follow_status: what the method says of table t alone (ops->table_status), if anything. */
 void follow_table_status(struct follower *f, struct table *t, struct follow_status *out);
+
+/*
+ * What t's live filter mirrors of its upstream (method upstream), in the
+ * upstream's terms, read at once: what a replica that serves replicas of
+ * its own answers them in (fleethub.c), so that they may resume on it at a
+ * position another upstream of the same history gave them.  history and
+ * seq: every key of history up to seq is in the live filter.  epoch: the
+ * upstream's epoch as last heard; covered: the upstream's epoch the live
+ * filter covers, 0 while it cannot be trusted to (no snapshot yet, or a
+ * gap since, ours or the upstream's).  generation: the upstream's
+ * generation it is a snapshot of.  False (out untouched) for every other
+ * method, or before t's stream started.  Thread-safe; takes no lock of the
+ * table's callers (never call it from a table tap).
+ */
+struct follow_mirror {
+    uint64_t history, seq, epoch, covered, generation;
+};
+bool follow_mirror(struct follower *f, struct table *t, struct follow_mirror *out);
 
 /*
  * The position t's live filter is exact at right now, for a snapshot about

@@ -7,7 +7,7 @@
  * proves freshness through the chain, and chooses which upstream to follow.
  *
  * The horizon through the chain, proved by round trips, never by comparing
- * clocks.  Every UP_HORIZON_MS a table asks its upstream GET
+ * clocks.  Every up_horizon_ms a table asks its upstream GET
  * /replicate/NAME/horizon at time a (monoclock_boot_ns, this host's clock).  The
  * upstream answers, at some time t >= a, with its history X, its epoch E,
  * the epoch C its live filter covers, its ring's newest seq S, read after
@@ -90,6 +90,13 @@ void up_switch(struct upstream *u, unsigned to, const char *why)
     pthread_mutex_unlock(&u->base.mu);
     log_fields(u->base.lg, LOG_LVL_WARN, NULL, "upstream_switch",
                "upstream %s: %s; following %s now", u->urls[from], why, u->urls[to % u->n_urls]);
+}
+
+unsigned up_horizon_ms(const struct config *cfg)
+{
+    double ms = cfg->max_staleness > 0 ? cfg->max_staleness * 1000 / 4 : 1000;
+    return ms < UP_HORIZON_MIN_MS ? UP_HORIZON_MIN_MS
+         : ms > UP_HORIZON_MAX_MS ? UP_HORIZON_MAX_MS : (unsigned)ms;
 }
 
 /* How long the upstream followed may fail, or be degraded, before the others are asked. */
@@ -252,14 +259,16 @@ static bool parse_answer(const struct body *b, struct answer *a)
     return ok;
 }
 
-/* Ask upstream url how fresh its t is; false with why if it did not say. */
+/* Ask upstream url how fresh its t is, within ms; false with why if it did not say. */
 static bool ask(struct upstream *u, struct httpc *c, unsigned url, struct table *t,
-                struct answer *a, char *why, size_t whylen)
+                struct answer *a, char *why, size_t whylen, int ms)
 {
     char target[CONFIG_UPSTREAM_URL_MAX + 128];
     static __thread struct body b;
-    struct httpc_opts o = up_opts(u, "horizon", 2000);
-    o.head_ms = 2000;
+    struct httpc_opts o = up_opts(u, "horizon", ms);
+    o.head_ms = ms;
+    if (o.connect_ms > ms)
+        o.connect_ms = ms;
     b.len = 0;
     if (!up_url(u, url, table_name(t), "/horizon", target, sizeof target)) {
         snprintf(why, whylen, "the URL is too long");
@@ -359,7 +368,7 @@ static void maybe_leave(struct upstream *u, struct httpc *c, struct table *t)
         unsigned i = (cur + k) % u->n_urls;
         struct answer a;
         char err[512], text[160];
-        if (ask(u, c, i, t, &a, err, sizeof err) && !a.degraded && a.age_ns >= 0
+        if (ask(u, c, i, t, &a, err, sizeof err, 2000) && !a.degraded && a.age_ns >= 0
             && a.covered == a.epoch) {
             snprintf(text, sizeof text, "%s, and %s answers fresh", why, u->urls[i]);
             up_switch(u, i, text);
@@ -374,13 +383,14 @@ void *up_horizon_main(void *arg)
     struct upstream *u = ut->u;
     struct httpc *c = httpc_new();
     char why[512];
+    int64_t next_standby = 0;
     while (c != NULL && !atomic_load(&u->base.stop)) {
         int64_t a = monoclock_boot_ns();
         unsigned url = up_current(u);
         struct answer ans;
         if (u->token_err[0] != '\0') {
             up_report(u, url, UP_FAILED, u->token_err);
-        } else if (ask(u, c, url, ut->t, &ans, why, sizeof why)) {
+        } else if (ask(u, c, url, ut->t, &ans, why, sizeof why, 2000)) {
             uint64_t behind = 0;
             enum up_health health;
             char stream_why[320];
@@ -399,7 +409,20 @@ void *up_horizon_main(void *arg)
         }
         if (ut == u->tables[0])
             maybe_leave(u, c, ut->t);
-        int64_t left = a + UP_HORIZON_MS * NS_PER_MS - monoclock_boot_ns();
+        /*
+         * The others, now and then (briefly: the next proof waits): a
+         * replica asked keeps its ring, so this one can resume on it.
+         */
+        if (u->n_urls > 1 && a >= next_standby) {
+            unsigned cur = up_current(u);
+            struct answer other;
+            char err[512];
+            for (unsigned i = 0; i < u->n_urls && !atomic_load(&u->base.stop); i++)
+                if (i != cur)
+                    (void)ask(u, c, i, ut->t, &other, err, sizeof err, UP_STANDBY_MS);
+            next_standby = a + UP_STANDBY_S * INT64_C(1000000000);
+        }
+        int64_t left = a + up_horizon_ms(u->base.cfg) * NS_PER_MS - monoclock_boot_ns();
         if (left > 0)
             follow_nap(&u->base.stop, (unsigned)(left / NS_PER_MS));
     }
@@ -540,6 +563,27 @@ static void up_table_status(struct follower *f, struct table *t, struct follow_s
     pthread_mutex_unlock(&ut->mu);
 }
 
+static bool up_mirror_of(struct follower *f, struct table *t, struct follow_mirror *out)
+{
+    struct up_table *ut = up_table_of((struct upstream *)f, t);
+    if (ut == NULL)
+        return false;
+    pthread_mutex_lock(&ut->mu);
+    bool have = ut->m.have;
+    if (have) {
+        /* Our own gap (a stream broken, a key missed) is repaired by a snapshot: none trusted till then. */
+        bool whole = !ut->lost && table_covered(t)
+                     && (ut->heard_history == 0 || ut->heard_history == ut->m.history);
+        *out = (struct follow_mirror){
+            .history = ut->m.history, .seq = ut->m.seq,
+            .epoch = ut->heard_epoch != 0 ? ut->heard_epoch : ut->m.covered,
+            .covered = whole ? ut->m.covered : 0, .generation = ut->m.generation,
+        };
+    }
+    pthread_mutex_unlock(&ut->mu);
+    return have;
+}
+
 const struct follow_ops follow_upstream_ops = {
     .method = SYNC_UPSTREAM,
     .fresh_positions = true,
@@ -552,4 +596,5 @@ const struct follow_ops follow_upstream_ops = {
     .load = up_load,
     .status_locked = up_status_locked,
     .table_status = up_table_status,
+    .mirror = up_mirror_of,
 };

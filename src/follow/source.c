@@ -237,6 +237,12 @@ uint64_t source_request_rebuild(struct source *s, unsigned i, enum table_want wh
     return id;
 }
 
+bool source_mirror(struct source *s, unsigned i, struct follow_mirror *out)
+{
+    struct follower *f = scheduler_follower(s->sched, i);
+    return f != NULL && follow_mirror(f, s->tables[i], out);
+}
+
 void source_status(struct source *s, unsigned i, struct source_status *out)
 {
     memset(out, 0, sizeof *out);

@@ -55,4 +55,7 @@ struct source_status {
 };
 void source_status(struct source *s, unsigned i, struct source_status *out);
 
+/* follow_mirror of table i's follower: false without one, or one that mirrors nothing. */
+bool source_mirror(struct source *s, unsigned i, struct follow_mirror *out);
+
 #endif

@@ -25,8 +25,19 @@
 
 /* Horizon answers kept while the stream has not delivered their seq yet. */
 #define UP_PROOFS 4
-/* Between two horizon questions: the replica's proof of freshness is this fresh. */
-#define UP_HORIZON_MS 250
+/*
+ * Between two horizon questions: a quarter of max_staleness (1 s when it
+ * is 0), within these bounds.  The proof is then at most that old, plus a
+ * round trip, plus the upstream's own horizon age, when the next one comes:
+ * well within max_staleness, without asking 4 times a second for a proof
+ * that is needed every 2 s (each question is a request the upstream serves
+ * beside its /exists, times every replica).
+ */
+#define UP_HORIZON_MIN_MS 50
+/* Between two questions to each upstream not followed (up_horizon_main), and their patience. */
+#define UP_STANDBY_S 10
+#define UP_STANDBY_MS 250
+#define UP_HORIZON_MAX_MS 5000
 
 /* A horizon answer waiting for the stream to deliver every key up to seq. */
 struct up_proof {
@@ -112,6 +123,17 @@ unsigned up_current(struct upstream *u);
 bool up_url(const struct upstream *u, unsigned url, const char *name, const char *suffix,
             char *out, size_t cap);
 
+/* Milliseconds between a table's horizon questions, by max_staleness (UP_HORIZON_MIN_MS). */
+unsigned up_horizon_ms(const struct config *cfg);
+
+/*
+ * Milliseconds between the heartbeats a stream asks its upstream for
+ * (?beat=): a quarter of silence_timeout, the silence after which the
+ * replica gives the stream up, within FLEETWIRE_BEAT_MIN_MS and
+ * FLEETWIRE_BEAT_MAX_MS.
+ */
+unsigned up_beat_ms(const struct config *cfg);
+
 /* The request options every call shares: the token, the CA file, stop. */
 struct httpc_opts up_opts(struct upstream *u, const char *what, int stall_ms);
 
@@ -129,8 +151,11 @@ void up_report(struct upstream *u, unsigned url, enum up_health h, const char *w
 
 /*
  * Follow upstream to instead (why, for the log): the streams reconnect
- * there, and since it is of another history, each table fetches its
- * snapshot.  Caller holds no lock.
+ * there from the mirror's position (from=HISTORY:SEQ).  It resumes them if
+ * it is of the same history and its ring still holds the position (the
+ * same upstream by another address); else (every other upstream: each
+ * follows PostgreSQL with a history of its own) its HELLO says so, and
+ * each table fetches its snapshot.  Caller holds no lock.
  */
 void up_switch(struct upstream *u, unsigned to, const char *why);
 

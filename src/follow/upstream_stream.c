@@ -57,11 +57,14 @@ static void apply_locked(struct stream *s, const struct fleetwire_adds *a)
         uint32_t index = a->count, ttl = 0;
         if (j < a->posts)
             fleetwire_adds_mark(a, j, &index, &ttl);
+        /* With their seqs in the upstream's history: a ring of ours keeps them (fleethub.c). */
         if (index > from)
-            table_add_hashes(ut->t, s->hashes + from, index - from, 0);
+            table_add_hashes(ut->t, s->hashes + from, index - from, 0,
+                             &(struct table_at){ ut->m.history, a->first + from });
         if (j < a->posts) {
             fleetjournal_add(ut->posts, s->hashes[index], ttl, now);
-            table_add_hashes(ut->t, s->hashes + index, 1, ttl);
+            table_add_hashes(ut->t, s->hashes + index, 1, ttl,
+                             &(struct table_at){ ut->m.history, a->first + index });
             from = index + 1;
         }
     }
@@ -165,13 +168,21 @@ static bool on_body(void *arg, const void *buf, size_t len)
     return st == FLEETWIRE_OK;
 }
 
+unsigned up_beat_ms(const struct config *cfg)
+{
+    double ms = cfg->silence_timeout * 1000 / 4;
+    return ms < FLEETWIRE_BEAT_MIN_MS ? FLEETWIRE_BEAT_MIN_MS
+         : ms > FLEETWIRE_BEAT_MAX_MS ? FLEETWIRE_BEAT_MAX_MS : (unsigned)ms;
+}
+
 /* One stream from the mirror's position at pos; s says how it ended. */
 static void stream_once(struct up_table *ut, struct httpc *c, const struct up_mirror *pos,
                         struct stream *s, enum httpc_status *st, char *why, size_t whylen)
 {
     struct upstream *u = ut->u;
-    char suffix[64], url[CONFIG_UPSTREAM_URL_MAX + 128];
-    snprintf(suffix, sizeof suffix, "?from=%016" PRIx64 ":%" PRIu64, pos->history, pos->seq);
+    char suffix[96], url[CONFIG_UPSTREAM_URL_MAX + 128];
+    snprintf(suffix, sizeof suffix, "?from=%016" PRIx64 ":%" PRIu64 "&beat=%u", pos->history,
+             pos->seq, up_beat_ms(u->base.cfg));
     s->url = up_current(u);
     s->version = pos->version;
     fleetwire_track_init(&s->track, pos->history, pos->seq);
@@ -180,7 +191,7 @@ static void stream_once(struct up_table *ut, struct httpc *c, const struct up_mi
         *st = HTTPC_BAD_URL;
         return;
     }
-    /* A silent upstream: heartbeats come every second, so silence_timeout means gone. */
+    /* A silent upstream: heartbeats come 4 times per silence_timeout, so that means gone. */
     struct httpc_opts o = up_opts(u, "stream", (int)u->base.cfg->silence_timeout * 1000);
     o.head_ms = 10000;
     *st = httpc_get(c, url, &o, on_head, on_body, s, why, whylen);

@@ -8,6 +8,7 @@
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <pthread.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -20,7 +21,6 @@
 #include "answer.h"
 #include "filter.h"
 #include "guard.h"
-#include "sysgroup.h"
 #include "pubfmt.h"
 #include "verified.h"
 
@@ -34,10 +34,14 @@ struct gen {
     uint64_t file_bytes;
     uint64_t generation;
     bool named;                 /* renamed to the path: no temporary to remove */
+    bool twinned;               /* twin links the file too (while it lives) */
     atomic_bool broken;         /* a layer took private memory: never (again) to be read */
+    dev_t dev;                  /* the file's identity, to recognise it at the path */
+    ino_t ino;
     const struct log *lg;
     char *path;                 /* the publisher's path (for withdrawing a broken one) */
-    char tmp[];                 /* the temporary name */
+    char *twin;                 /* a second name of the file, to publish it again from */
+    char tmp[];                 /* the temporary name (and, after it, twin's) */
 };
 
 struct publish {
@@ -55,6 +59,13 @@ struct publish {
     /* The scheduler's thread sets these; the horizon hook reads cur under the table's lock. */
     struct gen *building;       /* made by begin, not live yet */
     struct gen *cur;            /* the one at path (or withdrawn) */
+    /*
+     * Who names a file at path: on_live (the table's lock held) and
+     * publish_check (the main thread's tick), which also reads cur; the
+     * horizon hooks need not take it.
+     */
+    pthread_mutex_t mu;
+    uint64_t lost_gen;          /* publish_check asked a rebuild for it (0: none) */
     struct verified *vf;        /* the verified-absent set's file; NULL: not published */
     _Atomic uint64_t cur_generation, generations, withdrawn;
 };
@@ -72,6 +83,8 @@ static void gen_unref(struct gen *g)
         munmap(g->hdr, PUBFMT_HEADER_BYTES);
     if (!g->named)
         unlink(g->tmp);
+    if (g->twinned)
+        unlink(g->twin);
     close(g->fd);
     free(g->path);
     free(g);
@@ -143,7 +156,7 @@ static struct gen *gen_new(struct publish *p)
 {
     uint64_t number = ++p->next_gen;
     size_t len = strlen(p->dir) + strlen(p->fc->name) + 48;
-    struct gen *g = calloc(1, sizeof *g + len);
+    struct gen *g = calloc(1, sizeof *g + 2 * len);
     if (g == NULL || (g->path = strdup(p->path)) == NULL) {
         free(g);
         errno = ENOMEM;
@@ -166,13 +179,20 @@ static struct gen *gen_new(struct publish *p)
         goto fail;
     snprintf(g->tmp, len, "%s/.%s.%016llx%016llx.tmp", p->dir, p->fc->name,
              (unsigned long long)rnd[0], (unsigned long long)rnd[1]);
+    /* A temporary's name too: a start after a crash removes it (remove_temporaries). */
+    g->twin = g->tmp + len;
+    snprintf(g->twin, len, "%s/.%s.%016llx%016llx.keep.tmp", p->dir, p->fc->name,
+             (unsigned long long)rnd[0], (unsigned long long)rnd[1]);
     /* A name that is taken (EEXIST) fails here, and is never unlinked below: not ours. */
     g->fd = open(g->tmp, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0600);
     /* Readable as publish_mode says whatever the daemon's umask (the unit's is 0077). */
+    struct stat st;
     if (g->fd < 0 || (p->gid != (gid_t)-1 && fchown(g->fd, (uid_t)-1, p->gid) != 0)
-        || fchmod(g->fd, p->mode) != 0
+        || fchmod(g->fd, p->mode) != 0 || fstat(g->fd, &st) != 0
         || (e = posix_fallocate(g->fd, 0, PUBFMT_HEADER_BYTES)) != 0)
         goto fail;
+    g->dev = st.st_dev;
+    g->ino = st.st_ino;
     g->file_bytes = PUBFMT_HEADER_BYTES;
     void *h = mmap(NULL, PUBFMT_HEADER_BYTES, PROT_READ | PROT_WRITE, MAP_SHARED, g->fd, 0);
     if (h == MAP_FAILED)
@@ -249,8 +269,10 @@ static void on_live(void *ctx, const struct filter *next, enum spell_type spell,
         atomic_fetch_add(&p->withdrawn, 1);
     if (g == NULL || atomic_load(&g->broken)) {
         /* next is not (all) in a file: the old generation must not outlive its filter. */
+        pthread_mutex_lock(&p->mu);
         if (old != NULL)
             gen_withdraw(old);
+        pthread_mutex_unlock(&p->mu);
         gen_unref(g);
         return;
     }
@@ -261,10 +283,18 @@ static void on_live(void *ctx, const struct filter *next, enum spell_type spell,
     /* Readers degrade on the flag: a hold for lost POSTs (table_hold_absent) is one too. */
     set_unsure(g, filter_saturated(next) || table_unsure(p->t, monoclock_boot_ns()));
     atomic_fetch_or_explicit(&g->hdr->flags, PUBFMT_READY, memory_order_release);
+    /*
+     * A second name that no reader looks at, so that publish_check can put
+     * the file back at the path if someone removes it there.  Without it
+     * (a link refused), a removal costs a rebuild instead.
+     */
+    g->twinned = link(g->tmp, g->twin) == 0;
+    pthread_mutex_lock(&p->mu);
     if (rename(g->tmp, p->path) != 0) {
         log_warn(p->lg, "%s: cannot publish %s: %s", p->fc->name, p->path, strerror(errno));
         if (old != NULL)
             gen_withdraw(old);
+        pthread_mutex_unlock(&p->mu);
         gen_unref(g);
         return;
     }
@@ -273,6 +303,7 @@ static void on_live(void *ctx, const struct filter *next, enum spell_type spell,
     if (old != NULL)
         atomic_fetch_or_explicit(&old->hdr->flags, PUBFMT_SUPERSEDED, memory_order_release);
     p->cur = g;
+    pthread_mutex_unlock(&p->mu);
     gen_unref(old);
     atomic_store(&p->cur_generation, g->generation);
     atomic_fetch_add(&p->generations, 1);
@@ -368,11 +399,6 @@ static void *on_verified(void *ctx, size_t bytes)
 
 /* ------------------------------------------------------------ lifetime -- */
 
-bool publish_dir(const struct config *cfg, char *out, size_t outlen)
-{
-    return config_dir_resolve(cfg->publish_dir, "RUNTIME_DIRECTORY", out, outlen);
-}
-
 /* Temporaries of fc's name an interrupted run left in dir. */
 static void remove_temporaries(struct publish *p)
 {
@@ -425,104 +451,12 @@ static bool withdraw_leftover(struct publish *p, char *err, size_t errlen)
     return true;
 }
 
-/* The search (and read) bits of the directory the daemon makes: those of the files' readers. */
-static mode_t dir_mode(unsigned file_mode)
-{
-    return 0700 | ((file_mode & 0040) ? 0050 : 0) | ((file_mode & 0004) ? 0005 : 0);
-}
-
-/* [server] publish_group as a gid the daemon may give its files; (gid_t)-1 for none. */
-static bool publish_gid(const struct config *cfg, gid_t *gid, char *err, size_t errlen)
-{
-    if (!sysgroup_lookup("[server] publish_group", cfg->publish_group, gid, err, errlen))
-        return false;
-    if (*gid == (gid_t)-1 || geteuid() == 0 || *gid == getegid())
-        return true;
-    int n = getgroups(0, NULL);
-    gid_t *groups = n > 0 ? calloc((size_t)n, sizeof *groups) : NULL;
-    bool member = false;
-    if (groups != NULL && (n = getgroups(n, groups)) > 0)
-        for (int i = 0; i < n && !member; i++)
-            member = groups[i] == *gid;
-    free(groups);
-    if (!member)
-        snprintf(err, errlen, "[server] publish_group %s: the daemon's user is not a member of "
-                 "it, and a user may only give its files a group it belongs to "
-                 "(SupplementaryGroups= under systemd)", cfg->publish_group);
-    return member;
-}
-
-bool publish_dir_check(const struct config *cfg, const char *dir, bool create, char *err,
-                       size_t errlen)
-{
-    char why[512];
-    struct stat st;
-    gid_t gid;
-    if (!publish_gid(cfg, &gid, err, errlen))
-        return false;
-    if (stat(dir, &st) != 0 && errno == ENOENT) {
-        /* Made where only root or the daemon's user could have made it, or not at all. */
-        char parent[4096];
-        const char *slash = strrchr(dir, '/');
-        snprintf(parent, sizeof parent, "%.*s", slash == NULL ? 1 : slash == dir ? 1
-                 : (int)(slash - dir), slash == NULL ? "." : dir);
-        if (!pubfmt_dir_trusted(parent, 0, &st, why, sizeof why)) {
-            snprintf(err, errlen, "[server] publish_dir %s is not there, and cannot be made "
-                     "safely: %s", dir, why);
-            return false;
-        }
-        if (!create)
-            return true;            /* bloomguard -t: the start makes it */
-        if (mkdir(dir, 0700) != 0
-            || (gid != (gid_t)-1 && chown(dir, (uid_t)-1, gid) != 0)
-            || chmod(dir, dir_mode(cfg->publish_mode)) != 0) {
-            snprintf(err, errlen, "[server] publish_dir %s: cannot create it: %s", dir,
-                     strerror(errno));
-            return false;
-        }
-    }
-    if (!pubfmt_dir_trusted(dir, 0, &st, why, sizeof why)) {
-        snprintf(err, errlen, "[server] publish_dir %s: %s; another local user could put a "
-                 "filter of their own where readers look (use a directory only root can "
-                 "create, such as /run/bloomguard)", dir, why);
-        return false;
-    }
-    if (st.st_uid != geteuid()) {
-        snprintf(err, errlen, "[server] publish_dir %s is owned by uid %lu, not by the daemon's "
-                 "user (uid %lu): its owner could replace the published filters (chown it, or "
-                 "name a directory bloomguard may create)", dir, (unsigned long)st.st_uid,
-                 (unsigned long)geteuid());
-        return false;
-    }
-    if (st.st_mode & S_IWOTH) {
-        snprintf(err, errlen, "[server] publish_dir %s may be written by every local user "
-                 "(mode %04o): anyone could put a filter of their own where readers look, or "
-                 "take the name of the daemon's next file; use a directory of the daemon's own, "
-                 "such as /run/bloomguard (bloomguard creates a missing one)", dir,
-                 (unsigned)(st.st_mode & 07777));
-        return false;
-    }
-    if ((st.st_mode & S_IWGRP) && (gid == (gid_t)-1 || st.st_gid != gid)) {
-        snprintf(err, errlen, "[server] publish_dir %s may be written by its group (gid %lu, "
-                 "mode %04o): its members could remove or replace the published filters; "
-                 "chmod g-w %s, or name that group in [server] publish_group", dir,
-                 (unsigned long)st.st_gid, (unsigned)(st.st_mode & 07777), dir);
-        return false;
-    }
-    if (access(dir, W_OK | X_OK) != 0) {
-        snprintf(err, errlen, "[server] publish_dir %s is not writable by the daemon's user: %s",
-                 dir, strerror(errno));
-        return false;
-    }
-    return true;
-}
-
 struct publish *publish_new(const struct config *cfg, const struct filter_config *fc,
                             struct table *t, const char *dir, const struct log *lg, char *err,
                             size_t errlen)
 {
     gid_t gid;
-    if (!publish_dir_check(cfg, dir, true, err, errlen) || !publish_gid(cfg, &gid, err, errlen))
+    if (!publish_dir_check(cfg, dir, true, err, errlen) || !publish_group_gid(cfg, &gid, err, errlen))
         return NULL;
     struct publish *p = calloc(1, sizeof *p);
     size_t len = strlen(dir) + strlen(fc->name) + sizeof "/" PUBFMT_SUFFIX;
@@ -540,6 +474,7 @@ struct publish *publish_new(const struct config *cfg, const struct filter_config
     p->lg = lg;
     p->mode = cfg->publish_mode;
     p->gid = gid;
+    pthread_mutex_init(&p->mu, NULL);
     if (getrandom(&p->instance, sizeof p->instance, 0) != (ssize_t)sizeof p->instance)
         p->instance = (uint64_t)monoclock_boot_ns() ^ (uint64_t)getpid() << 32;
     /* Unreadable where /proc/sys is hidden (ProcSubset=pid): zeros, which readers skip. */
@@ -548,6 +483,7 @@ struct publish *publish_new(const struct config *cfg, const struct filter_config
     remove_temporaries(p);
     struct stat st;
     if (lstat(p->path, &st) == 0 && !withdraw_leftover(p, err, errlen)) {
+        pthread_mutex_destroy(&p->mu);
         free(p->dir);
         free(p->path);
         free(p);
@@ -575,11 +511,61 @@ void publish_free(struct publish *p)
     gen_unref(p->building);
     const struct table_publisher none = { 0 };
     table_set_publisher(p->t, &none);
+    pthread_mutex_destroy(&p->mu);
     /* After the generations: their readers have left, and nothing writes the set any more. */
     verified_free(p->vf);
     free(p->dir);
     free(p->path);
     free(p);
+}
+
+/* Put g back at the path from its twin (p->mu held): true if done. */
+static bool relink(struct publish *p, struct gen *g)
+{
+    struct stat st;
+    if (!g->twinned || lstat(g->twin, &st) != 0 || st.st_dev != g->dev || st.st_ino != g->ino)
+        return false;
+    /* A third name, renamed over the path: whatever another hand put there goes in one step. */
+    char tmp[4096 + 64];
+    snprintf(tmp, sizeof tmp, "%.*s.again.tmp", (int)(strlen(g->twin) - 4), g->twin);
+    if (link(g->twin, tmp) != 0)
+        return false;
+    if (rename(tmp, p->path) != 0) {
+        unlink(tmp);
+        return false;
+    }
+    return true;
+}
+
+enum publish_check publish_check(struct publish *p)
+{
+    enum publish_check r = PUBLISH_IN_PLACE;
+    struct stat st;
+    pthread_mutex_lock(&p->mu);
+    struct gen *g = p->cur;
+    /* Nothing published yet, or withdrawn on purpose (a layer that did not fit). */
+    if (g == NULL || atomic_load(&g->broken)
+        || (atomic_load_explicit(&g->hdr->flags, memory_order_relaxed) & PUBFMT_SUPERSEDED))
+        goto out;
+    bool there = fstatat(AT_FDCWD, p->path, &st, AT_SYMLINK_NOFOLLOW) == 0;
+    if (there && st.st_dev == g->dev && st.st_ino == g->ino)
+        goto out;
+    const char *what = there ? "replaced by another file"
+                             : "removed (by hand, or its directory was mounted anew)";
+    if (relink(p, g)) {
+        log_warn(p->lg, "%s: the published filter %s was %s: published generation %llu there "
+                 "again", p->fc->name, p->path, what, (unsigned long long)g->generation);
+        r = PUBLISH_RESTORED;
+    } else if (p->lost_gen != g->generation) {
+        p->lost_gen = g->generation;
+        log_warn(p->lg, "%s: the published filter %s was %s, and this run's other name for it "
+                 "too: a rebuild publishes it again; its readers answer \"not ready\" (they let "
+                 "requests through) until then", p->fc->name, p->path, what);
+        r = PUBLISH_LOST;
+    }
+out:
+    pthread_mutex_unlock(&p->mu);
+    return r;
 }
 
 void publish_status(struct publish *p, struct publish_status *out)

@@ -76,6 +76,13 @@
  * fails), the layer takes private memory instead and the generation is
  * withdrawn before the layer is used: readers go "not ready" (they fail
  * open) until a later load fits.
+ *
+ * One daemon per directory.  The caller holds the directory's lock
+ * (dirlock.h) before publish_new, so what publish_new withdraws at the path
+ * is an ended run's, never a live daemon's.  The live generation also has a
+ * second, hidden name (a temporary's); if the file at the path is removed
+ * or replaced while the daemon runs, publish_check puts it back from that
+ * name, the same file, so its readers lose nothing but the moments between.
  */
 #ifndef BLOOMGUARD_PUBLISH_H
 #define BLOOMGUARD_PUBLISH_H
@@ -86,38 +93,17 @@
 
 #include "config.h"
 #include "log.h"
+#include "publish_dir.h"
 #include "table.h"
 
 struct publish;
 
 /*
- * The directory filters are published in: [server] publish_dir, "auto"
- * read from $RUNTIME_DIRECTORY (its first entry: systemd's
- * RuntimeDirectory=).  False when publishing is off (empty, or auto
- * without the variable) or the path does not fit outlen.
- */
-bool publish_dir(const struct config *cfg, char *out, size_t outlen);
-
-/*
- * Whether dir may hold published filters, which are the daemon's own
- * memory and which readers trust: the daemon's user owns it; neither other
- * users nor its group may write to it (its group may if it is
- * [server] publish_group); it lies where no other user could have made or
- * replaced it (pubfmt_dir_trusted, judged as any reader will judge it);
- * the daemon can write to it; [server] publish_group names a group the
- * daemon's user is in.  With create, a dir that is not there is made
- * (mode: the published files' read bits as search bits, group
- * publish_group) if its parent passes; without (bloomguard -t), a missing
- * dir whose parent passes is fine.  False with err (what is wrong, what to
- * do) otherwise.
- */
-bool publish_dir_check(const struct config *cfg, const char *dir, bool create, char *err,
-                       size_t errlen);
-
-/*
  * Publish table t (filter fc of cfg) in dir as <dir>/<fc->name>.bgf from
  * its next load on: sets t's publisher (table_set_publisher), so call it
- * before other threads use t.  Each generation's file is made anew
+ * before other threads use t, and only while holding dir's lock
+ * (dirlock_take): it removes what another run left.  Each generation's
+ * file is made anew
  * (O_EXCL, a random temporary name), mode [server] publish_mode, group
  * publish_group.  Whatever an earlier run (or anyone) left at the path is
  * withdrawn (its readers go "not ready" until this run's first load), and
@@ -136,6 +122,20 @@ struct publish *publish_new(const struct config *cfg, const struct filter_config
  * memory is released with them).  NULL: no-op.
  */
 void publish_free(struct publish *p);
+
+/*
+ * Whether the live generation is still at the path, for a periodic tick
+ * (one fstatat when it is; thread-safe against the table's hooks, but call
+ * it from one thread).  If the file there was removed or replaced (by
+ * hand, or the directory mounted anew), it is put back from its hidden name
+ * and logged: PUBLISH_RESTORED.  If that name is gone too (a fresh tmpfs),
+ * only a new load can publish the filter: PUBLISH_LOST, logged, returned
+ * once per generation, and the caller asks the table for a rebuild
+ * (WANT_REPUBLISH).  Call it only while holding dir's lock: without it the
+ * path may be another daemon's.
+ */
+enum publish_check { PUBLISH_IN_PLACE, PUBLISH_RESTORED, PUBLISH_LOST };
+enum publish_check publish_check(struct publish *p);
 
 /* Figures for /stats and logs. */
 struct publish_status {

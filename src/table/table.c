@@ -30,6 +30,7 @@ static const struct {
     [WANT_DELETES] = { "deletes", false },
     [WANT_GROWTH] = { "growth", false },
     [WANT_SCHEMA] = { "schema", false },
+    [WANT_REPUBLISH] = { "republish", false },
 };
 
 const char *table_want_name(enum table_want w)

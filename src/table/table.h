@@ -387,6 +387,7 @@ enum table_want {
     WANT_DELETES,       /* [sync] rebuild_after_deletes */
     WANT_GROWTH,        /* the filter outgrew its capacity: a larger one from the table */
     WANT_SCHEMA,        /* the column or the tables it is read from changed (table_schema): copy */
+    WANT_REPUBLISH,     /* the published file was lost (a tmpfs mounted anew): a load to publish */
     WANT_COUNT
 };
 /* The word for logs and /stats ("start", "reconnect", "api", ...). */

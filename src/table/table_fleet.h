@@ -38,9 +38,21 @@ struct table_load;
  * replayed, a snapshot's) are not added one by one: the new generation
  * holds them.
  */
+/*
+ * Where keys a replica takes from its upstream's stream stand in the
+ * history it mirrors: their seqs are first, first + 1, ..., as the
+ * upstream numbered them (a replica that serves replicas keeps them, so
+ * that its replicas may resume on it at a position they got elsewhere).
+ */
+struct table_at {
+    uint64_t history, first;
+};
+
+/* at: for keys of table_add_hashes given one, else NULL. */
 struct table_tap {
     void *ctx;
-    void (*added)(void *ctx, const uint64_t *hashes, size_t n, uint32_t ttl);
+    void (*added)(void *ctx, const uint64_t *hashes, size_t n, uint32_t ttl,
+                  const struct table_at *at);
     void (*changed)(void *ctx);
 };
 void table_set_tap(struct table *t, const struct table_tap *tap);
@@ -52,7 +64,8 @@ void table_set_tap(struct table *t, const struct table_tap *tap);
  * keeps it, which the tap passes on).  Never into the journal.  False
  * when there is no filter yet.  Thread-safe.
  */
-bool table_add_hashes(struct table *t, const uint64_t *hashes, size_t n, uint32_t ttl);
+bool table_add_hashes(struct table *t, const uint64_t *hashes, size_t n, uint32_t ttl,
+                      const struct table_at *at);
 
 /*
  * The horizon with what it rests on, read at once under the table's lock:

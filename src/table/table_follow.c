@@ -30,7 +30,7 @@ void table_posted(struct table *t, const uint64_t *hs, size_t n, size_t inserted
 {
     table_check_saturated(t);
     if (inserted == n && n > 0 && t->tap.added)
-        t->tap.added(t->tap.ctx, hs, n, (uint32_t)t->fc->pending_ttl);
+        t->tap.added(t->tap.ctx, hs, n, (uint32_t)t->fc->pending_ttl, NULL);
 }
 
 bool table_add_row(struct table *t, const void *id, size_t len)
@@ -51,11 +51,12 @@ bool table_add_row(struct table *t, const void *id, size_t len)
     free(heap);
     table_added(t, h);
     if (ok && t->tap.added)
-        t->tap.added(t->tap.ctx, &h, 1, 0);
+        t->tap.added(t->tap.ctx, &h, 1, 0, NULL);
     return ok;
 }
 
-bool table_add_hashes(struct table *t, const uint64_t *hashes, size_t n, uint32_t ttl)
+bool table_add_hashes(struct table *t, const uint64_t *hashes, size_t n, uint32_t ttl,
+                      const struct table_at *at)
 {
     bool ok = true;
     for (size_t i = 0; i < n && ok; i++) {
@@ -65,7 +66,7 @@ bool table_add_hashes(struct table *t, const uint64_t *hashes, size_t n, uint32_
     if (n > 0)
         table_check_saturated(t);
     if (ok && n > 0 && t->tap.added)
-        t->tap.added(t->tap.ctx, hashes, n, ttl);
+        t->tap.added(t->tap.ctx, hashes, n, ttl, at);
     return ok;
 }
 

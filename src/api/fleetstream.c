@@ -1,0 +1,269 @@
+/*
+ * An upstream's streams of its tables' keys to its replicas (GET
+ * /replicate/NAME, fleethub.h): a callback response on a suspended
+ * connection each, what it says first (the preamble, HELLO, or a BYE when
+ * it cannot resume where asked), and the frames it makes whenever MHD can
+ * take more (fleethub.c's head comment has their life with the pump).
+ */
+#include "fleethub_int.h"
+
+#include <inttypes.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "config.h"
+#include "fleetring.h"
+#include "fleetwire.h"
+#include "monoclock.h"
+#include "table.h"
+
+/* ---------------------------------------------------------- the streams -- */
+
+static void hello_of(struct hub_table *ht, struct fleetwire_hello *hello)
+{
+    const struct filter_config *fc = table_config(ht->t);
+    struct table_ident id;
+    struct table_sizing sz = table_sizing(ht->t);
+    struct fleetwire_ident *w = &hello->ident;
+    table_ident(ht->t, &id);
+    *w = (struct fleetwire_ident){
+        .relid = id.relid, .typid = id.typid, .base_typid = id.base_typid, .dboid = id.dboid,
+        .attnum = id.attnum, .typmod = id.typmod, .deterministic = id.deterministic,
+        .kind = (uint8_t)sz.kind, .fpp = sz.false_positive_rate, .hash = FLEETWIRE_HASH,
+    };
+    snprintf(w->name, sizeof w->name, "%s", fc->name);
+    snprintf(w->table, sizeof w->table, "%s", fc->table);
+    snprintf(w->column, sizeof w->column, "%s", fc->column);
+    snprintf(w->sysid, sizeof w->sysid, "%s", id.sysid);
+    snprintf(w->spell, sizeof w->spell, "%s", spell_type_name(id.spell));
+    snprintf(w->type_name, sizeof w->type_name, "%s", id.type_name);
+}
+
+/* The preamble and HELLO, and a BYE when the stream cannot resume where asked. */
+static void open_stream(struct stream *s)
+{
+    struct hub_table *ht = s->ht;
+    struct fleetwire_hello hello;
+    struct table_proof p;
+    memset(&hello, 0, sizeof hello);
+    uint64_t history, last;
+    s->changes = atomic_load(&ht->changes);
+    fleethub_proof(ht, &p, &history, &last);
+    /* The ring's own, read at once: the keys this stream sends are of it. */
+    fleetring_where(ht->ring, &history, &last);
+    s->resumed = s->has_from && s->from_history == history
+                 && fleetring_holds_in(ht->ring, history, s->from_seq);
+    s->history = history;
+    s->next_seq = s->resumed ? s->from_seq + 1 : last + 1;
+    s->epoch = p.epoch;
+    s->generation = p.generation;
+    hello_of(ht, &hello);
+    hello.flags = (ht->h->replica ? FLEETWIRE_HELLO_REPLICA : 0)
+                  | (s->resumed ? FLEETWIRE_HELLO_RESUMED : 0);
+    hello.history = history;
+    hello.epoch = p.epoch;
+    hello.covered = p.covered;
+    hello.generation = p.generation;
+    hello.from = s->resumed ? s->from_seq : 0;
+    hello.last = last;
+    s->len = fleetwire_put_preamble(s->out, sizeof s->out);
+    s->len += fleetwire_put_hello(s->out + s->len, sizeof s->out - s->len, &hello);
+    if (!s->resumed) {
+        s->len += fleetwire_put_bye(s->out + s->len, sizeof s->out - s->len,
+                                    FLEETWIRE_BYE_SNAPSHOT, !s->has_from ? "no position given"
+                                    : s->from_history != hello.history ? "another history"
+                                    : "the ring no longer holds the position");
+        s->done = true;
+    }
+    s->opened = true;
+}
+
+/* The next frames into s->out; false when there is nothing to say now. */
+static bool produce(struct stream *s)
+{
+    struct hub_table *ht = s->ht;
+    s->off = s->len = 0;
+    if (s->done)
+        return false;
+    if (!s->opened) {
+        open_stream(s);
+        return true;
+    }
+    if (atomic_load(&ht->h->closing)) {
+        s->len = fleetwire_put_bye(s->out, sizeof s->out, FLEETWIRE_BYE_SHUTDOWN, "stopping");
+        s->done = true;
+        return true;
+    }
+    uint64_t changes = atomic_load(&ht->changes);
+    if (changes != s->changes) {
+        struct table_proof p;
+        uint64_t history, seq;
+        s->changes = changes;
+        fleethub_proof(ht, &p, &history, &seq);
+        if (p.epoch != s->epoch)
+            s->len += fleetwire_put_pair(s->out + s->len, sizeof s->out - s->len,
+                                         FLEETWIRE_EPOCH, p.epoch, p.covered);
+        if (p.generation != s->generation)
+            s->len += fleetwire_put_pair(s->out + s->len, sizeof s->out - s->len,
+                                         FLEETWIRE_GENERATION, p.generation, p.covered);
+        s->epoch = p.epoch;
+        s->generation = p.generation;
+        if (s->len > 0)
+            return true;
+    }
+    uint64_t hashes[STREAM_OUT / 16];
+    uint32_t ttls[STREAM_OUT / 16];
+    uint32_t room = fleetwire_adds_room(sizeof s->out);
+    long k = fleetring_read_in(ht->ring, s->history, s->next_seq, hashes, ttls, room);
+    if (k == -2) {
+        /* A replica's ring follows its upstream's history: another now. */
+        s->len = fleetwire_put_bye(s->out, sizeof s->out, FLEETWIRE_BYE_SNAPSHOT,
+                                   "this upstream follows another history now");
+        s->done = true;
+        return true;
+    }
+    if (k < 0) {
+        /* It fell out of the ring: cut off, it fetches a snapshot (nothing grows per replica). */
+        s->len = fleetwire_put_bye(s->out, sizeof s->out, FLEETWIRE_BYE_BEHIND,
+                                   "fell behind the ring ([fleet] ring_items)");
+        s->done = true;
+        atomic_fetch_add(&ht->h->cut_behind, 1);
+        return true;
+    }
+    if (k > 0) {
+        s->len = fleetwire_put_adds(s->out, sizeof s->out, s->next_seq, hashes, ttls,
+                                    (uint32_t)k);
+        s->next_seq += (uint64_t)k;
+        return true;
+    }
+    int64_t now = monoclock_boot_ns();
+    if (now - s->last_sent >= s->beat_ns) {
+        struct fleethub *h = ht->h;
+        /*
+         * One heartbeat per beat: stream_read calls produce again at once
+         * to fill MHD's block, which must find it sent (it once wrote 32 KB
+         * of heartbeats, 1,170 frames, per beat and stream).
+         */
+        s->last_sent = now;
+        pthread_mutex_lock(&h->mu);
+        if (ht->beat_len > 0 && ht->beat_last == s->next_seq - 1 && ht->beat_epoch == s->epoch) {
+            memcpy(s->out, ht->beat, ht->beat_len);
+            s->len = ht->beat_len;
+        }
+        pthread_mutex_unlock(&h->mu);
+        /* The pump's is of another seq or epoch (this stream is not where it stood): its own. */
+        if (s->len == 0)
+            s->len = fleetwire_put_pair(s->out, sizeof s->out, FLEETWIRE_HEARTBEAT,
+                                        s->next_seq - 1, s->epoch);
+        return true;
+    }
+    return false;
+}
+
+static ssize_t stream_read(void *cls, uint64_t pos, char *buf, size_t max)
+{
+    struct stream *s = cls;
+    struct fleethub *h = s->ht->h;
+    (void)pos;
+    for (;;) {
+        size_t n = 0;
+        while (n < max && (s->off < s->len || produce(s))) {
+            size_t k = s->len - s->off < max - n ? s->len - s->off : max - n;
+            memcpy(buf + n, s->out + s->off, k);
+            s->off += k;
+            n += k;
+        }
+        if (n > 0) {
+            s->last_sent = monoclock_boot_ns();
+            return (ssize_t)n;
+        }
+        if (s->done)
+            return MHD_CONTENT_READER_END_OF_STREAM;
+        /* Nothing to say: wait, suspended, unless something came since produce looked. */
+        pthread_mutex_lock(&h->mu);
+        bool idle = !fleethub_due(s, monoclock_boot_ns());
+        if (idle) {
+            s->waiting = true;
+            MHD_suspend_connection(s->conn);
+        }
+        pthread_mutex_unlock(&h->mu);
+        if (idle)
+            return 0;
+    }
+}
+
+static void stream_free(void *cls)
+{
+    struct stream *s = cls;
+    struct fleethub *h = s->ht->h;
+    pthread_mutex_lock(&h->mu);
+    if (s->prev != NULL)
+        s->prev->next = s->next;
+    else
+        h->streams = s->next;
+    if (s->next != NULL)
+        s->next->prev = s->prev;
+    h->nstreams--;
+    atomic_fetch_sub(&s->ht->streams, 1);
+    pthread_cond_broadcast(&h->cv);
+    pthread_mutex_unlock(&h->mu);
+    free(s);
+}
+
+struct reply fleethub_stream(struct fleethub *h, unsigned i, const struct fleethub_where *from,
+                             unsigned beat_ms, struct MHD_Connection *conn)
+{
+    struct hub_table *ht = &h->tables[i];
+    if (conn == NULL)
+        return api_error(MHD_HTTP_INTERNAL_SERVER_ERROR, "internal", "no connection to stream on");
+    if (!fleetring_enable(ht->ring))
+        return api_error(MHD_HTTP_SERVICE_UNAVAILABLE, "out_of_memory",
+                         "no memory for the replication ring ([fleet] ring_items)");
+    struct stream *s = calloc(1, sizeof *s);
+    if (s == NULL)
+        return (struct reply){ MHD_HTTP_INTERNAL_SERVER_ERROR, NULL, false };
+    s->ht = ht;
+    s->conn = conn;
+    s->has_from = from != NULL;
+    if (from != NULL) {
+        s->from_history = from->history;
+        s->from_seq = from->seq;
+    }
+    s->last_sent = monoclock_boot_ns();
+    s->beat_ns = (int64_t)beat_ms * NS_PER_MS;
+    pthread_mutex_lock(&h->mu);
+    bool full = h->nstreams >= h->cfg->fleet_max_replicas, closing = atomic_load(&h->closing);
+    if (!full && !closing) {
+        s->next = h->streams;
+        if (h->streams != NULL)
+            h->streams->prev = s;
+        h->streams = s;
+        h->nstreams++;
+        atomic_fetch_add(&ht->streams, 1);
+    }
+    pthread_mutex_unlock(&h->mu);
+    if (full || closing) {
+        free(s);
+        atomic_fetch_add(&h->refused, 1);
+        return closing ? api_error(MHD_HTTP_SERVICE_UNAVAILABLE, "shutting_down", "stopping")
+                       : api_error(MHD_HTTP_SERVICE_UNAVAILABLE, "too_many_replicas",
+                                   "%u replicas stream already ([fleet] max_replicas)",
+                                   h->cfg->fleet_max_replicas);
+    }
+    atomic_fetch_add(&h->streams_total, 1);
+    /* From here MHD owns s: stream_free unlinks it when the response goes. */
+    struct MHD_Response *r = MHD_create_response_from_callback(MHD_SIZE_UNKNOWN, STREAM_BLOCK,
+                                                               stream_read, s, stream_free);
+    if (r == NULL) {
+        stream_free(s);
+        return (struct reply){ MHD_HTTP_INTERNAL_SERVER_ERROR, NULL, false };
+    }
+    MHD_add_response_header(r, MHD_HTTP_HEADER_CONTENT_TYPE, "application/x-bloomguard-replication");
+    MHD_add_response_header(r, MHD_HTTP_HEADER_CACHE_CONTROL, "no-store");
+    /* A proxy in between must pass frames on as they come. */
+    MHD_add_response_header(r, "X-Accel-Buffering", "no");
+    return (struct reply){ MHD_HTTP_OK, r, false };
+}
