@@ -161,10 +161,7 @@ START_TEST(test_every_add_ends_a_denial)
     ck_assert(table_add_row(t, fp[0], strlen(fp[0])));
     ck_assert_int_eq(ask(t, fp[0]), TABLE_MAYBE);
     /* A POSTed ID. */
-    size_t added;
-    const char *one[] = { fp[1] };
-    size_t len[] = { strlen(fp[1]) };
-    ck_assert_int_eq(table_insert(t, 1, one, len, &added, NULL), TABLE_INSERTED);
+    ck_assert_int_eq(check_post(t, fp[1]), TABLE_INSERTED);
     ck_assert_int_eq(ask(t, fp[1]), TABLE_MAYBE);
     struct table_adaptive ai;
     table_adaptive_info(t, &ai);
@@ -193,10 +190,7 @@ START_TEST(test_an_insert_after_the_snapshot_wins)
     ck_assert_int_eq(ask(t, fp[0]), TABLE_MAYBE);
     /* The same for a POST that comes between the ticket and the answer. */
     c = take_hot(t, fp[1]);
-    size_t added;
-    const char *one[] = { fp[1] };
-    size_t len[] = { strlen(fp[1]) };
-    ck_assert_int_eq(table_insert(t, 1, one, len, &added, NULL), TABLE_INSERTED);
+    ck_assert_int_eq(check_post(t, fp[1]), TABLE_INSERTED);
     ck_assert_int_eq(table_verified(t, &c, TABLE_VERIFIED_ABSENT), TABLE_RACED);
     ck_assert_int_eq(ask(t, fp[1]), TABLE_MAYBE);
     struct table_adaptive ai;
@@ -213,10 +207,7 @@ START_TEST(test_a_posted_id_is_never_verified)
     char fp[1][32];
     false_positives(t, fp, 1);
     /* POSTed: the service has acknowledged it, its row may not be committed yet. */
-    size_t added;
-    const char *one[] = { fp[0] };
-    size_t len[] = { strlen(fp[0]) };
-    ck_assert_int_eq(table_insert(t, 1, one, len, &added, NULL), TABLE_INSERTED);
+    ck_assert_int_eq(check_post(t, fp[0]), TABLE_INSERTED);
     ck_assert_int_eq(ask(t, fp[0]), TABLE_MAYBE);
     ck_assert_int_eq(ask(t, fp[0]), TABLE_MAYBE);          /* hot: a candidate */
     ck_assert_int_eq(table_report(t, fp[0], strlen(fp[0])), TABLE_REPORT_HELD);

@@ -214,6 +214,23 @@ static struct membuf make_snapshot(void)
     return b;
 }
 
+/* A plain 200 head announcing a body of len bytes, into head (cap bytes). */
+static void ok_head(char *head, size_t cap, size_t len)
+{
+    snprintf(head, cap, "HTTP/1.1 200 OK\r\nContent-Length: %zu\r\n\r\n", len);
+}
+
+/*
+ * s serving snapshot b behind a plain 200 head that announces all of it,
+ * then hanging up after send bytes of it (b.len: the whole).  head, the
+ * caller's buffer of cap bytes, must live until server_stop.
+ */
+static void serve_snapshot(struct server *s, char *head, size_t cap, const struct membuf *b, size_t send)
+{
+    ok_head(head, cap, b->len);
+    server_start(s, head, b->p, send);
+}
+
 static char *base_of(const struct server *s)
 {
     static char base[64];
@@ -229,6 +246,21 @@ static enum snapshot_status fetch(const char *base, const char *token,
 {
     return peer_fetch_snapshot(base, "users", token, NULL, &EXPECT, lim ? lim : &QUICK, snap, why,
                                SNAPSHOT_WHY_LEN);
+}
+
+/*
+ * fetch with a token from s, addressed as "<origin>:<its port>" (origin: a
+ * scheme and a host, e.g. "http://[::1]"), then s stopped: s.request holds
+ * what it was sent.
+ */
+static enum snapshot_status fetch_via(struct server *s, const char *origin, struct snapshot *snap,
+                                      char *why)
+{
+    char base[96];
+    snprintf(base, sizeof base, "%s:%u", origin, s->port);
+    enum snapshot_status st = fetch(base, "tok-0123456789abcdef", NULL, snap, why);
+    server_stop(s);
+    return st;
 }
 
 START_TEST(test_ok)
@@ -314,9 +346,8 @@ START_TEST(test_truncated)
 {
     struct membuf b = make_snapshot();
     char head[128];
-    snprintf(head, sizeof head, "HTTP/1.1 200 OK\r\nContent-Length: %zu\r\n\r\n", b.len);
     struct server s;
-    server_start(&s, head, b.p, b.len - 100);      /* the peer hangs up early */
+    serve_snapshot(&s, head, sizeof head, &b, b.len - 100);      /* the peer hangs up early */
     struct snapshot snap;
     char why[SNAPSHOT_WHY_LEN] = "";
     enum snapshot_status st = fetch(base_of(&s), NULL, NULL, &snap, why);
@@ -332,9 +363,8 @@ START_TEST(test_other_name)
 {
     struct membuf b = make_snapshot();
     char head[128];
-    snprintf(head, sizeof head, "HTTP/1.1 200 OK\r\nContent-Length: %zu\r\n\r\n", b.len);
     struct server s;
-    server_start(&s, head, b.p, b.len);
+    serve_snapshot(&s, head, sizeof head, &b, b.len);
     static const struct snapshot_expect other = { .name = "orders" };
     struct snapshot snap;
     char why[SNAPSHOT_WHY_LEN] = "";
@@ -471,12 +501,10 @@ START_TEST(test_ipv6)
     s.port = ntohs(a.sin6_port);
     s.head = "HTTP/1.1 404 Not Found\r\nContent-Length: 2\r\n\r\n{}";
     ck_assert_int_eq(pthread_create(&s.thread, NULL, serve, &s), 0);
-    char base[64], host[64], why[SNAPSHOT_WHY_LEN] = "";
-    snprintf(base, sizeof base, "http://[::1]:%u", s.port);
+    char host[64], why[SNAPSHOT_WHY_LEN] = "";
     struct snapshot snap;
     /* A token, sent: [::1] is loopback. */
-    enum snapshot_status st = fetch(base, "tok-0123456789abcdef", NULL, &snap, why);
-    server_stop(&s);
+    enum snapshot_status st = fetch_via(&s, "http://[::1]", &snap, why);
     ck_assert_int_eq(st, SNAPSHOT_IO);
     ck_assert_msg(strstr(why, "answered 404") != NULL, "why: %s", why);
     snprintf(host, sizeof host, "\r\nHost: [::1]:%u\r\n", s.port);
@@ -489,14 +517,11 @@ END_TEST
 START_TEST(test_by_name)
 {
     struct membuf b = make_snapshot();
-    char head[128], base[64], why[SNAPSHOT_WHY_LEN] = "";
-    snprintf(head, sizeof head, "HTTP/1.1 200 OK\r\nContent-Length: %zu\r\n\r\n", b.len);
+    char head[128], why[SNAPSHOT_WHY_LEN] = "";
     struct server s;
-    server_start(&s, head, b.p, b.len);
-    snprintf(base, sizeof base, "http://localhost:%u", s.port);
+    serve_snapshot(&s, head, sizeof head, &b, b.len);
     struct snapshot snap;
-    enum snapshot_status st = fetch(base, "tok-0123456789abcdef", NULL, &snap, why);
-    server_stop(&s);
+    enum snapshot_status st = fetch_via(&s, "http://localhost", &snap, why);
     ck_assert_msg(st == SNAPSHOT_OK, "status %s: %s", snapshot_strstatus(st), why);
     ck_assert_ptr_nonnull(strstr(s.request, "\r\nHost: localhost:"));
     snapshot_release(&snap);
@@ -528,15 +553,10 @@ END_TEST
 START_TEST(test_token_by_connection)
 {
     struct server s;
-    memset(&s, 0, sizeof s);
-    s.head = "HTTP/1.1 404 Not Found\r\nContent-Length: 0\r\n\r\n";
-    s.lfd = listen_on(&s.port, INADDR_LOOPBACK);
-    ck_assert_int_eq(pthread_create(&s.thread, NULL, serve, &s), 0);
-    char base[64], why[SNAPSHOT_WHY_LEN] = "";
-    snprintf(base, sizeof base, "http://0.0.0.0:%u", s.port);
+    server_start(&s, "HTTP/1.1 404 Not Found\r\nContent-Length: 0\r\n\r\n", NULL, 0);
+    char why[SNAPSHOT_WHY_LEN] = "";
     struct snapshot snap;
-    enum snapshot_status st = fetch(base, "tok-0123456789abcdef", NULL, &snap, why);
-    server_stop(&s);
+    enum snapshot_status st = fetch_via(&s, "http://0.0.0.0", &snap, why);
     ck_assert_msg(st == SNAPSHOT_IO, "status %s: %s", snapshot_strstatus(st), why);
     ck_assert_msg(strstr(why, "answered 404") != NULL, "why: %s", why);
     ck_assert_ptr_nonnull(strstr(s.request, "Authorization: Bearer tok-"));
@@ -550,11 +570,9 @@ START_TEST(test_tls_to_plain)
     server_init(&s, "HTTP/1.1 200 OK\r\nContent-Length: 0\r\n\r\n", NULL, 0);
     s.eager = true;
     server_run(&s);
-    char base[64], why[SNAPSHOT_WHY_LEN] = "";
-    snprintf(base, sizeof base, "https://127.0.0.1:%u", s.port);
+    char why[SNAPSHOT_WHY_LEN] = "";
     struct snapshot snap;
-    enum snapshot_status st = fetch(base, "tok-0123456789abcdef", NULL, &snap, why);
-    server_stop(&s);
+    enum snapshot_status st = fetch_via(&s, "https://127.0.0.1", &snap, why);
     ck_assert_int_eq(st, SNAPSHOT_IO);
     ck_assert_msg(strstr(why, "TLS") != NULL, "why: %s", why);
     ck_assert_msg(strstr(s.request, "tok-") == NULL, "the token went in clear: %s", s.request);
@@ -678,12 +696,6 @@ END_TEST
 
 /* ------------------------------------------------------------- bounds -- */
 
-/* A head announcing b's length, for a server that then trickles b. */
-static void trickle_head(char *head, size_t cap, size_t len)
-{
-    snprintf(head, cap, "HTTP/1.1 200 OK\r\nContent-Length: %zu\r\n\r\n", len);
-}
-
 /*
  * A peer that sends a byte every 200 ms, each well within the 2 s wait:
  * only the whole fetch's deadline ends it, 0.3 s + len bytes at 1000 B/s
@@ -693,7 +705,7 @@ START_TEST(test_trickle_deadline)
 {
     struct membuf b = make_snapshot();
     char head[128], why[SNAPSHOT_WHY_LEN] = "";
-    trickle_head(head, sizeof head, b.len);
+    ok_head(head, sizeof head, b.len);
     struct server s;
     server_init(&s, head, b.p, b.len);
     s.trickle_ms = 200;
@@ -733,7 +745,7 @@ START_TEST(test_stop_mid_transfer)
 {
     struct membuf b = make_snapshot();
     char head[128], why[SNAPSHOT_WHY_LEN] = "";
-    trickle_head(head, sizeof head, b.len);
+    ok_head(head, sizeof head, b.len);
     atomic_bool stop;
     atomic_init(&stop, false);
     struct server s;

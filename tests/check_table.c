@@ -63,10 +63,7 @@ START_TEST(test_not_ready_then_answers)
     struct table *t = table_new(&cfg, &fc);
     ck_assert_ptr_nonnull(t);
     ck_assert_int_eq(table_lookup(t, "1", 1), TABLE_NOT_READY);
-    size_t added;
-    const char *one[] = { "x" };
-    size_t len[] = { 1 };
-    ck_assert_int_eq(table_insert(t, 1, one, len, &added, NULL), TABLE_INSERT_NOT_READY);
+    ck_assert_int_eq(check_post(t, "x"), TABLE_INSERT_NOT_READY);
     struct table_posts pi;
     table_posts(t, &pi);
     ck_assert_uint_eq(pi.count, 0);     /* a refused POST journals nothing */

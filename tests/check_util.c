@@ -104,3 +104,11 @@ void check_refused_params(const struct filter_params *p, enum filter_error want,
     ck_assert_msg(!made && e == want, "%s: %s (error %d, want %d)", what,
                   made ? "a filter was made" : "refused for another reason", (int)e, (int)want);
 }
+
+enum table_insert_result check_post(struct table *t, const char *id)
+{
+    size_t added;
+    const char *one[] = { id };
+    size_t len[] = { strlen(id) };
+    return table_insert(t, 1, one, len, &added, NULL);
+}

@@ -1,8 +1,8 @@
 /*
  * Helpers the Check unit tests share (tests/check_util.c): scratch
- * directories and paths in them, filters compared layer by layer, and a
- * small configuration fixture.  Each helper fails the running test (a
- * Check assertion) instead of returning an error.
+ * directories and paths in them, filters compared layer by layer, a small
+ * configuration fixture, and an ID POSTed to a table.  Each helper fails
+ * the running test (a Check assertion) instead of returning an error.
  */
 #ifndef BLOOMGUARD_CHECK_UTIL_H
 #define BLOOMGUARD_CHECK_UTIL_H
@@ -11,6 +11,7 @@
 
 #include "config.h"
 #include "filter.h"
+#include "table.h"
 
 /* A new empty directory /tmp/<prefix>.XXXXXX; malloc'ed, the caller frees it. */
 char *check_tmpdir(const char *prefix);
@@ -31,18 +32,21 @@ void check_refused_params(const struct filter_params *p, enum filter_error want,
 void check_scratch_free(char *dir, char *path);
 
 /*
- * Zero *cfg and *fc and give them the settings the table and publish tests
- * build filters with: staleness 60 s, rebuilds 30 s apart, one filter
- * named name (a static string, not owned) of false-positive rate fpp
- * holding at most pending_limit POSTed ids.  Free neither with config_free.
- */
-/*
  * f and g have the same layers: as many, each of the same capacity, target
  * rate, blocks and probes, holding the same bits (read with filter_bits_read).
  */
 void check_same_layers(const struct filter *f, const struct filter *g);
 
+/*
+ * Zero *cfg and *fc and give them the settings the table and publish tests
+ * build filters with: staleness 60 s, rebuilds 30 s apart, one filter
+ * named name (a static string, not owned) of false-positive rate fpp
+ * holding at most pending_limit POSTed ids.  Free neither with config_free.
+ */
 void check_filter_fixture(struct config *cfg, struct filter_config *fc, const char *name,
                           double fpp, uint64_t pending_limit);
+
+/* id POSTed to t alone, as POST /ids hands it over; the table's answer. */
+enum table_insert_result check_post(struct table *t, const char *id);
 
 #endif

@@ -291,3 +291,20 @@ libclient_build() {
     chmod 755 "$LIBCLIENT"
 }
 libclient_run() { LD_LIBRARY_PATH="$top_builddir/lib/.libs" "$LIBCLIENT" "$@"; }
+
+# ------------------------------------------------------ growing a table --
+# grow_table N TABLE ROW SECONDS: N transactions of 10,000 rows each into
+# TABLE, ids 10001 on (ROW: a row's select list, of the id g, e.g. "g::text,
+# 'grown'"); then a check that the current daemon's follower told the
+# filter of all of them (.notifications) within SECONDS.
+# For tests/growth.test and tests/sizing.test.
+grow_table() {
+    local i lo
+    for ((i = 0; i < $1; i++)); do
+        lo=$((10001 + i * 10000))
+        bg_psql -c "INSERT INTO $2 SELECT $3 FROM generate_series($lo, $((lo + 9999))) g" >/dev/null
+    done
+    GROWN_ROWS=$(($1 * 10000))
+    check_cmd "the follower added the $GROWN_ROWS rows" bg_wait_for "$4" _grown
+}
+_grown() { num_cmp "$(stats_get .notifications)" '>=' "$GROWN_ROWS"; }

@@ -94,6 +94,24 @@ batch_exists() {
     BATCH_FALSE=$(grep -cx false "$BATCH_RESULTS" || true)
 }
 
+# batch_count true|false FIRST LAST: BATCH_COUNT, how many of the ids
+# FIRST..LAST (numbers) answer true (or false), asked with batch_exists
+# 10,000 at a time.
+batch_count() {
+    local s e
+    BATCH_COUNT=0
+    for ((s = $2; s <= $3; s += 10000)); do
+        e=$((s + 9999 > $3 ? $3 : s + 9999))
+        seq "$s" "$e" >"$BG_WORK/batch.ids"
+        batch_exists "$BG_WORK/batch.ids"
+        if [ "$1" = true ]; then
+            BATCH_COUNT=$((BATCH_COUNT + BATCH_TRUE))
+        else
+            BATCH_COUNT=$((BATCH_COUNT + BATCH_FALSE))
+        fi
+    done
+}
+
 # batch_all_true FILE STALENESS: batch_exists FILE again and again until all
 # its ids answer true, for STALENESS seconds and a margin at most (the
 # contract: a row committed less than max_staleness ago may rightly be
