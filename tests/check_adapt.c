@@ -15,6 +15,7 @@
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <time.h>
 #include <string.h>
 
 #include "check_main.h"
@@ -395,10 +396,22 @@ static void *adder(void *arg)
 {
     struct race *r = arg;
     unsigned seed = 9;
+    long long waited_ns = 0;
     for (long i = 0; i < RACE_KEYS; i++) {
         while (atomic_load(i % 2 == 0 ? &r->taken_upto : &r->verified_upto) < i)
             ;
         spin((unsigned)rand_r(&seed) % 4000);
+        /*
+         * Until the askers have seen one denial, hold each add of a key
+         * verified first (odd turns: its entry is live) a moment
+         * (5 s in all at most): on a loaded machine they may otherwise
+         * never run while an entry is live, and the race goes unobserved.
+         */
+        while (i % 2 == 1 && atomic_load(&r->denied) == 0 && waited_ns < 5000000000LL) {
+            struct timespec ts = { 0, 100000 };
+            nanosleep(&ts, NULL);
+            waited_ns += 100000;
+        }
         table_add_row(r->t, r->keys[i], strlen(r->keys[i]));
         atomic_store_explicit(&r->added_upto, i, memory_order_release);
     }
