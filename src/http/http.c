@@ -286,6 +286,30 @@ static void on_completed(void *cls, struct MHD_Connection *c, void **req_cls,
     *req_cls = NULL;
 }
 
+/* Into the sweeper's list of connections (MHD's and the fast path's alike). */
+void http_conns_add(struct http *h, struct request *rq)
+{
+    pthread_mutex_lock(&h->conns_lock);
+    rq->next = h->conns;
+    if (h->conns != NULL)
+        h->conns->prev = rq;
+    h->conns = rq;
+    pthread_mutex_unlock(&h->conns_lock);
+}
+
+/* Out of it again. */
+void http_conns_remove(struct http *h, struct request *rq)
+{
+    pthread_mutex_lock(&h->conns_lock);
+    if (rq->prev != NULL)
+        rq->prev->next = rq->next;
+    else
+        h->conns = rq->next;
+    if (rq->next != NULL)
+        rq->next->prev = rq->prev;
+    pthread_mutex_unlock(&h->conns_lock);
+}
+
 /* --------------------------------------------------------- connections -- */
 
 /* Over the limit: closed at once, not left in the backlog until some close. */
@@ -327,25 +351,13 @@ static void on_connection(void *cls, struct MHD_Connection *c, void **socket_con
         atomic_init(&rq->deadline,
                     h->header_ns && rq->fd >= 0 ? (uint64_t)monoclock_coarse_ns() + h->header_ns
                                                 : 0);
-        pthread_mutex_lock(&h->conns_lock);
-        rq->next = h->conns;
-        if (h->conns != NULL)
-            h->conns->prev = rq;
-        h->conns = rq;
-        pthread_mutex_unlock(&h->conns_lock);
+        http_conns_add(h, rq);
         if (!rq->probe)
             atomic_fetch_add(&h->live, 1);
     } else if (*socket_context != NULL) {
         struct request *rq = *socket_context;
         /* MHD closes the socket after this returns: the sweeper never sees a stale fd. */
-        pthread_mutex_lock(&h->conns_lock);
-        if (rq->prev != NULL)
-            rq->prev->next = rq->next;
-        else
-            h->conns = rq->next;
-        if (rq->next != NULL)
-            rq->next->prev = rq->prev;
-        pthread_mutex_unlock(&h->conns_lock);
+        http_conns_remove(h, rq);
         if (!rq->probe)
             atomic_fetch_sub(&h->live, 1);
         free(rq->body);

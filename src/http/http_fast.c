@@ -76,26 +76,14 @@ static struct request *conn_new(struct http *h, int fd)
     atomic_init(&rq->idle, false);
     atomic_init(&rq->later_ready, false);
     atomic_init(&rq->deadline, h->header_ns ? (uint64_t)monoclock_coarse_ns() + h->header_ns : 0);
-    pthread_mutex_lock(&h->conns_lock);
-    rq->next = h->conns;
-    if (h->conns != NULL)
-        h->conns->prev = rq;
-    h->conns = rq;
-    pthread_mutex_unlock(&h->conns_lock);
+    http_conns_add(h, rq);
     return rq;
 }
 
 /* Out of the list and the count, and freed; the socket stays open (the caller's). */
 static void conn_forget(struct http *h, struct request *rq)
 {
-    pthread_mutex_lock(&h->conns_lock);
-    if (rq->prev != NULL)
-        rq->prev->next = rq->next;
-    else
-        h->conns = rq->next;
-    if (rq->next != NULL)
-        rq->next->prev = rq->prev;
-    pthread_mutex_unlock(&h->conns_lock);
+    http_conns_remove(h, rq);
     atomic_fetch_sub(&h->live, 1);
     free(rq->unsent);
     free(rq->pend);

@@ -188,6 +188,10 @@ struct reply http_route_refusal(const struct route *r, unsigned allowed, const c
 /* Set h->writes from the admin token and the bound address (h->fd); warns when refused. */
 void http_choose_write_policy(struct http *h);
 
+/* The sweeper's list of connections, under conns_lock (http.c): in, and out again. */
+void http_conns_add(struct http *h, struct request *rq);
+void http_conns_remove(struct http *h, struct request *rq);
+
 /*
  * [server] tls_cert_file and tls_key_file into h->tls_cert and h->tls_key
  * (both or neither; http_tls.c), false with err; http_free_tls wipes the
