@@ -13,6 +13,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <time.h>
 
 #include "filter.h"
@@ -165,26 +166,101 @@ static struct filter *must(struct filter *f, enum filter_error e)
     return f;
 }
 
-/* ns per absent-key lookup over n keys; *hits counts the false positives. */
-static double absent_ns(const struct filter *f, const char *absent, uint64_t n, uint64_t *hits)
+/* ns per absent-key lookup over n keys, passes times; *hits counts the false positives of a pass. */
+static double absent_ns(const struct filter *f, const char *absent, uint64_t n, unsigned passes,
+                        uint64_t *hits)
 {
     uint64_t fp = 0;
     double t0 = now_ns();
-    for (uint64_t i = 0; i < n; i++)
-        fp += filter_contains(f, absent + i * KEY_LEN, KEY_LEN);
+    for (unsigned r = 0; r < passes; r++)
+        for (uint64_t i = 0; i < n; i++)
+            fp += filter_contains(f, absent + i * KEY_LEN, KEY_LEN);
     double t1 = now_ns();
-    *hits = fp;
-    return (t1 - t0) / (double)n;
+    *hits = fp / passes;
+    return (t1 - t0) / (double)n / (double)passes;
 }
 
 /*
- * Growth by layers, the same n keys: absent-key lookups on a filter grown
- * to 4 layers (its first sized for n/12: 4 layers from about 8x that) against
- * one layer sized for n; then a filter grown 10x past its first layer's
- * capacity (n/10), before any rebuild: its bits per key against one filter
- * sized for n at p, and its false-positive rate over n absent keys.
+ * The memory system's own floor under lookups across layers: plain arrays
+ * of exactly a filter's layer sizes, mapped as its layers are (filter.c's
+ * default allocator: anonymous, huge pages asked for) and filled so that
+ * every page is real, read by the lookup's own shape (the key hashed by
+ * filter_hash, each array's 64-byte block picked by the same multiply-shift,
+ * newest first, an early exit on a test) without its Bloom work: one word
+ * of the block, whose load brings the whole line as the filter's two
+ * 32-byte loads do.  Its ratio, 4 arrays against 1, is what the memory
+ * alone makes of layers on this machine.
  */
-static void layers(uint64_t n, double p, bool portable, const char *present, const char *absent)
+struct floor {
+    unsigned n;
+    uint64_t *words[FILTER_MAX_LAYERS];
+    uint64_t blocks[FILTER_MAX_LAYERS];
+};
+
+static void floor_init(struct floor *fl, const struct filter *f)
+{
+    struct filter_layer_info li;
+    fl->n = 0;
+    for (unsigned i = 0; filter_layer_info(f, i, &li); i++) {
+        size_t bytes = (size_t)(li.bits / 8);
+        void *mem = mmap(NULL, bytes, PROT_READ | PROT_WRITE,
+                         MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+        if (mem == MAP_FAILED) {
+            perror("mmap");
+            exit(1);
+        }
+#ifdef MADV_HUGEPAGE
+        if (bytes >= (size_t)2 << 20)
+            (void)madvise(mem, bytes, MADV_HUGEPAGE);
+#endif
+        memset(mem, 0x5a, bytes);       /* no word is 0: no early exit, as for an absent key */
+        fl->words[i] = mem;
+        fl->blocks[i] = li.bits / FILTER_BLOCK_BITS;
+        fl->n++;
+    }
+}
+
+static void floor_free(struct floor *fl)
+{
+    for (unsigned i = 0; i < fl->n; i++)
+        munmap(fl->words[i], (size_t)(fl->blocks[i] * FILTER_BLOCK_BYTES));
+}
+
+/* Out of line, as filter_contains is to the bench: the same call per key. */
+__attribute__((noinline))
+static bool floor_contains(const struct floor *fl, const void *key, size_t len)
+{
+    uint64_t h = filter_hash(key, len);
+    for (unsigned i = fl->n; i-- > 0;) {
+        uint64_t b = (uint64_t)(((unsigned __int128)h * fl->blocks[i]) >> 64);
+        if (fl->words[i][b * (FILTER_BLOCK_BITS / 64)] == 0)
+            return true;
+    }
+    return false;
+}
+
+static double floor_ns(const struct floor *fl, const char *absent, uint64_t n, unsigned passes)
+{
+    uint64_t fp = 0;
+    double t0 = now_ns();
+    for (unsigned r = 0; r < passes; r++)
+        for (uint64_t i = 0; i < n; i++)
+            fp += floor_contains(fl, absent + i * KEY_LEN, KEY_LEN);
+    double t1 = now_ns();
+    if (fp != 0)
+        exit(1);                        /* cannot be: keeps the loads */
+    return (t1 - t0) / (double)n / (double)passes;
+}
+
+/*
+ * Absent-key lookups on a filter of n keys grown to 4 layers (its first
+ * sized for n/12: 4 layers from about 8x that) against one layer sized for
+ * n, and the floor of each (struct floor) in the same rounds, interleaved:
+ * lines NAME_ns, NAME_floor_ns and NAME_vs_floor (the first ratio over the
+ * second).  passes: rounds over the keys per timing, for a small n.
+ */
+static void layers_lookups(const char *name, uint64_t n, double p, bool portable, double target,
+                           unsigned passes, const char *present, const char *absent)
 {
     enum filter_error e = FILTER_OK;
     struct filter *grown = must(filter_new(n / 12, p, &e), e);
@@ -198,22 +274,53 @@ static void layers(uint64_t n, double p, bool portable, const char *present, con
     struct filter_info gi, fi;
     filter_info(grown, &gi);
     filter_info(flat, &fi);
-    double ns[2][ROUNDS];
+    struct floor fg, ff;
+    floor_init(&fg, grown);
+    floor_init(&ff, flat);
+    double ns[4][ROUNDS];
     uint64_t hits;
     for (int r = 0; r < ROUNDS; r++) {         /* interleaved */
-        ns[0][r] = absent_ns(grown, absent, n, &hits);
-        ns[1][r] = absent_ns(flat, absent, n, &hits);
+        ns[0][r] = absent_ns(grown, absent, n, passes, &hits);
+        ns[1][r] = absent_ns(flat, absent, n, passes, &hits);
+        ns[2][r] = floor_ns(&fg, absent, n, passes);
+        ns[3][r] = floor_ns(&ff, absent, n, passes);
     }
-    double g = median(ns[0]), f = median(ns[1]);
-    printf("filter_bench: layers: %llu keys into a filter first sized for %llu: %u layers, %llu bits; "
-           "one layer sized for %llu: %llu bits\n", (unsigned long long)n,
+    double g = median(ns[0]), f = median(ns[1]), g0 = median(ns[2]), f0 = median(ns[3]);
+    printf("filter_bench: %s: %llu keys into a filter first sized for %llu: %u layers, %llu bits; "
+           "one layer sized for %llu: %llu bits; %u pass%s\n", name, (unsigned long long)n,
            (unsigned long long)(n / 12), gi.layers, (unsigned long long)gi.bits,
-           (unsigned long long)n, (unsigned long long)fi.bits);
+           (unsigned long long)n, (unsigned long long)fi.bits, passes, passes == 1 ? "" : "es");
     if (gi.layers != 4)
         printf("filter_bench: NOTE the grown filter has %u layers, not 4\n", gi.layers);
-    line("lookup_layers_ns", g, f, "ns", "<=", 2.0, g / f);
+    char lname[64];
+    snprintf(lname, sizeof lname, "%s_ns", name);
+    line(lname, g, f, "ns", target > 0 ? "<=" : NULL, target, g / f);
+    snprintf(lname, sizeof lname, "%s_floor_ns", name);
+    line(lname, g0, f0, "ns", NULL, 0, g0 / f0);
+    snprintf(lname, sizeof lname, "%s_vs_floor", name);
+    line(lname, g / f, g0 / f0, "x", NULL, 0, (g / f) / (g0 / f0));
+    floor_free(&fg);
+    floor_free(&ff);
     filter_free(grown);
     filter_free(flat);
+}
+
+/* Keys of the in-cache variant: layers and keys in L2 and L3, no DRAM. */
+#define CACHED_KEYS 100000u
+
+/*
+ * Growth by layers: lookups across 4 layers against one (layers_lookups),
+ * for n keys and in cache; then a filter grown 10x past its first layer's
+ * capacity (n/10), before any rebuild: its bits per key against one filter
+ * sized for n at p, and its false-positive rate over n absent keys.
+ */
+static void layers(uint64_t n, double p, bool portable, const char *present, const char *absent)
+{
+    enum filter_error e = FILTER_OK;
+    uint64_t hits;
+    layers_lookups("lookup_layers", n, p, portable, 2.0, 1, present, absent);
+    uint64_t small = n < CACHED_KEYS ? n : CACHED_KEYS;
+    layers_lookups("lookup_layers_cached", small, p, portable, 0, (unsigned)(n / small), present, absent);
 
     struct filter *ten = must(filter_new(n / 10, p, &e), e);
     filter_use_simd(ten, !portable);
@@ -225,7 +332,7 @@ static void layers(uint64_t n, double p, bool portable, const char *present, con
     if (filter_plan(n, p, &plan) != FILTER_OK)
         exit(1);
     double bpk = (double)ti.bits / (double)ti.items, one = (double)plan.bits / (double)n;
-    (void)absent_ns(ten, absent, n, &hits);
+    (void)absent_ns(ten, absent, n, 1, &hits);
     double rate = (double)hits / (double)n;
     printf("filter_bench: 10x growth: %llu keys into a filter first sized for %llu: %u layers, "
            "%llu items, %llu bits, estimated fpp %.5f%s\n", (unsigned long long)n,
