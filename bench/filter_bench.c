@@ -20,6 +20,7 @@
 
 #define KEY_LEN 16
 #define ROUNDS 3
+#define LAYER_ROUNDS 5      /* layers_lookups's: more, shorter looks at a load that moves */
 
 /* The textbook filter: k probes spread over the whole array by double hashing. */
 struct plain {
@@ -91,6 +92,18 @@ static double now_ns(void)
     return (double)ts.tv_sec * 1e9 + (double)ts.tv_nsec;
 }
 
+/*
+ * The thread's CPU time, for the layers' lines: on a box shared with
+ * builds, a pinned bench still loses its core for whole time slices, which
+ * wall time would charge to whichever variant was running.
+ */
+static double cpu_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+    return (double)ts.tv_sec * 1e9 + (double)ts.tv_nsec;
+}
+
 static char *make_keys(const char *prefix, uint64_t n)
 {
     char *keys = malloc(n * KEY_LEN);
@@ -135,10 +148,15 @@ static int cmp_double(const void *a, const void *b)
     return (x > y) - (x < y);
 }
 
+static double median_of(double *v, int k)
+{
+    qsort(v, (size_t)k, sizeof v[0], cmp_double);
+    return v[k / 2];
+}
+
 static double median(double v[ROUNDS])
 {
-    qsort(v, ROUNDS, sizeof v[0], cmp_double);
-    return v[ROUNDS / 2];
+    return median_of(v, ROUNDS);
 }
 
 static void line(const char *name, double ours, double anchor, const char *unit,
@@ -171,11 +189,11 @@ static double absent_ns(const struct filter *f, const char *absent, uint64_t n, 
                         uint64_t *hits)
 {
     uint64_t fp = 0;
-    double t0 = now_ns();
+    double t0 = cpu_ns();
     for (unsigned r = 0; r < passes; r++)
         for (uint64_t i = 0; i < n; i++)
             fp += filter_contains(f, absent + i * KEY_LEN, KEY_LEN);
-    double t1 = now_ns();
+    double t1 = cpu_ns();
     *hits = fp / passes;
     return (t1 - t0) / (double)n / (double)passes;
 }
@@ -242,11 +260,11 @@ static bool floor_contains(const struct floor *fl, const void *key, size_t len)
 static double floor_ns(const struct floor *fl, const char *absent, uint64_t n, unsigned passes)
 {
     uint64_t fp = 0;
-    double t0 = now_ns();
+    double t0 = cpu_ns();
     for (unsigned r = 0; r < passes; r++)
         for (uint64_t i = 0; i < n; i++)
             fp += floor_contains(fl, absent + i * KEY_LEN, KEY_LEN);
-    double t1 = now_ns();
+    double t1 = cpu_ns();
     if (fp != 0)
         exit(1);                        /* cannot be: keeps the loads */
     return (t1 - t0) / (double)n / (double)passes;
@@ -257,7 +275,7 @@ static double floor_ns(const struct floor *fl, const char *absent, uint64_t n, u
  * sized for n/12: 4 layers from about 8x that) against one layer sized for
  * n, and the floor of each (struct floor) in the same rounds, interleaved:
  * lines NAME_ns, NAME_floor_ns and NAME_vs_floor (the first ratio over the
- * second).  passes: rounds over the keys per timing, for a small n.
+ * second); ns are medians over the rounds, ratios medians of each round's.  passes: rounds over the keys per timing, for a small n.
  */
 static void layers_lookups(const char *name, uint64_t n, double p, bool portable, double target,
                            unsigned passes, const char *present, const char *absent)
@@ -277,28 +295,45 @@ static void layers_lookups(const char *name, uint64_t n, double p, bool portable
     struct floor fg, ff;
     floor_init(&fg, grown);
     floor_init(&ff, flat);
-    double ns[4][ROUNDS];
+    /*
+     * Rounds in ABBA order, each ratio from the timings of its own round:
+     * on a box shared with builds the load changes from one second to the
+     * next, and the ratio of neighbours in time moves less than the ratio
+     * of medians taken seconds apart.
+     */
+    double ns[4][LAYER_ROUNDS], ratio[3][LAYER_ROUNDS];
     uint64_t hits;
-    for (int r = 0; r < ROUNDS; r++) {         /* interleaved */
-        ns[0][r] = absent_ns(grown, absent, n, passes, &hits);
-        ns[1][r] = absent_ns(flat, absent, n, passes, &hits);
-        ns[2][r] = floor_ns(&fg, absent, n, passes);
-        ns[3][r] = floor_ns(&ff, absent, n, passes);
+    for (int r = 0; r < LAYER_ROUNDS; r++) {
+        for (int j = 0; j < 4; j++) {
+            int v = r % 2 ? 3 - j : j;
+            if (v == 0)
+                ns[v][r] = absent_ns(grown, absent, n, passes, &hits);
+            else if (v == 1)
+                ns[v][r] = absent_ns(flat, absent, n, passes, &hits);
+            else
+                ns[v][r] = floor_ns(v == 2 ? &fg : &ff, absent, n, passes);
+        }
+        ratio[0][r] = ns[0][r] / ns[1][r];
+        ratio[1][r] = ns[2][r] / ns[3][r];
+        ratio[2][r] = ratio[0][r] / ratio[1][r];
     }
-    double g = median(ns[0]), f = median(ns[1]), g0 = median(ns[2]), f0 = median(ns[3]);
+    double g = median_of(ns[0], LAYER_ROUNDS), f = median_of(ns[1], LAYER_ROUNDS);
+    double g0 = median_of(ns[2], LAYER_ROUNDS), f0 = median_of(ns[3], LAYER_ROUNDS);
+    double ours = median_of(ratio[0], LAYER_ROUNDS), fl = median_of(ratio[1], LAYER_ROUNDS);
+    double vs = median_of(ratio[2], LAYER_ROUNDS);
     printf("filter_bench: %s: %llu keys into a filter first sized for %llu: %u layers, %llu bits; "
-           "one layer sized for %llu: %llu bits; %u pass%s\n", name, (unsigned long long)n,
+           "one layer sized for %llu: %llu bits; %u pass%s; median of %d rounds, ratios per round\n", name, (unsigned long long)n,
            (unsigned long long)(n / 12), gi.layers, (unsigned long long)gi.bits,
-           (unsigned long long)n, (unsigned long long)fi.bits, passes, passes == 1 ? "" : "es");
+           (unsigned long long)n, (unsigned long long)fi.bits, passes, passes == 1 ? "" : "es", LAYER_ROUNDS);
     if (gi.layers != 4)
         printf("filter_bench: NOTE the grown filter has %u layers, not 4\n", gi.layers);
     char lname[64];
     snprintf(lname, sizeof lname, "%s_ns", name);
-    line(lname, g, f, "ns", target > 0 ? "<=" : NULL, target, g / f);
+    line(lname, g, f, "ns", target > 0 ? "<=" : NULL, target, ours);
     snprintf(lname, sizeof lname, "%s_floor_ns", name);
-    line(lname, g0, f0, "ns", NULL, 0, g0 / f0);
+    line(lname, g0, f0, "ns", NULL, 0, fl);
     snprintf(lname, sizeof lname, "%s_vs_floor", name);
-    line(lname, g / f, g0 / f0, "x", NULL, 0, (g / f) / (g0 / f0));
+    line(lname, ours, fl, "x", NULL, 0, vs);
     floor_free(&fg);
     floor_free(&ff);
     filter_free(grown);
