@@ -124,13 +124,12 @@ __attribute__((target("avx2"), always_inline))
 static inline bool layers_avx2(const struct filter *f, unsigned n, uint64_t h, __m256i lo1,
                                __m256i hi1, __m256i lo2, __m256i hi2, bool masked)
 {
-    for (unsigned i = n; i-- > 0;) {
-        const struct filter_slot *s = &f->slot[i];
+    for (const struct filter_slot *s = f->slot + n; s-- != f->slot;) {
         const __m256i *b = (const __m256i *)(const void *)(s->words + filter_block_index(h, s->blocks)
                                                                       * WORDS_PER_BLOCK);
         __m256i lo = lo1, hi = hi1;
         if (masked) {
-            const struct layer *l = f->layer[i];
+            const struct layer *l = f->layer[s - f->slot];
             lo = _mm256_or_si256(_mm256_and_si256(lo, _mm256_loadu_si256((const __m256i *)(const void *)&l->first[0])),
                                  _mm256_and_si256(lo2, _mm256_loadu_si256((const __m256i *)(const void *)&l->second[0])));
             hi = _mm256_or_si256(_mm256_and_si256(hi, _mm256_loadu_si256((const __m256i *)(const void *)&l->first[4])),
