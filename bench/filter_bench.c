@@ -257,25 +257,60 @@ static bool floor_contains(const struct floor *fl, const void *key, size_t len)
     return false;
 }
 
-static double floor_ns(const struct floor *fl, const char *absent, uint64_t n, unsigned passes)
+/* What one timing looks up in: a filter, or else a floor. */
+struct look {
+    const struct filter *f;
+    const struct floor *fl;
+};
+
+/*
+ * Keeps the next lookup from starting before this one has finished (LFENCE
+ * waits for every earlier instruction): the daemon's case, where a
+ * request's parsing and answer, thousands of instructions, lie between two
+ * lookups, so that no lookup's cache misses overlap another's; the loads of
+ * one lookup's layers still may.
+ */
+static inline void one_at_a_time(void)
 {
-    uint64_t fp = 0;
+#if defined(__x86_64__)
+    __asm__ volatile("lfence" ::: "memory");
+#endif
+}
+
+/* ns per lookup of the n keys at keys, passes times over, in v; alone: one_at_a_time. */
+static double look_ns(const struct look *v, const char *keys, uint64_t n, unsigned passes, bool alone)
+{
+    uint64_t hits = 0;
     double t0 = cpu_ns();
     for (unsigned r = 0; r < passes; r++)
-        for (uint64_t i = 0; i < n; i++)
-            fp += floor_contains(fl, absent + i * KEY_LEN, KEY_LEN);
+        for (uint64_t i = 0; i < n; i++) {
+            const char *k = keys + i * KEY_LEN;
+            hits += v->f ? filter_contains(v->f, k, KEY_LEN) : floor_contains(v->fl, k, KEY_LEN);
+            if (alone)
+                one_at_a_time();
+        }
     double t1 = cpu_ns();
-    if (fp != 0)
-        exit(1);                        /* cannot be: keeps the loads */
+    if (v->f == NULL && hits != 0)
+        exit(1);                        /* cannot be: keeps the floor's loads */
     return (t1 - t0) / (double)n / (double)passes;
 }
 
 /*
- * Absent-key lookups on a filter of n keys grown to 4 layers (its first
- * sized for n/12: 4 layers from about 8x that) against one layer sized for
- * n, and the floor of each (struct floor) in the same rounds, interleaved:
- * lines NAME_ns, NAME_floor_ns and NAME_vs_floor (the first ratio over the
- * second); ns are medians over the rounds, ratios medians of each round's.  passes: rounds over the keys per timing, for a small n.
+ * Lookups on a filter of n keys grown to 4 layers (its first sized for
+ * n/12: 4 layers from about 8x that) against one layer sized for n, each
+ * line a pair of timings, the grown one first; every pair's floor
+ * (struct floor) in the same rounds.  ns are medians over the rounds,
+ * ratios medians of each round's.
+ *   NAME_ns               absent keys, as fast as they go (the CPU overlaps
+ *                         lookups as well as layers: the memory's throughput)
+ *   NAME_floor_ns         the same reads of plain arrays
+ *   NAME_vs_floor         the first ratio over the second
+ *   NAME_latency_ns       absent keys one at a time (one_at_a_time), the
+ *                         daemon's case, on a tenth of the keys
+ *   NAME_latency_floor_ns the same reads of plain arrays
+ *   NAME_present_ns       present keys, as fast as they go: where a key's
+ *                         search ends depends on its layer
+ * passes: rounds over the keys per timing, for a small n.
  */
 static void layers_lookups(const char *name, uint64_t n, double p, bool portable, double target,
                            unsigned passes, const char *present, const char *absent)
@@ -295,45 +330,67 @@ static void layers_lookups(const char *name, uint64_t n, double p, bool portable
     struct floor fg, ff;
     floor_init(&fg, grown);
     floor_init(&ff, flat);
+    /* Latency: a tenth of the lookups (each waits for its misses). */
+    uint64_t ln = passes >= 10 ? n : (n + 9) / 10;
+    unsigned lp = passes >= 10 ? passes / 10 : 1;
+    const struct timing {
+        struct look v;
+        const char *keys;
+        uint64_t n;
+        unsigned passes;
+        bool alone;
+    } t[] = {
+        { { grown, NULL }, absent, n, passes, false }, { { flat, NULL }, absent, n, passes, false },
+        { { NULL, &fg }, absent, n, passes, false },   { { NULL, &ff }, absent, n, passes, false },
+        { { grown, NULL }, absent, ln, lp, true },     { { flat, NULL }, absent, ln, lp, true },
+        { { NULL, &fg }, absent, ln, lp, true },       { { NULL, &ff }, absent, ln, lp, true },
+        { { grown, NULL }, present, n, passes, false }, { { flat, NULL }, present, n, passes, false },
+    };
+    enum { T = sizeof t / sizeof t[0], PAIRS = T / 2 };
     /*
      * Rounds in ABBA order, each ratio from the timings of its own round:
      * on a box shared with builds the load changes from one second to the
      * next, and the ratio of neighbours in time moves less than the ratio
      * of medians taken seconds apart.
      */
-    double ns[4][LAYER_ROUNDS], ratio[3][LAYER_ROUNDS];
-    uint64_t hits;
+    double ns[T][LAYER_ROUNDS], ratio[PAIRS + 1][LAYER_ROUNDS];
     for (int r = 0; r < LAYER_ROUNDS; r++) {
-        for (int j = 0; j < 4; j++) {
-            int v = r % 2 ? 3 - j : j;
-            if (v == 0)
-                ns[v][r] = absent_ns(grown, absent, n, passes, &hits);
-            else if (v == 1)
-                ns[v][r] = absent_ns(flat, absent, n, passes, &hits);
-            else
-                ns[v][r] = floor_ns(v == 2 ? &fg : &ff, absent, n, passes);
+        for (int j = 0; j < T; j++) {
+            int v = r % 2 ? T - 1 - j : j;
+            ns[v][r] = look_ns(&t[v].v, t[v].keys, t[v].n, t[v].passes, t[v].alone);
         }
-        ratio[0][r] = ns[0][r] / ns[1][r];
-        ratio[1][r] = ns[2][r] / ns[3][r];
-        ratio[2][r] = ratio[0][r] / ratio[1][r];
+        for (int k = 0; k < PAIRS; k++)
+            ratio[k][r] = ns[2 * k][r] / ns[2 * k + 1][r];
+        ratio[PAIRS][r] = ratio[0][r] / ratio[1][r];
     }
-    double g = median_of(ns[0], LAYER_ROUNDS), f = median_of(ns[1], LAYER_ROUNDS);
-    double g0 = median_of(ns[2], LAYER_ROUNDS), f0 = median_of(ns[3], LAYER_ROUNDS);
-    double ours = median_of(ratio[0], LAYER_ROUNDS), fl = median_of(ratio[1], LAYER_ROUNDS);
-    double vs = median_of(ratio[2], LAYER_ROUNDS);
+    double med[T], rmed[PAIRS + 1];
+    for (int j = 0; j < T; j++)
+        med[j] = median_of(ns[j], LAYER_ROUNDS);
+    for (int k = 0; k <= PAIRS; k++)
+        rmed[k] = median_of(ratio[k], LAYER_ROUNDS);
     printf("filter_bench: %s: %llu keys into a filter first sized for %llu: %u layers, %llu bits; "
-           "one layer sized for %llu: %llu bits; %u pass%s; median of %d rounds, ratios per round\n", name, (unsigned long long)n,
-           (unsigned long long)(n / 12), gi.layers, (unsigned long long)gi.bits,
-           (unsigned long long)n, (unsigned long long)fi.bits, passes, passes == 1 ? "" : "es", LAYER_ROUNDS);
+           "one layer sized for %llu: %llu bits; %u pass%s; median of %d rounds, ratios per round\n",
+           name, (unsigned long long)n, (unsigned long long)(n / 12), gi.layers,
+           (unsigned long long)gi.bits, (unsigned long long)n, (unsigned long long)fi.bits, passes,
+           passes == 1 ? "" : "es", LAYER_ROUNDS);
     if (gi.layers != 4)
         printf("filter_bench: NOTE the grown filter has %u layers, not 4\n", gi.layers);
+    static const char *const suffix[PAIRS] = { "_ns", "_floor_ns", "_latency_ns", "_latency_floor_ns",
+                                               "_present_ns" };
     char lname[64];
-    snprintf(lname, sizeof lname, "%s_ns", name);
-    line(lname, g, f, "ns", target > 0 ? "<=" : NULL, target, ours);
-    snprintf(lname, sizeof lname, "%s_floor_ns", name);
-    line(lname, g0, f0, "ns", NULL, 0, fl);
-    snprintf(lname, sizeof lname, "%s_vs_floor", name);
-    line(lname, ours, fl, "x", NULL, 0, vs);
+    for (int k = 0; k < PAIRS; k++) {
+#if !defined(__x86_64__)
+        if (t[2 * k].alone)
+            continue;                   /* no LFENCE: not one at a time */
+#endif
+        snprintf(lname, sizeof lname, "%s%s", name, suffix[k]);
+        bool judged = k == 0 && target > 0;
+        line(lname, med[2 * k], med[2 * k + 1], "ns", judged ? "<=" : NULL, target, rmed[k]);
+        if (k == 1) {
+            snprintf(lname, sizeof lname, "%s_vs_floor", name);
+            line(lname, rmed[0], rmed[1], "x", NULL, 0, rmed[PAIRS]);
+        }
+    }
     floor_free(&fg);
     floor_free(&ff);
     filter_free(grown);
