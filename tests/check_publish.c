@@ -94,16 +94,13 @@ static void key(char *buf, size_t cap, unsigned i)
     snprintf(buf, cap, "key-%u", i);
 }
 
-static const struct table_ident text_ident = { .relid = 1, .attnum = 1, .spell = SPELL_TEXT };
 static const struct table_ident int8_ident = { .relid = 1, .attnum = 1, .spell = SPELL_INT8 };
 
 /* A COPY of keys [0, n) of capacity items that started at start. */
 static void load(struct table *t, unsigned n, uint64_t items, int64_t start)
 {
-    enum filter_error fe;
-    uint64_t epoch = table_epoch(t);
-    struct table_load *l = table_load_begin(t, items, &text_ident, &fe);
-    ck_assert_ptr_nonnull(l);
+    uint64_t epoch;
+    struct table_load *l = check_load_begin(t, items, &check_text_ident, &epoch);
     char k[32];
     for (unsigned i = 0; i < n; i++) {
         key(k, sizeof k, i);
@@ -435,7 +432,7 @@ START_TEST(test_restored_snapshot_is_published)
     /* What persist.c does with a snapshot: a private filter, put live by the table. */
     struct filter *f = filter_new(1000, 0.01, NULL);
     filter_add(f, "snap", 4);
-    ck_assert(table_restore(t, f, "", "snapshot", 1, 0.0, &text_ident));
+    ck_assert(table_restore(t, f, "", "snapshot", 1, 0.0, &check_text_ident));
     bloomguard *bg = open_reader();
     ck_assert_int_eq(look(bg, "snap"), BLOOMGUARD_MAYBE);
     /* No horizon after a restore: degraded, as the table says. */
@@ -474,9 +471,8 @@ START_TEST(test_reader_spells_by_the_column_type)
     struct publish *p;
     struct table *t = published_table(&p);
     /* Keys as an int8 column's: the canonical text. */
-    enum filter_error fe;
-    uint64_t epoch = table_epoch(t);
-    struct table_load *l = table_load_begin(t, 1000, &int8_ident, &fe);
+    uint64_t epoch;
+    struct table_load *l = check_load_begin(t, 1000, &int8_ident, &epoch);
     filter_add(table_load_filter(l), "5", 1);
     ck_assert(table_load_commit(l, epoch, monoclock_boot_ns(), ""));
     /* The table published its load's spelling. */
@@ -825,11 +821,10 @@ static void *writer(void *arg)
     char k[32];
     for (unsigned c = 0; c < STRESS_CYCLES; c++) {
         unsigned n = atomic_load(&s->done);
-        enum filter_error fe;
-        uint64_t epoch = table_epoch(s->t);
+        uint64_t epoch;
         int64_t start = monoclock_boot_ns();
         /* Small on purpose: the inserts below add layers to every generation. */
-        struct table_load *l = table_load_begin(s->t, n / 4 + 500, &text_ident, &fe);
+        struct table_load *l = check_load_begin(s->t, n / 4 + 500, &check_text_ident, &epoch);
         for (unsigned i = 0; i < n; i++) {
             key(k, sizeof k, i);
             filter_add(table_load_filter(l), k, strlen(k));

@@ -25,7 +25,6 @@
 
 static struct config cfg;
 static struct filter_config fc;
-static const struct table_ident text_ident = { .relid = 1, .attnum = 1, .spell = SPELL_TEXT };
 
 static void setup(void)
 {
@@ -36,10 +35,8 @@ static void setup(void)
 static void load_as(struct table *t, const struct table_ident *ident, const char *const *ids,
                     size_t n, int64_t start)
 {
-    enum filter_error fe;
-    uint64_t epoch = table_epoch(t);
-    struct table_load *l = table_load_begin(t, 1000, ident, &fe);
-    ck_assert_ptr_nonnull(l);
+    uint64_t epoch;
+    struct table_load *l = check_load_begin(t, 1000, ident, &epoch);
     for (size_t i = 0; i < n; i++) {
         char key[256];
         size_t klen;
@@ -53,7 +50,7 @@ static void load_as(struct table *t, const struct table_ident *ident, const char
 
 static void load(struct table *t, const char *const *ids, size_t n, int64_t start)
 {
-    load_as(t, &text_ident, ids, n, start);
+    load_as(t, &check_text_ident, ids, n, start);
 }
 
 static const char *const rows[] = { "1", "2", "3" };
@@ -118,7 +115,7 @@ START_TEST(test_degraded_time_follows_the_rule)
     ck_assert(st.degraded_seconds == 0);    /* not ready is not degraded */
     /* What persist.c does with a snapshot: its filter put live by the table. */
     ck_assert(table_restore(t, filter_new(1000, 0.01, NULL), "", "snapshot", 0, 0.0,
-                            &text_ident));
+                            &check_text_ident));
     ck_assert_int_eq(table_lookup(t, "9", 1), TABLE_DEGRADED);
     usleep(50000);
     table_status(t, &st);
@@ -187,9 +184,8 @@ START_TEST(test_gap_waits_for_a_load)
     ck_assert(table_covered(t));
     ck_assert_int_eq(table_lookup(t, "9", 1), TABLE_ABSENT);
     /* A load that started before a gap does not cover the gap. */
-    enum filter_error fe;
-    uint64_t e = table_epoch(t);
-    struct table_load *l = table_load_begin(t, 100, &text_ident, &fe);
+    uint64_t e;
+    struct table_load *l = check_load_begin(t, 100, &check_text_ident, &e);
     table_gap(t, WANT_NONE);
     ck_assert(table_load_commit(l, e, monoclock_boot_ns(), ""));
     ck_assert(!table_covered(t));
@@ -223,9 +219,8 @@ START_TEST(test_insert_during_load_reaches_new_filter)
 {
     struct table *t = table_new(&cfg, &fc);
     load(t, rows, 3, monoclock_boot_ns());
-    enum filter_error fe;
-    uint64_t e = table_epoch(t);
-    struct table_load *l = table_load_begin(t, 1000, &text_ident, &fe);
+    uint64_t e;
+    struct table_load *l = check_load_begin(t, 1000, &check_text_ident, &e);
     const char *ids[] = { "during" };
     size_t lens[] = { 6 }, added;
     ck_assert_int_eq(table_insert(t, 1, ids, lens, &added, NULL), TABLE_INSERTED);
@@ -438,9 +433,8 @@ START_TEST(test_load_resize_keeps_everything)
     struct table *t = table_new(&cfg, &fc);
     load(t, rows, 3, monoclock_boot_ns());
     enum filter_error fe;
-    uint64_t e = table_epoch(t), items = 0;
-    struct table_load *l = table_load_begin(t, 1000, &text_ident, &fe);
-    ck_assert_ptr_nonnull(l);
+    uint64_t e, items = 0;
+    struct table_load *l = check_load_begin(t, 1000, &check_text_ident, &e);
     enum { N = 5000 };
     uint64_t *hs = malloc(N * sizeof *hs);
     char id[32];
@@ -790,7 +784,7 @@ END_TEST
 /* A load whose column reads as shape (the loader's LOADER_SHAPE_SQL), proven now: the job done. */
 static void load_shaped(struct table *t, const char *shape)
 {
-    struct table_ident id = text_ident;
+    struct table_ident id = check_text_ident;
     struct table_job job;
     int64_t wait = INT64_MAX;
     bool took = table_take_job(t, monoclock_boot_ns() + 3600 * NS, &job, &wait);
@@ -903,7 +897,7 @@ START_TEST(test_schema_stale_load_wants_another)
      */
     struct table_job job;
     int64_t wait = INT64_MAX;
-    struct table_ident s2 = text_ident;
+    struct table_ident s2 = check_text_ident;
     snprintf(s2.shape, sizeof s2.shape, "s2");
     ck_assert(table_take_job(t, monoclock_boot_ns() + 3600 * NS, &job, &wait));
     ck_assert_int_eq(table_schema(t, "s3", NULL), TABLE_SCHEMA_CHANGED);   /* during the COPY */
@@ -916,7 +910,7 @@ START_TEST(test_schema_stale_load_wants_another)
     /* A restored snapshot's filter has no shape: it adopts the first one checked. */
     struct table *r = table_new(&cfg, &fc);
     ck_assert(table_restore(r, filter_new(1000, 0.01, NULL), "pos", "snapshot", 3, 0,
-                            &text_ident));
+                            &check_text_ident));
     ck_assert_int_eq(table_schema(r, "s9", NULL), TABLE_SCHEMA_SAME);
     table_free(r);
     table_free(t);
@@ -1025,7 +1019,7 @@ START_TEST(test_adopt_a_filter)
     filter_add(f, "s", 1);
     uint64_t epoch = table_epoch(t);
     int64_t start = monoclock_boot_ns();
-    struct table_load *l = table_load_adopt(t, f, &text_ident);
+    struct table_load *l = table_load_adopt(t, f, &check_text_ident);
     ck_assert_ptr_nonnull(l);
     ck_assert(table_add_row(t, "during", 6));
     ck_assert(table_load_commit(l, epoch, start, "X:5"));
@@ -1056,7 +1050,7 @@ START_TEST(test_restore_replays_the_journal)
     ck_assert(table_posts_restore(t, "posted", 6, 60));
     struct filter *f = filter_new(1000, 0.001, NULL);
     filter_add(f, "snap", 4);
-    ck_assert(table_restore(t, f, "X:1", "snapshot", 1, 0.0, &text_ident));
+    ck_assert(table_restore(t, f, "X:1", "snapshot", 1, 0.0, &check_text_ident));
     ck_assert_int_eq(table_lookup(t, "snap", 4), TABLE_MAYBE);
     ck_assert_int_eq(table_lookup(t, "posted", 6), TABLE_MAYBE);    /* the journal, replayed */
     ck_assert_int_eq(table_lookup(t, "nope", 4), TABLE_DEGRADED);   /* no horizon yet */
@@ -1087,7 +1081,7 @@ static struct table *peer_restored(const char *const *ids, size_t n)
     ck_assert_ptr_nonnull(f);
     for (size_t i = 0; i < n; i++)
         filter_add(f, ids[i], strlen(ids[i]));
-    ck_assert(table_restore(t, f, "pos-1", "peer", n, 0.0, &text_ident));
+    ck_assert(table_restore(t, f, "pos-1", "peer", n, 0.0, &check_text_ident));
     return t;
 }
 
