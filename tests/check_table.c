@@ -794,40 +794,53 @@ static void load_shaped(struct table *t, const char *shape)
         table_job_done(t, &job, true, "copy", 3, 0, 0);
 }
 
-/* Whether a load is wanted now, and for which reason (table_take_job's). */
-static bool wants(struct table *t, enum table_want *why)
+/* A new table, loaded with its column shaped as shape (load_shaped). */
+static struct table *shaped_table(const char *shape)
+{
+    struct table *t = table_new(&cfg, &fc);
+    ck_assert_ptr_nonnull(t);
+    load_shaped(t, shape);
+    return t;
+}
+
+/* Why a load is wanted now (table_take_job's reason), WANT_NONE when none is. */
+static enum table_want wanted(struct table *t)
 {
     struct table_job job;
     int64_t wait = INT64_MAX;
-    bool took = table_take_job(t, monoclock_boot_ns() + 3600 * NS, &job, &wait);
-    if (took) {
-        *why = job.why;
-        table_job_done(t, &job, false, "copy", 0, 0, 0);    /* still wanted, as it was */
-    }
-    return took;
+    if (!table_take_job(t, monoclock_boot_ns() + 3600 * NS, &job, &wait))
+        return WANT_NONE;
+    table_job_done(t, &job, false, "copy", 0, 0, 0);    /* still wanted, as it was */
+    ck_assert_int_ne(job.why, WANT_NONE);
+    return job.why;
+}
+
+/* A check that finds the column changed (shape, or uncovered by a child): a gap, the epoch one on. */
+static void assert_schema_gap(struct table *t, const char *shape, const char *uncovered)
+{
+    uint64_t e = table_epoch(t);
+    ck_assert_int_eq(table_schema(t, shape, uncovered), TABLE_SCHEMA_CHANGED);
+    ck_assert_uint_eq(table_epoch(t), e + 1);
 }
 
 START_TEST(test_schema_change_holds_proofs_until_a_copy)
 {
     struct table *t = table_new(&cfg, &fc);
-    enum table_want why;
     /* Before the first load a check only remembers: nothing wanted, nothing held. */
     ck_assert_int_eq(table_schema(t, "s1", NULL), TABLE_SCHEMA_SAME);
     load_shaped(t, "s1");
-    ck_assert(!wants(t, &why));
+    ck_assert_int_eq(wanted(t), WANT_NONE);
     ck_assert_int_eq(table_schema(t, "s1", NULL), TABLE_SCHEMA_SAME);
     ck_assert(table_advance(t, table_epoch(t), monoclock_boot_ns()));
 
     /* A rename (or any change of the column's catalog row): a gap that wants a COPY. */
+    assert_schema_gap(t, "s2", NULL);
     uint64_t e = table_epoch(t);
-    ck_assert_int_eq(table_schema(t, "s2", NULL), TABLE_SCHEMA_CHANGED);
-    ck_assert_uint_eq(table_epoch(t), e + 1);
-    ck_assert(wants(t, &why));
-    ck_assert_int_eq(why, WANT_SCHEMA);
+    ck_assert_int_eq(wanted(t), WANT_SCHEMA);
     ck_assert_str_eq(table_want_name(WANT_SCHEMA), "schema");
     /* Seen again: no new gap, but no proof either, however current its epoch. */
     ck_assert_int_eq(table_schema(t, "s2", NULL), TABLE_SCHEMA_OFF);
-    ck_assert_uint_eq(table_epoch(t), e + 1);
+    ck_assert_uint_eq(table_epoch(t), e);
     ck_assert(!table_advance(t, table_epoch(t), monoclock_boot_ns()));
     struct table_status st;
     table_status(t, &st);
@@ -858,36 +871,27 @@ END_TEST
 
 START_TEST(test_schema_uncovered_and_covered_again)
 {
-    struct table *t = table_new(&cfg, &fc);
-    enum table_want why;
-    load_shaped(t, "s1");
+    struct table *t = shaped_table("s1");
     ck_assert_int_eq(table_schema(t, "s1", NULL), TABLE_SCHEMA_SAME);
     /* A child table nothing follows: a gap, and proofs held back while it lasts. */
-    uint64_t e = table_epoch(t);
-    ck_assert_int_eq(table_schema(t, "s1", "child has no trigger"), TABLE_SCHEMA_CHANGED);
-    ck_assert_uint_eq(table_epoch(t), e + 1);
+    assert_schema_gap(t, "s1", "child has no trigger");
     load_shaped(t, "s1");               /* a COPY meanwhile reads the child's rows so far */
     ck_assert_int_eq(table_schema(t, "s1", "child has no trigger"), TABLE_SCHEMA_OFF);
     ck_assert(!table_advance(t, table_epoch(t), monoclock_boot_ns()));
     struct table_status st;
     table_status(t, &st);
     ck_assert_str_eq(st.schema_why, "child has no trigger");
-    /* Followed again: the rows written meanwhile were missed, a COPY is wanted. */
-    ck_assert(!wants(t, &why));
-    e = table_epoch(t);
-    ck_assert_int_eq(table_schema(t, NULL, NULL), TABLE_SCHEMA_CHANGED);   /* the shape stands */
-    ck_assert_uint_eq(table_epoch(t), e + 1);
-    ck_assert(wants(t, &why));
-    ck_assert_int_eq(why, WANT_SCHEMA);
+    /* Followed again (the shape stands): the rows written meanwhile were missed, a COPY wanted. */
+    ck_assert_int_eq(wanted(t), WANT_NONE);
+    assert_schema_gap(t, NULL, NULL);
+    ck_assert_int_eq(wanted(t), WANT_SCHEMA);
     table_free(t);
 }
 END_TEST
 
 START_TEST(test_schema_stale_load_wants_another)
 {
-    struct table *t = table_new(&cfg, &fc);
-    enum table_want why;
-    load_shaped(t, "s1");
+    struct table *t = shaped_table("s1");
     ck_assert_int_eq(table_schema(t, "s2", NULL), TABLE_SCHEMA_CHANGED);
     /*
      * The COPY that gap wanted identified the column just before a second
@@ -905,7 +909,7 @@ START_TEST(test_schema_stale_load_wants_another)
     table_job_done(t, &job, true, "copy", 3, 0, 0);
     /* The commit took s2 as the last seen: s3 is a change, and a COPY is wanted again. */
     ck_assert_int_ne(table_schema(t, "s3", NULL), TABLE_SCHEMA_SAME);
-    ck_assert(wants(t, &why));
+    ck_assert_int_ne(wanted(t), WANT_NONE);
     ck_assert(!table_advance(t, table_epoch(t), monoclock_boot_ns()));
     /* A restored snapshot's filter has no shape: it adopts the first one checked. */
     struct table *r = table_new(&cfg, &fc);
