@@ -145,11 +145,13 @@ struct cast {
 };
 
 /* The cast, the table loaded with keys 0..n-1 (1000 planned) by a COPY that began at start. */
-static void cast_open(struct cast *c, unsigned n, int64_t start)
+static struct cast cast_open(unsigned n, int64_t start)
 {
-    c->t = published_table(&c->p);
-    load(c->t, n, 1000, start);
-    c->bg = open_reader();
+    struct cast c;
+    c.t = published_table(&c.p);
+    load(c.t, n, 1000, start);
+    c.bg = open_reader();
+    return c;
 }
 
 static void cast_close(struct cast *c)
@@ -249,8 +251,7 @@ END_TEST
 
 START_TEST(test_growth_reaches_readers)
 {
-    struct cast c;
-    cast_open(&c, 10, monoclock_boot_ns());
+    struct cast c = cast_open(10, monoclock_boot_ns());
     char k[32];
     /* 20x the capacity: layers are added, each announced in the header before its first key. */
     for (unsigned i = 10; i < 20000; i++) {
@@ -275,8 +276,7 @@ END_TEST
 
 START_TEST(test_rebuild_swaps_generations)
 {
-    struct cast c;
-    cast_open(&c, 100, monoclock_boot_ns());
+    struct cast c = cast_open(100, monoclock_boot_ns());
     const struct pubfmt_header *old = map_header(path);
     /* A key the second load has and the first (by its bits too) has not. */
     char k[32];
@@ -358,8 +358,7 @@ END_TEST
 START_TEST(test_stale_horizon_is_degraded)
 {
     /* A COPY that started longer ago than max_staleness: absent cannot be proven. */
-    struct cast c;
-    cast_open(&c, 10, monoclock_boot_ns() - 61 * NS);
+    struct cast c = cast_open(10, monoclock_boot_ns() - 61 * NS);
     ck_assert_int_eq(table_lookup(c.t, "nope", 4), TABLE_DEGRADED);
     ck_assert_int_eq(look(c.bg, "nope"), BLOOMGUARD_DEGRADED);
     ck_assert_int_eq(look(c.bg, "key-1"), BLOOMGUARD_MAYBE);
@@ -377,8 +376,7 @@ END_TEST
  */
 START_TEST(test_hostile_horizon_is_degraded)
 {
-    struct cast c;
-    cast_open(&c, 10, monoclock_boot_ns());
+    struct cast c = cast_open(10, monoclock_boot_ns());
     ck_assert_int_eq(look(c.bg, "nope"), BLOOMGUARD_ABSENT);
     int fd = open(path, O_RDWR);
     ck_assert_int_ge(fd, 0);
@@ -410,8 +408,7 @@ END_TEST
 /* A hold for lost POSTs reaches readers as the table has it (the flag they degrade on). */
 START_TEST(test_hold_reaches_readers)
 {
-    struct cast c;
-    cast_open(&c, 10, monoclock_boot_ns());
+    struct cast c = cast_open(10, monoclock_boot_ns());
     ck_assert_int_eq(look(c.bg, "nope"), BLOOMGUARD_ABSENT);
     table_hold_absent(c.t, monoclock_boot_ns() + 3600 * NS);
     ck_assert(table_advance(c.t, table_epoch(c.t), monoclock_boot_ns()));
@@ -506,9 +503,8 @@ END_TEST
  */
 START_TEST(test_reader_refuses_what_exists_refuses)
 {
-    struct cast c;
     cfg.max_id_bytes = 40;
-    cast_open(&c, 10, monoclock_boot_ns());
+    struct cast c = cast_open(10, monoclock_boot_ns());
     const struct pubfmt_header *h = map_header(path);
     ck_assert_uint_eq(h->max_id_bytes, 40);
     munmap((void *)h, PUBFMT_HEADER_BYTES);
@@ -541,9 +537,8 @@ END_TEST
  */
 START_TEST(test_saturation_reaches_readers_at_once)
 {
-    struct cast c;
     fc.max_layers = 1;
-    cast_open(&c, 10, monoclock_boot_ns());
+    struct cast c = cast_open(10, monoclock_boot_ns());
     ck_assert_int_eq(look(c.bg, "nope"), BLOOMGUARD_ABSENT);
     char k[32];
     unsigned i = 10;
@@ -651,8 +646,7 @@ START_TEST(test_files_take_publish_mode_and_group)
     char gid[32];
     snprintf(gid, sizeof gid, "%lu", (unsigned long)getegid());
     cfg.publish_group = gid;
-    struct cast c;
-    cast_open(&c, 10, monoclock_boot_ns());
+    struct cast c = cast_open(10, monoclock_boot_ns());
     struct stat st;
     ck_assert_int_eq(stat(path, &st), 0);
     ck_assert_uint_eq(st.st_mode & 07777, 0640);
@@ -670,8 +664,7 @@ END_TEST
  */
 START_TEST(test_reader_trusts_only_the_daemons_files)
 {
-    struct cast c;
-    cast_open(&c, 10, monoclock_boot_ns());
+    struct cast c = cast_open(10, monoclock_boot_ns());
     char other[PATH_MAX + 64], fifo[PATH_MAX + 64], link[PATH_MAX + 64];
     int err = 0;
     /* A symbolic link to the daemon's file is followed: the real directory is judged. */
@@ -733,8 +726,7 @@ START_TEST(test_start_clears_the_path)
     ck_assert_int_eq(rmdir(path), 0);
     /* A FIFO at the path: the start neither hangs on it nor keeps it. */
     ck_assert_int_eq(mkfifo(path, 0644), 0);
-    struct cast c;
-    cast_open(&c, 10, monoclock_boot_ns());
+    struct cast c = cast_open(10, monoclock_boot_ns());
     struct stat st;
     ck_assert_int_eq(lstat(path, &st), 0);
     ck_assert(S_ISREG(st.st_mode));
