@@ -51,19 +51,13 @@ struct reader {
     char why[256];
 };
 
-/* r zeroed and its decoder started; the caller frees r->d (fleetwire_dec_free). */
-static void reader_start(struct reader *r)
-{
-    memset(r, 0, sizeof *r);
-    ck_assert(fleetwire_dec_init(&r->d));
-}
-
 /* The codec tests' reader: started by their checked fixture, freed by its teardown. */
 static struct reader rd;
 
 static void reader_setup(void)
 {
-    reader_start(&rd);
+    memset(&rd, 0, sizeof rd);
+    ck_assert(fleetwire_dec_init(&rd.d));
 }
 
 static void reader_teardown(void)
@@ -163,7 +157,7 @@ START_TEST(test_round_trip)
     size_t n = sample_stream(buf, sizeof buf);
     ck_assert_uint_gt(n, 200);
     for (size_t step = 0; step <= 37; step++) {
-        if (step > 0) {
+        if (step > 0) {         /* a new reader for each split */
             reader_teardown();
             reader_setup();
         }
