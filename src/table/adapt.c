@@ -131,7 +131,8 @@ void adapt_set_wake(struct adapt *a, void (*wake)(void *arg), void *arg)
 
 const struct vset *adapt_set(const struct adapt *a)
 {
-    return a->set;
+    /* vset_has's own first test, made here: an empty set costs a "maybe" no call. */
+    return vset_count(a->set) != 0 ? a->set : NULL;
 }
 
 void adapt_denied(struct adapt *a)
@@ -162,10 +163,9 @@ static bool enqueue(struct adapt *a, uint64_t h, const char *key, size_t klen, b
     return ok;
 }
 
-void adapt_maybe(struct adapt *a, const struct answer_query *q)
+/* A hot "maybe": queued for the verifier (out of line: most "maybe" answers are not hot). */
+__attribute__((noinline)) static void candidate(struct adapt *a, const struct answer_query *q)
 {
-    if (!hot_hit(a->hot, q->hash, now_ms()))
-        return;
     /* A key too long to keep is never worth a lookup: settled, not asked about again soon. */
     if (q->klen > VSET_KEY_MAX) {
         hot_settle(a->hot, q->hash, true, now_ms());
@@ -177,6 +177,14 @@ void adapt_maybe(struct adapt *a, const struct answer_query *q)
         hot_settle(a->hot, q->hash, false, now_ms());
         atomic_fetch_add_explicit(&a->dropped, 1, memory_order_relaxed);
     }
+}
+
+void adapt_maybe(struct adapt *a, const struct answer_query *q)
+{
+    /* The door first: a first sighting ends there, before the clock is read. */
+    int carry = hot_door(a->hot, q->hash);
+    if (carry >= 0 && hot_count(a->hot, q->hash, carry, now_ms()))
+        candidate(a, q);
 }
 
 bool adapt_report(struct adapt *a, uint64_t h, const char *key, size_t klen)

@@ -47,7 +47,10 @@ bool adapt_move_set(struct adapt *a, void *mem, size_t bytes);
  */
 void adapt_set_wake(struct adapt *a, void (*wake)(void *arg), void *arg);
 
-/* The set, for answer_lookup's deny step: lock-free readers. */
+/*
+ * The set, for answer_lookup's deny step (lock-free readers), or NULL
+ * while it is empty (vset_has's own first test: the same answer).
+ */
 const struct vset *adapt_set(const struct adapt *a);
 
 /*
