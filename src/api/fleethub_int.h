@@ -49,6 +49,8 @@ struct stream {
     uint64_t next_seq, epoch, generation, changes;
     int64_t beat_ns;                /* a heartbeat after this long without a frame */
     int64_t last_sent;
+    /* Adaptive (issue 35): the table's verified log read up to here (table_verified_log). */
+    uint64_t vcursor;
     size_t len, off;
     unsigned char out[STREAM_OUT];
 };

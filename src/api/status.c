@@ -442,6 +442,9 @@ static void adaptive_section(struct doc *d, json_t *o, const struct table_adapti
     put_u64(d, o, "posted", a->posted);
     put_u64(d, o, "evictions", a->evictions);
     put_u64(d, o, "invalidations", a->invalidations);
+    /* A replica's (issue 35): entries its upstream's stream brought, candidates it passed up. */
+    put_u64(d, o, "received", a->received);
+    put_u64(d, o, "forwarded", a->forwarded);
 }
 
 /*

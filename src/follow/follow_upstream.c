@@ -39,7 +39,6 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
-#include <unistd.h>
 
 #include "token.h"
 
@@ -409,6 +408,7 @@ void *up_horizon_main(void *arg)
         }
         if (ut == u->tables[0])
             maybe_leave(u, c, ut->t);
+        up_forward(ut, c, url);     /* issue 35: hot "maybe" IDs passed up */
         /*
          * The others, now and then (briefly: the next proof waits): a
          * replica asked keeps its ring, so this one can resume on it.

@@ -76,6 +76,16 @@ static void apply_locked(struct stream *s, const struct fleetwire_adds *a)
     up_proofs_locked(ut);
 }
 
+/* Adaptive (issue 35): a VERIFIED frame's entries into the table's set.  Caller holds mu. */
+static void enter_verified(struct up_table *ut, const struct fleetwire_verified *v)
+{
+    size_t at = 0, klen;
+    uint64_t hash;
+    const char *key;
+    while (fleetwire_verified_next(v, &at, &hash, &key, &klen))
+        table_enter_verified(ut->t, hash, key, klen);
+}
+
 static bool on_frame(void *arg, const struct fleetwire_frame *f)
 {
     struct stream *s = arg;
@@ -138,6 +148,16 @@ static bool on_frame(void *arg, const struct fleetwire_frame *f)
         break;
     case FLEETWIRE_GENERATION:
         ut->heard_generation = f->u.generation.generation;
+        break;
+    case FLEETWIRE_VERIFIED:
+        /*
+         * Adaptive (issue 35): the upstream's verified-absent entries, in
+         * the stream's order (table_adapt.h, "On a replica"); none while
+         * the mirror is lost: the adds that would end them are not all
+         * coming one by one.
+         */
+        if (!ut->lost)
+            enter_verified(ut, &f->u.verified);
         break;
     default:
         break;
