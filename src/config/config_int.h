@@ -14,6 +14,7 @@
 #include <stdint.h>
 
 #include "config_data.h"
+#include "errfmt.h"
 
 /* Longest value quoted back in an error message. */
 #define CONFIG_ERR_VALUE_MAX 80
@@ -93,9 +94,8 @@ struct config_key {
 extern const struct config_key config_keys[];
 extern const size_t config_nkeys;
 
-/* snprintf into err when err != NULL and errlen > 0. */
-void config_errf(char *err, size_t errlen, const char *fmt, ...)
-    __attribute__((format(printf, 3, 4)));
+/* snprintf into err when err != NULL and errlen > 0 (errfmt.h). */
+#define config_errf errfmt
 
 /* Whether name is [a-z][a-z0-9_]{0,31}, a [filter NAME] name; err says why not. */
 bool config_filter_name_valid(const char *name, char *err, size_t errlen);

@@ -5,28 +5,17 @@
  * which build it from the pieces in proxyconf_parts.c.
  */
 #include "proxyconf.h"
+#include "errfmt.h"
 #include "proxyconf_caddy.h"
 #include "proxyconf_nginx.h"
 
-#include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "idcodec.h"
 #include "uritmpl.h"
 
-static void errf(char *err, size_t errlen, const char *fmt, ...)
-    __attribute__((format(printf, 3, 4)));
-
-static void errf(char *err, size_t errlen, const char *fmt, ...)
-{
-    va_list ap;
-    if (errlen == 0)
-        return;
-    va_start(ap, fmt);
-    vsnprintf(err, errlen, fmt, ap);
-    va_end(ap);
-}
+#define errf errfmt
 
 bool proxyconf_kind_parse(const char *name, enum proxyconf_kind *kind)
 {

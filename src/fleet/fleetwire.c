@@ -4,6 +4,7 @@
  * them with, and the sequence rule it applies them by.
  */
 #include "fleetwire.h"
+#include "errfmt.h"
 
 #include <endian.h>
 #include <stdarg.h>
@@ -462,20 +463,9 @@ void fleetwire_track_init(struct fleetwire_track *t, uint64_t history, uint64_t 
     *t = (struct fleetwire_track){ .history = history, .next = last + 1 };
 }
 
-static enum fleetwire_verdict verdict(enum fleetwire_verdict v, char *why, size_t whylen,
-                                      const char *fmt, ...) __attribute__((format(printf, 4, 5)));
-
-static enum fleetwire_verdict verdict(enum fleetwire_verdict v, char *why, size_t whylen,
-                                      const char *fmt, ...)
-{
-    if (why != NULL && whylen > 0) {
-        va_list ap;
-        va_start(ap, fmt);
-        vsnprintf(why, whylen, fmt, ap);
-        va_end(ap);
-    }
-    return v;
-}
+/* The verdict v, its why written (errfmt.h). */
+#define verdict(v, why, whylen, ...) \
+    __extension__({ errfmt((why), (whylen), __VA_ARGS__); (enum fleetwire_verdict)(v); })
 
 enum fleetwire_verdict fleetwire_track_frame(struct fleetwire_track *t,
                                              const struct fleetwire_frame *f, char *why,

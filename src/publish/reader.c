@@ -11,7 +11,6 @@
 #include <fcntl.h>
 #include <limits.h>
 #include <pthread.h>
-#include <stdarg.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -22,6 +21,7 @@
 #include <unistd.h>
 
 #include "answer.h"
+#include "errfmt.h"
 #include "monoclock.h"
 #include "filter.h"
 #include "idcodec.h"
@@ -64,15 +64,8 @@ struct bloomguard {
     char path[];
 };
 
-/* snprintf for the why of an error: cut to fit, on purpose. */
-__attribute__((format(printf, 3, 4)))
-static void whyf(char *why, size_t whylen, const char *fmt, ...)
-{
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(why, whylen, fmt, ap);
-    va_end(ap);
-}
+/* The why of an error: cut to fit, on purpose (errfmt.h). */
+#define whyf errfmt
 
 static void view_free(struct view *v)
 {

@@ -12,7 +12,6 @@
 
 #include <errno.h>
 #include <stdio.h>
-#include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -39,18 +38,6 @@ const char *snapshot_strstatus(enum snapshot_status st)
     case SNAPSHOT_NOMEM: return "out of memory";
     }
     return "unknown snapshot status";
-}
-
-enum snapshot_status snapshot_why(char *why, size_t whylen, enum snapshot_status st,
-                                  const char *fmt, ...)
-{
-    if (why != NULL && whylen > 0) {
-        va_list ap;
-        va_start(ap, fmt);
-        vsnprintf(why, whylen, fmt, ap);
-        va_end(ap);
-    }
-    return st;
 }
 
 /* ================================================================ writing */

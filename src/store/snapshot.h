@@ -117,6 +117,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "errfmt.h"
 #include "filter.h"
 
 #define SNAPSHOT_MAGIC "BGSNAP\r\n"
@@ -269,8 +270,8 @@ const char *snapshot_strstatus(enum snapshot_status st);
  * NULL and whylen > 0) and return st: the one way readers and fetchers of
  * snapshots report a failure.  Thread-safe.
  */
-enum snapshot_status snapshot_why(char *why, size_t whylen, enum snapshot_status st,
-                                  const char *fmt, ...) __attribute__((format(printf, 4, 5)));
+#define snapshot_why(why, whylen, st, ...) \
+    __extension__({ errfmt((why), (whylen), __VA_ARGS__); (enum snapshot_status)(st); })
 
 /* What the caller requires of a snapshot; NULL or 0 fields accept any. */
 struct snapshot_expect {
