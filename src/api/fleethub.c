@@ -93,6 +93,23 @@ static void tap_added(void *ctx, const uint64_t *hashes, size_t n, uint32_t ttl,
         fleethub_kick(ht->h);
 }
 
+/*
+ * A commit the follower applied (h-stream's commit positions): the ring
+ * marks where it stands, if the table is loaded and covers its epoch (its
+ * follower has missed nothing since its load began: every later commit's
+ * keys reach the ring, fleetring.h's (b)).  The proof is read after the
+ * commit was applied: a gap that began before it shows as another epoch or
+ * as covered behind, and makes no mark.
+ */
+static void tap_committed(void *ctx, uint32_t tli, uint64_t lsn)
+{
+    struct hub_table *ht = ctx;
+    struct table_proof p;
+    table_proof(ht->t, &p);
+    if (p.loaded && p.covered == p.epoch && p.epoch != 0)
+        fleetring_mark(ht->ring, p.epoch, tli, lsn);
+}
+
 static void tap_changed(void *ctx)
 {
     struct hub_table *ht = ctx;
@@ -268,7 +285,7 @@ struct fleethub *fleethub_new(const struct config *cfg, struct table *const *tab
             fleethub_free(h);
             return NULL;
         }
-        table_set_tap(ht->t, &(struct table_tap){ ht, tap_added, tap_changed });
+        table_set_tap(ht->t, &(struct table_tap){ ht, tap_added, tap_changed, tap_committed });
     }
     return h;
 }
@@ -312,7 +329,7 @@ void fleethub_free(struct fleethub *h)
         return;
     for (unsigned i = 0; i < h->n; i++) {
         /* Nothing adds any more (the followers and the server stopped): unhook all the same. */
-        table_set_tap(h->tables[i].t, &(struct table_tap){ NULL, NULL, NULL });
+        table_set_tap(h->tables[i].t, &(struct table_tap){ NULL, NULL, NULL, NULL });
         fleetsnap_free(h->tables[i].snap);
         fleetring_free(h->tables[i].ring);
     }
@@ -332,6 +349,7 @@ void fleethub_info(struct fleethub *h, struct fleethub_info *out)
     out->refused = atomic_load(&h->refused);
     out->cut_behind = atomic_load(&h->cut_behind);
     out->snapshots = atomic_load(&h->snapshots);
+    out->commit_resumes = atomic_load(&h->commit_resumes);
     out->ring_capacity = h->cfg->fleet_ring_items;
     for (unsigned i = 0; i < h->n && i < 64; i++) {
         struct fleetring_info ri;

@@ -44,9 +44,16 @@ void fleethub_stop(struct fleethub *h);
 /* After the HTTP server stopped.  NULL: no-op. */
 void fleethub_free(struct fleethub *h);
 
-/* Where a replica stands in an upstream's ring: every key of history up to seq. */
+/*
+ * Where a replica stands in an upstream's ring: every key of history up to
+ * seq; and, when it knows one (h-stream's commit positions, fleetwire.h),
+ * every row committed up to tli/lsn in the upstream's database (lsn 0:
+ * none).
+ */
 struct fleethub_where {
     uint64_t history, seq;
+    uint32_t tli;
+    uint64_t lsn;
 };
 
 /*
@@ -71,6 +78,7 @@ struct reply fleethub_snapshot(struct fleethub *h, unsigned i);
 struct fleethub_info {
     unsigned streams;               /* replicas streaming now */
     uint64_t streams_total, refused, cut_behind, snapshots;
+    uint64_t commit_resumes;        /* streams resumed at a commit position */
     uint64_t ring_last[64], ring_oldest[64], ring_capacity;     /* by table (CONFIG_MAX_FILTERS) */
     bool ring_enabled[64];
 };

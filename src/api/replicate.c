@@ -24,6 +24,21 @@ static bool parse_from(const char *from, struct fleethub_where *w)
     return *end == '\0' && from[17] >= '0' && from[17] <= '9';
 }
 
+/* "TLI:LSN" (decimal, 16 hex digits): a commit position (fleetwire.h); false if not that. */
+static bool parse_commit(const char *commit, struct fleethub_where *w)
+{
+    char *end;
+    if (commit[0] < '0' || commit[0] > '9')
+        return false;
+    unsigned long tli = strtoul(commit, &end, 10);
+    if (*end != ':' || tli == 0 || tli > UINT32_MAX || strlen(end + 1) != 16)
+        return false;
+    const char *l = end + 1;
+    w->tli = (uint32_t)tli;
+    w->lsn = strtoull(l, &end, 16);
+    return *end == '\0' && w->lsn != 0 && l[0] != '-' && l[0] != '+' && l[0] != ' ';
+}
+
 /* "MS" within FLEETWIRE_BEAT_MIN_MS .. FLEETWIRE_BEAT_MAX_MS; NULL: the default. */
 static bool parse_beat(const char *beat, unsigned *ms)
 {
@@ -55,16 +70,21 @@ struct reply replicate_get(struct app *a, const struct api_request *rq)
         return api_error(MHD_HTTP_SERVICE_UNAVAILABLE, "not_replicating",
                          "this daemon serves no replica");
     if (slash == NULL) {
-        const char *from = NULL, *beat = NULL;
-        struct fleethub_where where;
+        const char *from = NULL, *beat = NULL, *commit = NULL;
+        struct fleethub_where where = { 0, 0, 0, 0 };
         unsigned beat_ms;
         if (rq->conn != NULL) {
             from = MHD_lookup_connection_value(rq->conn, MHD_GET_ARGUMENT_KIND, "from");
             beat = MHD_lookup_connection_value(rq->conn, MHD_GET_ARGUMENT_KIND, "beat");
+            commit = MHD_lookup_connection_value(rq->conn, MHD_GET_ARGUMENT_KIND, "commit");
         }
         if (from != NULL && !parse_from(from, &where))
             return api_error(MHD_HTTP_BAD_REQUEST, "bad_position",
                              "from must be HISTORY:SEQ (16 hex digits, a colon, a number)");
+        if (commit != NULL && (from == NULL || !parse_commit(commit, &where)))
+            return api_error(MHD_HTTP_BAD_REQUEST, "bad_commit_position",
+                             "commit must be TLI:LSN (a timeline, a colon, 16 hex digits), "
+                             "beside from");
         if (!parse_beat(beat, &beat_ms))
             return api_error(MHD_HTTP_BAD_REQUEST, "bad_beat",
                              "beat must be the milliseconds between heartbeats, %u to %u",

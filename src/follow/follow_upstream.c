@@ -149,6 +149,9 @@ void up_report(struct upstream *u, unsigned url, enum up_health h, const char *w
 void up_lost_locked(struct up_table *ut, const char *why)
 {
     ut->n_proofs = 0;
+    /* Rows may be missing: the filter holds no commit position any more. */
+    ut->m.commit_tli = 0;
+    ut->m.commit_lsn = 0;
     if (ut->lost)
         return;
     ut->lost = true;
@@ -313,7 +316,8 @@ static bool take_answer(struct up_table *ut, const struct answer *ans, int64_t a
             }
             ut->proofs[ut->n_proofs++] = p;
         }
-    } else if (m->have && ans->history != m->history && !ut->lost) {
+    } else if (m->have && ans->history != m->history && !ut->lost && m->commit_lsn == 0) {
+        /* (With a commit position the stream asks first: its HELLO says whether it can go on.) */
         up_lost_locked(ut, "the upstream is of another history (restarted, or another one)");
     } else if (m->have && ans->history == m->history && ans->epoch != m->covered && !ut->lost) {
         up_lost_locked(ut, "the upstream had a gap (a new epoch)");
@@ -557,6 +561,9 @@ static void up_table_status(struct follower *f, struct table *t, struct follow_s
     out->heard_seq = ut->heard_seq;
     out->mirror_snapshots = ut->snapshots;
     out->mirror_resumes = ut->resumes;
+    out->mirror_commit_resumes = ut->commit_resumes;
+    out->mirror_commit_tli = ut->m.commit_tli;
+    out->mirror_commit_lsn = ut->m.commit_lsn;
     out->mirror_violations = ut->violations;
     out->mirror_keys = ut->keys;
     snprintf(out->mirror_lost, sizeof out->mirror_lost, "%s", ut->lost ? ut->lost_why : "");
