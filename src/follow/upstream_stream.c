@@ -145,7 +145,8 @@ static bool on_frame(void *arg, const struct fleetwire_frame *f)
     if (v == FLEETWIRE_SNAPSHOT) {
         s->lost = true;
         snprintf(s->why, sizeof s->why, "%s", why);
-        return false;
+        /* A refusing HELLO is followed by its BYE, which says why: read on for it. */
+        return f->type == FLEETWIRE_HELLO;
     }
     if (f->type == FLEETWIRE_BYE) {
         s->bye = true;
