@@ -30,6 +30,16 @@
  * proves nothing: the horizon stays, and answers degrade after
  * max_staleness, as for any follower.  A replica of a replica proves the
  * same way, from its upstream's answers, which rest on its upstream's.
+ *
+ * After a resume at a commit position on an upstream of another history
+ * (upstream_stream.c's at_commit_locked; fleetstream.c proves the
+ * upstream's side), (1) reads: the filter holds every row committed up to
+ * the position, and the upstream's filter holds no row committed up to it
+ * that a snapshot of it taken then would add; (2) is unchanged, from the
+ * seq it went on after.  The mirror is then of that history, covering its
+ * epoch, and its answers prove as above.  An answer of another history
+ * than the mirror's does not make it lost while it holds a commit
+ * position: the stream asks first, and its HELLO says whether it goes on.
  */
 #include "upstream.h"
 
