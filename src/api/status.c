@@ -389,10 +389,7 @@ static void replication_section(struct doc *d, json_t *o, const struct status_fi
     put_u64(d, o, "snapshots", c->mirror_snapshots);
     put_u64(d, o, "resumes", c->mirror_resumes);
     put_u64(d, o, "commit_resumes", c->mirror_commit_resumes);
-    char pos[40];
-    snprintf(pos, sizeof pos, "%u:%016llx", c->mirror_commit_tli,
-             (unsigned long long)c->mirror_commit_lsn);
-    put_str(d, o, "commit_position", c->mirror_commit_lsn != 0 ? pos : NULL);
+    put_str(d, o, "commit_position", c->mirror_commit[0] ? c->mirror_commit : NULL);
     put_u64(d, o, "violations", c->mirror_violations);
     put_u64(d, o, "switches", c->upstream_switches);
     put_str(d, o, "waiting_for_snapshot", c->mirror_lost[0] ? c->mirror_lost : NULL);

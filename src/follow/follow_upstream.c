@@ -30,16 +30,8 @@
  * proves nothing: the horizon stays, and answers degrade after
  * max_staleness, as for any follower.  A replica of a replica proves the
  * same way, from its upstream's answers, which rest on its upstream's.
- *
- * After a resume at a commit position on an upstream of another history
- * (upstream_stream.c's at_commit_locked; fleetstream.c proves the
- * upstream's side), (1) reads: the filter holds every row committed up to
- * the position, and the upstream's filter holds no row committed up to it
- * that a snapshot of it taken then would add; (2) is unchanged, from the
- * seq it went on after.  The mirror is then of that history, covering its
- * epoch, and its answers prove as above.  An answer of another history
- * than the mirror's does not make it lost while it holds a commit
- * position: the stream asks first, and its HELLO says whether it goes on.
+ * After a resume at a commit position on an upstream of another history,
+ * (1) reads otherwise: upstream_stream.c's at_commit_locked.
  */
 #include "upstream.h"
 
@@ -182,47 +174,6 @@ void up_proofs_locked(struct up_table *ut)
             ut->proofs[keep++] = ut->proofs[i];
     }
     ut->n_proofs = keep;
-}
-
-void up_ident_of(const struct fleetwire_ident *w, struct table_ident *out)
-{
-    memset(out, 0, sizeof *out);
-    out->relid = w->relid;
-    out->attnum = w->attnum;
-    out->typid = w->typid;
-    out->base_typid = w->base_typid;
-    out->typmod = w->typmod;
-    out->deterministic = w->deterministic;
-    out->dboid = w->dboid;
-    snprintf(out->sysid, sizeof out->sysid, "%s", w->sysid);
-    snprintf(out->type_name, sizeof out->type_name, "%s", w->type_name);
-    out->spell = SPELL_OTHER;
-    for (int s = 0; s < SPELL_NTYPES; s++)
-        if (strcmp(w->spell, spell_type_name((enum spell_type)s)) == 0)
-            out->spell = (enum spell_type)s;
-}
-
-bool up_same_ident_locked(struct up_table *ut, const struct table_ident *id, const char *name,
-                          const char *table, const char *column, char *why, size_t whylen)
-{
-    const struct filter_config *fc = table_config(ut->t);
-    if (strcmp(name, fc->name) != 0 || strcmp(table, fc->table) != 0
-        || strcmp(column, fc->column) != 0) {
-        snprintf(why, whylen, "it serves filter %.40s of %.80s.%.40s, not %s of %s.%s", name,
-                 table, column, fc->name, fc->table, fc->column);
-        return false;
-    }
-    const struct table_ident *had = &ut->ident;
-    if (!ut->pinned || (had->relid == id->relid && had->attnum == id->attnum
-                        && had->typid == id->typid && had->base_typid == id->base_typid
-                        && had->spell == id->spell && had->dboid == id->dboid
-                        && strcmp(had->sysid, id->sysid) == 0))
-        return true;
-    snprintf(why, whylen, "it serves relation %u column %d (%s) of database %u in cluster %s, "
-             "not relation %u column %d (%s) of database %u in cluster %s", id->relid,
-             id->attnum, spell_type_name(id->spell), id->dboid, id->sysid, had->relid,
-             had->attnum, spell_type_name(had->spell), had->dboid, had->sysid);
-    return false;
 }
 
 /* ---------------------------------------------------------- the horizon -- */
@@ -572,8 +523,9 @@ static void up_table_status(struct follower *f, struct table *t, struct follow_s
     out->mirror_snapshots = ut->snapshots;
     out->mirror_resumes = ut->resumes;
     out->mirror_commit_resumes = ut->commit_resumes;
-    out->mirror_commit_tli = ut->m.commit_tli;
-    out->mirror_commit_lsn = ut->m.commit_lsn;
+    if (ut->m.commit_lsn != 0)
+        snprintf(out->mirror_commit, sizeof out->mirror_commit, "%u:%016" PRIx64,
+                 ut->m.commit_tli, ut->m.commit_lsn);
     out->mirror_violations = ut->violations;
     out->mirror_keys = ut->keys;
     snprintf(out->mirror_lost, sizeof out->mirror_lost, "%s", ut->lost ? ut->lost_why : "");
