@@ -214,7 +214,7 @@ static void *pump_main(void *arg)
 
 /* ---------------------------------------------------------- the horizon -- */
 
-struct reply fleethub_horizon(struct fleethub *h, unsigned i)
+size_t fleethub_horizon_text(struct fleethub *h, unsigned i, char *out, size_t cap)
 {
     struct hub_table *ht = &h->tables[i];
     struct table_proof p;
@@ -231,18 +231,26 @@ struct reply fleethub_horizon(struct fleethub *h, unsigned i)
     double stale = h->cfg->max_staleness;
     bool degraded = !p.loaded || p.saturated || age < 0
                     || (stale > 0 && (double)age > stale * 1e9);
-    char age_text[24], *body = NULL;
+    char age_text[24];
     snprintf(age_text, sizeof age_text, age < 0 ? "null" : "%" PRId64, age);
-    if (asprintf(&body, "{\"history\":\"%016" PRIx64 "\",\"epoch\":%" PRIu64 ",\"covered\":%"
-                 PRIu64 ",\"generation\":%" PRIu64 ",\"seq\":%" PRIu64 ",\"age_ns\":%s,"
-                 "\"degraded\":%s,\"replica\":%s}", history, p.epoch,
-                 p.covered, p.generation, seq, age_text, degraded ? "true" : "false",
-                 h->replica ? "true" : "false") < 0)
-        body = NULL;
-    struct reply r = api_json_take(MHD_HTTP_OK, body);
-    if (r.resp != NULL)
-        MHD_add_response_header(r.resp, MHD_HTTP_HEADER_CACHE_CONTROL, "no-store");
-    return r;
+    int n = snprintf(out, cap, "{\"history\":\"%016" PRIx64 "\",\"epoch\":%" PRIu64 ",\"covered\":%"
+                     PRIu64 ",\"generation\":%" PRIu64 ",\"seq\":%" PRIu64 ",\"age_ns\":%s,"
+                     "\"degraded\":%s,\"replica\":%s}", history, p.epoch,
+                     p.covered, p.generation, seq, age_text, degraded ? "true" : "false",
+                     h->replica ? "true" : "false");
+    return n > 0 && (size_t)n < cap ? (size_t)n : 0;
+}
+
+/*
+ * The same answer whether libmicrohttpd or the fast path (replicate.c's
+ * replicate_get_fast) gives it, so no Cache-Control: a request with
+ * Authorization is not stored by a shared cache anyway (RFC 9111 3.5).
+ */
+struct reply fleethub_horizon(struct fleethub *h, unsigned i)
+{
+    char text[FLEETHUB_HORIZON_MAX];
+    size_t n = fleethub_horizon_text(h, i, text, sizeof text);
+    return api_json_take(MHD_HTTP_OK, n > 0 ? strdup(text) : NULL);
 }
 
 /* ---------------------------------------------------------- snapshots -- */

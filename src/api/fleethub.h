@@ -68,6 +68,13 @@ struct reply fleethub_stream(struct fleethub *h, unsigned i, const struct fleeth
 /* GET /replicate/NAME/horizon's JSON for table i. */
 struct reply fleethub_horizon(struct fleethub *h, unsigned i);
 /*
+ * The same JSON into out (cap bytes, NUL included): its length, 0 if it
+ * does not fit (FLEETHUB_HORIZON_MAX always does).  For the fast path
+ * (replicate.c's replicate_get_fast).  Any thread.
+ */
+#define FLEETHUB_HORIZON_MAX 384
+size_t fleethub_horizon_text(struct fleethub *h, unsigned i, char *out, size_t cap);
+/*
  * GET /replicate/NAME/snapshot's for table i: a snapshot made for the
  * request (or shared with the requests that arrived before it was made),
  * with where it is exact in its metadata.

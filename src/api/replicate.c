@@ -10,6 +10,7 @@
 
 #include "fleethub.h"
 #include "fleetwire.h"
+#include "table.h"
 
 /* "HISTORY:SEQ" (16 hex digits, a decimal): false if it is not that. */
 static bool parse_from(const char *from, struct fleethub_where *w)
@@ -98,4 +99,25 @@ struct reply replicate_get(struct app *a, const struct api_request *rq)
         return fleethub_snapshot(a->fleet, (unsigned)t);
     return api_error(MHD_HTTP_NOT_FOUND, "no_route", "no such endpoint: GET /replicate/%.*s/%.*s",
                      (int)(name > 64 ? 64 : name), rest, (int)(what > 32 ? 32 : what), slash + 1);
+}
+
+unsigned replicate_get_fast(struct app *a, const char *rest, size_t rest_len, char *out,
+                            size_t cap, size_t *len)
+{
+    /* rest: "/NAME/horizon", the replicas' round trips; the rest is the handler's. */
+    static const char suffix[] = "/horizon";
+    size_t sl = sizeof suffix - 1;
+    if (a->fleet == NULL || rest_len <= sl + 1 || rest[0] != '/'
+        || memcmp(rest + rest_len - sl, suffix, sl) != 0)
+        return 0;
+    const char *name = rest + 1;
+    size_t nlen = rest_len - 1 - sl;
+    for (unsigned i = 0; i < a->n_tables; i++) {
+        const char *n = table_name(a->tables[i]);
+        if (strlen(n) == nlen && memcmp(n, name, nlen) == 0) {
+            *len = fleethub_horizon_text(a->fleet, i, out, cap);
+            return *len > 0 ? MHD_HTTP_OK : 0;
+        }
+    }
+    return 0;
 }
