@@ -231,7 +231,7 @@ static void stream_once(struct up_table *ut, struct httpc *c, const struct up_mi
                         struct stream *s, enum httpc_status *st, char *why, size_t whylen)
 {
     struct upstream *u = ut->u;
-    char suffix[160], url[CONFIG_UPSTREAM_URL_MAX + 128];
+    char suffix[160], url[CONFIG_UPSTREAM_URL_MAX + 256];
     snprintf(suffix, sizeof suffix, "?from=%016" PRIx64 ":%" PRIu64 "&beat=%u", pos->history,
              pos->seq, up_beat_ms(u->base.cfg));
     s->url = up_current(u);
