@@ -85,14 +85,12 @@ static size_t distinct(size_t n, const char *const *ids, const size_t *lens)
 
 FUZZ_TARGET(body)
 {
-    if (h.stats == NULL)
-        setup();
-    if (size < 1)
+    /* Its horizon only matters to lookups, with max_staleness 0 (setup). */
+    struct table *tbl = fuzz_app_input(&h, setup, data, size);
+    if (tbl == NULL)
         return 0;
     bool insert = data[0] & 1;
     enum body_type t = data[0] & 2 ? BODY_TEXT : BODY_JSON;
-    /* Its horizon only matters to lookups, with max_staleness 0 (setup). */
-    struct table *tbl = fuzz_app_table(&h, data[0]);
     bool ready = tbl != h.unready;
     const char *body = (const char *)data + 1;
     size_t len = size - 1;

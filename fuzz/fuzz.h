@@ -129,6 +129,20 @@ static inline struct table *fuzz_app_table(struct fuzz_app *h, uint8_t flags)
     return flags & 0x1C ? fuzz_loaded_table(&h->cfg, &h->fc) : h->unready;
 }
 
+/*
+ * The start of a handler harness's input: h built by setup (which calls
+ * fuzz_app_init) at the first input, then the table the input runs against
+ * (fuzz_app_table of its byte 0); NULL for an empty input, which the
+ * harness skips.
+ */
+static inline struct table *fuzz_app_input(struct fuzz_app *h, void (*setup)(void),
+                                           const uint8_t *data, size_t size)
+{
+    if (h->stats == NULL)
+        setup();
+    return size < 1 ? NULL : fuzz_app_table(h, data[0]);
+}
+
 /* Whether a handler's reply says it is JSON, as every JSON answer of the API must. */
 static inline bool fuzz_reply_is_json(struct MHD_Response *resp)
 {

@@ -56,12 +56,10 @@ static bool auth_id(const char *uri, size_t len, char *id, size_t *idlen, bool *
 
 FUZZ_TARGET(request)
 {
-    if (h.stats == NULL)
-        setup();
-    if (size < 1)
+    struct table *tbl = fuzz_app_input(&h, setup, data, size);
+    if (tbl == NULL)
         return 0;
     bool exists = data[0] & 1, add = data[0] & 2;
-    struct table *tbl = fuzz_app_table(&h, data[0]);
     bool ready = tbl != h.unready;
     const char *uri = (const char *)data + 1;
     size_t len = size - 1;

@@ -27,7 +27,6 @@
 
 static struct config cfg;
 static struct filter_config fc;
-static const struct table_ident text_ident = { .relid = 1, .attnum = 1, .spell = SPELL_TEXT };
 
 static void setup(void)
 {
@@ -44,10 +43,8 @@ static void setup(void)
 static void load_rows(struct table *t, const struct table_ident *ident, unsigned n,
                       const char *extra, int64_t start)
 {
-    enum filter_error fe;
-    uint64_t epoch = table_epoch(t);
-    struct table_load *l = table_load_begin(t, 2000, ident, &fe);
-    ck_assert_ptr_nonnull(l);
+    uint64_t epoch;
+    struct table_load *l = check_load_begin(t, 2000, ident, &epoch);
     char key[64];
     for (unsigned i = 0; i <= n; i++) {
         int len = i < n ? snprintf(key, sizeof key, "row-%u", i) : extra ? snprintf(key, sizeof key, "%s", extra) : -1;
@@ -96,22 +93,52 @@ static struct table_candidate take_hot(struct table *t, const char *id)
     return c[0];
 }
 
+/* The table's adaptive figures now (table_adaptive_info). */
+static struct table_adaptive adaptive(struct table *t)
+{
+    struct table_adaptive ai;
+    table_adaptive_info(t, &ai);
+    return ai;
+}
+
 static struct table *loaded(void)
 {
     struct table *t = table_new(&cfg, &fc);
     ck_assert_ptr_nonnull(t);
     ck_assert(table_adaptive(t));
-    load_rows(t, &text_ident, 1000, NULL, monoclock_boot_ns());
+    load_rows(t, &check_text_ident, 1000, NULL, monoclock_boot_ns());
     return t;
+}
+
+/* A loaded() table, and its first n false positives in fp. */
+static struct table *loaded_with(char (*fp)[32], unsigned n)
+{
+    struct table *t = loaded();
+    false_positives(t, fp, n);
+    return t;
+}
+
+/* The adds a denial must yield to, besides a COPY's row: a followed row (how 0), a POST (1). */
+static void add_by(struct table *t, int how, const char *id)
+{
+    if (how == 0)
+        ck_assert(table_add_row(t, id, strlen(id)));
+    else
+        ck_assert_int_eq(check_post(t, id), TABLE_INSERTED);
+}
+
+/* id made hot, taken by the verifier and found absent: an entry, denied from now on. */
+static void deny(struct table *t, const char *id)
+{
+    struct table_candidate c = take_hot(t, id);
+    ck_assert_int_eq(table_verified(t, &c, TABLE_VERIFIED_ABSENT), TABLE_ENTERED);
 }
 
 START_TEST(test_hot_false_positive_is_denied)
 {
-    struct table *t = loaded();
     char fp[1][32];
-    false_positives(t, fp, 1);
-    struct table_candidate c = take_hot(t, fp[0]);
-    ck_assert_int_eq(table_verified(t, &c, TABLE_VERIFIED_ABSENT), TABLE_ENTERED);
+    struct table *t = loaded_with(fp, 1);
+    deny(t, fp[0]);
     ck_assert_int_eq(ask(t, fp[0]), TABLE_ABSENT);
     ck_assert_int_eq(ask(t, "row-5"), TABLE_MAYBE);        /* rows are untouched */
     const char *ids[] = { fp[0], "row-5" };
@@ -120,8 +147,7 @@ START_TEST(test_hot_false_positive_is_denied)
     ck_assert(table_lookup_many(t, 2, ids, lens, many));    /* batches by the same sequence */
     ck_assert_int_eq(many[0], TABLE_ABSENT);
     ck_assert_int_eq(many[1], TABLE_MAYBE);
-    struct table_adaptive ai;
-    table_adaptive_info(t, &ai);
+    struct table_adaptive ai = adaptive(t);
     ck_assert_uint_eq(ai.entries, 1);
     ck_assert_uint_eq(ai.verified_absent, 1);
     ck_assert_uint_eq(ai.denied, 2);
@@ -150,28 +176,23 @@ END_TEST
 
 START_TEST(test_every_add_ends_a_denial)
 {
-    struct table *t = loaded();
     char fp[3][32];
-    false_positives(t, fp, 3);
+    struct table *t = loaded_with(fp, 3);
     for (int i = 0; i < 3; i++) {
-        struct table_candidate c = take_hot(t, fp[i]);
-        ck_assert_int_eq(table_verified(t, &c, TABLE_VERIFIED_ABSENT), TABLE_ENTERED);
+        deny(t, fp[i]);
         ck_assert_int_eq(ask(t, fp[i]), TABLE_ABSENT);
     }
-    /* A followed row. */
-    ck_assert(table_add_row(t, fp[0], strlen(fp[0])));
-    ck_assert_int_eq(ask(t, fp[0]), TABLE_MAYBE);
-    /* A POSTed ID. */
-    ck_assert_int_eq(check_post(t, fp[1]), TABLE_INSERTED);
-    ck_assert_int_eq(ask(t, fp[1]), TABLE_MAYBE);
-    struct table_adaptive ai;
-    table_adaptive_info(t, &ai);
-    ck_assert_uint_eq(ai.invalidations, 2);
+    /* A followed row, a POSTed ID. */
+    for (int how = 0; how < 2; how++) {
+        add_by(t, how, fp[how]);
+        ck_assert_int_eq(ask(t, fp[how]), TABLE_MAYBE);
+    }
+    ck_assert_uint_eq(adaptive(t).invalidations, 2);
     /* A COPY's row: the rebuild reads it. */
     ck_assert_int_eq(ask(t, fp[2]), TABLE_ABSENT);
-    load_rows(t, &text_ident, 1000, fp[2], monoclock_boot_ns());
+    load_rows(t, &check_text_ident, 1000, fp[2], monoclock_boot_ns());
     ck_assert_int_eq(ask(t, fp[2]), TABLE_MAYBE);
-    table_adaptive_info(t, &ai);
+    struct table_adaptive ai = adaptive(t);
     ck_assert_uint_eq(ai.invalidations, 3);
     ck_assert_uint_eq(ai.entries, 0);
     table_free(t);
@@ -180,22 +201,20 @@ END_TEST
 
 START_TEST(test_an_insert_after_the_snapshot_wins)
 {
-    struct table *t = loaded();
     char fp[2][32];
-    false_positives(t, fp, 2);
-    /* The ticket is taken, the query's snapshot does not see the row... */
-    struct table_candidate c = take_hot(t, fp[0]);
-    /* ... committed after it, and delivered by the follower before the query answers: */
-    ck_assert(table_add_row(t, fp[0], strlen(fp[0])));
-    ck_assert_int_eq(table_verified(t, &c, TABLE_VERIFIED_ABSENT), TABLE_RACED);
-    ck_assert_int_eq(ask(t, fp[0]), TABLE_MAYBE);
-    /* The same for a POST that comes between the ticket and the answer. */
-    c = take_hot(t, fp[1]);
-    ck_assert_int_eq(check_post(t, fp[1]), TABLE_INSERTED);
-    ck_assert_int_eq(table_verified(t, &c, TABLE_VERIFIED_ABSENT), TABLE_RACED);
-    ck_assert_int_eq(ask(t, fp[1]), TABLE_MAYBE);
-    struct table_adaptive ai;
-    table_adaptive_info(t, &ai);
+    struct table *t = loaded_with(fp, 2);
+    /*
+     * The ticket is taken, the query's snapshot does not see the row, committed
+     * after it and delivered by the follower before the query answers; the
+     * same for a POST that comes between the ticket and the answer.
+     */
+    for (int how = 0; how < 2; how++) {
+        struct table_candidate c = take_hot(t, fp[how]);
+        add_by(t, how, fp[how]);
+        ck_assert_int_eq(table_verified(t, &c, TABLE_VERIFIED_ABSENT), TABLE_RACED);
+        ck_assert_int_eq(ask(t, fp[how]), TABLE_MAYBE);
+    }
+    struct table_adaptive ai = adaptive(t);
     ck_assert_uint_eq(ai.raced, 2);
     ck_assert_uint_eq(ai.entries, 0);
     table_free(t);
@@ -204,9 +223,8 @@ END_TEST
 
 START_TEST(test_a_posted_id_is_never_verified)
 {
-    struct table *t = loaded();
     char fp[1][32];
-    false_positives(t, fp, 1);
+    struct table *t = loaded_with(fp, 1);
     /* POSTed: the service has acknowledged it, its row may not be committed yet. */
     ck_assert_int_eq(check_post(t, fp[0]), TABLE_INSERTED);
     ck_assert_int_eq(ask(t, fp[0]), TABLE_MAYBE);
@@ -214,18 +232,15 @@ START_TEST(test_a_posted_id_is_never_verified)
     ck_assert_int_eq(table_report(t, fp[0], strlen(fp[0])), TABLE_REPORT_HELD);
     struct table_candidate c[2];
     ck_assert_uint_eq(table_candidates(t, c, 2), 0);
-    struct table_adaptive ai;
-    table_adaptive_info(t, &ai);
-    ck_assert_uint_eq(ai.posted, 1);
+    ck_assert_uint_eq(adaptive(t).posted, 1);
     table_free(t);
 }
 END_TEST
 
 START_TEST(test_reports)
 {
-    struct table *t = loaded();
     char fp[1][32];
-    false_positives(t, fp, 1);
+    struct table *t = loaded_with(fp, 1);
     ck_assert_int_eq(table_report(t, fp[0], strlen(fp[0])), TABLE_REPORT_QUEUED);
     ck_assert_int_eq(table_report(t, fp[0], strlen(fp[0])), TABLE_REPORT_HELD);
     /* An ID the filter already denies needs nothing. */
@@ -242,9 +257,7 @@ START_TEST(test_reports)
     ck_assert_int_eq(ask(t, fp[0]), TABLE_MAYBE);
     ck_assert_int_eq(table_verified(t, &c[0], TABLE_VERIFIED_ABSENT), TABLE_ENTERED);
     ck_assert_int_eq(table_report(t, fp[0], strlen(fp[0])), TABLE_REPORT_ABSENT);
-    struct table_adaptive ai;
-    table_adaptive_info(t, &ai);
-    ck_assert_uint_eq(ai.reported, 1);
+    ck_assert_uint_eq(adaptive(t).reported, 1);
     table_free(t);
 }
 END_TEST
@@ -253,7 +266,7 @@ START_TEST(test_degraded_answers_maybe)
 {
     /* A load that started longer ago than max_staleness: the horizon is stale. */
     struct table *t = table_new(&cfg, &fc);
-    load_rows(t, &text_ident, 1000, NULL, monoclock_boot_ns() - 2 * 60 * NS);
+    load_rows(t, &check_text_ident, 1000, NULL, monoclock_boot_ns() - 2 * 60 * NS);
     char fp[1][32];
     unsigned found = 0;
     for (unsigned i = 0; !found; i++) {
@@ -274,38 +287,31 @@ END_TEST
 
 START_TEST(test_rebuilds_keep_what_holds)
 {
-    struct table *t = loaded();
     char fp[1][32];
-    false_positives(t, fp, 1);
-    struct table_candidate c = take_hot(t, fp[0]);
-    ck_assert_int_eq(table_verified(t, &c, TABLE_VERIFIED_ABSENT), TABLE_ENTERED);
+    struct table *t = loaded_with(fp, 1);
+    deny(t, fp[0]);
     /* The same rows into a filter of the same size: the same false positive, still denied. */
-    load_rows(t, &text_ident, 1000, NULL, monoclock_boot_ns());
+    load_rows(t, &check_text_ident, 1000, NULL, monoclock_boot_ns());
     ck_assert_int_eq(ask(t, fp[0]), TABLE_ABSENT);
-    struct table_adaptive ai;
-    table_adaptive_info(t, &ai);
-    ck_assert_uint_eq(ai.entries, 1);
+    ck_assert_uint_eq(adaptive(t).entries, 1);
     /* A filter that answers it absent itself: the entry is dropped, the answer unchanged. */
     fc.false_positive_rate = 0.0001;
     table_set_sizing(t, &fc);
-    load_rows(t, &text_ident, 1000, NULL, monoclock_boot_ns());
+    load_rows(t, &check_text_ident, 1000, NULL, monoclock_boot_ns());
     if (table_lookup(t, fp[0], strlen(fp[0])) == TABLE_ABSENT) {
-        table_adaptive_info(t, &ai);
-        ck_assert_uint_eq(ai.entries, 0);
+        ck_assert_uint_eq(adaptive(t).entries, 0);
     }
     /* A new spelling: every entry is forgotten, every verification in flight fails. */
     fc.false_positive_rate = 0.05;
     table_set_sizing(t, &fc);
-    load_rows(t, &text_ident, 1000, NULL, monoclock_boot_ns());
+    load_rows(t, &check_text_ident, 1000, NULL, monoclock_boot_ns());
     char fp2[2][32];
     false_positives_of(t, "other", fp2, 2);        /* never asked before: none is settled */
-    c = take_hot(t, fp2[0]);
-    ck_assert_int_eq(table_verified(t, &c, TABLE_VERIFIED_ABSENT), TABLE_ENTERED);
-    c = take_hot(t, fp2[1]);
+    deny(t, fp2[0]);
+    struct table_candidate c = take_hot(t, fp2[1]);
     const struct table_ident other = { .relid = 1, .attnum = 1, .spell = SPELL_NAME };
     load_rows(t, &other, 1000, NULL, monoclock_boot_ns());
-    table_adaptive_info(t, &ai);
-    ck_assert_uint_eq(ai.entries, 0);
+    ck_assert_uint_eq(adaptive(t).entries, 0);
     ck_assert_int_eq(table_verified(t, &c, TABLE_VERIFIED_ABSENT), TABLE_RACED);
     table_free(t);
 }
@@ -316,7 +322,7 @@ START_TEST(test_off)
     cfg.adaptive_enabled = false;
     struct table *t = table_new(&cfg, &fc);
     ck_assert(!table_adaptive(t));
-    load_rows(t, &text_ident, 100, NULL, monoclock_boot_ns());
+    load_rows(t, &check_text_ident, 100, NULL, monoclock_boot_ns());
     ck_assert_int_eq(table_report(t, "x", 1), TABLE_REPORT_OFF);
     struct table_candidate c[1];
     ck_assert_uint_eq(table_candidates(t, c, 1), 0);

@@ -23,6 +23,14 @@
 /* Growth parameters of a filter that never grows: one layer, as before layers. */
 static const struct filter_growth ONE_LAYER = { 2.0, 0.5, 1 };
 
+/* f's figures now (filter_info). */
+static struct filter_info info_of(const struct filter *f)
+{
+    struct filter_info fi;
+    filter_info(f, &fi);
+    return fi;
+}
+
 static size_t key_of(char *buf, size_t cap, const char *prefix, uint64_t i)
 {
     return (size_t)snprintf(buf, cap, "%s-%llu", prefix, (unsigned long long)i);
@@ -375,9 +383,7 @@ START_TEST(test_one_layer_unchanged)
     struct filter *g = filter_new(100000, 0.01, NULL);
     ck_assert_ptr_nonnull(f);
     ck_assert_ptr_nonnull(g);
-    struct filter_info fi, gi;
-    filter_info(f, &fi);
-    filter_info(g, &gi);
+    struct filter_info fi = info_of(f), gi = info_of(g);
     /* The growing one's first layer is the same filter: same geometry and memory. */
     ck_assert_uint_eq(fi.bits, plan.bits);
     ck_assert_uint_eq(gi.bits, plan.bits);
@@ -647,9 +653,7 @@ static void assert_same_filter(const struct filter *f, const struct filter *g)
         ck_assert_double_eq(fp.layer[i].share_fpp, gp.layer[i].share_fpp);
         ck_assert_uint_eq(fp.layer[i].items, gp.layer[i].items);
     }
-    struct filter_info fi, gi;
-    filter_info(f, &fi);
-    filter_info(g, &gi);
+    struct filter_info fi = info_of(f), gi = info_of(g);
     ck_assert_uint_eq(fi.bits_set, gi.bits_set);
     ck_assert_uint_eq(fi.items, gi.items);
     ck_assert_int_eq(fi.saturated, gi.saturated);

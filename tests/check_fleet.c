@@ -44,6 +44,33 @@ static bool collect(void *arg, const struct fleetwire_frame *f)
     return s->stop_after == 0 || s->n < s->stop_after;
 }
 
+/* A decoder feeding collect, what it has seen, and the reason it gave last. */
+struct reader {
+    struct fleetwire_dec d;
+    struct seen s;
+    char why[256];
+};
+
+/* The codec tests' reader: started by their checked fixture, freed by its teardown. */
+static struct reader rd;
+
+static void reader_setup(void)
+{
+    memset(&rd, 0, sizeof rd);
+    ck_assert(fleetwire_dec_init(&rd.d));
+}
+
+static void reader_teardown(void)
+{
+    fleetwire_dec_free(&rd.d);
+}
+
+/* n bytes at buf fed to r's decoder; its status. */
+static enum fleetwire_status feed(struct reader *r, const unsigned char *buf, size_t n)
+{
+    return fleetwire_feed(&r->d, buf, n, collect, &r->s, r->why, sizeof r->why);
+}
+
 static const uint64_t keys[5] = { 1, UINT64_MAX, 0x0123456789abcdefULL, 42, 7 };
 static const uint32_t ttls[5] = { 0, 3600, 0, 0, 1 };
 
@@ -130,23 +157,21 @@ START_TEST(test_round_trip)
     size_t n = sample_stream(buf, sizeof buf);
     ck_assert_uint_gt(n, 200);
     for (size_t step = 0; step <= 37; step++) {
-        struct fleetwire_dec d;
-        static struct seen s;
-        memset(&s, 0, sizeof s);
-        ck_assert(fleetwire_dec_init(&d));
-        char why[256] = "";
+        if (step > 0) {         /* a new reader for each split */
+            reader_teardown();
+            reader_setup();
+        }
         for (size_t at = 0; at < n;) {
             size_t k = step == 0 ? n : step;
             if (k > n - at)
                 k = n - at;
-            ck_assert_msg(fleetwire_feed(&d, buf + at, k, collect, &s, why, sizeof why)
-                          == FLEETWIRE_OK, "step %zu at %zu: %s", step, at, why);
+            ck_assert_msg(feed(&rd, buf + at, k) == FLEETWIRE_OK, "step %zu at %zu: %s", step, at,
+                          rd.why);
             at += k;
         }
-        ck_assert_uint_eq(d.bytes, n);
-        ck_assert_uint_eq(d.have, 0);
-        check_sample(&s);
-        fleetwire_dec_free(&d);
+        ck_assert_uint_eq(rd.d.bytes, n);
+        ck_assert_uint_eq(rd.d.have, 0);
+        check_sample(&rd.s);
     }
 }
 END_TEST
@@ -176,19 +201,13 @@ START_TEST(test_damage)
         memcpy(&plen, buf + 12 + 4, 4);
         buf[12 + 8 + plen] ^= damages[_i].to;
     }
-    struct fleetwire_dec d;
-    static struct seen s;
-    memset(&s, 0, sizeof s);
-    ck_assert(fleetwire_dec_init(&d));
-    char why[256] = "";
     enum fleetwire_status st = FLEETWIRE_OK;
     for (size_t at = 0; at < n && st == FLEETWIRE_OK; at++)
-        st = fleetwire_feed(&d, buf + at, 1, collect, &s, why, sizeof why);
+        st = feed(&rd, buf + at, 1);
     ck_assert_msg(st == damages[_i].want, "%s: %s (%s)", damages[_i].what,
-                  fleetwire_strstatus(st), why);
-    ck_assert_uint_eq(s.n, 0);
-    ck_assert_int_eq(fleetwire_feed(&d, buf, 1, collect, &s, why, sizeof why), st);
-    fleetwire_dec_free(&d);
+                  fleetwire_strstatus(st), rd.why);
+    ck_assert_uint_eq(rd.s.n, 0);
+    ck_assert_int_eq(feed(&rd, buf, 1), st);
 }
 END_TEST
 
@@ -201,14 +220,8 @@ START_TEST(test_oversized)
     uint32_t big = FLEETWIRE_MAX_PAYLOAD + 1;
     memcpy(head + 4, &big, 4);
     memcpy(buf + n, head, 8);
-    struct fleetwire_dec d;
-    struct seen s = { .n = 0 };
-    ck_assert(fleetwire_dec_init(&d));
-    char why[256];
-    ck_assert_int_eq(fleetwire_feed(&d, buf, n + 8, collect, &s, why, sizeof why),
-                     FLEETWIRE_OVERSIZED);
-    ck_assert_uint_eq(d.bytes, n + 8);
-    fleetwire_dec_free(&d);
+    ck_assert_int_eq(feed(&rd, buf, n + 8), FLEETWIRE_OVERSIZED);
+    ck_assert_uint_eq(rd.d.bytes, n + 8);
 }
 END_TEST
 
@@ -262,14 +275,10 @@ START_TEST(test_bad_payload)
     unsigned char buf[256];
     size_t n = fleetwire_put_preamble(buf, sizeof buf);
     n += sealed(buf + n, b->type, b->payload, b->len);
-    struct fleetwire_dec d;
-    ck_assert(fleetwire_dec_init(&d));
-    char why[256] = "";
-    struct seen s = { .n = 0 };
-    enum fleetwire_status st = fleetwire_feed(&d, buf, n, collect, &s, why, sizeof why);
-    ck_assert_msg(st == FLEETWIRE_BAD_FRAME, "%s: %s (%s)", b->what, fleetwire_strstatus(st), why);
-    ck_assert_uint_eq(s.n, 0);
-    fleetwire_dec_free(&d);
+    enum fleetwire_status st = feed(&rd, buf, n);
+    ck_assert_msg(st == FLEETWIRE_BAD_FRAME, "%s: %s (%s)", b->what, fleetwire_strstatus(st),
+                  rd.why);
+    ck_assert_uint_eq(rd.s.n, 0);
 }
 END_TEST
 
@@ -282,15 +291,10 @@ START_TEST(test_unknown_type)
     unsigned char pair[16] = { 2 };
     n += sealed(buf + n, 77, pair, sizeof pair);
     n += fleetwire_put_pair(buf + n, sizeof buf - n, FLEETWIRE_HEARTBEAT, 3, 1);
-    struct fleetwire_dec d;
-    struct seen s = { .n = 0 };
-    char why[256] = "";
-    ck_assert(fleetwire_dec_init(&d));
-    ck_assert_int_eq(fleetwire_feed(&d, buf, n, collect, &s, why, sizeof why), FLEETWIRE_OK);
-    ck_assert_uint_eq(s.n, 2);
-    ck_assert(s.f[0].u.heartbeat.last == 1 && s.f[1].u.heartbeat.last == 3);
-    ck_assert_uint_eq(d.frames, 3);
-    fleetwire_dec_free(&d);
+    ck_assert_int_eq(feed(&rd, buf, n), FLEETWIRE_OK);
+    ck_assert_uint_eq(rd.s.n, 2);
+    ck_assert(rd.s.f[0].u.heartbeat.last == 1 && rd.s.f[1].u.heartbeat.last == 3);
+    ck_assert_uint_eq(rd.d.frames, 3);
 }
 END_TEST
 
@@ -299,16 +303,10 @@ START_TEST(test_stop)
 {
     static unsigned char buf[8192];
     size_t n = sample_stream(buf, sizeof buf);
-    struct fleetwire_dec d;
-    static struct seen s;
-    memset(&s, 0, sizeof s);
-    s.stop_after = 2;
-    char why[256];
-    ck_assert(fleetwire_dec_init(&d));
-    ck_assert_int_eq(fleetwire_feed(&d, buf, n, collect, &s, why, sizeof why), FLEETWIRE_STOPPED);
-    ck_assert_uint_eq(s.n, 2);
-    ck_assert_int_eq(fleetwire_feed(&d, buf, 1, collect, &s, why, sizeof why), FLEETWIRE_STOPPED);
-    fleetwire_dec_free(&d);
+    rd.s.stop_after = 2;
+    ck_assert_int_eq(feed(&rd, buf, n), FLEETWIRE_STOPPED);
+    ck_assert_uint_eq(rd.s.n, 2);
+    ck_assert_int_eq(feed(&rd, buf, 1), FLEETWIRE_STOPPED);
 }
 END_TEST
 
@@ -360,60 +358,86 @@ static struct fleetwire_frame adds_frame(uint64_t first, uint32_t count)
     return f;
 }
 
+/* One frame told to a tracker: its kind ('H'ello, 'A'dds, heart'B'eat, b'Y'e), what it says. */
+struct track_step {
+    char kind;
+    uint64_t a;             /* H: history; A: first; B: last; Y: the BYE code */
+    uint64_t b;             /* H: from; A: count; B: epoch */
+    bool resumed;           /* H: the RESUMED flag */
+    enum fleetwire_verdict want;
+    uint64_t next;          /* the tracker's next seq after it; 0: not checked */
+};
+
+/* A tracker started at (history, from), then told the steps in order. */
+static const struct track_case {
+    const char *what;
+    uint64_t history, from;
+    struct track_step steps[8];
+} track_cases[] = {
+    { "ADDS before any HELLO", 7, 100, {
+        { 'A', 101, 1, false, FLEETWIRE_VIOLATION, 0 } } },
+    /* Resumed where asked: keys in order apply, the position moves; a skipped seq, a
+     * repeated one, an old heartbeat, a second HELLO: violations, the position unmoved. */
+    { "resumed where asked", 7, 100, {
+        { 'H', 7, 100, true, FLEETWIRE_APPLY, 0 },
+        { 'A', 101, 5, false, FLEETWIRE_APPLY, 106 },
+        { 'A', 106, 1, false, FLEETWIRE_APPLY, 107 },
+        { 'A', 109, 1, false, FLEETWIRE_VIOLATION, 107 },
+        { 'A', 106, 1, false, FLEETWIRE_VIOLATION, 107 },
+        { 'B', 105, 1, false, FLEETWIRE_VIOLATION, 0 },
+        { 'B', 106, 1, false, FLEETWIRE_APPLY, 0 },
+        { 'H', 7, 106, true, FLEETWIRE_VIOLATION, 0 } } },
+    /* Another history, a refusal: a snapshot, and nothing after a refusal applies. */
+    { "another history", 7, 100, {
+        { 'H', 8, 100, true, FLEETWIRE_SNAPSHOT, 0 } } },
+    { "not resumed", 7, 100, {
+        { 'H', 7, 100, false, FLEETWIRE_SNAPSHOT, 0 },
+        { 'A', 101, 1, false, FLEETWIRE_VIOLATION, 0 } } },
+    { "a HELLO that resumes somewhere else than asked", 7, 100, {
+        { 'H', 7, 90, true, FLEETWIRE_VIOLATION, 0 } } },
+    /* BYE: the end of a stream, or a refusal. */
+    { "BYE", 7, 100, {
+        { 'H', 7, 100, true, FLEETWIRE_APPLY, 0 },
+        { 'Y', FLEETWIRE_BYE_SHUTDOWN, 0, false, FLEETWIRE_APPLY, 0 },
+        { 'Y', FLEETWIRE_BYE_BEHIND, 0, false, FLEETWIRE_SNAPSHOT, 0 } } },
+    { "no position yet: nothing resumes", 0, 0, {
+        { 'H', 0, 0, true, FLEETWIRE_SNAPSHOT, 0 } } },
+};
+
+static struct fleetwire_frame step_frame(const struct track_step *st)
+{
+    switch (st->kind) {
+    case 'H':
+        return hello_frame(st->a, st->b, st->resumed);
+    case 'A':
+        return adds_frame(st->a, (uint32_t)st->b);
+    case 'B':
+        return (struct fleetwire_frame){ .type = FLEETWIRE_HEARTBEAT,
+                                         .u.heartbeat = { st->a, st->b } };
+    default:
+        ck_assert_int_eq(st->kind, 'Y');
+        return (struct fleetwire_frame){ .type = FLEETWIRE_BYE,
+                                         .u.bye = { (uint32_t)st->a, "x" } };
+    }
+}
+
 START_TEST(test_track)
 {
+    const struct track_case *c = &track_cases[_i];
     struct fleetwire_track t;
     char why[256];
-    struct fleetwire_frame f;
-    /* Resumed where asked: keys in order apply, the position moves. */
-    fleetwire_track_init(&t, 7, 100);
-    f = adds_frame(101, 1);
-    ck_assert_int_eq(fleetwire_track_frame(&t, &f, why, sizeof why), FLEETWIRE_VIOLATION);
-    fleetwire_track_init(&t, 7, 100);
-    f = hello_frame(7, 100, true);
-    ck_assert_int_eq(fleetwire_track_frame(&t, &f, why, sizeof why), FLEETWIRE_APPLY);
-    f = adds_frame(101, 5);
-    ck_assert_int_eq(fleetwire_track_frame(&t, &f, why, sizeof why), FLEETWIRE_APPLY);
-    ck_assert_uint_eq(t.next, 106);
-    f = adds_frame(106, 1);
-    ck_assert_int_eq(fleetwire_track_frame(&t, &f, why, sizeof why), FLEETWIRE_APPLY);
-    /* A skipped seq, a repeated one: violations, the position unmoved. */
-    f = adds_frame(109, 1);
-    ck_assert_int_eq(fleetwire_track_frame(&t, &f, why, sizeof why), FLEETWIRE_VIOLATION);
-    f = adds_frame(106, 1);
-    ck_assert_int_eq(fleetwire_track_frame(&t, &f, why, sizeof why), FLEETWIRE_VIOLATION);
-    ck_assert_uint_eq(t.next, 107);
-    f = (struct fleetwire_frame){ .type = FLEETWIRE_HEARTBEAT, .u.heartbeat = { 105, 1 } };
-    ck_assert_int_eq(fleetwire_track_frame(&t, &f, why, sizeof why), FLEETWIRE_VIOLATION);
-    f = (struct fleetwire_frame){ .type = FLEETWIRE_HEARTBEAT, .u.heartbeat = { 106, 1 } };
-    ck_assert_int_eq(fleetwire_track_frame(&t, &f, why, sizeof why), FLEETWIRE_APPLY);
-    f = hello_frame(7, 106, true);
-    ck_assert_int_eq(fleetwire_track_frame(&t, &f, why, sizeof why), FLEETWIRE_VIOLATION);
-    /* Another history, a refusal: a snapshot, and nothing after a refusal applies. */
-    fleetwire_track_init(&t, 7, 100);
-    f = hello_frame(8, 100, true);
-    ck_assert_int_eq(fleetwire_track_frame(&t, &f, why, sizeof why), FLEETWIRE_SNAPSHOT);
-    fleetwire_track_init(&t, 7, 100);
-    f = hello_frame(7, 100, false);
-    ck_assert_int_eq(fleetwire_track_frame(&t, &f, why, sizeof why), FLEETWIRE_SNAPSHOT);
-    f = adds_frame(101, 1);
-    ck_assert_int_eq(fleetwire_track_frame(&t, &f, why, sizeof why), FLEETWIRE_VIOLATION);
-    /* A HELLO that resumes somewhere else than asked. */
-    fleetwire_track_init(&t, 7, 100);
-    f = hello_frame(7, 90, true);
-    ck_assert_int_eq(fleetwire_track_frame(&t, &f, why, sizeof why), FLEETWIRE_VIOLATION);
-    /* BYE: the end of a stream, or a refusal. */
-    fleetwire_track_init(&t, 7, 100);
-    f = hello_frame(7, 100, true);
-    ck_assert_int_eq(fleetwire_track_frame(&t, &f, why, sizeof why), FLEETWIRE_APPLY);
-    f = (struct fleetwire_frame){ .type = FLEETWIRE_BYE, .u.bye = { FLEETWIRE_BYE_SHUTDOWN, "" } };
-    ck_assert_int_eq(fleetwire_track_frame(&t, &f, why, sizeof why), FLEETWIRE_APPLY);
-    f = (struct fleetwire_frame){ .type = FLEETWIRE_BYE, .u.bye = { FLEETWIRE_BYE_BEHIND, "x" } };
-    ck_assert_int_eq(fleetwire_track_frame(&t, &f, why, sizeof why), FLEETWIRE_SNAPSHOT);
-    /* No position yet: nothing resumes. */
-    fleetwire_track_init(&t, 0, 0);
-    f = hello_frame(0, 0, true);
-    ck_assert_int_eq(fleetwire_track_frame(&t, &f, why, sizeof why), FLEETWIRE_SNAPSHOT);
+    fleetwire_track_init(&t, c->history, c->from);
+    for (int k = 0; k < 8 && c->steps[k].kind; k++) {
+        const struct track_step *st = &c->steps[k];
+        struct fleetwire_frame f = step_frame(st);
+        enum fleetwire_verdict v = fleetwire_track_frame(&t, &f, why, sizeof why);
+        ck_assert_msg(v == st->want, "%s, step %d ('%c' %llu %llu): verdict %d, want %d", c->what,
+                      k, st->kind, (unsigned long long)st->a, (unsigned long long)st->b, (int)v,
+                      (int)st->want);
+        if (st->next)
+            ck_assert_msg(t.next == st->next, "%s, step %d: next %llu, want %llu", c->what, k,
+                          (unsigned long long)t.next, (unsigned long long)st->next);
+    }
 }
 END_TEST
 
@@ -676,15 +700,16 @@ START_TEST(test_journal)
 END_TEST
 
 CHECK_SUITE("fleet",
-    CHECK_CASE("wire", .timeout = 30),
+    CHECK_CASE("wire", .timeout = 30, .setup = reader_setup, .teardown = reader_teardown),
     CHECK_TEST(test_round_trip),
     CHECK_EACH(test_damage, damages),
     CHECK_TEST(test_oversized),
     CHECK_EACH(test_bad_payload, bad_payloads),
     CHECK_TEST(test_unknown_type),
     CHECK_TEST(test_stop),
+    CHECK_CASE("encoder", .timeout = 30),
     CHECK_TEST(test_encoder_bounds),
-    CHECK_TEST(test_track),
+    CHECK_EACH(test_track, track_cases),
     CHECK_TEST(test_track_commit),
     CHECK_CASE("ring", .timeout = 60),
     CHECK_TEST(test_ring),

@@ -406,15 +406,39 @@ static struct buf *b_row_head(struct buf *b, unsigned char type, uint32_t relid,
     return b_u8(b_u32(b_u8(b, type), relid), marker);
 }
 
+/* The relation a decoded Insert, Update or Delete names. */
+static uint32_t row_relid(const struct pgoutput_msg *m)
+{
+    switch (m->type) {
+    case PGOUTPUT_INSERT:
+        return m->insert.relid;
+    case PGOUTPUT_UPDATE:
+        return m->update.relid;
+    default:
+        ck_assert_int_eq(m->type, PGOUTPUT_DELETE);
+        return m->delete.relid;
+    }
+}
+
 /*
- * A row message: the head already in b, then build_tuple's tuple, decoded
- * into m as the type its first byte names.
+ * A row message: the head (for relid) and what else comes before its last
+ * tuple already in b, then build_tuple's tuple, decoded into m as the type
+ * its first byte names, for relid.
  */
-static void decode_row(struct buf *b, struct pgoutput_msg *m, char **copy)
+static void decode_built_row(struct buf *b, uint32_t relid, struct pgoutput_msg *m, char **copy)
 {
     build_tuple(b);
     decode_ok(b, m, copy);
     ck_assert_int_eq(m->type, b->b[0]);
+    ck_assert_uint_eq(row_relid(m), relid);
+}
+
+/* A row message of type for relid whose one tuple, marked marker, is build_tuple's, decoded. */
+static void decode_row(struct buf *b, unsigned char type, uint32_t relid, unsigned char marker,
+                       struct pgoutput_msg *m, char **copy)
+{
+    b_row_head(b, type, relid, marker);
+    decode_built_row(b, relid, m, copy);
 }
 
 /* The end of a row message's checks: its last tuple is build_tuple's; every truncation is refused. */
@@ -430,9 +454,7 @@ START_TEST(test_insert)
     struct pgoutput_msg m;
     char *copy;
     struct buf b;
-    b_row_head(&b, 'I', 16384, 'N');
-    decode_row(&b, &m, &copy);
-    ck_assert_uint_eq(m.insert.relid, 16384);
+    decode_row(&b, 'I', 16384, 'N', &m, &copy);
     end_row(&b, &m.insert.tuple, copy);
 
     /* Only 'N' may introduce an insert's tuple. */
@@ -515,9 +537,7 @@ START_TEST(test_update)
     struct buf b;
 
     /* No old tuple. */
-    b_row_head(&b, 'U', 7, 'N');
-    decode_row(&b, &m, &copy);
-    ck_assert_uint_eq(m.update.relid, 7);
+    decode_row(&b, 'U', 7, 'N', &m, &copy);
     ck_assert_int_eq(m.update.old_kind, 0);
     ck_assert_uint_eq(m.update.old.ncols, 0);
     ck_assert_ptr_null(m.update.old.data);
@@ -534,7 +554,7 @@ START_TEST(test_update)
         b_u8(b_u8(b_text(b_u16(&b, 5), "41", 2), 'n'), 'n');
         b_u8(b_u8(&b, 'n'), 'n');
         b_u8(&b, 'N');
-        decode_row(&b, &m, &copy);
+        decode_built_row(&b, 7, &m, &copy);
         ck_assert_int_eq(m.update.old_kind, *k);
         ck_assert_uint_eq(m.update.old.ncols, 5);
         struct pgoutput_col c;
@@ -561,9 +581,7 @@ START_TEST(test_delete)
     char *copy;
     struct buf b;
     for (const char *k = "KO"; *k; k++) {
-        b_row_head(&b, 'D', 9, (unsigned char)*k);
-        decode_row(&b, &m, &copy);
-        ck_assert_uint_eq(m.delete.relid, 9);
+        decode_row(&b, 'D', 9, (unsigned char)*k, &m, &copy);
         ck_assert_int_eq(m.delete.old_kind, *k);
         end_row(&b, &m.delete.old, copy);
     }

@@ -94,16 +94,13 @@ static void key(char *buf, size_t cap, unsigned i)
     snprintf(buf, cap, "key-%u", i);
 }
 
-static const struct table_ident text_ident = { .relid = 1, .attnum = 1, .spell = SPELL_TEXT };
 static const struct table_ident int8_ident = { .relid = 1, .attnum = 1, .spell = SPELL_INT8 };
 
 /* A COPY of keys [0, n) of capacity items that started at start. */
 static void load(struct table *t, unsigned n, uint64_t items, int64_t start)
 {
-    enum filter_error fe;
-    uint64_t epoch = table_epoch(t);
-    struct table_load *l = table_load_begin(t, items, &text_ident, &fe);
-    ck_assert_ptr_nonnull(l);
+    uint64_t epoch;
+    struct table_load *l = check_load_begin(t, items, &check_text_ident, &epoch);
     char k[32];
     for (unsigned i = 0; i < n; i++) {
         key(k, sizeof k, i);
@@ -148,11 +145,13 @@ struct cast {
 };
 
 /* The cast, the table loaded with keys 0..n-1 (1000 planned) by a COPY that began at start. */
-static void cast_open(struct cast *c, unsigned n, int64_t start)
+static struct cast cast_open(unsigned n, int64_t start)
 {
-    c->t = published_table(&c->p);
-    load(c->t, n, 1000, start);
-    c->bg = open_reader();
+    struct cast c;
+    c.t = published_table(&c.p);
+    load(c.t, n, 1000, start);
+    c.bg = open_reader();
+    return c;
 }
 
 static void cast_close(struct cast *c)
@@ -252,8 +251,7 @@ END_TEST
 
 START_TEST(test_growth_reaches_readers)
 {
-    struct cast c;
-    cast_open(&c, 10, monoclock_boot_ns());
+    struct cast c = cast_open(10, monoclock_boot_ns());
     char k[32];
     /* 20x the capacity: layers are added, each announced in the header before its first key. */
     for (unsigned i = 10; i < 20000; i++) {
@@ -278,8 +276,7 @@ END_TEST
 
 START_TEST(test_rebuild_swaps_generations)
 {
-    struct cast c;
-    cast_open(&c, 100, monoclock_boot_ns());
+    struct cast c = cast_open(100, monoclock_boot_ns());
     const struct pubfmt_header *old = map_header(path);
     /* A key the second load has and the first (by its bits too) has not. */
     char k[32];
@@ -361,8 +358,7 @@ END_TEST
 START_TEST(test_stale_horizon_is_degraded)
 {
     /* A COPY that started longer ago than max_staleness: absent cannot be proven. */
-    struct cast c;
-    cast_open(&c, 10, monoclock_boot_ns() - 61 * NS);
+    struct cast c = cast_open(10, monoclock_boot_ns() - 61 * NS);
     ck_assert_int_eq(table_lookup(c.t, "nope", 4), TABLE_DEGRADED);
     ck_assert_int_eq(look(c.bg, "nope"), BLOOMGUARD_DEGRADED);
     ck_assert_int_eq(look(c.bg, "key-1"), BLOOMGUARD_MAYBE);
@@ -380,8 +376,7 @@ END_TEST
  */
 START_TEST(test_hostile_horizon_is_degraded)
 {
-    struct cast c;
-    cast_open(&c, 10, monoclock_boot_ns());
+    struct cast c = cast_open(10, monoclock_boot_ns());
     ck_assert_int_eq(look(c.bg, "nope"), BLOOMGUARD_ABSENT);
     int fd = open(path, O_RDWR);
     ck_assert_int_ge(fd, 0);
@@ -413,8 +408,7 @@ END_TEST
 /* A hold for lost POSTs reaches readers as the table has it (the flag they degrade on). */
 START_TEST(test_hold_reaches_readers)
 {
-    struct cast c;
-    cast_open(&c, 10, monoclock_boot_ns());
+    struct cast c = cast_open(10, monoclock_boot_ns());
     ck_assert_int_eq(look(c.bg, "nope"), BLOOMGUARD_ABSENT);
     table_hold_absent(c.t, monoclock_boot_ns() + 3600 * NS);
     ck_assert(table_advance(c.t, table_epoch(c.t), monoclock_boot_ns()));
@@ -435,7 +429,7 @@ START_TEST(test_restored_snapshot_is_published)
     /* What persist.c does with a snapshot: a private filter, put live by the table. */
     struct filter *f = filter_new(1000, 0.01, NULL);
     filter_add(f, "snap", 4);
-    ck_assert(table_restore(t, f, "", "snapshot", 1, 0.0, &text_ident));
+    ck_assert(table_restore(t, f, "", "snapshot", 1, 0.0, &check_text_ident));
     bloomguard *bg = open_reader();
     ck_assert_int_eq(look(bg, "snap"), BLOOMGUARD_MAYBE);
     /* No horizon after a restore: degraded, as the table says. */
@@ -474,9 +468,8 @@ START_TEST(test_reader_spells_by_the_column_type)
     struct publish *p;
     struct table *t = published_table(&p);
     /* Keys as an int8 column's: the canonical text. */
-    enum filter_error fe;
-    uint64_t epoch = table_epoch(t);
-    struct table_load *l = table_load_begin(t, 1000, &int8_ident, &fe);
+    uint64_t epoch;
+    struct table_load *l = check_load_begin(t, 1000, &int8_ident, &epoch);
     filter_add(table_load_filter(l), "5", 1);
     ck_assert(table_load_commit(l, epoch, monoclock_boot_ns(), ""));
     /* The table published its load's spelling. */
@@ -510,9 +503,8 @@ END_TEST
  */
 START_TEST(test_reader_refuses_what_exists_refuses)
 {
-    struct cast c;
     cfg.max_id_bytes = 40;
-    cast_open(&c, 10, monoclock_boot_ns());
+    struct cast c = cast_open(10, monoclock_boot_ns());
     const struct pubfmt_header *h = map_header(path);
     ck_assert_uint_eq(h->max_id_bytes, 40);
     munmap((void *)h, PUBFMT_HEADER_BYTES);
@@ -545,9 +537,8 @@ END_TEST
  */
 START_TEST(test_saturation_reaches_readers_at_once)
 {
-    struct cast c;
     fc.max_layers = 1;
-    cast_open(&c, 10, monoclock_boot_ns());
+    struct cast c = cast_open(10, monoclock_boot_ns());
     ck_assert_int_eq(look(c.bg, "nope"), BLOOMGUARD_ABSENT);
     char k[32];
     unsigned i = 10;
@@ -655,8 +646,7 @@ START_TEST(test_files_take_publish_mode_and_group)
     char gid[32];
     snprintf(gid, sizeof gid, "%lu", (unsigned long)getegid());
     cfg.publish_group = gid;
-    struct cast c;
-    cast_open(&c, 10, monoclock_boot_ns());
+    struct cast c = cast_open(10, monoclock_boot_ns());
     struct stat st;
     ck_assert_int_eq(stat(path, &st), 0);
     ck_assert_uint_eq(st.st_mode & 07777, 0640);
@@ -674,8 +664,7 @@ END_TEST
  */
 START_TEST(test_reader_trusts_only_the_daemons_files)
 {
-    struct cast c;
-    cast_open(&c, 10, monoclock_boot_ns());
+    struct cast c = cast_open(10, monoclock_boot_ns());
     char other[PATH_MAX + 64], fifo[PATH_MAX + 64], link[PATH_MAX + 64];
     int err = 0;
     /* A symbolic link to the daemon's file is followed: the real directory is judged. */
@@ -737,8 +726,7 @@ START_TEST(test_start_clears_the_path)
     ck_assert_int_eq(rmdir(path), 0);
     /* A FIFO at the path: the start neither hangs on it nor keeps it. */
     ck_assert_int_eq(mkfifo(path, 0644), 0);
-    struct cast c;
-    cast_open(&c, 10, monoclock_boot_ns());
+    struct cast c = cast_open(10, monoclock_boot_ns());
     struct stat st;
     ck_assert_int_eq(lstat(path, &st), 0);
     ck_assert(S_ISREG(st.st_mode));
@@ -825,11 +813,10 @@ static void *writer(void *arg)
     char k[32];
     for (unsigned c = 0; c < STRESS_CYCLES; c++) {
         unsigned n = atomic_load(&s->done);
-        enum filter_error fe;
-        uint64_t epoch = table_epoch(s->t);
+        uint64_t epoch;
         int64_t start = monoclock_boot_ns();
         /* Small on purpose: the inserts below add layers to every generation. */
-        struct table_load *l = table_load_begin(s->t, n / 4 + 500, &text_ident, &fe);
+        struct table_load *l = check_load_begin(s->t, n / 4 + 500, &check_text_ident, &epoch);
         for (unsigned i = 0; i < n; i++) {
             key(k, sizeof k, i);
             filter_add(table_load_filter(l), k, strlen(k));

@@ -31,7 +31,6 @@ static struct config cfg;
 static struct filter_config fc;
 static struct log lg;
 static char dir[PATH_MAX], path[PATH_MAX + 16], vpath[PATH_MAX + 16];
-static const struct table_ident text_ident = { .relid = 1, .attnum = 1, .spell = SPELL_TEXT };
 
 static void setup(void)
 {
@@ -68,10 +67,8 @@ struct cast {
 /* A COPY of row-0 .. row-999, each row told to the table as the loader tells it. */
 static void load(struct table *t)
 {
-    enum filter_error fe;
-    uint64_t epoch = table_epoch(t);
-    struct table_load *l = table_load_begin(t, 2000, &text_ident, &fe);
-    ck_assert_ptr_nonnull(l);
+    uint64_t epoch;
+    struct table_load *l = check_load_begin(t, 2000, &check_text_ident, &epoch);
     char k[32];
     for (unsigned i = 0; i < 1000; i++) {
         int n = snprintf(k, sizeof k, "row-%u", i);

@@ -25,7 +25,6 @@
 
 static struct config cfg;
 static struct filter_config fc;
-static const struct table_ident text_ident = { .relid = 1, .attnum = 1, .spell = SPELL_TEXT };
 
 static void setup(void)
 {
@@ -36,10 +35,8 @@ static void setup(void)
 static void load_as(struct table *t, const struct table_ident *ident, const char *const *ids,
                     size_t n, int64_t start)
 {
-    enum filter_error fe;
-    uint64_t epoch = table_epoch(t);
-    struct table_load *l = table_load_begin(t, 1000, ident, &fe);
-    ck_assert_ptr_nonnull(l);
+    uint64_t epoch;
+    struct table_load *l = check_load_begin(t, 1000, ident, &epoch);
     for (size_t i = 0; i < n; i++) {
         char key[256];
         size_t klen;
@@ -53,7 +50,7 @@ static void load_as(struct table *t, const struct table_ident *ident, const char
 
 static void load(struct table *t, const char *const *ids, size_t n, int64_t start)
 {
-    load_as(t, &text_ident, ids, n, start);
+    load_as(t, &check_text_ident, ids, n, start);
 }
 
 static const char *const rows[] = { "1", "2", "3" };
@@ -118,7 +115,7 @@ START_TEST(test_degraded_time_follows_the_rule)
     ck_assert(st.degraded_seconds == 0);    /* not ready is not degraded */
     /* What persist.c does with a snapshot: its filter put live by the table. */
     ck_assert(table_restore(t, filter_new(1000, 0.01, NULL), "", "snapshot", 0, 0.0,
-                            &text_ident));
+                            &check_text_ident));
     ck_assert_int_eq(table_lookup(t, "9", 1), TABLE_DEGRADED);
     usleep(50000);
     table_status(t, &st);
@@ -187,9 +184,8 @@ START_TEST(test_gap_waits_for_a_load)
     ck_assert(table_covered(t));
     ck_assert_int_eq(table_lookup(t, "9", 1), TABLE_ABSENT);
     /* A load that started before a gap does not cover the gap. */
-    enum filter_error fe;
-    uint64_t e = table_epoch(t);
-    struct table_load *l = table_load_begin(t, 100, &text_ident, &fe);
+    uint64_t e;
+    struct table_load *l = check_load_begin(t, 100, &check_text_ident, &e);
     table_gap(t, WANT_NONE);
     ck_assert(table_load_commit(l, e, monoclock_boot_ns(), ""));
     ck_assert(!table_covered(t));
@@ -223,9 +219,8 @@ START_TEST(test_insert_during_load_reaches_new_filter)
 {
     struct table *t = table_new(&cfg, &fc);
     load(t, rows, 3, monoclock_boot_ns());
-    enum filter_error fe;
-    uint64_t e = table_epoch(t);
-    struct table_load *l = table_load_begin(t, 1000, &text_ident, &fe);
+    uint64_t e;
+    struct table_load *l = check_load_begin(t, 1000, &check_text_ident, &e);
     const char *ids[] = { "during" };
     size_t lens[] = { 6 }, added;
     ck_assert_int_eq(table_insert(t, 1, ids, lens, &added, NULL), TABLE_INSERTED);
@@ -438,9 +433,8 @@ START_TEST(test_load_resize_keeps_everything)
     struct table *t = table_new(&cfg, &fc);
     load(t, rows, 3, monoclock_boot_ns());
     enum filter_error fe;
-    uint64_t e = table_epoch(t), items = 0;
-    struct table_load *l = table_load_begin(t, 1000, &text_ident, &fe);
-    ck_assert_ptr_nonnull(l);
+    uint64_t e, items = 0;
+    struct table_load *l = check_load_begin(t, 1000, &check_text_ident, &e);
     enum { N = 5000 };
     uint64_t *hs = malloc(N * sizeof *hs);
     char id[32];
@@ -790,7 +784,7 @@ END_TEST
 /* A load whose column reads as shape (the loader's LOADER_SHAPE_SQL), proven now: the job done. */
 static void load_shaped(struct table *t, const char *shape)
 {
-    struct table_ident id = text_ident;
+    struct table_ident id = check_text_ident;
     struct table_job job;
     int64_t wait = INT64_MAX;
     bool took = table_take_job(t, monoclock_boot_ns() + 3600 * NS, &job, &wait);
@@ -800,40 +794,53 @@ static void load_shaped(struct table *t, const char *shape)
         table_job_done(t, &job, true, "copy", 3, 0, 0);
 }
 
-/* Whether a load is wanted now, and for which reason (table_take_job's). */
-static bool wants(struct table *t, enum table_want *why)
+/* A new table, loaded with its column shaped as shape (load_shaped). */
+static struct table *shaped_table(const char *shape)
+{
+    struct table *t = table_new(&cfg, &fc);
+    ck_assert_ptr_nonnull(t);
+    load_shaped(t, shape);
+    return t;
+}
+
+/* Why a load is wanted now (table_take_job's reason), WANT_NONE when none is. */
+static enum table_want wanted(struct table *t)
 {
     struct table_job job;
     int64_t wait = INT64_MAX;
-    bool took = table_take_job(t, monoclock_boot_ns() + 3600 * NS, &job, &wait);
-    if (took) {
-        *why = job.why;
-        table_job_done(t, &job, false, "copy", 0, 0, 0);    /* still wanted, as it was */
-    }
-    return took;
+    if (!table_take_job(t, monoclock_boot_ns() + 3600 * NS, &job, &wait))
+        return WANT_NONE;
+    table_job_done(t, &job, false, "copy", 0, 0, 0);    /* still wanted, as it was */
+    ck_assert_int_ne(job.why, WANT_NONE);
+    return job.why;
+}
+
+/* A check that finds the column changed (shape, or uncovered by a child): a gap, the epoch one on. */
+static void assert_schema_gap(struct table *t, const char *shape, const char *uncovered)
+{
+    uint64_t e = table_epoch(t);
+    ck_assert_int_eq(table_schema(t, shape, uncovered), TABLE_SCHEMA_CHANGED);
+    ck_assert_uint_eq(table_epoch(t), e + 1);
 }
 
 START_TEST(test_schema_change_holds_proofs_until_a_copy)
 {
     struct table *t = table_new(&cfg, &fc);
-    enum table_want why;
     /* Before the first load a check only remembers: nothing wanted, nothing held. */
     ck_assert_int_eq(table_schema(t, "s1", NULL), TABLE_SCHEMA_SAME);
     load_shaped(t, "s1");
-    ck_assert(!wants(t, &why));
+    ck_assert_int_eq(wanted(t), WANT_NONE);
     ck_assert_int_eq(table_schema(t, "s1", NULL), TABLE_SCHEMA_SAME);
     ck_assert(table_advance(t, table_epoch(t), monoclock_boot_ns()));
 
     /* A rename (or any change of the column's catalog row): a gap that wants a COPY. */
+    assert_schema_gap(t, "s2", NULL);
     uint64_t e = table_epoch(t);
-    ck_assert_int_eq(table_schema(t, "s2", NULL), TABLE_SCHEMA_CHANGED);
-    ck_assert_uint_eq(table_epoch(t), e + 1);
-    ck_assert(wants(t, &why));
-    ck_assert_int_eq(why, WANT_SCHEMA);
+    ck_assert_int_eq(wanted(t), WANT_SCHEMA);
     ck_assert_str_eq(table_want_name(WANT_SCHEMA), "schema");
     /* Seen again: no new gap, but no proof either, however current its epoch. */
     ck_assert_int_eq(table_schema(t, "s2", NULL), TABLE_SCHEMA_OFF);
-    ck_assert_uint_eq(table_epoch(t), e + 1);
+    ck_assert_uint_eq(table_epoch(t), e);
     ck_assert(!table_advance(t, table_epoch(t), monoclock_boot_ns()));
     struct table_status st;
     table_status(t, &st);
@@ -864,36 +871,27 @@ END_TEST
 
 START_TEST(test_schema_uncovered_and_covered_again)
 {
-    struct table *t = table_new(&cfg, &fc);
-    enum table_want why;
-    load_shaped(t, "s1");
+    struct table *t = shaped_table("s1");
     ck_assert_int_eq(table_schema(t, "s1", NULL), TABLE_SCHEMA_SAME);
     /* A child table nothing follows: a gap, and proofs held back while it lasts. */
-    uint64_t e = table_epoch(t);
-    ck_assert_int_eq(table_schema(t, "s1", "child has no trigger"), TABLE_SCHEMA_CHANGED);
-    ck_assert_uint_eq(table_epoch(t), e + 1);
+    assert_schema_gap(t, "s1", "child has no trigger");
     load_shaped(t, "s1");               /* a COPY meanwhile reads the child's rows so far */
     ck_assert_int_eq(table_schema(t, "s1", "child has no trigger"), TABLE_SCHEMA_OFF);
     ck_assert(!table_advance(t, table_epoch(t), monoclock_boot_ns()));
     struct table_status st;
     table_status(t, &st);
     ck_assert_str_eq(st.schema_why, "child has no trigger");
-    /* Followed again: the rows written meanwhile were missed, a COPY is wanted. */
-    ck_assert(!wants(t, &why));
-    e = table_epoch(t);
-    ck_assert_int_eq(table_schema(t, NULL, NULL), TABLE_SCHEMA_CHANGED);   /* the shape stands */
-    ck_assert_uint_eq(table_epoch(t), e + 1);
-    ck_assert(wants(t, &why));
-    ck_assert_int_eq(why, WANT_SCHEMA);
+    /* Followed again (the shape stands): the rows written meanwhile were missed, a COPY wanted. */
+    ck_assert_int_eq(wanted(t), WANT_NONE);
+    assert_schema_gap(t, NULL, NULL);
+    ck_assert_int_eq(wanted(t), WANT_SCHEMA);
     table_free(t);
 }
 END_TEST
 
 START_TEST(test_schema_stale_load_wants_another)
 {
-    struct table *t = table_new(&cfg, &fc);
-    enum table_want why;
-    load_shaped(t, "s1");
+    struct table *t = shaped_table("s1");
     ck_assert_int_eq(table_schema(t, "s2", NULL), TABLE_SCHEMA_CHANGED);
     /*
      * The COPY that gap wanted identified the column just before a second
@@ -903,7 +901,7 @@ START_TEST(test_schema_stale_load_wants_another)
      */
     struct table_job job;
     int64_t wait = INT64_MAX;
-    struct table_ident s2 = text_ident;
+    struct table_ident s2 = check_text_ident;
     snprintf(s2.shape, sizeof s2.shape, "s2");
     ck_assert(table_take_job(t, monoclock_boot_ns() + 3600 * NS, &job, &wait));
     ck_assert_int_eq(table_schema(t, "s3", NULL), TABLE_SCHEMA_CHANGED);   /* during the COPY */
@@ -911,12 +909,12 @@ START_TEST(test_schema_stale_load_wants_another)
     table_job_done(t, &job, true, "copy", 3, 0, 0);
     /* The commit took s2 as the last seen: s3 is a change, and a COPY is wanted again. */
     ck_assert_int_ne(table_schema(t, "s3", NULL), TABLE_SCHEMA_SAME);
-    ck_assert(wants(t, &why));
+    ck_assert_int_ne(wanted(t), WANT_NONE);
     ck_assert(!table_advance(t, table_epoch(t), monoclock_boot_ns()));
     /* A restored snapshot's filter has no shape: it adopts the first one checked. */
     struct table *r = table_new(&cfg, &fc);
     ck_assert(table_restore(r, filter_new(1000, 0.01, NULL), "pos", "snapshot", 3, 0,
-                            &text_ident));
+                            &check_text_ident));
     ck_assert_int_eq(table_schema(r, "s9", NULL), TABLE_SCHEMA_SAME);
     table_free(r);
     table_free(t);
@@ -1025,7 +1023,7 @@ START_TEST(test_adopt_a_filter)
     filter_add(f, "s", 1);
     uint64_t epoch = table_epoch(t);
     int64_t start = monoclock_boot_ns();
-    struct table_load *l = table_load_adopt(t, f, &text_ident);
+    struct table_load *l = table_load_adopt(t, f, &check_text_ident);
     ck_assert_ptr_nonnull(l);
     ck_assert(table_add_row(t, "during", 6));
     ck_assert(table_load_commit(l, epoch, start, "X:5"));
@@ -1056,7 +1054,7 @@ START_TEST(test_restore_replays_the_journal)
     ck_assert(table_posts_restore(t, "posted", 6, 60));
     struct filter *f = filter_new(1000, 0.001, NULL);
     filter_add(f, "snap", 4);
-    ck_assert(table_restore(t, f, "X:1", "snapshot", 1, 0.0, &text_ident));
+    ck_assert(table_restore(t, f, "X:1", "snapshot", 1, 0.0, &check_text_ident));
     ck_assert_int_eq(table_lookup(t, "snap", 4), TABLE_MAYBE);
     ck_assert_int_eq(table_lookup(t, "posted", 6), TABLE_MAYBE);    /* the journal, replayed */
     ck_assert_int_eq(table_lookup(t, "nope", 4), TABLE_DEGRADED);   /* no horizon yet */
@@ -1087,7 +1085,7 @@ static struct table *peer_restored(const char *const *ids, size_t n)
     ck_assert_ptr_nonnull(f);
     for (size_t i = 0; i < n; i++)
         filter_add(f, ids[i], strlen(ids[i]));
-    ck_assert(table_restore(t, f, "pos-1", "peer", n, 0.0, &text_ident));
+    ck_assert(table_restore(t, f, "pos-1", "peer", n, 0.0, &check_text_ident));
     return t;
 }
 

@@ -112,3 +112,15 @@ enum table_insert_result check_post(struct table *t, const char *id)
     size_t len[] = { strlen(id) };
     return table_insert(t, 1, one, len, &added, NULL);
 }
+
+const struct table_ident check_text_ident = { .relid = 1, .attnum = 1, .spell = SPELL_TEXT };
+
+struct table_load *check_load_begin(struct table *t, uint64_t items,
+                                    const struct table_ident *ident, uint64_t *epoch)
+{
+    enum filter_error fe;
+    *epoch = table_epoch(t);
+    struct table_load *l = table_load_begin(t, items, ident, &fe);
+    ck_assert_msg(l != NULL, "table_load_begin: filter error %d", (int)fe);
+    return l;
+}

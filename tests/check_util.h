@@ -46,6 +46,17 @@ void check_same_layers(const struct filter *f, const struct filter *g);
 void check_filter_fixture(struct config *cfg, struct filter_config *fc, const char *name,
                           double fpp, uint64_t pending_limit);
 
+/* The column the table tests load: relation 1, attribute 1, spelled as text. */
+extern const struct table_ident check_text_ident;
+
+/*
+ * A COPY into t begun as the loader begins one (a filter for items, the
+ * column ident), never NULL; *epoch, t's epoch before it, is what its
+ * table_load_commit must be given.
+ */
+struct table_load *check_load_begin(struct table *t, uint64_t items,
+                                    const struct table_ident *ident, uint64_t *epoch);
+
 /* id POSTed to t alone, as POST /ids hands it over; the table's answer. */
 enum table_insert_result check_post(struct table *t, const char *id);
 

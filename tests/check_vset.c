@@ -16,15 +16,15 @@
 #include "filter.h"
 #include "vset.h"
 
-static struct vset *new_set(uint32_t max, void **mem)
+static struct vset *new_set(uint32_t max, void **memp)
 {
     size_t bytes = vset_bytes(max);
     ck_assert_uint_gt(bytes, 0);
-    *mem = aligned_alloc(64, (bytes + 63) / 64 * 64);
-    ck_assert_ptr_nonnull(*mem);
-    struct vset *s = vset_make(*mem, bytes, max);
-    ck_assert_ptr_nonnull(s);
-    return s;
+    *memp = aligned_alloc(64, (bytes + 63) / 64 * 64);
+    ck_assert_ptr_nonnull(*memp);
+    struct vset *made = vset_make(*memp, bytes, max);
+    ck_assert_ptr_nonnull(made);
+    return made;
 }
 
 /* Stage and activate key; true when it went in. */
@@ -43,11 +43,30 @@ static bool has(const struct vset *s, const char *key)
     return vset_has(s, filter_hash(key, len), key, len);
 }
 
+/* The set of the single-threaded tests, its memory and its count of evictions. */
+static void *mem;
+static struct vset *s;
+static unsigned ev;
+
+static void setup_64(void)
+{
+    s = new_set(64, &mem);
+    ev = 0;
+}
+
+static void setup_100(void)
+{
+    s = new_set(100, &mem);
+    ev = 0;
+}
+
+static void teardown(void)
+{
+    free(mem);
+}
+
 START_TEST(test_exact_keys)
 {
-    void *mem;
-    struct vset *s = new_set(64, &mem);
-    unsigned ev = 0;
     ck_assert(!has(s, "a"));
     ck_assert(put(s, "a", &ev));
     ck_assert(has(s, "a"));
@@ -77,15 +96,11 @@ START_TEST(test_exact_keys)
     ck_assert(!vset_stage(s, filter_hash(k1, VSET_KEY_MAX + 1), k1, VSET_KEY_MAX + 1, &ref, &ev));
     ck_assert(!has(s, k1));
     ck_assert_uint_eq(ev, 0);
-    free(mem);
 }
 END_TEST
 
 START_TEST(test_pending_is_not_believed)
 {
-    void *mem;
-    struct vset *s = new_set(64, &mem);
-    unsigned ev = 0;
     struct vset_ref ref;
     uint64_t h = filter_hash("p", 1);
     ck_assert(vset_stage(s, h, "p", 1, &ref, &ev));
@@ -108,15 +123,11 @@ START_TEST(test_pending_is_not_believed)
     ck_assert(put(s, "p", &ev));
     vset_unstage(s, &ref);
     ck_assert(has(s, "p"));
-    free(mem);
 }
 END_TEST
 
 START_TEST(test_bounded_and_evicting)
 {
-    void *mem;
-    struct vset *s = new_set(100, &mem);
-    unsigned ev = 0;
     char key[32];
     for (int i = 0; i < 1000; i++) {
         snprintf(key, sizeof key, "key-%d", i);
@@ -141,7 +152,6 @@ START_TEST(test_bounded_and_evicting)
     /* Out of range. */
     ck_assert_uint_eq(vset_bytes(VSET_MIN_ENTRIES - 1), 0);
     ck_assert_uint_eq(vset_bytes(VSET_MAX_ENTRIES + 1), 0);
-    free(mem);
 }
 END_TEST
 
@@ -153,9 +163,6 @@ static bool keep_even(void *arg, const char *key, size_t len)
 
 START_TEST(test_prune_and_view)
 {
-    void *mem;
-    struct vset *s = new_set(64, &mem);
-    unsigned ev = 0;
     char key[16];
     for (int i = 0; i < 10; i++) {
         snprintf(key, sizeof key, "k%d", i);
@@ -172,7 +179,6 @@ START_TEST(test_prune_and_view)
     ck_assert_ptr_null(vset_view(mem, vset_bytes(64) - 1));     /* cut short */
     ((char *)mem)[0] = 'X';
     ck_assert_ptr_null(vset_view(mem, vset_bytes(64)));         /* not a set */
-    free(mem);
 }
 END_TEST
 
@@ -180,6 +186,18 @@ END_TEST
 
 #define ROUNDS 200000
 #define READERS 3
+
+/* READERS threads of reader and one of writer on arg, until all have ended. */
+static void run_race(void *(*writer_fn)(void *), void *(*reader_fn)(void *), void *arg)
+{
+    pthread_t w, rd[READERS];
+    for (int i = 0; i < READERS; i++)
+        ck_assert_int_eq(pthread_create(&rd[i], NULL, reader_fn, arg), 0);
+    ck_assert_int_eq(pthread_create(&w, NULL, writer_fn, arg), 0);
+    pthread_join(w, NULL);
+    for (int i = 0; i < READERS; i++)
+        pthread_join(rd[i], NULL);
+}
 
 struct race {
     struct vset *s;
@@ -199,11 +217,11 @@ static void *writer(void *arg)
 {
     struct race *r = arg;
     struct vset_ref refs[8];
-    unsigned ev = 0;
+    unsigned evicted = 0;
     char key[64];
     for (long i = 0; i < ROUNDS; i++) {
         key_of(key, sizeof key, i);
-        ck_assert(vset_stage(r->s, r->h, key, strlen(key), &refs[i % 8], &ev));
+        ck_assert(vset_stage(r->s, r->h, key, strlen(key), &refs[i % 8], &evicted));
         ck_assert(vset_activate(r->s, &refs[i % 8]));
         atomic_store_explicit(&r->active_upto, i, memory_order_release);
         if (i >= 4) {
@@ -240,22 +258,14 @@ static void *reader(void *arg)
 
 START_TEST(test_readers_never_find_a_gone_key)
 {
-    void *mem;
-    struct race r = { .s = new_set(64, &mem), .h = filter_hash("one hash", 8) };
+    struct race r = { .s = s, .h = filter_hash("one hash", 8) };
     atomic_init(&r.dead_upto, -1);
     atomic_init(&r.active_upto, -1);
-    pthread_t w, rd[READERS];
-    for (int i = 0; i < READERS; i++)
-        ck_assert_int_eq(pthread_create(&rd[i], NULL, reader, &r), 0);
-    ck_assert_int_eq(pthread_create(&w, NULL, writer, &r), 0);
-    pthread_join(w, NULL);
-    for (int i = 0; i < READERS; i++)
-        pthread_join(rd[i], NULL);
+    run_race(writer, reader, &r);
     long wrong = atomic_load(&r.wrong), seen = atomic_load(&r.seen);
     printf("vset race: %ld wrong, %ld live keys found\n", wrong, seen);
     ck_assert_msg(wrong == 0, "%ld lookups found a key after its unstage returned", wrong);
     ck_assert_int_gt(seen, 0);
-    free(mem);
 }
 END_TEST
 
@@ -300,24 +310,17 @@ static void *kill_reader(void *arg)
 
 START_TEST(test_kills_from_other_threads)
 {
-    void *mem;
     struct killrace k = { .s = new_set(KILL_KEYS, &mem) };
     atomic_init(&k.killed_upto, -1);
-    unsigned ev = 0;
+    unsigned evicted = 0;
     char key[32];
     for (long i = 0; i < KILL_KEYS; i++) {
         snprintf(key, sizeof key, "kill-%ld", i);
-        ck_assert(put(k.s, key, &ev));
+        ck_assert(put(k.s, key, &evicted));
     }
-    ck_assert_uint_eq(ev, 0);
+    ck_assert_uint_eq(evicted, 0);
     ck_assert_uint_eq(vset_count(k.s), KILL_KEYS);
-    pthread_t kt, rd[READERS];
-    for (int i = 0; i < READERS; i++)
-        ck_assert_int_eq(pthread_create(&rd[i], NULL, kill_reader, &k), 0);
-    ck_assert_int_eq(pthread_create(&kt, NULL, killer, &k), 0);
-    pthread_join(kt, NULL);
-    for (int i = 0; i < READERS; i++)
-        pthread_join(rd[i], NULL);
+    run_race(killer, kill_reader, &k);
     long wrong = atomic_load(&k.wrong);
     ck_assert_msg(wrong == 0, "%ld lookups found a key after its kill returned", wrong);
     ck_assert_uint_eq(vset_count(k.s), 0);
@@ -326,11 +329,13 @@ START_TEST(test_kills_from_other_threads)
 END_TEST
 
 CHECK_SUITE("vset",
-    CHECK_CASE("core", .timeout = 120),
+    CHECK_CASE("core", .timeout = 120, .setup = setup_64, .teardown = teardown),
     CHECK_TEST(test_exact_keys),
     CHECK_TEST(test_pending_is_not_believed),
-    CHECK_TEST(test_bounded_and_evicting),
     CHECK_TEST(test_prune_and_view),
     CHECK_TEST(test_readers_never_find_a_gone_key),
+    CHECK_CASE("bounded", .setup = setup_100, .teardown = teardown),
+    CHECK_TEST(test_bounded_and_evicting),
+    CHECK_CASE("kills", .timeout = 120),
     CHECK_TEST(test_kills_from_other_threads),
 )

@@ -6,13 +6,15 @@
  * (the parameter sent as text, an input the server refuses counting as
  * false) must agree with spell_key's verdict against the exact set of the
  * rows' keys: KEY -> exists iff the key is in the set, NOT_A_VALUE -> false,
- * MAYBE -> anything (counted).  Each spelling is asked in two sessions: one
+ * MAYBE -> anything (counted).  The spellings include tests/spell_cases.txt's
+ * hand-picked ones (tests/check_spell's cases) of the column's spell type.
+ * Each spelling is asked in two sessions: one
  * with bloomguard's pinned settings, one with other DateStyle, TimeZone,
  * IntervalStyle and output settings, as the service's own may be.
  *
  *   spelltool [-d CONNINFO] [-s SEED] [-v] [TYPE...]
  *
- * Prints one line per type ("TYPE rows=... spellings=... key=... ...
+ * Prints one line per type ("TYPE rows=... spellings=... (hand-picked N) key=... ...
  * mismatches=N") and a line for each disagreement; exit 0 when there was
  * none, 1 on a disagreement or an error, 2 on bad usage.  Tables are
  * spell_<type> in the connection's database, replaced on each run.
@@ -29,6 +31,7 @@
 
 #include "loader.h"
 #include "spell.h"
+#include "spell_cases.h"
 
 /* The service's session, as unlike bloomguard's as the settings allow. */
 #define FOREIGN_SETTINGS \
@@ -145,6 +148,10 @@ static void set_free(struct strset *st)
 
 /* The spellings of one type (deduplicated). */
 static struct strset spellings;
+
+/* tests/spell_cases.txt, read once by main. */
+static struct spell_case *hand;
+static size_t nhand;
 
 static void emit(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 static void emit(const char *fmt, ...)
@@ -1206,6 +1213,12 @@ static int check_type(PGconn *home, PGconn *away, const struct tdef *td, bool ve
         td->gen(rowtexts.order[i]);
     if (td->extra)
         td->extra();
+    size_t handed = 0;
+    for (size_t i = 0; i < nhand; i++)
+        if (hand[i].type == type) {
+            emit("%s", hand[i].in);
+            handed++;
+        }
     if (td->variants != NULL) {
         char *v = for_table(td->variants, table);
         struct strset more = { 0 };
@@ -1267,10 +1280,10 @@ static int check_type(PGconn *home, PGconn *away, const struct tdef *td, bool ve
         }
     }
     clock_gettime(CLOCK_MONOTONIC, &t1);
-    printf("%s type=%s rows=%zu row_keys_not_text=%zu spellings=%zu key=%zu (exist %zu)"
-           " not_a_value=%zu maybe=%zu (exist %zu, sessions differ %zu) mismatches=%d"
+    printf("%s type=%s rows=%zu row_keys_not_text=%zu spellings=%zu (hand-picked %zu) key=%zu"
+           " (exist %zu) not_a_value=%zu maybe=%zu (exist %zu, sessions differ %zu) mismatches=%d"
            " seconds=%.1f\n",
-           td->name, spell_type_name(type), nrows, changed, n, count[SPELL_KEY], key_exist,
+           td->name, spell_type_name(type), nrows, changed, n, handed, count[SPELL_KEY], key_exist,
            count[SPELL_NOT_A_VALUE], count[SPELL_MAYBE], maybe_exist, maybe_differ, mismatches,
            (double)(t1.tv_sec - t0.tv_sec) + (double)(t1.tv_nsec - t0.tv_nsec) / 1e9);
     fflush(stdout);
@@ -1304,6 +1317,12 @@ int main(int argc, char **argv)
             fprintf(stderr, "usage: spelltool [-d CONNINFO] [-s SEED] [-v] [TYPE...]\n");
             return 2;
         }
+    }
+    char err[512];
+    hand = spell_cases_read(spell_cases_path(), &nhand, err, sizeof err);
+    if (hand == NULL) {
+        fprintf(stderr, "spelltool: %s\n", err);
+        return 1;
     }
     PGconn *home = connect_with(conninfo, LOADER_SESSION_SETTINGS);
     PGconn *away = home ? connect_with(conninfo, FOREIGN_SETTINGS) : NULL;
@@ -1346,5 +1365,6 @@ int main(int argc, char **argv)
     }
     PQfinish(home);
     PQfinish(away);
+    spell_cases_free(hand, nhand);
     return bad;
 }

@@ -57,6 +57,12 @@ func open(t testing.TB, path string) *Filter {
 	return f
 }
 
+// needOpen: the daemon's environment (need) and its published filter, open (open).
+func needOpen(t testing.TB) (env, *Filter) {
+	e := need(t)
+	return e, open(t, e.path)
+}
+
 func post(t testing.TB, e env, path string, body any) (int, []byte) {
 	var b []byte
 	if body != nil {
@@ -90,6 +96,14 @@ func daemonExists(t *testing.T, e env, ids []string) []bool {
 	return all
 }
 
+// signal sends sig to the daemon, failing the test when it cannot.
+func signal(t *testing.T, e env, sig syscall.Signal) {
+	t.Helper()
+	if err := syscall.Kill(e.pid, sig); err != nil {
+		t.Fatal(err)
+	}
+}
+
 func waitFor(t *testing.T, what string, d time.Duration, cond func() bool) {
 	t.Helper()
 	for end := time.Now().Add(d); !cond(); time.Sleep(50 * time.Millisecond) {
@@ -112,8 +126,7 @@ func absentIDs(f *Filter, prefix string, n int) []string {
 }
 
 func TestInfo(t *testing.T) {
-	e := need(t)
-	f := open(t, e.path)
+	e, f := needOpen(t)
 	in := f.Info()
 	if in.Code != OK || in.Name != "default" || in.Spelling != "text" || in.Generation < 1 ||
 		in.Layers < 1 || in.MaxStaleness != e.stale || int(in.PID) != e.pid || in.Degraded ||
@@ -126,8 +139,7 @@ func TestInfo(t *testing.T) {
 }
 
 func TestAgreesWithTheDaemon(t *testing.T) {
-	e := need(t)
-	f := open(t, e.path)
+	e, f := needOpen(t)
 	var ids []string
 	for _, i := range rand.Perm(e.rows)[:2000] {
 		ids = append(ids, strconv.Itoa(i+1))
@@ -162,8 +174,7 @@ func TestAgreesWithTheDaemon(t *testing.T) {
 }
 
 func TestAPostedIDIsMaybeAtOnce(t *testing.T) {
-	e := need(t)
-	f := open(t, e.path)
+	e, f := needOpen(t)
 	id := absentIDs(f, "go-posted", 1)[0]
 	if code, body := post(t, e, "/ids", map[string][]string{"ids": {id}}); code != 200 {
 		t.Fatalf("POST /ids: %d %s", code, body)
@@ -177,8 +188,7 @@ func TestAPostedIDIsMaybeAtOnce(t *testing.T) {
 }
 
 func TestGoroutinesShareOneFilter(t *testing.T) {
-	e := need(t)
-	f := open(t, e.path)
+	e, f := needOpen(t)
 	absent := absentIDs(f, "go-shared", 200)
 	var wg sync.WaitGroup
 	var mu sync.Mutex
@@ -212,8 +222,7 @@ func TestGoroutinesShareOneFilter(t *testing.T) {
 }
 
 func TestARebuildSupersedesTheFile(t *testing.T) {
-	e := need(t)
-	f := open(t, e.path)
+	e, f := needOpen(t)
 	probe := absentIDs(f, "go-rebuild", 1)[0]
 	g0 := f.Info().Generation
 	if code, body := post(t, e, "/reload", nil); code != 200 && code != 202 {
@@ -237,12 +246,9 @@ func TestARebuildSupersedesTheFile(t *testing.T) {
 }
 
 func TestAStoppedDaemonMakesItDegraded(t *testing.T) {
-	e := need(t)
-	f := open(t, e.path)
+	e, f := needOpen(t)
 	probe := absentIDs(f, "go-stop", 1)[0]
-	if err := syscall.Kill(e.pid, syscall.SIGSTOP); err != nil {
-		t.Fatal(err)
-	}
+	signal(t, e, syscall.SIGSTOP)
 	func() {
 		defer syscall.Kill(e.pid, syscall.SIGCONT)
 		time.Sleep(time.Duration((e.stale + 1) * float64(time.Second)))
@@ -302,12 +308,9 @@ func TestNoFile(t *testing.T) {
 
 // Last: it stops the daemon.
 func TestAnExitedDaemonWithdrawsIt(t *testing.T) {
-	e := need(t)
-	f := open(t, e.path)
+	e, f := needOpen(t)
 	probe := absentIDs(f, "go-exit", 1)[0]
-	if err := syscall.Kill(e.pid, syscall.SIGTERM); err != nil {
-		t.Fatal(err)
-	}
+	signal(t, e, syscall.SIGTERM)
 	waitFor(t, "the file is withdrawn", 15*time.Second, func() bool {
 		_, err := os.Stat(e.path)
 		return errors.Is(err, fs.ErrNotExist)

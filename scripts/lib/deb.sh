@@ -17,6 +17,25 @@
 
 # Bump when the way a root is made changes (not its package list).
 BG_DEB_ROOT_RECIPE=2
+# The suite of the roots the scripts install into: Debian 12.
+BG_DEB_SUITE=bookworm
+
+# bg_deb_why_not WHAT UNSHARE_OPTION...: on stdout, why this machine cannot
+# make a root and run it (WHAT needs root; the mounts and namespaces need
+# CAP_SYS_ADMIN, bit 21 of the effective set; `unshare UNSHARE_OPTION...`
+# must work); nothing when it can.
+bg_deb_why_not() {
+    local what=$1 capeff
+    shift
+    capeff=$(awk '/^CapEff:/ {print $2}' /proc/self/status)
+    if [ "$(id -u)" -ne 0 ]; then
+        echo "$what need root"
+    elif ! (( (16#$capeff >> 21) & 1 )); then
+        echo "no CAP_SYS_ADMIN here (an unprivileged container?)"
+    elif ! unshare "$@" true 2>/dev/null; then
+        echo "cannot make the namespaces it needs (unshare $* failed)"
+    fi
+}
 
 # _bg_deb_dir WORK NAME: where NAME is made: in BG_DEB_SHARE, or in WORK.
 _bg_deb_dir() { echo "${BG_DEB_SHARE:-$1}/$2"; }

@@ -9,27 +9,29 @@
 # and bench.  Sourced by common.sh; start the command it sets with bg_spawn.
 # shellcheck disable=SC2034  # the variables set here are for the sourcing scripts
 
+# bg_conf_filters NAME:TABLE:COLUMN...: a [filter NAME] section per
+# argument, in order (the first is the default), on stdout, each followed
+# by a blank line.  For the configurations scripts, tests and bench write.
+bg_conf_filters() {
+    local f name table
+    for f in "$@"; do
+        name=${f%%:*} table=${f#*:}
+        printf '[filter %s]\ntable = %s\ncolumn = %s\n\n' "$name" "${table%%:*}" "${table#*:}"
+    done
+}
+
 # bg_demo_conf FILE: write scripts/demo's configuration to FILE:
 # conf/bloomguard.conf with two filters, users (the default) and orders (the
 # tables of sql/schema.sql), and a uri_template for each, the one of orders
 # with the id in the middle of the path (examples/user_service serves both).
 # [auth] uri_source stays auto: the demo pins it for the proxy it starts.
 bg_demo_conf() {
-    cat "$BG_TOP/conf/bloomguard.conf" - >"$1" <<'EOF'
-
-# scripts/demo: two tables, two named filters, one daemon (users first: the default).
-[filter users]
-table = users
-column = id
-
-[filter orders]
-table = orders
-column = id
-
-[auth]
-uri_template = /user/get/{id} users
-uri_template = /orders/{id}/items orders
-EOF
+    {
+        cat "$BG_TOP/conf/bloomguard.conf"
+        printf '\n# scripts/demo: two tables, two named filters, one daemon (users first: the default).\n'
+        bg_conf_filters users:users:id orders:orders:id
+        printf '[auth]\nuri_template = /user/get/{id} users\nuri_template = /orders/{id}/items orders\n'
+    } >"$1"
 }
 
 # bg_demo_example nginx|caddy: what conf/nginx/bloomguard.conf or

@@ -314,46 +314,52 @@ static void describe_refusal(const struct req *r, char *out, size_t len)
     json_decref(j);
 }
 
+/*
+ * libcurl's results that say only what kind of failure it was: the status
+ * and the reason, libcurl's text between before and after.
+ */
+static const struct {
+    CURLcode rc;
+    enum httpc_status status;
+    const char *before, *after;
+} curl_failures[] = {
+    { CURLE_COULDNT_RESOLVE_HOST, HTTPC_CONNECT, "cannot resolve: ", "" },
+    { CURLE_COULDNT_RESOLVE_PROXY, HTTPC_CONNECT, "cannot resolve: ", "" },
+    { CURLE_COULDNT_CONNECT, HTTPC_CONNECT, "cannot connect: ", "" },
+    { CURLE_OPERATION_TIMEDOUT, HTTPC_CONNECT, "cannot connect: timed out (", ")" },
+    { CURLE_SSL_CONNECT_ERROR, HTTPC_TLS, "TLS: ", "" },
+    { CURLE_PEER_FAILED_VERIFICATION, HTTPC_TLS, "TLS: ", "" },
+    { CURLE_SSL_CACERT_BADFILE, HTTPC_TLS, "TLS: ", "" },
+    { CURLE_SSL_CERTPROBLEM, HTTPC_TLS, "TLS: ", "" },
+    { CURLE_SSL_CIPHER, HTTPC_TLS, "TLS: ", "" },
+    { CURLE_SSL_ISSUER_ERROR, HTTPC_TLS, "TLS: ", "" },
+    { CURLE_SSL_INVALIDCERTSTATUS, HTTPC_TLS, "TLS: ", "" },
+    { CURLE_SSL_PINNEDPUBKEYNOTMATCH, HTTPC_TLS, "TLS: ", "" },
+    { CURLE_USE_SSL_FAILED, HTTPC_TLS, "TLS: ", "" },
+    { CURLE_WEIRD_SERVER_REPLY, HTTPC_PROTOCOL, "the answer is not HTTP we can read: ", "" },
+    { CURLE_UNSUPPORTED_PROTOCOL, HTTPC_PROTOCOL, "the answer is not HTTP we can read: ", "" },
+    { CURLE_BAD_CONTENT_ENCODING, HTTPC_PROTOCOL, "the answer is not HTTP we can read: ", "" },
+    { CURLE_HTTP2, HTTPC_PROTOCOL, "the answer is not HTTP we can read: ", "" },
+    { CURLE_HTTP3, HTTPC_PROTOCOL, "the answer is not HTTP we can read: ", "" },
+};
+
 /* libcurl's result as a status and reason, when no callback or bound ended the request. */
 static enum httpc_status from_curl(CURLcode rc, const struct req *r, const char *errbuf,
                                    char *out, size_t len)
 {
     const char *e = errbuf[0] ? errbuf : curl_easy_strerror(rc);
+    for (size_t i = 0; i < sizeof curl_failures / sizeof curl_failures[0]; i++)
+        if (curl_failures[i].rc == rc) {
+            snprintf(out, len, "%s%s%s", curl_failures[i].before, e, curl_failures[i].after);
+            return curl_failures[i].status;
+        }
     switch (rc) {
-    case CURLE_COULDNT_RESOLVE_HOST:
-    case CURLE_COULDNT_RESOLVE_PROXY:
-        snprintf(out, len, "cannot resolve: %s", e);
-        return HTTPC_CONNECT;
-    case CURLE_COULDNT_CONNECT:
-        snprintf(out, len, "cannot connect: %s", e);
-        return HTTPC_CONNECT;
-    case CURLE_OPERATION_TIMEDOUT:
-        snprintf(out, len, "cannot connect: timed out (%s)", e);
-        return HTTPC_CONNECT;
-    case CURLE_SSL_CONNECT_ERROR:
-    case CURLE_PEER_FAILED_VERIFICATION:
-    case CURLE_SSL_CACERT_BADFILE:
-    case CURLE_SSL_CERTPROBLEM:
-    case CURLE_SSL_CIPHER:
-    case CURLE_SSL_ISSUER_ERROR:
-    case CURLE_SSL_INVALIDCERTSTATUS:
-    case CURLE_SSL_PINNEDPUBKEYNOTMATCH:
-    case CURLE_USE_SSL_FAILED:
-        snprintf(out, len, "TLS: %s", e);
-        return HTTPC_TLS;
     case CURLE_PARTIAL_FILE:
         snprintf(out, len, "the connection ended after %llu of the %llu bytes announced",
                  (unsigned long long)r->received, (unsigned long long)r->length);
         return HTTPC_TRUNCATED;
     case CURLE_GOT_NOTHING:
         snprintf(out, len, "the server closed the connection without an answer");
-        return HTTPC_PROTOCOL;
-    case CURLE_WEIRD_SERVER_REPLY:
-    case CURLE_UNSUPPORTED_PROTOCOL:
-    case CURLE_BAD_CONTENT_ENCODING:
-    case CURLE_HTTP2:
-    case CURLE_HTTP3:
-        snprintf(out, len, "the answer is not HTTP we can read: %s", e);
         return HTTPC_PROTOCOL;
     case CURLE_RECV_ERROR:
         /* A chunked body that ends badly, or a framing libcurl refuses. */

@@ -40,48 +40,56 @@ const char *id_error_code(enum id_error e)
 }
 
 /*
+ * The well-formed UTF-8 lead bytes (Unicode's Table 3-7): how long the
+ * sequence is and the second byte's range, which is where overlongs (E0,
+ * F0), surrogates (ED) and code points above U+10FFFF (F4) are shut out.
+ * Later bytes are 80..BF.
+ */
+static const struct {
+    unsigned char first, last;      /* the lead bytes of the row */
+    unsigned char need;             /* the sequence's length */
+    unsigned char lo, hi;           /* the second byte's range */
+} utf8_leads[] = {
+    { 0xC2, 0xDF, 2, 0x80, 0xBF },
+    { 0xE0, 0xE0, 3, 0xA0, 0xBF },
+    { 0xE1, 0xEC, 3, 0x80, 0xBF },
+    { 0xED, 0xED, 3, 0x80, 0x9F },
+    { 0xEE, 0xEF, 3, 0x80, 0xBF },
+    { 0xF0, 0xF0, 4, 0x90, 0xBF },
+    { 0xF1, 0xF3, 4, 0x80, 0xBF },
+    { 0xF4, 0xF4, 4, 0x80, 0x8F },
+};
+
+/*
  * Length of the well-formed UTF-8 sequence at p[0..n), or 0 if there is none;
  * then *bad is the length of the maximal ill-formed subpart (1..3), the unit
- * that Unicode recommends replacing with one U+FFFD.  The second byte's range
- * depends on the lead byte: that is where overlongs (E0, F0), surrogates (ED)
- * and code points above U+10FFFF (F4) are shut out.
+ * that Unicode recommends replacing with one U+FFFD.
  */
 static size_t utf8_seq(const unsigned char *p, size_t n, size_t *bad)
 {
-    unsigned char c = p[0], lo = 0x80, hi = 0xBF;
-    size_t need;
+    unsigned char c = p[0];
+    size_t r = 0, rows = sizeof utf8_leads / sizeof utf8_leads[0];
 
     if (c < 0x80)
         return 1;
-    if (c >= 0xC2 && c <= 0xDF) {
-        need = 2;
-    } else if (c >= 0xE0 && c <= 0xEF) {
-        need = 3;
-        if (c == 0xE0)
-            lo = 0xA0;
-        else if (c == 0xED)
-            hi = 0x9F;
-    } else if (c >= 0xF0 && c <= 0xF4) {
-        need = 4;
-        if (c == 0xF0)
-            lo = 0x90;
-        else if (c == 0xF4)
-            hi = 0x8F;
-    } else {
-        *bad = 1; /* continuation byte, C0, C1 or F5..FF as lead */
-        return 0;
-    }
-    if (n < 2 || p[1] < lo || p[1] > hi) {
+    while (r < rows && c > utf8_leads[r].last)
+        r++;
+    /* A continuation byte, C0, C1 or F5..FF as lead. */
+    if (r == rows || c < utf8_leads[r].first) {
         *bad = 1;
         return 0;
     }
-    for (size_t k = 2; k < need; k++) {
+    if (n < 2 || p[1] < utf8_leads[r].lo || p[1] > utf8_leads[r].hi) {
+        *bad = 1;
+        return 0;
+    }
+    for (size_t k = 2; k < utf8_leads[r].need; k++) {
         if (k >= n || p[k] < 0x80 || p[k] > 0xBF) {
             *bad = k;
             return 0;
         }
     }
-    return need;
+    return utf8_leads[r].need;
 }
 
 bool id_utf8_valid(const char *s, size_t len)

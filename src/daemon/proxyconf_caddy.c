@@ -68,16 +68,11 @@ static void caddy_map_line(FILE *f, const char *tmpl)
 
 void proxyconf_caddy_write(FILE *f, const struct config *c)
 {
-    bool xou = c->uri_source == URI_SOURCE_X_ORIGINAL_URI;
-    const char *uri_hdr = xou ? "X-Original-URI" : "X-Forwarded-Uri";
-    const char *method_hdr = xou ? "X-Original-Method" : "X-Forwarded-Method";
     const char *relay_port = strrchr(PROXYCONF_RELAY, ':') + 1;
     const char *listen_port = strrchr(PROXYCONF_LISTEN, ':') + 1;
-    char bg[300], ka[16], kawhy[128];
+    struct proxyconf_common pc;
 
-    bool wildcard = proxyconf_addr(c, PROXYCONF_CADDY, bg, sizeof bg);
-    proxyconf_keepalive_time(c, ka, sizeof ka);
-    proxyconf_keepalive_why(c, kawhy, sizeof kawhy);
+    proxyconf_common_init(&pc, c, PROXYCONF_CADDY);
 
     fputs("# Caddy in front of a PostgreSQL-backed service, with bloomguard turning away\n"
           "# requests for ids that surely do not exist before they reach the service and\n"
@@ -95,12 +90,7 @@ void proxyconf_caddy_write(FILE *f, const struct config *c)
             "#         only, see below), and %s where forward_auth asks it\n"
             "#     %s   the service\n",
             listen_port, relay_port, PROXYCONF_RELAY, PROXYCONF_SERVICE);
-    fprintf(f, "# bloomguard itself is at %s, its [server] listen%s.\n", bg,
-            wildcard ? " (a wildcard address: Caddy dials loopback)" : "");
-    fputs("#\n"
-          "# The guarded paths ([auth] uri_template) and the filter each one asks:\n", f);
-    proxyconf_template_list(f, c);
-    proxyconf_uri_source_text(f, c, "the relay", xou ? "x-original-uri" : "x-forwarded-uri");
+    proxyconf_where(f, c, &pc, "Caddy", "the relay");
     fputs("#\n"
           "# What happens to GET ", f);
     proxyconf_example_path(f, c);
@@ -114,7 +104,7 @@ void proxyconf_caddy_write(FILE *f, const struct config *c)
             "#   3. 2xx: the request goes on to the service as if there were no guard.\n"
             "#      miss: Caddy answers 404 {\"id\":\"%s\",\"exists\":false} itself, the shape of\n"
             "#      bloomguard's GET /exists/%s and of the service's own 404.\n",
-            uri_hdr, method_hdr, c->allow_status, c->deny_status, EXAMPLE_ID, EXAMPLE_ID);
+            pc.uri_hdr, pc.method_hdr, c->allow_status, c->deny_status, EXAMPLE_ID, EXAMPLE_ID);
     if (c->fail_open)
         fputs("#   4. bloomguard down, refusing or slow (more than 1 s): FAIL OPEN, as [auth]\n"
               "#      fail_open = yes asks of bloomguard itself while no filter is loaded:\n"
@@ -237,7 +227,7 @@ void proxyconf_caddy_write(FILE *f, const struct config *c)
             "\t\t}\n"
             "\t}\n"
             "\n",
-            relay_port, bg, uri_hdr, method_hdr, kawhy, ka);
+            relay_port, pc.bg, pc.uri_hdr, pc.method_hdr, pc.kawhy, pc.ka);
     if (c->fail_open)
         fputs("\t# bloomguard could not be asked: fail open ([auth] fail_open = yes; see 4.\n"
               "\t# above).  The empty verdict is sent on purpose: forward_auth (2.6) copies\n"

@@ -55,16 +55,11 @@ static void nginx_map_line(FILE *f, const char *tmpl)
 
 void proxyconf_nginx_write(FILE *f, const struct config *c)
 {
-    bool xfu = c->uri_source == URI_SOURCE_X_FORWARDED_URI;
-    const char *uri_hdr = xfu ? "X-Forwarded-Uri" : "X-Original-URI";
-    const char *method_hdr = xfu ? "X-Forwarded-Method" : "X-Original-Method";
     bool auth_denies = c->deny_status == 401 || c->deny_status == 403;
-    char bg[300], ka[16], kawhy[128];
+    struct proxyconf_common pc;
     bool any_decodable = false;
 
-    bool wildcard = proxyconf_addr(c, PROXYCONF_NGINX, bg, sizeof bg);
-    proxyconf_keepalive_time(c, ka, sizeof ka);
-    proxyconf_keepalive_why(c, kawhy, sizeof kawhy);
+    proxyconf_common_init(&pc, c, PROXYCONF_NGINX);
     for (unsigned t = 0; t < c->n_uri_templates; t++)
         any_decodable |= proxyconf_tmpl_decodable(c->uri_templates[t]);
 
@@ -80,12 +75,7 @@ void proxyconf_nginx_write(FILE *f, const struct config *c)
           "# there).  Adjust the two addresses bloomguard does not know:\n"
           "#     " PROXYCONF_LISTEN "   where nginx listens for clients\n"
           "#     " PROXYCONF_SERVICE "   the service\n", f);
-    fprintf(f, "# bloomguard itself is at %s, its [server] listen%s.\n", bg,
-            wildcard ? " (a wildcard address: nginx dials loopback)" : "");
-    fputs("#\n"
-          "# The guarded paths ([auth] uri_template) and the filter each one asks:\n", f);
-    proxyconf_template_list(f, c);
-    proxyconf_uri_source_text(f, c, "nginx", xfu ? "x-forwarded-uri" : "x-original-uri");
+    proxyconf_where(f, c, &pc, "nginx", "nginx");
     fputs("# It needs ngx_http_auth_request_module, which Debian's nginx-light, nginx-core,\n"
           "# nginx-full and nginx-extras all have:  nginx -V 2>&1 | grep -o http_auth_request\n"
           "#\n"
@@ -99,7 +89,7 @@ void proxyconf_nginx_write(FILE *f, const struct config *c)
             "#   2. bloomguard answers with an empty body and X-Bloomguard: hit|miss|bypass:\n"
             "#      %u when the id may exist (or the URI matches no template), %u\n"
             "#      ([auth] deny_status) when it surely does not.\n",
-            uri_hdr, c->allow_status, c->deny_status);
+            pc.uri_hdr, c->allow_status, c->deny_status);
     if (!auth_denies)
         fprintf(f,
                 "#      auth_request takes only 401 and 403 as a denial: it logs each %u as an\n"
@@ -174,7 +164,7 @@ void proxyconf_nginx_write(FILE *f, const struct config *c)
           "}\n"
           "\n"
           "upstream bloomguard {\n", f);
-    fprintf(f, "    server %s;\n", bg);
+    fprintf(f, "    server %s;\n", pc.bg);
     if (strncmp(c->listen_host, "unix:", 5) == 0)
         fputs("    # nginx's user needs write permission on the socket: [server] listen_group\n"
               "    # = www-data with listen_mode = 0660 (bloomguard(8)).\n", f);
@@ -194,7 +184,7 @@ void proxyconf_nginx_write(FILE *f, const struct config *c)
             "\n"
             "server {\n"
             "    listen " PROXYCONF_LISTEN ";\n",
-            ka, (int)(strlen(ka) < 9 ? 9 - strlen(ka) : 1), "", kawhy);
+            pc.ka, (int)(strlen(pc.ka) < 9 ? 9 - strlen(pc.ka) : 1), "", pc.kawhy);
     fputs("\n"
           "    # HTTP/1.1 without \"Connection: close\", so that the keepalive pools above\n"
           "    # are used.  Locations that set their own proxy_set_header repeat these.\n"
@@ -239,7 +229,7 @@ void proxyconf_nginx_write(FILE *f, const struct config *c)
           "        proxy_pass_request_body off;\n"
           "        proxy_set_header Content-Length \"\";\n", f);
     fprintf(f, "        proxy_set_header %s $request_uri;\n"
-            "        proxy_set_header %s $request_method;\n", uri_hdr, method_hdr);
+            "        proxy_set_header %s $request_method;\n", pc.uri_hdr, pc.method_hdr);
     fputs("        proxy_set_header Connection \"\";\n"
           "        # \"bloomguard\", the upstream's name: not the client's Host header,\n"
           "        # which could be 8 KB long.\n"

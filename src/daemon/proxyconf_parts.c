@@ -142,6 +142,32 @@ void proxyconf_keepalive_why(const struct config *c, char *buf, size_t len)
 
 /* ----------------------------------------------------------- the header -- */
 
+void proxyconf_common_init(struct proxyconf_common *pc, const struct config *c,
+                           enum proxyconf_kind kind)
+{
+    bool original = c->uri_source == URI_SOURCE_X_ORIGINAL_URI ? true
+                    : c->uri_source == URI_SOURCE_X_FORWARDED_URI ? false
+                    : kind == PROXYCONF_NGINX;
+    pc->uri_hdr = original ? "X-Original-URI" : "X-Forwarded-Uri";
+    pc->method_hdr = original ? "X-Original-Method" : "X-Forwarded-Method";
+    pc->uri_source = original ? "x-original-uri" : "x-forwarded-uri";
+    pc->wildcard = proxyconf_addr(c, kind, pc->bg, sizeof pc->bg);
+    proxyconf_keepalive_time(c, pc->ka, sizeof pc->ka);
+    proxyconf_keepalive_why(c, pc->kawhy, sizeof pc->kawhy);
+}
+
+void proxyconf_where(FILE *f, const struct config *c, const struct proxyconf_common *pc,
+                     const char *proxy, const char *asker)
+{
+    fprintf(f, "# bloomguard itself is at %s, its [server] listen%s%s%s.\n", pc->bg,
+            pc->wildcard ? " (a wildcard address: " : "", pc->wildcard ? proxy : "",
+            pc->wildcard ? " dials loopback)" : "");
+    fputs("#\n"
+          "# The guarded paths ([auth] uri_template) and the filter each one asks:\n", f);
+    proxyconf_template_list(f, c);
+    proxyconf_uri_source_text(f, c, asker, pc->uri_source);
+}
+
 /* The example request of the header: the first template with EXAMPLE_ID in it. */
 void proxyconf_example_path(FILE *f, const struct config *c)
 {

@@ -103,6 +103,31 @@ void proxyconf_keepalive_time(const struct config *c, char *buf, size_t len);
 /* Why proxyconf_keepalive_time is what it is, for the comment beside it. */
 void proxyconf_keepalive_why(const struct config *c, char *buf, size_t len);
 
+/*
+ * What both writers work from: the headers the proxy passes the original
+ * URI and method in ([auth] uri_source when it names one, else the kind's
+ * own: nginx's X-Original-*, Caddy's X-Forwarded-*) and the uri_source value that names
+ * them, bloomguard's address as the proxy dials it (proxyconf_addr) and the
+ * proxy's keep-alive (proxyconf_keepalive_time, _why).
+ */
+struct proxyconf_common {
+    const char *uri_hdr, *method_hdr;
+    const char *uri_source;
+    bool wildcard;
+    char bg[300], ka[16], kawhy[128];
+};
+
+void proxyconf_common_init(struct proxyconf_common *pc, const struct config *c,
+                           enum proxyconf_kind kind);
+
+/*
+ * The header's paragraph on where bloomguard is, the guarded paths and the
+ * uri_source to pin: proxy is who dials bloomguard ("nginx", "Caddy"),
+ * asker who sets the URI header ("nginx", "the relay").
+ */
+void proxyconf_where(FILE *f, const struct config *c, const struct proxyconf_common *pc,
+                     const char *proxy, const char *asker);
+
 /* The example request of the header: the first template with EXAMPLE_ID in it. */
 void proxyconf_example_path(FILE *f, const struct config *c);
 

@@ -177,15 +177,6 @@ static bool direct_session(struct notify *n, PGconn *conn, char *err, size_t err
 static const char probe_shape[] = LOADER_SHAPE_SQL("v.rel", "v.col");
 static const char probe_untriggered[] = FOLLOW_UNTRIGGERED_SQL("v.rel", "v.call");
 
-static bool prepare(PGconn *conn, const char *sql, char *err, size_t errlen)
-{
-    PGresult *r = PQprepare(conn, PROBE_STMT, sql, 0, NULL);
-    bool ok = PQresultStatus(r) == PGRES_COMMAND_OK;
-    if (!ok)
-        loader_set_result_error(err, errlen, "cannot prepare the probe", conn, r);
-    PQclear(r);
-    return ok;
-}
 #define PROBE_TABLE "(SELECT %s FROM (VALUES (to_regclass(%s)::oid, %s::name, %s::text)) " \
                     "v(rel, col, call))"
 static char *probe_sql(struct notify *n, PGconn *conn, unsigned count, char *err, size_t errlen)
@@ -230,7 +221,7 @@ static char *probe_sql(struct notify *n, PGconn *conn, unsigned count, char *err
                                     lit[i][2], lit[i][3]);
     if ((n->prepared && !loader_command(conn, "DEALLOCATE " PROBE_STMT, PGRES_COMMAND_OK,
                                         "cannot replace the probe", err, errlen))
-        || !prepare(conn, probe, err, errlen)) {
+        || !loader_prepare(conn, PROBE_STMT, probe, 0, "cannot prepare the probe", err, errlen)) {
         free(probe);
         probe = NULL;
     }

@@ -65,12 +65,7 @@ bool logical_prepare_probe(PGconn *probe, char *err, size_t errlen)
     if (!loader_command(probe, "SET plan_cache_mode = force_generic_plan", PGRES_COMMAND_OK,
                         "cannot set the probe's plan cache mode", err, errlen))
         return false;
-    PGresult *r = PQprepare(probe, PROBE_NAME, PROBE_SQL, 5, NULL);
-    bool ok = PQresultStatus(r) == PGRES_COMMAND_OK;
-    if (!ok)
-        loader_set_result_error(err, errlen, "cannot prepare the probe", probe, r);
-    PQclear(r);
-    return ok;
+    return loader_prepare(probe, PROBE_NAME, PROBE_SQL, 5, "cannot prepare the probe", err, errlen);
 }
 
 /* Each table's oid (OIDs, not names: the stream names relations by oid). */

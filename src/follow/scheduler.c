@@ -30,6 +30,7 @@ struct scheduler *scheduler_new(const struct config *cfg, struct table *const *t
     struct scheduler *s = calloc(1, sizeof *s);
     if (s == NULL)
         return NULL;
+    worker_init(&s->w);
     s->tables = calloc(n, sizeof *s->tables);
     s->follower = calloc(n, sizeof *s->follower);
     s->backoff = calloc(n, sizeof *s->backoff);
@@ -50,9 +51,6 @@ struct scheduler *scheduler_new(const struct config *cfg, struct table *const *t
     if (hooks)
         s->hooks = *hooks;
     s->rng = (unsigned)monoclock_boot_ns() ^ (unsigned)getpid();
-    atomic_init(&s->stop, false);
-    pthread_mutex_init(&s->mu, NULL);
-    monoclock_cond_init(&s->cv);
     return s;
 }
 
@@ -60,8 +58,7 @@ void scheduler_free(struct scheduler *s)
 {
     if (s == NULL)
         return;
-    pthread_mutex_destroy(&s->mu);
-    pthread_cond_destroy(&s->cv);
+    worker_destroy(&s->w);
     free(s->tables);
     free(s->follower);
     free(s->backoff);
@@ -74,37 +71,23 @@ void scheduler_free(struct scheduler *s)
 
 void scheduler_set_follower(struct scheduler *s, unsigned i, struct follower *f)
 {
-    pthread_mutex_lock(&s->mu);
+    pthread_mutex_lock(&s->w.mu);
     s->follower[i] = f;
-    pthread_mutex_unlock(&s->mu);
+    pthread_mutex_unlock(&s->w.mu);
 }
 
 struct follower *scheduler_follower(struct scheduler *s, unsigned i)
 {
-    pthread_mutex_lock(&s->mu);
+    pthread_mutex_lock(&s->w.mu);
     struct follower *f = s->follower[i];
-    pthread_mutex_unlock(&s->mu);
+    pthread_mutex_unlock(&s->w.mu);
     return f;
 }
 
 void scheduler_wake(void *arg)
 {
     struct scheduler *s = arg;
-    pthread_mutex_lock(&s->mu);
-    s->woken = true;
-    pthread_cond_broadcast(&s->cv);
-    pthread_mutex_unlock(&s->mu);
-}
-
-/* Sleep up to ms, waking early on stop or scheduler_wake. */
-static void nap(struct scheduler *s, unsigned ms)
-{
-    struct timespec ts = monoclock_after_ms(ms);
-    pthread_mutex_lock(&s->mu);
-    if (!atomic_load(&s->stop) && !s->woken)
-        pthread_cond_timedwait(&s->cv, &s->mu, &ts);
-    s->woken = false;
-    pthread_mutex_unlock(&s->mu);
+    worker_wake(&s->w);
 }
 
 /* ------------------------------------------------------------- loads -- */
@@ -174,7 +157,7 @@ static bool run_copy(struct scheduler *s, unsigned i, const struct table_job *jo
     struct progress_ctx pc = { s, i, job->first };
     const struct loader_copy_opts o = {
         .snapshot = tk.snapshot, .must_see = tk.must_see, .n_must_see = tk.n_must_see,
-        .spell = ident.spell, .stop = &s->stop,
+        .spell = ident.spell, .stop = &s->w.stop,
         .progress = on_progress, .progress_arg = &pc,
     };
     struct load_result res;
@@ -311,14 +294,14 @@ static void prepare_followers(struct scheduler *s)
     char err[512], pub[160];
     unsigned backoff = 1;
     int r = 1;
-    while (s->prepare && !atomic_load(&s->stop)
+    while (s->prepare && !worker_stopping(&s->w)
            && (r = s->prepare(s->prepare_arg, err, sizeof err)) < 0) {
         log_warn(s->lg, "cannot choose how to follow the tables: %s; retrying in %u s", err,
                  backoff);
         follow_public_error(pub, sizeof pub, err);
         for (unsigned i = 0; i < s->n; i++)
             table_set_error(s->tables[i], pub);
-        nap(s, follow_jitter_ms(&s->rng, backoff));
+        worker_nap(&s->w, follow_jitter_ms(&s->rng, backoff));
         backoff = backoff * 2 > s->cfg->retry_max_seconds ? s->cfg->retry_max_seconds
                                                           : backoff * 2;
     }
@@ -356,7 +339,7 @@ static void *scheduler_main(void *arg)
 
     scheduler_restore_all(s);
     prepare_followers(s);
-    while (!atomic_load(&s->stop)) {
+    while (!worker_stopping(&s->w)) {
         unsigned wait_ms = TICK_MS, vet_wait = TICK_MS;
         scheduler_vet_all(s, &vet_wait);
         struct table_job job;
@@ -371,7 +354,7 @@ static void *scheduler_main(void *arg)
             }
             scheduler_maybe_prune(s, &wait_ms);
             maybe_prepare_again(s, &wait_ms);
-            nap(s, wait_ms);
+            worker_nap(&s->w, wait_ms);
             continue;
         }
         struct table *t = s->tables[i];
@@ -416,7 +399,7 @@ static void *scheduler_main(void *arg)
                        strcmp(kind, "copy") == 0 ? "rebuild" : "catch-up",
                        (unsigned long long)job.id, table_want_name(job.why),
                        (unsigned long long)rows, secs);
-        else if (!atomic_load(&s->stop))
+        else if (!worker_stopping(&s->w))
             log_fields(s->lg, LOG_LVL_INFO, table_name(t), "load_retry",
                        "%s: retrying the load in about %u s", table_name(t), backoff);
         if (ok)
@@ -432,17 +415,10 @@ bool scheduler_start(struct scheduler *s, scheduler_prepare_fn prepare, void *ar
 {
     s->prepare = prepare;
     s->prepare_arg = arg;
-    if (pthread_create(&s->thread, NULL, scheduler_main, s) != 0)
-        return false;
-    s->started = true;
-    return true;
+    return worker_start(&s->w, scheduler_main, s);
 }
 
 void scheduler_stop(struct scheduler *s)
 {
-    atomic_store(&s->stop, true);
-    scheduler_wake(s);
-    if (s->started)
-        pthread_join(s->thread, NULL);
-    s->started = false;
+    worker_stop(&s->w);
 }

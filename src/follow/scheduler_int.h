@@ -16,6 +16,7 @@
 
 #include "scheduler.h"
 #include "spotcheck.h"
+#include "worker.h"
 
 struct scheduler {
     const struct config *cfg;
@@ -32,16 +33,12 @@ struct scheduler {
     int64_t next_prune;
     unsigned rng;
 
-    atomic_bool stop;
-    pthread_t thread;
-    bool started;
     scheduler_prepare_fn prepare;
     void *prepare_arg;
     int64_t prepare_again;          /* monoclock_boot_ns of the next prepare; 0: none needed */
 
-    pthread_mutex_t mu;
-    pthread_cond_t cv;              /* a want, a follower ready, or stop */
-    bool woken;                     /* under mu */
+    /* The thread; its mu guards follower[] too, its wakes: a want, a follower ready. */
+    struct worker w;
 };
 
 /* One table's check of a peer's snapshot against a sample of its rows (spotcheck.h). */

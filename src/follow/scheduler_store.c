@@ -58,14 +58,14 @@ void scheduler_save_table(struct scheduler *s, unsigned i)
 /* At start: each table's snapshot (file or peer) goes live before any load. */
 void scheduler_restore_all(struct scheduler *s)
 {
-    for (unsigned i = 0; i < s->n && !atomic_load(&s->stop); i++) {
+    for (unsigned i = 0; i < s->n && !worker_stopping(&s->w); i++) {
         struct table *t = s->tables[i];
         struct persist_restored r;
         /* Before a peer's filter can go live: not one of its "absent" answers believed yet. */
         bool peer = s->cfg->bootstrap_from[0] != '\0';
         if (peer)
             table_vet_begin(t);
-        bool ok = persist_restore(s->cfg, table_config(t), s->token, &s->stop, t, s->lg, &r);
+        bool ok = persist_restore(s->cfg, table_config(t), s->token, &s->w.stop, t, s->lg, &r);
         if (peer && !(ok && r.from == PERSIST_PEER))
             table_vetted(t, true);      /* no filter from elsewhere after all */
         if (!ok)

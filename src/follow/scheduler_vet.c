@@ -24,7 +24,7 @@ static void vet_take(struct scheduler *s, unsigned i, struct vetting *v)
     char err[512];
     PGconn *conn = loader_connect(s->cfg, err, sizeof err);
     bool ok = conn != NULL
-              && spotcheck_take(conn, table_config(t), SPOTCHECK_ROWS, &s->stop, &v->sample, err,
+              && spotcheck_take(conn, table_config(t), SPOTCHECK_ROWS, &s->w.stop, &v->sample, err,
                                 sizeof err);
     PQfinish(conn);
     if (ok) {
@@ -33,7 +33,7 @@ static void vet_take(struct scheduler *s, unsigned i, struct vetting *v)
         v->backoff = 1;
         return;
     }
-    if (atomic_load(&s->stop))
+    if (worker_stopping(&s->w))
         return;
     if (v->backoff == 0)
         v->backoff = 1;
@@ -91,7 +91,7 @@ static void vet_check(struct scheduler *s, unsigned i, struct vetting *v)
 /* Each table on probation: its sample, then its verdict once proved; *wait_ms shrinks meanwhile. */
 void scheduler_vet_all(struct scheduler *s, unsigned *wait_ms)
 {
-    for (unsigned i = 0; i < s->n && !atomic_load(&s->stop); i++) {
+    for (unsigned i = 0; i < s->n && !worker_stopping(&s->w); i++) {
         struct vetting *v = &s->vetting[i];
         int64_t proved = 0;
         if (table_vet(s->tables[i], &proved) != TABLE_VET_PENDING) {

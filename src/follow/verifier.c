@@ -17,6 +17,7 @@
 #include "loader.h"
 #include "monoclock.h"
 #include "verify.h"
+#include "worker.h"
 
 /* Ticks: short while candidates wait (their tokens come in), long when none does (a wake). */
 #define BUSY_MS 20
@@ -41,22 +42,10 @@ struct verifier {
     double retry_at;
     bool failing;                   /* the last connect or lookup failed (logged once) */
 
-    atomic_bool stop;
-    pthread_t thread;
-    bool started;
-    pthread_mutex_t mu;
-    pthread_cond_t cv;              /* stop, or candidates waiting */
-    bool woken;                     /* under mu */
+    struct worker w;                /* the thread; its wakes: candidates waiting */
 };
 
 static void wake(void *arg);
-
-static double now_s(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
-}
 
 struct verifier *verifier_new(const struct config *cfg, const struct log *lg,
                               struct table *const *tables, unsigned n, struct scheduler *sched)
@@ -64,6 +53,7 @@ struct verifier *verifier_new(const struct config *cfg, const struct log *lg,
     struct verifier *v = calloc(1, sizeof *v);
     if (v == NULL)
         return NULL;
+    worker_init(&v->w);
     v->tables = calloc(n, sizeof *v->tables);
     v->tokens = calloc(n, sizeof *v->tokens);
     v->mismatch = calloc(n, sizeof *v->mismatch);
@@ -79,9 +69,6 @@ struct verifier *verifier_new(const struct config *cfg, const struct log *lg,
     v->lg = lg;
     v->sched = sched;
     v->backoff = RETRY_MIN_S;
-    atomic_init(&v->stop, false);
-    pthread_mutex_init(&v->mu, NULL);
-    monoclock_cond_init(&v->cv);
     return v;
 }
 
@@ -91,33 +78,18 @@ void verifier_free(struct verifier *v)
         return;
     if (v->conn != NULL)
         PQfinish(v->conn);
-    pthread_mutex_destroy(&v->mu);
-    pthread_cond_destroy(&v->cv);
+    worker_destroy(&v->w);
     free(v->tables);
     free(v->tokens);
     free(v->mismatch);
     free(v);
 }
 
-/* Sleep up to ms, waking early on stop or when candidates start waiting. */
-static void nap(struct verifier *v, unsigned ms)
-{
-    struct timespec ts = monoclock_after_ms(ms);
-    pthread_mutex_lock(&v->mu);
-    if (!atomic_load(&v->stop) && !v->woken)
-        pthread_cond_timedwait(&v->cv, &v->mu, &ts);
-    v->woken = false;
-    pthread_mutex_unlock(&v->mu);
-}
-
 /* A table's candidates started waiting (a request's thread). */
 static void wake(void *arg)
 {
     struct verifier *v = arg;
-    pthread_mutex_lock(&v->mu);
-    v->woken = true;
-    pthread_cond_signal(&v->cv);
-    pthread_mutex_unlock(&v->mu);
+    worker_wake(&v->w);
 }
 
 /* A failure: logged when the state turns, the session dropped if it is broken. */
@@ -133,7 +105,7 @@ static void failed(struct verifier *v, const char *name, const char *err)
         v->conn = NULL;
     }
     if (v->conn == NULL) {
-        v->retry_at = now_s() + v->backoff;
+        v->retry_at = monoclock_seconds() + v->backoff;
         v->backoff = v->backoff * 2 > RETRY_MAX_S ? RETRY_MAX_S : v->backoff * 2;
     }
 }
@@ -142,7 +114,7 @@ static bool connected(struct verifier *v)
 {
     if (v->conn != NULL)
         return true;
-    if (now_s() < v->retry_at)
+    if (monoclock_seconds() < v->retry_at)
         return false;
     char err[512];
     v->conn = verify_connect(v->cfg, v->sysid, sizeof v->sysid, &v->dboid, err, sizeof err);
@@ -210,11 +182,11 @@ static void verify_table(struct verifier *v, unsigned i)
         lens[k] = c[k].klen;
     }
     enum verify_result r;
-    double until = now_s() + NOT_YET_MS / 1000.0;
+    double until = monoclock_seconds() + NOT_YET_MS / 1000.0;
     while ((r = verify_lookup(v->conn, table_config(t), id.relid, id.spell, keys, lens, n, xids,
-                              nx, &v->stop, present, err, sizeof err)) == VERIFY_NOT_YET
-           && now_s() < until && !atomic_load(&v->stop))
-        nap(v, 10);
+                              nx, &v->w.stop, present, err, sizeof err)) == VERIFY_NOT_YET
+           && monoclock_seconds() < until && !worker_stopping(&v->w))
+        worker_nap(&v->w, 10);
     free(xids);
     if (r != VERIFY_OK) {
         if (r == VERIFY_NOT_YET)
@@ -239,11 +211,11 @@ static void verify_table(struct verifier *v, unsigned i)
 static void *verifier_main(void *arg)
 {
     struct verifier *v = arg;
-    double rate = v->cfg->adaptive_verify_rate, last = now_s();
+    double rate = v->cfg->adaptive_verify_rate, last = monoclock_seconds();
     /* A burst of at most a fifth of a second's lookups, and at least one. */
     double cap = rate / 5 < 1 ? 1 : rate / 5;
-    while (!atomic_load(&v->stop)) {
-        double now = now_s();
+    while (!worker_stopping(&v->w)) {
+        double now = monoclock_seconds();
         bool waiting = false;
         for (unsigned i = 0; i < v->n; i++) {
             v->tokens[i] += rate * (now - last);
@@ -254,31 +226,22 @@ static void *verifier_main(void *arg)
         }
         last = now;
         if (waiting && connected(v))
-            for (unsigned i = 0; i < v->n && !atomic_load(&v->stop) && v->conn != NULL; i++)
+            for (unsigned i = 0; i < v->n && !worker_stopping(&v->w) && v->conn != NULL; i++)
                 if (v->tokens[i] >= 1)
                     verify_table(v, i);
-        nap(v, waiting ? BUSY_MS : IDLE_MS);
+        worker_nap(&v->w, waiting ? BUSY_MS : IDLE_MS);
     }
     return NULL;
 }
 
 bool verifier_start(struct verifier *v)
 {
-    if (pthread_create(&v->thread, NULL, verifier_main, v) != 0)
-        return false;
-    v->started = true;
-    return true;
+    return worker_start(&v->w, verifier_main, v);
 }
 
 void verifier_stop(struct verifier *v)
 {
     if (v == NULL)
         return;
-    pthread_mutex_lock(&v->mu);
-    atomic_store(&v->stop, true);
-    pthread_cond_broadcast(&v->cv);
-    pthread_mutex_unlock(&v->mu);
-    if (v->started)
-        pthread_join(v->thread, NULL);
-    v->started = false;
+    worker_stop(&v->w);
 }

@@ -118,19 +118,6 @@ static void conn_hand_off(struct fast_thread *ft, struct request *rq)
         http_warn(h, "could not hand a connection to libmicrohttpd: %s", strerror(errno));
 }
 
-/* The daemon's own probe (http_probe.c), admitted past the limit as on_accept does. */
-static bool is_probe(struct http *h, const struct sockaddr_storage *ss)
-{
-    unsigned port = atomic_load_explicit(&h->probe_port, memory_order_relaxed);
-    if (port == 0)
-        return false;
-    if (ss->ss_family == AF_INET)
-        return ntohs(((const struct sockaddr_in *)(const void *)ss)->sin_port) == port;
-    if (ss->ss_family == AF_INET6)
-        return ntohs(((const struct sockaddr_in6 *)(const void *)ss)->sin6_port) == port;
-    return false;
-}
-
 static void accept_some(struct fast_thread *ft)
 {
     struct http *h = ft->h;
@@ -151,11 +138,12 @@ static void accept_some(struct fast_thread *ft)
             return;
         }
         /*
-         * Over the limit: closed at once, as on_accept does.  Counted before
-         * the check, so that threads accepting at once cannot both take the
-         * last place.
+         * Over the limit: closed at once, as on_accept does, but for the
+         * daemon's own probe (http_probe.c).  Counted before the check, so
+         * that threads accepting at once cannot both take the last place.
          */
-        if (atomic_fetch_add(&h->live, 1) >= h->max_live && !is_probe(h, &ss)) {
+        if (atomic_fetch_add(&h->live, 1) >= h->max_live
+            && !http_probe_port_is(h, (struct sockaddr *)&ss)) {
             atomic_fetch_sub(&h->live, 1);
             atomic_fetch_add_explicit(&h->refused, 1, memory_order_relaxed);
             stats_add(h->a->stats, ST_CONN_REFUSED, 1);
@@ -182,25 +170,18 @@ static void accept_some(struct fast_thread *ft)
 static bool send_or_keep(struct fast_thread *ft, struct request *rq, const char *p, size_t len)
 {
     size_t off = 0;
-    while (off < len) {
-        ssize_t s = send(rq->fd, p + off, len - off, MSG_NOSIGNAL);
-        if (s > 0) {
-            off += (size_t)s;
-        } else if (s < 0 && errno == EINTR) {
-            continue;
-        } else if (s < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
-            rq->unsent = malloc(len - off);
-            if (rq->unsent == NULL)
-                return false;
-            memcpy(rq->unsent, p + off, len - off);
-            rq->unsent_len = len - off;
-            rq->unsent_off = 0;
-            /* Writable only: a client that half-closed and reads nothing must not wake us in a loop. */
-            struct epoll_event ev = { .events = EPOLLOUT, .data.ptr = rq };
-            return epoll_ctl(ft->ep, EPOLL_CTL_MOD, rq->fd, &ev) == 0;
-        } else {
+    if (!http_wire_send(rq->fd, p, len, &off))
+        return false;
+    if (off < len) {
+        rq->unsent = malloc(len - off);
+        if (rq->unsent == NULL)
             return false;
-        }
+        memcpy(rq->unsent, p + off, len - off);
+        rq->unsent_len = len - off;
+        rq->unsent_off = 0;
+        /* Writable only: a client that half-closed and reads nothing must not wake us in a loop. */
+        struct epoll_event ev = { .events = EPOLLOUT, .data.ptr = rq };
+        return epoll_ctl(ft->ep, EPOLL_CTL_MOD, rq->fd, &ev) == 0;
     }
     return true;
 }
@@ -208,16 +189,10 @@ static bool send_or_keep(struct fast_thread *ft, struct request *rq, const char 
 /* EPOLLOUT: the rest of an answer.  False: close it. */
 static bool flush_unsent(struct fast_thread *ft, struct request *rq)
 {
-    while (rq->unsent_off < rq->unsent_len) {
-        ssize_t s = send(rq->fd, rq->unsent + rq->unsent_off, rq->unsent_len - rq->unsent_off,
-                         MSG_NOSIGNAL);
-        if (s > 0)
-            rq->unsent_off += (size_t)s;
-        else if (s < 0 && errno == EINTR)
-            continue;
-        else
-            return s < 0 && (errno == EAGAIN || errno == EWOULDBLOCK);
-    }
+    if (!http_wire_send(rq->fd, rq->unsent, rq->unsent_len, &rq->unsent_off))
+        return false;
+    if (rq->unsent_off < rq->unsent_len)
+        return true;
     free(rq->unsent);
     rq->unsent = NULL;
     rq->unsent_len = rq->unsent_off = 0;

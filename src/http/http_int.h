@@ -170,6 +170,9 @@ void *http_probe_main(void *arg);
 /* Whether the new connection c (its fd) is the probe's, from its peer. */
 bool http_probe_is_peer(struct http *h, struct MHD_Connection *c, int fd);
 
+/* Whether a TCP peer at sa is the probe's connection, by its port (none yet: false). */
+bool http_probe_port_is(struct http *h, const struct sockaddr *sa);
+
 /*
  * Everything decided from the request line and headers, in order: framing,
  * method, path bytes, route (404, 405), write credential, announced body
@@ -243,6 +246,14 @@ char *http_wire_answer_head(struct wire_date *d, char *end, size_t room, unsigne
  * into out (cap bytes): true; false when there is none, or it does not fit.
  */
 bool http_wire_header(const char *b, size_t head_len, const char *name, char *out, size_t cap);
+
+/*
+ * Send buf[*off, len) to the non-blocking socket fd, never raising SIGPIPE,
+ * advancing *off, until all is out or the socket is full (*off < len on
+ * return: wait for EPOLLOUT).  False: the connection failed.  The fast
+ * path's answers and the relay both write through it.
+ */
+bool http_wire_send(int fd, const char *buf, size_t len, size_t *off);
 
 /*
  * The relay (http_relay.c), on a fast thread's epoll ep: start hands MHD

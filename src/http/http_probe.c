@@ -38,11 +38,15 @@ bool http_probe_is_peer(struct http *h, struct MHD_Connection *c, int fd)
         return fd >= 0 && getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cr, &len) == 0
                && cr.pid == getpid();
     }
-    unsigned port = atomic_load(&h->probe_port);
     const union MHD_ConnectionInfo *ci = MHD_get_connection_info(c, MHD_CONNECTION_INFO_CLIENT_ADDRESS);
-    if (port == 0 || ci == NULL || ci->client_addr == NULL)
+    return ci != NULL && ci->client_addr != NULL && http_probe_port_is(h, ci->client_addr);
+}
+
+bool http_probe_port_is(struct http *h, const struct sockaddr *sa)
+{
+    unsigned port = atomic_load(&h->probe_port);
+    if (port == 0)
         return false;
-    const struct sockaddr *sa = ci->client_addr;
     if (sa->sa_family == AF_INET)
         return ntohs(((const struct sockaddr_in *)(const void *)sa)->sin_port) == port;
     if (sa->sa_family == AF_INET6)

@@ -71,15 +71,10 @@ static void relay_free(struct relay **list, struct relay *r)
 static bool pump(struct flow *f, int from, int to)
 {
     for (;;) {
-        while (f->off < f->len) {
-            ssize_t w = send(to, f->buf + f->off, f->len - f->off, MSG_NOSIGNAL);
-            if (w > 0)
-                f->off += (size_t)w;
-            else if (w < 0 && errno == EINTR)
-                continue;
-            else
-                return w < 0 && (errno == EAGAIN || errno == EWOULDBLOCK);
-        }
+        if (!http_wire_send(to, f->buf, f->len, &f->off))
+            return false;
+        if (f->off < f->len)
+            return true;
         f->len = f->off = 0;
         if (f->eof) {
             if (!f->told && shutdown(to, SHUT_WR) != 0 && errno != ENOTCONN)

@@ -6,10 +6,12 @@
  */
 #include "http_int.h"
 
+#include <errno.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <string.h>
 #include <strings.h>
+#include <sys/socket.h>
 
 /*
  * The bytes a taken head may hold, by class: a request target's (RFC 3986
@@ -212,4 +214,18 @@ char *http_wire_answer_head(struct wire_date *d, char *end, size_t room, unsigne
     code[10] = (char)('0' + status / 10 % 10);
     code[11] = (char)('0' + status % 10);
     return put_before(p, code, 13);
+}
+
+bool http_wire_send(int fd, const char *buf, size_t len, size_t *off)
+{
+    while (*off < len) {
+        ssize_t s = send(fd, buf + *off, len - *off, MSG_NOSIGNAL);
+        if (s > 0)
+            *off += (size_t)s;
+        else if (s < 0 && errno == EINTR)
+            continue;
+        else
+            return s < 0 && (errno == EAGAIN || errno == EWOULDBLOCK);
+    }
+    return true;
 }

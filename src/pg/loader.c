@@ -42,15 +42,28 @@ void loader_set_result_error(char *err, size_t errlen, const char *what, PGconn 
         set_error(err, errlen, what, conn, code);
 }
 
-bool loader_command(PGconn *conn, const char *sql, ExecStatusType want, const char *what,
-                    char *err, size_t errlen)
+/* Whether r has status want; else "what: ..." in err.  r is cleared either way. */
+static bool result_is(PGconn *conn, PGresult *r, ExecStatusType want, const char *what,
+                      char *err, size_t errlen)
 {
-    PGresult *r = PQexec(conn, sql);
     bool ok = PQresultStatus(r) == want;
     if (!ok)
         loader_set_result_error(err, errlen, what, conn, r);
     PQclear(r);
     return ok;
+}
+
+bool loader_command(PGconn *conn, const char *sql, ExecStatusType want, const char *what,
+                    char *err, size_t errlen)
+{
+    return result_is(conn, PQexec(conn, sql), want, what, err, errlen);
+}
+
+bool loader_prepare(PGconn *conn, const char *name, const char *sql, int nparams, const char *what,
+                    char *err, size_t errlen)
+{
+    return result_is(conn, PQprepare(conn, name, sql, nparams, NULL), PGRES_COMMAND_OK, what,
+                     err, errlen);
 }
 
 /*

@@ -69,6 +69,10 @@ void loader_set_result_error(char *err, size_t errlen, const char *what, PGconn 
 bool loader_command(PGconn *conn, const char *sql, ExecStatusType want, const char *what,
                     char *err, size_t errlen);
 
+/* PQprepare sql as statement name (nparams parameters, types inferred); else as loader_command. */
+bool loader_prepare(PGconn *conn, const char *name, const char *sql, int nparams, const char *what,
+                    char *err, size_t errlen);
+
 /*
  * PQexec of one statement (no COPY), waiting at most LOADER_POLL_MS at a
  * time so that a stop ends the wait: its result (the caller PQclears it),
