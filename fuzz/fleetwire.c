@@ -74,6 +74,19 @@ static size_t reencode(struct run *r, const struct fleetwire_frame *f)
     case FLEETWIRE_POSITION:
         return fleetwire_put_position(r->re, sizeof r->re, f->u.position.seq,
                                       f->u.position.epoch, f->u.position.tli, f->u.position.lsn);
+    case FLEETWIRE_VERIFIED: {
+        /* Adaptive (issue 35): each entry is whole (1..FLEETWIRE_VKEY_MAX bytes of key). */
+        static const char *keys[FLEETWIRE_MAX_PAYLOAD / 11];
+        static size_t klens[FLEETWIRE_MAX_PAYLOAD / 11];
+        size_t at = 0, n = 0;
+        while (n < FLEETWIRE_MAX_PAYLOAD / 11
+               && fleetwire_verified_next(&f->u.verified, &at, &hashes[n], &keys[n], &klens[n])) {
+            FUZZ_CHECK(klens[n] >= 1 && klens[n] <= FLEETWIRE_VKEY_MAX);
+            n++;
+        }
+        FUZZ_CHECK(n == f->u.verified.count && at == f->u.verified.len);
+        return fleetwire_put_verified(r->re, sizeof r->re, hashes, keys, klens, (uint32_t)n);
+    }
     }
     return 0;
 }

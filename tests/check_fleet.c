@@ -255,6 +255,17 @@ static const struct bad_payload bad_payloads[] = {
                                                  0, 0, 0, 0, 0, 0, 0, 0, 1 }, 32 },
     { "POSITION with reserved bytes set", FLEETWIRE_POSITION,
       { 1, 0, 0, 0, 0, 0, 0, 0, 1, 0, 0, 0, 0, 0, 0, 0, 9, 0, 0, 0, 0, 0, 0, 0, 1, 0, 0, 0, 1 }, 32 },
+    /* Adaptive (issue 35): VERIFIED. */
+    { "VERIFIED of no entry", FLEETWIRE_VERIFIED, { 0, 0, 0, 0 }, 4 },
+    { "VERIFIED with an empty key", FLEETWIRE_VERIFIED, { 1, 0, 0, 0, 1, 2, 3, 4, 5, 6, 7, 8, 0, 0 }, 14 },
+    { "VERIFIED whose key runs past it", FLEETWIRE_VERIFIED,
+      { 1, 0, 0, 0, 1, 2, 3, 4, 5, 6, 7, 8, 5, 0, 'a' }, 15 },
+    { "VERIFIED with a NUL in its key", FLEETWIRE_VERIFIED,
+      { 1, 0, 0, 0, 1, 2, 3, 4, 5, 6, 7, 8, 2, 0, 'a', 0 }, 16 },
+    { "VERIFIED with a byte left over", FLEETWIRE_VERIFIED,
+      { 1, 0, 0, 0, 1, 2, 3, 4, 5, 6, 7, 8, 1, 0, 'a', 'b' }, 16 },
+    { "VERIFIED of 2 entries with 1", FLEETWIRE_VERIFIED,
+      { 2, 0, 0, 0, 1, 2, 3, 4, 5, 6, 7, 8, 1, 0, 'a' }, 15 },
 };
 
 /* A frame of type with payload p (len bytes) and a right check at buf; its length. */
@@ -295,6 +306,78 @@ START_TEST(test_unknown_type)
     ck_assert_uint_eq(rd.s.n, 2);
     ck_assert(rd.s.f[0].u.heartbeat.last == 1 && rd.s.f[1].u.heartbeat.last == 3);
     ck_assert_uint_eq(rd.d.frames, 3);
+}
+END_TEST
+
+/* Adaptive (issue 35): a VERIFIED frame's entries, as written; a replica's track lets it through. */
+struct vseen {
+    unsigned frames;
+    char keys[4][FLEETWIRE_VKEY_MAX + 1];
+    uint64_t hashes[4];
+    unsigned n;
+};
+
+static bool collect_verified(void *arg, const struct fleetwire_frame *f)
+{
+    struct vseen *v = arg;
+    v->frames++;
+    if (f->type != FLEETWIRE_VERIFIED)
+        return true;
+    size_t at = 0, klen;
+    const char *key;
+    uint64_t h;
+    while (v->n < 4 && fleetwire_verified_next(&f->u.verified, &at, &h, &key, &klen)) {
+        memcpy(v->keys[v->n], key, klen);
+        v->keys[v->n][klen] = '\0';
+        v->hashes[v->n++] = h;
+    }
+    return true;
+}
+
+START_TEST(test_verified)
+{
+    char longest[FLEETWIRE_VKEY_MAX + 1];
+    memset(longest, 'k', FLEETWIRE_VKEY_MAX);
+    longest[FLEETWIRE_VKEY_MAX] = '\0';
+    const uint64_t hs[3] = { 7, UINT64_MAX, 0x0123456789abcdefULL };
+    const char *ks[3] = { "nx17", "\xc3\xa9t\xc3\xa9", longest };
+    const size_t ls[3] = { 4, 5, FLEETWIRE_VKEY_MAX };
+    unsigned char buf[1024];
+    size_t n = fleetwire_put_preamble(buf, sizeof buf);
+    n += fleetwire_put_verified(buf + n, sizeof buf - n, hs, ks, ls, 3);
+    n += fleetwire_put_pair(buf + n, sizeof buf - n, FLEETWIRE_HEARTBEAT, 1, 1);
+    struct fleetwire_dec d;
+    struct vseen v = { 0 };
+    char why[256] = "";
+    ck_assert(fleetwire_dec_init(&d));
+    /* A byte at a time, as any split. */
+    for (size_t i = 0; i < n; i++)
+        ck_assert_int_eq(fleetwire_feed(&d, buf + i, 1, collect_verified, &v, why, sizeof why),
+                         FLEETWIRE_OK);
+    ck_assert_uint_eq(v.frames, 2);
+    ck_assert_uint_eq(v.n, 3);
+    for (unsigned i = 0; i < 3; i++) {
+        ck_assert(v.hashes[i] == hs[i]);
+        ck_assert_str_eq(v.keys[i], ks[i]);
+    }
+    fleetwire_dec_free(&d);
+    /* Bounds: no entry, an empty key, one too long, more than fit. */
+    size_t zero = 0, over = FLEETWIRE_VKEY_MAX + 1;
+    const char *k1[1] = { "a" };
+    ck_assert_uint_eq(fleetwire_put_verified(buf, sizeof buf, hs, k1, ls, 0), 0);
+    ck_assert_uint_eq(fleetwire_put_verified(buf, sizeof buf, hs, k1, &zero, 1), 0);
+    ck_assert_uint_eq(fleetwire_put_verified(buf, sizeof buf, hs, ks + 2, &over, 1), 0);
+    ck_assert_uint_eq(fleetwire_put_verified(buf, 40, hs, ks, ls, 3), 0);
+    /* After a resumed HELLO a replica's track applies it, as any frame it reads. */
+    struct fleetwire_track t;
+    fleetwire_track_init(&t, 9, 5);
+    struct fleetwire_frame hello = { .type = FLEETWIRE_HELLO };
+    hello.u.hello = (struct fleetwire_hello){ .flags = FLEETWIRE_HELLO_RESUMED, .history = 9,
+                                              .from = 5, .last = 5 };
+    ck_assert_int_eq(fleetwire_track_frame(&t, &hello, why, sizeof why), FLEETWIRE_APPLY);
+    struct fleetwire_frame vf = { .type = FLEETWIRE_VERIFIED };
+    ck_assert_int_eq(fleetwire_track_frame(&t, &vf, why, sizeof why), FLEETWIRE_APPLY);
+    ck_assert(t.next == 6);
 }
 END_TEST
 
@@ -706,6 +789,7 @@ CHECK_SUITE("fleet",
     CHECK_TEST(test_oversized),
     CHECK_EACH(test_bad_payload, bad_payloads),
     CHECK_TEST(test_unknown_type),
+    CHECK_TEST(test_verified),
     CHECK_TEST(test_stop),
     CHECK_CASE("encoder", .timeout = 30),
     CHECK_TEST(test_encoder_bounds),

@@ -357,7 +357,6 @@ void fleethub_info(struct fleethub *h, struct fleethub_info *out)
     out->refused = atomic_load(&h->refused);
     out->cut_behind = atomic_load(&h->cut_behind);
     out->snapshots = atomic_load(&h->snapshots);
-    out->commit_resumes = atomic_load(&h->commit_resumes);
     out->ring_capacity = h->cfg->fleet_ring_items;
     for (unsigned i = 0; i < h->n && i < 64; i++) {
         struct fleetring_info ri;

@@ -85,7 +85,6 @@ struct reply fleethub_snapshot(struct fleethub *h, unsigned i);
 struct fleethub_info {
     unsigned streams;               /* replicas streaming now */
     uint64_t streams_total, refused, cut_behind, snapshots;
-    uint64_t commit_resumes;        /* streams resumed at a commit position */
     uint64_t ring_last[64], ring_oldest[64], ring_capacity;     /* by table (CONFIG_MAX_FILTERS) */
     bool ring_enabled[64];
 };

@@ -54,6 +54,8 @@ struct stream {
     uint64_t next_seq, epoch, generation, changes;
     int64_t beat_ns;                /* a heartbeat after this long without a frame */
     int64_t last_sent;
+    /* Adaptive (issue 35): the table's verified log read up to here (table_verified_log). */
+    uint64_t vcursor;
     size_t len, off;
     unsigned char out[STREAM_OUT];
 };
@@ -73,7 +75,7 @@ struct fleethub {
     atomic_bool kick, stop;
     pthread_t pump;
     bool started;
-    atomic_ulong streams_total, refused, cut_behind, snapshots, commit_resumes;
+    atomic_ulong streams_total, refused, cut_behind, snapshots;
 };
 
 /* Wake the pump (one signal per round). */

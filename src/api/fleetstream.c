@@ -114,7 +114,6 @@ static void open_stream(struct stream *s)
         && at_commit(s, &p, &after, why, sizeof why)) {
         s->resumed = s->at_commit = true;
         s->from_seq = after;
-        atomic_fetch_add(&ht->h->commit_resumes, 1);
     }
     s->history = history;
     s->next_seq = s->resumed ? s->from_seq + 1 : last + 1;
@@ -143,6 +142,36 @@ static void open_stream(struct stream *s)
         s->done = true;
     }
     s->opened = true;
+}
+
+/*
+ * Adaptive (issue 35): the table's verified-absent entries entered since
+ * the stream last looked, as a VERIFIED frame into s->out; false: none.
+ * The order a replica may deny them in is table_adapt.h's ("On a
+ * replica"): each is sent after every key this stream sent before, and
+ * table_verified_log asks the set whether it still holds it after this
+ * stream read those keys from the ring (or, for those up to its
+ * position, after open_stream read the ring's newest seq): an add of the
+ * key among them killed the entry before the tap put the add in the ring,
+ * so it is not sent; any later add follows it to the replica and kills it
+ * there.  A new stream starts from the oldest entry the log keeps.
+ */
+static bool produce_verified(struct stream *s)
+{
+    struct table_candidate v[16];
+    size_t n = table_verified_log(s->ht->t, &s->vcursor, v, 16);
+    if (n == 0)
+        return false;
+    uint64_t hashes[16];
+    const char *keys[16];
+    size_t klens[16];
+    for (size_t i = 0; i < n; i++) {
+        hashes[i] = v[i].hash;
+        keys[i] = v[i].key;
+        klens[i] = v[i].klen;
+    }
+    s->len = fleetwire_put_verified(s->out, sizeof s->out, hashes, keys, klens, (uint32_t)n);
+    return s->len > 0;
 }
 
 /* The next frames into s->out; false when there is nothing to say now. */
@@ -188,6 +217,9 @@ static bool produce(struct stream *s)
         s->len = fleetwire_put_position(s->out, sizeof s->out, pseq, s->epoch, ptli, plsn);
         return true;
     }
+    /* Adaptive (issue 35): entries go between the keys, in the order produce_verified argues. */
+    if (produce_verified(s))
+        return true;
     uint64_t hashes[STREAM_OUT / 16];
     uint32_t ttls[STREAM_OUT / 16];
     uint32_t room = fleetwire_adds_room(sizeof s->out);

@@ -388,7 +388,6 @@ static void replication_section(struct doc *d, json_t *o, const struct status_fi
     put_u64(d, o, "keys", c->mirror_keys);
     put_u64(d, o, "snapshots", c->mirror_snapshots);
     put_u64(d, o, "resumes", c->mirror_resumes);
-    put_u64(d, o, "commit_resumes", c->mirror_commit_resumes);
     put_str(d, o, "commit_position", c->mirror_commit[0] ? c->mirror_commit : NULL);
     put_u64(d, o, "violations", c->mirror_violations);
     put_u64(d, o, "switches", c->upstream_switches);
@@ -410,7 +409,6 @@ static void fleet_section(struct doc *d, json_t *o, const struct status *st)
     put_u64(d, o, "streams_total", st->fleet.streams_total);
     put_u64(d, o, "streams_refused", st->fleet.refused);
     put_u64(d, o, "streams_cut_behind", st->fleet.cut_behind);
-    put_u64(d, o, "streams_commit_resumed", st->fleet.commit_resumes);
     put_u64(d, o, "snapshots_made", st->fleet.snapshots);
     put_u64(d, o, "ring_items", st->fleet.ring_capacity);
 }
@@ -445,6 +443,9 @@ static void adaptive_section(struct doc *d, json_t *o, const struct table_adapti
     put_u64(d, o, "posted", a->posted);
     put_u64(d, o, "evictions", a->evictions);
     put_u64(d, o, "invalidations", a->invalidations);
+    /* A replica's (issue 35): entries its upstream's stream brought, candidates it passed up. */
+    put_u64(d, o, "received", a->received);
+    put_u64(d, o, "forwarded", a->forwarded);
 }
 
 /*

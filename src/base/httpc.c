@@ -406,6 +406,12 @@ static bool configure(struct req *r, struct curl_slist **hdrs, char *errbuf, cha
             goto nomem;
         *hdrs = h;
     }
+    if (o->post != NULL) {
+        struct curl_slist *h = curl_slist_append(*hdrs, "Content-Type: application/json");
+        if (h == NULL)
+            goto nomem;
+        *hdrs = h;
+    }
     long connect_ms = o->connect_ms > 0 ? o->connect_ms : HTTPC_CONNECT_MS;
     CURLcode rc = CURLE_OK;
 #define SET(opt, val) do { if (rc == CURLE_OK) rc = curl_easy_setopt(e, opt, val); } while (0)
@@ -431,6 +437,13 @@ static bool configure(struct req *r, struct curl_slist **hdrs, char *errbuf, cha
     SET(CURLOPT_WRITEFUNCTION, on_body);
     SET(CURLOPT_WRITEDATA, r);
     SET(CURLOPT_HTTP_VERSION, (long)CURL_HTTP_VERSION_1_1);
+    /* The handle is reused: a GET after a POST must be a GET again. */
+    if (o->post != NULL) {
+        SET(CURLOPT_POSTFIELDSIZE_LARGE, (curl_off_t)o->post_len);
+        SET(CURLOPT_POSTFIELDS, o->post);
+    } else {
+        SET(CURLOPT_HTTPGET, 1L);
+    }
 #undef SET
     if (rc != CURLE_OK) {
         snprintf(why, whylen, "%s: %s", r->url, curl_easy_strerror(rc));

@@ -39,6 +39,9 @@ struct httpc_opts {
      */
     const char *token;
     const char *accept;         /* an Accept header; NULL: none */
+    /* A body to POST (application/json, post_len bytes); NULL: the request is a GET. */
+    const char *post;
+    size_t post_len;
     const char *what;           /* what the body is, in reasons ("snapshot"); NULL: "body" */
     int connect_ms;             /* HTTPC_CONNECT_MS */
     int stall_ms;               /* HTTPC_STALL_MS */
@@ -101,7 +104,7 @@ struct httpc *httpc_new(void);
 void httpc_free(struct httpc *c);
 
 /*
- * GET url.  A 2xx answer's head goes to head (NULL: accepted), its body to
+ * GET url (POST, when o->post is set).  A 2xx answer's head goes to head (NULL: accepted), its body to
  * body (NULL: dropped); arg is theirs.  A non-2xx answer is HTTPC_STATUS,
  * and why names its status and, for bloomguard's JSON errors, the error
  * code and message ("answered 401 unauthorized (...)").  Redirects are

@@ -146,7 +146,7 @@ const struct config_key config_keys[] = {
           "empty: systemd credential admin_token if any, else writes only on loopback; "
           "SIGHUP reads the token again"),
     K_STR("server", "replication_token_file", "", CONFIG_RESTART, CF(replication_token_file), NULL,
-          "file holding a token that allows GET /snapshot and GET /replicate only, for replicas "
+          "file holding a token that allows GET /snapshot, GET /replicate and POST /absent only, for replicas "
           "([sync] method = upstream) that should hold no admin right; the admin token works "
           "there too; empty: none"),
     K_STR("server", "publish_dir", "auto", CONFIG_RESTART, CF(publish_dir), NULL,

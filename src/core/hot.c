@@ -1,8 +1,9 @@
 /*
- * The hot-"maybe" sketch (hot.h): buckets of three Space-Saving counters,
- * one cache line each, taken by a try-lock that drops a hit rather than
- * wait.  Everything but the lock word is plain memory, read and written
- * only while the bucket is held.
+ * The hot-"maybe" sketch (hot.h): a doorkeeper of two bitmaps in front of
+ * buckets of three Space-Saving counters, one cache line each, taken by a
+ * try-lock that drops a hit rather than wait.  Everything in a bucket but
+ * the lock word is plain memory, read and written only while the bucket is
+ * held; the doorkeeper is atomic words, read and or-ed without a lock.
  */
 #include "hot.h"
 
@@ -41,6 +42,18 @@ struct hot {
     struct bucket *b;
     uint64_t mask;
     uint32_t min_hits, window_ms, hold_ms, queue_ms;
+    /*
+     * The doorkeeper (hot.h): for the generation of window_ms that began
+     * at door_since and the one before it (gen & 1 and ~gen & 1), two
+     * bitmaps of door_words words, SEEN and CARRIED, interleaved by word
+     * (door()).  A word is a tag (its generation, high half) and
+     * 32 bits (low half).
+     * None when min_hits is 1.
+     */
+    _Atomic uint64_t *door;
+    uint32_t door_shift;            /* 64 - log2(door_words) */
+    uint32_t door_words;            /* per bitmap */
+    _Atomic uint32_t door_since, door_gen;
 };
 
 struct hot *hot_new(uint32_t entries, uint32_t min_hits, uint32_t window_ms)
@@ -61,6 +74,29 @@ struct hot *hot_new(uint32_t entries, uint32_t min_hits, uint32_t window_ms)
     memset(s->b, 0, n * sizeof *s->b);
     for (uint64_t i = 0; i < n; i++)
         atomic_init(&s->b[i].busy, 0);
+    if (min_hits > 1) {
+        /* Eight bits per entry, at least 128 Kbit: mostly clear at the rates the sketch can tell apart. */
+        uint64_t bits = UINT64_C(1) << 17;
+        uint32_t shift = 64 - 12;           /* 2^12 words of 32 bits */
+        while (bits < n * WAYS * 8 && shift > 38) {
+            bits <<= 1;
+            shift--;
+        }
+        /* Words of 32 bits and a tag: twice the bits' bytes, for 2 generations of 2 bitmaps. */
+        s->door = aligned_alloc(64, 4 * 2 * bits / 8);
+        if (s->door == NULL) {
+            free(s->b);
+            free(s);
+            return NULL;
+        }
+        s->door_shift = shift;
+        s->door_words = (uint32_t)(bits / 32);
+        for (uint64_t i = 0; i < 4 * bits / 32; i++)
+            atomic_init(&s->door[i], 0);
+        atomic_init(&s->door_since, 0);
+        /* Tag 0 is no generation's (nor is 1, the one before the first). */
+        atomic_init(&s->door_gen, 2);
+    }
     s->mask = n - 1;
     s->min_hits = min_hits;
     s->window_ms = window_ms;
@@ -75,6 +111,7 @@ void hot_free(struct hot *s)
     if (s == NULL)
         return;
     free(s->b);
+    free(s->door);
     free(s);
 }
 
@@ -121,8 +158,12 @@ static struct entry *find(struct bucket *b, uint64_t h)
     return NULL;
 }
 
-/* A new entry for h in place of the lightest one, inheriting its weight (Space-Saving). */
-static struct entry *take(struct hot *s, struct bucket *b, uint64_t h, uint32_t now)
+/*
+ * A new entry for h in place of the lightest one, inheriting its weight
+ * (Space-Saving), with `carry` hits of h's own that the sketch did not see
+ * (the doorkeeper's, hot.h).
+ */
+static struct entry *take(struct hot *s, struct bucket *b, uint64_t h, uint32_t now, unsigned carry)
 {
     struct entry *v = &b->e[0];
     unsigned vw = weight(s, v, now);
@@ -133,24 +174,102 @@ static struct entry *take(struct hot *s, struct bucket *b, uint64_t h, uint32_t 
             vw = w;
         }
     }
-    if (vw >= HOT_MAX_HITS)
-        vw = HOT_MAX_HITS - 1;
-    *v = (struct entry){ .hash = h, .cnt = vw, .err = vw, .state = COUNTING, .since = now };
+    if (vw >= HOT_MAX_HITS - 1)
+        vw = HOT_MAX_HITS - 2;
+    *v = (struct entry){ .hash = h, .cnt = vw + carry, .err = vw, .state = COUNTING, .since = now };
     return v;
 }
 
-/* e is counting again from zero if its queue or hold time is over; whether it is counting. */
-static bool counting(const struct hot *s, struct entry *e, uint32_t now)
+/*
+ * e is counting again if its queue or hold time is over, from `carry`
+ * (hits the doorkeeper kept from it meanwhile); whether it is counting.
+ */
+static bool counting(const struct hot *s, struct entry *e, uint32_t now, unsigned carry)
 {
     uint32_t age = now - e->since;
     if ((e->state == QUEUED && age >= s->queue_ms) || (e->state == SETTLED && age >= s->hold_ms)) {
-        *e = (struct entry){ .hash = e->hash, .state = COUNTING, .since = now };
+        *e = (struct entry){ .hash = e->hash, .cnt = carry, .state = COUNTING, .since = now };
         return true;
     }
     return e->state == COUNTING;
 }
 
-bool hot_hit(struct hot *s, uint64_t h, uint32_t now)
+/*
+ * The doorkeeper's generation at now: when window_ms has passed since the
+ * current one began, the thread that wins the turn starts the next (two
+ * on, when two windows passed: both are forgotten).  Nothing is cleared:
+ * a word's tag says which generation its bits are of.  Turned by every
+ * call that has the clock (not hot_door: hot.h says what that costs).
+ */
+static void door_turn(struct hot *s, uint32_t now)
+{
+    uint32_t since = atomic_load_explicit(&s->door_since, memory_order_relaxed);
+    uint32_t age = now - since;
+    if (age >= s->window_ms
+        && atomic_compare_exchange_strong_explicit(&s->door_since, &since, now, memory_order_relaxed,
+                                                   memory_order_relaxed))
+        atomic_fetch_add_explicit(&s->door_gen, age >= 2 * (uint64_t)s->window_ms ? 2 : 1,
+                                  memory_order_relaxed);
+}
+
+/* A door word's bits if they are of generation g, else none. */
+static inline uint32_t bits_of(uint64_t v, uint32_t g)
+{
+    return (uint32_t)(v >> 32) == g ? (uint32_t)v : 0;
+}
+
+/* Set m in a door word for generation g (its bits of an older one are dropped). */
+static void set_bits(_Atomic uint64_t *p, uint64_t v, uint32_t g, uint32_t m)
+{
+    uint64_t nv;
+    do
+        nv = ((uint32_t)(v >> 32) == g ? v : (uint64_t)g << 32) | m;
+    while (nv != v && !atomic_compare_exchange_weak_explicit(p, &v, nv, memory_order_relaxed,
+                                                             memory_order_relaxed));
+}
+
+/*
+ * h at the door: -1, a first sighting (now marked SEEN: it goes no
+ * further); else the hits of h's own the sketch has not counted: 1 the
+ * first time h comes back (SEEN, now marked CARRIED too), 0 after.
+ */
+static inline int door(struct hot *s, uint64_t h)
+{
+    uint32_t gen = atomic_load_explicit(&s->door_gen, memory_order_relaxed);
+    /*
+     * The high half of a multiply (each of its bits depends on most of
+     * h's), not the bits the filter, the buckets or the set index by: the
+     * IDs that come here are those whose filter bits were set.  The word
+     * from the top bits, three of its 32 bits from bits 22..36 (all set
+     * by others, about fill^3, hands h a carry it has not earned: one hit
+     * early).  A word's four quarters: SEEN and CARRIED of generation 0
+     * and of generation 1, side by side in one line.
+     */
+    uint64_t x = h * UINT64_C(0x9E3779B97F4A7C15);
+    _Atomic uint64_t *w = &s->door[(x >> s->door_shift) * 4];
+    _Atomic uint64_t *cur = w + (gen & 1) * 2, *old = w + (~gen & 1) * 2;
+    uint32_t m = UINT32_C(1) << (x >> 22 & 31) | UINT32_C(1) << (x >> 27 & 31) | UINT32_C(1) << (x >> 32 & 31);
+    uint64_t carried = atomic_load_explicit(&cur[1], memory_order_relaxed);
+    if ((bits_of(carried, gen) & m) == m)
+        return 0;
+    int out = 0;
+    if ((bits_of(atomic_load_explicit(&old[1], memory_order_relaxed), gen - 1) & m) != m) {
+        /* Not carried yet: a sighting of either generation is carried now, else h is a new one. */
+        uint64_t seen = atomic_load_explicit(&cur[0], memory_order_relaxed);
+        if (((bits_of(seen, gen) | bits_of(atomic_load_explicit(&old[0], memory_order_relaxed), gen - 1)) & m)
+            != m) {
+            set_bits(&cur[0], seen, gen, m);
+            return -1;
+        }
+        out = 1;
+    }
+    /* Carried in this generation too: h stays known while it keeps coming. */
+    set_bits(&cur[1], carried, gen, m);
+    return out;
+}
+
+/* A hit past the door, with the hits it carries: out of line, the door's path stays short. */
+__attribute__((noinline)) static bool count(struct hot *s, uint64_t h, uint32_t now, int carry)
 {
     struct bucket *b = bucket_of(s, h);
     /* Another thread in this bucket right now: drop the hit rather than wait. */
@@ -159,10 +278,14 @@ bool hot_hit(struct hot *s, uint64_t h, uint32_t now)
     bool cand = false;
     struct entry *e = find(b, h);
     if (e == NULL)
-        e = take(s, b, h, now);
-    if (counting(s, e, now)) {
-        if (now - e->since > s->window_ms)
-            *e = (struct entry){ .hash = h, .state = COUNTING, .since = now };
+        e = take(s, b, h, now, (unsigned)carry);
+    else if (e->state != COUNTING)
+        counting(s, e, now, (unsigned)carry);       /* counts again, from carry, if its time is over */
+    else if (now - e->since > s->window_ms)
+        *e = (struct entry){ .hash = h, .cnt = (unsigned)carry, .state = COUNTING, .since = now };
+    else if (e->cnt < HOT_MAX_HITS - 1)
+        e->cnt += (unsigned)carry;
+    if (e->state == COUNTING) {
         if (e->cnt < HOT_MAX_HITS)
             e->cnt++;
         /* cnt - err: the hits this very ID made since it took the entry. */
@@ -176,14 +299,35 @@ bool hot_hit(struct hot *s, uint64_t h, uint32_t now)
     return cand;
 }
 
+int hot_door(struct hot *s, uint64_t h)
+{
+    /* A first sighting stays at the door: three bits, no bucket, no lock, no clock. */
+    return s->door != NULL ? door(s, h) : 0;
+}
+
+bool hot_count(struct hot *s, uint64_t h, int carry, uint32_t now)
+{
+    if (s->door != NULL)
+        door_turn(s, now);
+    return carry >= 0 && count(s, h, now, carry);
+}
+
+bool hot_hit(struct hot *s, uint64_t h, uint32_t now)
+{
+    if (s->door != NULL)
+        door_turn(s, now);
+    int carry = hot_door(s, h);
+    return carry >= 0 && count(s, h, now, carry);
+}
+
 bool hot_nominate(struct hot *s, uint64_t h, uint32_t now)
 {
     struct bucket *b = bucket_of(s, h);
     lock(b);
     struct entry *e = find(b, h);
     if (e == NULL)
-        e = take(s, b, h, now);
-    bool cand = counting(s, e, now);
+        e = take(s, b, h, now, 0);
+    bool cand = counting(s, e, now, 0);
     if (cand) {
         e->state = QUEUED;
         e->since = now;

@@ -183,6 +183,62 @@ size_t fleetwire_put_position(unsigned char *buf, size_t cap, uint64_t seq, uint
     return seal(buf, FLEETWIRE_POSITION, 32);
 }
 
+/* --------------------------------------- adaptive (issue 35): VERIFIED -- */
+
+size_t fleetwire_put_verified(unsigned char *buf, size_t cap, const uint64_t *hashes,
+                              const char *const *keys, const size_t *klens, uint32_t n)
+{
+    size_t len = 4;
+    for (uint32_t i = 0; i < n; i++) {
+        if (klens[i] == 0 || klens[i] > FLEETWIRE_VKEY_MAX)
+            return 0;
+        len += 8 + 2 + klens[i];
+    }
+    if (n == 0 || !fits(cap, len))
+        return 0;
+    unsigned char *p = buf + FLEETWIRE_HEAD_LEN;
+    put32(p, n);
+    p += 4;
+    for (uint32_t i = 0; i < n; i++) {
+        put64(p, hashes[i]);
+        p += 8 + put_str(p + 8, keys[i], klens[i]);
+    }
+    return seal(buf, FLEETWIRE_VERIFIED, len);
+}
+
+bool fleetwire_verified_next(const struct fleetwire_verified *v, size_t *at, uint64_t *hash,
+                             const char **key, size_t *klen)
+{
+    /* parse_verified checked the layout: each entry is whole. */
+    if (*at + 10 > v->len)
+        return false;
+    *hash = get64(v->entries + *at);
+    *klen = get16(v->entries + *at + 8);
+    *key = (const char *)v->entries + *at + 10;
+    *at += 10 + *klen;
+    return true;
+}
+
+static bool parse_verified(const unsigned char *p, size_t len, struct fleetwire_verified *v)
+{
+    if (len < 4)
+        return false;
+    v->count = get32(p);
+    v->entries = p + 4;
+    v->len = len - 4;
+    size_t at = 0;
+    for (uint32_t i = 0; i < v->count; i++) {
+        if (at + 10 > v->len)
+            return false;
+        size_t kl = get16(v->entries + at + 8);
+        if (kl == 0 || kl > FLEETWIRE_VKEY_MAX || at + 10 + kl > v->len
+            || memchr(v->entries + at + 10, '\0', kl) != NULL)
+            return false;
+        at += 10 + kl;
+    }
+    return v->count >= 1 && at == v->len;
+}
+
 /* ------------------------------------------------------------ reading -- */
 
 const char *fleetwire_strstatus(enum fleetwire_status st)
@@ -323,6 +379,8 @@ static bool parse(enum fleetwire_type type, const unsigned char *p, size_t len,
         f->u.epoch.epoch = get64(p);
         f->u.epoch.covered = get64(p + 8);
         return true;
+    case FLEETWIRE_VERIFIED:
+        return parse_verified(p, len, &f->u.verified);
     case FLEETWIRE_BYE: {
         size_t at = 4;
         if (len < 4)
@@ -344,7 +402,8 @@ static bool parse(enum fleetwire_type type, const unsigned char *p, size_t len,
 
 static bool known(unsigned type)
 {
-    return (type >= FLEETWIRE_HELLO && type <= FLEETWIRE_BYE) || type == FLEETWIRE_POSITION;
+    return (type >= FLEETWIRE_HELLO && type <= FLEETWIRE_BYE) || type == FLEETWIRE_VERIFIED
+           || type == FLEETWIRE_POSITION;
 }
 
 enum fleetwire_status fleetwire_feed(struct fleetwire_dec *d, const void *in, size_t len,

@@ -33,6 +33,14 @@
  *   POSITION   seq (8), epoch (8), lsn (8), tli (4), reserved (4, zero):
  *              h-stream's commit positions, below
  *
+ * Adaptive (issue 35; frame types 16..23 are its own):
+ *   VERIFIED   count (4, >= 1), then count entries { hash (8), key (a
+ *              string of 1..FLEETWIRE_VKEY_MAX bytes) }: keys of the
+ *              upstream's verified-absent set (table_adapt.h), each sent
+ *              after every key the stream had sent before it, and only if
+ *              still in the set then (api/fleetstream.c argues why that is
+ *              the order a replica may deny it in).
+ *
  * What they mean.  history is random per table lifetime on the upstream
  * (a restart is another history); seq numbers the keys added to the
  * upstream's live filter, 1 first, each ADDS frame carrying the keys
@@ -105,9 +113,14 @@ enum fleetwire_type {
     FLEETWIRE_GENERATION = 4,
     FLEETWIRE_HEARTBEAT = 5,
     FLEETWIRE_BYE = 6,
-    /* h-stream's frames from 16 on (other additions below 16). */
-    FLEETWIRE_POSITION = 16
+    /* Adaptive (issue 35): 16..23. */
+    FLEETWIRE_VERIFIED = 16,
+    /* h-stream's commit positions: 24..31. */
+    FLEETWIRE_POSITION = 24
 };
+
+/* Adaptive (issue 35): a VERIFIED entry's key is at most this long (vset.h's VSET_KEY_MAX). */
+#define FLEETWIRE_VKEY_MAX 120u
 
 /* HELLO flags. */
 #define FLEETWIRE_HELLO_REPLICA 1u      /* the upstream follows an upstream itself */
@@ -156,11 +169,19 @@ struct fleetwire_adds {
     const unsigned char *marks;     /* posts x 8 bytes: fleetwire_adds_mark */
 };
 
+/* Adaptive (issue 35): a VERIFIED frame as decoded: its entries stay in the decoder's buffer. */
+struct fleetwire_verified {
+    uint32_t count;
+    const unsigned char *entries;   /* len bytes: read with fleetwire_verified_next */
+    size_t len;
+};
+
 struct fleetwire_frame {
     enum fleetwire_type type;
     union {
         struct fleetwire_hello hello;
         struct fleetwire_adds adds;
+        struct fleetwire_verified verified;
         struct { uint64_t epoch, covered; } epoch;
         struct { uint64_t generation, covered; } generation;
         struct { uint64_t last, epoch; } heartbeat;
@@ -174,6 +195,13 @@ uint64_t fleetwire_adds_hash(const struct fleetwire_adds *a, uint32_t i);
 /* The j-th POST mark (j < posts): the index of its hash and its ttl in seconds. */
 void fleetwire_adds_mark(const struct fleetwire_adds *a, uint32_t j, uint32_t *index,
                          uint32_t *ttl);
+
+/*
+ * Adaptive (issue 35): the entry of v at *at (0 first), moving *at past
+ * it; false after the last.  key points into the frame (klen bytes).
+ */
+bool fleetwire_verified_next(const struct fleetwire_verified *v, size_t *at, uint64_t *hash,
+                             const char **key, size_t *klen);
 
 /* ------------------------------------------------------------ writing -- */
 
@@ -201,6 +229,12 @@ size_t fleetwire_put_position(unsigned char *buf, size_t cap, uint64_t seq, uint
                               uint32_t tli, uint64_t lsn);
 /* An encoded POSITION frame's size. */
 #define FLEETWIRE_POSITION_FRAME (FLEETWIRE_HEAD_LEN + 32u + FLEETWIRE_SUM_LEN)
+/*
+ * Adaptive (issue 35): a VERIFIED frame of n entries (hashes[i], keys[i]
+ * of klens[i] bytes, 1..FLEETWIRE_VKEY_MAX); 0 when it does not fit.
+ */
+size_t fleetwire_put_verified(unsigned char *buf, size_t cap, const uint64_t *hashes,
+                              const char *const *keys, const size_t *klens, uint32_t n);
 
 /* ------------------------------------------------------------ reading -- */
 

@@ -41,7 +41,6 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
-#include <unistd.h>
 
 #include "token.h"
 
@@ -374,6 +373,7 @@ void *up_horizon_main(void *arg)
         }
         if (ut == u->tables[0])
             maybe_leave(u, c, ut->t);
+        up_forward(ut, c, url);     /* issue 35: hot "maybe" IDs passed up */
         /*
          * The others, now and then (briefly: the next proof waits): a
          * replica asked keeps its ring, so this one can resume on it.
@@ -522,7 +522,6 @@ static void up_table_status(struct follower *f, struct table *t, struct follow_s
     out->heard_seq = ut->heard_seq;
     out->mirror_snapshots = ut->snapshots;
     out->mirror_resumes = ut->resumes;
-    out->mirror_commit_resumes = ut->commit_resumes;
     if (ut->m.commit_lsn != 0)
         snprintf(out->mirror_commit, sizeof out->mirror_commit, "%u:%016" PRIx64,
                  ut->m.commit_tli, ut->m.commit_lsn);

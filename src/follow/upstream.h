@@ -98,7 +98,9 @@ struct up_table {
     enum up_health stream_health;   /* how its last stream ended (UP_OK once one delivers) */
     char stream_why[320];           /* and why */
     uint64_t frames, keys, resumes, snapshots, violations;
-    uint64_t commit_resumes;        /* of resumes, those on another history at a commit position */
+    /* Adaptive (issue 35): the horizon thread's own (up_forward): its token bucket. */
+    int64_t forward_at;
+    double forward_tokens;
 };
 
 struct upstream {
@@ -199,6 +201,13 @@ void up_ident_of(const struct fleetwire_ident *w, struct table_ident *out);
 /* A table's stream (upstream_stream.c) and horizon (follow_upstream.c) threads. */
 void *up_stream_main(void *arg);
 void *up_horizon_main(void *arg);
+
+/*
+ * Adaptive (issue 35): t's hot candidates passed up to upstream url (POST
+ * /absent/NAME), [adaptive] verify_rate a second at most (upstream_report.c).
+ * The table's horizon thread, on its httpc c.
+ */
+void up_forward(struct up_table *ut, struct httpc *c, unsigned url);
 
 /* follow_ops.load (upstream_load.c). */
 bool up_load(struct follower *f, struct table *t, const struct table_job *job, uint64_t *rows,

@@ -226,6 +226,13 @@ static bool install_locked(struct up_table *ut, struct snapshot *s, const struct
     filter_info(f, &fi);
     char pos[TABLE_POS_MAX];
     snprintf(pos, sizeof pos, "upstream %016" PRIx64 ":%" PRIu64, e->history, e->seq);
+    /*
+     * Adaptive (issue 35): the snapshot holds keys this replica never
+     * applied one by one, so never killed entries with: it starts with an
+     * empty verified set, which its next stream fills again
+     * (table_adapt.h, "On a replica").
+     */
+    table_forget_verified(t);
     if (!table_load_commit(l, epoch, proved, pos)) {
         snprintf(err, errlen, "out of memory for the keys added during the load");
         return false;

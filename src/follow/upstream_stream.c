@@ -109,8 +109,17 @@ static bool at_commit_locked(struct stream *s, const struct fleetwire_hello *h)
     ut->heard_epoch = h->epoch;
     ut->heard_covered = h->covered;
     ut->heard_generation = h->generation;
-    ut->commit_resumes++;
     return true;
+}
+
+/* Adaptive (issue 35): a VERIFIED frame's entries into the table's set.  Caller holds mu. */
+static void enter_verified(struct up_table *ut, const struct fleetwire_verified *v)
+{
+    size_t at = 0, klen;
+    uint64_t hash;
+    const char *key;
+    while (fleetwire_verified_next(v, &at, &hash, &key, &klen))
+        table_enter_verified(ut->t, hash, key, klen);
 }
 
 static bool on_frame(void *arg, const struct fleetwire_frame *f)
@@ -189,6 +198,16 @@ static bool on_frame(void *arg, const struct fleetwire_frame *f)
         break;
     case FLEETWIRE_GENERATION:
         ut->heard_generation = f->u.generation.generation;
+        break;
+    case FLEETWIRE_VERIFIED:
+        /*
+         * Adaptive (issue 35): the upstream's verified-absent entries, in
+         * the stream's order (table_adapt.h, "On a replica"); none while
+         * the mirror is lost: the adds that would end them are not all
+         * coming one by one.
+         */
+        if (!ut->lost)
+            enter_verified(ut, &f->u.verified);
         break;
     default:
         break;

@@ -39,8 +39,11 @@ const struct route routes_table[] = {
     { "/snapshot",  ROUTE_PREFIX,  ROUTE_READ, "snapshot",     ROUTE_REPLICATION, false, false, admin_snapshot, NULL },
     /* Replicas: the stream, the horizon's round trips, a fresh snapshot (replicate.h). */
     { "/replicate", ROUTE_PREFIX,  ROUTE_GET,  "replicate",    ROUTE_REPLICATION, false, false, replicate_get, replicate_get_fast },
-    /* A service's reports of ids it did not find: candidates to verify, never believed alone. */
-    { "/absent",    ROUTE_PREFIX,  ROUTE_POST, "absent",       true,  true,  false, ids_absent, NULL },
+    /*
+     * A service's reports of ids it did not find: candidates to verify,
+     * never believed alone; replicas pass theirs up with the replication token.
+     */
+    { "/absent",    ROUTE_PREFIX,  ROUTE_POST, "absent",       ROUTE_REPLICATION, true,  false, ids_absent, NULL },
 };
 const unsigned routes_count = sizeof routes_table / sizeof routes_table[0];
 

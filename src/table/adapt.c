@@ -18,6 +18,13 @@
 /* Denials are counted on stripes, so that request threads rarely share a line. */
 #define STRIPES 16
 
+/* One entry the set took, as its replicas' streams read it (adapt_log_read). */
+struct logent {
+    uint64_t hash;
+    size_t klen;
+    char key[VSET_KEY_MAX];
+};
+
 struct stripe {
     _Atomic uint64_t n;
     char pad[56];
@@ -38,7 +45,10 @@ struct adapt {
     struct adapt_candidate *queue;
     size_t qhead, qlen;
     _Atomic uint64_t candidates, reported, dropped, verified_absent, verified_present,
-        verify_failed, raced, posted, evictions, invalidations;
+        verify_failed, raced, posted, evictions, invalidations, received, forwarded;
+    /* Under writer: the entries entered, ADAPT_LOG at most, log_next the next one's number. */
+    struct logent *log;
+    _Atomic uint64_t log_next;      /* written under writer; read without it to see there is nothing new */
     struct stripe denied[STRIPES];
 };
 
@@ -69,10 +79,12 @@ struct adapt *adapt_new(uint32_t max_entries, uint32_t min_hits, uint32_t window
     a->hot = hot_new(2 * max_entries < 3072 ? 3072 : 2 * max_entries, min_hits, window_ms);
     a->own = aligned_alloc(64, (bytes + 63) / 64 * 64);
     a->queue = calloc(ADAPT_QUEUE, sizeof *a->queue);
-    if (a->hot == NULL || a->own == NULL || a->queue == NULL) {
+    a->log = calloc(ADAPT_LOG, sizeof *a->log);
+    if (a->hot == NULL || a->own == NULL || a->queue == NULL || a->log == NULL) {
         hot_free(a->hot);
         free(a->own);
         free(a->queue);
+        free(a->log);
         free(a);
         return NULL;
     }
@@ -91,6 +103,7 @@ void adapt_free(struct adapt *a)
     hot_free(a->hot);
     free(a->own);
     free(a->queue);
+    free(a->log);
     pthread_mutex_destroy(&a->writer);
     pthread_mutex_destroy(&a->qmu);
     free(a);
@@ -131,7 +144,8 @@ void adapt_set_wake(struct adapt *a, void (*wake)(void *arg), void *arg)
 
 const struct vset *adapt_set(const struct adapt *a)
 {
-    return a->set;
+    /* vset_has's own first test, made here: an empty set costs a "maybe" no call. */
+    return vset_count(a->set) != 0 ? a->set : NULL;
 }
 
 void adapt_denied(struct adapt *a)
@@ -162,10 +176,9 @@ static bool enqueue(struct adapt *a, uint64_t h, const char *key, size_t klen, b
     return ok;
 }
 
-void adapt_maybe(struct adapt *a, const struct answer_query *q)
+/* A hot "maybe": queued for the verifier (out of line: most "maybe" answers are not hot). */
+__attribute__((noinline)) static void candidate(struct adapt *a, const struct answer_query *q)
 {
-    if (!hot_hit(a->hot, q->hash, now_ms()))
-        return;
     /* A key too long to keep is never worth a lookup: settled, not asked about again soon. */
     if (q->klen > VSET_KEY_MAX) {
         hot_settle(a->hot, q->hash, true, now_ms());
@@ -177,6 +190,14 @@ void adapt_maybe(struct adapt *a, const struct answer_query *q)
         hot_settle(a->hot, q->hash, false, now_ms());
         atomic_fetch_add_explicit(&a->dropped, 1, memory_order_relaxed);
     }
+}
+
+void adapt_maybe(struct adapt *a, const struct answer_query *q)
+{
+    /* The door first: a first sighting ends there, before the clock is read. */
+    int carry = hot_door(a->hot, q->hash);
+    if (carry >= 0 && hot_count(a->hot, q->hash, carry, now_ms()))
+        candidate(a, q);
 }
 
 bool adapt_report(struct adapt *a, uint64_t h, const char *key, size_t klen)
@@ -234,20 +255,18 @@ size_t adapt_take(struct adapt *a, struct adapt_candidate *out, size_t max,
     return kept;
 }
 
-enum adapt_outcome adapt_verified(struct adapt *a, const struct adapt_candidate *c,
-                                  enum adapt_verdict v)
+/* The entry's place in the log its replicas' streams read (writer held). */
+static void log_entered(struct adapt *a, const struct adapt_candidate *c)
 {
-    if (v == ADAPT_FAILED) {
-        hot_settle(a->hot, c->hash, false, now_ms());
-        atomic_fetch_add_explicit(&a->verify_failed, 1, memory_order_relaxed);
-        return ADAPT_GIVEN_BACK;
-    }
-    hot_settle(a->hot, c->hash, true, now_ms());
-    if (v == ADAPT_PRESENT) {
-        atomic_fetch_add_explicit(&a->verified_present, 1, memory_order_relaxed);
-        return ADAPT_SETTLED;
-    }
-    atomic_fetch_add_explicit(&a->verified_absent, 1, memory_order_relaxed);
+    struct logent *e = &a->log[a->log_next++ % ADAPT_LOG];
+    e->hash = c->hash;
+    e->klen = c->klen;
+    memcpy(e->key, c->key, c->klen);
+}
+
+/* An absent verdict on c (its ticket taken): entered, or raced. */
+static enum adapt_outcome enter(struct adapt *a, const struct adapt_candidate *c)
+{
     enum adapt_outcome out = ADAPT_RACED;
     unsigned evicted = 0;
     struct vset_ref ref;
@@ -268,12 +287,81 @@ enum adapt_outcome adapt_verified(struct adapt *a, const struct adapt_candidate 
     } else if (atomic_load(&a->generation) == c->generation && vset_has(a->set, c->hash, c->key, c->klen)) {
         out = ADAPT_ENTERED;        /* already denied (a report and a hit raced to the queue) */
     }
+    if (out == ADAPT_ENTERED)
+        log_entered(a, c);
     pthread_mutex_unlock(&a->writer);
     if (evicted)
         atomic_fetch_add_explicit(&a->evictions, evicted, memory_order_relaxed);
     if (out == ADAPT_RACED)
         atomic_fetch_add_explicit(&a->raced, 1, memory_order_relaxed);
     return out;
+}
+
+enum adapt_outcome adapt_verified(struct adapt *a, const struct adapt_candidate *c,
+                                  enum adapt_verdict v)
+{
+    if (v == ADAPT_FAILED) {
+        hot_settle(a->hot, c->hash, false, now_ms());
+        atomic_fetch_add_explicit(&a->verify_failed, 1, memory_order_relaxed);
+        return ADAPT_GIVEN_BACK;
+    }
+    hot_settle(a->hot, c->hash, true, now_ms());
+    if (v == ADAPT_PRESENT) {
+        atomic_fetch_add_explicit(&a->verified_present, 1, memory_order_relaxed);
+        return ADAPT_SETTLED;
+    }
+    atomic_fetch_add_explicit(&a->verified_absent, 1, memory_order_relaxed);
+    return enter(a, c);
+}
+
+enum adapt_outcome adapt_enter(struct adapt *a, uint64_t h, const char *key, size_t klen,
+                               bool (*held)(void *arg, uint64_t h), void *arg)
+{
+    if (klen == 0 || klen > VSET_KEY_MAX)
+        return ADAPT_GIVEN_BACK;
+    struct adapt_candidate c = { .hash = h, .klen = klen };
+    memcpy(c.key, key, klen);
+    c.generation = atomic_load(&a->generation);
+    /* Step 1 as the verifier takes it: the ticket, then the journal. */
+    c.ticket = atomic_load(adds_of(a, h));
+    if (held != NULL && held(arg, h)) {
+        atomic_fetch_add_explicit(&a->posted, 1, memory_order_relaxed);
+        return ADAPT_GIVEN_BACK;
+    }
+    atomic_fetch_add_explicit(&a->received, 1, memory_order_relaxed);
+    /* Not asked about again for a while: the upstream has settled it. */
+    hot_settle(a->hot, h, true, now_ms());
+    return enter(a, &c);
+}
+
+void adapt_forwarded(struct adapt *a, uint64_t h)
+{
+    hot_settle(a->hot, h, true, now_ms());
+    atomic_fetch_add_explicit(&a->forwarded, 1, memory_order_relaxed);
+}
+
+size_t adapt_log_read(struct adapt *a, uint64_t *cursor, struct adapt_candidate *out, size_t max)
+{
+    size_t n = 0;
+    /* Nothing entered since: no lock (every stream asks at each of its writes). */
+    if (atomic_load(&a->log_next) == *cursor)
+        return 0;
+    pthread_mutex_lock(&a->writer);
+    uint64_t at = *cursor, oldest = a->log_next > ADAPT_LOG ? a->log_next - ADAPT_LOG : 0;
+    if (at < oldest || at > a->log_next)
+        at = oldest;
+    for (; at < a->log_next && n < max; at++) {
+        const struct logent *e = &a->log[at % ADAPT_LOG];
+        /* Only what the set still holds: a kill (an add of its key) ended the others. */
+        if (!vset_has(a->set, e->hash, e->key, e->klen))
+            continue;
+        out[n] = (struct adapt_candidate){ .hash = e->hash, .klen = e->klen };
+        memcpy(out[n].key, e->key, e->klen);
+        n++;
+    }
+    *cursor = at;
+    pthread_mutex_unlock(&a->writer);
+    return n;
 }
 
 void adapt_reset(struct adapt *a)
@@ -316,6 +404,8 @@ void adapt_info(struct adapt *a, struct adapt_info *out)
     GET(posted);
     GET(evictions);
     GET(invalidations);
+    GET(received);
+    GET(forwarded);
 #undef GET
     for (unsigned i = 0; i < STRIPES; i++)
         out->denied += atomic_load_explicit(&a->denied[i].n, memory_order_relaxed);

@@ -22,6 +22,8 @@ struct adapt;
 #define ADAPT_ADD_BUCKETS 4096u
 /* Candidates waiting for the verifier, at most; more are given back to the sketch. */
 #define ADAPT_QUEUE 1024u
+/* Entries entered lately that a replica's stream may still send (adapt_log_read). */
+#define ADAPT_LOG 1024u
 
 /*
  * The adaptive part for max_entries verified-absent IDs, candidates after
@@ -47,7 +49,10 @@ bool adapt_move_set(struct adapt *a, void *mem, size_t bytes);
  */
 void adapt_set_wake(struct adapt *a, void (*wake)(void *arg), void *arg);
 
-/* The set, for answer_lookup's deny step: lock-free readers. */
+/*
+ * The set, for answer_lookup's deny step (lock-free readers), or NULL
+ * while it is empty (vset_has's own first test: the same answer).
+ */
 const struct vset *adapt_set(const struct adapt *a);
 
 /*
@@ -95,6 +100,26 @@ enum adapt_outcome {
 enum adapt_outcome adapt_verified(struct adapt *a, const struct adapt_candidate *c,
                                   enum adapt_verdict v);
 
+/*
+ * A replica's entry from its upstream's stream (table_adapt.h, "On a
+ * replica"): the ticket taken now, not entered if the journal may hold h
+ * (GIVEN_BACK), else entered as a verification's absent verdict is
+ * (ENTERED or RACED).  The sketch settles h.
+ */
+enum adapt_outcome adapt_enter(struct adapt *a, uint64_t h, const char *key, size_t klen,
+                               bool (*held)(void *arg, uint64_t h), void *arg);
+
+/* A candidate a replica passed on to its upstream: settled here, counted. */
+void adapt_forwarded(struct adapt *a, uint64_t h);
+
+/*
+ * The entries entered (by a verification or adapt_enter) since *cursor
+ * (0: the oldest the log keeps), up to max into out (hash, key, klen),
+ * skipping those the set no longer holds when read; *cursor moves past
+ * what was read.  Any thread; takes the writer's lock.
+ */
+size_t adapt_log_read(struct adapt *a, uint64_t *cursor, struct adapt_candidate *out, size_t max);
+
 /* A report (POST /absent): the key (hash h) becomes a candidate unless queued or settled. */
 bool adapt_report(struct adapt *a, uint64_t h, const char *key, size_t klen);
 
@@ -122,6 +147,8 @@ struct adapt_info {
     uint64_t raced;                 /* verified absent, but overtaken: not believed */
     uint64_t posted;                /* candidates skipped: the POST journal may hold them */
     uint64_t evictions, invalidations, denied;
+    uint64_t received;              /* entries from an upstream's stream (a replica's) */
+    uint64_t forwarded;             /* candidates passed on to the upstream (a replica's) */
 };
 void adapt_info(struct adapt *a, struct adapt_info *out);
 

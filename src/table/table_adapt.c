@@ -76,6 +76,47 @@ enum table_verified table_verified(struct table *t, const struct table_candidate
     return TABLE_GIVEN_BACK;
 }
 
+enum table_verified table_enter_verified(struct table *t, uint64_t hash, const char *key,
+                                         size_t klen)
+{
+    /* The upstream's key, spelled as this table spells (the HELLO matched): its hash must agree. */
+    if (t->ad == NULL || klen == 0 || klen > VSET_KEY_MAX || filter_hash(key, klen) != hash)
+        return TABLE_GIVEN_BACK;
+    switch (adapt_enter(t->ad, hash, key, klen, posted, t->pending)) {
+    case ADAPT_ENTERED: return TABLE_ENTERED;
+    case ADAPT_RACED: return TABLE_RACED;
+    default: return TABLE_GIVEN_BACK;
+    }
+}
+
+void table_forget_verified(struct table *t)
+{
+    if (t->ad != NULL)
+        adapt_reset(t->ad);
+}
+
+void table_forwarded(struct table *t, const struct table_candidate *c)
+{
+    if (t->ad != NULL)
+        adapt_forwarded(t->ad, c->hash);
+}
+
+size_t table_verified_log(struct table *t, uint64_t *cursor, struct table_candidate *out,
+                          size_t max)
+{
+    struct adapt_candidate c[16];
+    if (t->ad == NULL || max == 0)
+        return 0;
+    size_t n = adapt_log_read(t->ad, cursor, c, max < 16 ? max : 16);
+    for (size_t i = 0; i < n; i++) {
+        memcpy(out[i].key, c[i].key, c[i].klen);
+        out[i].klen = c[i].klen;
+        out[i].hash = c[i].hash;
+        out[i].ticket = out[i].generation = 0;
+    }
+    return n;
+}
+
 /* A report's answer under the live filter: whether it is worth a candidate. */
 static bool never_stale(void *ctx)
 {
@@ -122,5 +163,6 @@ void table_adaptive_info(struct table *t, struct table_adaptive *out)
         .verified_present = ai.verified_present, .verify_failed = ai.verify_failed,
         .raced = ai.raced, .posted = ai.posted, .evictions = ai.evictions,
         .invalidations = ai.invalidations, .denied = ai.denied,
+        .received = ai.received, .forwarded = ai.forwarded,
     };
 }

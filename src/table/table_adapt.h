@@ -58,6 +58,29 @@
  * the column's spelling drops them all and fails every verification in
  * flight (keys of the old spelling mean nothing in the new).  A restart
  * forgets them.
+ *
+ * On a replica (issue 35, item 4).  A replica's table has no verifier: its
+ * upstream's stream carries the upstream's entries (VERIFIED frames,
+ * fleetwire.h), and the replica enters each (table_enter_verified) as the
+ * upstream did, by steps 1 and 4 with its own ticket and journal.  It may
+ * deny such an ID only until the first add of it after the upstream's
+ * query snapshot S, and it learns of adds only through the stream, in the
+ * stream's order; so an entry must come before, in that order, every add
+ * of its key that came after S.  The upstream sends an entry (its stream,
+ * api/fleetstream.c) only while it is still in the upstream's set, asked
+ * after the stream read from the ring every key it sent before: an add of
+ * the key after S, with a seq already sent, killed the entry (step 3)
+ * before the tap put it in the ring (table_fleet.h: the tap hears of an
+ * add after the add's kill), so before the ask: the entry is not sent.
+ * Any other such add has a higher seq, reaches the replica after the
+ * entry, and kills it there (step 3 on the replica: its stream's adds go
+ * through table_add_hashes).  Adds the replica does not see one by one (a
+ * snapshot put live, a gap upstream: a new epoch, another history) end
+ * every entry (table_forget_verified): the replica starts from an empty
+ * set after each snapshot, and a new stream sends it the entries the
+ * upstream still holds (the last ADAPT_LOG entered).  A replica's hot
+ * candidates are passed up (POST /absent: a report, never believed by
+ * itself) and settled here (table_forwarded).
  */
 #ifndef BLOOMGUARD_TABLE_ADAPT_H
 #define BLOOMGUARD_TABLE_ADAPT_H
@@ -108,12 +131,33 @@ enum table_report { TABLE_REPORT_QUEUED, TABLE_REPORT_ABSENT, TABLE_REPORT_UNPRO
                     TABLE_REPORT_HELD, TABLE_REPORT_OFF, TABLE_REPORT_NOT_READY };
 enum table_report table_report(struct table *t, const void *id, size_t len);
 
+/*
+ * A replica's entry from its upstream's stream (above, "On a replica"):
+ * ENTERED (denied from now on), RACED (an add of its hash came meanwhile),
+ * GIVEN_BACK (not entered: [adaptive] off, its key does not hash to hash,
+ * too long, or the journal may hold it).  The stream's thread.
+ */
+enum table_verified table_enter_verified(struct table *t, uint64_t hash, const char *key,
+                                         size_t klen);
+/* Every entry ends, every verification in flight fails: the replica missed adds. */
+void table_forget_verified(struct table *t);
+/* A replica's candidate c was passed on to its upstream: not a candidate again for a while. */
+void table_forwarded(struct table *t, const struct table_candidate *c);
+/*
+ * The entries entered since *cursor (0: the oldest kept), still in the
+ * set as they are read, up to max (16 at most a call) into out (key, klen, hash); *cursor
+ * moves on.  Any thread: an upstream's stream, after it read its ring.
+ */
+size_t table_verified_log(struct table *t, uint64_t *cursor, struct table_candidate *out,
+                          size_t max);
+
 /* /stats and /metrics (zeros with [adaptive] off); docs/api.md says what each counts. */
 struct table_adaptive {
     bool enabled;
     uint64_t entries, max_entries, queued, candidates, reported, dropped;
     uint64_t verified_absent, verified_present, verify_failed, raced, posted;
     uint64_t evictions, invalidations, denied;
+    uint64_t received, forwarded;       /* a replica's: entries from its upstream, candidates passed up */
 };
 void table_adaptive_info(struct table *t, struct table_adaptive *out);
 
