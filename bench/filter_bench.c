@@ -13,12 +13,14 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <time.h>
 
 #include "filter.h"
 
 #define KEY_LEN 16
 #define ROUNDS 3
+#define LAYER_ROUNDS 5      /* layers_lookups's: more, shorter looks at a load that moves */
 
 /* The textbook filter: k probes spread over the whole array by double hashing. */
 struct plain {
@@ -90,6 +92,18 @@ static double now_ns(void)
     return (double)ts.tv_sec * 1e9 + (double)ts.tv_nsec;
 }
 
+/*
+ * The thread's CPU time, for the layers' lines: on a box shared with
+ * builds, a pinned bench still loses its core for whole time slices, which
+ * wall time would charge to whichever variant was running.
+ */
+static double cpu_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+    return (double)ts.tv_sec * 1e9 + (double)ts.tv_nsec;
+}
+
 static char *make_keys(const char *prefix, uint64_t n)
 {
     char *keys = malloc(n * KEY_LEN);
@@ -134,10 +148,15 @@ static int cmp_double(const void *a, const void *b)
     return (x > y) - (x < y);
 }
 
+static double median_of(double *v, int k)
+{
+    qsort(v, (size_t)k, sizeof v[0], cmp_double);
+    return v[k / 2];
+}
+
 static double median(double v[ROUNDS])
 {
-    qsort(v, ROUNDS, sizeof v[0], cmp_double);
-    return v[ROUNDS / 2];
+    return median_of(v, ROUNDS);
 }
 
 static void line(const char *name, double ours, double anchor, const char *unit,
@@ -165,26 +184,136 @@ static struct filter *must(struct filter *f, enum filter_error e)
     return f;
 }
 
-/* ns per absent-key lookup over n keys; *hits counts the false positives. */
-static double absent_ns(const struct filter *f, const char *absent, uint64_t n, uint64_t *hits)
+/* ns per absent-key lookup over n keys, passes times; *hits counts the false positives of a pass. */
+static double absent_ns(const struct filter *f, const char *absent, uint64_t n, unsigned passes,
+                        uint64_t *hits)
 {
     uint64_t fp = 0;
-    double t0 = now_ns();
-    for (uint64_t i = 0; i < n; i++)
-        fp += filter_contains(f, absent + i * KEY_LEN, KEY_LEN);
-    double t1 = now_ns();
-    *hits = fp;
-    return (t1 - t0) / (double)n;
+    double t0 = cpu_ns();
+    for (unsigned r = 0; r < passes; r++)
+        for (uint64_t i = 0; i < n; i++)
+            fp += filter_contains(f, absent + i * KEY_LEN, KEY_LEN);
+    double t1 = cpu_ns();
+    *hits = fp / passes;
+    return (t1 - t0) / (double)n / (double)passes;
 }
 
 /*
- * Growth by layers, the same n keys: absent-key lookups on a filter grown
- * to 4 layers (its first sized for n/12: 4 layers from about 8x that) against
- * one layer sized for n; then a filter grown 10x past its first layer's
- * capacity (n/10), before any rebuild: its bits per key against one filter
- * sized for n at p, and its false-positive rate over n absent keys.
+ * The memory system's own floor under lookups across layers: plain arrays
+ * of exactly a filter's layer sizes, mapped as its layers are (filter.c's
+ * default allocator: anonymous, huge pages asked for) and filled so that
+ * every page is real, read by the lookup's own shape (the key hashed by
+ * filter_hash, each array's 64-byte block picked by the same multiply-shift,
+ * newest first, an early exit on a test) without its Bloom work: one word
+ * of the block, whose load brings the whole line as the filter's two
+ * 32-byte loads do.  Its ratio, 4 arrays against 1, is what the memory
+ * alone makes of layers on this machine.
  */
-static void layers(uint64_t n, double p, bool portable, const char *present, const char *absent)
+struct floor {
+    unsigned n;
+    uint64_t *words[FILTER_MAX_LAYERS];
+    uint64_t blocks[FILTER_MAX_LAYERS];
+};
+
+static void floor_init(struct floor *fl, const struct filter *f)
+{
+    struct filter_layer_info li;
+    fl->n = 0;
+    for (unsigned i = 0; filter_layer_info(f, i, &li); i++) {
+        size_t bytes = (size_t)(li.bits / 8);
+        void *mem = mmap(NULL, bytes, PROT_READ | PROT_WRITE,
+                         MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+        if (mem == MAP_FAILED) {
+            perror("mmap");
+            exit(1);
+        }
+#ifdef MADV_HUGEPAGE
+        if (bytes >= (size_t)2 << 20)
+            (void)madvise(mem, bytes, MADV_HUGEPAGE);
+#endif
+        memset(mem, 0x5a, bytes);       /* no word is 0: no early exit, as for an absent key */
+        fl->words[i] = mem;
+        fl->blocks[i] = li.bits / FILTER_BLOCK_BITS;
+        fl->n++;
+    }
+}
+
+static void floor_free(struct floor *fl)
+{
+    for (unsigned i = 0; i < fl->n; i++)
+        munmap(fl->words[i], (size_t)(fl->blocks[i] * FILTER_BLOCK_BYTES));
+}
+
+/* Out of line, as filter_contains is to the bench: the same call per key. */
+__attribute__((noinline))
+static bool floor_contains(const struct floor *fl, const void *key, size_t len)
+{
+    uint64_t h = filter_hash(key, len);
+    for (unsigned i = fl->n; i-- > 0;) {
+        uint64_t b = (uint64_t)(((unsigned __int128)h * fl->blocks[i]) >> 64);
+        if (fl->words[i][b * (FILTER_BLOCK_BITS / 64)] == 0)
+            return true;
+    }
+    return false;
+}
+
+/* What one timing looks up in: a filter, or else a floor. */
+struct look {
+    const struct filter *f;
+    const struct floor *fl;
+};
+
+/*
+ * Keeps the next lookup from starting before this one has finished (LFENCE
+ * waits for every earlier instruction): the daemon's case, where a
+ * request's parsing and answer, thousands of instructions, lie between two
+ * lookups, so that no lookup's cache misses overlap another's; the loads of
+ * one lookup's layers still may.
+ */
+static inline void one_at_a_time(void)
+{
+#if defined(__x86_64__)
+    __asm__ volatile("lfence" ::: "memory");
+#endif
+}
+
+/* ns per lookup of the n keys at keys, passes times over, in v; alone: one_at_a_time. */
+static double look_ns(const struct look *v, const char *keys, uint64_t n, unsigned passes, bool alone)
+{
+    uint64_t hits = 0;
+    double t0 = cpu_ns();
+    for (unsigned r = 0; r < passes; r++)
+        for (uint64_t i = 0; i < n; i++) {
+            const char *k = keys + i * KEY_LEN;
+            hits += v->f ? filter_contains(v->f, k, KEY_LEN) : floor_contains(v->fl, k, KEY_LEN);
+            if (alone)
+                one_at_a_time();
+        }
+    double t1 = cpu_ns();
+    if (v->f == NULL && hits != 0)
+        exit(1);                        /* cannot be: keeps the floor's loads */
+    return (t1 - t0) / (double)n / (double)passes;
+}
+
+/*
+ * Lookups on a filter of n keys grown to 4 layers (its first sized for
+ * n/12: 4 layers from about 8x that) against one layer sized for n, each
+ * line a pair of timings, the grown one first; every pair's floor
+ * (struct floor) in the same rounds.  ns are medians over the rounds,
+ * ratios medians of each round's.
+ *   NAME_ns               absent keys, as fast as they go (the CPU overlaps
+ *                         lookups as well as layers: the memory's throughput)
+ *   NAME_floor_ns         the same reads of plain arrays
+ *   NAME_vs_floor         the first ratio over the second
+ *   NAME_latency_ns       absent keys one at a time (one_at_a_time), the
+ *                         daemon's case, on a tenth of the keys
+ *   NAME_latency_floor_ns the same reads of plain arrays
+ *   NAME_present_ns       present keys, as fast as they go: where a key's
+ *                         search ends depends on its layer
+ * passes: rounds over the keys per timing, for a small n.
+ */
+static void layers_lookups(const char *name, uint64_t n, double p, bool portable, double target,
+                           unsigned passes, const char *present, const char *absent)
 {
     enum filter_error e = FILTER_OK;
     struct filter *grown = must(filter_new(n / 12, p, &e), e);
@@ -198,22 +327,92 @@ static void layers(uint64_t n, double p, bool portable, const char *present, con
     struct filter_info gi, fi;
     filter_info(grown, &gi);
     filter_info(flat, &fi);
-    double ns[2][ROUNDS];
-    uint64_t hits;
-    for (int r = 0; r < ROUNDS; r++) {         /* interleaved */
-        ns[0][r] = absent_ns(grown, absent, n, &hits);
-        ns[1][r] = absent_ns(flat, absent, n, &hits);
+    struct floor fg, ff;
+    floor_init(&fg, grown);
+    floor_init(&ff, flat);
+    /* Latency: a tenth of the lookups (each waits for its misses). */
+    uint64_t ln = passes >= 10 ? n : (n + 9) / 10;
+    unsigned lp = passes >= 10 ? passes / 10 : 1;
+    const struct timing {
+        struct look v;
+        const char *keys;
+        uint64_t n;
+        unsigned passes;
+        bool alone;
+    } t[] = {
+        { { grown, NULL }, absent, n, passes, false }, { { flat, NULL }, absent, n, passes, false },
+        { { NULL, &fg }, absent, n, passes, false },   { { NULL, &ff }, absent, n, passes, false },
+        { { grown, NULL }, absent, ln, lp, true },     { { flat, NULL }, absent, ln, lp, true },
+        { { NULL, &fg }, absent, ln, lp, true },       { { NULL, &ff }, absent, ln, lp, true },
+        { { grown, NULL }, present, n, passes, false }, { { flat, NULL }, present, n, passes, false },
+    };
+    enum { T = sizeof t / sizeof t[0], PAIRS = T / 2 };
+    /*
+     * Rounds in ABBA order, each ratio from the timings of its own round:
+     * on a box shared with builds the load changes from one second to the
+     * next, and the ratio of neighbours in time moves less than the ratio
+     * of medians taken seconds apart.
+     */
+    double ns[T][LAYER_ROUNDS], ratio[PAIRS + 1][LAYER_ROUNDS];
+    for (int r = 0; r < LAYER_ROUNDS; r++) {
+        for (int j = 0; j < T; j++) {
+            int v = r % 2 ? T - 1 - j : j;
+            ns[v][r] = look_ns(&t[v].v, t[v].keys, t[v].n, t[v].passes, t[v].alone);
+        }
+        for (int k = 0; k < PAIRS; k++)
+            ratio[k][r] = ns[2 * k][r] / ns[2 * k + 1][r];
+        ratio[PAIRS][r] = ratio[0][r] / ratio[1][r];
     }
-    double g = median(ns[0]), f = median(ns[1]);
-    printf("filter_bench: layers: %llu keys into a filter first sized for %llu: %u layers, %llu bits; "
-           "one layer sized for %llu: %llu bits\n", (unsigned long long)n,
-           (unsigned long long)(n / 12), gi.layers, (unsigned long long)gi.bits,
-           (unsigned long long)n, (unsigned long long)fi.bits);
+    double med[T], rmed[PAIRS + 1];
+    for (int j = 0; j < T; j++)
+        med[j] = median_of(ns[j], LAYER_ROUNDS);
+    for (int k = 0; k <= PAIRS; k++)
+        rmed[k] = median_of(ratio[k], LAYER_ROUNDS);
+    printf("filter_bench: %s: %llu keys into a filter first sized for %llu: %u layers, %llu bits; "
+           "one layer sized for %llu: %llu bits; %u pass%s; median of %d rounds, ratios per round\n",
+           name, (unsigned long long)n, (unsigned long long)(n / 12), gi.layers,
+           (unsigned long long)gi.bits, (unsigned long long)n, (unsigned long long)fi.bits, passes,
+           passes == 1 ? "" : "es", LAYER_ROUNDS);
     if (gi.layers != 4)
         printf("filter_bench: NOTE the grown filter has %u layers, not 4\n", gi.layers);
-    line("lookup_layers_ns", g, f, "ns", "<=", 2.0, g / f);
+    static const char *const suffix[PAIRS] = { "_ns", "_floor_ns", "_latency_ns", "_latency_floor_ns",
+                                               "_present_ns" };
+    char lname[64];
+    for (int k = 0; k < PAIRS; k++) {
+#if !defined(__x86_64__)
+        if (t[2 * k].alone)
+            continue;                   /* no LFENCE: not one at a time */
+#endif
+        snprintf(lname, sizeof lname, "%s%s", name, suffix[k]);
+        bool judged = k == 0 && target > 0;
+        line(lname, med[2 * k], med[2 * k + 1], "ns", judged ? "<=" : NULL, target, rmed[k]);
+        if (k == 1) {
+            snprintf(lname, sizeof lname, "%s_vs_floor", name);
+            line(lname, rmed[0], rmed[1], "x", NULL, 0, rmed[PAIRS]);
+        }
+    }
+    floor_free(&fg);
+    floor_free(&ff);
     filter_free(grown);
     filter_free(flat);
+}
+
+/* Keys of the in-cache variant: layers and keys in L2 and L3, no DRAM. */
+#define CACHED_KEYS 100000u
+
+/*
+ * Growth by layers: lookups across 4 layers against one (layers_lookups),
+ * for n keys and in cache; then a filter grown 10x past its first layer's
+ * capacity (n/10), before any rebuild: its bits per key against one filter
+ * sized for n at p, and its false-positive rate over n absent keys.
+ */
+static void layers(uint64_t n, double p, bool portable, const char *present, const char *absent)
+{
+    enum filter_error e = FILTER_OK;
+    uint64_t hits;
+    layers_lookups("lookup_layers", n, p, portable, 2.0, 1, present, absent);
+    uint64_t small = n < CACHED_KEYS ? n : CACHED_KEYS;
+    layers_lookups("lookup_layers_cached", small, p, portable, 0, (unsigned)(n / small), present, absent);
 
     struct filter *ten = must(filter_new(n / 10, p, &e), e);
     filter_use_simd(ten, !portable);
@@ -225,7 +424,7 @@ static void layers(uint64_t n, double p, bool portable, const char *present, con
     if (filter_plan(n, p, &plan) != FILTER_OK)
         exit(1);
     double bpk = (double)ti.bits / (double)ti.items, one = (double)plan.bits / (double)n;
-    (void)absent_ns(ten, absent, n, &hits);
+    (void)absent_ns(ten, absent, n, 1, &hits);
     double rate = (double)hits / (double)n;
     printf("filter_bench: 10x growth: %llu keys into a filter first sized for %llu: %u layers, "
            "%llu items, %llu bits, estimated fpp %.5f%s\n", (unsigned long long)n,
