@@ -250,6 +250,11 @@ static const struct bad_payload bad_payloads[] = {
     { "BYE whose reason runs past it", FLEETWIRE_BYE, { 1, 0, 0, 0, 9, 0, 'a' }, 7 },
     { "BYE with a NUL in its reason", FLEETWIRE_BYE, { 1, 0, 0, 0, 2, 0, 'a', 0 }, 8 },
     { "HELLO of 20 bytes", FLEETWIRE_HELLO, { 0 }, 20 },
+    { "POSITION of 24 bytes", FLEETWIRE_POSITION, { 1, 0, 0, 0, 0, 0, 0, 0, 1 }, 24 },
+    { "POSITION of LSN 0", FLEETWIRE_POSITION, { 1, 0, 0, 0, 0, 0, 0, 0, 1, 0, 0, 0, 0, 0, 0, 0,
+                                                 0, 0, 0, 0, 0, 0, 0, 0, 1 }, 32 },
+    { "POSITION with reserved bytes set", FLEETWIRE_POSITION,
+      { 1, 0, 0, 0, 0, 0, 0, 0, 1, 0, 0, 0, 0, 0, 0, 0, 9, 0, 0, 0, 0, 0, 0, 0, 1, 0, 0, 0, 1 }, 32 },
     /* Adaptive (issue 35): VERIFIED. */
     { "VERIFIED of no entry", FLEETWIRE_VERIFIED, { 0, 0, 0, 0 }, 4 },
     { "VERIFIED with an empty key", FLEETWIRE_VERIFIED, { 1, 0, 0, 0, 1, 2, 3, 4, 5, 6, 7, 8, 0, 0 }, 14 },
@@ -519,7 +524,111 @@ START_TEST(test_track)
 }
 END_TEST
 
+/*
+ * h-stream's commit positions: a POSITION round-trips; a HELLO resuming at
+ * a commit moves the track to its history only if the stream asked so; a
+ * POSITION past what was sent is a violation.
+ */
+START_TEST(test_track_commit)
+{
+    unsigned char buf[256];
+    struct seen seen = { 0 };
+    struct fleetwire_dec d;
+    char why[256];
+    size_t n = fleetwire_put_preamble(buf, sizeof buf);
+    n += fleetwire_put_position(buf + n, sizeof buf - n, 120, 3, 1, 0x16B3D28ULL);
+    ck_assert_uint_eq(n, FLEETWIRE_PREAMBLE_LEN + FLEETWIRE_POSITION_FRAME);
+    ck_assert(fleetwire_dec_init(&d));
+    ck_assert_int_eq(fleetwire_feed(&d, buf, n, collect, &seen, why, sizeof why), FLEETWIRE_OK);
+    fleetwire_dec_free(&d);
+    ck_assert_uint_eq(seen.n, 1);
+    ck_assert_int_eq(seen.f[0].type, FLEETWIRE_POSITION);
+    ck_assert(seen.f[0].u.position.seq == 120 && seen.f[0].u.position.epoch == 3);
+    ck_assert(seen.f[0].u.position.tli == 1 && seen.f[0].u.position.lsn == 0x16B3D28ULL);
+
+    struct fleetwire_track t;
+    struct fleetwire_frame f;
+    /* Not asked by commit: a HELLO at a commit is a violation. */
+    fleetwire_track_init(&t, 7, 100);
+    f = hello_frame(9, 40, true);
+    f.u.hello.flags |= FLEETWIRE_HELLO_AT_COMMIT;
+    ck_assert_int_eq(fleetwire_track_frame(&t, &f, why, sizeof why), FLEETWIRE_VIOLATION);
+    /* Asked: the track goes on in the upstream's history from its from. */
+    fleetwire_track_init(&t, 7, 100);
+    fleetwire_track_by_commit(&t);
+    ck_assert_int_eq(fleetwire_track_frame(&t, &f, why, sizeof why), FLEETWIRE_APPLY);
+    ck_assert(t.at_commit && t.resumed && t.history == 9 && t.next == 41);
+    f = adds_frame(41, 4);
+    ck_assert_int_eq(fleetwire_track_frame(&t, &f, why, sizeof why), FLEETWIRE_APPLY);
+    f = (struct fleetwire_frame){ .type = FLEETWIRE_POSITION, .u.position = { 44, 3, 99, 1 } };
+    ck_assert_int_eq(fleetwire_track_frame(&t, &f, why, sizeof why), FLEETWIRE_APPLY);
+    f.u.position.seq = 45;
+    ck_assert_int_eq(fleetwire_track_frame(&t, &f, why, sizeof why), FLEETWIRE_VIOLATION);
+    /* Asked by commit, but refused: a snapshot as before. */
+    fleetwire_track_init(&t, 7, 100);
+    fleetwire_track_by_commit(&t);
+    f = hello_frame(9, 0, false);
+    ck_assert_int_eq(fleetwire_track_frame(&t, &f, why, sizeof why), FLEETWIRE_SNAPSHOT);
+    /* A HELLO at a commit that does not say it resumed breaks the layout. */
+    fleetwire_track_init(&t, 7, 100);
+    fleetwire_track_by_commit(&t);
+    f = hello_frame(9, 40, false);
+    f.u.hello.flags |= FLEETWIRE_HELLO_AT_COMMIT;
+    ck_assert_int_eq(fleetwire_track_frame(&t, &f, why, sizeof why), FLEETWIRE_VIOLATION);
+}
+END_TEST
+
 /* ------------------------------------------------------------ the ring -- */
+
+/*
+ * Commit marks (fleetring.h): where a replica at a commit position goes on,
+ * and when no mark proves it.
+ */
+START_TEST(test_ring_marks)
+{
+    struct fleetring *r = fleetring_new(8, 5);
+    uint64_t h[8] = { 1, 2, 3, 4, 5, 6, 7, 8 }, after = 0, seq, lsn;
+    uint32_t tli;
+    /* No buffer yet: no marks. */
+    fleetring_mark(r, 2, 1, 100);
+    ck_assert(!fleetring_at_commit(r, 2, 1, 100, &after));
+    ck_assert(fleetring_enable(r));
+    fleetring_append(r, h, 2, 0);               /* commit 100: seqs 1, 2 */
+    fleetring_mark(r, 2, 1, 100);
+    fleetring_mark(r, 2, 1, 150);               /* a commit with no key: the same mark */
+    fleetring_append(r, h + 2, 3, 0);           /* commit 200: seqs 3..5 */
+    fleetring_mark(r, 2, 1, 200);
+    fleetring_mark(r, 2, 1, 180);               /* replayed: nothing */
+    /* At 100..199: after seq 2 (every key of a later commit is past it). */
+    ck_assert(fleetring_at_commit(r, 2, 1, 100, &after) && after == 2);
+    ck_assert(fleetring_at_commit(r, 2, 1, 170, &after) && after == 2);
+    ck_assert(fleetring_at_commit(r, 2, 1, 200, &after) && after == 5);
+    ck_assert(fleetring_at_commit(r, 2, 1, 999, &after) && after == 5);
+    /* Older than any mark, another timeline or epoch: nothing proves it. */
+    ck_assert(!fleetring_at_commit(r, 2, 1, 99, &after));
+    ck_assert(!fleetring_at_commit(r, 2, 2, 200, &after));
+    ck_assert(!fleetring_at_commit(r, 3, 1, 200, &after));
+    /* What a stream that sent up to seq 4 may say: the mark at 2, its hi. */
+    ck_assert(fleetring_position(r, 5, 2, 4, &seq, &tli, &lsn));
+    ck_assert(seq == 2 && tli == 1 && lsn == 150);
+    ck_assert(fleetring_position(r, 5, 2, 5, &seq, &tli, &lsn) && seq == 5 && lsn == 200);
+    ck_assert(!fleetring_position(r, 5, 2, 1, &seq, &tli, &lsn));
+    ck_assert(!fleetring_position(r, 6, 2, 5, &seq, &tli, &lsn));
+    ck_assert(!fleetring_position(r, 5, 3, 5, &seq, &tli, &lsn));
+    /* The keys after seq 2 overwritten: no longer. */
+    fleetring_append(r, h, 6, 0);               /* seqs 6..11: the ring keeps 4..11 */
+    ck_assert(!fleetring_at_commit(r, 2, 1, 170, &after));
+    ck_assert(fleetring_at_commit(r, 2, 1, 250, &after) && after == 5);
+    /* A new epoch (a gap): the marks before it go. */
+    fleetring_mark(r, 3, 1, 300);
+    ck_assert(!fleetring_at_commit(r, 2, 1, 250, &after));
+    ck_assert(fleetring_at_commit(r, 3, 1, 300, &after) && after == 11);
+    struct fleetring_info fi;
+    fleetring_info(r, &fi);
+    ck_assert(fi.marks == 1 && fi.mark_lsn == 300);
+    fleetring_free(r);
+}
+END_TEST
 
 START_TEST(test_ring)
 {
@@ -685,8 +794,10 @@ CHECK_SUITE("fleet",
     CHECK_CASE("encoder", .timeout = 30),
     CHECK_TEST(test_encoder_bounds),
     CHECK_EACH(test_track, track_cases),
+    CHECK_TEST(test_track_commit),
     CHECK_CASE("ring", .timeout = 60),
     CHECK_TEST(test_ring),
+    CHECK_TEST(test_ring_marks),
     CHECK_TEST(test_ring_mirror),
     CHECK_TEST(test_ring_threads),
     CHECK_TEST(test_journal),

@@ -959,7 +959,7 @@ START_TEST(test_tap_hears_every_add)
     struct table *t = table_new(&cfg, &fc);
     static struct tapped tp;
     memset(&tp, 0, sizeof tp);
-    table_set_tap(t, &(struct table_tap){ &tp, tap_added, tap_changed });
+    table_set_tap(t, &(struct table_tap){ &tp, tap_added, tap_changed, NULL });
     ck_assert(!table_add_row(t, "0", 1));
     uint64_t h0 = filter_hash("0", 1);
     ck_assert(!table_add_hashes(t, &h0, 1, 0, NULL));

@@ -153,10 +153,33 @@ START_TEST(test_answer_head_is_mhds)
 }
 END_TEST
 
+/* A taken head's header value (the fast path's replication right): the first, trimmed. */
+START_TEST(test_header_value)
+{
+    const char *r = "GET /replicate/default/horizon HTTP/1.1\r\nHost: x\r\n"
+                    "authorization: \tBearer abc \r\nAuthorization: Bearer second\r\n\r\n";
+    size_t len;
+    char t[256], v[64];
+    ck_assert_int_eq(head(r, &len, t), WIRE_TAKE);
+    ck_assert(http_wire_header(r, len, "Authorization", v, sizeof v));
+    ck_assert_str_eq(v, "Bearer abc");
+    ck_assert(!http_wire_header(r, len, "Cookie", v, sizeof v));
+    ck_assert(!http_wire_header(r, len, "Authorization", v, 10));     /* does not fit */
+    /* A name that only begins like it, and the request line, are not it. */
+    const char *q = "GET /Authorization: x HTTP/1.1\r\nAuthorizations: no\r\n\r\n";
+    ck_assert(!http_wire_header(q, strlen(q), "Authorization", v, sizeof v));
+    /* Nothing past the head's end. */
+    const char *e = "GET / HTTP/1.1\r\n\r\nAuthorization: late\r\n";
+    ck_assert(!http_wire_header(e, strlen("GET / HTTP/1.1\r\n\r\n"), "Authorization", v,
+                                sizeof v));
+}
+END_TEST
+
 CHECK_SUITE("wire",
     CHECK_CASE("core"),
     CHECK_TEST(test_takes_plain_gets),
     CHECK_TEST(test_passes_the_rest),
     CHECK_TEST(test_waits_for_the_rest_of_a_head),
     CHECK_TEST(test_answer_head_is_mhds),
+    CHECK_TEST(test_header_value),
 )

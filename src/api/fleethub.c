@@ -93,6 +93,23 @@ static void tap_added(void *ctx, const uint64_t *hashes, size_t n, uint32_t ttl,
         fleethub_kick(ht->h);
 }
 
+/*
+ * A commit the follower applied (h-stream's commit positions): the ring
+ * marks where it stands, if the table is loaded and covers its epoch (its
+ * follower has missed nothing since its load began: every later commit's
+ * keys reach the ring, fleetring.h's (b)).  The proof is read after the
+ * commit was applied: a gap that began before it shows as another epoch or
+ * as covered behind, and makes no mark.
+ */
+static void tap_committed(void *ctx, uint32_t tli, uint64_t lsn)
+{
+    struct hub_table *ht = ctx;
+    struct table_proof p;
+    table_proof(ht->t, &p);
+    if (p.loaded && p.covered == p.epoch && p.epoch != 0)
+        fleetring_mark(ht->ring, p.epoch, tli, lsn);
+}
+
 static void tap_changed(void *ctx)
 {
     struct hub_table *ht = ctx;
@@ -197,7 +214,7 @@ static void *pump_main(void *arg)
 
 /* ---------------------------------------------------------- the horizon -- */
 
-struct reply fleethub_horizon(struct fleethub *h, unsigned i)
+size_t fleethub_horizon_text(struct fleethub *h, unsigned i, char *out, size_t cap)
 {
     struct hub_table *ht = &h->tables[i];
     struct table_proof p;
@@ -214,18 +231,26 @@ struct reply fleethub_horizon(struct fleethub *h, unsigned i)
     double stale = h->cfg->max_staleness;
     bool degraded = !p.loaded || p.saturated || age < 0
                     || (stale > 0 && (double)age > stale * 1e9);
-    char age_text[24], *body = NULL;
+    char age_text[24];
     snprintf(age_text, sizeof age_text, age < 0 ? "null" : "%" PRId64, age);
-    if (asprintf(&body, "{\"history\":\"%016" PRIx64 "\",\"epoch\":%" PRIu64 ",\"covered\":%"
-                 PRIu64 ",\"generation\":%" PRIu64 ",\"seq\":%" PRIu64 ",\"age_ns\":%s,"
-                 "\"degraded\":%s,\"replica\":%s}", history, p.epoch,
-                 p.covered, p.generation, seq, age_text, degraded ? "true" : "false",
-                 h->replica ? "true" : "false") < 0)
-        body = NULL;
-    struct reply r = api_json_take(MHD_HTTP_OK, body);
-    if (r.resp != NULL)
-        MHD_add_response_header(r.resp, MHD_HTTP_HEADER_CACHE_CONTROL, "no-store");
-    return r;
+    int n = snprintf(out, cap, "{\"history\":\"%016" PRIx64 "\",\"epoch\":%" PRIu64 ",\"covered\":%"
+                     PRIu64 ",\"generation\":%" PRIu64 ",\"seq\":%" PRIu64 ",\"age_ns\":%s,"
+                     "\"degraded\":%s,\"replica\":%s}", history, p.epoch,
+                     p.covered, p.generation, seq, age_text, degraded ? "true" : "false",
+                     h->replica ? "true" : "false");
+    return n > 0 && (size_t)n < cap ? (size_t)n : 0;
+}
+
+/*
+ * The same answer whether libmicrohttpd or the fast path (replicate.c's
+ * replicate_get_fast) gives it, so no Cache-Control: a request with
+ * Authorization is not stored by a shared cache anyway (RFC 9111 3.5).
+ */
+struct reply fleethub_horizon(struct fleethub *h, unsigned i)
+{
+    char text[FLEETHUB_HORIZON_MAX];
+    size_t n = fleethub_horizon_text(h, i, text, sizeof text);
+    return api_json_take(MHD_HTTP_OK, n > 0 ? strdup(text) : NULL);
 }
 
 /* ---------------------------------------------------------- snapshots -- */
@@ -268,7 +293,7 @@ struct fleethub *fleethub_new(const struct config *cfg, struct table *const *tab
             fleethub_free(h);
             return NULL;
         }
-        table_set_tap(ht->t, &(struct table_tap){ ht, tap_added, tap_changed });
+        table_set_tap(ht->t, &(struct table_tap){ ht, tap_added, tap_changed, tap_committed });
     }
     return h;
 }
@@ -312,7 +337,7 @@ void fleethub_free(struct fleethub *h)
         return;
     for (unsigned i = 0; i < h->n; i++) {
         /* Nothing adds any more (the followers and the server stopped): unhook all the same. */
-        table_set_tap(h->tables[i].t, &(struct table_tap){ NULL, NULL, NULL });
+        table_set_tap(h->tables[i].t, &(struct table_tap){ NULL, NULL, NULL, NULL });
         fleetsnap_free(h->tables[i].snap);
         fleetring_free(h->tables[i].ring);
     }

@@ -44,9 +44,16 @@ void fleethub_stop(struct fleethub *h);
 /* After the HTTP server stopped.  NULL: no-op. */
 void fleethub_free(struct fleethub *h);
 
-/* Where a replica stands in an upstream's ring: every key of history up to seq. */
+/*
+ * Where a replica stands in an upstream's ring: every key of history up to
+ * seq; and, when it knows one (h-stream's commit positions, fleetwire.h),
+ * every row committed up to tli/lsn in the upstream's database (lsn 0:
+ * none).
+ */
 struct fleethub_where {
     uint64_t history, seq;
+    uint32_t tli;
+    uint64_t lsn;
 };
 
 /*
@@ -60,6 +67,13 @@ struct reply fleethub_stream(struct fleethub *h, unsigned i, const struct fleeth
                              unsigned beat_ms, struct MHD_Connection *conn);
 /* GET /replicate/NAME/horizon's JSON for table i. */
 struct reply fleethub_horizon(struct fleethub *h, unsigned i);
+/*
+ * The same JSON into out (cap bytes, NUL included): its length, 0 if it
+ * does not fit (FLEETHUB_HORIZON_MAX always does).  For the fast path
+ * (replicate.c's replicate_get_fast).  Any thread.
+ */
+#define FLEETHUB_HORIZON_MAX 384
+size_t fleethub_horizon_text(struct fleethub *h, unsigned i, char *out, size_t cap);
 /*
  * GET /replicate/NAME/snapshot's for table i: a snapshot made for the
  * request (or shared with the requests that arrived before it was made),

@@ -45,6 +45,11 @@ struct stream {
     bool opened, resumed, done;
     uint64_t from_history, from_seq;
     bool has_from;
+    uint32_t from_tli;              /* and its commit position (from_lsn 0: none) */
+    uint64_t from_lsn;
+    bool at_commit;                 /* resumed at it, in this ring's history */
+    uint64_t pos_lsn;               /* the newest POSITION sent (its hi), 0: none */
+    uint32_t pos_tli;
     uint64_t history;               /* of the ring's seqs it sends */
     uint64_t next_seq, epoch, generation, changes;
     int64_t beat_ns;                /* a heartbeat after this long without a frame */

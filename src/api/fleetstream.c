@@ -42,6 +42,58 @@ static void hello_of(struct hub_table *ht, struct fleetwire_hello *hello)
     snprintf(w->type_name, sizeof w->type_name, "%s", id.type_name);
 }
 
+/*
+ * Whether s, of another history than its replica's, may go on after a seq
+ * of this ring for a replica that holds every row committed up to its
+ * commit position (h-stream's; fleetwire.h).  The argument, with p read
+ * before the marks:
+ *  - rows: the ring's newest mark of this epoch and timeline whose lo is at
+ *    or below the position has seq S, and every key of every commit after
+ *    the position that this table's follower applied since has a seq > S
+ *    (fleetring.h's (b): marks are only made while the table is loaded and
+ *    covers its epoch, and any gap since is another epoch, which has none
+ *    of them).  The ring holds every key after S, and the stream sends
+ *    them; a gap after p was read is an EPOCH frame, which makes the
+ *    replica fetch a snapshot as on any stream.  So the replica, holding
+ *    every row up to the position and every key after S, holds every row
+ *    this table holds by following (a COPY since, in the same epoch, holds
+ *    no row that was not followed or older: follow_upstream.c's argument),
+ *    and this upstream's horizon answers prove it as they prove a snapshot
+ *    of it.  Keys of commits at or before the position sent again are only
+ *    added twice.
+ *  - POSTs have no commit position.  Those this upstream acknowledges from
+ *    now on get seqs past S and are sent; those it acknowledged before
+ *    are in its journal only, which a snapshot carries and a stream does
+ *    not: so it goes on only while its journal is empty (table_posts;
+ *    every ID it acknowledged has expired or was found a row by a COPY, and
+ *    such a row is a commit the two bullets above cover).  The POSTs the
+ *    replica's earlier upstream acknowledged, it keeps (its filter, and its
+ *    journal of hashes, which each later snapshot it loads gets again).
+ * why (whylen bytes) says why not.
+ */
+static bool at_commit(struct stream *s, const struct table_proof *p, uint64_t *after, char *why,
+                      size_t whylen)
+{
+    struct hub_table *ht = s->ht;
+    struct table_posts posts;
+    if (!p->loaded || p->covered != p->epoch) {
+        snprintf(why, whylen, "its table is not loaded or has had a gap since its load");
+        return false;
+    }
+    table_posts(ht->t, &posts);
+    if (posts.count > 0) {
+        snprintf(why, whylen, "its POST journal holds %llu IDs the replica may not have",
+                 (unsigned long long)posts.count);
+        return false;
+    }
+    if (!fleetring_at_commit(ht->ring, p->epoch, s->from_tli, s->from_lsn, after)) {
+        snprintf(why, whylen, "its ring holds no commit position at or before %u:%016" PRIx64
+                 " whose keys it still keeps", s->from_tli, s->from_lsn);
+        return false;
+    }
+    return true;
+}
+
 /* The preamble and HELLO, and a BYE when the stream cannot resume where asked. */
 static void open_stream(struct stream *s)
 {
@@ -56,13 +108,21 @@ static void open_stream(struct stream *s)
     fleetring_where(ht->ring, &history, &last);
     s->resumed = s->has_from && s->from_history == history
                  && fleetring_holds_in(ht->ring, history, s->from_seq);
+    char why[200] = "";
+    uint64_t after = 0;
+    if (!s->resumed && s->has_from && s->from_history != history && s->from_lsn != 0
+        && at_commit(s, &p, &after, why, sizeof why)) {
+        s->resumed = s->at_commit = true;
+        s->from_seq = after;
+    }
     s->history = history;
     s->next_seq = s->resumed ? s->from_seq + 1 : last + 1;
     s->epoch = p.epoch;
     s->generation = p.generation;
     hello_of(ht, &hello);
     hello.flags = (ht->h->replica ? FLEETWIRE_HELLO_REPLICA : 0)
-                  | (s->resumed ? FLEETWIRE_HELLO_RESUMED : 0);
+                  | (s->resumed ? FLEETWIRE_HELLO_RESUMED : 0)
+                  | (s->at_commit ? FLEETWIRE_HELLO_AT_COMMIT : 0);
     hello.history = history;
     hello.epoch = p.epoch;
     hello.covered = p.covered;
@@ -72,10 +132,13 @@ static void open_stream(struct stream *s)
     s->len = fleetwire_put_preamble(s->out, sizeof s->out);
     s->len += fleetwire_put_hello(s->out + s->len, sizeof s->out - s->len, &hello);
     if (!s->resumed) {
+        char reason[FLEETWIRE_MAX_REASON];
+        snprintf(reason, sizeof reason, "%s%s%s", !s->has_from ? "no position given"
+                 : s->from_history != hello.history ? "another history"
+                 : "the ring no longer holds the position",
+                 why[0] ? ", and no commit position: " : "", why);
         s->len += fleetwire_put_bye(s->out + s->len, sizeof s->out - s->len,
-                                    FLEETWIRE_BYE_SNAPSHOT, !s->has_from ? "no position given"
-                                    : s->from_history != hello.history ? "another history"
-                                    : "the ring no longer holds the position");
+                                    FLEETWIRE_BYE_SNAPSHOT, reason);
         s->done = true;
     }
     s->opened = true;
@@ -143,6 +206,16 @@ static bool produce(struct stream *s)
         s->generation = p.generation;
         if (s->len > 0)
             return true;
+    }
+    /* The newest commit position the replica holds once it has what was sent (fleetwire.h). */
+    uint64_t pseq, plsn;
+    uint32_t ptli;
+    if (fleetring_position(ht->ring, s->history, s->epoch, s->next_seq - 1, &pseq, &ptli, &plsn)
+        && (plsn != s->pos_lsn || ptli != s->pos_tli)) {
+        s->pos_lsn = plsn;
+        s->pos_tli = ptli;
+        s->len = fleetwire_put_position(s->out, sizeof s->out, pseq, s->epoch, ptli, plsn);
+        return true;
     }
     /* Adaptive (issue 35): entries go between the keys, in the order produce_verified argues. */
     if (produce_verified(s))
@@ -264,6 +337,8 @@ struct reply fleethub_stream(struct fleethub *h, unsigned i, const struct fleeth
     if (from != NULL) {
         s->from_history = from->history;
         s->from_seq = from->seq;
+        s->from_tli = from->tli;
+        s->from_lsn = from->lsn;
     }
     s->last_sent = monoclock_boot_ns();
     s->beat_ns = (int64_t)beat_ms * NS_PER_MS;

@@ -10,6 +10,7 @@
 
 #include "fleethub.h"
 #include "fleetwire.h"
+#include "table.h"
 
 /* "HISTORY:SEQ" (16 hex digits, a decimal): false if it is not that. */
 static bool parse_from(const char *from, struct fleethub_where *w)
@@ -22,6 +23,21 @@ static bool parse_from(const char *from, struct fleethub_where *w)
         return false;
     w->seq = strtoull(from + 17, &end, 10);
     return *end == '\0' && from[17] >= '0' && from[17] <= '9';
+}
+
+/* "TLI:LSN" (decimal, 16 hex digits): a commit position (fleetwire.h); false if not that. */
+static bool parse_commit(const char *commit, struct fleethub_where *w)
+{
+    char *end;
+    if (commit[0] < '0' || commit[0] > '9')
+        return false;
+    unsigned long tli = strtoul(commit, &end, 10);
+    if (*end != ':' || tli == 0 || tli > UINT32_MAX || strlen(end + 1) != 16)
+        return false;
+    const char *l = end + 1;
+    w->tli = (uint32_t)tli;
+    w->lsn = strtoull(l, &end, 16);
+    return *end == '\0' && w->lsn != 0 && l[0] != '-' && l[0] != '+' && l[0] != ' ';
 }
 
 /* "MS" within FLEETWIRE_BEAT_MIN_MS .. FLEETWIRE_BEAT_MAX_MS; NULL: the default. */
@@ -55,16 +71,21 @@ struct reply replicate_get(struct app *a, const struct api_request *rq)
         return api_error(MHD_HTTP_SERVICE_UNAVAILABLE, "not_replicating",
                          "this daemon serves no replica");
     if (slash == NULL) {
-        const char *from = NULL, *beat = NULL;
-        struct fleethub_where where;
+        const char *from = NULL, *beat = NULL, *commit = NULL;
+        struct fleethub_where where = { 0, 0, 0, 0 };
         unsigned beat_ms;
         if (rq->conn != NULL) {
             from = MHD_lookup_connection_value(rq->conn, MHD_GET_ARGUMENT_KIND, "from");
             beat = MHD_lookup_connection_value(rq->conn, MHD_GET_ARGUMENT_KIND, "beat");
+            commit = MHD_lookup_connection_value(rq->conn, MHD_GET_ARGUMENT_KIND, "commit");
         }
         if (from != NULL && !parse_from(from, &where))
             return api_error(MHD_HTTP_BAD_REQUEST, "bad_position",
                              "from must be HISTORY:SEQ (16 hex digits, a colon, a number)");
+        if (commit != NULL && (from == NULL || !parse_commit(commit, &where)))
+            return api_error(MHD_HTTP_BAD_REQUEST, "bad_commit_position",
+                             "commit must be TLI:LSN (a timeline, a colon, 16 hex digits), "
+                             "beside from");
         if (!parse_beat(beat, &beat_ms))
             return api_error(MHD_HTTP_BAD_REQUEST, "bad_beat",
                              "beat must be the milliseconds between heartbeats, %u to %u",
@@ -78,4 +99,25 @@ struct reply replicate_get(struct app *a, const struct api_request *rq)
         return fleethub_snapshot(a->fleet, (unsigned)t);
     return api_error(MHD_HTTP_NOT_FOUND, "no_route", "no such endpoint: GET /replicate/%.*s/%.*s",
                      (int)(name > 64 ? 64 : name), rest, (int)(what > 32 ? 32 : what), slash + 1);
+}
+
+unsigned replicate_get_fast(struct app *a, const char *rest, size_t rest_len, char *out,
+                            size_t cap, size_t *len)
+{
+    /* rest: "/NAME/horizon", the replicas' round trips; the rest is the handler's. */
+    static const char suffix[] = "/horizon";
+    size_t sl = sizeof suffix - 1;
+    if (a->fleet == NULL || rest_len <= sl + 1 || rest[0] != '/'
+        || memcmp(rest + rest_len - sl, suffix, sl) != 0)
+        return 0;
+    const char *name = rest + 1;
+    size_t nlen = rest_len - 1 - sl;
+    for (unsigned i = 0; i < a->n_tables; i++) {
+        const char *n = table_name(a->tables[i]);
+        if (strlen(n) == nlen && memcmp(n, name, nlen) == 0) {
+            *len = fleethub_horizon_text(a->fleet, i, out, cap);
+            return *len > 0 ? MHD_HTTP_OK : 0;
+        }
+    }
+    return 0;
 }

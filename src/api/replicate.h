@@ -16,5 +16,12 @@
  * where it is exact in its metadata.
  */
 struct reply replicate_get(struct app *a, const struct api_request *rq);
+/*
+ * Its fast form (api_fast_handler; http_fast.c takes the request only with
+ * the replication right): GET /replicate/NAME/horizon, the question every
+ * replica asks every quarter of its max_staleness; 0 for anything else.
+ */
+unsigned replicate_get_fast(struct app *a, const char *rest, size_t rest_len, char *out,
+                            size_t cap, size_t *len);
 
 #endif

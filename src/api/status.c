@@ -388,6 +388,7 @@ static void replication_section(struct doc *d, json_t *o, const struct status_fi
     put_u64(d, o, "keys", c->mirror_keys);
     put_u64(d, o, "snapshots", c->mirror_snapshots);
     put_u64(d, o, "resumes", c->mirror_resumes);
+    put_str(d, o, "commit_position", c->mirror_commit[0] ? c->mirror_commit : NULL);
     put_u64(d, o, "violations", c->mirror_violations);
     put_u64(d, o, "switches", c->upstream_switches);
     put_str(d, o, "waiting_for_snapshot", c->mirror_lost[0] ? c->mirror_lost : NULL);

@@ -14,6 +14,14 @@
 #include <time.h>
 #include <unistd.h>
 
+/* Commit marks kept (fleetring.h): the oldest go first; most are past the ring's oldest key anyway. */
+#define MARKS 4096
+
+struct mark {
+    uint64_t seq, epoch, lo, hi;
+    uint32_t tli;
+};
+
 struct fleetring {
     uint64_t capacity;
     pthread_mutex_t mu;
@@ -23,6 +31,8 @@ struct fleetring {
     uint64_t oldest;                /* the oldest seq kept; last + 1 when none is */
     uint64_t *hashes;               /* NULL until enabled; seq s at (s - 1) % capacity */
     uint32_t *ttls;
+    struct mark *marks;             /* MARKS of them, made with the buffer; marks[(first + i) % MARKS] */
+    unsigned n_marks, first_mark;
 };
 
 uint64_t fleetring_new_history(void)
@@ -60,6 +70,7 @@ void fleetring_free(struct fleetring *r)
     pthread_mutex_destroy(&r->mu);
     free(r->hashes);
     free(r->ttls);
+    free(r->marks);
     free(r);
 }
 
@@ -85,6 +96,7 @@ static void reset_locked(struct fleetring *r, uint64_t history, uint64_t seq)
     r->history = history;
     r->last = seq;
     r->oldest = seq + 1;
+    r->n_marks = 0;                 /* they spoke of the seqs before */
 }
 
 void fleetring_rebase(struct fleetring *r, uint64_t history, uint64_t seq)
@@ -102,14 +114,18 @@ bool fleetring_enable(struct fleetring *r)
     if (!ok && r->capacity <= SIZE_MAX / sizeof *r->hashes) {
         uint64_t *h = malloc((size_t)r->capacity * sizeof *h);
         uint32_t *t = malloc((size_t)r->capacity * sizeof *t);
-        if (h != NULL && t != NULL) {
+        struct mark *m = malloc(MARKS * sizeof *m);
+        if (h != NULL && t != NULL && m != NULL) {
             r->hashes = h;
             r->ttls = t;
+            r->marks = m;
+            r->n_marks = 0;
             r->oldest = r->last + 1;    /* what came before was only counted */
             ok = true;
         } else {
             free(h);
             free(t);
+            free(m);
         }
     }
     pthread_mutex_unlock(&r->mu);
@@ -209,6 +225,78 @@ long fleetring_read_in(struct fleetring *r, uint64_t history, uint64_t from, uin
     return n;
 }
 
+/* ------------------------------------------------------ commit marks -- */
+
+static struct mark *mark_at(struct fleetring *r, unsigned i)
+{
+    return &r->marks[(r->first_mark + i) % MARKS];
+}
+
+void fleetring_mark(struct fleetring *r, uint64_t epoch, uint32_t tli, uint64_t lsn)
+{
+    pthread_mutex_lock(&r->mu);
+    if (r->marks == NULL || lsn == 0)
+        goto out;
+    struct mark *m = r->n_marks > 0 ? mark_at(r, r->n_marks - 1) : NULL;
+    if (m != NULL && (m->epoch != epoch || m->tli != tli)) {
+        /* Another epoch (a gap) or timeline: nothing before proves anything now. */
+        r->n_marks = 0;
+        m = NULL;
+    }
+    if (m != NULL && lsn <= m->hi)
+        goto out;                   /* replayed: the first time made its mark */
+    if (m != NULL && m->seq == r->last) {
+        m->hi = lsn;                /* no key since: (a) and (b) hold up to lsn too */
+        goto out;
+    }
+    if (r->n_marks == MARKS) {
+        r->first_mark = (r->first_mark + 1) % MARKS;
+        r->n_marks--;
+    }
+    *mark_at(r, r->n_marks++) = (struct mark){ r->last, epoch, lsn, lsn, tli };
+out:
+    pthread_mutex_unlock(&r->mu);
+}
+
+bool fleetring_position(struct fleetring *r, uint64_t history, uint64_t epoch, uint64_t upto,
+                        uint64_t *seq, uint32_t *tli, uint64_t *lsn)
+{
+    bool ok = false;
+    pthread_mutex_lock(&r->mu);
+    for (unsigned i = r->n_marks; r->history == history && i-- > 0;) {
+        const struct mark *m = mark_at(r, i);
+        if (m->seq <= upto) {
+            ok = m->epoch == epoch;
+            *seq = m->seq;
+            *tli = m->tli;
+            *lsn = m->hi;
+            break;
+        }
+    }
+    pthread_mutex_unlock(&r->mu);
+    return ok;
+}
+
+bool fleetring_at_commit(struct fleetring *r, uint64_t epoch, uint32_t tli, uint64_t lsn,
+                         uint64_t *after)
+{
+    bool ok = false;
+    pthread_mutex_lock(&r->mu);
+    for (unsigned i = r->n_marks; r->hashes != NULL && i-- > 0;) {
+        const struct mark *m = mark_at(r, i);
+        if (m->epoch != epoch || m->tli != tli)
+            break;                  /* (all of them are of the newest's) */
+        if (m->lo <= lsn) {
+            /* Every key after m->seq must still be here to be sent. */
+            ok = m->seq <= r->last && (m->seq + 1 >= r->oldest || m->seq == r->last);
+            *after = m->seq;
+            break;
+        }
+    }
+    pthread_mutex_unlock(&r->mu);
+    return ok;
+}
+
 void fleetring_info(struct fleetring *r, struct fleetring_info *out)
 {
     pthread_mutex_lock(&r->mu);
@@ -217,5 +305,7 @@ void fleetring_info(struct fleetring *r, struct fleetring_info *out)
     out->held = r->last + 1 - r->oldest;
     out->capacity = r->capacity;
     out->enabled = r->hashes != NULL;
+    out->marks = r->n_marks;
+    out->mark_lsn = r->n_marks > 0 ? mark_at(r, r->n_marks - 1)->hi : 0;
     pthread_mutex_unlock(&r->mu);
 }

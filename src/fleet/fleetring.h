@@ -90,10 +90,52 @@ long fleetring_read(struct fleetring *r, uint64_t from, uint64_t *hashes, uint32
 long fleetring_read_in(struct fleetring *r, uint64_t history, uint64_t from, uint64_t *hashes,
                        uint32_t *ttls, size_t max);
 
+/*
+ * Commit marks (h-stream's commit positions, fleetwire.h): where in the
+ * seqs the commits of the upstream's database stand, so that a replica
+ * may move between upstreams of other histories at a commit position.
+ *
+ * A mark (seq S, epoch E, timeline tli, LSNs lo .. hi) is made by
+ * fleetring_mark, which the follower calls on the thread that applies
+ * commits, right after it applied a commit ending at lsn (each of its keys
+ * appended before, each key of the next commit appended after: the
+ * follower applies one commit at a time), while its table was loaded and
+ * covered epoch E.  For every X in lo .. hi:
+ *   (a) every key of every commit ending at or before X has a seq <= S;
+ *   (b) every key of every commit ending after X that the follower
+ *       applied since has a seq > S.
+ * A commit that added no key leaves S where it was: the mark's hi moves
+ * (both still hold).  Keys POSTed meanwhile take seqs too; they are no
+ * commit's, and fleetstream.c answers for them apart.  Marks of another
+ * epoch or timeline than the newest are dropped; a commit at or below the
+ * newest hi (a stream replayed after a reconnect) makes none.
+ */
+void fleetring_mark(struct fleetring *r, uint64_t epoch, uint32_t tli, uint64_t lsn);
+
+/*
+ * The newest mark whose seq is at or below upto, of epoch, and in the
+ * ring's history: *seq, *tli and its hi as *lsn.  False if none.
+ * Thread-safe.
+ */
+bool fleetring_position(struct fleetring *r, uint64_t history, uint64_t epoch, uint64_t upto,
+                        uint64_t *seq, uint32_t *tli, uint64_t *lsn);
+
+/*
+ * Where a stream may go on for a replica that holds every key of the
+ * commits up to tli/lsn: the seq S of the newest mark of epoch and tli
+ * whose lo is at or below lsn ((b): every key of a commit after lsn is
+ * past S), if the ring still holds every key after S.  False if no mark
+ * proves it (none that old, another epoch or timeline, or its keys
+ * overwritten).  Thread-safe.
+ */
+bool fleetring_at_commit(struct fleetring *r, uint64_t epoch, uint32_t tli, uint64_t lsn,
+                         uint64_t *after);
+
 /* Figures, for /stats: keys kept now, the capacity, whether the buffer is made. */
 struct fleetring_info {
     uint64_t last, oldest, held, capacity;
     bool enabled;
+    uint64_t marks, mark_lsn;       /* commit marks kept, the newest's hi (0: none) */
 };
 void fleetring_info(struct fleetring *r, struct fleetring_info *out);
 

@@ -170,6 +170,20 @@ size_t fleetwire_put_bye(unsigned char *buf, size_t cap, enum fleetwire_bye code
     return seal(buf, FLEETWIRE_BYE, 6 + rl);
 }
 
+size_t fleetwire_put_position(unsigned char *buf, size_t cap, uint64_t seq, uint64_t epoch,
+                              uint32_t tli, uint64_t lsn)
+{
+    if (!fits(cap, 32))
+        return 0;
+    unsigned char *p = buf + FLEETWIRE_HEAD_LEN;
+    put64(p, seq);
+    put64(p + 8, epoch);
+    put64(p + 16, lsn);
+    put32(p + 24, tli);
+    put32(p + 28, 0);
+    return seal(buf, FLEETWIRE_POSITION, 32);
+}
+
 /* --------------------------------------- adaptive (issue 35): VERIFIED -- */
 
 size_t fleetwire_put_verified(unsigned char *buf, size_t cap, const uint64_t *hashes,
@@ -375,13 +389,22 @@ static bool parse(enum fleetwire_type type, const unsigned char *p, size_t len,
         f->u.bye.code = get32(p);
         return get_str(p, len, &at, f->u.bye.reason, sizeof f->u.bye.reason) && at == len;
     }
+    case FLEETWIRE_POSITION:
+        if (len != 32 || get32(p + 28) != 0)
+            return false;
+        f->u.position.seq = get64(p);
+        f->u.position.epoch = get64(p + 8);
+        f->u.position.lsn = get64(p + 16);
+        f->u.position.tli = get32(p + 24);
+        return f->u.position.lsn != 0;
     }
     return false;
 }
 
 static bool known(unsigned type)
 {
-    return (type >= FLEETWIRE_HELLO && type <= FLEETWIRE_BYE) || type == FLEETWIRE_VERIFIED;
+    return (type >= FLEETWIRE_HELLO && type <= FLEETWIRE_BYE) || type == FLEETWIRE_VERIFIED
+           || type == FLEETWIRE_POSITION;
 }
 
 enum fleetwire_status fleetwire_feed(struct fleetwire_dec *d, const void *in, size_t len,
@@ -463,6 +486,11 @@ void fleetwire_track_init(struct fleetwire_track *t, uint64_t history, uint64_t 
     *t = (struct fleetwire_track){ .history = history, .next = last + 1 };
 }
 
+void fleetwire_track_by_commit(struct fleetwire_track *t)
+{
+    t->by_commit = true;
+}
+
 /* The verdict v, its why written (errfmt.h). */
 #define verdict(v, why, whylen, ...) \
     __extension__({ errfmt((why), (whylen), __VA_ARGS__); (enum fleetwire_verdict)(v); })
@@ -476,6 +504,18 @@ enum fleetwire_verdict fleetwire_track_frame(struct fleetwire_track *t,
         if (t->hello)
             return verdict(FLEETWIRE_VIOLATION, why, whylen, "a second HELLO");
         t->hello = true;
+        if (h->flags & FLEETWIRE_HELLO_AT_COMMIT) {
+            /* Resumed in the upstream's own history at a commit position (fleetwire.h). */
+            if (!t->by_commit || !(h->flags & FLEETWIRE_HELLO_RESUMED) || h->history == 0
+                || h->last < h->from || h->from == UINT64_MAX)
+                return verdict(FLEETWIRE_VIOLATION, why, whylen,
+                               "a HELLO resuming at a commit position %s",
+                               t->by_commit ? "that breaks its layout" : "never asked for");
+            t->history = h->history;
+            t->next = h->from + 1;
+            t->resumed = t->at_commit = true;
+            return FLEETWIRE_APPLY;
+        }
         if (!(h->flags & FLEETWIRE_HELLO_RESUMED) || h->history != t->history || t->history == 0)
             return verdict(FLEETWIRE_SNAPSHOT, why, whylen, "the upstream %s",
                            h->history != t->history ? "is of another history"
@@ -511,6 +551,10 @@ enum fleetwire_verdict fleetwire_track_frame(struct fleetwire_track *t,
         t->next = a->first + a->count;
         return FLEETWIRE_APPLY;
     }
+    if (f->type == FLEETWIRE_POSITION && f->u.position.seq >= t->next)
+        return verdict(FLEETWIRE_VIOLATION, why, whylen, "a position at %llu past %llu sent",
+                       (unsigned long long)f->u.position.seq,
+                       (unsigned long long)(t->next - 1));
     if (f->type == FLEETWIRE_HEARTBEAT && f->u.heartbeat.last + 1 < t->next)
         return verdict(FLEETWIRE_VIOLATION, why, whylen, "a heartbeat at %llu behind %llu sent",
                        (unsigned long long)f->u.heartbeat.last,

@@ -30,6 +30,8 @@
  *   GENERATION generation (8), covered (8)
  *   HEARTBEAT  last (8), epoch (8)
  *   BYE        code (4: FLEETWIRE_BYE_*), reason (a string)
+ *   POSITION   seq (8), epoch (8), lsn (8), tli (4), reserved (4, zero):
+ *              h-stream's commit positions, below
  *
  * Adaptive (issue 35; frame types 16..23 are its own):
  *   VERIFIED   count (4, >= 1), then count entries { hash (8), key (a
@@ -56,6 +58,22 @@
  * replica asks for what its silence_timeout needs); BYE: the stream ends,
  * and why.  Unknown frame types are skipped (a newer upstream may add
  * some); a key lost that way would show as a sequence gap.
+ *
+ * Commit positions (h-stream's part of the format: FLEETWIRE_POSITION,
+ * FLEETWIRE_HELLO_AT_COMMIT, the stream's ?commit=).  Upstreams that
+ * follow one PostgreSQL by logical see the same commits at the same WAL
+ * positions, whatever their histories.  POSITION says: every key of every
+ * commit of the upstream's database ending at or before lsn on timeline
+ * tli is at or below seq in this stream (the upstream's table was loaded
+ * and covered its epoch, epoch, all along since: fleetring.h's marks), and
+ * is sent only once the stream has sent seq.  A replica that applied up to
+ * seq in that epoch holds every row committed up to lsn; on another
+ * upstream it asks ?commit=TLI:LSN beside ?from=, and an upstream of
+ * another history that can prove it holds every key committed after lsn
+ * (fleetstream.c) answers a HELLO with FLEETWIRE_HELLO_AT_COMMIT |
+ * FLEETWIRE_HELLO_RESUMED: from is then a seq of its own history, where
+ * the stream goes on.  Methods feed and notify have no such position:
+ * their upstreams send none, and a replica of them fetches a snapshot.
  */
 #ifndef BLOOMGUARD_FLEETWIRE_H
 #define BLOOMGUARD_FLEETWIRE_H
@@ -96,7 +114,9 @@ enum fleetwire_type {
     FLEETWIRE_HEARTBEAT = 5,
     FLEETWIRE_BYE = 6,
     /* Adaptive (issue 35): 16..23. */
-    FLEETWIRE_VERIFIED = 16
+    FLEETWIRE_VERIFIED = 16,
+    /* h-stream's commit positions: 24..31. */
+    FLEETWIRE_POSITION = 24
 };
 
 /* Adaptive (issue 35): a VERIFIED entry's key is at most this long (vset.h's VSET_KEY_MAX). */
@@ -105,6 +125,7 @@ enum fleetwire_type {
 /* HELLO flags. */
 #define FLEETWIRE_HELLO_REPLICA 1u      /* the upstream follows an upstream itself */
 #define FLEETWIRE_HELLO_RESUMED 2u      /* ADDS follow from from + 1 */
+#define FLEETWIRE_HELLO_AT_COMMIT 4u    /* resumed in its own history at the commit asked for */
 
 /* BYE codes. */
 enum fleetwire_bye {
@@ -165,6 +186,7 @@ struct fleetwire_frame {
         struct { uint64_t generation, covered; } generation;
         struct { uint64_t last, epoch; } heartbeat;
         struct { uint32_t code; char reason[FLEETWIRE_MAX_REASON + 1]; } bye;
+        struct { uint64_t seq, epoch, lsn; uint32_t tli; } position;
     } u;
 };
 
@@ -202,6 +224,11 @@ size_t fleetwire_put_pair(unsigned char *buf, size_t cap, enum fleetwire_type ty
                           uint64_t b);  /* EPOCH, GENERATION, HEARTBEAT */
 size_t fleetwire_put_bye(unsigned char *buf, size_t cap, enum fleetwire_bye code,
                          const char *reason);
+/* A POSITION: every key of the commits up to tli/lsn is at or below seq (of epoch). */
+size_t fleetwire_put_position(unsigned char *buf, size_t cap, uint64_t seq, uint64_t epoch,
+                              uint32_t tli, uint64_t lsn);
+/* An encoded POSITION frame's size. */
+#define FLEETWIRE_POSITION_FRAME (FLEETWIRE_HEAD_LEN + 32u + FLEETWIRE_SUM_LEN)
 /*
  * Adaptive (issue 35): a VERIFIED frame of n entries (hashes[i], keys[i]
  * of klens[i] bytes, 1..FLEETWIRE_VKEY_MAX); 0 when it does not fit.
@@ -269,6 +296,8 @@ struct fleetwire_track {
     uint64_t next;                  /* the seq the next ADDS must start at */
     bool hello;                     /* the HELLO was seen */
     bool resumed;                   /* it said the stream resumes at next */
+    bool by_commit;                 /* asked with ?commit=: a HELLO_AT_COMMIT may come */
+    bool at_commit;                 /* it came: history and next are the upstream's own */
 };
 
 enum fleetwire_verdict {
@@ -279,6 +308,8 @@ enum fleetwire_verdict {
 
 /* Start tracking a stream asked for from history:last (history 0: none yet). */
 void fleetwire_track_init(struct fleetwire_track *t, uint64_t history, uint64_t last);
+/* The stream was asked with a commit position too (?commit=): see fleetwire_track_frame. */
+void fleetwire_track_by_commit(struct fleetwire_track *t);
 
 /*
  * The verdict on the next frame f.  APPLY for a HELLO of the same history
@@ -288,7 +319,11 @@ void fleetwire_track_init(struct fleetwire_track *t, uint64_t history, uint64_t 
  * resume or is of another history, and for a BYE before or after a
  * refusal; VIOLATION (why says what) for a frame before the HELLO, a
  * second HELLO, a HELLO resuming somewhere else, an ADDS that skips or
- * repeats a seq, or a HEARTBEAT whose last is behind next - 1.
+ * repeats a seq, or a HEARTBEAT whose last is behind next - 1.  A HELLO
+ * with FLEETWIRE_HELLO_AT_COMMIT (and RESUMED) to a stream asked by commit
+ * is APPLY: the track moves to its history, next to its from + 1 (the
+ * caller moves its mirror there); to one asked without, a VIOLATION.  A
+ * POSITION whose seq is past what the stream sent is a VIOLATION.
  */
 enum fleetwire_verdict fleetwire_track_frame(struct fleetwire_track *t,
                                              const struct fleetwire_frame *f, char *why,

@@ -73,6 +73,7 @@ struct follow_status {
     uint64_t mirror_seq;            /* every key of it up to here is in the filter */
     uint64_t heard_seq;             /* the upstream's newest, as it said last */
     uint64_t mirror_snapshots, mirror_resumes, mirror_violations, mirror_keys;
+    char mirror_commit[32];         /* "TLI:LSN": every row committed up to it is in the filter */
     char mirror_lost[160];          /* why a snapshot is awaited, "" = none */
 };
 

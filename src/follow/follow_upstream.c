@@ -30,6 +30,8 @@
  * proves nothing: the horizon stays, and answers degrade after
  * max_staleness, as for any follower.  A replica of a replica proves the
  * same way, from its upstream's answers, which rest on its upstream's.
+ * After a resume at a commit position on an upstream of another history,
+ * (1) reads otherwise: upstream_stream.c's at_commit_locked.
  */
 #include "upstream.h"
 
@@ -148,6 +150,9 @@ void up_report(struct upstream *u, unsigned url, enum up_health h, const char *w
 void up_lost_locked(struct up_table *ut, const char *why)
 {
     ut->n_proofs = 0;
+    /* Rows may be missing: the filter holds no commit position any more. */
+    ut->m.commit_tli = 0;
+    ut->m.commit_lsn = 0;
     if (ut->lost)
         return;
     ut->lost = true;
@@ -168,47 +173,6 @@ void up_proofs_locked(struct up_table *ut)
             ut->proofs[keep++] = ut->proofs[i];
     }
     ut->n_proofs = keep;
-}
-
-void up_ident_of(const struct fleetwire_ident *w, struct table_ident *out)
-{
-    memset(out, 0, sizeof *out);
-    out->relid = w->relid;
-    out->attnum = w->attnum;
-    out->typid = w->typid;
-    out->base_typid = w->base_typid;
-    out->typmod = w->typmod;
-    out->deterministic = w->deterministic;
-    out->dboid = w->dboid;
-    snprintf(out->sysid, sizeof out->sysid, "%s", w->sysid);
-    snprintf(out->type_name, sizeof out->type_name, "%s", w->type_name);
-    out->spell = SPELL_OTHER;
-    for (int s = 0; s < SPELL_NTYPES; s++)
-        if (strcmp(w->spell, spell_type_name((enum spell_type)s)) == 0)
-            out->spell = (enum spell_type)s;
-}
-
-bool up_same_ident_locked(struct up_table *ut, const struct table_ident *id, const char *name,
-                          const char *table, const char *column, char *why, size_t whylen)
-{
-    const struct filter_config *fc = table_config(ut->t);
-    if (strcmp(name, fc->name) != 0 || strcmp(table, fc->table) != 0
-        || strcmp(column, fc->column) != 0) {
-        snprintf(why, whylen, "it serves filter %.40s of %.80s.%.40s, not %s of %s.%s", name,
-                 table, column, fc->name, fc->table, fc->column);
-        return false;
-    }
-    const struct table_ident *had = &ut->ident;
-    if (!ut->pinned || (had->relid == id->relid && had->attnum == id->attnum
-                        && had->typid == id->typid && had->base_typid == id->base_typid
-                        && had->spell == id->spell && had->dboid == id->dboid
-                        && strcmp(had->sysid, id->sysid) == 0))
-        return true;
-    snprintf(why, whylen, "it serves relation %u column %d (%s) of database %u in cluster %s, "
-             "not relation %u column %d (%s) of database %u in cluster %s", id->relid,
-             id->attnum, spell_type_name(id->spell), id->dboid, id->sysid, had->relid,
-             had->attnum, spell_type_name(had->spell), had->dboid, had->sysid);
-    return false;
 }
 
 /* ---------------------------------------------------------- the horizon -- */
@@ -312,7 +276,8 @@ static bool take_answer(struct up_table *ut, const struct answer *ans, int64_t a
             }
             ut->proofs[ut->n_proofs++] = p;
         }
-    } else if (m->have && ans->history != m->history && !ut->lost) {
+    } else if (m->have && ans->history != m->history && !ut->lost && m->commit_lsn == 0) {
+        /* (With a commit position the stream asks first: its HELLO says whether it can go on.) */
         up_lost_locked(ut, "the upstream is of another history (restarted, or another one)");
     } else if (m->have && ans->history == m->history && ans->epoch != m->covered && !ut->lost) {
         up_lost_locked(ut, "the upstream had a gap (a new epoch)");
@@ -557,6 +522,9 @@ static void up_table_status(struct follower *f, struct table *t, struct follow_s
     out->heard_seq = ut->heard_seq;
     out->mirror_snapshots = ut->snapshots;
     out->mirror_resumes = ut->resumes;
+    if (ut->m.commit_lsn != 0)
+        snprintf(out->mirror_commit, sizeof out->mirror_commit, "%u:%016" PRIx64,
+                 ut->m.commit_tli, ut->m.commit_lsn);
     out->mirror_violations = ut->violations;
     out->mirror_keys = ut->keys;
     snprintf(out->mirror_lost, sizeof out->mirror_lost, "%s", ut->lost ? ut->lost_why : "");

@@ -173,13 +173,24 @@ static bool apply_message(struct logical *l, const struct pgoutput_frame *fr, un
                 if (member_of(l, i, pgoutput_truncate_relid(&m, k)))
                     table_note_truncate(l->base.tables[i]);
         break;
-    case PGOUTPUT_COMMIT:
+    case PGOUTPUT_COMMIT: {
         flush_counts(l, n);
         pthread_mutex_lock(&l->base.mu);
         if (m.commit.end_lsn > l->applied)
             l->applied = m.commit.end_lsn;
+        uint32_t tli = (uint32_t)strtoul(l->tli, NULL, 10);
         pthread_mutex_unlock(&l->base.mu);
+        /*
+         * Every row of this commit went to its tables before, none of the
+         * next one's yet: an upstream's ring marks where the commit stands
+         * (fleetring.h), so that its replicas may move to another upstream
+         * of this cluster at a commit position.
+         */
+        for (unsigned i = 0; i < n && tli != 0; i++)
+            if (l->heard[i])
+                table_note_commit(l->base.tables[i], tli, m.commit.end_lsn);
         break;
+    }
     case PGOUTPUT_BEGIN:
         l->xact = m.begin.xid;
         l->xact_noted = false;

@@ -53,6 +53,14 @@ struct up_mirror {
     uint64_t generation;            /* the upstream's live filter it is a snapshot of */
     uint64_t epoch;                 /* this table's epoch when it went live (table_advance's) */
     uint64_t version;               /* bumped at each install: a stream of an older one stops */
+    /*
+     * h-stream's commit positions (fleetwire.h): every row committed up to
+     * commit_tli/commit_lsn in the upstream's database is in the live
+     * filter (a POSITION of covered's epoch, at or below seq); 0: none
+     * known.  Another upstream of the same cluster may go on from it.
+     */
+    uint32_t commit_tli;
+    uint64_t commit_lsn;
 };
 
 enum up_health {
@@ -154,11 +162,13 @@ void up_report(struct upstream *u, unsigned url, enum up_health h, const char *w
 
 /*
  * Follow upstream to instead (why, for the log): the streams reconnect
- * there from the mirror's position (from=HISTORY:SEQ).  It resumes them if
- * it is of the same history and its ring still holds the position (the
- * same upstream by another address); else (every other upstream: each
- * follows PostgreSQL with a history of its own) its HELLO says so, and
- * each table fetches its snapshot.  Caller holds no lock.
+ * there from the mirror's position (from=HISTORY:SEQ, and commit=TLI:LSN
+ * when the mirror knows one).  It resumes them if it is of the same
+ * history and its ring still holds the position (the same upstream by
+ * another address), or, of another history (each upstream follows
+ * PostgreSQL with a history of its own), if it can prove it holds every
+ * key committed after the commit position (fleetstream.c); else its HELLO
+ * says so, and each table fetches its snapshot.  Caller holds no lock.
  */
 void up_switch(struct upstream *u, unsigned to, const char *why);
 

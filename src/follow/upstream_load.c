@@ -17,6 +17,7 @@
 
 #include "persist.h"
 #include "snapshot.h"
+#include "spell.h"
 
 /* A snapshot's body, gathered: at most its announced length. */
 struct fetch {
@@ -151,6 +152,49 @@ static void keep_post(void *arg, const char *id, size_t len, uint64_t ttl_left)
 static bool advisory(enum table_want w)
 {
     return w == WANT_INTERVAL || w == WANT_GROWTH || w == WANT_DELETES || w == WANT_SIGHUP;
+}
+
+/* ------------------------------------------------------- the identity -- */
+
+void up_ident_of(const struct fleetwire_ident *w, struct table_ident *out)
+{
+    memset(out, 0, sizeof *out);
+    out->relid = w->relid;
+    out->attnum = w->attnum;
+    out->typid = w->typid;
+    out->base_typid = w->base_typid;
+    out->typmod = w->typmod;
+    out->deterministic = w->deterministic;
+    out->dboid = w->dboid;
+    snprintf(out->sysid, sizeof out->sysid, "%s", w->sysid);
+    snprintf(out->type_name, sizeof out->type_name, "%s", w->type_name);
+    out->spell = SPELL_OTHER;
+    for (int s = 0; s < SPELL_NTYPES; s++)
+        if (strcmp(w->spell, spell_type_name((enum spell_type)s)) == 0)
+            out->spell = (enum spell_type)s;
+}
+
+bool up_same_ident_locked(struct up_table *ut, const struct table_ident *id, const char *name,
+                          const char *table, const char *column, char *why, size_t whylen)
+{
+    const struct filter_config *fc = table_config(ut->t);
+    if (strcmp(name, fc->name) != 0 || strcmp(table, fc->table) != 0
+        || strcmp(column, fc->column) != 0) {
+        snprintf(why, whylen, "it serves filter %.40s of %.80s.%.40s, not %s of %s.%s", name,
+                 table, column, fc->name, fc->table, fc->column);
+        return false;
+    }
+    const struct table_ident *had = &ut->ident;
+    if (!ut->pinned || (had->relid == id->relid && had->attnum == id->attnum
+                        && had->typid == id->typid && had->base_typid == id->base_typid
+                        && had->spell == id->spell && had->dboid == id->dboid
+                        && strcmp(had->sysid, id->sysid) == 0))
+        return true;
+    snprintf(why, whylen, "it serves relation %u column %d (%s) of database %u in cluster %s, "
+             "not relation %u column %d (%s) of database %u in cluster %s", id->relid,
+             id->attnum, spell_type_name(id->spell), id->dboid, id->sysid, had->relid,
+             had->attnum, spell_type_name(had->spell), had->dboid, had->sysid);
+    return false;
 }
 
 /*

@@ -76,6 +76,42 @@ static void apply_locked(struct stream *s, const struct fleetwire_adds *a)
     up_proofs_locked(ut);
 }
 
+/*
+ * A HELLO that resumed at the mirror's commit position (h-stream's;
+ * fleetwire.h) on an upstream of another history: the filter holds every
+ * row committed up to the position, and this upstream sends every key
+ * after its seq from (fleetstream.c's argument), so the mirror is of its
+ * history from there, covering its epoch: its horizon answers prove as a
+ * snapshot of it would.  The proofs of the history before prove nothing
+ * here.  False (a violation) for one that does not cover its epoch: it
+ * must not resume so.  Caller holds mu.
+ */
+static bool at_commit_locked(struct stream *s, const struct fleetwire_hello *h)
+{
+    struct up_table *ut = s->ut;
+    if (h->covered != h->epoch || h->epoch == 0) {
+        s->violation = true;
+        snprintf(s->why, sizeof s->why, "the stream broke the protocol: it resumed at a commit "
+                 "position in epoch %llu, covering %llu", (unsigned long long)h->epoch,
+                 (unsigned long long)h->covered);
+        return false;
+    }
+    log_fields(ut->u->base.lg, LOG_LVL_INFO, table_name(ut->t), "upstream_resume",
+               "%s: %s goes on at commit position %u:%016" PRIx64 " (its seq %" PRIu64
+               " of history %016" PRIx64 "), no snapshot", table_name(ut->t),
+               ut->u->urls[s->url], ut->m.commit_tli, ut->m.commit_lsn, h->from, h->history);
+    ut->m.history = h->history;
+    ut->m.seq = h->from;
+    ut->m.covered = h->epoch;
+    ut->m.generation = h->generation;
+    ut->n_proofs = 0;
+    ut->heard_history = h->history;
+    ut->heard_epoch = h->epoch;
+    ut->heard_covered = h->covered;
+    ut->heard_generation = h->generation;
+    return true;
+}
+
 /* Adaptive (issue 35): a VERIFIED frame's entries into the table's set.  Caller holds mu. */
 static void enter_verified(struct up_table *ut, const struct fleetwire_verified *v)
 {
@@ -118,7 +154,8 @@ static bool on_frame(void *arg, const struct fleetwire_frame *f)
     if (v == FLEETWIRE_SNAPSHOT) {
         s->lost = true;
         snprintf(s->why, sizeof s->why, "%s", why);
-        return false;
+        /* A refusing HELLO is followed by its BYE, which says why: read on for it. */
+        return f->type == FLEETWIRE_HELLO;
     }
     if (f->type == FLEETWIRE_BYE) {
         s->bye = true;
@@ -137,6 +174,19 @@ static bool on_frame(void *arg, const struct fleetwire_frame *f)
         return false;
     }
     switch (f->type) {
+    case FLEETWIRE_HELLO:
+        if (s->track.at_commit && !at_commit_locked(s, &f->u.hello)) {
+            pthread_mutex_unlock(&ut->mu);
+            return false;
+        }
+        break;
+    case FLEETWIRE_POSITION:
+        /* Of the epoch the mirror covers, once every key up to its seq is applied (the track). */
+        if (!ut->lost && f->u.position.epoch == ut->m.covered) {
+            ut->m.commit_tli = f->u.position.tli;
+            ut->m.commit_lsn = f->u.position.lsn;
+        }
+        break;
     case FLEETWIRE_ADDS:
         apply_locked(s, &f->u.adds);
         break;
@@ -200,12 +250,19 @@ static void stream_once(struct up_table *ut, struct httpc *c, const struct up_mi
                         struct stream *s, enum httpc_status *st, char *why, size_t whylen)
 {
     struct upstream *u = ut->u;
-    char suffix[96], url[CONFIG_UPSTREAM_URL_MAX + 128];
+    char suffix[160], url[CONFIG_UPSTREAM_URL_MAX + 256];
     snprintf(suffix, sizeof suffix, "?from=%016" PRIx64 ":%" PRIu64 "&beat=%u", pos->history,
              pos->seq, up_beat_ms(u->base.cfg));
     s->url = up_current(u);
     s->version = pos->version;
     fleetwire_track_init(&s->track, pos->history, pos->seq);
+    if (pos->commit_lsn != 0) {
+        /* Another upstream of the cluster may go on from there (fleetwire.h). */
+        size_t n = strlen(suffix);
+        snprintf(suffix + n, sizeof suffix - n, "&commit=%u:%016" PRIx64, pos->commit_tli,
+                 pos->commit_lsn);
+        fleetwire_track_by_commit(&s->track);
+    }
     if (!up_url(u, s->url, table_name(ut->t), suffix, url, sizeof url)) {
         snprintf(why, whylen, "the URL is too long");
         *st = HTTPC_BAD_URL;

@@ -32,6 +32,7 @@
 #include "live.h"
 #include "log.h"
 #include "stats.h"
+#include "token.h"
 
 /* Room for an answer's head and body (bodies that do not fit go to MHD). */
 #define FAST_OUT_MAX 65536
@@ -200,12 +201,33 @@ static bool flush_unsent(struct fast_thread *ft, struct request *rq)
 }
 
 /*
- * The answer to a taken head's target, if its route has a fast form that
- * gives one: its status, with the head and body ready at *start (*len
- * bytes); 0 when MHD must answer it.  Counted here, as queue() counts.
+ * Whether a taken head (head_len bytes at head) of a route that needs the
+ * replication right has it, as check_write (http_check.c) decides: the
+ * replication token, or the admin token, or no token at all on loopback.
+ * Anything else goes to MHD, which answers the refusal itself.
  */
-static unsigned prepare(struct fast_thread *ft, const char *target, size_t tlen, char **start,
-                        size_t *len)
+static bool replication_right(const struct http *h, const struct app *a, const char *head,
+                              size_t head_len)
+{
+    char auth[512];
+    if (h->writes == WRITES_LOOPBACK)
+        return true;
+    if (!http_wire_header(head, head_len, "Authorization", auth, sizeof auth))
+        return false;
+    return (a->replication_token != NULL && token_check_bearer(a->replication_token, auth))
+           || (h->writes == WRITES_TOKEN && token_check_bearer(a->admin_token, auth));
+}
+
+/*
+ * The answer to a taken head (head_len bytes at head) for target, if its
+ * route has a fast form that gives one: its status, with the head and body
+ * ready at *start (*len bytes); 0 when MHD must answer it.  Counted here,
+ * as queue() counts.  Of the routes that need a right, only the
+ * replication right's are taken (the replicas' horizon questions), once
+ * the head shows it.
+ */
+static unsigned prepare(struct fast_thread *ft, const char *head, size_t head_len,
+                        const char *target, size_t tlen, char **start, size_t *len)
 {
     struct http *h = ft->h;
     size_t rest_off;
@@ -213,12 +235,17 @@ static unsigned prepare(struct fast_thread *ft, const char *target, size_t tlen,
     memcpy(ft->path, target, tlen);
     ft->path[tlen] = '\0';
     const struct route *r = routes_find(ft->path, ROUTE_GET, &rest_off, &allowed);
-    if (r == NULL || !(r->methods & ROUTE_GET) || r->fast == NULL || r->admin || r->body)
+    if (r == NULL || !(r->methods & ROUTE_GET) || r->fast == NULL || r->body
+        || (r->admin && r->admin != ROUTE_REPLICATION))
         return 0;
     struct live_view v = live_enter(h->a->live);
     struct app a = *h->a;
     a.cfg = v.cfg;
     a.admin_token = v.admin_token;
+    if (r->admin && !replication_right(h, &a, head, head_len)) {
+        live_exit(v);
+        return 0;
+    }
     bool timed = a.cfg->metrics_enabled;
     uint64_t t0 = timed ? (uint64_t)monoclock_ns() : 0;
     size_t blen = 0;
@@ -261,7 +288,7 @@ static bool serve_first(struct fast_thread *ft, struct request *rq)
     const char *target;
     char *start;
     if (http_wire_head(ft->in, (size_t)got, &head_len, &target, &tlen) != WIRE_TAKE
-        || prepare(ft, target, tlen, &start, &len) == 0) {
+        || prepare(ft, ft->in, head_len, target, tlen, &start, &len) == 0) {
         conn_hand_off(ft, rq);
         return false;
     }
@@ -311,7 +338,8 @@ static bool serve_owned(struct fast_thread *ft, struct request *rq)
         enum wire_head k = http_wire_head(ft->in + pos, total - pos, &head_len, &target, &tlen);
         if (k == WIRE_MORE)
             break;
-        if (k == WIRE_PASS || prepare(ft, target, tlen, &start, &len) == 0) {
+        if (k == WIRE_PASS
+            || prepare(ft, ft->in + pos, head_len, target, tlen, &start, &len) == 0) {
             relay_rest(ft, rq, ft->in + pos, total - pos);
             return false;
         }

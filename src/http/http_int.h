@@ -240,6 +240,12 @@ enum wire_head http_wire_head(const char *b, size_t n, size_t *head_len, const c
                               size_t *target_len);
 char *http_wire_answer_head(struct wire_date *d, char *end, size_t room, unsigned status,
                             size_t blen);
+/*
+ * In a head http_wire_head took (b, head_len bytes): the value of the
+ * first header named name (case-insensitive), trimmed, NUL-terminated
+ * into out (cap bytes): true; false when there is none, or it does not fit.
+ */
+bool http_wire_header(const char *b, size_t head_len, const char *name, char *out, size_t cap);
 
 /*
  * Send buf[*off, len) to the non-blocking socket fd, never raising SIGPIPE,

@@ -134,6 +134,32 @@ enum wire_head http_wire_head(const char *b, size_t n, size_t *head_len, const c
     }
 }
 
+bool http_wire_header(const char *b, size_t head_len, const char *name, char *out, size_t cap)
+{
+    size_t nl = strlen(name);
+    /* The request line first: a taken head's lines all end in CRLF (http_wire_head). */
+    const char *p = memchr(b, '\n', head_len), *end = b + head_len;
+    while (p != NULL && ++p < end) {
+        const char *eol = memchr(p, '\n', (size_t)(end - p));
+        if (eol == NULL || eol - p < 2)
+            return false;           /* the empty line: no more headers */
+        if ((size_t)(eol - p) > nl && p[nl] == ':' && strncasecmp(p, name, nl) == 0) {
+            const char *v = p + nl + 1, *ve = eol - 1;  /* before the CR */
+            while (v < ve && (*v == ' ' || *v == '\t'))
+                v++;
+            while (ve > v && (ve[-1] == ' ' || ve[-1] == '\t'))
+                ve--;
+            if ((size_t)(ve - v) >= cap)
+                return false;
+            memcpy(out, v, (size_t)(ve - v));
+            out[ve - v] = '\0';
+            return true;
+        }
+        p = eol;
+    }
+    return false;
+}
+
 void http_wire_init(void)
 {
     static pthread_once_t once = PTHREAD_ONCE_INIT;

@@ -38,7 +38,7 @@ const struct route routes_table[] = {
     /* Admin although a read: the whole filter, for peers (and backups). */
     { "/snapshot",  ROUTE_PREFIX,  ROUTE_READ, "snapshot",     ROUTE_REPLICATION, false, false, admin_snapshot, NULL },
     /* Replicas: the stream, the horizon's round trips, a fresh snapshot (replicate.h). */
-    { "/replicate", ROUTE_PREFIX,  ROUTE_GET,  "replicate",    ROUTE_REPLICATION, false, false, replicate_get, NULL },
+    { "/replicate", ROUTE_PREFIX,  ROUTE_GET,  "replicate",    ROUTE_REPLICATION, false, false, replicate_get, replicate_get_fast },
     /*
      * A service's reports of ids it did not find: candidates to verify,
      * never believed alone; replicas pass theirs up with the replication token.

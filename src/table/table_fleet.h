@@ -47,14 +47,28 @@ struct table_at {
     uint64_t history, first;
 };
 
-/* at: for keys of table_add_hashes given one, else NULL. */
+/*
+ * at: for keys of table_add_hashes given one, else NULL.  committed
+ * (h-stream's commit positions, fleetring.h's marks): the follower applied
+ * a commit of the table's database ending at lsn on timeline tli, every
+ * key of it added before this call and none of the next commit's yet
+ * (table_note_commit); on the follower's thread, under no lock of the table.
+ */
 struct table_tap {
     void *ctx;
     void (*added)(void *ctx, const uint64_t *hashes, size_t n, uint32_t ttl,
                   const struct table_at *at);
     void (*changed)(void *ctx);
+    void (*committed)(void *ctx, uint32_t tli, uint64_t lsn);
 };
 void table_set_tap(struct table *t, const struct table_tap *tap);
+
+/*
+ * A follower that applies whole commits in order, one at a time (method
+ * logical), says it has applied the one ending at lsn on timeline tli:
+ * the tap's committed hears it.  Thread-safe.
+ */
+void table_note_commit(struct table *t, uint32_t tli, uint64_t lsn);
 
 /*
  * Keys by their filter_hash, as a replica's stream carries them: into the

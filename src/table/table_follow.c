@@ -26,6 +26,12 @@ void table_tap_changed(struct table *t)
         t->tap.changed(t->tap.ctx);
 }
 
+void table_note_commit(struct table *t, uint32_t tli, uint64_t lsn)
+{
+    if (t->tap.committed)
+        t->tap.committed(t->tap.ctx, tli, lsn);
+}
+
 void table_posted(struct table *t, const uint64_t *hs, size_t n, size_t inserted)
 {
     table_check_saturated(t);
