@@ -308,3 +308,27 @@ grow_table() {
     check_cmd "the follower added the $GROWN_ROWS rows" bg_wait_for "$4" _grown
 }
 _grown() { num_cmp "$(stats_get .notifications)" '>=' "$GROWN_ROWS"; }
+
+# start_inserter FIRST [NAME]: in the background (its pid in INS, stopped by
+# stop_inserter or the cleanup), 10 rows of users (ids FIRST on, name NAME,
+# 'f' by default) every 0.2 s, each batch's ids and commit time logged to
+# $W/inserted (emptied first).  For the fleet tests' writes all along.
+start_inserter() {
+    : >"$W/inserted"
+    (
+        local i=$1 t k
+        while :; do
+            bg_psql -c "INSERT INTO users SELECT g::text, '${2:-f}' FROM generate_series($i, $((i + 9))) g" >/dev/null
+            t=$(date +%s.%N)
+            for ((k = i; k < i + 10; k++)); do echo "$t $k"; done >>"$W/inserted"
+            i=$((i + 10))
+            sleep 0.2
+        done
+    ) &
+    INS=$!
+    BG_BGPIDS+=("$INS")
+}
+stop_inserter() {
+    kill "$INS"
+    wait "$INS" 2>/dev/null || true
+}
