@@ -117,14 +117,30 @@ static bool is_token(const char *s)
  * carry the admin right?  Whatever the method: a snapshot is a read, but of
  * the whole filter.
  */
-static struct reply check_write(struct http *h, const struct app *a, struct MHD_Connection *c,
-                                unsigned right)
+bool http_right_granted(const struct http *h, const struct app *a, unsigned right,
+                        const char *auth)
 {
     /* A replica's token opens the replication routes, and nothing else. */
     if (right == ROUTE_REPLICATION && a->replication_token != NULL
-        && token_check_bearer(a->replication_token,
-                              MHD_lookup_connection_value(c, MHD_HEADER_KIND,
-                                                          MHD_HTTP_HEADER_AUTHORIZATION)))
+        && token_check_bearer(a->replication_token, auth))
+        return true;
+    switch (h->writes) {
+    case WRITES_LOOPBACK:
+        return true;
+    case WRITES_REFUSED:
+        return false;
+    case WRITES_TOKEN:
+        return token_check_bearer(a->admin_token, auth);
+    }
+    return false;
+}
+
+static struct reply check_write(struct http *h, const struct app *a, struct MHD_Connection *c,
+                                unsigned right)
+{
+    const char *auth = MHD_lookup_connection_value(c, MHD_HEADER_KIND,
+                                                   MHD_HTTP_HEADER_AUTHORIZATION);
+    if (http_right_granted(h, a, right, auth))
         return (struct reply){ 0, NULL, false };
     switch (h->writes) {
     case WRITES_LOOPBACK:
@@ -134,10 +150,6 @@ static struct reply check_write(struct http *h, const struct app *a, struct MHD_
                          "admin requests are refused: the daemon listens beyond loopback and no "
                          "admin token is set ([server] admin_token_file)");
     case WRITES_TOKEN: {
-        const char *auth = MHD_lookup_connection_value(c, MHD_HEADER_KIND,
-                                                       MHD_HTTP_HEADER_AUTHORIZATION);
-        if (token_check_bearer(a->admin_token, auth))
-            break;
         const char *what = right == ROUTE_REPLICATION && a->replication_token
                            ? "admin or replication token" : "admin token";
         struct reply r = auth == NULL

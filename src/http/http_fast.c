@@ -32,7 +32,6 @@
 #include "live.h"
 #include "log.h"
 #include "stats.h"
-#include "token.h"
 
 /* Room for an answer's head and body (bodies that do not fit go to MHD). */
 #define FAST_OUT_MAX 65536
@@ -202,20 +201,15 @@ static bool flush_unsent(struct fast_thread *ft, struct request *rq)
 
 /*
  * Whether a taken head (head_len bytes at head) of a route that needs the
- * replication right has it, as check_write (http_check.c) decides: the
- * replication token, or the admin token, or no token at all on loopback.
+ * replication right has it (http_right_granted, check_write's decision).
  * Anything else goes to MHD, which answers the refusal itself.
  */
 static bool replication_right(const struct http *h, const struct app *a, const char *head,
                               size_t head_len)
 {
     char auth[512];
-    if (h->writes == WRITES_LOOPBACK)
-        return true;
-    if (!http_wire_header(head, head_len, "Authorization", auth, sizeof auth))
-        return false;
-    return (a->replication_token != NULL && token_check_bearer(a->replication_token, auth))
-           || (h->writes == WRITES_TOKEN && token_check_bearer(a->admin_token, auth));
+    bool has = http_wire_header(head, head_len, "Authorization", auth, sizeof auth);
+    return http_right_granted(h, a, ROUTE_REPLICATION, has ? auth : NULL);
 }
 
 /*

@@ -181,6 +181,13 @@ bool http_probe_port_is(struct http *h, const struct sockaddr *sa);
  * 100 Continue) and closes the connection.  Without a body the answer waits
  * for the final call, which keeps the connection alive.
  */
+/*
+ * Whether a request whose Authorization header is auth (NULL: none) holds
+ * right (a route's admin field): the one decision check_write refuses by
+ * and the fast path takes the replication routes by.
+ */
+bool http_right_granted(const struct http *h, const struct app *a, unsigned right,
+                        const char *auth);
 bool http_first_checks(struct http *h, const struct app *a, struct request *rq,
                        struct MHD_Connection *c, const char *url, const char *method);
 
