@@ -37,14 +37,26 @@ struct keyset {
     size_t *lens;
     uint64_t *hs;
     char *bytes;
+    /*
+     * One ID (most POSTs) is kept in the keyset itself, its spelled key in
+     * key1_bytes when it fits: no allocation on the memory-only path.  A
+     * keyset so filled must not be copied (its pointers point into it).
+     */
+    const char *key1;
+    size_t len1;
+    uint64_t h1;
+    char key1_bytes[64];
 };
 
 static void keyset_free(struct keyset *k)
 {
-    free(k->keys);
-    free(k->lens);
-    free(k->hs);
-    free(k->bytes);
+    if (k->keys != &k->key1) {
+        free(k->keys);
+        free(k->lens);
+        free(k->hs);
+    }
+    if (k->bytes != k->key1_bytes)
+        free(k->bytes);
 }
 
 /*
@@ -58,14 +70,20 @@ static enum table_insert_result keyset_make(struct table *t, size_t n, const cha
     enum spell_type sp = table_spell(t);
     memset(k, 0, sizeof *k);
     k->n = n;
-    k->keys = malloc((n ? n : 1) * sizeof *k->keys);
-    k->lens = malloc((n ? n : 1) * sizeof *k->lens);
-    k->hs = malloc((n ? n : 1) * sizeof *k->hs);
+    if (n == 1) {
+        k->keys = &k->key1;
+        k->lens = &k->len1;
+        k->hs = &k->h1;
+    } else {
+        k->keys = malloc((n ? n : 1) * sizeof *k->keys);
+        k->lens = malloc((n ? n : 1) * sizeof *k->lens);
+        k->hs = malloc((n ? n : 1) * sizeof *k->hs);
+    }
     size_t total = 0;
     for (size_t i = 0; sp != SPELL_TEXT && i < n; i++)
         total += spell_key_cap(sp, lens[i]);
     if (sp != SPELL_TEXT)
-        k->bytes = malloc(total ? total : 1);
+        k->bytes = n == 1 && total <= sizeof k->key1_bytes ? k->key1_bytes : malloc(total ? total : 1);
     if (!k->keys || !k->lens || !k->hs || (sp != SPELL_TEXT && !k->bytes))
         return TABLE_INSERT_NOMEM;
     size_t used = 0;
@@ -113,7 +131,8 @@ static bool keyset_own(struct keyset *k)
         k->keys[i] = at;
         at += k->lens[i];
     }
-    free(k->bytes);
+    if (k->bytes != k->key1_bytes)
+        free(k->bytes);
     k->bytes = b;
     return true;
 }
