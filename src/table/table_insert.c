@@ -140,13 +140,17 @@ static bool keyset_own(struct keyset *k)
 /*
  * Journal first, all or nothing: the IDs are held (pending_reserve) until
  * the insert is acknowledged or refused (journal_end).  TABLE_INSERTED:
- * held.
+ * held.  at_once: one ID that nothing can refuse any more once it is in
+ * the journal (no durable step), put there acknowledged in one step
+ * (pending_add_many: for one ID all or nothing too); no journal_end.
  */
-static enum table_insert_result journal(struct table *t, const struct keyset *k)
+static enum table_insert_result journal(struct table *t, const struct keyset *k, bool at_once)
 {
     if (!guard_writable(t->g))
         return TABLE_INSERT_NOT_READY;
-    switch (pending_reserve(t->pending, k->n, k->keys, k->lens, k->hs, monoclock_boot_s())) {
+    uint64_t now = monoclock_boot_s();
+    switch (at_once ? pending_add_many(t->pending, k->n, k->keys, k->lens, k->hs, now)
+                    : pending_reserve(t->pending, k->n, k->keys, k->lens, k->hs, now)) {
     case PENDING_OK: return TABLE_INSERTED;
     case PENDING_FULL_COUNT: return TABLE_INSERT_FULL_COUNT;
     case PENDING_FULL_BYTES: return TABLE_INSERT_FULL_BYTES;
@@ -176,7 +180,7 @@ static void journal_end(struct table *t, const struct keyset *k, bool acknowledg
  * and *err names the first bad id for TABLE_INSERT_NOT_A_VALUE.
  */
 static enum table_insert_result insert_begin(struct table *t, size_t n, const char *const *ids,
-                                             const size_t *lens, struct keyset *k,
+                                             const size_t *lens, struct keyset *k, bool at_once,
                                              size_t *inserted, int *err)
 {
     int bad = 0;
@@ -187,7 +191,7 @@ static enum table_insert_result insert_begin(struct table *t, size_t n, const ch
     if (r == TABLE_INSERT_NOT_A_VALUE && err)
         *err = bad;
     if (r == TABLE_INSERTED)
-        r = journal(t, k);
+        r = journal(t, k, at_once);
     return r;
 }
 
@@ -196,7 +200,9 @@ static enum table_insert_result insert_now(struct table *t, size_t n, const char
                                            const size_t *lens, size_t *inserted, int *err)
 {
     struct keyset k;
-    enum table_insert_result r = insert_begin(t, n, ids, lens, &k, inserted, err);
+    /* Nothing between the journal and the filter: one ID goes in at once (journal's at_once). */
+    bool at_once = t->durable == NULL && n == 1;
+    enum table_insert_result r = insert_begin(t, n, ids, lens, &k, at_once, inserted, err);
     if (r != TABLE_INSERTED) {
         keyset_free(&k);
         return r;
@@ -210,7 +216,8 @@ static enum table_insert_result insert_now(struct table *t, size_t n, const char
             r = TABLE_INSERT_NOT_DURABLE;
         }
     }
-    journal_end(t, &k, r == TABLE_INSERTED);
+    if (!at_once)
+        journal_end(t, &k, r == TABLE_INSERTED);
     if (r == TABLE_INSERTED)
         r = add_hashes(t, n, k.hs, inserted);
     keyset_free(&k);
@@ -251,7 +258,7 @@ enum table_insert_result table_insert_later(struct table *t, size_t n, const cha
     struct insert_op *op = malloc(sizeof *op);
     if (op == NULL)
         return TABLE_INSERT_NOMEM;
-    enum table_insert_result r = insert_begin(t, n, ids, lens, &op->k, inserted, err);
+    enum table_insert_result r = insert_begin(t, n, ids, lens, &op->k, false, inserted, err);
     if (r == TABLE_INSERTED && !keyset_own(&op->k)) {
         journal_end(t, &op->k, false);
         r = TABLE_INSERT_NOMEM;
