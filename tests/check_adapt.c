@@ -482,6 +482,46 @@ START_TEST(test_no_denial_after_an_add_under_threads)
 }
 END_TEST
 
+/* An upstream's hub hears of each entry as it joins the set: its streams send it at once. */
+static void count_wake(void *arg)
+{
+    (*(unsigned *)arg)++;
+}
+
+START_TEST(test_entries_wake_the_streams)
+{
+    char fp[3][32];
+    struct table *t = loaded_with(fp, 3);
+    unsigned wakes = 0;
+    uint64_t cursor = 0;
+    struct table_candidate out[16];
+    table_set_verified_wake(t, count_wake, &wakes);
+    ck_assert(!table_verified_ahead(t, cursor));
+    deny(t, fp[0]);
+    ck_assert_uint_eq(wakes, 1);
+    ck_assert(table_verified_ahead(t, cursor));
+    ck_assert_uint_eq(table_verified_log(t, &cursor, out, 16), 1);
+    ck_assert(!table_verified_ahead(t, cursor));
+    /* Overtaken by an add: not entered, nobody woken. */
+    struct table_candidate c = take_hot(t, fp[1]);
+    add_by(t, 0, fp[1]);
+    ck_assert_int_eq(table_verified(t, &c, TABLE_VERIFIED_ABSENT), TABLE_RACED);
+    ck_assert_uint_eq(wakes, 1);
+    ck_assert(!table_verified_ahead(t, cursor));
+    /* An upstream's entry (a replica that serves replicas) wakes them too. */
+    ck_assert_int_eq(table_enter_verified(t, filter_hash(fp[2], strlen(fp[2])), fp[2],
+                                          strlen(fp[2])), TABLE_ENTERED);
+    ck_assert_uint_eq(wakes, 2);
+    ck_assert(table_verified_ahead(t, cursor));
+    /* Ended before the stream looked: the cursor moves past it, nothing is sent. */
+    add_by(t, 0, fp[2]);
+    ck_assert_uint_eq(table_verified_log(t, &cursor, out, 16), 0);
+    ck_assert(!table_verified_ahead(t, cursor));
+    table_set_verified_wake(t, NULL, NULL);
+    table_free(t);
+}
+END_TEST
+
 CHECK_SUITE("adapt",
     CHECK_CASE("core", .setup = setup, .timeout = 120),
     CHECK_TEST(test_hot_false_positive_is_denied),
@@ -493,4 +533,5 @@ CHECK_SUITE("adapt",
     CHECK_TEST(test_rebuilds_keep_what_holds),
     CHECK_TEST(test_off),
     CHECK_TEST(test_no_denial_after_an_add_under_threads),
+    CHECK_TEST(test_entries_wake_the_streams),
 )

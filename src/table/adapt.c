@@ -42,6 +42,8 @@ struct adapt {
     pthread_mutex_t qmu;            /* the queue: a try-lock on the hot path */
     void (*wake)(void *arg);        /* a candidate joined an empty queue */
     void *wake_arg;
+    void (*entered)(void *arg);     /* an entry joined the set and its log */
+    void *entered_arg;
     struct adapt_candidate *queue;
     size_t qhead, qlen;
     _Atomic uint64_t candidates, reported, dropped, verified_absent, verified_present,
@@ -140,6 +142,17 @@ void adapt_set_wake(struct adapt *a, void (*wake)(void *arg), void *arg)
 {
     a->wake = wake;
     a->wake_arg = arg;
+}
+
+void adapt_set_entered(struct adapt *a, void (*entered)(void *arg), void *arg)
+{
+    a->entered = entered;
+    a->entered_arg = arg;
+}
+
+bool adapt_log_ahead(const struct adapt *a, uint64_t cursor)
+{
+    return atomic_load(&((struct adapt *)a)->log_next) != cursor;
 }
 
 const struct vset *adapt_set(const struct adapt *a)
@@ -290,6 +303,13 @@ static enum adapt_outcome enter(struct adapt *a, const struct adapt_candidate *c
     if (out == ADAPT_ENTERED)
         log_entered(a, c);
     pthread_mutex_unlock(&a->writer);
+    /*
+     * After the log holds it (a seq_cst store a stream's check reads): the
+     * replicas' streams send it now, not with the next key or heartbeat.
+     * A batch of verdicts wakes them once (the hub's kick is one a round).
+     */
+    if (out == ADAPT_ENTERED && a->entered != NULL)
+        a->entered(a->entered_arg);
     if (evicted)
         atomic_fetch_add_explicit(&a->evictions, evicted, memory_order_relaxed);
     if (out == ADAPT_RACED)

@@ -50,6 +50,21 @@ bool adapt_move_set(struct adapt *a, void *mem, size_t bytes);
 void adapt_set_wake(struct adapt *a, void (*wake)(void *arg), void *arg);
 
 /*
+ * entered(arg) after an entry joins the set and its log (adapt_log_read),
+ * under no lock of a, on the thread that entered it (the verifier's, or a
+ * replica's stream from its upstream): an upstream's hub, whose streams
+ * send it at once (table_adapt.h, "On a replica").  NULL: nobody.  Set it
+ * before other threads use a.
+ */
+void adapt_set_entered(struct adapt *a, void (*entered)(void *arg), void *arg);
+
+/*
+ * Whether entries joined the log after cursor (adapt_log_read's), lock-free:
+ * a stream with nothing else to send need not take the writer's lock.
+ */
+bool adapt_log_ahead(const struct adapt *a, uint64_t cursor);
+
+/*
  * The set, for answer_lookup's deny step (lock-free readers), or NULL
  * while it is empty (vset_has's own first test: the same answer).
  */

@@ -117,6 +117,17 @@ size_t table_verified_log(struct table *t, uint64_t *cursor, struct table_candid
     return n;
 }
 
+void table_set_verified_wake(struct table *t, void (*wake)(void *arg), void *arg)
+{
+    if (t->ad != NULL)
+        adapt_set_entered(t->ad, wake, arg);
+}
+
+bool table_verified_ahead(struct table *t, uint64_t cursor)
+{
+    return t->ad != NULL && adapt_log_ahead(t->ad, cursor);
+}
+
 /* A report's answer under the live filter: whether it is worth a candidate. */
 static bool never_stale(void *ctx)
 {
