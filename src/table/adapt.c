@@ -384,6 +384,30 @@ size_t adapt_log_read(struct adapt *a, uint64_t *cursor, struct adapt_candidate 
     return n;
 }
 
+bool adapt_resend(struct adapt *a, uint64_t h, const char *key, size_t klen)
+{
+    if (klen == 0 || klen > VSET_KEY_MAX)
+        return false;
+    pthread_mutex_lock(&a->writer);
+    bool send = vset_has(a->set, h, key, klen);
+    uint64_t oldest = a->log_next > ADAPT_LOG ? a->log_next - ADAPT_LOG : 0;
+    for (uint64_t at = oldest; send && at < a->log_next; at++) {
+        const struct logent *e = &a->log[at % ADAPT_LOG];
+        if (e->hash == h && e->klen == klen && memcmp(e->key, key, klen) == 0)
+            send = false;
+    }
+    if (send) {
+        /* Sent as any entry: only while the set holds it when a stream reads it (adapt_log_read). */
+        struct adapt_candidate c = { .hash = h, .klen = klen };
+        memcpy(c.key, key, klen);
+        log_entered(a, &c);
+    }
+    pthread_mutex_unlock(&a->writer);
+    if (send && a->entered != NULL)
+        a->entered(a->entered_arg);
+    return send;
+}
+
 void adapt_reset(struct adapt *a)
 {
     pthread_mutex_lock(&a->writer);

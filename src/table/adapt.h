@@ -135,6 +135,16 @@ void adapt_forwarded(struct adapt *a, uint64_t h);
  */
 size_t adapt_log_read(struct adapt *a, uint64_t *cursor, struct adapt_candidate *out, size_t max);
 
+/*
+ * A report of a key (hash h) the set denies already: a replica asks for it
+ * because it does not hold the entry (it came after the newest ADAPT_LOG
+ * entries a new stream sends, or its set lost it).  Unless the log still
+ * holds it (every stream sends it then, a new one too), it is logged
+ * again, so that the streams send it again (the entered wake too).  True
+ * when logged.  Any thread; takes the writer's lock.
+ */
+bool adapt_resend(struct adapt *a, uint64_t h, const char *key, size_t klen);
+
 /* A report (POST /absent): the key (hash h) becomes a candidate unless queued or settled. */
 bool adapt_report(struct adapt *a, uint64_t h, const char *key, size_t klen);
 

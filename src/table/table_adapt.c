@@ -156,6 +156,9 @@ enum table_report table_report(struct table *t, const void *id, size_t len)
         out = TABLE_REPORT_ABSENT;
     else
         out = adapt_report(t->ad, q.hash, q.key, q.klen) ? TABLE_REPORT_QUEUED : TABLE_REPORT_HELD;
+    /* Denied by the set: a replica that asks may have missed the entry (table_adapt.h, "Down a tree"). */
+    if (out == TABLE_REPORT_ABSENT && q.denied)
+        adapt_resend(t->ad, q.hash, q.key, q.klen);
     answer_query_end(&q);
     return out;
 }

@@ -96,7 +96,11 @@
  * cuts the stream b -> c after inserts to show it).  Entries travel at
  * once: entering one wakes the hub (table_set_verified_wake) as an add
  * does, and a woken stream sends the log before its next keys; those
- * entered within one round of the hub's pump go out together.
+ * entered within one round of the hub's pump go out together.  A new
+ * stream sends only the newest ADAPT_LOG entries; a replica that joined
+ * after older ones asks for them as for any hot "maybe" (it passes them up)
+ * and a report of an ID the set denies logs it again (adapt_resend), so
+ * that the streams send it again, by the same rule.
  */
 #ifndef BLOOMGUARD_TABLE_ADAPT_H
 #define BLOOMGUARD_TABLE_ADAPT_H
@@ -139,7 +143,8 @@ enum table_verified table_verified(struct table *t, const struct table_candidate
 
 /*
  * POST /absent: the ID a service did not find is a candidate now (QUEUED),
- * or not: answered absent already (the filter or the set), a spelling or
+ * or not: answered absent already (the filter or the set; one the set
+ * denies is sent down to the replicas again unless on its way already), a spelling or
  * key that cannot be verified, queued or looked up lately (or the queue is
  * full), [adaptive] off, no filter yet.
  */
