@@ -503,6 +503,11 @@ START_TEST(test_entries_wake_the_streams)
     ck_assert(table_verified_ahead(t, cursor));
     ck_assert_uint_eq(table_verified_log(t, &cursor, out, 16), 1);
     ck_assert(!table_verified_ahead(t, cursor));
+    /* Sent again by a replica's upstream (a new stream): denied already and still logged: no echo. */
+    ck_assert_int_eq(table_enter_verified(t, filter_hash(fp[0], strlen(fp[0])), fp[0],
+                                          strlen(fp[0])), TABLE_ENTERED);
+    ck_assert_uint_eq(wakes, 1);
+    ck_assert(!table_verified_ahead(t, cursor));
     /* Overtaken by an add: not entered, nobody woken. */
     struct table_candidate c = take_hot(t, fp[1]);
     add_by(t, 0, fp[1]);

@@ -277,10 +277,23 @@ static void log_entered(struct adapt *a, const struct adapt_candidate *c)
     memcpy(e->key, c->key, c->klen);
 }
 
+/* Whether the log still holds key (writer held): every stream sends it then, a new one too. */
+static bool in_log(const struct adapt *a, uint64_t h, const char *key, size_t klen)
+{
+    uint64_t next = atomic_load(&a->log_next), oldest = next > ADAPT_LOG ? next - ADAPT_LOG : 0;
+    for (uint64_t at = oldest; at < next; at++) {
+        const struct logent *e = &a->log[at % ADAPT_LOG];
+        if (e->hash == h && e->klen == klen && memcmp(e->key, key, klen) == 0)
+            return true;
+    }
+    return false;
+}
+
 /* An absent verdict on c (its ticket taken): entered, or raced. */
 static enum adapt_outcome enter(struct adapt *a, const struct adapt_candidate *c)
 {
     enum adapt_outcome out = ADAPT_RACED;
+    bool fresh = false;
     unsigned evicted = 0;
     struct vset_ref ref;
     pthread_mutex_lock(&a->writer);
@@ -295,12 +308,21 @@ static enum adapt_outcome enter(struct adapt *a, const struct adapt_candidate *c
         && vset_stage(a->set, c->hash, c->key, c->klen, &ref, &evicted)) {
         if (atomic_load(adds_of(a, c->hash)) != c->ticket || atomic_load(&a->generation) != c->generation)
             vset_unstage(a->set, &ref);
-        else if (vset_activate(a->set, &ref))
+        else if (vset_activate(a->set, &ref)) {
             out = ADAPT_ENTERED;
+            fresh = true;
+        }
     } else if (atomic_load(&a->generation) == c->generation && vset_has(a->set, c->hash, c->key, c->klen)) {
-        out = ADAPT_ENTERED;        /* already denied (a report and a hit raced to the queue) */
+        /*
+         * Already denied: a report and a hit raced to the queue, or a
+         * replica's new stream sent again what it had.  Logged again only
+         * if the log lost it, so that a resumed stream's entries do not go
+         * down the tree a second time.
+         */
+        out = ADAPT_ENTERED;
+        fresh = !in_log(a, c->hash, c->key, c->klen);
     }
-    if (out == ADAPT_ENTERED)
+    if (fresh)
         log_entered(a, c);
     pthread_mutex_unlock(&a->writer);
     /*
@@ -308,7 +330,7 @@ static enum adapt_outcome enter(struct adapt *a, const struct adapt_candidate *c
      * replicas' streams send it now, not with the next key or heartbeat.
      * A batch of verdicts wakes them once (the hub's kick is one a round).
      */
-    if (out == ADAPT_ENTERED && a->entered != NULL)
+    if (fresh && a->entered != NULL)
         a->entered(a->entered_arg);
     if (evicted)
         atomic_fetch_add_explicit(&a->evictions, evicted, memory_order_relaxed);
@@ -389,13 +411,7 @@ bool adapt_resend(struct adapt *a, uint64_t h, const char *key, size_t klen)
     if (klen == 0 || klen > VSET_KEY_MAX)
         return false;
     pthread_mutex_lock(&a->writer);
-    bool send = vset_has(a->set, h, key, klen);
-    uint64_t oldest = a->log_next > ADAPT_LOG ? a->log_next - ADAPT_LOG : 0;
-    for (uint64_t at = oldest; send && at < a->log_next; at++) {
-        const struct logent *e = &a->log[at % ADAPT_LOG];
-        if (e->hash == h && e->klen == klen && memcmp(e->key, key, klen) == 0)
-            send = false;
-    }
+    bool send = vset_has(a->set, h, key, klen) && !in_log(a, h, key, klen);
     if (send) {
         /* Sent as any entry: only while the set holds it when a stream reads it (adapt_log_read). */
         struct adapt_candidate c = { .hash = h, .klen = klen };
