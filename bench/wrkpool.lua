@@ -17,8 +17,12 @@ function M.setup(thread)
 end
 
 -- Seed this thread's generator (from init); `seed` is the global setup set.
+-- BG_SEED fixes the stream: two runs with the same BG_SEED send the same
+-- ids in the same order (bench/run's on/off comparisons of one daemon
+-- against its twin, which must not differ by the ids they were asked).
 function M.seed()
-    math.randomseed(os.time() * 1000 + (seed or 0))
+    local fixed = tonumber(os.getenv("BG_SEED") or "")
+    math.randomseed((fixed or os.time()) * 1000 + (seed or 0))
 end
 
 -- A random id in [BG_ID_LO, BG_ID_HI].

@@ -356,7 +356,13 @@ static ngx_int_t ngx_http_bloomguard_handler(ngx_http_request_t *r)
     /* No ID (the map or the capture matched nothing): nothing to check. */
     if (id.len == 0)
         return NGX_DECLINED;
-    if (lcf->urlencoded) {
+    /*
+     * Without a '%' the decoded ID is the ID itself, and what id_decode
+     * would refuse in it (a NUL, not UTF-8) bloomguard_lookup refuses too
+     * (BLOOMGUARD_INVALID: declined alike): no copy, no second pass over
+     * it.  The usual numeric or UUID ID takes this way.
+     */
+    if (lcf->urlencoded && ngx_strlchr(id.data, id.data + id.len, '%') != NULL) {
         u_char *dec = ngx_pnalloc(r->pool, id.len + 1);
         size_t dlen = 0;
         if (dec == NULL)

@@ -153,6 +153,36 @@ START_TEST(test_answer_head_is_mhds)
 }
 END_TEST
 
+/*
+ * The heads made once a second per status (slot 0 for 200, slot 1 for any
+ * other): each answer still has its own status line and length, whatever
+ * came before it.
+ */
+START_TEST(test_answer_head_per_status)
+{
+    struct wire_date d = { .at = (time_t)-1 };
+    char buf[512];
+    char *end = buf + 256;
+    static const struct { unsigned status; const char *line; size_t blen; const char *len; } seq[] = {
+        { 404, "HTTP/1.1 404 Not Found\r\n", 30, "Content-Length: 30\r\n\r\n" },
+        { 200, "HTTP/1.1 200 OK\r\n", 7, "Content-Length: 7\r\n\r\n" },
+        { 400, "HTTP/1.1 400 Bad Request\r\n", 1234, "Content-Length: 1234\r\n\r\n" },
+        { 404, "HTTP/1.1 404 Not Found\r\n", 0, "Content-Length: 0\r\n\r\n" },
+        { 200, "HTTP/1.1 200 OK\r\n", 29, "Content-Length: 29\r\n\r\n" },
+        { 404, "HTTP/1.1 404 Not Found\r\n", 31, "Content-Length: 31\r\n\r\n" },
+    };
+    for (size_t i = 0; i < sizeof seq / sizeof seq[0]; i++) {
+        char *start = http_wire_answer_head(&d, end, 256, seq[i].status, seq[i].blen);
+        ck_assert_ptr_nonnull(start);
+        ck_assert_int_eq(strncmp(start, seq[i].line, strlen(seq[i].line)), 0);
+        size_t ll = strlen(seq[i].len);
+        ck_assert_int_eq(strncmp(end - ll, seq[i].len, ll), 0);
+        ck_assert_ptr_nonnull(strstr(start, "\r\nDate: "));
+        ck_assert_ptr_nonnull(strstr(start, "GMT\r\nContent-Type: application/json\r\nContent-Length: "));
+    }
+}
+END_TEST
+
 /* A taken head's header value (the fast path's replication right): the first, trimmed. */
 START_TEST(test_header_value)
 {
@@ -181,5 +211,6 @@ CHECK_SUITE("wire",
     CHECK_TEST(test_passes_the_rest),
     CHECK_TEST(test_waits_for_the_rest_of_a_head),
     CHECK_TEST(test_answer_head_is_mhds),
+    CHECK_TEST(test_answer_head_per_status),
     CHECK_TEST(test_header_value),
 )

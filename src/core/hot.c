@@ -7,6 +7,7 @@
  */
 #include "hot.h"
 
+#include <limits.h>
 #include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
@@ -163,6 +164,14 @@ static struct entry *find(struct bucket *b, uint64_t h)
  * (Space-Saving), with `carry` hits of h's own that the sketch did not see
  * (the doorkeeper's, hot.h).
  */
+static struct entry *take_at(struct entry *v, unsigned vw, uint64_t h, uint32_t now, unsigned carry)
+{
+    if (vw >= HOT_MAX_HITS - 1)
+        vw = HOT_MAX_HITS - 2;
+    *v = (struct entry){ .hash = h, .cnt = vw + carry, .err = vw, .state = COUNTING, .since = now };
+    return v;
+}
+
 static struct entry *take(struct hot *s, struct bucket *b, uint64_t h, uint32_t now, unsigned carry)
 {
     struct entry *v = &b->e[0];
@@ -174,10 +183,7 @@ static struct entry *take(struct hot *s, struct bucket *b, uint64_t h, uint32_t 
             vw = w;
         }
     }
-    if (vw >= HOT_MAX_HITS - 1)
-        vw = HOT_MAX_HITS - 2;
-    *v = (struct entry){ .hash = h, .cnt = vw + carry, .err = vw, .state = COUNTING, .since = now };
-    return v;
+    return take_at(v, vw, h, now, carry);
 }
 
 /*
@@ -276,9 +282,28 @@ __attribute__((noinline)) static bool count(struct hot *s, uint64_t h, uint32_t 
     if (atomic_exchange_explicit(&b->busy, 1, memory_order_acquire))
         return false;
     bool cand = false;
-    struct entry *e = find(b, h);
+    /*
+     * One pass over the bucket: h's entry, or else the lightest one (the
+     * first of the lightest, as take() picks it), which take_at replaces.
+     * find() then take() read the bucket twice, and most hits past the
+     * door are of IDs the bucket does not hold (bench/lookup_ir).
+     */
+    struct entry *e = NULL, *v = NULL;
+    unsigned vw = UINT_MAX;
+    for (int i = 0; i < WAYS; i++) {
+        struct entry *x = &b->e[i];
+        if (x->hash == h && used(x)) {
+            e = x;
+            break;
+        }
+        unsigned w = weight(s, x, now);
+        if (w < vw) {
+            v = x;
+            vw = w;
+        }
+    }
     if (e == NULL)
-        e = take(s, b, h, now, (unsigned)carry);
+        e = take_at(v, vw, h, now, (unsigned)carry);
     else if (e->state != COUNTING)
         counting(s, e, now, (unsigned)carry);       /* counts again, from carry, if its time is over */
     else if (now - e->since > s->window_ms)

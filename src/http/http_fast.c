@@ -262,16 +262,22 @@ static unsigned prepare(struct fast_thread *ft, const char *head, size_t head_le
 /* After an answer: the idle limit, closed quietly; or, with a head begun, the header limit. */
 static void rearm_deadline(struct http *h, struct request *rq)
 {
+    /*
+     * Release stores (plain moves on x86; seq_cst ones are locked
+     * exchanges, two a request): the sweeper that reads the new deadline
+     * sees idle as set before it, and nothing here reads after them.
+     */
     bool begun = rq->pend_len > 0;
-    atomic_store(&rq->idle, !begun);
+    atomic_store_explicit(&rq->idle, !begun, memory_order_release);
     uint64_t ns = begun ? h->header_ns : h->idle_ns;
-    atomic_store(&rq->deadline, ns ? (uint64_t)monoclock_coarse_ns() + ns : 0);
+    atomic_store_explicit(&rq->deadline, ns ? (uint64_t)monoclock_coarse_ns() + ns : 0,
+                          memory_order_release);
 }
 
 /* The connection's first request, peeked at: answered, or the socket to MHD.  False: rq is gone. */
 static bool serve_first(struct fast_thread *ft, struct request *rq)
 {
-    ssize_t got = recv(rq->fd, ft->in, sizeof ft->in, MSG_PEEK);
+    ssize_t got = http_wire_recv(rq->fd, ft->in, sizeof ft->in, MSG_PEEK);
     if (got <= 0) {
         if (got < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR))
             return true;
@@ -287,7 +293,7 @@ static bool serve_first(struct fast_thread *ft, struct request *rq)
         return false;
     }
     /* Taken: the head leaves the socket (it is all there: the peek saw it). */
-    if (recv(rq->fd, ft->in, head_len, 0) != (ssize_t)head_len || !send_or_keep(ft, rq, start, len)) {
+    if (http_wire_recv(rq->fd, ft->in, head_len, 0) != (ssize_t)head_len || !send_or_keep(ft, rq, start, len)) {
         conn_close(ft, rq);
         return false;
     }
@@ -315,7 +321,7 @@ static bool serve_owned(struct fast_thread *ft, struct request *rq)
         rq->pend = NULL;
         rq->pend_len = 0;
     }
-    ssize_t got = recv(rq->fd, ft->in + have, sizeof ft->in - have, 0);
+    ssize_t got = http_wire_recv(rq->fd, ft->in + have, sizeof ft->in - have, 0);
     bool eof = got == 0;
     if (got < 0) {
         if (errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR) {
@@ -395,7 +401,7 @@ static void *fast_main(void *arg)
     struct http *h = ft->h;
     for (;;) {
         struct epoll_event evs[64];
-        int n = epoll_wait(ft->ep, evs, 64, ft->accept_paused ? ACCEPT_PAUSE_MS : -1);
+        int n = http_wire_epoll_wait(ft->ep, evs, 64, ft->accept_paused ? ACCEPT_PAUSE_MS : -1);
         if (n < 0 && errno != EINTR) {
             log_error(h->a->lg, "http: the fast path's epoll_wait failed: %s", strerror(errno));
             return NULL;

@@ -14,6 +14,7 @@
 #include <stdatomic.h>
 #include <stdbool.h>
 #include <stdint.h>
+#include <sys/types.h>
 #include <time.h>
 
 #include "monoclock.h"
@@ -241,6 +242,17 @@ struct wire_date {
     time_t at;              /* the second text holds */
     size_t len;
     char text[48];          /* "Date: ...\r\n" */
+    /*
+     * An answer's head up to its Content-Length value, as made for one
+     * status in the second `at`: 200 in slot 0, any other in slot 1 (the
+     * fast route answers 200 or 404).  Made again when either changes.
+     */
+    struct {
+        unsigned status;    /* 0: none yet */
+        time_t at;
+        size_t len;
+        char text[160];
+    } head[2];
 };
 void http_wire_init(void);
 enum wire_head http_wire_head(const char *b, size_t n, size_t *head_len, const char **target,
@@ -261,6 +273,14 @@ bool http_wire_header(const char *b, size_t head_len, const char *name, char *ou
  * path's answers and the relay both write through it.
  */
 bool http_wire_send(int fd, const char *buf, size_t len, size_t *off);
+/*
+ * recv(2) and epoll_wait(2) as libc's, errno and all, but not cancellation
+ * points (http_wire.c says why): for the fast path's threads, which are
+ * never cancelled.
+ */
+ssize_t http_wire_recv(int fd, void *buf, size_t len, int flags);
+struct epoll_event;
+int http_wire_epoll_wait(int ep, struct epoll_event *evs, int max, int timeout_ms);
 
 /*
  * The relay (http_relay.c), on a fast thread's epoll ep: start hands MHD
