@@ -410,6 +410,7 @@ static void fleet_section(struct doc *d, json_t *o, const struct status *st)
     put_u64(d, o, "streams_refused", st->fleet.refused);
     put_u64(d, o, "streams_cut_behind", st->fleet.cut_behind);
     put_u64(d, o, "snapshots_made", st->fleet.snapshots);
+    put_u64(d, o, "horizon_frames", st->fleet.horizon_frames);
     put_u64(d, o, "ring_items", st->fleet.ring_capacity);
 }
 

@@ -31,7 +31,11 @@
  * max_staleness, as for any follower.  A replica of a replica proves the
  * same way, from its upstream's answers, which rest on its upstream's.
  * After a resume at a commit position on an upstream of another history,
- * (1) reads otherwise: upstream_stream.c's at_commit_locked.
+ * (1) reads otherwise: upstream_stream.c's at_commit_locked.  Between
+ * round trips, the stream's HORIZON frames prove the same, their horizon
+ * placed on our clock by an anchor that a round trip makes (rates
+ * compared, never readings): upstream_anchor.c; the round trips are then
+ * only every UP_ANCHOR_S, to renew it.
  */
 #include "upstream.h"
 
@@ -177,13 +181,6 @@ void up_proofs_locked(struct up_table *ut)
 
 /* ---------------------------------------------------------- the horizon -- */
 
-/* What GET /replicate/NAME/horizon answers. */
-struct answer {
-    uint64_t history, epoch, covered, generation, seq;
-    int64_t age_ns;                 /* -1: the upstream has no horizon */
-    bool degraded, replica;
-};
-
 struct body {
     char buf[4096];
     size_t len;
@@ -199,7 +196,7 @@ static bool take_body(void *arg, const void *buf, size_t len)
     return true;
 }
 
-static bool parse_answer(const struct body *b, struct answer *a)
+static bool parse_answer(const struct body *b, struct up_answer *a)
 {
     json_t *j = json_loadb(b->buf, b->len, 0, NULL);
     const char *hist = json_string_value(json_object_get(j, "history"));
@@ -216,6 +213,11 @@ static bool parse_answer(const struct body *b, struct answer *a)
         a->age_ns = json_is_integer(age) ? (int64_t)json_integer_value(age) : -1;
         a->degraded = json_is_true(json_object_get(j, "degraded"));
         a->replica = json_is_true(json_object_get(j, "replica"));
+        /* h-horizon's: an older upstream says neither: no anchor from it. */
+        const char *clock = json_string_value(json_object_get(j, "clock"));
+        json_t *now = json_object_get(j, "now_ns");
+        a->clock = clock != NULL && json_is_integer(now) ? strtoull(clock, NULL, 16) : 0;
+        a->now_ns = a->clock != 0 ? (int64_t)json_integer_value(now) : 0;
         ok = *end == '\0' && a->history != 0 && (a->age_ns >= -1);
     }
     json_decref(j);
@@ -224,7 +226,7 @@ static bool parse_answer(const struct body *b, struct answer *a)
 
 /* Ask upstream url how fresh its t is, within ms; false with why if it did not say. */
 static bool ask(struct upstream *u, struct httpc *c, unsigned url, struct table *t,
-                struct answer *a, char *why, size_t whylen, int ms)
+                struct up_answer *a, char *why, size_t whylen, int ms)
 {
     char target[CONFIG_UPSTREAM_URL_MAX + 128];
     static __thread struct body b;
@@ -247,12 +249,12 @@ static bool ask(struct upstream *u, struct httpc *c, unsigned url, struct table 
 }
 
 /*
- * One answer, asked at a: the proof it gives (see the top of this file),
- * now or once the stream has delivered its seq; and the snapshot to ask
- * for when the mirror is lost or of an older epoch, once the upstream
- * covers its own.
+ * One answer, proving when (see the top of this file): the proof, now or
+ * once the stream has delivered its seq; and the snapshot to ask for when
+ * the mirror is lost or of an older epoch, once the upstream covers its
+ * own.
  */
-static bool take_answer(struct up_table *ut, const struct answer *ans, int64_t a,
+static bool take_answer(struct up_table *ut, const struct up_answer *ans, int64_t when,
                         uint64_t *behind, enum up_health *health, char *why, size_t whylen)
 {
     pthread_mutex_lock(&ut->mu);
@@ -263,10 +265,10 @@ static bool take_answer(struct up_table *ut, const struct answer *ans, int64_t a
     ut->heard_generation = ans->generation;
     ut->heard_replica = ans->replica;
     const struct up_mirror *m = &ut->m;
-    bool ready = ans->covered == ans->epoch && ans->age_ns >= 0;
+    bool ready = ans->covered == ans->epoch && ans->age_ns >= 0 && when >= 0;
     bool want = false;
     if (m->have && !ut->lost && ans->history == m->history && ans->epoch == m->covered && ready) {
-        struct up_proof p = { ans->seq, a - ans->age_ns };
+        struct up_proof p = { ans->seq, when };
         if (m->seq >= p.seq) {
             table_advance(ut->t, m->epoch, p.when);
         } else {
@@ -330,7 +332,7 @@ static void maybe_leave(struct upstream *u, struct httpc *c, struct table *t)
     pthread_mutex_unlock(&u->base.mu);
     for (unsigned k = 1; look && k < u->n_urls && !atomic_load(&u->base.stop); k++) {
         unsigned i = (cur + k) % u->n_urls;
-        struct answer a;
+        struct up_answer a;
         char err[512], text[160];
         if (ask(u, c, i, t, &a, err, sizeof err, 2000) && !a.degraded && a.age_ns >= 0
             && a.covered == a.epoch) {
@@ -339,6 +341,23 @@ static void maybe_leave(struct upstream *u, struct httpc *c, struct table *t)
             return;
         }
     }
+}
+
+void up_heard(struct up_table *ut, unsigned url, const struct up_answer *ans, int64_t when)
+{
+    struct upstream *u = ut->u;
+    uint64_t behind = 0;
+    enum up_health health;
+    char why[512], stream_why[320];
+    if (take_answer(ut, ans, when, &behind, &health, stream_why, sizeof stream_why)) {
+        snprintf(why, sizeof why, "%s: %llu keys behind for max_staleness%s%s", u->urls[url],
+                 (unsigned long long)behind, stream_why[0] ? "; " : "", stream_why);
+        up_report(u, url, health, why);
+    } else if (ans->degraded || ans->age_ns < 0)
+        up_report(u, url, UP_DEGRADED, ans->age_ns < 0 ? "it has no horizon (loading)"
+                                                       : "its own horizon is stale");
+    else
+        up_report(u, url, UP_OK, NULL);
 }
 
 void *up_horizon_main(void *arg)
@@ -351,23 +370,14 @@ void *up_horizon_main(void *arg)
     while (c != NULL && !atomic_load(&u->base.stop)) {
         int64_t a = monoclock_boot_ns();
         unsigned url = up_current(u);
-        struct answer ans;
+        struct up_answer ans;
         if (u->token_err[0] != '\0') {
             up_report(u, url, UP_FAILED, u->token_err);
+        } else if (up_stream_proves(ut, a)) {
+            /* The stream's frames proved it (up_heard): no question. */
         } else if (ask(u, c, url, ut->t, &ans, why, sizeof why, 2000)) {
-            uint64_t behind = 0;
-            enum up_health health;
-            char stream_why[320];
-            if (take_answer(ut, &ans, a, &behind, &health, stream_why, sizeof stream_why)) {
-                snprintf(why, sizeof why, "%s: %llu keys behind for max_staleness%s%s",
-                         u->urls[url], (unsigned long long)behind, stream_why[0] ? "; " : "",
-                         stream_why);
-                up_report(u, url, health, why);
-            } else if (ans.degraded || ans.age_ns < 0)
-                up_report(u, url, UP_DEGRADED, ans.age_ns < 0 ? "it has no horizon (loading)"
-                                                              : "its own horizon is stale");
-            else
-                up_report(u, url, UP_OK, NULL);
+            up_reanchor(ut, &ans, a, monoclock_boot_ns());
+            up_heard(ut, url, &ans, ans.age_ns >= 0 ? a - ans.age_ns : -1);
         } else {
             up_report(u, url, UP_FAILED, why);
         }
@@ -380,7 +390,7 @@ void *up_horizon_main(void *arg)
          */
         if (u->n_urls > 1 && a >= next_standby) {
             unsigned cur = up_current(u);
-            struct answer other;
+            struct up_answer other;
             char err[512];
             for (unsigned i = 0; i < u->n_urls && !atomic_load(&u->base.stop); i++)
                 if (i != cur)

@@ -34,6 +34,71 @@
  * beside its /exists, times every replica).
  */
 #define UP_HORIZON_MIN_MS 50
+/*
+ * h-horizon's: the horizon in the stream.  A stream asked with ?horizon=1
+ * brings the upstream's proof every beat in its own clock (fleetwire.h's
+ * HORIZON), which an anchor places in ours (up_anchored): then the
+ * horizon thread asks only to renew the anchor, every UP_ANCHOR_S, not
+ * every up_horizon_ms (200 replicas asked their upstream 400 times a
+ * second, each question a wake of its server thread).  UP_RATE_PPM bounds
+ * how much faster the upstream's clock may run than ours (1000 ppm: twice
+ * the 500 ppm an NTP-disciplined kernel clock slews at most); an anchor
+ * UP_ANCHOR_S old costs a proof at most 10 ms of it.
+ */
+#define UP_ANCHOR_S 10
+#define UP_RATE_PPM 1000
+
+struct up_table;
+
+/*
+ * An anchor: the upstream's clock (a process's, named by clock) read
+ * remote at an event that happened at or after local on ours (a request
+ * sent at local was answered with remote).
+ */
+struct up_anchor {
+    uint64_t clock;                 /* 0: none */
+    int64_t local, remote;
+};
+
+/*
+ * A lower bound, on our clock, of the moment the upstream's clock read
+ * remote_t: local + (remote_t - remote), the difference shrunk by
+ * UP_RATE_PPM of itself (follow_upstream.c argues it).
+ */
+int64_t up_anchored(const struct up_anchor *an, int64_t remote_t);
+
+/*
+ * A horizon answer (ans, asked at a, read at b) renews the anchor of its
+ * clock; one that shows the rates broke UP_RATE_PPM is logged
+ * (upstream_anchor.c).  Caller holds no lock.
+ */
+struct up_answer;
+void up_reanchor(struct up_table *ut, const struct up_answer *ans, int64_t a, int64_t b);
+
+/*
+ * Whether t's stream proves it often enough at now that the horizon
+ * thread need not ask (upstream_anchor.c).  Caller holds no lock.
+ */
+bool up_stream_proves(struct up_table *ut, int64_t now);
+
+/* What an upstream says of its table: its horizon answer, or a stream's HORIZON frame. */
+struct up_answer {
+    uint64_t history, epoch, covered, generation, seq;
+    int64_t age_ns;                 /* -1: the upstream has no horizon */
+    bool degraded, replica;
+    uint64_t clock;                 /* its clock (0: not said) and its reading when it answered */
+    int64_t now_ns;
+};
+
+/*
+ * An answer heard from upstream url: its proof, when (a moment on our
+ * clock at or before its horizon; -1: none), taken (now, or once the
+ * stream delivers its seq), the snapshot asked for when it shows the
+ * mirror lost, and the upstream's health reported (up_report).  Caller
+ * holds no lock.
+ */
+void up_heard(struct up_table *ut, unsigned url, const struct up_answer *ans, int64_t when);
+
 /* Between two questions to each upstream not followed (up_horizon_main), and their patience. */
 #define UP_STANDBY_S 10
 #define UP_STANDBY_MS 250
@@ -98,6 +163,10 @@ struct up_table {
     enum up_health stream_health;   /* how its last stream ended (UP_OK once one delivers) */
     char stream_why[320];           /* and why */
     uint64_t frames, keys, resumes, snapshots, violations;
+    /* h-horizon's: the anchor of its upstream's clock, and when a stream's HORIZON was last taken. */
+    struct up_anchor anchor;
+    int64_t stream_heard;           /* monoclock_boot_ns; 0: never */
+    uint64_t stream_proofs, anchors, rate_breaks;
     /* Adaptive (issue 35): the horizon thread's own (up_forward): its token bucket. */
     int64_t forward_at;
     double forward_tokens;
@@ -138,10 +207,11 @@ bool up_url(const struct upstream *u, unsigned url, const char *name, const char
 unsigned up_horizon_ms(const struct config *cfg);
 
 /*
- * Milliseconds between the heartbeats a stream asks its upstream for
- * (?beat=): a quarter of silence_timeout, the silence after which the
- * replica gives the stream up, within FLEETWIRE_BEAT_MIN_MS and
- * FLEETWIRE_BEAT_MAX_MS.
+ * Milliseconds between the frames a stream asks its upstream for
+ * (?beat=), HORIZON frames (?horizon=1): up_horizon_ms, the proof's
+ * period, or a quarter of silence_timeout (the silence after which the
+ * replica gives the stream up) if that is shorter, within
+ * FLEETWIRE_BEAT_MIN_MS and FLEETWIRE_BEAT_MAX_MS.
  */
 unsigned up_beat_ms(const struct config *cfg);
 

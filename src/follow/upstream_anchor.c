@@ -1,0 +1,88 @@
+/*
+ * Method upstream: the horizon in the stream (h-horizon's).  A stream
+ * asked with ?horizon=1 brings its upstream's proof every beat, in the
+ * upstream's own monotonic clock (fleetwire.h's HORIZON); an anchor
+ * places that clock in ours, so that the horizon thread asks a question
+ * only to renew it, every UP_ANCHOR_S, instead of every up_horizon_ms.
+ *
+ * The argument, beside follow_upstream.c's (which it extends: there a
+ * round trip proves a - age).  An anchor (clock, local, remote) says: the
+ * upstream process whose clock is named clock read remote at an event
+ * that happened at or after local on our clock.  A stream's request goes
+ * at local, so every frame of that stream, made after the request
+ * arrived, reading its now, anchors so; a horizon question asked at a
+ * and answered with now_ns anchors (a, now_ns) the same way.  The two
+ * clocks are never compared: only their rates are.  Between the anchor
+ * and a later reading H (the upstream's horizon in a HORIZON frame),
+ * H - remote passed on the upstream's clock; on ours at least (H -
+ * remote)(1 - r), r = UP_RATE_PPM the bound on how much faster the
+ * upstream's clock may run; so the event "its clock read H" happened at
+ * or after local + (H - remote)(1 - r) on ours (for an H before remote,
+ * (1 + r): the difference shrinks either way), and never after we read
+ * the frame.  Every row committed before H is in the upstream's filter,
+ * and the rest of follow_upstream.c's argument (the history, the epoch,
+ * the seq applied) is the same.  Only the anchor's age widens the bound,
+ * by r of it: renewed every UP_ANCHOR_S (10 s), a proof gives up 10 ms
+ * at most.  A restarted upstream is another process, another clock: its
+ * stream's first frame anchors it anew; an answer of a clock the anchor
+ * is not of (two processes behind one address) anchors nothing.
+ */
+#include "upstream.h"
+
+#include <stdio.h>
+
+#define NS_PER_MS INT64_C(1000000)
+
+int64_t up_anchored(const struct up_anchor *an, int64_t remote_t)
+{
+    int64_t d = remote_t - an->remote;
+    return an->local + d - (d < 0 ? -d : d) / (1000000 / UP_RATE_PPM);
+}
+
+/*
+ * A round trip's answer renews the anchor of its clock: asked at a,
+ * answered by b, it read now_ns in between.  The old anchor placed that
+ * reading at or after up_anchored(old, now_ns); later than b, the clocks'
+ * rates differ by more than UP_RATE_PPM (a clock stepped in rate, a
+ * suspended VM): said once, and the new anchor bounds the error again.
+ * An answer of another clock (another process behind the same address)
+ * anchors nothing: the stream's own frames anchor its clock.
+ */
+void up_reanchor(struct up_table *ut, const struct up_answer *ans, int64_t a, int64_t b)
+{
+    if (ans->clock == 0)
+        return;
+    pthread_mutex_lock(&ut->mu);
+    struct up_anchor *an = &ut->anchor;
+    bool renew = an->clock == ans->clock && a > an->local;
+    bool broke = renew && up_anchored(an, ans->now_ns) > b;
+    if (renew) {
+        *an = (struct up_anchor){ ans->clock, a, ans->now_ns };
+        ut->anchors++;
+        ut->rate_breaks += broke;
+    }
+    pthread_mutex_unlock(&ut->mu);
+    if (broke)
+        log_fields(ut->u->base.lg, LOG_LVL_WARN, table_name(ut->t), "upstream_clock_rate",
+                   "%s: the upstream's clock ran more than %d ppm faster than ours since the "
+                   "last anchor; anchored again (a proof in between may have been early)",
+                   table_name(ut->t), UP_RATE_PPM);
+}
+
+/*
+ * Whether the stream's HORIZON frames prove the table often enough that
+ * no question is needed now: one came within two beats, the beat is no
+ * longer than the question's period, and the anchor that places them is
+ * younger than UP_ANCHOR_S (its renewal is a question).
+ */
+bool up_stream_proves(struct up_table *ut, int64_t now)
+{
+    const struct config *cfg = ut->u->base.cfg;
+    int64_t beat = (int64_t)up_beat_ms(cfg) * NS_PER_MS;
+    pthread_mutex_lock(&ut->mu);
+    bool yes = up_beat_ms(cfg) <= up_horizon_ms(cfg) && ut->stream_heard != 0
+               && now - ut->stream_heard < 2 * beat && ut->anchor.clock != 0
+               && now - ut->anchor.local < UP_ANCHOR_S * INT64_C(1000000000);
+    pthread_mutex_unlock(&ut->mu);
+    return yes;
+}
