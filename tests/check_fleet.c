@@ -381,6 +381,54 @@ START_TEST(test_verified)
 }
 END_TEST
 
+/*
+ * h-horizon's HORIZON: every field through, split anywhere; a horizon
+ * after its own now, or a reserved byte set, is refused unread; a resumed
+ * stream's track applies it as any frame it reads.
+ */
+START_TEST(test_horizon)
+{
+    const struct fleetwire_horizon hz = {
+        .clock = 0xfeedface12345678ULL, .now = INT64_C(9000000000000), .horizon = INT64_C(8999800000000),
+        .history = 9, .seq = 105, .epoch = 4, .covered = 4, .generation = 10,
+        .flags = FLEETWIRE_HORIZON_REPLICA,
+    };
+    unsigned char buf[256];
+    size_t n = fleetwire_put_preamble(buf, sizeof buf);
+    size_t k = fleetwire_put_horizon(buf + n, sizeof buf - n, &hz);
+    ck_assert_uint_eq(k, FLEETWIRE_HORIZON_FRAME);
+    n += k;
+    for (size_t i = 0; i < n; i++)
+        ck_assert_int_eq(feed(&rd, buf + i, 1), FLEETWIRE_OK);
+    ck_assert_uint_eq(rd.s.n, 1);
+    const struct fleetwire_horizon *got = &rd.s.f[0].u.horizon;
+    ck_assert_int_eq(rd.s.f[0].type, FLEETWIRE_HORIZON);
+    ck_assert(got->clock == hz.clock && got->now == hz.now && got->horizon == hz.horizon);
+    ck_assert(got->history == 9 && got->seq == 105 && got->epoch == 4 && got->covered == 4);
+    ck_assert(got->generation == 10 && got->flags == FLEETWIRE_HORIZON_REPLICA);
+    ck_assert_uint_eq(fleetwire_put_horizon(buf, FLEETWIRE_HORIZON_FRAME - 1, &hz), 0);
+    /* A horizon later than the clock's reading that carries it proves a future: refused. */
+    struct fleetwire_horizon late = hz;
+    late.horizon = hz.now + 1;
+    struct reader r2;
+    memset(&r2, 0, sizeof r2);
+    ck_assert(fleetwire_dec_init(&r2.d));
+    n = fleetwire_put_preamble(buf, sizeof buf);
+    n += fleetwire_put_horizon(buf + n, sizeof buf - n, &late);
+    ck_assert_int_eq(feed(&r2, buf, n), FLEETWIRE_BAD_FRAME);
+    ck_assert_uint_eq(r2.s.n, 0);
+    fleetwire_dec_free(&r2.d);
+    struct fleetwire_track t;
+    char why[256];
+    fleetwire_track_init(&t, 9, 5);
+    struct fleetwire_frame hello = { .type = FLEETWIRE_HELLO };
+    hello.u.hello = (struct fleetwire_hello){ .flags = FLEETWIRE_HELLO_RESUMED, .history = 9,
+                                              .from = 5, .last = 5 };
+    ck_assert_int_eq(fleetwire_track_frame(&t, &hello, why, sizeof why), FLEETWIRE_APPLY);
+    ck_assert_int_eq(fleetwire_track_frame(&t, &rd.s.f[0], why, sizeof why), FLEETWIRE_APPLY);
+}
+END_TEST
+
 /* The callback may stop the decoder; it then stays stopped. */
 START_TEST(test_stop)
 {
@@ -790,6 +838,7 @@ CHECK_SUITE("fleet",
     CHECK_EACH(test_bad_payload, bad_payloads),
     CHECK_TEST(test_unknown_type),
     CHECK_TEST(test_verified),
+    CHECK_TEST(test_horizon),
     CHECK_TEST(test_stop),
     CHECK_CASE("encoder", .timeout = 30),
     CHECK_TEST(test_encoder_bounds),

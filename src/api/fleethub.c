@@ -157,7 +157,7 @@ bool fleethub_due(const struct stream *s, int64_t now)
     struct hub_table *ht = s->ht;
     return atomic_load(&ht->h->closing) || fleetring_last(ht->ring) >= s->next_seq
            || atomic_load(&ht->changes) != s->changes
-           || (s->horizon ? now / s->beat_ns != s->beat_slot : now - s->last_sent >= s->beat_ns);
+           || (s->horizon ? now / s->beat_ns != s->beat_slot : fleethub_beat_due(s, now));
 }
 
 /*

@@ -91,6 +91,17 @@ struct fleethub {
 /* Wake the pump (one signal per round). */
 void fleethub_kick(struct fleethub *h);
 
+/*
+ * Whether a stream without ?horizon=1 owes its heartbeat at now: a beat
+ * since its last frame, less an eighth (the pump's rounds come on its
+ * own schedule, which the horizon streams' beats set: one a hair early
+ * must not put the heartbeat off by a whole round).
+ */
+static inline bool fleethub_beat_due(const struct stream *s, int64_t now)
+{
+    return now - s->last_sent >= s->beat_ns - s->beat_ns / 8;
+}
+
 /* Whether stream s has something to send at now (h->mu held). */
 bool fleethub_due(const struct stream *s, int64_t now);
 

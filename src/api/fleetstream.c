@@ -281,7 +281,7 @@ static bool produce(struct stream *s)
         return true;
     }
     int64_t now = monoclock_boot_ns();
-    if (!s->horizon && now - s->last_sent >= s->beat_ns) {
+    if (!s->horizon && fleethub_beat_due(s, now)) {
         struct fleethub *h = ht->h;
         /*
          * One heartbeat per beat: stream_read calls produce again at once

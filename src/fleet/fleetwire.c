@@ -191,14 +191,10 @@ size_t fleetwire_put_horizon(unsigned char *buf, size_t cap, const struct fleetw
     if (!fits(cap, 72))
         return 0;
     unsigned char *p = buf + FLEETWIRE_HEAD_LEN;
-    put64(p, h->clock);
-    put64(p + 8, (uint64_t)h->now);
-    put64(p + 16, (uint64_t)h->horizon);
-    put64(p + 24, h->history);
-    put64(p + 32, h->seq);
-    put64(p + 40, h->epoch);
-    put64(p + 48, h->covered);
-    put64(p + 56, h->generation);
+    const uint64_t v[8] = { h->clock, (uint64_t)h->now, (uint64_t)h->horizon, h->history, h->seq,
+                            h->epoch, h->covered, h->generation };
+    for (unsigned i = 0; i < 8; i++)
+        put64(p + 8 * i, v[i]);
     put32(p + 64, h->flags);
     put32(p + 68, 0);
     return seal(buf, FLEETWIRE_HORIZON, 72);
