@@ -399,7 +399,7 @@ void *up_horizon_main(void *arg)
         }
         int64_t left = a + up_horizon_ms(u->base.cfg) * NS_PER_MS - monoclock_boot_ns();
         if (left > 0)
-            follow_nap(&u->base.stop, (unsigned)(left / NS_PER_MS));
+            up_nap(u, (unsigned)(left / NS_PER_MS));
     }
     httpc_free(c);
     return NULL;
@@ -410,6 +410,8 @@ void *up_horizon_main(void *arg)
 static void up_init(struct follower *f)
 {
     struct upstream *u = (struct upstream *)f;
+    pthread_mutex_init(&u->nap_mu, NULL);
+    monoclock_cond_init(&u->nap_cv);
     const char *p = f->cfg->upstream;
     for (p += strspn(p, " \t"); *p != '\0' && u->n_urls < CONFIG_MAX_UPSTREAMS;
          p += strspn(p, " \t")) {
@@ -437,6 +439,8 @@ static void up_fini(struct follower *f)
         free(ut);
     }
     token_free(u->token);
+    pthread_cond_destroy(&u->nap_cv);
+    pthread_mutex_destroy(&u->nap_mu);
 }
 
 /* Table i's state, its journal sized by its pending_limit, and its threads; false if not. */
@@ -486,7 +490,7 @@ static void up_run(struct follower *f)
                           table_name(f->tables[i]));
                 failed = true;
             }
-        follow_nap(&f->stop, 100);
+        up_nap(u, 1000);            /* (a reload's new tables: started within a second) */
     }
     up_wake_all(u);
     for (unsigned i = 0; i < atomic_load(&u->running); i++) {
@@ -568,6 +572,7 @@ const struct follow_ops follow_upstream_ops = {
     .size = sizeof(struct upstream),
     .init = up_init,
     .fini = up_fini,
+    .interrupt = up_interrupt,
     .run = up_run,
     .ready = up_ready,
     .ticket = up_ticket,

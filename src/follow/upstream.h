@@ -188,7 +188,19 @@ struct upstream {
     int64_t degraded_since;         /* monoclock_boot_ns since it answers degraded; 0: it does not */
     int64_t next_probe;             /* when the others may be asked again */
     uint64_t switches;
+    /*
+     * The naps of the run and horizon threads (up_nap): a timed wait that
+     * stop cuts short (up_interrupt), not follow_nap's 100 ms slices: an
+     * idle replica's threads wake when they have something to do (a fleet
+     * of sidecars shares its host's cores with the application).
+     */
+    pthread_mutex_t nap_mu;
+    pthread_cond_t nap_cv;
 };
+
+/* Sleep ms, or until stop; follow_ops.interrupt wakes them (upstream_anchor.c). */
+void up_nap(struct upstream *u, unsigned ms);
+void up_interrupt(struct follower *f);
 
 /* The up_table of t (NULL if not attached yet). */
 struct up_table *up_table_of(struct upstream *u, const struct table *t);

@@ -26,6 +26,9 @@
  * at most.  A restarted upstream is another process, another clock: its
  * stream's first frame anchors it anew; an answer of a clock the anchor
  * is not of (two processes behind one address) anchors nothing.
+ *
+ * Here too, the naps of the horizon and run threads (up_nap), which stop
+ * cuts short.
  */
 #include "upstream.h"
 
@@ -85,4 +88,24 @@ bool up_stream_proves(struct up_table *ut, int64_t now)
                && now - ut->anchor.local < UP_ANCHOR_S * INT64_C(1000000000);
     pthread_mutex_unlock(&ut->mu);
     return yes;
+}
+
+/* ------------------------------------------------------------- the naps -- */
+
+void up_nap(struct upstream *u, unsigned ms)
+{
+    struct timespec ts = monoclock_after_ms(ms);
+    pthread_mutex_lock(&u->nap_mu);
+    if (!atomic_load(&u->base.stop))
+        pthread_cond_timedwait(&u->nap_cv, &u->nap_mu, &ts);
+    pthread_mutex_unlock(&u->nap_mu);
+}
+
+/* follow_stop set stop: the naps end (under nap_mu: none checked it before and waits after). */
+void up_interrupt(struct follower *f)
+{
+    struct upstream *u = (struct upstream *)f;
+    pthread_mutex_lock(&u->nap_mu);
+    pthread_cond_broadcast(&u->nap_cv);
+    pthread_mutex_unlock(&u->nap_mu);
 }
