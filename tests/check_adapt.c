@@ -19,6 +19,7 @@
 #include <string.h>
 
 #include "check_main.h"
+#include "adapt.h"                  /* ADAPT_LOG: how many entries a new stream sends */
 #include "check_util.h"
 #include "config.h"
 #include "table.h"
@@ -482,6 +483,96 @@ START_TEST(test_no_denial_after_an_add_under_threads)
 }
 END_TEST
 
+/* An upstream's hub hears of each entry as it joins the set: its streams send it at once. */
+static void count_wake(void *arg)
+{
+    (*(unsigned *)arg)++;
+}
+
+START_TEST(test_entries_wake_the_streams)
+{
+    char fp[3][32];
+    struct table *t = loaded_with(fp, 3);
+    unsigned wakes = 0;
+    uint64_t cursor = 0;
+    struct table_candidate out[16];
+    table_set_verified_wake(t, count_wake, &wakes);
+    ck_assert(!table_verified_ahead(t, cursor));
+    deny(t, fp[0]);
+    ck_assert_uint_eq(wakes, 1);
+    ck_assert(table_verified_ahead(t, cursor));
+    ck_assert_uint_eq(table_verified_log(t, &cursor, out, 16), 1);
+    ck_assert(!table_verified_ahead(t, cursor));
+    /* Sent again by a replica's upstream (a new stream): denied already and still logged: no echo. */
+    ck_assert_int_eq(table_enter_verified(t, filter_hash(fp[0], strlen(fp[0])), fp[0],
+                                          strlen(fp[0])), TABLE_ENTERED);
+    ck_assert_uint_eq(wakes, 1);
+    ck_assert(!table_verified_ahead(t, cursor));
+    /* Overtaken by an add: not entered, nobody woken. */
+    struct table_candidate c = take_hot(t, fp[1]);
+    add_by(t, 0, fp[1]);
+    ck_assert_int_eq(table_verified(t, &c, TABLE_VERIFIED_ABSENT), TABLE_RACED);
+    ck_assert_uint_eq(wakes, 1);
+    ck_assert(!table_verified_ahead(t, cursor));
+    /* An upstream's entry (a replica that serves replicas) wakes them too. */
+    ck_assert_int_eq(table_enter_verified(t, filter_hash(fp[2], strlen(fp[2])), fp[2],
+                                          strlen(fp[2])), TABLE_ENTERED);
+    ck_assert_uint_eq(wakes, 2);
+    ck_assert(table_verified_ahead(t, cursor));
+    /* Ended before the stream looked: the cursor moves past it, nothing is sent. */
+    add_by(t, 0, fp[2]);
+    ck_assert_uint_eq(table_verified_log(t, &cursor, out, 16), 0);
+    ck_assert(!table_verified_ahead(t, cursor));
+    table_set_verified_wake(t, NULL, NULL);
+    table_free(t);
+}
+END_TEST
+
+/* A replica that joined after the newest ADAPT_LOG entries asks for an older one: sent again. */
+START_TEST(test_a_report_of_a_denied_id_sends_it_again)
+{
+    char fp[1][32];
+    struct table *t = loaded_with(fp, 1);
+    unsigned wakes = 0;
+    uint64_t cursor = 0;
+    struct table_candidate out[16];
+    table_set_verified_wake(t, count_wake, &wakes);
+    deny(t, fp[0]);
+    /* Still in the log: every stream sends it, a report changes nothing. */
+    ck_assert_int_eq(table_report(t, fp[0], strlen(fp[0])), TABLE_REPORT_ABSENT);
+    ck_assert_uint_eq(wakes, 1);
+    char key[32];
+    for (unsigned i = 0; i < ADAPT_LOG; i++) {
+        int len = snprintf(key, sizeof key, "other-%u", i);
+        ck_assert_int_eq(table_enter_verified(t, filter_hash(key, (size_t)len), key, (size_t)len),
+                         TABLE_ENTERED);
+    }
+    /* A new stream: the newest ADAPT_LOG entries, not fp[0]. */
+    size_t n, sent = 0;
+    bool has = false;
+    while ((n = table_verified_log(t, &cursor, out, 16)) > 0)
+        for (size_t i = 0; i < n; i++, sent++)
+            has |= out[i].klen == strlen(fp[0]) && memcmp(out[i].key, fp[0], out[i].klen) == 0;
+    ck_assert_uint_eq(sent, ADAPT_LOG);
+    ck_assert(!has);
+    /* Asked for (a replica's report): logged again, the streams woken, sent. */
+    wakes = 0;
+    ck_assert_int_eq(table_report(t, fp[0], strlen(fp[0])), TABLE_REPORT_ABSENT);
+    ck_assert_uint_eq(wakes, 1);
+    ck_assert(table_verified_ahead(t, cursor));
+    ck_assert_uint_eq(table_verified_log(t, &cursor, out, 16), 1);
+    ck_assert(out[0].klen == strlen(fp[0]) && memcmp(out[0].key, fp[0], out[0].klen) == 0);
+    /* On its way now: asked again, not logged twice. */
+    ck_assert_int_eq(table_report(t, fp[0], strlen(fp[0])), TABLE_REPORT_ABSENT);
+    ck_assert_uint_eq(wakes, 1);
+    /* Ended by an add: a report finds it "maybe" again, a candidate, never sent. */
+    add_by(t, 0, fp[0]);
+    ck_assert(!table_verified_ahead(t, cursor));
+    table_set_verified_wake(t, NULL, NULL);
+    table_free(t);
+}
+END_TEST
+
 CHECK_SUITE("adapt",
     CHECK_CASE("core", .setup = setup, .timeout = 120),
     CHECK_TEST(test_hot_false_positive_is_denied),
@@ -493,4 +584,6 @@ CHECK_SUITE("adapt",
     CHECK_TEST(test_rebuilds_keep_what_holds),
     CHECK_TEST(test_off),
     CHECK_TEST(test_no_denial_after_an_add_under_threads),
+    CHECK_TEST(test_entries_wake_the_streams),
+    CHECK_TEST(test_a_report_of_a_denied_id_sends_it_again),
 )

@@ -14,7 +14,8 @@
  * content reader).  An add kicks the pump (one signal per pump round, and
  * only for a table someone streams), which takes the lock, clears
  * `waiting` on each stream that has something new (keys past its next
- * seq, an epoch or generation change, a heartbeat due) and, outside the
+ * seq, an epoch or generation change, a heartbeat due, an entry of the
+ * verified-absent set: tap_verified kicks too) and, outside the
  * lock, resumes their connections, then sleeps FLUSH_US (longer with many
  * streams): the keys added meanwhile go out together, so a busy table
  * costs a bounded number of resumes a second whatever its rate.  A stream
@@ -126,6 +127,20 @@ static void tap_changed(void *ctx)
         fleethub_kick(ht->h);
 }
 
+/*
+ * Adaptive (issue 35): an entry joined the table's verified-absent set
+ * (its verifier's, or its upstream's stream's): the streams that wait send
+ * it now (fleethub_due sees the log ahead of them), as an add would wake
+ * them, instead of with the next key or heartbeat.  Entries entered within
+ * one pump round go out together.
+ */
+static void tap_verified(void *ctx)
+{
+    struct hub_table *ht = ctx;
+    if (atomic_load_explicit(&ht->streams, memory_order_relaxed) > 0)
+        fleethub_kick(ht->h);
+}
+
 /* ------------------------------------------------------------ the pump -- */
 
 void fleethub_proof(struct hub_table *ht, struct table_proof *p, uint64_t *history,
@@ -157,7 +172,8 @@ bool fleethub_due(const struct stream *s, int64_t now)
     struct hub_table *ht = s->ht;
     return atomic_load(&ht->h->closing) || fleetring_last(ht->ring) >= s->next_seq
            || atomic_load(&ht->changes) != s->changes
-           || (s->horizon ? now / s->beat_ns != s->beat_slot : fleethub_beat_due(s, now));
+           || (s->horizon ? now / s->beat_ns != s->beat_slot : fleethub_beat_due(s, now))
+           || table_verified_ahead(ht->t, s->vcursor);
 }
 
 /*
@@ -338,6 +354,7 @@ struct fleethub *fleethub_new(const struct config *cfg, struct table *const *tab
             return NULL;
         }
         table_set_tap(ht->t, &(struct table_tap){ ht, tap_added, tap_changed, tap_committed });
+        table_set_verified_wake(ht->t, tap_verified, ht);
     }
     return h;
 }
@@ -382,6 +399,7 @@ void fleethub_free(struct fleethub *h)
     for (unsigned i = 0; i < h->n; i++) {
         /* Nothing adds any more (the followers and the server stopped): unhook all the same. */
         table_set_tap(h->tables[i].t, &(struct table_tap){ NULL, NULL, NULL, NULL });
+        table_set_verified_wake(h->tables[i].t, NULL, NULL);
         fleetsnap_free(h->tables[i].snap);
         fleetring_free(h->tables[i].ring);
     }

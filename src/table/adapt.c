@@ -42,6 +42,8 @@ struct adapt {
     pthread_mutex_t qmu;            /* the queue: a try-lock on the hot path */
     void (*wake)(void *arg);        /* a candidate joined an empty queue */
     void *wake_arg;
+    void (*entered)(void *arg);     /* an entry joined the set and its log */
+    void *entered_arg;
     struct adapt_candidate *queue;
     size_t qhead, qlen;
     _Atomic uint64_t candidates, reported, dropped, verified_absent, verified_present,
@@ -140,6 +142,17 @@ void adapt_set_wake(struct adapt *a, void (*wake)(void *arg), void *arg)
 {
     a->wake = wake;
     a->wake_arg = arg;
+}
+
+void adapt_set_entered(struct adapt *a, void (*entered)(void *arg), void *arg)
+{
+    a->entered = entered;
+    a->entered_arg = arg;
+}
+
+bool adapt_log_ahead(const struct adapt *a, uint64_t cursor)
+{
+    return atomic_load(&((struct adapt *)a)->log_next) != cursor;
 }
 
 const struct vset *adapt_set(const struct adapt *a)
@@ -264,10 +277,23 @@ static void log_entered(struct adapt *a, const struct adapt_candidate *c)
     memcpy(e->key, c->key, c->klen);
 }
 
+/* Whether the log still holds key (writer held): every stream sends it then, a new one too. */
+static bool in_log(const struct adapt *a, uint64_t h, const char *key, size_t klen)
+{
+    uint64_t next = atomic_load(&a->log_next), oldest = next > ADAPT_LOG ? next - ADAPT_LOG : 0;
+    for (uint64_t at = oldest; at < next; at++) {
+        const struct logent *e = &a->log[at % ADAPT_LOG];
+        if (e->hash == h && e->klen == klen && memcmp(e->key, key, klen) == 0)
+            return true;
+    }
+    return false;
+}
+
 /* An absent verdict on c (its ticket taken): entered, or raced. */
 static enum adapt_outcome enter(struct adapt *a, const struct adapt_candidate *c)
 {
     enum adapt_outcome out = ADAPT_RACED;
+    bool fresh = false;
     unsigned evicted = 0;
     struct vset_ref ref;
     pthread_mutex_lock(&a->writer);
@@ -282,14 +308,30 @@ static enum adapt_outcome enter(struct adapt *a, const struct adapt_candidate *c
         && vset_stage(a->set, c->hash, c->key, c->klen, &ref, &evicted)) {
         if (atomic_load(adds_of(a, c->hash)) != c->ticket || atomic_load(&a->generation) != c->generation)
             vset_unstage(a->set, &ref);
-        else if (vset_activate(a->set, &ref))
+        else if (vset_activate(a->set, &ref)) {
             out = ADAPT_ENTERED;
+            fresh = true;
+        }
     } else if (atomic_load(&a->generation) == c->generation && vset_has(a->set, c->hash, c->key, c->klen)) {
-        out = ADAPT_ENTERED;        /* already denied (a report and a hit raced to the queue) */
+        /*
+         * Already denied: a report and a hit raced to the queue, or a
+         * replica's new stream sent again what it had.  Logged again only
+         * if the log lost it, so that a resumed stream's entries do not go
+         * down the tree a second time.
+         */
+        out = ADAPT_ENTERED;
+        fresh = !in_log(a, c->hash, c->key, c->klen);
     }
-    if (out == ADAPT_ENTERED)
+    if (fresh)
         log_entered(a, c);
     pthread_mutex_unlock(&a->writer);
+    /*
+     * After the log holds it (a seq_cst store a stream's check reads): the
+     * replicas' streams send it now, not with the next key or heartbeat.
+     * A batch of verdicts wakes them once (the hub's kick is one a round).
+     */
+    if (fresh && a->entered != NULL)
+        a->entered(a->entered_arg);
     if (evicted)
         atomic_fetch_add_explicit(&a->evictions, evicted, memory_order_relaxed);
     if (out == ADAPT_RACED)
@@ -362,6 +404,24 @@ size_t adapt_log_read(struct adapt *a, uint64_t *cursor, struct adapt_candidate 
     *cursor = at;
     pthread_mutex_unlock(&a->writer);
     return n;
+}
+
+bool adapt_resend(struct adapt *a, uint64_t h, const char *key, size_t klen)
+{
+    if (klen == 0 || klen > VSET_KEY_MAX)
+        return false;
+    pthread_mutex_lock(&a->writer);
+    bool send = vset_has(a->set, h, key, klen) && !in_log(a, h, key, klen);
+    if (send) {
+        /* Sent as any entry: only while the set holds it when a stream reads it (adapt_log_read). */
+        struct adapt_candidate c = { .hash = h, .klen = klen };
+        memcpy(c.key, key, klen);
+        log_entered(a, &c);
+    }
+    pthread_mutex_unlock(&a->writer);
+    if (send && a->entered != NULL)
+        a->entered(a->entered_arg);
+    return send;
 }
 
 void adapt_reset(struct adapt *a)

@@ -50,6 +50,21 @@ bool adapt_move_set(struct adapt *a, void *mem, size_t bytes);
 void adapt_set_wake(struct adapt *a, void (*wake)(void *arg), void *arg);
 
 /*
+ * entered(arg) after an entry joins the set and its log (adapt_log_read),
+ * under no lock of a, on the thread that entered it (the verifier's, or a
+ * replica's stream from its upstream): an upstream's hub, whose streams
+ * send it at once (table_adapt.h, "On a replica").  NULL: nobody.  Set it
+ * before other threads use a.
+ */
+void adapt_set_entered(struct adapt *a, void (*entered)(void *arg), void *arg);
+
+/*
+ * Whether entries joined the log after cursor (adapt_log_read's), lock-free:
+ * a stream with nothing else to send need not take the writer's lock.
+ */
+bool adapt_log_ahead(const struct adapt *a, uint64_t cursor);
+
+/*
  * The set, for answer_lookup's deny step (lock-free readers), or NULL
  * while it is empty (vset_has's own first test: the same answer).
  */
@@ -119,6 +134,16 @@ void adapt_forwarded(struct adapt *a, uint64_t h);
  * what was read.  Any thread; takes the writer's lock.
  */
 size_t adapt_log_read(struct adapt *a, uint64_t *cursor, struct adapt_candidate *out, size_t max);
+
+/*
+ * A report of a key (hash h) the set denies already: a replica asks for it
+ * because it does not hold the entry (it came after the newest ADAPT_LOG
+ * entries a new stream sends, or its set lost it).  Unless the log still
+ * holds it (every stream sends it then, a new one too), it is logged
+ * again, so that the streams send it again (the entered wake too).  True
+ * when logged.  Any thread; takes the writer's lock.
+ */
+bool adapt_resend(struct adapt *a, uint64_t h, const char *key, size_t klen);
 
 /* A report (POST /absent): the key (hash h) becomes a candidate unless queued or settled. */
 bool adapt_report(struct adapt *a, uint64_t h, const char *key, size_t klen);

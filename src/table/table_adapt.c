@@ -117,6 +117,17 @@ size_t table_verified_log(struct table *t, uint64_t *cursor, struct table_candid
     return n;
 }
 
+void table_set_verified_wake(struct table *t, void (*wake)(void *arg), void *arg)
+{
+    if (t->ad != NULL)
+        adapt_set_entered(t->ad, wake, arg);
+}
+
+bool table_verified_ahead(struct table *t, uint64_t cursor)
+{
+    return t->ad != NULL && adapt_log_ahead(t->ad, cursor);
+}
+
 /* A report's answer under the live filter: whether it is worth a candidate. */
 static bool never_stale(void *ctx)
 {
@@ -145,6 +156,9 @@ enum table_report table_report(struct table *t, const void *id, size_t len)
         out = TABLE_REPORT_ABSENT;
     else
         out = adapt_report(t->ad, q.hash, q.key, q.klen) ? TABLE_REPORT_QUEUED : TABLE_REPORT_HELD;
+    /* Denied by the set: a replica that asks may have missed the entry (table_adapt.h, "Down a tree"). */
+    if (out == TABLE_REPORT_ABSENT && q.denied)
+        adapt_resend(t->ad, q.hash, q.key, q.klen);
     answer_query_end(&q);
     return out;
 }

@@ -81,6 +81,26 @@
  * upstream still holds (the last ADAPT_LOG entered).  A replica's hot
  * candidates are passed up (POST /absent: a report, never believed by
  * itself) and settled here (table_forwarded).
+ *
+ * Down a tree (PostgreSQL -> a -> b -> c).  b enters a's entries as above,
+ * logs each as its own, and its streams send them to c by the same rule:
+ * b's adds are a's keys in a's order, and each kills b's entry before b's
+ * tap rings it.  By induction down the tree, a node's set holds an entry
+ * only while its filter holds no add of the key that came after S: it
+ * took each such add either one by one, which killed the entry, or in a
+ * snapshot, which emptied its set, after which the entry came again only
+ * if its upstream still held it after the keys that snapshot holds.  So a
+ * stream that starts anew (the replica resumes at its position, or a new
+ * replica) and sends the log again from its oldest entry sends none that
+ * an add the replica already applied has ended (tests/adaptive_tree.test
+ * cuts the stream b -> c after inserts to show it).  Entries travel at
+ * once: entering one wakes the hub (table_set_verified_wake) as an add
+ * does, and a woken stream sends the log before its next keys; those
+ * entered within one round of the hub's pump go out together.  A new
+ * stream sends only the newest ADAPT_LOG entries; a replica that joined
+ * after older ones asks for them as for any hot "maybe" (it passes them up)
+ * and a report of an ID the set denies logs it again (adapt_resend), so
+ * that the streams send it again, by the same rule.
  */
 #ifndef BLOOMGUARD_TABLE_ADAPT_H
 #define BLOOMGUARD_TABLE_ADAPT_H
@@ -123,7 +143,8 @@ enum table_verified table_verified(struct table *t, const struct table_candidate
 
 /*
  * POST /absent: the ID a service did not find is a candidate now (QUEUED),
- * or not: answered absent already (the filter or the set), a spelling or
+ * or not: answered absent already (the filter or the set; one the set
+ * denies is sent down to the replicas again unless on its way already), a spelling or
  * key that cannot be verified, queued or looked up lately (or the queue is
  * full), [adaptive] off, no filter yet.
  */
@@ -150,6 +171,15 @@ void table_forwarded(struct table *t, const struct table_candidate *c);
  */
 size_t table_verified_log(struct table *t, uint64_t *cursor, struct table_candidate *out,
                           size_t max);
+/*
+ * wake(arg) whenever an entry joins the set (a verification's or an
+ * upstream's): an upstream's hub, whose streams then send it at once, not
+ * with the next key or heartbeat.  Under no lock of the table, on the
+ * entering thread.  Set it before other threads use t; NULL: nobody.
+ */
+void table_set_verified_wake(struct table *t, void (*wake)(void *arg), void *arg);
+/* Whether entries were entered past cursor (table_verified_log's); lock-free. */
+bool table_verified_ahead(struct table *t, uint64_t cursor);
 
 /* /stats and /metrics (zeros with [adaptive] off); docs/api.md says what each counts. */
 struct table_adaptive {
