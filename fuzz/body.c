@@ -2,7 +2,7 @@
  * Fuzz the request bodies of POST /ids and POST /exists through the real
  * handlers (ids_insert, ids_exists_batch) with a real guard, journal and
  * stats, the guard loaded or not.  Invariants: every answer is one the API documents, JSON, never a
- * 500; a refused body changes nothing; an ID the handler acknowledged is
+ * 500; a JSON body jansson cannot read is refused; a refused body changes nothing; an ID the handler acknowledged is
  * never absent afterwards; the journal holds each distinct ID once.
  *
  * Input: byte 0 picks the endpoint, the body type and whether the filter
@@ -113,6 +113,15 @@ FUZZ_TARGET(body)
     if (!r.shared)
         MHD_destroy_response(r.resp);
     FUZZ_CHECK(ready || insert || r.status != 200);   /* an empty insert may say 200 */
+    if (t == BODY_JSON) {
+        /*
+         * What jansson cannot read is refused, whoever read it: ids.c reads
+         * a body of one plain ID ({"id":"..."}) without jansson.
+         */
+        json_t *d = json_loadb(body, len, JSON_ALLOW_NUL, NULL);
+        FUZZ_CHECK(d != NULL || r.status == 400);
+        json_decref(d);
+    }
 
     FUZZ_CHECK(table_filter_info(tbl, &fi, NULL, 0, &nl) == ready);
     uint64_t added = fi.items - items_before;

@@ -57,8 +57,11 @@ bool api_init(struct app *a)
     p->auth_allow[3] = empty_response("degraded");
     p->auth_deny[0] = empty_response("miss");
     p->auth_deny[1] = empty_response("not-ready");
+    static const char inserted_one[] = "{\"inserted\":1}";
+    p->inserted_one = api_json_response((char *)inserted_one, sizeof inserted_one - 1,
+                                        MHD_RESPMEM_PERSISTENT);
     return p->healthz && p->auth_allow[0] && p->auth_allow[1] && p->auth_allow[2]
-        && p->auth_allow[3] && p->auth_deny[0] && p->auth_deny[1];
+        && p->auth_allow[3] && p->auth_deny[0] && p->auth_deny[1] && p->inserted_one;
 }
 
 void api_fini(struct app *a)
@@ -68,7 +71,7 @@ void api_fini(struct app *a)
         return;
     struct MHD_Response *all[] = { p->healthz, p->auth_allow[0], p->auth_allow[1],
                                    p->auth_allow[2], p->auth_allow[3], p->auth_deny[0],
-                                   p->auth_deny[1] };
+                                   p->auth_deny[1], p->inserted_one };
     for (size_t i = 0; i < sizeof all / sizeof all[0]; i++)
         if (all[i] != NULL)
             MHD_destroy_response(all[i]);

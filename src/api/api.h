@@ -78,6 +78,7 @@ struct api_static {
     struct MHD_Response *healthz;
     struct MHD_Response *auth_allow[4];    /* hit, bypass, not ready (fail open), degraded */
     struct MHD_Response *auth_deny[2];     /* miss, not ready (fail closed) */
+    struct MHD_Response *inserted_one;     /* POST /ids of one ID: {"inserted":1} */
 };
 
 /* Build the constant responses once; false on allocation failure. */

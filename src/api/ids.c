@@ -1,14 +1,14 @@
 /*
  * The ID endpoints, the hot path: GET /exists/{id}, POST /exists, POST /ids
  * and /auth; and POST /absent, a service's reports of IDs it did not find.  Lookups build their small JSON answers by hand into one
- * buffer handed to MHD (no jansson on the hot path); request bodies go
- * through jansson.
+ * buffer handed to MHD (no jansson on the hot path); request bodies are
+ * read by ids_body.c.
  */
 #include "ids.h"
+#include "ids_int.h"
 
 #include <errno.h>
 #include <inttypes.h>
-#include <jansson.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -47,11 +47,6 @@ static struct reply not_ready(struct table *t)
                      "last attempt failed: %s%s; retrying", st.last_error, code);
 }
 
-static struct reply id_error_reply(enum id_error e, const char *where)
-{
-    unsigned status = e == ID_TOO_LONG ? MHD_HTTP_URI_TOO_LONG : MHD_HTTP_BAD_REQUEST;
-    return api_error(status, id_error_code(e), "%s%s", id_strerror(e), where);
-}
 
 /* Counts one answer of GET or POST /exists, as both do. */
 static void count_answer(struct stats *st, enum table_answer ans)
@@ -161,129 +156,6 @@ unsigned ids_exists_fast(struct app *a, const char *rest, size_t rest_len, char 
     return ans == TABLE_ABSENT ? MHD_HTTP_NOT_FOUND : MHD_HTTP_OK;
 }
 
-/*
- * The IDs of a request body, validated.  JSON ids point into the parsed
- * document (kept in *doc); text ids point into the body.  On failure returns
- * an error reply with status != 0 and frees what it took.
- */
-struct idlist {
-    size_t n;
-    const char **ids;
-    size_t *lens;
-    json_t *doc;
-};
-
-static void idlist_free(struct idlist *l)
-{
-    free(l->ids);
-    free(l->lens);
-    json_decref(l->doc);
-    memset(l, 0, sizeof(*l));
-}
-
-static bool idlist_push(struct idlist *l, size_t *cap, const char *id, size_t len)
-{
-    if (l->n == *cap) {
-        size_t nc = *cap ? *cap * 2 : 64;
-        const char **ni = realloc(l->ids, nc * sizeof(*ni));
-        if (ni == NULL)
-            return false;
-        l->ids = ni;
-        size_t *nl = realloc(l->lens, nc * sizeof(*nl));
-        if (nl == NULL)
-            return false;
-        l->lens = nl;
-        *cap = nc;
-    }
-    l->ids[l->n] = id;
-    l->lens[l->n] = len;
-    l->n++;
-    return true;
-}
-
-static struct reply parse_ids(struct app *a, enum body_type t, const char *body, size_t len,
-                              bool allow_single, struct idlist *l)
-{
-    size_t cap = 0, max_batch = a->cfg->max_batch;
-    memset(l, 0, sizeof(*l));
-
-    if (t == BODY_TEXT) {
-        size_t pos = 0;
-        const char *id;
-        size_t idlen;
-        while (id_next_line(body, len, &pos, &id, &idlen)) {
-            if (l->n >= max_batch)
-                goto too_many;
-            enum id_error e = id_check(id, idlen, a->cfg->max_id_bytes);
-            if (e != ID_OK) {
-                char where[48];
-                snprintf(where, sizeof where, " (line %zu)", l->n + 1);
-                idlist_free(l);
-                return id_error_reply(e, where);
-            }
-            if (!idlist_push(l, &cap, id, idlen))
-                goto oom;
-        }
-        return (struct reply){ 0, NULL, false };
-    }
-
-    json_error_t jerr;
-    l->doc = json_loadb(body, len, JSON_ALLOW_NUL, &jerr);
-    if (l->doc == NULL) {
-        struct reply r = api_error(MHD_HTTP_BAD_REQUEST, "invalid_json", "invalid JSON at line %d column %d: %s",
-                                   jerr.line, jerr.column, jerr.text);
-        idlist_free(l);
-        return r;
-    }
-    json_t *one = allow_single ? json_object_get(l->doc, "id") : NULL;
-    json_t *arr = json_object_get(l->doc, "ids");
-    const char *shape = allow_single ? "expected {\"id\":\"...\"} or {\"ids\":[\"...\", ...]}"
-                                     : "expected {\"ids\":[\"...\", ...]}";
-    if (!json_is_object(l->doc) || (one == NULL) == (arr == NULL) || (one && !json_is_string(one))
-        || (arr && !json_is_array(arr)) || json_object_size(l->doc) != 1) {
-        idlist_free(l);
-        return api_error(MHD_HTTP_BAD_REQUEST, "bad_shape", "%s", shape);
-    }
-    if (one != NULL) {
-        enum id_error e = id_check(json_string_value(one), json_string_length(one), a->cfg->max_id_bytes);
-        if (e != ID_OK) {
-            idlist_free(l);
-            return id_error_reply(e, "");
-        }
-        if (!idlist_push(l, &cap, json_string_value(one), json_string_length(one)))
-            goto oom;
-        return (struct reply){ 0, NULL, false };
-    }
-    if (json_array_size(arr) > max_batch)
-        goto too_many;
-    size_t i;
-    json_t *v;
-    json_array_foreach(arr, i, v) {
-        if (!json_is_string(v)) {
-            idlist_free(l);
-            return api_error(MHD_HTTP_BAD_REQUEST, "bad_shape", "ids[%zu] is not a string; %s", i, shape);
-        }
-        enum id_error e = id_check(json_string_value(v), json_string_length(v), a->cfg->max_id_bytes);
-        if (e != ID_OK) {
-            char where[48];
-            snprintf(where, sizeof where, " (ids[%zu])", i);
-            idlist_free(l);
-            return id_error_reply(e, where);
-        }
-        if (!idlist_push(l, &cap, json_string_value(v), json_string_length(v)))
-            goto oom;
-    }
-    return (struct reply){ 0, NULL, false };   /* an empty list is a valid, empty batch */
-
-too_many:
-    idlist_free(l);
-    return api_error(MHD_HTTP_CONTENT_TOO_LARGE, "batch_too_large",
-                     "more than max_batch (%zu) ids in one request", max_batch);
-oom:
-    idlist_free(l);
-    return (struct reply){ 500, NULL, false };
-}
-
 /* What a batch endpoint does with the valid IDs l for table t; batch_serve frees l after. */
 typedef struct reply batch_fn(struct app *a, const struct api_request *rq, struct table *t,
                               const struct idlist *l);
@@ -355,7 +227,7 @@ struct reply ids_exists_batch(struct app *a, const struct api_request *rq)
  * only what outlives the request (stats, the table), so that it can run on
  * the thread that finished a later insert.
  */
-static struct reply insert_reply(struct stats *stats, struct table *t,
+static struct reply insert_reply(struct stats *stats, const struct api_static *p, struct table *t,
                                  enum table_insert_result r, size_t n, size_t want, int e)
 {
     struct table_posts pi;
@@ -395,6 +267,8 @@ static struct reply insert_reply(struct stats *stats, struct table *t,
         return (struct reply){ 500, NULL, false };
     }
     stats_add(stats, ST_INSERTS, n);
+    if (n == 1 && p != NULL)
+        return api_shared(MHD_HTTP_OK, p->inserted_one);
     char out[64];
     snprintf(out, sizeof out, "{\"inserted\":%zu}", n);
     return api_json_take(MHD_HTTP_OK, strdup(out));
@@ -403,6 +277,7 @@ static struct reply insert_reply(struct stats *stats, struct table *t,
 /* A POST waiting for the disk, its request suspended. */
 struct insert_later {
     struct stats *stats;
+    const struct api_static *prebuilt;
     struct table *t;
     size_t want;
     struct api_later later;
@@ -412,7 +287,7 @@ static void insert_done(void *arg, enum table_insert_result r, size_t n, int e)
 {
     struct insert_later *il = arg;
     struct api_later later = il->later;
-    struct reply rp = insert_reply(il->stats, il->t, r, n, il->want, e);
+    struct reply rp = insert_reply(il->stats, il->prebuilt, il->t, r, n, il->want, e);
     free(il);
     later.done(later.ctx, rp);
 }
@@ -430,7 +305,7 @@ static struct reply insert_batch(struct app *a, const struct api_request *rq, st
      */
     struct insert_later *il = rq->later && table_durable(t) ? malloc(sizeof *il) : NULL;
     if (il != NULL) {
-        *il = (struct insert_later){ a->stats, t, want, *rq->later };
+        *il = (struct insert_later){ a->stats, a->prebuilt, t, want, *rq->later };
         il->later.begin(il->later.ctx);
         r = table_insert_later(t, l->n, l->ids, l->lens, &n, &e, insert_done, il);
         if (r != TABLE_INSERT_LATER)
@@ -438,7 +313,7 @@ static struct reply insert_batch(struct app *a, const struct api_request *rq, st
         return (struct reply){ API_LATER, NULL, false };
     }
     r = table_insert(t, l->n, l->ids, l->lens, &n, &e);
-    return insert_reply(a->stats, t, r, n, want, e);
+    return insert_reply(a->stats, a->prebuilt, t, r, n, want, e);
 }
 
 struct reply ids_insert(struct app *a, const struct api_request *rq)

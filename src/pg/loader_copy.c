@@ -60,17 +60,23 @@ size_t loader_unescape(char *s, size_t len)
     return o;
 }
 
-/* A row PQgetCopyData returned (n > 0), as loader_copy_row hands it out. */
-static void copy_row_text(char *buf, int n, size_t *len)
+/*
+ * A row PQgetCopyData returned (n > 0), as loader_copy_row hands it out.
+ * True when it is SQL NULL: COPY's text format spells NULL as a bare \N,
+ * which no value can be (a value's backslash comes doubled).
+ */
+static bool copy_row_text(char *buf, int n, size_t *len)
 {
     /* Text format: one row per message, ending in '\n'. */
     size_t l = (size_t)n;
     if (l > 0 && buf[l - 1] == '\n')
         l--;
+    bool null = l == 2 && buf[0] == '\\' && buf[1] == 'N';
     if (memchr(buf, '\\', l) != NULL)
         l = loader_unescape(buf, l);
     buf[l] = '\0';
     *len = l;
+    return null;
 }
 
 int loader_copy_row(PGconn *conn, char **buf, size_t *len)
@@ -80,7 +86,7 @@ int loader_copy_row(PGconn *conn, char **buf, size_t *len)
         return 0;
     if (n < 0)
         return -1;
-    copy_row_text(*buf, n, len);
+    (void)copy_row_text(*buf, n, len);
     return 1;
 }
 
@@ -107,7 +113,8 @@ static bool await_input(PGconn *conn)
  * loader_copy_row without blocking for more than LOADER_POLL_MS at a time:
  * the server may take seconds per row (a slow view) or wait for a lock
  * before the first, and a stop must not wait with it.  -2 once *stop is
- * true; otherwise as loader_copy_row.
+ * true; 2 for a NULL (*buf still to PQfreemem); otherwise as
+ * loader_copy_row.
  */
 static int copy_row_stoppable(PGconn *conn, char **buf, size_t *len, atomic_bool *stop)
 {
@@ -115,10 +122,8 @@ static int copy_row_stoppable(PGconn *conn, char **buf, size_t *len, atomic_bool
         if (stopped(stop))
             return -2;
         int n = PQgetCopyData(conn, buf, 1);
-        if (n > 0) {
-            copy_row_text(*buf, n, len);
-            return 1;
-        }
+        if (n > 0)
+            return copy_row_text(*buf, n, len) ? 2 : 1;
         if (n == -1)
             return 0;
         if (n < -1 || !await_input(conn))
@@ -269,6 +274,10 @@ static bool copy_pass(PGconn *conn, const char *sql, struct table_load *l,
             free(keybuf);
             goto done;
         }
+        if (got == 2) {                         /* NULL: no ID, not a row of the count */
+            PQfreemem(buf);
+            continue;
+        }
         (*rows)++;
         if (*over) {                            /* counted only, for the next filter's size */
             PQfreemem(buf);
@@ -345,8 +354,13 @@ bool loader_copy(PGconn *conn, const struct filter_config *fc, struct table_load
         snprintf(err, errlen, "out of memory");
         goto done;
     }
-    snprintf(sql, len, "COPY (SELECT %s::text FROM %s WHERE %s IS NOT NULL) TO STDOUT",
-             col, tbl, col);
+    /*
+     * No WHERE col IS NOT NULL: PostgreSQL 15 tests it on every row even
+     * for a NOT NULL column (a key's), a tenth of a plain scan's time on
+     * the server, which paces the load.  copy_pass skips NULLs instead,
+     * by their text form (\N), as cheaply.
+     */
+    snprintf(sql, len, "COPY (SELECT %s::text FROM %s) TO STDOUT", col, tbl);
     /* A transaction always: a second pass (a resize) reads the very rows of the first. */
     if (o->snapshot && o->snapshot[0] ? !in_snapshot(conn, o->snapshot, err, errlen)
         : o->n_must_see > 0 ? !seeing(conn, o->must_see, o->n_must_see, o->stop, err, errlen)

@@ -37,14 +37,26 @@ struct keyset {
     size_t *lens;
     uint64_t *hs;
     char *bytes;
+    /*
+     * One ID (most POSTs) is kept in the keyset itself, its spelled key in
+     * key1_bytes when it fits: no allocation on the memory-only path.  A
+     * keyset so filled must not be copied (its pointers point into it).
+     */
+    const char *key1;
+    size_t len1;
+    uint64_t h1;
+    char key1_bytes[64];
 };
 
 static void keyset_free(struct keyset *k)
 {
-    free(k->keys);
-    free(k->lens);
-    free(k->hs);
-    free(k->bytes);
+    if (k->keys != &k->key1) {
+        free(k->keys);
+        free(k->lens);
+        free(k->hs);
+    }
+    if (k->bytes != k->key1_bytes)
+        free(k->bytes);
 }
 
 /*
@@ -58,14 +70,20 @@ static enum table_insert_result keyset_make(struct table *t, size_t n, const cha
     enum spell_type sp = table_spell(t);
     memset(k, 0, sizeof *k);
     k->n = n;
-    k->keys = malloc((n ? n : 1) * sizeof *k->keys);
-    k->lens = malloc((n ? n : 1) * sizeof *k->lens);
-    k->hs = malloc((n ? n : 1) * sizeof *k->hs);
+    if (n == 1) {
+        k->keys = &k->key1;
+        k->lens = &k->len1;
+        k->hs = &k->h1;
+    } else {
+        k->keys = malloc((n ? n : 1) * sizeof *k->keys);
+        k->lens = malloc((n ? n : 1) * sizeof *k->lens);
+        k->hs = malloc((n ? n : 1) * sizeof *k->hs);
+    }
     size_t total = 0;
     for (size_t i = 0; sp != SPELL_TEXT && i < n; i++)
         total += spell_key_cap(sp, lens[i]);
     if (sp != SPELL_TEXT)
-        k->bytes = malloc(total ? total : 1);
+        k->bytes = n == 1 && total <= sizeof k->key1_bytes ? k->key1_bytes : malloc(total ? total : 1);
     if (!k->keys || !k->lens || !k->hs || (sp != SPELL_TEXT && !k->bytes))
         return TABLE_INSERT_NOMEM;
     size_t used = 0;
@@ -113,7 +131,8 @@ static bool keyset_own(struct keyset *k)
         k->keys[i] = at;
         at += k->lens[i];
     }
-    free(k->bytes);
+    if (k->bytes != k->key1_bytes)
+        free(k->bytes);
     k->bytes = b;
     return true;
 }
@@ -121,13 +140,17 @@ static bool keyset_own(struct keyset *k)
 /*
  * Journal first, all or nothing: the IDs are held (pending_reserve) until
  * the insert is acknowledged or refused (journal_end).  TABLE_INSERTED:
- * held.
+ * held.  at_once: one ID that nothing can refuse any more once it is in
+ * the journal (no durable step), put there acknowledged in one step
+ * (pending_add_many: for one ID all or nothing too); no journal_end.
  */
-static enum table_insert_result journal(struct table *t, const struct keyset *k)
+static enum table_insert_result journal(struct table *t, const struct keyset *k, bool at_once)
 {
     if (!guard_writable(t->g))
         return TABLE_INSERT_NOT_READY;
-    switch (pending_reserve(t->pending, k->n, k->keys, k->lens, k->hs, monoclock_boot_s())) {
+    uint64_t now = monoclock_boot_s();
+    switch (at_once ? pending_add_many(t->pending, k->n, k->keys, k->lens, k->hs, now)
+                    : pending_reserve(t->pending, k->n, k->keys, k->lens, k->hs, now)) {
     case PENDING_OK: return TABLE_INSERTED;
     case PENDING_FULL_COUNT: return TABLE_INSERT_FULL_COUNT;
     case PENDING_FULL_BYTES: return TABLE_INSERT_FULL_BYTES;
@@ -157,7 +180,7 @@ static void journal_end(struct table *t, const struct keyset *k, bool acknowledg
  * and *err names the first bad id for TABLE_INSERT_NOT_A_VALUE.
  */
 static enum table_insert_result insert_begin(struct table *t, size_t n, const char *const *ids,
-                                             const size_t *lens, struct keyset *k,
+                                             const size_t *lens, struct keyset *k, bool at_once,
                                              size_t *inserted, int *err)
 {
     int bad = 0;
@@ -168,7 +191,7 @@ static enum table_insert_result insert_begin(struct table *t, size_t n, const ch
     if (r == TABLE_INSERT_NOT_A_VALUE && err)
         *err = bad;
     if (r == TABLE_INSERTED)
-        r = journal(t, k);
+        r = journal(t, k, at_once);
     return r;
 }
 
@@ -177,7 +200,9 @@ static enum table_insert_result insert_now(struct table *t, size_t n, const char
                                            const size_t *lens, size_t *inserted, int *err)
 {
     struct keyset k;
-    enum table_insert_result r = insert_begin(t, n, ids, lens, &k, inserted, err);
+    /* Nothing between the journal and the filter: one ID goes in at once (journal's at_once). */
+    bool at_once = t->durable == NULL && n == 1;
+    enum table_insert_result r = insert_begin(t, n, ids, lens, &k, at_once, inserted, err);
     if (r != TABLE_INSERTED) {
         keyset_free(&k);
         return r;
@@ -191,7 +216,8 @@ static enum table_insert_result insert_now(struct table *t, size_t n, const char
             r = TABLE_INSERT_NOT_DURABLE;
         }
     }
-    journal_end(t, &k, r == TABLE_INSERTED);
+    if (!at_once)
+        journal_end(t, &k, r == TABLE_INSERTED);
     if (r == TABLE_INSERTED)
         r = add_hashes(t, n, k.hs, inserted);
     keyset_free(&k);
@@ -232,7 +258,7 @@ enum table_insert_result table_insert_later(struct table *t, size_t n, const cha
     struct insert_op *op = malloc(sizeof *op);
     if (op == NULL)
         return TABLE_INSERT_NOMEM;
-    enum table_insert_result r = insert_begin(t, n, ids, lens, &op->k, inserted, err);
+    enum table_insert_result r = insert_begin(t, n, ids, lens, &op->k, false, inserted, err);
     if (r == TABLE_INSERTED && !keyset_own(&op->k)) {
         journal_end(t, &op->k, false);
         r = TABLE_INSERT_NOMEM;
