@@ -17,6 +17,7 @@
 #include "fleetjournal.h"
 #include "fleetring.h"
 #include "fleetwire.h"
+#include "upstream.h"
 
 /* ------------------------------------------------------------- helpers -- */
 
@@ -830,6 +831,38 @@ START_TEST(test_journal)
 }
 END_TEST
 
+/*
+ * An anchor places an upstream's horizon on our horizon's clock: its age
+ * on our oscillator, widened by UP_SLEW_PCT, never less than the truth;
+ * nothing when our two clocks ran apart since the anchor (a suspend: the
+ * oscillator stopped while the boot clock ran on).
+ */
+START_TEST(test_anchor_placed)
+{
+    const int64_t S = INT64_C(1000000000), MS = INT64_C(1000000);
+    const struct up_anchor an = { 1, { 1000 * S, 5000 * S }, 7000 * S };
+    /* H 5 s after the anchor's reading, read 6 s after the anchor: 1 s old, less the 1000 ppm. */
+    struct up_when now = { an.local.raw + 6 * S, an.local.boot + 6 * S };
+    int64_t age = 6 * S - (5 * S - 5 * MS);
+    ck_assert_int_eq(up_anchored(&an, an.remote + 5 * S), an.local.raw + 5 * S - 5 * MS);
+    ck_assert_int_eq(up_placed(&an, an.remote + 5 * S, now), now.boot - age - age / 10);
+    /* Our boot clock slewed 8% fast meanwhile: still placed, from the oscillator's age. */
+    now.boot = an.local.boot + 6 * S + 480 * MS;
+    ck_assert_int_eq(up_placed(&an, an.remote + 5 * S, now), now.boot - age - age / 10);
+    /* Suspended 3 s since the anchor: the oscillator stood still, nothing is placed. */
+    now.boot = an.local.boot + 9 * S;
+    ck_assert_int_eq(up_placed(&an, an.remote + 5 * S, now), -1);
+    /* An H before the anchor's reading: the difference shrinks that way too. */
+    now.boot = an.local.boot + 6 * S;
+    ck_assert_int_eq(up_anchored(&an, an.remote - S), an.local.raw - S - MS);
+    age = 6 * S + S + MS;
+    ck_assert_int_eq(up_placed(&an, an.remote - S, now), now.boot - age - age / 10);
+    /* A frame read before the anchored moment (clocks' jitter): no older than now. */
+    now = (struct up_when){ an.local.raw + S, an.local.boot + S };
+    ck_assert_int_eq(up_placed(&an, an.remote + 5 * S, now), now.boot);
+}
+END_TEST
+
 CHECK_SUITE("fleet",
     CHECK_CASE("wire", .timeout = 30, .setup = reader_setup, .teardown = reader_teardown),
     CHECK_TEST(test_round_trip),
@@ -839,6 +872,7 @@ CHECK_SUITE("fleet",
     CHECK_TEST(test_unknown_type),
     CHECK_TEST(test_verified),
     CHECK_TEST(test_horizon),
+    CHECK_TEST(test_anchor_placed),
     CHECK_TEST(test_stop),
     CHECK_CASE("encoder", .timeout = 30),
     CHECK_TEST(test_encoder_bounds),

@@ -268,8 +268,14 @@ void fleethub_horizon_of(struct hub_table *ht, struct fleetwire_horizon *out)
     double stale = ht->h->cfg->max_staleness;
     bool degraded = !p.loaded || p.saturated || age < 0
                     || (stale > 0 && (double)age > stale * 1e9);
+    /*
+     * On the oscillator, which replicas anchor (upstream_anchor.c): the
+     * horizon's age, measured on the boot clock NTP slews, widened by
+     * more than any slew (an older horizon only proves less).
+     */
+    int64_t raw = monoclock_raw_ns(), hraw = age < 0 ? 0 : raw - age - age / 10;
     *out = (struct fleetwire_horizon){
-        .clock = ht->h->clock, .now = now, .horizon = age < 0 ? 0 : p.horizon,
+        .clock = ht->h->clock, .now = raw, .horizon = age < 0 ? 0 : (hraw > 0 ? hraw : 1),
         .history = history, .seq = seq, .epoch = p.epoch, .covered = p.covered,
         .generation = p.generation,
         .flags = (degraded ? FLEETWIRE_HORIZON_DEGRADED : 0u)

@@ -81,8 +81,10 @@
  *
  * The horizon in the stream (h-horizon's: FLEETWIRE_HORIZON, the stream's
  * ?horizon=1).  A stream asked with it gets, every beat in place of a
- * HEARTBEAT, what GET /replicate/NAME/horizon answers, in the upstream's
- * own monotonic clock: clock names that clock (random per process: two
+ * HEARTBEAT, what GET /replicate/NAME/horizon answers, on the upstream's
+ * oscillator (CLOCK_MONOTONIC_RAW, which NTP never slews; the horizon's
+ * age, measured on its boot clock, widened by a tenth to carry it
+ * there): clock names that clock (random per process: two
  * processes, or two hosts behind one address, never share one), now is
  * its reading when the frame was made, horizon the upstream's horizon
  * (every row committed before it is in its filter; 0: none), seq its
@@ -200,7 +202,7 @@ struct fleetwire_verified {
 /* A HORIZON frame (h-horizon's; below). */
 struct fleetwire_horizon {
     uint64_t clock;                 /* the upstream process's clock: random per process */
-    int64_t now;                    /* its clock when it made the frame (ns) */
+    int64_t now;                    /* its oscillator when it made the frame (ns) */
     int64_t horizon;                /* its horizon in that clock, <= now; 0: none yet */
     uint64_t history, seq;          /* the newest seq, read after the horizon */
     uint64_t epoch, covered, generation;

@@ -368,7 +368,8 @@ void *up_horizon_main(void *arg)
     char why[512];
     int64_t next_standby = 0;
     while (c != NULL && !atomic_load(&u->base.stop)) {
-        int64_t a = monoclock_boot_ns();
+        struct up_when at = up_now();
+        int64_t a = at.boot;
         unsigned url = up_current(u);
         struct up_answer ans;
         if (u->token_err[0] != '\0') {
@@ -376,7 +377,7 @@ void *up_horizon_main(void *arg)
         } else if (up_stream_proves(ut, a)) {
             /* The stream's frames proved it (up_heard): no question. */
         } else if (ask(u, c, url, ut->t, &ans, why, sizeof why, 2000)) {
-            up_reanchor(ut, &ans, a, monoclock_boot_ns());
+            up_reanchor(ut, &ans, at, up_now());
             up_heard(ut, url, &ans, ans.age_ns >= 0 ? a - ans.age_ns : -1);
         } else {
             up_report(u, url, UP_FAILED, why);

@@ -40,32 +40,59 @@
  * HORIZON), which an anchor places in ours (up_anchored): then the
  * horizon thread asks only to renew the anchor, every UP_ANCHOR_S, not
  * every up_horizon_ms (200 replicas asked their upstream 400 times a
- * second, each question a wake of its server thread).  UP_RATE_PPM bounds
- * how much faster the upstream's clock may run than ours (1000 ppm: twice
- * the 500 ppm an NTP-disciplined kernel clock slews at most); an anchor
- * UP_ANCHOR_S old costs a proof at most 10 ms of it.
+ * second, each question a wake of its server thread).  The anchor spans
+ * seconds, so the clocks it compares are the two hosts' oscillators
+ * (CLOCK_MONOTONIC_RAW), never slewed: the horizon's own clock
+ * (CLOCK_BOOTTIME) is, by chrony up to 83,333 ppm while it corrects an
+ * offset, which over an anchor 10 s old would be 0.8 s of a proof.
+ * UP_RATE_PPM bounds how much faster the upstream's oscillator may run
+ * than ours (1000 ppm: crystals keep within 100); an anchor UP_ANCHOR_S
+ * old costs a proof at most 10 ms of it.  Short intervals (a horizon's
+ * age, measured on a slewed clock, carried to the other) are widened by
+ * UP_SLEW_PCT, more than any slew.
  */
 #define UP_ANCHOR_S 10
 #define UP_RATE_PPM 1000
+#define UP_SLEW_PCT 10
 
 struct up_table;
 
+/* A moment on both of our clocks: the oscillator's and the horizon's. */
+struct up_when {
+    int64_t raw, boot;              /* monoclock_raw_ns, monoclock_boot_ns */
+};
+static inline struct up_when up_now(void)
+{
+    struct up_when w = { monoclock_raw_ns(), 0 };
+    w.boot = monoclock_boot_ns();
+    return w;
+}
+
 /*
- * An anchor: the upstream's clock (a process's, named by clock) read
+ * An anchor: the upstream's oscillator (a process's, named by clock) read
  * remote at an event that happened at or after local on ours (a request
  * sent at local was answered with remote).
  */
 struct up_anchor {
     uint64_t clock;                 /* 0: none */
-    int64_t local, remote;
+    struct up_when local;
+    int64_t remote;
 };
 
 /*
- * A lower bound, on our clock, of the moment the upstream's clock read
- * remote_t: local + (remote_t - remote), the difference shrunk by
- * UP_RATE_PPM of itself (follow_upstream.c argues it).
+ * A lower bound, on our oscillator, of the moment the upstream's read
+ * remote_t: local.raw + (remote_t - remote), the difference shrunk by
+ * UP_RATE_PPM of itself (upstream_anchor.c argues it).
  */
 int64_t up_anchored(const struct up_anchor *an, int64_t remote_t);
+
+/*
+ * The same moment on the horizon's clock, at now: now.boot less its age on
+ * our oscillator widened by UP_SLEW_PCT.  -1 (nothing proved) when our two
+ * clocks ran apart since the anchor by more than that: we were suspended
+ * (the oscillator stopped, the boot clock did not), or slewed past it.
+ */
+int64_t up_placed(const struct up_anchor *an, int64_t remote_t, struct up_when now);
 
 /*
  * A horizon answer (ans, asked at a, read at b) renews the anchor of its
@@ -73,7 +100,8 @@ int64_t up_anchored(const struct up_anchor *an, int64_t remote_t);
  * (upstream_anchor.c).  Caller holds no lock.
  */
 struct up_answer;
-void up_reanchor(struct up_table *ut, const struct up_answer *ans, int64_t a, int64_t b);
+void up_reanchor(struct up_table *ut, const struct up_answer *ans, struct up_when a,
+                 struct up_when b);
 
 /*
  * Whether t's stream proves it often enough at now that the horizon

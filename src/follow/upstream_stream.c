@@ -26,7 +26,7 @@ struct stream {
     uint64_t *hashes;               /* an ADDS frame's keys, decoded */
     bool hello, stale, lost, violation, bye, mismatch;
     char why[320];
-    int64_t asked;                  /* monoclock_boot_ns before the request went */
+    struct up_when asked;           /* before the request went */
     bool anchored;                  /* a HORIZON of it came (and anchored if it could do better) */
 };
 
@@ -147,7 +147,7 @@ static int64_t horizon_locked(struct stream *s, const struct fleetwire_horizon *
         .replica = (h->flags & FLEETWIRE_HORIZON_REPLICA) != 0,
         .clock = h->clock, .now_ns = h->now,
     };
-    if (ut->anchor.clock != h->clock || (!s->anchored && s->asked > ut->anchor.local)) {
+    if (ut->anchor.clock != h->clock || (!s->anchored && s->asked.raw > ut->anchor.local.raw)) {
         ut->anchor = (struct up_anchor){ h->clock, s->asked, h->now };
         ut->anchors++;
     }
@@ -156,7 +156,7 @@ static int64_t horizon_locked(struct stream *s, const struct fleetwire_horizon *
     ut->stream_proofs++;
     if (h->horizon == 0)
         return -1;
-    int64_t when = up_anchored(&ut->anchor, h->horizon);
+    int64_t when = up_placed(&ut->anchor, h->horizon, up_now());
     return when < ut->stream_heard ? when : ut->stream_heard;
 }
 
@@ -318,7 +318,7 @@ static void stream_once(struct up_table *ut, struct httpc *c, const struct up_mi
     /* A silent upstream: heartbeats come 4 times per silence_timeout, so that means gone. */
     struct httpc_opts o = up_opts(u, "stream", (int)u->base.cfg->silence_timeout * 1000);
     o.head_ms = 10000;
-    s->asked = monoclock_boot_ns();
+    s->asked = up_now();
     *st = httpc_get(c, url, &o, on_head, on_body, s, why, whylen);
 }
 
