@@ -152,12 +152,16 @@ static int64_t horizon_locked(struct stream *s, const struct fleetwire_horizon *
         ut->anchors++;
     }
     s->anchored = true;
-    ut->stream_heard = monoclock_boot_ns();
+    int64_t heard = monoclock_boot_ns();
+    int64_t when = h->horizon == 0 ? -1 : up_placed(&ut->anchor, h->horizon, up_now());
+    /* Our clocks ran apart since the anchor (a suspend): not heard, so a question anchors anew. */
+    if (h->horizon != 0 && when < 0)
+        return -1;
+    ut->stream_heard = heard;
     ut->stream_proofs++;
     if (h->horizon == 0)
         return -1;
-    int64_t when = up_placed(&ut->anchor, h->horizon, up_now());
-    return when < ut->stream_heard ? when : ut->stream_heard;
+    return when < heard ? when : heard;
 }
 
 static bool on_frame(void *arg, const struct fleetwire_frame *f)
