@@ -74,6 +74,8 @@ static size_t reencode(struct run *r, const struct fleetwire_frame *f)
     case FLEETWIRE_POSITION:
         return fleetwire_put_position(r->re, sizeof r->re, f->u.position.seq,
                                       f->u.position.epoch, f->u.position.tli, f->u.position.lsn);
+    case FLEETWIRE_HORIZON:
+        return fleetwire_put_horizon(r->re, sizeof r->re, &f->u.horizon);
     case FLEETWIRE_VERIFIED: {
         /* Adaptive (issue 35): each entry is whole (1..FLEETWIRE_VKEY_MAX bytes of key). */
         static const char *keys[FLEETWIRE_MAX_PAYLOAD / 11];

@@ -17,6 +17,7 @@
 #include "fleetjournal.h"
 #include "fleetring.h"
 #include "fleetwire.h"
+#include "upstream.h"
 
 /* ------------------------------------------------------------- helpers -- */
 
@@ -378,6 +379,54 @@ START_TEST(test_verified)
     struct fleetwire_frame vf = { .type = FLEETWIRE_VERIFIED };
     ck_assert_int_eq(fleetwire_track_frame(&t, &vf, why, sizeof why), FLEETWIRE_APPLY);
     ck_assert(t.next == 6);
+}
+END_TEST
+
+/*
+ * h-horizon's HORIZON: every field through, split anywhere; a horizon
+ * after its own now, or a reserved byte set, is refused unread; a resumed
+ * stream's track applies it as any frame it reads.
+ */
+START_TEST(test_horizon)
+{
+    const struct fleetwire_horizon hz = {
+        .clock = 0xfeedface12345678ULL, .now = INT64_C(9000000000000), .horizon = INT64_C(8999800000000),
+        .history = 9, .seq = 105, .epoch = 4, .covered = 4, .generation = 10,
+        .flags = FLEETWIRE_HORIZON_REPLICA,
+    };
+    unsigned char buf[256];
+    size_t n = fleetwire_put_preamble(buf, sizeof buf);
+    size_t k = fleetwire_put_horizon(buf + n, sizeof buf - n, &hz);
+    ck_assert_uint_eq(k, FLEETWIRE_HORIZON_FRAME);
+    n += k;
+    for (size_t i = 0; i < n; i++)
+        ck_assert_int_eq(feed(&rd, buf + i, 1), FLEETWIRE_OK);
+    ck_assert_uint_eq(rd.s.n, 1);
+    const struct fleetwire_horizon *got = &rd.s.f[0].u.horizon;
+    ck_assert_int_eq(rd.s.f[0].type, FLEETWIRE_HORIZON);
+    ck_assert(got->clock == hz.clock && got->now == hz.now && got->horizon == hz.horizon);
+    ck_assert(got->history == 9 && got->seq == 105 && got->epoch == 4 && got->covered == 4);
+    ck_assert(got->generation == 10 && got->flags == FLEETWIRE_HORIZON_REPLICA);
+    ck_assert_uint_eq(fleetwire_put_horizon(buf, FLEETWIRE_HORIZON_FRAME - 1, &hz), 0);
+    /* A horizon later than the clock's reading that carries it proves a future: refused. */
+    struct fleetwire_horizon late = hz;
+    late.horizon = hz.now + 1;
+    struct reader r2;
+    memset(&r2, 0, sizeof r2);
+    ck_assert(fleetwire_dec_init(&r2.d));
+    n = fleetwire_put_preamble(buf, sizeof buf);
+    n += fleetwire_put_horizon(buf + n, sizeof buf - n, &late);
+    ck_assert_int_eq(feed(&r2, buf, n), FLEETWIRE_BAD_FRAME);
+    ck_assert_uint_eq(r2.s.n, 0);
+    fleetwire_dec_free(&r2.d);
+    struct fleetwire_track t;
+    char why[256];
+    fleetwire_track_init(&t, 9, 5);
+    struct fleetwire_frame hello = { .type = FLEETWIRE_HELLO };
+    hello.u.hello = (struct fleetwire_hello){ .flags = FLEETWIRE_HELLO_RESUMED, .history = 9,
+                                              .from = 5, .last = 5 };
+    ck_assert_int_eq(fleetwire_track_frame(&t, &hello, why, sizeof why), FLEETWIRE_APPLY);
+    ck_assert_int_eq(fleetwire_track_frame(&t, &rd.s.f[0], why, sizeof why), FLEETWIRE_APPLY);
 }
 END_TEST
 
@@ -782,6 +831,38 @@ START_TEST(test_journal)
 }
 END_TEST
 
+/*
+ * An anchor places an upstream's horizon on our horizon's clock: its age
+ * on our oscillator, widened by UP_SLEW_PCT, never less than the truth;
+ * nothing when our two clocks ran apart since the anchor (a suspend: the
+ * oscillator stopped while the boot clock ran on).
+ */
+START_TEST(test_anchor_placed)
+{
+    const int64_t S = INT64_C(1000000000), MS = INT64_C(1000000);
+    const struct up_anchor an = { 1, { 1000 * S, 5000 * S }, 7000 * S };
+    /* H 5 s after the anchor's reading, read 6 s after the anchor: 1 s old, less the 1000 ppm. */
+    struct up_when now = { an.local.raw + 6 * S, an.local.boot + 6 * S };
+    int64_t age = 6 * S - (5 * S - 5 * MS);
+    ck_assert_int_eq(up_anchored(&an, an.remote + 5 * S), an.local.raw + 5 * S - 5 * MS);
+    ck_assert_int_eq(up_placed(&an, an.remote + 5 * S, now), now.boot - age - age / 10);
+    /* Our boot clock slewed 8% fast meanwhile: still placed, from the oscillator's age. */
+    now.boot = an.local.boot + 6 * S + 480 * MS;
+    ck_assert_int_eq(up_placed(&an, an.remote + 5 * S, now), now.boot - age - age / 10);
+    /* Suspended 3 s since the anchor: the oscillator stood still, nothing is placed. */
+    now.boot = an.local.boot + 9 * S;
+    ck_assert_int_eq(up_placed(&an, an.remote + 5 * S, now), -1);
+    /* An H before the anchor's reading: the difference shrinks that way too. */
+    now.boot = an.local.boot + 6 * S;
+    ck_assert_int_eq(up_anchored(&an, an.remote - S), an.local.raw - S - MS);
+    age = 6 * S + S + MS;
+    ck_assert_int_eq(up_placed(&an, an.remote - S, now), now.boot - age - age / 10);
+    /* A frame read before the anchored moment (clocks' jitter): no older than now. */
+    now = (struct up_when){ an.local.raw + S, an.local.boot + S };
+    ck_assert_int_eq(up_placed(&an, an.remote + 5 * S, now), now.boot);
+}
+END_TEST
+
 CHECK_SUITE("fleet",
     CHECK_CASE("wire", .timeout = 30, .setup = reader_setup, .teardown = reader_teardown),
     CHECK_TEST(test_round_trip),
@@ -790,6 +871,8 @@ CHECK_SUITE("fleet",
     CHECK_EACH(test_bad_payload, bad_payloads),
     CHECK_TEST(test_unknown_type),
     CHECK_TEST(test_verified),
+    CHECK_TEST(test_horizon),
+    CHECK_TEST(test_anchor_placed),
     CHECK_TEST(test_stop),
     CHECK_CASE("encoder", .timeout = 30),
     CHECK_TEST(test_encoder_bounds),

@@ -26,13 +26,21 @@
  * (?beat=, a quarter of its silence_timeout: 3.75 s by default); and MHD
  * must not stop with one suspended, so fleethub_stop ends them all first.
  *
- * What an idle stream costs: nothing while suspended; a heartbeat frame per
- * beat, the same bytes for every caught-up stream of a table, so the pump
- * encodes it once per round for all of them (hub_table.beat) in the pass
- * that resumes them.  The replicas' horizon questions (GET
- * /replicate/NAME/horizon) are requests like /exists, one per replica and
- * table every quarter of its max_staleness (follow_upstream.c): with 200
- * replicas, bench/fleet's upstream_exists_cpu_streams200 weighs them.
+ * What an idle stream costs: nothing while suspended; a frame per beat.
+ * A replica's stream asks for HORIZON frames (?horizon=1, fleetwire.h):
+ * its proof, every beat its replica asks (a quarter of its
+ * max_staleness: 0.5 s by default), in place of heartbeats and of the
+ * horizon questions (GET /replicate/NAME/horizon) it asked as often
+ * before.  A question was a wake of the server thread per replica and
+ * beat (200 replicas: 400 a second, 0.04 of a core idle, most of it the
+ * kernel's); the frames are due on multiples of the beat, so one pump
+ * round resumes every stream of one beat and MHD's thread writes them in
+ * one wake (bench/fleet's upstream_idle_cpu_streams200).  A replica
+ * still asks every UP_ANCHOR_S (10 s), to anchor the frames' clock
+ * (follow/upstream_anchor.c).  Streams without ?horizon=1 (an older
+ * replica) get a HEARTBEAT per beat after their last frame, the same
+ * bytes for every caught-up stream of a table, encoded once per round
+ * (hub_table.beat).
  */
 #include "fleethub_int.h"
 
@@ -163,8 +171,26 @@ bool fleethub_due(const struct stream *s, int64_t now)
 {
     struct hub_table *ht = s->ht;
     return atomic_load(&ht->h->closing) || fleetring_last(ht->ring) >= s->next_seq
-           || atomic_load(&ht->changes) != s->changes || now - s->last_sent >= s->beat_ns
+           || atomic_load(&ht->changes) != s->changes
+           || (s->horizon ? now / s->beat_ns != s->beat_slot : fleethub_beat_due(s, now))
            || table_verified_ahead(ht->t, s->vcursor);
+}
+
+/*
+ * How long the pump may sleep at now (h->mu held): PUMP_IDLE_MS, or until
+ * the clock crosses the next multiple of the shortest horizon beat, when
+ * every horizon stream of that beat is due at once (their frames are
+ * aligned on it, so that one round wakes them all: fleetwire.h).
+ */
+static int64_t pump_nap_ns(const struct fleethub *h, int64_t now)
+{
+    int64_t nap = PUMP_IDLE_MS * NS_PER_MS, b = h->beat_min_ns;
+    if (b > 0) {
+        int64_t next = (now / b + 1) * b - now;
+        if (next < nap)
+            nap = next;
+    }
+    return nap;
 }
 
 /*
@@ -190,7 +216,9 @@ static void *pump_main(void *arg)
     while (!atomic_load(&h->stop)) {
         pthread_mutex_lock(&h->mu);
         if (!atomic_load(&h->kick) && !atomic_load(&h->stop)) {
-            struct timespec ts = monoclock_after_ms(PUMP_IDLE_MS);
+            /* (+ 100 us: a wake just before the multiple would find nothing due yet.) */
+            struct timespec ts = monoclock_after_ns(
+                (uint64_t)pump_nap_ns(h, monoclock_boot_ns()) + 100000);
             pthread_cond_timedwait(&h->cv, &h->mu, &ts);
         }
         atomic_store(&h->kick, false);
@@ -230,30 +258,51 @@ static void *pump_main(void *arg)
 
 /* ---------------------------------------------------------- the horizon -- */
 
+void fleethub_horizon_of(struct hub_table *ht, struct fleetwire_horizon *out)
+{
+    struct table_proof p;
+    uint64_t history, seq;
+    /* The horizon first, then the seq: every key that proves it is at or below the seq. */
+    fleethub_proof(ht, &p, &history, &seq);
+    int64_t now = monoclock_boot_ns(), age = p.horizon > 0 ? now - p.horizon : -1;
+    double stale = ht->h->cfg->max_staleness;
+    bool degraded = !p.loaded || p.saturated || age < 0
+                    || (stale > 0 && (double)age > stale * 1e9);
+    /*
+     * On the oscillator, which replicas anchor (upstream_anchor.c): the
+     * horizon's age, measured on the boot clock NTP slews, widened by
+     * more than any slew (an older horizon only proves less).
+     */
+    int64_t raw = monoclock_raw_ns(), hraw = age < 0 ? 0 : raw - age - age / 10;
+    *out = (struct fleetwire_horizon){
+        .clock = ht->h->clock, .now = raw, .horizon = age < 0 ? 0 : (hraw > 0 ? hraw : 1),
+        .history = history, .seq = seq, .epoch = p.epoch, .covered = p.covered,
+        .generation = p.generation,
+        .flags = (degraded ? FLEETWIRE_HORIZON_DEGRADED : 0u)
+                 | (ht->h->replica ? FLEETWIRE_HORIZON_REPLICA : 0u),
+    };
+}
+
 size_t fleethub_horizon_text(struct fleethub *h, unsigned i, char *out, size_t cap)
 {
     struct hub_table *ht = &h->tables[i];
-    struct table_proof p;
-    uint64_t history, seq;
+    struct fleetwire_horizon hz;
     /*
      * Asked, it may be followed soon (a replica's standby upstream asks it
      * now and then, up_horizon_main): the ring keeps keys from now on, so
      * that a replica can resume on it at its position.
      */
     fleetring_enable(ht->ring);
-    /* The horizon first, then the seq: every key that proves it is at or below the seq. */
-    fleethub_proof(ht, &p, &history, &seq);
-    int64_t now = monoclock_boot_ns(), age = p.horizon > 0 ? now - p.horizon : -1;
-    double stale = h->cfg->max_staleness;
-    bool degraded = !p.loaded || p.saturated || age < 0
-                    || (stale > 0 && (double)age > stale * 1e9);
+    fleethub_horizon_of(ht, &hz);
+    /* clock and now_ns: a replica anchors its streams' HORIZON frames on them (fleetwire.h). */
     char age_text[24];
-    snprintf(age_text, sizeof age_text, age < 0 ? "null" : "%" PRId64, age);
+    snprintf(age_text, sizeof age_text, hz.horizon == 0 ? "null" : "%" PRId64, hz.now - hz.horizon);
     int n = snprintf(out, cap, "{\"history\":\"%016" PRIx64 "\",\"epoch\":%" PRIu64 ",\"covered\":%"
                      PRIu64 ",\"generation\":%" PRIu64 ",\"seq\":%" PRIu64 ",\"age_ns\":%s,"
-                     "\"degraded\":%s,\"replica\":%s}", history, p.epoch,
-                     p.covered, p.generation, seq, age_text, degraded ? "true" : "false",
-                     h->replica ? "true" : "false");
+                     "\"degraded\":%s,\"replica\":%s,\"clock\":\"%016" PRIx64 "\",\"now_ns\":%"
+                     PRId64 "}", hz.history, hz.epoch, hz.covered, hz.generation, hz.seq, age_text,
+                     (hz.flags & FLEETWIRE_HORIZON_DEGRADED) ? "true" : "false",
+                     h->replica ? "true" : "false", hz.clock, hz.now);
     return n > 0 && (size_t)n < cap ? (size_t)n : 0;
 }
 
@@ -292,6 +341,7 @@ struct fleethub *fleethub_new(const struct config *cfg, struct table *const *tab
     h->lg = lg;
     h->replica = mirrors != NULL;
     h->mirrors = mirrors;
+    h->clock = fleetring_new_history();     /* random, never 0 */
     pthread_mutex_init(&h->mu, NULL);
     monoclock_cond_init(&h->cv);
     h->tables = calloc(n, sizeof *h->tables);
@@ -375,6 +425,7 @@ void fleethub_info(struct fleethub *h, struct fleethub_info *out)
     out->refused = atomic_load(&h->refused);
     out->cut_behind = atomic_load(&h->cut_behind);
     out->snapshots = atomic_load(&h->snapshots);
+    out->horizon_frames = atomic_load(&h->horizon_frames);
     out->ring_capacity = h->cfg->fleet_ring_items;
     for (unsigned i = 0; i < h->n && i < 64; i++) {
         struct fleetring_info ri;

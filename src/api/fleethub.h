@@ -60,11 +60,13 @@ struct fleethub_where {
  * GET /replicate/NAME's answer for table i: the stream of its keys from
  * where the replica stands (NULL: nowhere yet), with a heartbeat every
  * beat_ms while idle (replicate.c checks it against FLEETWIRE_BEAT_MIN_MS
- * .. FLEETWIRE_BEAT_MAX_MS), on conn (suspended while it waits).  503
+ * .. FLEETWIRE_BEAT_MAX_MS), on conn (suspended while it waits); with
+ * horizon (?horizon=1), a HORIZON frame every beat instead, whatever else
+ * is sent (fleetwire.h).  503
  * too_many_replicas past [fleet] max_replicas.
  */
 struct reply fleethub_stream(struct fleethub *h, unsigned i, const struct fleethub_where *from,
-                             unsigned beat_ms, struct MHD_Connection *conn);
+                             unsigned beat_ms, bool horizon, struct MHD_Connection *conn);
 /* GET /replicate/NAME/horizon's JSON for table i. */
 struct reply fleethub_horizon(struct fleethub *h, unsigned i);
 /*
@@ -85,6 +87,7 @@ struct reply fleethub_snapshot(struct fleethub *h, unsigned i);
 struct fleethub_info {
     unsigned streams;               /* replicas streaming now */
     uint64_t streams_total, refused, cut_behind, snapshots;
+    uint64_t horizon_frames;        /* HORIZON frames sent (the replicas' proofs) */
     uint64_t ring_last[64], ring_oldest[64], ring_capacity;     /* by table (CONFIG_MAX_FILTERS) */
     bool ring_enabled[64];
 };

@@ -54,6 +54,13 @@ struct stream {
     uint64_t next_seq, epoch, generation, changes;
     int64_t beat_ns;                /* a heartbeat after this long without a frame */
     int64_t last_sent;
+    /*
+     * h-horizon's: asked ?horizon=1: a HORIZON frame every beat, in place
+     * of heartbeats, due when the clock crosses a multiple of beat_ns (so
+     * that every stream of one beat is due at once: one pump round).
+     */
+    bool horizon;
+    int64_t beat_slot;              /* now / beat_ns when the last one was made */
     /* Adaptive (issue 35): the table's verified log read up to here (table_verified_log). */
     uint64_t vcursor;
     size_t len, off;
@@ -76,10 +83,24 @@ struct fleethub {
     pthread_t pump;
     bool started;
     atomic_ulong streams_total, refused, cut_behind, snapshots;
+    uint64_t clock;                 /* this process's clock, named in horizons (random) */
+    int64_t beat_min_ns;            /* under mu: the shortest beat of a horizon stream (0: none) */
+    atomic_ulong horizon_frames;    /* HORIZON frames sent */
 };
 
 /* Wake the pump (one signal per round). */
 void fleethub_kick(struct fleethub *h);
+
+/*
+ * Whether a stream without ?horizon=1 owes its heartbeat at now: a beat
+ * since its last frame, less an eighth (the pump's rounds come on its
+ * own schedule, which the horizon streams' beats set: one a hair early
+ * must not put the heartbeat off by a whole round).
+ */
+static inline bool fleethub_beat_due(const struct stream *s, int64_t now)
+{
+    return now - s->last_sent >= s->beat_ns - s->beat_ns / 8;
+}
 
 /* Whether stream s has something to send at now (h->mu held). */
 bool fleethub_due(const struct stream *s, int64_t now);
@@ -103,5 +124,13 @@ bool fleethub_due(const struct stream *s, int64_t now);
  */
 void fleethub_proof(struct hub_table *ht, struct table_proof *p, uint64_t *history,
                     uint64_t *seq);
+
+/*
+ * What ht's replicas may take as proof now (h-horizon's): its horizon in
+ * this process's clock, then the history and seq read after it
+ * (fleethub_proof), whether it is degraded; the HORIZON frame's fields
+ * and the horizon answer's.  Never under h->mu.
+ */
+void fleethub_horizon_of(struct hub_table *ht, struct fleetwire_horizon *out);
 
 #endif

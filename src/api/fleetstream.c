@@ -174,6 +174,38 @@ static bool produce_verified(struct stream *s)
     return s->len > 0;
 }
 
+/*
+ * h-horizon's: a HORIZON frame into s->out when the stream asked for them
+ * and the clock has crossed a multiple of its beat since the last one
+ * (the first at once: it anchors the replica); false: not due.  It takes
+ * the place of heartbeats, and comes while keys flow too, once the
+ * stream has sent what the ring held: a replica's proofs must not wait
+ * for an idle moment.  Made here, after the
+ * replica's request arrived, which is all the replica's anchor needs
+ * (follow_upstream.c).
+ */
+static bool produce_horizon(struct stream *s)
+{
+    if (!s->horizon)
+        return false;
+    int64_t slot = monoclock_boot_ns() / s->beat_ns;
+    if (slot == s->beat_slot)
+        return false;
+    /*
+     * Keys first: the frame's seq is then one the replica holds as it
+     * reads it, and the proof applies at once instead of waiting (and
+     * counting as a stream that lags its upstream, follow_upstream.c).
+     */
+    if (fleetring_last(s->ht->ring) >= s->next_seq)
+        return false;
+    struct fleetwire_horizon hz;
+    fleethub_horizon_of(s->ht, &hz);
+    s->beat_slot = slot;
+    s->len = fleetwire_put_horizon(s->out, sizeof s->out, &hz);
+    atomic_fetch_add_explicit(&s->ht->h->horizon_frames, 1, memory_order_relaxed);
+    return s->len > 0;
+}
+
 /* The next frames into s->out; false when there is nothing to say now. */
 static bool produce(struct stream *s)
 {
@@ -207,6 +239,9 @@ static bool produce(struct stream *s)
         if (s->len > 0)
             return true;
     }
+    /* h-horizon's: the proof every beat, whatever else goes (its own function). */
+    if (produce_horizon(s))
+        return true;
     /* The newest commit position the replica holds once it has what was sent (fleetwire.h). */
     uint64_t pseq, plsn;
     uint32_t ptli;
@@ -246,7 +281,7 @@ static bool produce(struct stream *s)
         return true;
     }
     int64_t now = monoclock_boot_ns();
-    if (now - s->last_sent >= s->beat_ns) {
+    if (!s->horizon && fleethub_beat_due(s, now)) {
         struct fleethub *h = ht->h;
         /*
          * One heartbeat per beat: stream_read calls produce again at once
@@ -320,7 +355,7 @@ static void stream_free(void *cls)
 }
 
 struct reply fleethub_stream(struct fleethub *h, unsigned i, const struct fleethub_where *from,
-                             unsigned beat_ms, struct MHD_Connection *conn)
+                             unsigned beat_ms, bool horizon, struct MHD_Connection *conn)
 {
     struct hub_table *ht = &h->tables[i];
     if (conn == NULL)
@@ -342,6 +377,8 @@ struct reply fleethub_stream(struct fleethub *h, unsigned i, const struct fleeth
     }
     s->last_sent = monoclock_boot_ns();
     s->beat_ns = (int64_t)beat_ms * NS_PER_MS;
+    s->horizon = horizon;
+    s->beat_slot = -1;
     pthread_mutex_lock(&h->mu);
     bool full = h->nstreams >= h->cfg->fleet_max_replicas, closing = atomic_load(&h->closing);
     if (!full && !closing) {
@@ -351,6 +388,8 @@ struct reply fleethub_stream(struct fleethub *h, unsigned i, const struct fleeth
         h->streams = s;
         h->nstreams++;
         atomic_fetch_add(&ht->streams, 1);
+        if (horizon && (h->beat_min_ns == 0 || s->beat_ns < h->beat_min_ns))
+            h->beat_min_ns = s->beat_ns;
     }
     pthread_mutex_unlock(&h->mu);
     if (full || closing) {

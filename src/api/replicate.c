@@ -71,13 +71,14 @@ struct reply replicate_get(struct app *a, const struct api_request *rq)
         return api_error(MHD_HTTP_SERVICE_UNAVAILABLE, "not_replicating",
                          "this daemon serves no replica");
     if (slash == NULL) {
-        const char *from = NULL, *beat = NULL, *commit = NULL;
+        const char *from = NULL, *beat = NULL, *commit = NULL, *horizon = NULL;
         struct fleethub_where where = { 0, 0, 0, 0 };
         unsigned beat_ms;
         if (rq->conn != NULL) {
             from = MHD_lookup_connection_value(rq->conn, MHD_GET_ARGUMENT_KIND, "from");
             beat = MHD_lookup_connection_value(rq->conn, MHD_GET_ARGUMENT_KIND, "beat");
             commit = MHD_lookup_connection_value(rq->conn, MHD_GET_ARGUMENT_KIND, "commit");
+            horizon = MHD_lookup_connection_value(rq->conn, MHD_GET_ARGUMENT_KIND, "horizon");
         }
         if (from != NULL && !parse_from(from, &where))
             return api_error(MHD_HTTP_BAD_REQUEST, "bad_position",
@@ -90,8 +91,10 @@ struct reply replicate_get(struct app *a, const struct api_request *rq)
             return api_error(MHD_HTTP_BAD_REQUEST, "bad_beat",
                              "beat must be the milliseconds between heartbeats, %u to %u",
                              FLEETWIRE_BEAT_MIN_MS, FLEETWIRE_BEAT_MAX_MS);
+        if (horizon != NULL && strcmp(horizon, "1") != 0 && strcmp(horizon, "0") != 0)
+            return api_error(MHD_HTTP_BAD_REQUEST, "bad_horizon", "horizon must be 1 or 0");
         return fleethub_stream(a->fleet, (unsigned)t, from != NULL ? &where : NULL, beat_ms,
-                               rq->conn);
+                               horizon != NULL && horizon[0] == '1', rq->conn);
     }
     if (what == 7 && memcmp(slash + 1, "horizon", 7) == 0)
         return fleethub_horizon(a->fleet, (unsigned)t);

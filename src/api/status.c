@@ -399,17 +399,15 @@ static void fleet_section(struct doc *d, json_t *o, const struct status *st)
 {
     char role[320];
     const struct status_filter *def = &st->filters[0];
-    if (st->replica)
-        snprintf(role, sizeof role, "replica of %s", def->conn.upstream[0] ? def->conn.upstream
-                                                                            : "(none yet)");
-    else
-        snprintf(role, sizeof role, "upstream");
+    snprintf(role, sizeof role, "%s%s", st->replica ? "replica of " : "upstream",
+             !st->replica ? "" : def->conn.upstream[0] ? def->conn.upstream : "(none yet)");
     put_str(d, o, "role", role);
     put_u64(d, o, "replicas_streaming", st->fleet.streams);
     put_u64(d, o, "streams_total", st->fleet.streams_total);
     put_u64(d, o, "streams_refused", st->fleet.refused);
     put_u64(d, o, "streams_cut_behind", st->fleet.cut_behind);
     put_u64(d, o, "snapshots_made", st->fleet.snapshots);
+    put_u64(d, o, "horizon_frames", st->fleet.horizon_frames);
     put_u64(d, o, "ring_items", st->fleet.ring_capacity);
 }
 

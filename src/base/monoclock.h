@@ -28,6 +28,20 @@ static inline int64_t monoclock_boot_ns(void)
     return (int64_t)ts.tv_sec * NS_PER_S + ts.tv_nsec;
 }
 
+/*
+ * Nanoseconds of CLOCK_MONOTONIC_RAW: the oscillator's own rate, which
+ * NTP never slews (it slews CLOCK_BOOTTIME and CLOCK_MONOTONIC: chrony up
+ * to 83,333 ppm while it corrects an offset) and which stops while the
+ * machine is suspended.  Only for comparing two hosts' rates (the fleet's
+ * anchors, upstream.h).
+ */
+static inline int64_t monoclock_raw_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC_RAW, &ts);
+    return (int64_t)ts.tv_sec * NS_PER_S + ts.tv_nsec;
+}
+
 /* Whole seconds of CLOCK_BOOTTIME: the POST journal's expiries (pending.h). */
 static inline uint64_t monoclock_boot_s(void)
 {

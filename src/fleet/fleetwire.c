@@ -184,6 +184,39 @@ size_t fleetwire_put_position(unsigned char *buf, size_t cap, uint64_t seq, uint
     return seal(buf, FLEETWIRE_POSITION, 32);
 }
 
+/* ----------------------------------------------- h-horizon's HORIZON -- */
+
+size_t fleetwire_put_horizon(unsigned char *buf, size_t cap, const struct fleetwire_horizon *h)
+{
+    if (!fits(cap, 72))
+        return 0;
+    unsigned char *p = buf + FLEETWIRE_HEAD_LEN;
+    const uint64_t v[8] = { h->clock, (uint64_t)h->now, (uint64_t)h->horizon, h->history, h->seq,
+                            h->epoch, h->covered, h->generation };
+    for (unsigned i = 0; i < 8; i++)
+        put64(p + 8 * i, v[i]);
+    put32(p + 64, h->flags);
+    put32(p + 68, 0);
+    return seal(buf, FLEETWIRE_HORIZON, 72);
+}
+
+/* A HORIZON's payload; false if it breaks its layout (a horizon after its now, a negative clock). */
+static bool parse_horizon(const unsigned char *p, size_t len, struct fleetwire_horizon *h)
+{
+    if (len != 72 || get32(p + 68) != 0)
+        return false;
+    h->clock = get64(p);
+    h->now = (int64_t)get64(p + 8);
+    h->horizon = (int64_t)get64(p + 16);
+    h->history = get64(p + 24);
+    h->seq = get64(p + 32);
+    h->epoch = get64(p + 40);
+    h->covered = get64(p + 48);
+    h->generation = get64(p + 56);
+    h->flags = get32(p + 64);
+    return h->now > 0 && h->horizon >= 0 && h->horizon <= h->now;
+}
+
 /* --------------------------------------- adaptive (issue 35): VERIFIED -- */
 
 size_t fleetwire_put_verified(unsigned char *buf, size_t cap, const uint64_t *hashes,
@@ -397,6 +430,8 @@ static bool parse(enum fleetwire_type type, const unsigned char *p, size_t len,
         f->u.position.lsn = get64(p + 16);
         f->u.position.tli = get32(p + 24);
         return f->u.position.lsn != 0;
+    case FLEETWIRE_HORIZON:
+        return parse_horizon(p, len, &f->u.horizon);
     }
     return false;
 }
@@ -404,7 +439,7 @@ static bool parse(enum fleetwire_type type, const unsigned char *p, size_t len,
 static bool known(unsigned type)
 {
     return (type >= FLEETWIRE_HELLO && type <= FLEETWIRE_BYE) || type == FLEETWIRE_VERIFIED
-           || type == FLEETWIRE_POSITION;
+           || type == FLEETWIRE_POSITION || type == FLEETWIRE_HORIZON;
 }
 
 enum fleetwire_status fleetwire_feed(struct fleetwire_dec *d, const void *in, size_t len,

@@ -33,6 +33,10 @@
  *   POSITION   seq (8), epoch (8), lsn (8), tli (4), reserved (4, zero):
  *              h-stream's commit positions, below
  *
+ *   HORIZON    clock (8), now (8), horizon (8), history (8), seq (8),
+ *              epoch (8), covered (8), generation (8), flags (4:
+ *              FLEETWIRE_HORIZON_*), reserved (4, zero): h-horizon's, below
+ *
  * Adaptive (issue 35; frame types 16..23 are its own):
  *   VERIFIED   count (4, >= 1), then count entries { hash (8), key (a
  *              string of 1..FLEETWIRE_VKEY_MAX bytes) }: keys of the
@@ -74,6 +78,23 @@
  * FLEETWIRE_HELLO_RESUMED: from is then a seq of its own history, where
  * the stream goes on.  Methods feed and notify have no such position:
  * their upstreams send none, and a replica of them fetches a snapshot.
+ *
+ * The horizon in the stream (h-horizon's: FLEETWIRE_HORIZON, the stream's
+ * ?horizon=1).  A stream asked with it gets, every beat in place of a
+ * HEARTBEAT, what GET /replicate/NAME/horizon answers, on the upstream's
+ * oscillator (CLOCK_MONOTONIC_RAW, which NTP never slews; the horizon's
+ * age, measured on its boot clock, widened by a tenth to carry it
+ * there): clock names that clock (random per process: two
+ * processes, or two hosts behind one address, never share one), now is
+ * its reading when the frame was made, horizon the upstream's horizon
+ * (every row committed before it is in its filter; 0: none), seq its
+ * newest seq read after it, and the epoch, covered and generation the
+ * answer gives.  Every frame of a stream is made after the replica sent
+ * its request, which is how a replica places the upstream's clock in its
+ * own timeline without comparing the two (follow_upstream.c).  Frames of
+ * a stream come in beats aligned on the upstream's clock (now a multiple
+ * of the beat), so that the upstream wakes every stream of one beat in
+ * one round.
  */
 #ifndef BLOOMGUARD_FLEETWIRE_H
 #define BLOOMGUARD_FLEETWIRE_H
@@ -116,7 +137,9 @@ enum fleetwire_type {
     /* Adaptive (issue 35): 16..23. */
     FLEETWIRE_VERIFIED = 16,
     /* h-stream's commit positions: 24..31. */
-    FLEETWIRE_POSITION = 24
+    FLEETWIRE_POSITION = 24,
+    /* h-horizon's horizon in the stream: 32..39. */
+    FLEETWIRE_HORIZON = 32
 };
 
 /* Adaptive (issue 35): a VERIFIED entry's key is at most this long (vset.h's VSET_KEY_MAX). */
@@ -176,6 +199,20 @@ struct fleetwire_verified {
     size_t len;
 };
 
+/* A HORIZON frame (h-horizon's; below). */
+struct fleetwire_horizon {
+    uint64_t clock;                 /* the upstream process's clock: random per process */
+    int64_t now;                    /* its oscillator when it made the frame (ns) */
+    int64_t horizon;                /* its horizon in that clock, <= now; 0: none yet */
+    uint64_t history, seq;          /* the newest seq, read after the horizon */
+    uint64_t epoch, covered, generation;
+    uint32_t flags;                 /* FLEETWIRE_HORIZON_* */
+};
+#define FLEETWIRE_HORIZON_DEGRADED 1u   /* it cannot prove its own freshness (stale, loading) */
+#define FLEETWIRE_HORIZON_REPLICA 2u    /* it follows an upstream itself */
+/* An encoded HORIZON frame's size. */
+#define FLEETWIRE_HORIZON_FRAME (FLEETWIRE_HEAD_LEN + 72u + FLEETWIRE_SUM_LEN)
+
 struct fleetwire_frame {
     enum fleetwire_type type;
     union {
@@ -187,6 +224,7 @@ struct fleetwire_frame {
         struct { uint64_t last, epoch; } heartbeat;
         struct { uint32_t code; char reason[FLEETWIRE_MAX_REASON + 1]; } bye;
         struct { uint64_t seq, epoch, lsn; uint32_t tli; } position;
+        struct fleetwire_horizon horizon;
     } u;
 };
 
@@ -229,6 +267,8 @@ size_t fleetwire_put_position(unsigned char *buf, size_t cap, uint64_t seq, uint
                               uint32_t tli, uint64_t lsn);
 /* An encoded POSITION frame's size. */
 #define FLEETWIRE_POSITION_FRAME (FLEETWIRE_HEAD_LEN + 32u + FLEETWIRE_SUM_LEN)
+/* A HORIZON (h-horizon's): what the upstream can prove now, in its own clock. */
+size_t fleetwire_put_horizon(unsigned char *buf, size_t cap, const struct fleetwire_horizon *h);
 /*
  * Adaptive (issue 35): a VERIFIED frame of n entries (hashes[i], keys[i]
  * of klens[i] bytes, 1..FLEETWIRE_VKEY_MAX); 0 when it does not fit.

@@ -31,7 +31,11 @@
  * max_staleness, as for any follower.  A replica of a replica proves the
  * same way, from its upstream's answers, which rest on its upstream's.
  * After a resume at a commit position on an upstream of another history,
- * (1) reads otherwise: upstream_stream.c's at_commit_locked.
+ * (1) reads otherwise: upstream_stream.c's at_commit_locked.  Between
+ * round trips, the stream's HORIZON frames prove the same, their horizon
+ * placed on our clock by an anchor that a round trip makes (rates
+ * compared, never readings): upstream_anchor.c; the round trips are then
+ * only every UP_ANCHOR_S, to renew it.
  */
 #include "upstream.h"
 
@@ -177,13 +181,6 @@ void up_proofs_locked(struct up_table *ut)
 
 /* ---------------------------------------------------------- the horizon -- */
 
-/* What GET /replicate/NAME/horizon answers. */
-struct answer {
-    uint64_t history, epoch, covered, generation, seq;
-    int64_t age_ns;                 /* -1: the upstream has no horizon */
-    bool degraded, replica;
-};
-
 struct body {
     char buf[4096];
     size_t len;
@@ -199,7 +196,7 @@ static bool take_body(void *arg, const void *buf, size_t len)
     return true;
 }
 
-static bool parse_answer(const struct body *b, struct answer *a)
+static bool parse_answer(const struct body *b, struct up_answer *a)
 {
     json_t *j = json_loadb(b->buf, b->len, 0, NULL);
     const char *hist = json_string_value(json_object_get(j, "history"));
@@ -216,6 +213,11 @@ static bool parse_answer(const struct body *b, struct answer *a)
         a->age_ns = json_is_integer(age) ? (int64_t)json_integer_value(age) : -1;
         a->degraded = json_is_true(json_object_get(j, "degraded"));
         a->replica = json_is_true(json_object_get(j, "replica"));
+        /* h-horizon's: an older upstream says neither: no anchor from it. */
+        const char *clock = json_string_value(json_object_get(j, "clock"));
+        json_t *now = json_object_get(j, "now_ns");
+        a->clock = clock != NULL && json_is_integer(now) ? strtoull(clock, NULL, 16) : 0;
+        a->now_ns = a->clock != 0 ? (int64_t)json_integer_value(now) : 0;
         ok = *end == '\0' && a->history != 0 && (a->age_ns >= -1);
     }
     json_decref(j);
@@ -224,7 +226,7 @@ static bool parse_answer(const struct body *b, struct answer *a)
 
 /* Ask upstream url how fresh its t is, within ms; false with why if it did not say. */
 static bool ask(struct upstream *u, struct httpc *c, unsigned url, struct table *t,
-                struct answer *a, char *why, size_t whylen, int ms)
+                struct up_answer *a, char *why, size_t whylen, int ms)
 {
     char target[CONFIG_UPSTREAM_URL_MAX + 128];
     static __thread struct body b;
@@ -247,12 +249,12 @@ static bool ask(struct upstream *u, struct httpc *c, unsigned url, struct table 
 }
 
 /*
- * One answer, asked at a: the proof it gives (see the top of this file),
- * now or once the stream has delivered its seq; and the snapshot to ask
- * for when the mirror is lost or of an older epoch, once the upstream
- * covers its own.
+ * One answer, proving when (see the top of this file): the proof, now or
+ * once the stream has delivered its seq; and the snapshot to ask for when
+ * the mirror is lost or of an older epoch, once the upstream covers its
+ * own.
  */
-static bool take_answer(struct up_table *ut, const struct answer *ans, int64_t a,
+static bool take_answer(struct up_table *ut, const struct up_answer *ans, int64_t when,
                         uint64_t *behind, enum up_health *health, char *why, size_t whylen)
 {
     pthread_mutex_lock(&ut->mu);
@@ -263,10 +265,10 @@ static bool take_answer(struct up_table *ut, const struct answer *ans, int64_t a
     ut->heard_generation = ans->generation;
     ut->heard_replica = ans->replica;
     const struct up_mirror *m = &ut->m;
-    bool ready = ans->covered == ans->epoch && ans->age_ns >= 0;
+    bool ready = ans->covered == ans->epoch && ans->age_ns >= 0 && when >= 0;
     bool want = false;
     if (m->have && !ut->lost && ans->history == m->history && ans->epoch == m->covered && ready) {
-        struct up_proof p = { ans->seq, a - ans->age_ns };
+        struct up_proof p = { ans->seq, when };
         if (m->seq >= p.seq) {
             table_advance(ut->t, m->epoch, p.when);
         } else {
@@ -330,7 +332,7 @@ static void maybe_leave(struct upstream *u, struct httpc *c, struct table *t)
     pthread_mutex_unlock(&u->base.mu);
     for (unsigned k = 1; look && k < u->n_urls && !atomic_load(&u->base.stop); k++) {
         unsigned i = (cur + k) % u->n_urls;
-        struct answer a;
+        struct up_answer a;
         char err[512], text[160];
         if (ask(u, c, i, t, &a, err, sizeof err, 2000) && !a.degraded && a.age_ns >= 0
             && a.covered == a.epoch) {
@@ -341,6 +343,23 @@ static void maybe_leave(struct upstream *u, struct httpc *c, struct table *t)
     }
 }
 
+void up_heard(struct up_table *ut, unsigned url, const struct up_answer *ans, int64_t when)
+{
+    struct upstream *u = ut->u;
+    uint64_t behind = 0;
+    enum up_health health;
+    char why[512], stream_why[320];
+    if (take_answer(ut, ans, when, &behind, &health, stream_why, sizeof stream_why)) {
+        snprintf(why, sizeof why, "%s: %llu keys behind for max_staleness%s%s", u->urls[url],
+                 (unsigned long long)behind, stream_why[0] ? "; " : "", stream_why);
+        up_report(u, url, health, why);
+    } else if (ans->degraded || ans->age_ns < 0)
+        up_report(u, url, UP_DEGRADED, ans->age_ns < 0 ? "it has no horizon (loading)"
+                                                       : "its own horizon is stale");
+    else
+        up_report(u, url, UP_OK, NULL);
+}
+
 void *up_horizon_main(void *arg)
 {
     struct up_table *ut = arg;
@@ -349,25 +368,17 @@ void *up_horizon_main(void *arg)
     char why[512];
     int64_t next_standby = 0;
     while (c != NULL && !atomic_load(&u->base.stop)) {
-        int64_t a = monoclock_boot_ns();
+        struct up_when at = up_now();
+        int64_t a = at.boot;
         unsigned url = up_current(u);
-        struct answer ans;
+        struct up_answer ans;
         if (u->token_err[0] != '\0') {
             up_report(u, url, UP_FAILED, u->token_err);
+        } else if (up_stream_proves(ut, a)) {
+            /* The stream's frames proved it (up_heard): no question. */
         } else if (ask(u, c, url, ut->t, &ans, why, sizeof why, 2000)) {
-            uint64_t behind = 0;
-            enum up_health health;
-            char stream_why[320];
-            if (take_answer(ut, &ans, a, &behind, &health, stream_why, sizeof stream_why)) {
-                snprintf(why, sizeof why, "%s: %llu keys behind for max_staleness%s%s",
-                         u->urls[url], (unsigned long long)behind, stream_why[0] ? "; " : "",
-                         stream_why);
-                up_report(u, url, health, why);
-            } else if (ans.degraded || ans.age_ns < 0)
-                up_report(u, url, UP_DEGRADED, ans.age_ns < 0 ? "it has no horizon (loading)"
-                                                              : "its own horizon is stale");
-            else
-                up_report(u, url, UP_OK, NULL);
+            up_reanchor(ut, &ans, at, up_now());
+            up_heard(ut, url, &ans, ans.age_ns >= 0 ? a - ans.age_ns : -1);
         } else {
             up_report(u, url, UP_FAILED, why);
         }
@@ -380,7 +391,7 @@ void *up_horizon_main(void *arg)
          */
         if (u->n_urls > 1 && a >= next_standby) {
             unsigned cur = up_current(u);
-            struct answer other;
+            struct up_answer other;
             char err[512];
             for (unsigned i = 0; i < u->n_urls && !atomic_load(&u->base.stop); i++)
                 if (i != cur)
@@ -389,7 +400,7 @@ void *up_horizon_main(void *arg)
         }
         int64_t left = a + up_horizon_ms(u->base.cfg) * NS_PER_MS - monoclock_boot_ns();
         if (left > 0)
-            follow_nap(&u->base.stop, (unsigned)(left / NS_PER_MS));
+            up_nap(u, (unsigned)(left / NS_PER_MS));
     }
     httpc_free(c);
     return NULL;
@@ -400,6 +411,8 @@ void *up_horizon_main(void *arg)
 static void up_init(struct follower *f)
 {
     struct upstream *u = (struct upstream *)f;
+    pthread_mutex_init(&u->nap_mu, NULL);
+    monoclock_cond_init(&u->nap_cv);
     const char *p = f->cfg->upstream;
     for (p += strspn(p, " \t"); *p != '\0' && u->n_urls < CONFIG_MAX_UPSTREAMS;
          p += strspn(p, " \t")) {
@@ -427,6 +440,8 @@ static void up_fini(struct follower *f)
         free(ut);
     }
     token_free(u->token);
+    pthread_cond_destroy(&u->nap_cv);
+    pthread_mutex_destroy(&u->nap_mu);
 }
 
 /* Table i's state, its journal sized by its pending_limit, and its threads; false if not. */
@@ -476,7 +491,7 @@ static void up_run(struct follower *f)
                           table_name(f->tables[i]));
                 failed = true;
             }
-        follow_nap(&f->stop, 100);
+        up_nap(u, 1000);            /* (a reload's new tables: started within a second) */
     }
     up_wake_all(u);
     for (unsigned i = 0; i < atomic_load(&u->running); i++) {
@@ -558,6 +573,7 @@ const struct follow_ops follow_upstream_ops = {
     .size = sizeof(struct upstream),
     .init = up_init,
     .fini = up_fini,
+    .interrupt = up_interrupt,
     .run = up_run,
     .ready = up_ready,
     .ticket = up_ticket,

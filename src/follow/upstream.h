@@ -34,6 +34,99 @@
  * beside its /exists, times every replica).
  */
 #define UP_HORIZON_MIN_MS 50
+/*
+ * h-horizon's: the horizon in the stream.  A stream asked with ?horizon=1
+ * brings the upstream's proof every beat in its own clock (fleetwire.h's
+ * HORIZON), which an anchor places in ours (up_anchored): then the
+ * horizon thread asks only to renew the anchor, every UP_ANCHOR_S, not
+ * every up_horizon_ms (200 replicas asked their upstream 400 times a
+ * second, each question a wake of its server thread).  The anchor spans
+ * seconds, so the clocks it compares are the two hosts' oscillators
+ * (CLOCK_MONOTONIC_RAW), never slewed: the horizon's own clock
+ * (CLOCK_BOOTTIME) is, by chrony up to 83,333 ppm while it corrects an
+ * offset, which over an anchor 10 s old would be 0.8 s of a proof.
+ * UP_RATE_PPM bounds how much faster the upstream's oscillator may run
+ * than ours (1000 ppm: crystals keep within 100); an anchor UP_ANCHOR_S
+ * old costs a proof at most 10 ms of it.  Short intervals (a horizon's
+ * age, measured on a slewed clock, carried to the other) are widened by
+ * UP_SLEW_PCT, more than any slew.
+ */
+#define UP_ANCHOR_S 10
+#define UP_RATE_PPM 1000
+#define UP_SLEW_PCT 10
+
+struct up_table;
+
+/* A moment on both of our clocks: the oscillator's and the horizon's. */
+struct up_when {
+    int64_t raw, boot;              /* monoclock_raw_ns, monoclock_boot_ns */
+};
+static inline struct up_when up_now(void)
+{
+    struct up_when w = { monoclock_raw_ns(), 0 };
+    w.boot = monoclock_boot_ns();
+    return w;
+}
+
+/*
+ * An anchor: the upstream's oscillator (a process's, named by clock) read
+ * remote at an event that happened at or after local on ours (a request
+ * sent at local was answered with remote).
+ */
+struct up_anchor {
+    uint64_t clock;                 /* 0: none */
+    struct up_when local;
+    int64_t remote;
+};
+
+/*
+ * A lower bound, on our oscillator, of the moment the upstream's read
+ * remote_t: local.raw + (remote_t - remote), the difference shrunk by
+ * UP_RATE_PPM of itself (upstream_anchor.c argues it).
+ */
+int64_t up_anchored(const struct up_anchor *an, int64_t remote_t);
+
+/*
+ * The same moment on the horizon's clock, at now: now.boot less its age on
+ * our oscillator widened by UP_SLEW_PCT.  -1 (nothing proved) when our two
+ * clocks ran apart since the anchor by more than that: we were suspended
+ * (the oscillator stopped, the boot clock did not), or slewed past it.
+ */
+int64_t up_placed(const struct up_anchor *an, int64_t remote_t, struct up_when now);
+
+/*
+ * A horizon answer (ans, asked at a, read at b) renews the anchor of its
+ * clock; one that shows the rates broke UP_RATE_PPM is logged
+ * (upstream_anchor.c).  Caller holds no lock.
+ */
+struct up_answer;
+void up_reanchor(struct up_table *ut, const struct up_answer *ans, struct up_when a,
+                 struct up_when b);
+
+/*
+ * Whether t's stream proves it often enough at now that the horizon
+ * thread need not ask (upstream_anchor.c).  Caller holds no lock.
+ */
+bool up_stream_proves(struct up_table *ut, int64_t now);
+
+/* What an upstream says of its table: its horizon answer, or a stream's HORIZON frame. */
+struct up_answer {
+    uint64_t history, epoch, covered, generation, seq;
+    int64_t age_ns;                 /* -1: the upstream has no horizon */
+    bool degraded, replica;
+    uint64_t clock;                 /* its clock (0: not said) and its reading when it answered */
+    int64_t now_ns;
+};
+
+/*
+ * An answer heard from upstream url: its proof, when (a moment on our
+ * clock at or before its horizon; -1: none), taken (now, or once the
+ * stream delivers its seq), the snapshot asked for when it shows the
+ * mirror lost, and the upstream's health reported (up_report).  Caller
+ * holds no lock.
+ */
+void up_heard(struct up_table *ut, unsigned url, const struct up_answer *ans, int64_t when);
+
 /* Between two questions to each upstream not followed (up_horizon_main), and their patience. */
 #define UP_STANDBY_S 10
 #define UP_STANDBY_MS 250
@@ -98,6 +191,10 @@ struct up_table {
     enum up_health stream_health;   /* how its last stream ended (UP_OK once one delivers) */
     char stream_why[320];           /* and why */
     uint64_t frames, keys, resumes, snapshots, violations;
+    /* h-horizon's: the anchor of its upstream's clock, and when a stream's HORIZON was last taken. */
+    struct up_anchor anchor;
+    int64_t stream_heard;           /* monoclock_boot_ns; 0: never */
+    uint64_t stream_proofs, anchors, rate_breaks;
     /* Adaptive (issue 35): the horizon thread's own (up_forward): its token bucket. */
     int64_t forward_at;
     double forward_tokens;
@@ -119,7 +216,19 @@ struct upstream {
     int64_t degraded_since;         /* monoclock_boot_ns since it answers degraded; 0: it does not */
     int64_t next_probe;             /* when the others may be asked again */
     uint64_t switches;
+    /*
+     * The naps of the run and horizon threads (up_nap): a timed wait that
+     * stop cuts short (up_interrupt), not follow_nap's 100 ms slices: an
+     * idle replica's threads wake when they have something to do (a fleet
+     * of sidecars shares its host's cores with the application).
+     */
+    pthread_mutex_t nap_mu;
+    pthread_cond_t nap_cv;
 };
+
+/* Sleep ms, or until stop; follow_ops.interrupt wakes them (upstream_anchor.c). */
+void up_nap(struct upstream *u, unsigned ms);
+void up_interrupt(struct follower *f);
 
 /* The up_table of t (NULL if not attached yet). */
 struct up_table *up_table_of(struct upstream *u, const struct table *t);
@@ -138,10 +247,11 @@ bool up_url(const struct upstream *u, unsigned url, const char *name, const char
 unsigned up_horizon_ms(const struct config *cfg);
 
 /*
- * Milliseconds between the heartbeats a stream asks its upstream for
- * (?beat=): a quarter of silence_timeout, the silence after which the
- * replica gives the stream up, within FLEETWIRE_BEAT_MIN_MS and
- * FLEETWIRE_BEAT_MAX_MS.
+ * Milliseconds between the frames a stream asks its upstream for
+ * (?beat=), HORIZON frames (?horizon=1): up_horizon_ms, the proof's
+ * period, or a quarter of silence_timeout (the silence after which the
+ * replica gives the stream up) if that is shorter, within
+ * FLEETWIRE_BEAT_MIN_MS and FLEETWIRE_BEAT_MAX_MS.
  */
 unsigned up_beat_ms(const struct config *cfg);
 

@@ -26,6 +26,8 @@ struct stream {
     uint64_t *hashes;               /* an ADDS frame's keys, decoded */
     bool hello, stale, lost, violation, bye, mismatch;
     char why[320];
+    struct up_when asked;           /* before the request went */
+    bool anchored;                  /* a HORIZON of it came (and anchored if it could do better) */
 };
 
 static bool on_head(void *arg, const struct httpc_head *h, char *why, size_t whylen)
@@ -122,6 +124,46 @@ static void enter_verified(struct up_table *ut, const struct fleetwire_verified 
         table_enter_verified(ut->t, hash, key, klen);
 }
 
+/*
+ * h-horizon's: a HORIZON frame as an answer, and the moment on our clock
+ * its horizon is proved at (-1: none).  Every frame of this stream was
+ * made after its request went at s->asked: so a frame of a clock the
+ * anchor does not know anchors it (remote = its now, local = asked; a
+ * restarted upstream is a new stream of a new clock, and a new anchor),
+ * and the first frame of a stream asked after the anchor was made renews
+ * it.  The horizon thread renews it with round trips of the same clock.
+ * Never later than now: the upstream made the frame before we read it.
+ * Caller holds mu.
+ */
+static int64_t horizon_locked(struct stream *s, const struct fleetwire_horizon *h,
+                              struct up_answer *ans)
+{
+    struct up_table *ut = s->ut;
+    *ans = (struct up_answer){
+        .history = h->history, .epoch = h->epoch, .covered = h->covered,
+        .generation = h->generation, .seq = h->seq,
+        .age_ns = h->horizon > 0 ? h->now - h->horizon : -1,
+        .degraded = (h->flags & FLEETWIRE_HORIZON_DEGRADED) != 0,
+        .replica = (h->flags & FLEETWIRE_HORIZON_REPLICA) != 0,
+        .clock = h->clock, .now_ns = h->now,
+    };
+    if (ut->anchor.clock != h->clock || (!s->anchored && s->asked.raw > ut->anchor.local.raw)) {
+        ut->anchor = (struct up_anchor){ h->clock, s->asked, h->now };
+        ut->anchors++;
+    }
+    s->anchored = true;
+    int64_t heard = monoclock_boot_ns();
+    int64_t when = h->horizon == 0 ? -1 : up_placed(&ut->anchor, h->horizon, up_now());
+    /* Our clocks ran apart since the anchor (a suspend): not heard, so a question anchors anew. */
+    if (h->horizon != 0 && when < 0)
+        return -1;
+    ut->stream_heard = heard;
+    ut->stream_proofs++;
+    if (h->horizon == 0)
+        return -1;
+    return when < heard ? when : heard;
+}
+
 static bool on_frame(void *arg, const struct fleetwire_frame *f)
 {
     struct stream *s = arg;
@@ -162,6 +204,8 @@ static bool on_frame(void *arg, const struct fleetwire_frame *f)
         snprintf(s->why, sizeof s->why, "the upstream ended the stream: %.200s", f->u.bye.reason);
         return false;
     }
+    struct up_answer ans;
+    int64_t when = -1;
     pthread_mutex_lock(&ut->mu);
     /* A load is fetching a snapshot: nothing past the seq it will be exact at is applied. */
     while (ut->paused && !atomic_load(&ut->u->base.stop))
@@ -209,12 +253,17 @@ static bool on_frame(void *arg, const struct fleetwire_frame *f)
         if (!ut->lost)
             enter_verified(ut, &f->u.verified);
         break;
+    case FLEETWIRE_HORIZON:
+        when = horizon_locked(s, &f->u.horizon, &ans);
+        break;
     default:
         break;
     }
     bool fresh_generation = f->type == FLEETWIRE_GENERATION
                             && f->u.generation.generation > ut->m.generation;
     pthread_mutex_unlock(&ut->mu);
+    if (f->type == FLEETWIRE_HORIZON)
+        up_heard(ut, s->url, &ans, when);
     /* Advised (deletes shed), not needed: a COPY's pace, min_rebuild_interval apart. */
     if (fresh_generation)
         table_want(ut->t, WANT_INTERVAL, NULL);
@@ -241,6 +290,8 @@ static bool on_body(void *arg, const void *buf, size_t len)
 unsigned up_beat_ms(const struct config *cfg)
 {
     double ms = cfg->silence_timeout * 1000 / 4;
+    if (ms > up_horizon_ms(cfg))
+        ms = up_horizon_ms(cfg);
     return ms < FLEETWIRE_BEAT_MIN_MS ? FLEETWIRE_BEAT_MIN_MS
          : ms > FLEETWIRE_BEAT_MAX_MS ? FLEETWIRE_BEAT_MAX_MS : (unsigned)ms;
 }
@@ -251,8 +302,8 @@ static void stream_once(struct up_table *ut, struct httpc *c, const struct up_mi
 {
     struct upstream *u = ut->u;
     char suffix[160], url[CONFIG_UPSTREAM_URL_MAX + 256];
-    snprintf(suffix, sizeof suffix, "?from=%016" PRIx64 ":%" PRIu64 "&beat=%u", pos->history,
-             pos->seq, up_beat_ms(u->base.cfg));
+    snprintf(suffix, sizeof suffix, "?from=%016" PRIx64 ":%" PRIu64 "&beat=%u&horizon=1",
+             pos->history, pos->seq, up_beat_ms(u->base.cfg));
     s->url = up_current(u);
     s->version = pos->version;
     fleetwire_track_init(&s->track, pos->history, pos->seq);
@@ -271,6 +322,7 @@ static void stream_once(struct up_table *ut, struct httpc *c, const struct up_mi
     /* A silent upstream: heartbeats come 4 times per silence_timeout, so that means gone. */
     struct httpc_opts o = up_opts(u, "stream", (int)u->base.cfg->silence_timeout * 1000);
     o.head_ms = 10000;
+    s->asked = up_now();
     *st = httpc_get(c, url, &o, on_head, on_body, s, why, whylen);
 }
 
