@@ -143,7 +143,7 @@ struct postlog_info {
     uint64_t compactions;       /* rewrites done */
     uint64_t compact_failures;
     uint64_t bytes;             /* the file's size (what is on disk) */
-    uint64_t live_bytes;        /* its size after the last rewrite (or as read at open) */
+    uint64_t live_bytes;        /* what the last rewrite (or the read at open) found live */
     int broken;                 /* errno of a failed fdatasync not yet repaired, 0 = none */
 };
 void postlog_info(struct postlog *log, struct postlog_info *out);
