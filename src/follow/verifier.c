@@ -218,6 +218,7 @@ static void verify_table(struct verifier *v, unsigned i)
 static void *verifier_main(void *arg)
 {
     struct verifier *v = arg;
+    pthread_setname_np(pthread_self(), "bg-verify");
     double rate = v->cfg->adaptive_verify_rate, last = monoclock_seconds();
     /* A burst of at most a fifth of a second's lookups, and at least one. */
     double cap = rate / 5 < 1 ? 1 : rate / 5;
