@@ -82,6 +82,8 @@ void follow_free(struct follower *f)
 static void *thread_main(void *arg)
 {
     struct follower *f = arg;
+    /* Named, so that top -H and /proc/PID/task/TID/schedstat tell the proof's thread apart. */
+    pthread_setname_np(pthread_self(), "bg-follow");
     f->ops->run(f);
     return NULL;
 }

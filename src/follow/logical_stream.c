@@ -344,6 +344,42 @@ static bool take_probe(struct logical *l, PGresult *r, struct proof *prev, struc
 }
 
 /*
+ * A probe is about to leave: which answered proof its answer may confirm
+ * (into prev, armed), from the last probe's (cur) and the one still
+ * waiting for the stream (held).  A proof whose W the stream has not
+ * passed yet is kept until it has, not dropped: under load (PostgreSQL
+ * starved of CPU, a distant server) a probe's round trip and the
+ * walsender's answer to the status sent after it can take longer than
+ * probe_interval, and a proof that had to be passed before the very next
+ * probe would then never hold: the horizon would stop, and the guard turn
+ * to "maybe", while every row was being followed.  The newest proof the
+ * stream has passed wins; otherwise the oldest waiting one is kept (it is
+ * the one the stream passes first).  The rule is unchanged: H moves to a
+ * proof's T only once a probe sent after the stream passed its W answers
+ * with the tables' entries unchanged.
+ */
+static void arm(struct follower *f, struct proof *prev, struct proof *held, struct proof *cur,
+                uint64_t applied, int64_t now)
+{
+    prev->pending = false;
+    if (applied >= cur->wal) {
+        *prev = *cur;
+        held->pending = false;      /* older than cur: cur's T covers it */
+    } else if (held->pending && applied >= held->wal) {
+        *prev = *held;
+        *held = *cur;
+    } else {
+        if (!held->pending)
+            *held = *cur;
+        log_debug(f->lg, "follower (logical): the stream (%" PRIu64 ") has not passed W (%"
+                  PRIu64 ") of the proof of %.3f s ago yet: it waits for the stream",
+                  applied, held->wal, (double)(now - held->sent) / NS_PER_S);
+        return;
+    }
+    prev->passed_before_next = true;
+}
+
+/*
  * Stream until the connection fails or stop: apply changes, answer
  * keepalives, probe every probe_interval, update the slot every
  * STATUS_EVERY_NS.  Returns with the reason in err.
@@ -355,7 +391,7 @@ void logical_stream(struct logical *l, PGconn *repl, PGconn *probe, char *err, s
     int64_t next_probe = monoclock_boot_ns(), last_status = 0, probe_sent = 0;
     uint64_t received = 0;
     bool probe_in_flight = false;
-    struct proof prev = { 0 }, cur = { 0 };
+    struct proof prev = { 0 }, cur = { 0 }, held = { 0 };
     char arr[CONFIG_MAX_FILTERS * 12 + 4];
 
     while (!atomic_load(&f->stop)) {
@@ -386,10 +422,8 @@ void logical_stream(struct logical *l, PGconn *repl, PGconn *probe, char *err, s
             pthread_mutex_lock(&l->base.mu);
             uint64_t applied = l->applied;
             pthread_mutex_unlock(&l->base.mu);
-            if (cur.pending) {
-                cur.passed_before_next = applied >= cur.wal;
-                prev = cur;
-            }
+            if (cur.pending)
+                arm(f, &prev, &held, &cur, applied, now);
             cur.pending = true;
             cur.passed_before_next = false;
             cur.n = n;
@@ -487,6 +521,10 @@ void logical_stream(struct logical *l, PGconn *repl, PGconn *probe, char *err, s
             }
             if (!PQisBusy(probe)) {
                 PGresult *r = PQgetResult(probe), *extra;
+                int64_t rtt = monoclock_boot_ns() - probe_sent;
+                if (rtt > interval)
+                    log_debug(f->lg, "follower (logical): a probe answered after %.0f ms",
+                              (double)rtt / 1e6);
                 bool ok = take_probe(l, r, &prev, &cur, n, err, errlen);
                 PQclear(r);
                 while ((extra = PQgetResult(probe)) != NULL)

@@ -182,12 +182,19 @@ static void verify_table(struct verifier *v, unsigned i)
         lens[k] = c[k].klen;
     }
     enum verify_result r;
-    double until = monoclock_seconds() + NOT_YET_MS / 1000.0;
+    double t0 = monoclock_seconds(), until = t0 + NOT_YET_MS / 1000.0;
+    unsigned tries = 0;
     while ((r = verify_lookup(v->conn, table_config(t), id.relid, id.spell, keys, lens, n, xids,
                               nx, &v->w.stop, present, err, sizeof err)) == VERIFY_NOT_YET
-           && monoclock_seconds() < until && !worker_stopping(&v->w))
+           && monoclock_seconds() < until && !worker_stopping(&v->w)) {
+        tries++;
         worker_nap(&v->w, 10);
+    }
     free(xids);
+    /* How long learning takes under load: the lookup's round trips, timed. */
+    log_debug(v->lg, "%s: verified a batch of %zu in %.0f ms (%u not-yet retr%s, %zu "
+              "transactions to see)", name, n, (monoclock_seconds() - t0) * 1000, tries,
+              tries == 1 ? "y" : "ies", nx);
     if (r != VERIFY_OK) {
         if (r == VERIFY_NOT_YET)
             snprintf(err, sizeof err, "transactions the follower applied are still not visible "
@@ -211,6 +218,7 @@ static void verify_table(struct verifier *v, unsigned i)
 static void *verifier_main(void *arg)
 {
     struct verifier *v = arg;
+    pthread_setname_np(pthread_self(), "bg-verify");
     double rate = v->cfg->adaptive_verify_rate, last = monoclock_seconds();
     /* A burst of at most a fifth of a second's lookups, and at least one. */
     double cap = rate / 5 < 1 ? 1 : rate / 5;

@@ -399,6 +399,7 @@ static void *fast_main(void *arg)
 {
     struct fast_thread *ft = arg;
     struct http *h = ft->h;
+    pthread_setname_np(pthread_self(), "bg-http");
     for (;;) {
         struct epoll_event evs[64];
         int n = http_wire_epoll_wait(ft->ep, evs, 64, ft->accept_paused ? ACCEPT_PAUSE_MS : -1);
