@@ -199,6 +199,35 @@ START_TEST(test_simd_matches_scalar)
 }
 END_TEST
 
+/*
+ * The usual filter (8 probes in every layer) at each count of layers: its
+ * AVX2 lookup is straight-line code for 1 to 4 layers and a loop past
+ * them, and every one of them answers as the portable path, key for key,
+ * with no false negative.
+ */
+START_TEST(test_simd_matches_scalar_by_layers)
+{
+    char k[64];
+    struct filter *f = filter_new(1000, 0.01, NULL);
+    ck_assert_ptr_nonnull(f);
+    uint64_t added = 0;
+    for (unsigned want = 1; want <= 6; want++) {
+        while (filter_layers(f) < want && added < 1000000)
+            filter_add(f, k, key_of(k, sizeof k, "in", added++));
+        ck_assert_uint_eq(filter_layers(f), want);
+        struct filter_layer_info li;
+        for (unsigned i = 0; want <= 4 && i < want; i++) {
+            ck_assert(filter_layer_info(f, i, &li));
+            ck_assert_uint_eq(li.probes, 8);        /* the unrolled path's case */
+        }
+        struct path_tally t = both_paths(f, 2 * added + 2000, added);
+        ck_assert_uint_eq(t.differ, 0);
+        ck_assert_uint_eq(t.missing, 0);
+    }
+    filter_free(f);
+}
+END_TEST
+
 START_TEST(test_bits_per_key_bound)
 {
     /* At p = 1% the blocked layout stays within 1.6 x log2(1/p) bits per key. */
@@ -1038,6 +1067,7 @@ CHECK_SUITE("filter",
     CHECK_TEST(test_fpp_01pct),
     CHECK_TEST(test_fpp_1pct_portable),
     CHECK_TEST(test_simd_matches_scalar),
+    CHECK_TEST(test_simd_matches_scalar_by_layers),
     CHECK_TEST(test_bits_per_key_bound),
     CHECK_TEST(test_bad_parameters),
     CHECK_TEST(test_tiny_filters),

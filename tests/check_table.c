@@ -390,7 +390,9 @@ static enum table_want take(struct table *t, struct table_job *job)
 /*
  * expected_items is a floor, not the size: a table that fits in it gets
  * exactly it, one past it rows x headroom (it used to get expected_items
- * and stack a layer for the last rows); a load because the filter grew
+ * and stack a layer for the last rows), "past" meaning by more than 2%:
+ * an estimate a few rows over is ANALYZE's sampling, and doubled the
+ * filter of a table sized exactly (issue 39); a load because the filter grew
  * takes rows x growth even with headroom 1, or the folded filter would grow
  * again at the next new ID.
  */
@@ -401,11 +403,14 @@ START_TEST(test_plan_items_floor_and_growth)
     struct table *t = table_new(&cfg, &fc);
     ck_assert_uint_eq(table_plan_items(t, 150000), 200000);     /* fits: the floor */
     ck_assert_uint_eq(table_plan_items(t, 200000), 200000);
-    ck_assert_uint_eq(table_plan_items(t, 200005), 200005);     /* past it: its rows */
+    ck_assert_uint_eq(table_plan_items(t, 200005), 200000);     /* within 2%: the floor */
+    ck_assert_uint_eq(table_plan_items(t, 204001), 204001);     /* past it: its rows */
     fc.headroom = 2.0;
     table_set_sizing(t, &fc);
     ck_assert_uint_eq(table_plan_items(t, 200000), 200000);
-    ck_assert_uint_eq(table_plan_items(t, 200005), 400010);     /* rows x headroom */
+    ck_assert_uint_eq(table_plan_items(t, 200005), 200000);     /* not doubled */
+    ck_assert_uint_eq(table_plan_items(t, 204000), 200000);
+    ck_assert_uint_eq(table_plan_items(t, 204001), 408002);     /* rows x headroom */
     fc.headroom = 1.0;
     table_set_sizing(t, &fc);
     first_load(t, 3);

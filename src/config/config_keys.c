@@ -182,8 +182,8 @@ const struct config_key config_keys[] = {
            "longest wait between reconnection attempts, in seconds"),
 
     K_U64("filter", "expected_items", "0", CONFIG_REBUILD, FF(expected_items), 0, FILTER_MAX_ITEMS,
-          "least items a load sizes the filter for: while the table's rows fit, exactly this; "
-          "past it (or 0), the rows times headroom"),
+          "least items a load sizes the filter for: while the table's rows fit, exactly this "
+          "(an estimate up to 2% over it fits); past it (or 0), the rows times headroom"),
     K_DBL("filter", "false_positive_rate", "0.01", CONFIG_REBUILD, FF(false_positive_rate),
           FILTER_MIN_FPP, true, FILTER_MAX_FPP, true,
           "target false positive rate"),

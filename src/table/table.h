@@ -408,8 +408,11 @@ struct filter_growth table_growth_of(const struct table_sizing *sz);
 /*
  * Items to size a load for: the rows (the most of the estimate, the last
  * load's, the live filter's items) times headroom, or while they fit in
- * expected_items (a floor) it; a WANT_GROWTH load (a fold) the rows times
- * the larger of headroom and growth, at least the floor.  Bounded.
+ * expected_items (a floor) it, "fit" allowing 2% over it for the
+ * estimate's sampling error (a load that finds more rows than the filter
+ * takes copies again: table_load_resize); a WANT_GROWTH load (a fold) the
+ * rows times the larger of headroom and growth, at least the floor.
+ * Bounded.
  */
 uint64_t table_plan_items(struct table *t, uint64_t estimated_rows);
 
@@ -431,7 +434,11 @@ struct table_load *table_load_begin(struct table *t, uint64_t items,
                                     const struct table_ident *ident, enum filter_error *err);
 /* The filter being built (for loader_copy.c's bulk adds: the caller is its only bulk writer). */
 struct filter *table_load_filter(struct table_load *l);
-/* The COPY outgrew the filter: one for rows (*items) replaces it, inserts kept; NULL: *err. */
+/*
+ * The COPY outgrew the filter: one for rows (*items: table_plan_items's,
+ * or the rows themselves where that is no larger than the filter they
+ * outgrew) replaces it, inserts kept; NULL: *err.
+ */
 struct filter *table_load_resize(struct table_load *l, uint64_t rows, uint64_t *items,
                                  enum filter_error *err);
 /*

@@ -61,6 +61,16 @@ struct filter *table_load_resize(struct table_load *l, uint64_t rows, uint64_t *
                                  enum filter_error *err)
 {
     *items = table_plan_items(l->t, rows);
+    /*
+     * Rows within expected_items' tolerance plan to expected_items again,
+     * which they just outgrew: the filter they need is one for the rows
+     * counted (a load's layer takes a little more than its capacity, and
+     * the next pass reads the same snapshot), and never one no larger than
+     * this one's first layer, or the COPY would go round again.
+     */
+    struct filter_layer_info first;
+    if (filter_layer_info(l->f, 0, &first) && *items <= first.capacity)
+        *items = rows > first.capacity ? rows : first.capacity + first.capacity / 64 + 1;
     struct filter *f = load_filter(l->t, *items, err);
     if (f == NULL)
         return NULL;
