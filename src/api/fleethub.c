@@ -273,7 +273,7 @@ void fleethub_horizon_of(struct hub_table *ht, struct fleetwire_horizon *out)
      * horizon's age, measured on the boot clock NTP slews, widened by
      * more than any slew (an older horizon only proves less).
      */
-    int64_t raw = monoclock_raw_ns(), hraw = age < 0 ? 0 : raw - age - age / 10;
+    int64_t raw = monoclock_raw_ns(), hraw = age < 0 ? 0 : raw - fleetwire_slew_widened(age);
     *out = (struct fleetwire_horizon){
         .clock = ht->h->clock, .now = raw, .horizon = age < 0 ? 0 : (hraw > 0 ? hraw : 1),
         .history = history, .seq = seq, .epoch = p.epoch, .covered = p.covered,
