@@ -67,16 +67,36 @@
  * After a round that resumed streams, the pump waits before the next: the
  * adds made meanwhile batch into one frame per stream.  1 ms, longer with
  * more streams (FLUSH_PER_STREAM_NS each, at most FLUSH_MAX_US): a round
- * resumes every waiting stream, a few microseconds each, so that a table
- * written row by row costs the upstream a bounded number of resumes a
- * second however many replicas stream it: each resume is a wake of MHD's
- * thread, two epoll_ctl calls and a write, about 10 us; bench/fleet
- * measured half a core for 200 streams of 500 rows/s at 1 ms.  200 streams
- * wait 10 ms: the freshness of their replicas is that much later.
+ * resumes every waiting stream, so that a table written row by row costs
+ * the upstream a bounded number of resumes a second however many replicas
+ * stream it, whatever its rate: each resume is an eventfd write inside
+ * libmicrohttpd, a wake of its thread, two epoll_ctl calls and a send,
+ * about 10 us.  bench/fleet measured half a core for 200 streams of 500
+ * rows/s at 1 ms, and the upstream's /exists CPU per request 2.85 times
+ * its own without streams at 10 ms (upstream_exists_cpu_streams200_writes);
+ * 200 streams now wait 20 ms, which halves their rounds.  The wait is
+ * what a replica's freshness loses (bench/fleet's
+ * freshness_upstream_streams200), so it is bounded by FLUSH_MAX_US and by
+ * max_staleness / FLUSH_STALE_DIV, far under the quarter of it a replica
+ * asks its proofs at: one replica waits 1 ms, as before.
  */
 #define FLUSH_US 1000
-#define FLUSH_PER_STREAM_NS 50000
-#define FLUSH_MAX_US 10000
+#define FLUSH_PER_STREAM_NS 100000
+#define FLUSH_MAX_US 20000
+#define FLUSH_STALE_DIV 40
+
+/* The pump's wait after a round that resumed streams, in us (above). */
+static useconds_t flush_us(const struct fleethub *h, size_t streams)
+{
+    uint64_t us = (uint64_t)streams * FLUSH_PER_STREAM_NS / 1000;
+    double stale = h->cfg->max_staleness;
+    uint64_t cap = FLUSH_MAX_US;
+    if (stale > 0 && stale * 1e6 / FLUSH_STALE_DIV < (double)cap)
+        cap = (uint64_t)(stale * 1e6 / FLUSH_STALE_DIV);
+    if (us > cap)
+        us = cap;
+    return (useconds_t)(us < FLUSH_US ? FLUSH_US : us);
+}
 
 /* ------------------------------------------------------------- the taps -- */
 
@@ -247,10 +267,8 @@ static void *pump_main(void *arg)
         /* Outside the lock: MHD takes its own, and these stay suspended until now. */
         for (size_t i = 0; i < n; i++)
             MHD_resume_connection(wake[i]);
-        if (n > 0) {
-            uint64_t us = (uint64_t)streams * FLUSH_PER_STREAM_NS / 1000;
-            usleep((useconds_t)(us < FLUSH_US ? FLUSH_US : us > FLUSH_MAX_US ? FLUSH_MAX_US : us));
-        }
+        if (n > 0)
+            usleep(flush_us(h, streams));
     }
     free(wake);
     return NULL;
