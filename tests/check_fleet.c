@@ -833,7 +833,7 @@ END_TEST
 
 /*
  * An anchor places an upstream's horizon on our horizon's clock: its age
- * on our oscillator, widened by UP_SLEW_PCT, never less than the truth;
+ * on our oscillator, widened by FLEETWIRE_SLEW_PCT, never less than the truth;
  * nothing when our two clocks ran apart since the anchor (a suspend: the
  * oscillator stopped while the boot clock ran on).
  */
@@ -860,6 +860,11 @@ START_TEST(test_anchor_placed)
     /* A frame read before the anchored moment (clocks' jitter): no older than now. */
     now = (struct up_when){ an.local.raw + S, an.local.boot + S };
     ck_assert_int_eq(up_placed(&an, an.remote + 5 * S, now), now.boot);
+    /* The one widening both sides apply (fleetwire.h): a tenth, rounded down, never overflowing. */
+    ck_assert_int_eq(FLEETWIRE_SLEW_PCT, 10);
+    ck_assert_int_eq(fleetwire_slew_widened(1234), 1234 + 123);
+    ck_assert_int_eq(fleetwire_slew_widened(0), 0);
+    ck_assert_int_eq(fleetwire_slew_widened(INT64_MAX / 2), INT64_MAX / 2 + INT64_MAX / 20);
 }
 END_TEST
 

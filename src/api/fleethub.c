@@ -1,8 +1,8 @@
 /*
  * An upstream's side of a fleet (fleethub.h): the rings its tables' taps
- * fill, the pump that resumes the streams with something to send, what a
- * replica that serves replicas tells them (fleethub_proof, in
- * fleethub_int.h), and the horizon answers (the streams themselves are
+ * fill, the pump (a base/worker.h thread) that resumes the streams with
+ * something to send, what a replica that serves replicas tells them
+ * (fleethub_proof, in fleethub_int.h), and the horizon answers (the streams themselves are
  * fleetstream.c's, the snapshots made for replicas fleetsnap.c's).
  *
  * A stream's life, with libmicrohttpd 0.9.75: the handler answers with a
@@ -67,26 +67,43 @@
  * After a round that resumed streams, the pump waits before the next: the
  * adds made meanwhile batch into one frame per stream.  1 ms, longer with
  * more streams (FLUSH_PER_STREAM_NS each, at most FLUSH_MAX_US): a round
- * resumes every waiting stream, a few microseconds each, so that a table
- * written row by row costs the upstream a bounded number of resumes a
- * second however many replicas stream it: each resume is a wake of MHD's
- * thread, two epoll_ctl calls and a write, about 10 us; bench/fleet
- * measured half a core for 200 streams of 500 rows/s at 1 ms.  200 streams
- * wait 10 ms: the freshness of their replicas is that much later.
+ * resumes every waiting stream, so that a table written row by row costs
+ * the upstream a bounded number of resumes a second however many replicas
+ * stream it, whatever its rate: each resume is an eventfd write inside
+ * libmicrohttpd, a wake of its thread, two epoll_ctl calls and a send,
+ * about 10 us.  bench/fleet measured half a core for 200 streams of 500
+ * rows/s at 1 ms, and the upstream's /exists CPU per request 2.85 times
+ * its own without streams at 10 ms (upstream_exists_cpu_streams200_writes);
+ * 200 streams now wait 20 ms, which halves their rounds.  The wait is
+ * what a replica's freshness loses (bench/fleet's
+ * freshness_upstream_streams200), so it is bounded by FLUSH_MAX_US and by
+ * max_staleness / FLUSH_STALE_DIV, far under the quarter of it a replica
+ * asks its proofs at: one replica waits 1 ms, as before.
  */
 #define FLUSH_US 1000
-#define FLUSH_PER_STREAM_NS 50000
-#define FLUSH_MAX_US 10000
+#define FLUSH_PER_STREAM_NS 100000
+#define FLUSH_MAX_US 20000
+#define FLUSH_STALE_DIV 40
+
+/* The pump's wait after a round that resumed streams, in us (above). */
+static useconds_t flush_us(const struct fleethub *h, size_t streams)
+{
+    uint64_t us = (uint64_t)streams * FLUSH_PER_STREAM_NS / 1000;
+    double stale = h->cfg->max_staleness;
+    uint64_t cap = FLUSH_MAX_US;
+    if (stale > 0 && stale * 1e6 / FLUSH_STALE_DIV < (double)cap)
+        cap = (uint64_t)(stale * 1e6 / FLUSH_STALE_DIV);
+    if (us > cap)
+        us = cap;
+    return (useconds_t)(us < FLUSH_US ? FLUSH_US : us);
+}
 
 /* ------------------------------------------------------------- the taps -- */
 
 void fleethub_kick(struct fleethub *h)
 {
-    if (!atomic_exchange(&h->kick, true)) {
-        pthread_mutex_lock(&h->mu);
-        pthread_cond_signal(&h->cv);
-        pthread_mutex_unlock(&h->mu);
-    }
+    if (!atomic_exchange(&h->kick, true))
+        worker_wake(&h->w);
 }
 
 static void tap_added(void *ctx, const uint64_t *hashes, size_t n, uint32_t ttl,
@@ -177,7 +194,7 @@ bool fleethub_due(const struct stream *s, int64_t now)
 }
 
 /*
- * How long the pump may sleep at now (h->mu held): PUMP_IDLE_MS, or until
+ * How long the pump may sleep at now (h->w.mu held): PUMP_IDLE_MS, or until
  * the clock crosses the next multiple of the shortest horizon beat, when
  * every horizon stream of that beat is due at once (their frames are
  * aligned on it, so that one round wakes them all: fleetwire.h).
@@ -194,7 +211,7 @@ static int64_t pump_nap_ns(const struct fleethub *h, int64_t now)
 }
 
 /*
- * Table ht's heartbeat frame of its newest seq and epoch (h->mu held):
+ * Table ht's heartbeat frame of its newest seq and epoch (h->w.mu held):
  * every caught-up stream of the table the pump wakes sends these bytes (a
  * stream behind them has keys to send instead, and encodes its own).
  */
@@ -213,15 +230,18 @@ static void *pump_main(void *arg)
     size_t cap = 0;
     struct MHD_Connection **wake = NULL;
     uint64_t round = 0;
-    while (!atomic_load(&h->stop)) {
-        pthread_mutex_lock(&h->mu);
-        if (!atomic_load(&h->kick) && !atomic_load(&h->stop)) {
-            /* (+ 100 us: a wake just before the multiple would find nothing due yet.) */
-            struct timespec ts = monoclock_after_ns(
-                (uint64_t)pump_nap_ns(h, monoclock_boot_ns()) + 100000);
-            pthread_cond_timedwait(&h->cv, &h->mu, &ts);
-        }
+    while (!worker_stopping(&h->w)) {
+        pthread_mutex_lock(&h->w.mu);
+        int64_t nap = pump_nap_ns(h, monoclock_boot_ns());
+        pthread_mutex_unlock(&h->w.mu);
+        /*
+         * A kick since the last round cuts it short (worker_wake).  Whole
+         * ms, rounded up after 100 us more: a wake just before the
+         * multiple would find nothing due yet.
+         */
+        worker_nap(&h->w, (unsigned)((nap + 100000 + NS_PER_MS - 1) / NS_PER_MS));
         atomic_store(&h->kick, false);
+        pthread_mutex_lock(&h->w.mu);
         if (h->nstreams > cap) {
             size_t nc = h->nstreams * 2;
             struct MHD_Connection **nw = realloc(wake, nc * sizeof *nw);
@@ -243,14 +263,12 @@ static void *pump_main(void *arg)
                     beat_refresh_locked(s->ht);
                 }
             }
-        pthread_mutex_unlock(&h->mu);
+        pthread_mutex_unlock(&h->w.mu);
         /* Outside the lock: MHD takes its own, and these stay suspended until now. */
         for (size_t i = 0; i < n; i++)
             MHD_resume_connection(wake[i]);
-        if (n > 0) {
-            uint64_t us = (uint64_t)streams * FLUSH_PER_STREAM_NS / 1000;
-            usleep((useconds_t)(us < FLUSH_US ? FLUSH_US : us > FLUSH_MAX_US ? FLUSH_MAX_US : us));
-        }
+        if (n > 0)
+            usleep(flush_us(h, streams));
     }
     free(wake);
     return NULL;
@@ -273,7 +291,7 @@ void fleethub_horizon_of(struct hub_table *ht, struct fleetwire_horizon *out)
      * horizon's age, measured on the boot clock NTP slews, widened by
      * more than any slew (an older horizon only proves less).
      */
-    int64_t raw = monoclock_raw_ns(), hraw = age < 0 ? 0 : raw - age - age / 10;
+    int64_t raw = monoclock_raw_ns(), hraw = age < 0 ? 0 : raw - fleetwire_slew_widened(age);
     *out = (struct fleetwire_horizon){
         .clock = ht->h->clock, .now = raw, .horizon = age < 0 ? 0 : (hraw > 0 ? hraw : 1),
         .history = history, .seq = seq, .epoch = p.epoch, .covered = p.covered,
@@ -342,8 +360,7 @@ struct fleethub *fleethub_new(const struct config *cfg, struct table *const *tab
     h->replica = mirrors != NULL;
     h->mirrors = mirrors;
     h->clock = fleetring_new_history();     /* random, never 0 */
-    pthread_mutex_init(&h->mu, NULL);
-    monoclock_cond_init(&h->cv);
+    worker_init(&h->w);
     h->tables = calloc(n, sizeof *h->tables);
     if (h->tables == NULL) {
         fleethub_free(h);
@@ -367,8 +384,7 @@ struct fleethub *fleethub_new(const struct config *cfg, struct table *const *tab
 
 bool fleethub_start(struct fleethub *h)
 {
-    h->started = pthread_create(&h->pump, NULL, pump_main, h) == 0;
-    return h->started;
+    return worker_start(&h->w, pump_main, h);
 }
 
 void fleethub_stop(struct fleethub *h)
@@ -378,24 +394,17 @@ void fleethub_stop(struct fleethub *h)
     atomic_store(&h->closing, true);
     fleethub_kick(h);
     /* Each stream says BYE and ends; MHD must not stop with one suspended. */
-    pthread_mutex_lock(&h->mu);
+    pthread_mutex_lock(&h->w.mu);
     for (int i = 0; i < 200 && h->nstreams > 0; i++) {
         struct timespec ts = monoclock_after_ms(10);
-        pthread_cond_broadcast(&h->cv);
-        pthread_cond_timedwait(&h->cv, &h->mu, &ts);
+        pthread_cond_broadcast(&h->w.cv);
+        pthread_cond_timedwait(&h->w.cv, &h->w.mu, &ts);
     }
     unsigned left = h->nstreams;
-    pthread_mutex_unlock(&h->mu);
+    pthread_mutex_unlock(&h->w.mu);
     if (left > 0)
         log_warn(h->lg, "%u replication stream(s) did not end in 2 s", left);
-    atomic_store(&h->stop, true);
-    fleethub_kick(h);
-    pthread_mutex_lock(&h->mu);
-    pthread_cond_broadcast(&h->cv);
-    pthread_mutex_unlock(&h->mu);
-    if (h->started)
-        pthread_join(h->pump, NULL);
-    h->started = false;
+    worker_stop(&h->w);
 }
 
 void fleethub_free(struct fleethub *h)
@@ -410,17 +419,16 @@ void fleethub_free(struct fleethub *h)
         fleetring_free(h->tables[i].ring);
     }
     free(h->tables);
-    pthread_cond_destroy(&h->cv);
-    pthread_mutex_destroy(&h->mu);
+    worker_destroy(&h->w);
     free(h);
 }
 
 void fleethub_info(struct fleethub *h, struct fleethub_info *out)
 {
     memset(out, 0, sizeof *out);
-    pthread_mutex_lock(&h->mu);
+    pthread_mutex_lock(&h->w.mu);
     out->streams = h->nstreams;
-    pthread_mutex_unlock(&h->mu);
+    pthread_mutex_unlock(&h->w.mu);
     out->streams_total = atomic_load(&h->streams_total);
     out->refused = atomic_load(&h->refused);
     out->cut_behind = atomic_load(&h->cut_behind);

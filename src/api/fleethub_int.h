@@ -13,6 +13,7 @@
 
 #include "fleethub.h"
 #include "fleetwire.h"
+#include "worker.h"
 
 struct table_proof;
 
@@ -30,7 +31,7 @@ struct hub_table {
     _Atomic uint64_t changes;       /* epoch or generation moves (the tap's changed) */
     struct fleetsnap *snap;         /* its snapshots for replicas */
     _Atomic uint64_t epoch_now;     /* the epoch hub_proof said last (the pump's heartbeats') */
-    /* Under h->mu: the heartbeat frame of (beat_last, beat_epoch), encoded by the pump. */
+    /* Under h->w.mu: the heartbeat frame of (beat_last, beat_epoch), encoded by the pump. */
     unsigned char beat[FLEETWIRE_PAIR_FRAME];
     size_t beat_len;                /* 0: none yet */
     uint64_t beat_last, beat_epoch, beat_round;
@@ -39,8 +40,8 @@ struct hub_table {
 struct stream {
     struct hub_table *ht;
     struct MHD_Connection *conn;
-    struct stream *prev, *next;     /* in h->streams, under h->mu */
-    bool waiting;                   /* under h->mu: suspended by stream_read */
+    struct stream *prev, *next;     /* in h->streams, under h->w.mu */
+    bool waiting;                   /* under h->w.mu: suspended by stream_read */
     /* The MHD thread's only (stream_read). */
     bool opened, resumed, done;
     uint64_t from_history, from_seq;
@@ -74,17 +75,18 @@ struct fleethub {
     struct source *mirrors;         /* a replica's: its tables' mirrors (source_mirror) */
     unsigned n;
     struct hub_table *tables;
-    pthread_mutex_t mu;
-    pthread_cond_t cv;              /* a kick, a stream gone, or stop */
-    struct stream *streams;         /* under mu */
-    unsigned nstreams;              /* under mu */
+    /*
+     * The pump (base/worker.h): its mu guards the streams below, its cv
+     * carries a kick, a stream gone, or stop.
+     */
+    struct worker w;
+    struct stream *streams;         /* under w.mu */
+    unsigned nstreams;              /* under w.mu */
     atomic_bool closing;            /* streams say BYE; no new ones */
-    atomic_bool kick, stop;
-    pthread_t pump;
-    bool started;
+    atomic_bool kick;               /* a wake of the pump is under way (one per round) */
     atomic_ulong streams_total, refused, cut_behind, snapshots;
     uint64_t clock;                 /* this process's clock, named in horizons (random) */
-    int64_t beat_min_ns;            /* under mu: the shortest beat of a horizon stream (0: none) */
+    int64_t beat_min_ns;            /* under w.mu: the shortest beat of a horizon stream (0: none) */
     atomic_ulong horizon_frames;    /* HORIZON frames sent */
 };
 
@@ -102,7 +104,7 @@ static inline bool fleethub_beat_due(const struct stream *s, int64_t now)
     return now - s->last_sent >= s->beat_ns - s->beat_ns / 8;
 }
 
-/* Whether stream s has something to send at now (h->mu held). */
+/* Whether stream s has something to send at now (h->w.mu held). */
 bool fleethub_due(const struct stream *s, int64_t now);
 
 /*
@@ -119,8 +121,8 @@ bool fleethub_due(const struct stream *s, int64_t now);
  * speaks of the same keys by the same seqs and epochs, and a replica may
  * resume on any of them at its position: the epoch of the history's first
  * upstream still says whether the keys since a position are all it took
- * (a gap there is a new epoch all down the tree).  Never under h->mu (the
- * mirror's lock is held by the table's tap, which takes h->mu to kick).
+ * (a gap there is a new epoch all down the tree).  Never under h->w.mu (the
+ * mirror's lock is held by the table's tap, which takes h->w.mu to kick).
  */
 void fleethub_proof(struct hub_table *ht, struct table_proof *p, uint64_t *history,
                     uint64_t *seq);
@@ -129,7 +131,7 @@ void fleethub_proof(struct hub_table *ht, struct table_proof *p, uint64_t *histo
  * What ht's replicas may take as proof now (h-horizon's): its horizon in
  * this process's clock, then the history and seq read after it
  * (fleethub_proof), whether it is degraded; the HORIZON frame's fields
- * and the horizon answer's.  Never under h->mu.
+ * and the horizon answer's.  Never under h->w.mu.
  */
 void fleethub_horizon_of(struct hub_table *ht, struct fleetwire_horizon *out);
 

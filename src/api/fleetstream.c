@@ -289,12 +289,12 @@ static bool produce(struct stream *s)
          * of heartbeats, 1,170 frames, per beat and stream).
          */
         s->last_sent = now;
-        pthread_mutex_lock(&h->mu);
+        pthread_mutex_lock(&h->w.mu);
         if (ht->beat_len > 0 && ht->beat_last == s->next_seq - 1 && ht->beat_epoch == s->epoch) {
             memcpy(s->out, ht->beat, ht->beat_len);
             s->len = ht->beat_len;
         }
-        pthread_mutex_unlock(&h->mu);
+        pthread_mutex_unlock(&h->w.mu);
         /* The pump's is of another seq or epoch (this stream is not where it stood): its own. */
         if (s->len == 0)
             s->len = fleetwire_put_pair(s->out, sizeof s->out, FLEETWIRE_HEARTBEAT,
@@ -324,13 +324,13 @@ static ssize_t stream_read(void *cls, uint64_t pos, char *buf, size_t max)
         if (s->done)
             return MHD_CONTENT_READER_END_OF_STREAM;
         /* Nothing to say: wait, suspended, unless something came since produce looked. */
-        pthread_mutex_lock(&h->mu);
+        pthread_mutex_lock(&h->w.mu);
         bool idle = !fleethub_due(s, monoclock_boot_ns());
         if (idle) {
             s->waiting = true;
             MHD_suspend_connection(s->conn);
         }
-        pthread_mutex_unlock(&h->mu);
+        pthread_mutex_unlock(&h->w.mu);
         if (idle)
             return 0;
     }
@@ -340,7 +340,7 @@ static void stream_free(void *cls)
 {
     struct stream *s = cls;
     struct fleethub *h = s->ht->h;
-    pthread_mutex_lock(&h->mu);
+    pthread_mutex_lock(&h->w.mu);
     if (s->prev != NULL)
         s->prev->next = s->next;
     else
@@ -349,8 +349,8 @@ static void stream_free(void *cls)
         s->next->prev = s->prev;
     h->nstreams--;
     atomic_fetch_sub(&s->ht->streams, 1);
-    pthread_cond_broadcast(&h->cv);
-    pthread_mutex_unlock(&h->mu);
+    pthread_cond_broadcast(&h->w.cv);
+    pthread_mutex_unlock(&h->w.mu);
     free(s);
 }
 
@@ -379,7 +379,7 @@ struct reply fleethub_stream(struct fleethub *h, unsigned i, const struct fleeth
     s->beat_ns = (int64_t)beat_ms * NS_PER_MS;
     s->horizon = horizon;
     s->beat_slot = -1;
-    pthread_mutex_lock(&h->mu);
+    pthread_mutex_lock(&h->w.mu);
     bool full = h->nstreams >= h->cfg->fleet_max_replicas, closing = atomic_load(&h->closing);
     if (!full && !closing) {
         s->next = h->streams;
@@ -391,7 +391,7 @@ struct reply fleethub_stream(struct fleethub *h, unsigned i, const struct fleeth
         if (horizon && (h->beat_min_ns == 0 || s->beat_ns < h->beat_min_ns))
             h->beat_min_ns = s->beat_ns;
     }
-    pthread_mutex_unlock(&h->mu);
+    pthread_mutex_unlock(&h->w.mu);
     if (full || closing) {
         free(s);
         atomic_fetch_add(&h->refused, 1);

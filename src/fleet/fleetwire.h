@@ -212,6 +212,21 @@ struct fleetwire_horizon {
 #define FLEETWIRE_HORIZON_REPLICA 2u    /* it follows an upstream itself */
 /* An encoded HORIZON frame's size. */
 #define FLEETWIRE_HORIZON_FRAME (FLEETWIRE_HEAD_LEN + 72u + FLEETWIRE_SUM_LEN)
+/*
+ * How much a short interval measured on a clock NTP slews (a horizon's
+ * age on the boot clock) is widened when it is carried to a clock it never
+ * slews (the oscillator), or the other way: more than any slew (chrony's
+ * at most 83,333 ppm).  Both sides of a stream apply it: the upstream to
+ * the horizon a HORIZON frame or a horizon answer carries (fleethub.c),
+ * the replica to an age it places on its own clock (upstream_anchor.c).
+ * An older horizon only proves less, so widening is always safe.
+ */
+#define FLEETWIRE_SLEW_PCT 10
+/* d (ns, >= 0) widened by FLEETWIRE_SLEW_PCT, rounded down; no overflow for any d. */
+static inline int64_t fleetwire_slew_widened(int64_t d)
+{
+    return d + d / 100 * FLEETWIRE_SLEW_PCT + d % 100 * FLEETWIRE_SLEW_PCT / 100;
+}
 
 struct fleetwire_frame {
     enum fleetwire_type type;

@@ -49,11 +49,11 @@
  * than ours (1000 ppm: crystals keep within 100); an anchor UP_ANCHOR_S
  * old costs a proof at most 10 ms of it.  Short intervals (a horizon's
  * age, measured on a slewed clock, carried to the other) are widened by
- * UP_SLEW_PCT, more than any slew.
+ * FLEETWIRE_SLEW_PCT (fleetwire.h: the upstream widens by the same), more
+ * than any slew.
  */
 #define UP_ANCHOR_S 10
 #define UP_RATE_PPM 1000
-#define UP_SLEW_PCT 10
 
 struct up_table;
 
@@ -88,7 +88,7 @@ int64_t up_anchored(const struct up_anchor *an, int64_t remote_t);
 
 /*
  * The same moment on the horizon's clock, at now: now.boot less its age on
- * our oscillator widened by UP_SLEW_PCT.  -1 (nothing proved) when our two
+ * our oscillator widened by FLEETWIRE_SLEW_PCT.  -1 (nothing proved) when our two
  * clocks ran apart since the anchor by more than that: we were suspended
  * (the oscillator stopped, the boot clock did not), or slewed past it.
  */

@@ -16,13 +16,13 @@
  * only their rates are.  Between the anchor and a later reading H (the
  * upstream's horizon in a HORIZON frame, which the upstream places on its
  * oscillator by widening the horizon's age, measured on its slewed boot
- * clock, by UP_SLEW_PCT), H - remote passed on the upstream's oscillator;
+ * clock, by FLEETWIRE_SLEW_PCT), H - remote passed on the upstream's oscillator;
  * on ours at least (H - remote)(1 - r), r = UP_RATE_PPM the bound on how
  * much faster the upstream's may run; so the event "its oscillator read
  * H" happened at or after local + (H - remote)(1 - r) on ours (for an H
  * before remote, (1 + r): the difference shrinks either way), and never
  * after we read the frame.  Its age on our oscillator, widened by
- * UP_SLEW_PCT, is at least its age on our horizon's clock, unless we were
+ * FLEETWIRE_SLEW_PCT, is at least its age on our horizon's clock, unless we were
  * suspended since the anchor (our oscillator stopped, the boot clock ran
  * on): up_placed then proves nothing until a question anchors anew.
  * Every row committed before H is in the upstream's filter, and the rest
@@ -53,12 +53,12 @@ int64_t up_anchored(const struct up_anchor *an, int64_t remote_t)
 int64_t up_placed(const struct up_anchor *an, int64_t remote_t, struct up_when now)
 {
     int64_t raw = now.raw - an->local.raw, boot = now.boot - an->local.boot;
-    if (boot > raw + raw / (100 / UP_SLEW_PCT) + NS_PER_MS)
+    if (boot > fleetwire_slew_widened(raw) + NS_PER_MS)
         return -1;                  /* suspended (or slewed past the bound) since the anchor */
     int64_t age = now.raw - up_anchored(an, remote_t);
     if (age < 0)
         age = 0;
-    return now.boot - age - age / (100 / UP_SLEW_PCT);
+    return now.boot - fleetwire_slew_widened(age);
 }
 
 /*
