@@ -542,14 +542,7 @@ int postlog_compact(struct postlog *log)
         log->fd = nfd;
         nfd = -1;
         log->end = log->info.bytes = b.len + (tail_end - mark);
-        /*
-         * Only the rewritten part is known live: the tail appended during the
-         * rewrite may repeat IDs the file already held.  Counting it live
-         * too would let a tail as large as the whole rewrite (appends racing
-         * a slow rewrite) stand until the file doubled again; counted as
-         * unknown, a tail past the live set and the floor asks for another
-         * rewrite below, which sorts it.
-         */
+        /* The tail, appended meanwhile, may be repeats: not known live (below). */
         log->info.live_bytes = b.len;
         log->info.broken = 0;
         log->info.compactions++;
@@ -565,7 +558,7 @@ out:
     if (err != 0)
         log->info.compact_failures++;
     else
-        maybe_compact(log);
+        maybe_compact(log);     /* a tail past the live set and the floor: again */
     pthread_mutex_unlock(&log->mu);
     pthread_mutex_unlock(&log->compact_mu);
     free(b.p);
