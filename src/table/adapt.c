@@ -207,7 +207,7 @@ __attribute__((noinline)) static void candidate(struct adapt *a, const struct an
 
 void adapt_maybe(struct adapt *a, const struct answer_query *q)
 {
-    /* The door first: a first sighting ends there, before the clock is read. */
+    /* The door first: a hit it keeps ends there, before the clock is read. */
     int carry = hot_door(a->hot, q->hash);
     if (carry >= 0 && hot_count(a->hot, q->hash, carry, now_ms()))
         candidate(a, q);
