@@ -45,11 +45,11 @@ struct hot {
     uint32_t min_hits, window_ms, hold_ms, queue_ms;
     /*
      * The doorkeeper (hot.h): door_words words of 64 bits, each a tag (the
-     * generation its CUR counts, high half), CUR and OLD (16 bits each:
-     * eight 2-bit counters of this generation's hits and the one
+     * generation its CUR counts, the top 8 bits), CUR and OLD (28 bits
+     * each: fourteen 2-bit counters of this generation's hits and the one
      * before's; a counter stops at door_pass, at most 3).  A word whose
      * tag is the generation before has its CUR as OLD, any other tag
-     * none: nothing is cleared at a turn.  door_pass: the hits the door
+     * none: nothing is cleared at a turn (door_now).  door_pass: the hits the door
      * keeps before it hands an ID on.  None when min_hits is 1.
      */
     _Atomic uint64_t *door;
@@ -78,7 +78,7 @@ struct hot *hot_new(uint32_t entries, uint32_t min_hits, uint32_t window_ms)
         atomic_init(&s->b[i].busy, 0);
     if (min_hits > 1) {
         /*
-         * Four words per entry (32 counters a generation), at least 2^14:
+         * Four words per entry (56 counters a generation), at least 2^14:
          * a counter is shared by the IDs asked within two windows, and a
          * random ID whose counter others filled to door_pass goes on to a
          * bucket as if it came back (bench/lookup_ir: 2^15 words of
@@ -231,43 +231,41 @@ static inline void door_turn(struct hot *s, uint32_t now)
 }
 
 /*
- * h at the door (word w, its two counters at a and b): -1, h's hits (the
- * lesser of its counters', each this generation's and the one before's)
- * were fewer than door_pass, and this one is counted there (it goes no
- * further); else door_pass, the hits the door kept, which the sketch
- * takes as h's if it does not count h.  Two counters, as a count-min
- * sketch has: an ID asked once passes only when others raised both (one
- * counter of 2^17 raised by 20,000 IDs would pass one in seven).  Each is
- * raised only where it is the lesser (a conservative update) and stops
- * at door_pass (2 bits hold it), and a word is only written while its
- * IDs are new.  Every case: door() takes the common ones inline.
+ * The door's word v as generation g (8 bits) counts it: its CUR as OLD if
+ * it is of the generation before, nothing if older (or 256 generations
+ * on, which reads stale counts as current: hits early, the same bound).
  */
-__attribute__((noinline)) static int door_slow(struct hot *s, _Atomic uint64_t *w, unsigned a, unsigned b)
+static inline uint64_t door_now(uint64_t v, uint64_t g)
 {
-    uint64_t g = atomic_load_explicit(&s->door_gen, memory_order_relaxed);
+    if (v >> 56 == g)
+        return v;
+    return g << 56 | (v >> 56 == ((g - 1) & 0xff) ? v >> 28 & 0xfffffff : 0);
+}
+
+/*
+ * h at the door (word w, its counter at bit `at` of OLD and 28 + at of
+ * CUR): -1, h's hits (its counter's, this generation's and the one
+ * before's) were fewer than door_pass, and this one is counted there (it
+ * goes no further); else door_pass, the hits the door kept, which the
+ * sketch takes as h's if it does not count h.  A counter stops at
+ * door_pass (2 bits hold it), and a word is only written while its IDs
+ * are new.  door() tries once inline; a lost compare-and-swap comes here.
+ */
+__attribute__((noinline)) static int door_slow(struct hot *s, _Atomic uint64_t *w, unsigned at)
+{
+    uint64_t g = atomic_load_explicit(&s->door_gen, memory_order_relaxed) & 0xff;
     uint64_t v = atomic_load_explicit(w, memory_order_relaxed), nv;
     unsigned pass = s->door_pass;
     int out;
     do {
-        uint64_t u = v;
-        if (u >> 32 != g)
-            u = g << 32 | (u >> 32 == (uint32_t)(g - 1) ? u >> 16 & 0xffff : 0);
-        unsigned ca = u >> (16 + a) & 3, cb = u >> (16 + b) & 3;
-        unsigned sa = ca + (u >> a & 3), sb = cb + (u >> b & 3), est = sa < sb ? sa : sb;
-        if (est < pass) {
+        uint64_t u = door_now(v, g);
+        unsigned c = u >> (28 + at) & 3;
+        if (c + (u >> at & 3) < pass) {
             out = -1;
-            nv = u + ((uint64_t)(sa == est) << (16 + a)) + ((uint64_t)(sb == est) << (16 + b));
-        } else if (ca < pass || cb < pass) {
-            /*
-             * Past the door, and raised to the pass in this generation
-             * too: an ID that keeps coming stays known, so the sketch,
-             * which takes no carry for an ID it holds within its window,
-             * loses none of its hits (a door forgets an ID only a window
-             * after its last hit, when the sketch's window is over).
-             */
+            nv = u + (UINT64_C(1) << (28 + at));
+        } else if (c < pass) {
             out = (int)pass;
-            nv = u + ((uint64_t)(ca < pass ? pass - ca : 0) << (16 + a))
-                   + ((uint64_t)(cb < pass ? pass - cb : 0) << (16 + b));
+            nv = u + ((uint64_t)(pass - c) << (28 + at));
         } else {
             return (int)pass;
         }
@@ -281,26 +279,29 @@ static inline int door(struct hot *s, uint64_t h)
      * The high half of a multiply (each of its bits depends on most of
      * h's), not the bits the filter, the buckets or the set index by: the
      * IDs that come here are those whose filter bits were set.  The word
-     * from the top bits, two distinct counters (of eight) from bits 16..20.
+     * from the top bits, the counter (of fourteen) from bits 16..31.
      */
     uint64_t x = h * UINT64_C(0x9E3779B97F4A7C15);
     _Atomic uint64_t *w = &s->door[x >> s->door_shift];
-    unsigned a = (unsigned)(x >> 16 & 7) * 2, b = (a + 2 + (unsigned)(x >> 18 & 6)) & 14;
+    unsigned at = (unsigned)(((x >> 16 & 0xffff) * 14) >> 16) * 2;
     uint64_t v = atomic_load_explicit(w, memory_order_relaxed);
-    /* A word of this generation, h known or new (most "maybe" answers): inline. */
-    if (v >> 32 == atomic_load_explicit(&s->door_gen, memory_order_relaxed)) {
-        uint64_t ta = v >> a, tb = v >> b;
-        unsigned sa = (ta >> 16 & 3) + (ta & 3), sb = (tb >> 16 & 3) + (tb & 3);
-        unsigned est = sa < sb ? sa : sb;
-        if (est < s->door_pass) {
-            uint64_t nv = v + ((uint64_t)(sa == est) << (16 + a)) + ((uint64_t)(sb == est) << (16 + b));
-            if (atomic_compare_exchange_strong_explicit(w, &v, nv, memory_order_relaxed, memory_order_relaxed))
-                return -1;
-        } else if ((ta >> 16 & 3) >= s->door_pass && (tb >> 16 & 3) >= s->door_pass) {
-            return (int)s->door_pass;
-        }
-    }
-    return door_slow(s, w, a, b);
+    uint64_t u = door_now(v, atomic_load_explicit(&s->door_gen, memory_order_relaxed) & 0xff);
+    unsigned c = u >> (28 + at) & 3, pass = s->door_pass;
+    if (c >= pass)
+        return (int)pass;
+    /*
+     * Below the pass: this hit is counted (-1); at or past it (with the
+     * hits of the generation before), this hit goes on and h's counter is
+     * raised to the pass in this generation too: an ID that keeps coming
+     * stays known, so the sketch, which takes no carry for an ID it holds
+     * within its window, loses none of its hits (a door forgets an ID
+     * only a window after its last hit, when the sketch's window is over).
+     */
+    bool keep = c + (u >> at & 3) < pass;
+    uint64_t nv = u + ((uint64_t)(keep ? 1 : pass - c) << (28 + at));
+    if (!atomic_compare_exchange_strong_explicit(w, &v, nv, memory_order_relaxed, memory_order_relaxed))
+        return door_slow(s, w, at);
+    return keep ? -1 : (int)pass;
 }
 
 /* A hit past the door, with the hits it carries: out of line, the door's path stays short. */

@@ -12,7 +12,7 @@
  * most are of IDs asked once in a while: the sketch's work (a try-lock, a
  * bucket, Space-Saving's replacement) is worth it only for IDs that come
  * back.  So a doorkeeper stands in front (as TinyLFU's does for a cache):
- * 2-bit counters (four words of eight per sketch entry, at least 2^14
+ * 2-bit counters (four words of fourteen per sketch entry, at least 2^14
  * words), each counting the hits of the IDs that share it in this
  * generation of one window and the one before.  An ID's hits stay at the
  * door (one word, compare-and-swapped; no lock, no bucket) until its
