@@ -125,6 +125,29 @@ START_TEST(test_door_counts_every_hit)
 }
 END_TEST
 
+/*
+ * IDs asked up to HOT_DOOR_PASS times stay at the door: a crowd of them
+ * (each asked three times) does not push a hot ID out of a sketch of one
+ * bucket, whose 8th hit makes it a candidate.  With a door of one hit
+ * they took the bucket's entries, each inheriting the weight of the one
+ * it replaced (Space-Saving), until the hot ID's entry went too and its
+ * hits with it.
+ */
+START_TEST(test_door_keeps_the_sketch)
+{
+    struct hot *s = hot_new(3, 8, 10000);
+    ck_assert_uint_eq(hot_capacity(s), 3);
+    uint64_t hot = h_of(77);
+    for (uint32_t i = 0; i < 7; i++)
+        ck_assert(!hot_hit(s, hot, i));
+    for (int round = 0; round < 3; round++)
+        for (unsigned i = 0; i < 200; i++)
+            ck_assert(!hot_hit(s, h_of(5000 + i), 100 + (uint32_t)round));
+    ck_assert(hot_hit(s, hot, 200));
+    hot_free(s);
+}
+END_TEST
+
 START_TEST(test_reports)
 {
     struct hot *s = hot_new(300, 8, 1000);
@@ -205,6 +228,7 @@ CHECK_SUITE("hot",
     CHECK_TEST(test_min_hits_within_a_window),
     CHECK_TEST(test_settle_and_give_back),
     CHECK_TEST(test_door_counts_every_hit),
+    CHECK_TEST(test_door_keeps_the_sketch),
     CHECK_TEST(test_reports),
     CHECK_TEST(test_hot_under_a_flood),
     CHECK_TEST(test_threads_each_once),
