@@ -56,31 +56,27 @@ START_TEST(test_settle_and_give_back)
     ck_assert(!hot_hit(s, h, 0));
     ck_assert(hot_hit(s, h, 1));
     /*
-     * Settled: not nominated again within the hold, then counted afresh
-     * (asked last three windows before its end: the door forgot it).
+     * Settled: not nominated again within the hold, then counted again,
+     * from the hit the door carries (its last one in the hold: the door
+     * turns only when a hit goes on, hot.h): with min_hits 2, at once.
      */
     hot_settle(s, h, true, 10);
     uint32_t hold = 1000 * HOT_HOLD_WINDOWS;
     for (uint32_t t = 20; t < hold - 3000; t += 997)
         ck_assert_msg(!hot_hit(s, h, t), "within the hold at %u", t);
     ck_assert(!hot_nominate(s, h, hold / 2));       /* a report does not shorten it */
-    ck_assert(!hot_hit(s, h, 10 + hold));
-    ck_assert(hot_hit(s, h, 11 + hold));
+    ck_assert(!hot_hit(s, h, 9 + hold));
+    ck_assert(hot_hit(s, h, 10 + hold));
     /*
      * Given back (not verified after all): counts again at once, from the
      * hits the door carries (here its one: a candidate again).
      */
     hot_settle(s, h, false, 12 + hold);
     ck_assert(hot_hit(s, h, 13 + hold));
-    /*
-     * Queued and forgotten by the verifier: counts again after the queue
-     * time.  The door (silent for three windows, it forgot h) keeps the
-     * sighting at q - 1 and hands it on at q + 1: one hit early, the most
-     * it may be (hot.h).
-     */
-    uint32_t q = 14 + hold + 1000 * HOT_QUEUE_WINDOWS;
-    ck_assert(!hot_hit(s, h, q - 1));
-    ck_assert(hot_hit(s, h, q + 1));
+    /* Queued and forgotten by the verifier: counts again once the queue time is over. */
+    uint32_t q = 13 + hold + 1000 * HOT_QUEUE_WINDOWS;
+    ck_assert(!hot_hit(s, h, q - 2));
+    ck_assert(hot_hit(s, h, q));
     hot_free(s);
 }
 END_TEST
@@ -99,13 +95,19 @@ START_TEST(test_door_counts_every_hit)
     for (uint32_t i = 0; i < 6; i++)
         ck_assert_msg(!hot_hit(s, a, 900 + i), "hit %u", i + 2);
     ck_assert(hot_hit(s, a, 906));
-    /* Seen twice, then silent until the door forgot it: 8 fresh hits, not 9. */
+    /*
+     * Seen twice, then silent (and no other hit went on, so the door did
+     * not turn: hot.h): those two may count, never more than the door's
+     * pass; a candidate by the 8th hit after the silence, not before the
+     * 6th.
+     */
     uint64_t b = h_of(12);
     ck_assert(!hot_hit(s, b, 5000));
     ck_assert(!hot_hit(s, b, 5001));
-    for (uint32_t i = 0; i < 7; i++)
-        ck_assert_msg(!hot_hit(s, b, 9000 + i), "hit %u after the silence", i + 1);
-    ck_assert(hot_hit(s, b, 9007));
+    unsigned k = 1;
+    while (k <= 8 && !hot_hit(s, b, 9000 + k))
+        k++;
+    ck_assert_msg(k >= 6 && k <= 8, "a candidate at hit %u after the silence", k);
     /*
      * Asked 8 - HOT_DOOR_PASS - 1 times a window (the door's hits are the
      * most it carries early), for 20 windows: never.

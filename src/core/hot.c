@@ -208,19 +208,25 @@ static bool counting(const struct hot *s, struct entry *e, uint32_t now, unsigne
 
 /*
  * The doorkeeper's generation at now: when window_ms has passed since the
- * current one began, the thread that wins the turn starts the next (two
- * on, when two windows passed: both are forgotten).  Nothing is cleared:
+ * current one began, the thread that wins the turn starts the next.
+ * Nothing is cleared:
  * a word's tag says which generation its counters are of.  Turned by
  * every call that has the clock (not hot_door: hot.h says what that
  * costs).
  */
 __attribute__((noinline)) static void door_turn_at(struct hot *s, uint32_t since, uint32_t now)
 {
-    uint32_t age = now - since;
+    /*
+     * One generation on, however long ago the last turn was: the one
+     * ending may hold hits of a moment ago (the door turns only when a
+     * hit goes on), which the next window must still count.  Two on
+     * forgot them: an ID the sketch held then lost the hits the door kept
+     * of it afterwards (tests/adaptive.test: a hot false positive's 4th
+     * hit was no candidate).
+     */
     if (atomic_compare_exchange_strong_explicit(&s->door_since, &since, now, memory_order_relaxed,
                                                 memory_order_relaxed))
-        atomic_fetch_add_explicit(&s->door_gen, age >= 2 * (uint64_t)s->window_ms ? 2 : 1,
-                                  memory_order_relaxed);
+        atomic_fetch_add_explicit(&s->door_gen, 1, memory_order_relaxed);
 }
 
 static inline void door_turn(struct hot *s, uint32_t now)
@@ -374,8 +380,7 @@ bool hot_count(struct hot *s, uint64_t h, int carry, uint32_t now)
 
 bool hot_hit(struct hot *s, uint64_t h, uint32_t now)
 {
-    if (s->door != NULL)
-        door_turn(s, now);
+    /* As adapt_maybe calls it: the door turns only when a hit goes on. */
     return hot_count(s, h, hot_door(s, h), now);
 }
 
