@@ -51,9 +51,7 @@ setup_test() {
     # Say which command failed when set -e ends the test early.
     set -E
     trap 'bg_rc=$?; [ "$BASHPID" != $$ ] || printf "Bail out! line %s: \"%s\" failed with status %s\n" "$LINENO" "$BASH_COMMAND" "$bg_rc"' ERR
-    trap cleanup EXIT
-    trap 'exit 130' INT
-    trap 'exit 143' TERM
+    bg_at_exit cleanup
 }
 
 # own_cluster: a cluster of this test's own (in $BG_WORK/pg, stopped by

@@ -15,6 +15,26 @@ bg_log() { printf '%s: %s\n' "${BG_SCRIPT:-bloomguard}" "$*" >&2; }
 # failures through it; tests/lib.sh makes it a TAP "Bail out!".
 bg_die() { bg_log "error: $*"; exit 1; }
 
+# bg_at_exit CMD: CMD runs once when the script ends, however it ends; Ctrl-C
+# and TERM end it with 130 and 143.  While CMD runs, INT and TERM are ignored:
+# a second signal (Ctrl-C pressed twice, or timeout(1) passing one on beside
+# the terminal's) would otherwise cut the cleanup short and leave a
+# PostgreSQL running and its directory behind.
+bg_at_exit() {
+    BG_AT_EXIT=$1
+    trap 'bg_at_exit_run $?' EXIT
+    trap 'exit 130' INT
+    trap 'exit 143' TERM
+}
+# The exit status is handed on (cleanups read it in $? to show a log on
+# failure), and set -e is off: one step that fails does not skip the rest.
+bg_at_exit_run() {
+    trap '' INT TERM
+    set +e
+    (exit "$1")
+    eval "$BG_AT_EXIT"
+}
+
 # bg_wait_for SECONDS COMMAND...: run COMMAND every 0.1 s until it succeeds
 # (return 0) or about SECONDS have passed (return 1).  In this shell, not a
 # subshell: COMMAND may set variables or call bg_die.
