@@ -457,6 +457,16 @@ START_TEST(test_no_denial_after_an_add_under_threads)
     r->t = loaded();
     r->keys = calloc(RACE_KEYS, sizeof *r->keys);
     false_positives(r->t, r->keys, RACE_KEYS);
+    /*
+     * Asked once each: a key whose two door counters other keys raised
+     * may be a candidate already (hot.h: the door's hits early, at most);
+     * given back, so that every key is taken at its turn.
+     */
+    struct table_candidate early[8];
+    size_t ne;
+    while ((ne = table_candidates(r->t, early, 8)) > 0)
+        for (size_t k = 0; k < ne; k++)
+            table_verified(r->t, &early[k], TABLE_VERIFY_FAILED);
     pthread_t v, a, q[2];
     for (int i = 0; i < 2; i++)
         ck_assert_int_eq(pthread_create(&q[i], NULL, asker, r), 0);

@@ -295,7 +295,7 @@ const struct config_key config_keys[] = {
     K_UINT("adaptive", "verify_rate", "20", CONFIG_RESTART, CF(adaptive_verify_rate), 1, 100000,
            "primary-key lookups per second per filter at most, on a connection of their own"),
     K_UINT("adaptive", "max_entries", "10000", CONFIG_RESTART, CF(adaptive_max_entries), 16,
-           1000000, "verified-absent ids kept per filter (about 300 bytes each with their "
+           1000000, "verified-absent ids kept per filter (about 380 bytes each with their "
            "sketch); a new one makes room by evicting one, which answers \"maybe\" again"),
 
     K_TYPED("auth", "uri_template", template, NULL, CONFIG_RELOAD,

@@ -1,5 +1,5 @@
 /*
- * The hot-"maybe" sketch (hot.h): a doorkeeper of two bitmaps in front of
+ * The hot-"maybe" sketch (hot.h): a doorkeeper of small counters in front of
  * buckets of three Space-Saving counters, one cache line each, taken by a
  * try-lock that drops a hit rather than wait.  Everything in a bucket but
  * the lock word is plain memory, read and written only while the bucket is
@@ -44,16 +44,17 @@ struct hot {
     uint64_t mask;
     uint32_t min_hits, window_ms, hold_ms, queue_ms;
     /*
-     * The doorkeeper (hot.h): for the generation of window_ms that began
-     * at door_since and the one before it (gen & 1 and ~gen & 1), two
-     * bitmaps of door_words words, SEEN and CARRIED, interleaved by word
-     * (door()).  A word is a tag (its generation, high half) and
-     * 32 bits (low half).
-     * None when min_hits is 1.
+     * The doorkeeper (hot.h): door_words words of 64 bits, each a tag (the
+     * generation its CUR counts, the top 8 bits), CUR and OLD (28 bits
+     * each: fourteen 2-bit counters of this generation's hits and the one
+     * before's; a counter stops at door_pass, at most 3).  A word whose
+     * tag is the generation before has its CUR as OLD, any other tag
+     * none: nothing is cleared at a turn (door_now).  door_pass: the hits the door
+     * keeps before it hands an ID on.  None when min_hits is 1.
      */
     _Atomic uint64_t *door;
     uint32_t door_shift;            /* 64 - log2(door_words) */
-    uint32_t door_words;            /* per bitmap */
+    uint32_t door_pass;
     _Atomic uint32_t door_since, door_gen;
 };
 
@@ -76,23 +77,28 @@ struct hot *hot_new(uint32_t entries, uint32_t min_hits, uint32_t window_ms)
     for (uint64_t i = 0; i < n; i++)
         atomic_init(&s->b[i].busy, 0);
     if (min_hits > 1) {
-        /* Eight bits per entry, at least 128 Kbit: mostly clear at the rates the sketch can tell apart. */
-        uint64_t bits = UINT64_C(1) << 17;
-        uint32_t shift = 64 - 12;           /* 2^12 words of 32 bits */
-        while (bits < n * WAYS * 8 && shift > 38) {
-            bits <<= 1;
+        /*
+         * Four words per entry (56 counters a generation), at least 2^14:
+         * a counter is shared by the IDs asked within two windows, and a
+         * random ID whose counter others filled to door_pass goes on to a
+         * bucket as if it came back (bench/lookup_ir: 2^15 words of
+         * bitmaps were full at 10^5 distinct IDs a window).
+         */
+        uint64_t words = UINT64_C(1) << 14;
+        uint32_t shift = 64 - 14;
+        while (words < n * WAYS * 4 && shift > 34) {
+            words <<= 1;
             shift--;
         }
-        /* Words of 32 bits and a tag: twice the bits' bytes, for 2 generations of 2 bitmaps. */
-        s->door = aligned_alloc(64, 4 * 2 * bits / 8);
+        s->door = aligned_alloc(64, words * sizeof *s->door);
         if (s->door == NULL) {
             free(s->b);
             free(s);
             return NULL;
         }
         s->door_shift = shift;
-        s->door_words = (uint32_t)(bits / 32);
-        for (uint64_t i = 0; i < 4 * bits / 32; i++)
+        s->door_pass = min_hits / 2 < HOT_DOOR_PASS ? min_hits / 2 : HOT_DOOR_PASS;
+        for (uint64_t i = 0; i < words; i++)
             atomic_init(&s->door[i], 0);
         atomic_init(&s->door_since, 0);
         /* Tag 0 is no generation's (nor is 1, the one before the first). */
@@ -166,8 +172,8 @@ static struct entry *find(struct bucket *b, uint64_t h)
  */
 static struct entry *take_at(struct entry *v, unsigned vw, uint64_t h, uint32_t now, unsigned carry)
 {
-    if (vw >= HOT_MAX_HITS - 1)
-        vw = HOT_MAX_HITS - 2;
+    if (vw + carry >= HOT_MAX_HITS - 1)
+        vw = HOT_MAX_HITS - 2 - carry;
     *v = (struct entry){ .hash = h, .cnt = vw + carry, .err = vw, .state = COUNTING, .since = now };
     return v;
 }
@@ -202,76 +208,106 @@ static bool counting(const struct hot *s, struct entry *e, uint32_t now, unsigne
 
 /*
  * The doorkeeper's generation at now: when window_ms has passed since the
- * current one began, the thread that wins the turn starts the next (two
- * on, when two windows passed: both are forgotten).  Nothing is cleared:
- * a word's tag says which generation its bits are of.  Turned by every
- * call that has the clock (not hot_door: hot.h says what that costs).
+ * current one began, the thread that wins the turn starts the next.
+ * Nothing is cleared:
+ * a word's tag says which generation its counters are of.  Turned by
+ * every call that has the clock (not hot_door: hot.h says what that
+ * costs).
  */
-static void door_turn(struct hot *s, uint32_t now)
+__attribute__((noinline)) static void door_turn_at(struct hot *s, uint32_t since, uint32_t now)
+{
+    /*
+     * One generation on, however long ago the last turn was: the one
+     * ending may hold hits of a moment ago (the door turns only when a
+     * hit goes on), which the next window must still count.  Two on
+     * forgot them: an ID the sketch held then lost the hits the door kept
+     * of it afterwards (tests/adaptive.test: a hot false positive's 4th
+     * hit was no candidate).
+     */
+    if (atomic_compare_exchange_strong_explicit(&s->door_since, &since, now, memory_order_relaxed,
+                                                memory_order_relaxed))
+        atomic_fetch_add_explicit(&s->door_gen, 1, memory_order_relaxed);
+}
+
+static inline void door_turn(struct hot *s, uint32_t now)
 {
     uint32_t since = atomic_load_explicit(&s->door_since, memory_order_relaxed);
-    uint32_t age = now - since;
-    if (age >= s->window_ms
-        && atomic_compare_exchange_strong_explicit(&s->door_since, &since, now, memory_order_relaxed,
-                                                   memory_order_relaxed))
-        atomic_fetch_add_explicit(&s->door_gen, age >= 2 * (uint64_t)s->window_ms ? 2 : 1,
-                                  memory_order_relaxed);
-}
-
-/* A door word's bits if they are of generation g, else none. */
-static inline uint32_t bits_of(uint64_t v, uint32_t g)
-{
-    return (uint32_t)(v >> 32) == g ? (uint32_t)v : 0;
-}
-
-/* Set m in a door word for generation g (its bits of an older one are dropped). */
-static void set_bits(_Atomic uint64_t *p, uint64_t v, uint32_t g, uint32_t m)
-{
-    uint64_t nv;
-    do
-        nv = ((uint32_t)(v >> 32) == g ? v : (uint64_t)g << 32) | m;
-    while (nv != v && !atomic_compare_exchange_weak_explicit(p, &v, nv, memory_order_relaxed,
-                                                             memory_order_relaxed));
+    if (now - since >= s->window_ms)
+        door_turn_at(s, since, now);
 }
 
 /*
- * h at the door: -1, a first sighting (now marked SEEN: it goes no
- * further); else the hits of h's own the sketch has not counted: 1 the
- * first time h comes back (SEEN, now marked CARRIED too), 0 after.
+ * The door's word v as generation g (8 bits) counts it: its CUR as OLD if
+ * it is of the generation before, nothing if older (or 256 generations
+ * on, which reads stale counts as current: hits early, the same bound).
  */
+static inline uint64_t door_now(uint64_t v, uint64_t g)
+{
+    if (v >> 56 == g)
+        return v;
+    return g << 56 | (v >> 56 == ((g - 1) & 0xff) ? v >> 28 & 0xfffffff : 0);
+}
+
+/*
+ * h at the door (word w, its counter at bit `at` of OLD and 28 + at of
+ * CUR): -1, h's hits (its counter's, this generation's and the one
+ * before's) were fewer than door_pass, and this one is counted there (it
+ * goes no further); else door_pass, the hits the door kept, which the
+ * sketch takes as h's if it does not count h.  A counter stops at
+ * door_pass (2 bits hold it), and a word is only written while its IDs
+ * are new.  door() tries once inline; a lost compare-and-swap comes here.
+ */
+__attribute__((noinline)) static int door_slow(struct hot *s, _Atomic uint64_t *w, unsigned at)
+{
+    uint64_t g = atomic_load_explicit(&s->door_gen, memory_order_relaxed) & 0xff;
+    uint64_t v = atomic_load_explicit(w, memory_order_relaxed), nv;
+    unsigned pass = s->door_pass;
+    int out;
+    do {
+        uint64_t u = door_now(v, g);
+        unsigned c = u >> (28 + at) & 3;
+        if (c + (u >> at & 3) < pass) {
+            out = -1;
+            nv = u + (UINT64_C(1) << (28 + at));
+        } else if (c < pass) {
+            out = (int)pass;
+            nv = u + ((uint64_t)(pass - c) << (28 + at));
+        } else {
+            return (int)pass;
+        }
+    } while (!atomic_compare_exchange_weak_explicit(w, &v, nv, memory_order_relaxed, memory_order_relaxed));
+    return out;
+}
+
 static inline int door(struct hot *s, uint64_t h)
 {
-    uint32_t gen = atomic_load_explicit(&s->door_gen, memory_order_relaxed);
     /*
      * The high half of a multiply (each of its bits depends on most of
      * h's), not the bits the filter, the buckets or the set index by: the
      * IDs that come here are those whose filter bits were set.  The word
-     * from the top bits, three of its 32 bits from bits 22..36 (all set
-     * by others, about fill^3, hands h a carry it has not earned: one hit
-     * early).  A word's four quarters: SEEN and CARRIED of generation 0
-     * and of generation 1, side by side in one line.
+     * from the top bits, the counter (of fourteen) from bits 16..31.
      */
     uint64_t x = h * UINT64_C(0x9E3779B97F4A7C15);
-    _Atomic uint64_t *w = &s->door[(x >> s->door_shift) * 4];
-    _Atomic uint64_t *cur = w + (gen & 1) * 2, *old = w + (~gen & 1) * 2;
-    uint32_t m = UINT32_C(1) << (x >> 22 & 31) | UINT32_C(1) << (x >> 27 & 31) | UINT32_C(1) << (x >> 32 & 31);
-    uint64_t carried = atomic_load_explicit(&cur[1], memory_order_relaxed);
-    if ((bits_of(carried, gen) & m) == m)
-        return 0;
-    int out = 0;
-    if ((bits_of(atomic_load_explicit(&old[1], memory_order_relaxed), gen - 1) & m) != m) {
-        /* Not carried yet: a sighting of either generation is carried now, else h is a new one. */
-        uint64_t seen = atomic_load_explicit(&cur[0], memory_order_relaxed);
-        if (((bits_of(seen, gen) | bits_of(atomic_load_explicit(&old[0], memory_order_relaxed), gen - 1)) & m)
-            != m) {
-            set_bits(&cur[0], seen, gen, m);
-            return -1;
-        }
-        out = 1;
-    }
-    /* Carried in this generation too: h stays known while it keeps coming. */
-    set_bits(&cur[1], carried, gen, m);
-    return out;
+    _Atomic uint64_t *w = &s->door[x >> s->door_shift];
+    unsigned at = (unsigned)(((x >> 16 & 0xffff) * 14) >> 16) * 2;
+    uint64_t v = atomic_load_explicit(w, memory_order_relaxed);
+    uint64_t u = door_now(v, atomic_load_explicit(&s->door_gen, memory_order_relaxed) & 0xff);
+    unsigned c = u >> (28 + at) & 3, pass = s->door_pass;
+    if (c >= pass)
+        return (int)pass;
+    /*
+     * Below the pass: this hit is counted (-1); at or past it (with the
+     * hits of the generation before), this hit goes on and h's counter is
+     * raised to the pass in this generation too: an ID that keeps coming
+     * stays known, so the sketch, which takes no carry for an ID it holds
+     * within its window, loses none of its hits (a door forgets an ID
+     * only a window after its last hit, when the sketch's window is over).
+     */
+    bool keep = c + (u >> at & 3) < pass;
+    uint64_t nv = u + ((uint64_t)(keep ? 1 : pass - c) << (28 + at));
+    if (!atomic_compare_exchange_strong_explicit(w, &v, nv, memory_order_relaxed, memory_order_relaxed))
+        return door_slow(s, w, at);
+    return keep ? -1 : (int)pass;
 }
 
 /* A hit past the door, with the hits it carries: out of line, the door's path stays short. */
@@ -302,14 +338,19 @@ __attribute__((noinline)) static bool count(struct hot *s, uint64_t h, uint32_t 
             vw = w;
         }
     }
+    /*
+     * The door's hits are carried where the sketch does not count h: a
+     * new entry, or one whose window or hold is over.  Within an entry's
+     * window they are not: every hit of h since it took the entry came
+     * here (the door forgets h a window after its last hit at the
+     * earliest, door()).
+     */
     if (e == NULL)
         e = take_at(v, vw, h, now, (unsigned)carry);
     else if (e->state != COUNTING)
         counting(s, e, now, (unsigned)carry);       /* counts again, from carry, if its time is over */
     else if (now - e->since > s->window_ms)
         *e = (struct entry){ .hash = h, .cnt = (unsigned)carry, .state = COUNTING, .since = now };
-    else if (e->cnt < HOT_MAX_HITS - 1)
-        e->cnt += (unsigned)carry;
     if (e->state == COUNTING) {
         if (e->cnt < HOT_MAX_HITS)
             e->cnt++;
@@ -326,7 +367,7 @@ __attribute__((noinline)) static bool count(struct hot *s, uint64_t h, uint32_t 
 
 int hot_door(struct hot *s, uint64_t h)
 {
-    /* A first sighting stays at the door: three bits, no bucket, no lock, no clock. */
+    /* Most "maybe" answers end here: one word, no bucket, no lock, no clock. */
     return s->door != NULL ? door(s, h) : 0;
 }
 
@@ -339,10 +380,8 @@ bool hot_count(struct hot *s, uint64_t h, int carry, uint32_t now)
 
 bool hot_hit(struct hot *s, uint64_t h, uint32_t now)
 {
-    if (s->door != NULL)
-        door_turn(s, now);
-    int carry = hot_door(s, h);
-    return carry >= 0 && count(s, h, now, carry);
+    /* As adapt_maybe calls it: the door turns only when a hit goes on. */
+    return hot_count(s, h, hot_door(s, h), now);
 }
 
 bool hot_nominate(struct hot *s, uint64_t h, uint32_t now)

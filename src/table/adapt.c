@@ -205,12 +205,19 @@ __attribute__((noinline)) static void candidate(struct adapt *a, const struct an
     }
 }
 
+/* A "maybe" past the sketch's door (out of line: the door keeps most). */
+__attribute__((noinline)) static void went_on(struct adapt *a, const struct answer_query *q, int carry)
+{
+    if (hot_count(a->hot, q->hash, carry, now_ms()))
+        candidate(a, q);
+}
+
 void adapt_maybe(struct adapt *a, const struct answer_query *q)
 {
-    /* The door first: a first sighting ends there, before the clock is read. */
+    /* The door first: a hit it keeps ends there, before the clock is read. */
     int carry = hot_door(a->hot, q->hash);
-    if (carry >= 0 && hot_count(a->hot, q->hash, carry, now_ms()))
-        candidate(a, q);
+    if (carry >= 0)
+        went_on(a, q, carry);
 }
 
 bool adapt_report(struct adapt *a, uint64_t h, const char *key, size_t klen)
