@@ -542,8 +542,7 @@ int postlog_compact(struct postlog *log)
         log->fd = nfd;
         nfd = -1;
         log->end = log->info.bytes = b.len + (tail_end - mark);
-        /* The tail, appended meanwhile, may be repeats: not known live (below). */
-        log->info.live_bytes = b.len;
+        log->info.live_bytes = b.len;   /* the tail may be repeats: not known live (below) */
         log->info.broken = 0;
         log->info.compactions++;
     }
@@ -558,7 +557,7 @@ out:
     if (err != 0)
         log->info.compact_failures++;
     else
-        maybe_compact(log);     /* a tail past the live set and the floor: again */
+        maybe_compact(log);     /* a tail past the live set and floor: again */
     pthread_mutex_unlock(&log->mu);
     pthread_mutex_unlock(&log->compact_mu);
     free(b.p);
