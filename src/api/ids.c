@@ -62,8 +62,8 @@ static void count_answer(struct stats *st, enum table_answer ans)
  * Whether raw ID bytes are their own decoding and their own JSON: visible
  * ASCII but '%' (an escape), '"' and '\\' (escaped in JSON).  Such an ID
  * (every ID of a numeric or UUID key) skips id_decode's percent and UTF-8
- * passes and json_escape_append's: a fifth of GET /exists's own
- * instructions, to the same bytes.
+ * passes and json_escape_append's, to the same bytes (about 140 of the
+ * fast path's 2,100 instructions a request, callgrind, 6-digit IDs).
  */
 #define BITS(lo, hi) ((~UINT64_C(0) >> (63 - (hi))) & (~UINT64_C(0) << (lo)))
 static bool id_plain(const char *s, size_t len)
