@@ -226,7 +226,18 @@ uint64_t logical_resume_point(struct logical *l, unsigned n, uint64_t confirmed)
 /* Until the first loads that wanted the exported snapshot have used it (or EXPORT_WAIT_NS). */
 void logical_wait_for_export(struct logical *l, unsigned n);
 
+/*
+ * The probe's sessions, two backends of one server: a probe not answered
+ * after max(2 x probe_interval, max_staleness / 4) (its backend left
+ * without a CPU while others on the server run: issue 35) is left to
+ * finish while the next leaves on the other session, so one backend's wait
+ * does not stop the horizon.  probes[0] also carries the follower's other
+ * catalog reads.
+ */
+#define LOGICAL_PROBES 2
+
 /* Streams (apply, keepalives, probes, status updates) until the connection fails or stop. */
-void logical_stream(struct logical *l, PGconn *repl, PGconn *probe, char *err, size_t errlen);
+void logical_stream(struct logical *l, PGconn *repl, PGconn *const probes[LOGICAL_PROBES],
+                    char *err, size_t errlen);
 
 #endif

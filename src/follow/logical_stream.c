@@ -380,36 +380,87 @@ static void arm(struct follower *f, struct proof *prev, struct proof *held, stru
 }
 
 /*
+ * One of the probe's sessions.  A probe left for being late keeps its
+ * proof in mine (its answer fills W in, nothing arms it: a later probe has
+ * gone since) and the armed proof it was sent to confirm (confirms: that
+ * proof's T, -1 none), which its answer still may: it left after the
+ * stream passed that W, whenever it answers.  Any other is not its to
+ * confirm.
+ */
+struct probe_session {
+    PGconn *conn;
+    bool busy;                      /* a probe in flight */
+    int64_t sent;
+    int64_t confirms;
+    struct proof mine;
+};
+
+/* The session a probe leaves on: the one the last probe used when free, else another free one. */
+static int free_session(const struct probe_session *ps, int last)
+{
+    if (last >= 0 && !ps[last].busy)
+        return last;
+    for (int k = 0; k < LOGICAL_PROBES; k++)
+        if (!ps[k].busy)
+            return k;
+    return -1;
+}
+
+/*
  * Stream until the connection fails or stop: apply changes, answer
  * keepalives, probe every probe_interval, update the slot every
  * STATUS_EVERY_NS.  Returns with the reason in err.
  */
-void logical_stream(struct logical *l, PGconn *repl, PGconn *probe, char *err, size_t errlen)
+void logical_stream(struct logical *l, PGconn *repl, PGconn *const probes[LOGICAL_PROBES],
+                    char *err, size_t errlen)
 {
     struct follower *f = &l->base;
     int64_t interval = (int64_t)(f->cfg->probe_interval * (double)NS_PER_S);
-    int64_t next_probe = monoclock_boot_ns(), last_status = 0, probe_sent = 0;
+    /*
+     * Late: past two intervals, or a quarter of max_staleness, so that the
+     * probe sent on the other session still has most of it to answer in.
+     */
+    int64_t late = 2 * interval, quarter = (int64_t)(f->cfg->max_staleness / 4 * (double)NS_PER_S);
+    if (quarter > late)
+        late = quarter;
+    int64_t next_probe = monoclock_boot_ns(), last_status = 0;
     uint64_t received = 0;
-    bool probe_in_flight = false;
+    struct probe_session ps[LOGICAL_PROBES];
+    int at = -1, last = 0;          /* the session the current probe is in flight on, -1 none */
     struct proof prev = { 0 }, cur = { 0 }, held = { 0 };
     char arr[CONFIG_MAX_FILTERS * 12 + 4];
 
+    for (int k = 0; k < LOGICAL_PROBES; k++)
+        ps[k] = (struct probe_session){ .conn = probes[k], .confirms = -1 };
     while (!atomic_load(&f->stop)) {
         unsigned n = follow_count(f);
         int64_t now = monoclock_boot_ns();
         if (n > l->known) {
             /* Tables attached since: their oids and entries, before they count in a probe. */
-            if (probe_in_flight)
+            int k = at >= 0 ? -1 : free_session(ps, last);
+            if (k < 0)
                 goto wait;
-            logical_read_relids(l, probe, l->known, n);
-            if (!logical_hear_tables(l, probe, l->known, n, err, errlen))
+            logical_read_relids(l, ps[k].conn, l->known, n);
+            if (!logical_hear_tables(l, ps[k].conn, l->known, n, err, errlen))
                 return;
             pthread_mutex_lock(&l->base.mu);
             l->known = n;
             pthread_mutex_unlock(&l->base.mu);
             follow_wake(f);
         }
-        if (!probe_in_flight && now >= next_probe) {
+        if (at >= 0 && now - ps[at].sent > late && free_session(ps, -1) >= 0) {
+            /* Its backend may wait for a CPU long after others run: the next probe leaves now, elsewhere. */
+            log_debug(f->lg, "follower (logical): a probe is unanswered after %.0f ms: "
+                      "the next leaves on the probe's other connection",
+                      (double)(now - ps[at].sent) / 1e6);
+            ps[at].mine = cur;
+            cur.pending = false;
+            at = -1;
+            next_probe = now;
+        }
+        int k = at < 0 && now >= next_probe ? free_session(ps, last) : -1;
+        if (k >= 0) {
+            PGconn *probe = ps[k].conn;
             bool again = false;
             for (unsigned i = 0; i < n; i++)
                 again = again || !l->heard[i];
@@ -447,23 +498,28 @@ void logical_stream(struct logical *l, PGconn *repl, PGconn *probe, char *err, s
                 loader_set_error(err, errlen, "probe failed", probe);
                 return;
             }
-            probe_in_flight = true;
-            probe_sent = now;
+            ps[k].busy = true;
+            ps[k].sent = now;
+            ps[k].confirms = prev.pending && prev.passed_before_next ? prev.sent : -1;
+            at = last = k;
             next_probe = now + interval;
         }
-        if (probe_in_flight && follow_probe_dead(probe_sent, now, f->cfg->silence_timeout, err, errlen))
-            return;
+        for (k = 0; k < LOGICAL_PROBES; k++)
+            if (ps[k].busy && follow_probe_dead(ps[k].sent, now, f->cfg->silence_timeout, err, errlen))
+                return;
         if (now - last_status >= STATUS_EVERY_NS) {
             if (!send_status(l, repl, received, false, err, errlen))
                 return;
             last_status = now;
         }
     wait:;
-        struct pollfd pfd[2] = { { .fd = PQsocket(repl), .events = POLLIN },
-                                 { .fd = PQsocket(probe), .events = POLLIN } };
-        if (PQflush(probe) == 1)
-            pfd[1].events |= POLLOUT;
-        int pr = poll(pfd, 2, 100);
+        struct pollfd pfd[1 + LOGICAL_PROBES] = { { .fd = PQsocket(repl), .events = POLLIN } };
+        for (k = 0; k < LOGICAL_PROBES; k++) {
+            pfd[1 + k] = (struct pollfd){ .fd = PQsocket(ps[k].conn), .events = POLLIN };
+            if (PQflush(ps[k].conn) == 1)
+                pfd[1 + k].events |= POLLOUT;
+        }
+        int pr = poll(pfd, 1 + LOGICAL_PROBES, 100);
         if (pr < 0 && errno != EINTR) {
             snprintf(err, errlen, "connection lost: poll: %s", strerror(errno));
             return;
@@ -514,31 +570,50 @@ void logical_stream(struct logical *l, PGconn *repl, PGconn *probe, char *err, s
             loader_set_error(err, errlen, "the replication stream ended", repl);
             return;
         }
-        if (probe_in_flight && (pfd[1].revents || pr == 0)) {
-            if (!PQconsumeInput(probe)) {
-                loader_set_error(err, errlen, "connection lost", probe);
+        for (k = 0; k < LOGICAL_PROBES; k++) {
+            if (!ps[k].busy || !(pfd[1 + k].revents || pr == 0))
+                continue;
+            if (!PQconsumeInput(ps[k].conn)) {
+                loader_set_error(err, errlen, "connection lost", ps[k].conn);
                 return;
             }
-            if (!PQisBusy(probe)) {
-                PGresult *r = PQgetResult(probe), *extra;
-                int64_t rtt = monoclock_boot_ns() - probe_sent;
+            if (PQisBusy(ps[k].conn))
+                continue;
+            PGresult *r = PQgetResult(ps[k].conn), *extra;
+            int64_t rtt = monoclock_boot_ns() - ps[k].sent;
+            bool ok;
+            if (k == at) {
                 if (rtt > interval)
                     log_debug(f->lg, "follower (logical): a probe answered after %.0f ms",
                               (double)rtt / 1e6);
-                bool ok = take_probe(l, r, &prev, &cur, n, err, errlen);
-                PQclear(r);
-                while ((extra = PQgetResult(probe)) != NULL)
-                    PQclear(extra);
-                probe_in_flight = false;
-                if (!ok)
-                    return;
-                /* Ask the walsender where it is now: its answer may pass W at once. */
-                if (!send_status(l, repl, received, true, err, errlen))
-                    return;
+                ok = take_probe(l, r, &prev, &cur, n, err, errlen);
+                at = -1;
+            } else {
+                /* A probe left for late: its checks count, and it confirms only what it left for. */
+                struct proof none = { 0 };
+                bool its = prev.pending && prev.sent == ps[k].confirms;
+                log_debug(f->lg, "follower (logical): a probe left for late answered after %.0f ms",
+                          (double)rtt / 1e6);
+                ok = take_probe(l, r, its ? &prev : &none, &ps[k].mine, n, err, errlen);
             }
+            PQclear(r);
+            while ((extra = PQgetResult(ps[k].conn)) != NULL)
+                PQclear(extra);
+            ps[k].busy = false;
+            if (!ok)
+                return;
+            /* Ask the walsender where it is now: its answer may pass W at once. */
+            if (!send_status(l, repl, received, true, err, errlen))
+                return;
         }
-        if (PQstatus(repl) != CONNECTION_OK || PQstatus(probe) != CONNECTION_OK) {
-            loader_set_error(err, errlen, "connection lost", PQstatus(repl) != CONNECTION_OK ? repl : probe);
+        bool lost = PQstatus(repl) != CONNECTION_OK;
+        for (k = 0; k < LOGICAL_PROBES && !lost; k++)
+            if (PQstatus(ps[k].conn) != CONNECTION_OK) {
+                loader_set_error(err, errlen, "connection lost", ps[k].conn);
+                return;
+            }
+        if (lost) {
+            loader_set_error(err, errlen, "connection lost", repl);
             return;
         }
         if (read_any && !atomic_load(&f->stop)) {
