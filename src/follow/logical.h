@@ -151,6 +151,19 @@ struct logical {
 #define PROBE_FIELDS 8
 /* PROBE_SQL as a statement of the probe's session (logical_prepare_probe). */
 #define PROBE_NAME "bloomguard_probe"
+/*
+ * PROBE_SQL that also takes a transaction ID (a ninth field): its commit
+ * record, written after W was read, has the WAL writer flush the WAL past
+ * W (a commit wakes it, even from hibernation).  The walsender decodes
+ * flushed WAL only, and WAL written by a transaction that aborted without
+ * a transaction ID (a statement cancelled after it pruned a page) stays
+ * unflushed until the next commit or standby snapshot, up to 15 s on a
+ * quiet server: the stream cannot pass W, the horizon stops, while every
+ * row is followed (bench/attack: 5.7 s below W, the WAL writer
+ * hibernating).  Sent only when a proof has waited two probe_intervals for
+ * the stream, once per such proof: an XID, and a commit record, each time.
+ */
+#define PROBE_FLUSH_NAME "bloomguard_probe_flush"
 
 /*
  * Every function below runs on the follower's thread only and takes mu

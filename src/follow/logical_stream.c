@@ -248,7 +248,8 @@ static bool take_probe(struct logical *l, PGresult *r, struct proof *prev, struc
     (void)n;
     n = cur->n;
     if (PQresultStatus(r) != PGRES_TUPLES_OK || PQntuples(r) != 1
-        || PQnfields(r) != PROBE_FIELDS || !logical_probe_lists(r, n, fps, shapes)
+        || (PQnfields(r) != PROBE_FIELDS && PQnfields(r) != PROBE_FIELDS + 1)
+        || !logical_probe_lists(r, n, fps, shapes)
         || !logical_split_fps(PQgetvalue(r, 0, 4), n, oids)) {
         snprintf(err, errlen, "probe failed: %s", PQresultErrorMessage(r));
         return false;
@@ -423,7 +424,7 @@ void logical_stream(struct logical *l, PGconn *repl, PGconn *const probes[LOGICA
     int64_t late = 2 * interval, quarter = (int64_t)(f->cfg->max_staleness / 4 * (double)NS_PER_S);
     if (quarter > late)
         late = quarter;
-    int64_t next_probe = monoclock_boot_ns(), last_status = 0;
+    int64_t next_probe = monoclock_boot_ns(), last_status = 0, last_flush = 0;
     uint64_t received = 0;
     struct probe_session ps[LOGICAL_PROBES];
     int at = -1, last = 0;          /* the session the current probe is in flight on, -1 none */
@@ -475,6 +476,9 @@ void logical_stream(struct logical *l, PGconn *repl, PGconn *const probes[LOGICA
             pthread_mutex_unlock(&l->base.mu);
             if (cur.pending)
                 arm(f, &prev, &held, &cur, applied, now);
+            /* A proof the stream has not passed in two intervals: its W may wait for a flush. */
+            bool flush = held.pending && applied < held.wal && now - held.sent > 2 * interval
+                         && last_flush < held.sent;
             cur.pending = true;
             cur.passed_before_next = false;
             cur.n = n;
@@ -491,7 +495,14 @@ void logical_stream(struct logical *l, PGconn *repl, PGconn *const probes[LOGICA
             }
             const char *params[5] = { l->slot, f->cfg->publication, arr, names, cols };
             cur.sent = now;         /* before the query leaves: H may move only this far */
-            int sent = PQsendQueryPrepared(probe, PROBE_NAME, 5, params, NULL, NULL, 0);
+            int sent = PQsendQueryPrepared(probe, flush ? PROBE_FLUSH_NAME : PROBE_NAME, 5, params,
+                                           NULL, NULL, 0);
+            if (flush) {
+                last_flush = now;
+                log_debug(f->lg, "follower (logical): the stream has waited %.3f s for W: "
+                          "this probe takes a transaction ID, its commit flushes the WAL past W",
+                          (double)(now - held.sent) / NS_PER_S);
+            }
             free(names);
             free(cols);
             if (!sent) {
