@@ -515,9 +515,9 @@ void logical_stream(struct logical *l, PGconn *repl, PGconn *const probes[LOGICA
             at = last = k;
             next_probe = now + interval;
         }
-        for (k = 0; k < LOGICAL_PROBES; k++)
-            if (ps[k].busy && follow_probe_dead(ps[k].sent, now, f->cfg->silence_timeout, err, errlen))
-                return;
+        /* Only the current probe's silence ends the connection: a left one's is why it was left. */
+        if (at >= 0 && follow_probe_dead(ps[at].sent, now, f->cfg->silence_timeout, err, errlen))
+            return;
         if (now - last_status >= STATUS_EVERY_NS) {
             if (!send_status(l, repl, received, false, err, errlen))
                 return;
