@@ -239,6 +239,28 @@ uint64_t logical_resume_point(struct logical *l, unsigned n, uint64_t confirmed)
 /* Until the first loads that wanted the exported snapshot have used it (or EXPORT_WAIT_NS). */
 void logical_wait_for_export(struct logical *l, unsigned n);
 
+/* A proof in progress: W read at T; it holds once the stream passed W and a later probe agrees. */
+struct proof {
+    bool pending;
+    unsigned n;                     /* tables the probe asked about */
+    int64_t sent;                   /* T */
+    uint64_t wal;                   /* W */
+    bool passed_before_next;        /* the stream had passed W when the next probe was sent */
+    uint64_t epoch[CONFIG_MAX_FILTERS];
+};
+
+/*
+ * A probe's answer r: the slot's figures, each table's publication entry
+ * (a change is a gap), then prev if it is pending and the stream had passed
+ * its W before this probe was sent; cur gets its W.  False with err when
+ * the answer or the slot is unusable (logical_proof.c).
+ */
+bool logical_take_probe(struct logical *l, PGresult *r, struct proof *prev, struct proof *cur,
+                        unsigned n, char *err, size_t errlen);
+/* A probe is about to leave: the proof its answer may confirm, into prev (logical_proof.c). */
+void logical_arm(struct follower *f, struct proof *prev, struct proof *held, struct proof *cur,
+                 uint64_t applied, int64_t now);
+
 /*
  * The probe's sessions, two backends of one server: a probe not answered
  * after max(2 x probe_interval, max_staleness / 4) (its backend left
