@@ -17,7 +17,7 @@ size_t bigmap_span(size_t bytes)
         return bytes;
     size_t up = (bytes + BIGMAP_HUGE - 1) & ~(BIGMAP_HUGE - 1);
     /* The tail's huge page would hold up to 2 MiB of nothing: only where that is little. */
-    return up - bytes <= bytes / 8 ? up : bytes;
+    return up - bytes <= bytes / 16 ? up : bytes;
 }
 
 void *bigmap_new(size_t bytes)

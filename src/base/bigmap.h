@@ -19,8 +19,8 @@
  * bytes of private, anonymous, zeroed memory, reserved lazily (pages are
  * taken on first touch), or NULL with errno.  From BIGMAP_HUGE bytes up it
  * starts on a BIGMAP_HUGE boundary and is advised for huge pages; its
- * span is rounded up to the next boundary when that adds at most an
- * eighth (bigmap_span), so that the last stretch is huge too.  Free it
+ * span is rounded up to the next boundary when that adds at most a
+ * sixteenth (bigmap_span), so that the last stretch is huge too.  Free it
  * with bigmap_free and the same bytes.
  */
 void *bigmap_new(size_t bytes);
