@@ -249,32 +249,44 @@ static inline uint64_t door_now(uint64_t v, uint64_t g)
 }
 
 /*
- * h at the door (word w, its counter at bit `at` of OLD and 28 + at of
- * CUR): -1, h's hits (its counter's, this generation's and the one
- * before's) were fewer than door_pass, and this one is counted there (it
- * goes no further); else door_pass, the hits the door kept, which the
- * sketch takes as h's if it does not count h.  A counter stops at
- * door_pass (2 bits hold it), and a word is only written while its IDs
- * are new.  door() tries once inline; a lost compare-and-swap comes here.
+ * One hit of the counter at bit `at` of OLD (28 + at of CUR) in u, a word
+ * door_now has brought to this generation, whose CUR count c is below
+ * door_pass (at the pass already, the hit goes on and nothing is written):
+ * -1, h's hits (its counter's, this generation's and the one before's)
+ * were fewer than door_pass, and this one is counted there (it goes no
+ * further; *nv: u with it); else door_pass, the hits the door kept, which
+ * the sketch takes as h's if it does not count h, and h's counter is
+ * raised to the pass in this generation too (*nv): an ID that keeps coming
+ * stays known, so the sketch, which takes no carry for an ID it holds
+ * within its window, loses none of its hits (a door forgets an ID only a
+ * window after its last hit, when the sketch's window is over).  A counter
+ * stops at door_pass (2 bits hold it), and a word is only written while
+ * its IDs are new.
  */
+static inline unsigned door_count(uint64_t u, unsigned at)
+{
+    return u >> (28 + at) & 3;
+}
+
+static inline int door_hit(uint64_t u, unsigned at, unsigned c, unsigned pass, uint64_t *nv)
+{
+    bool keep = c + (u >> at & 3) < pass;
+    *nv = u + ((uint64_t)(keep ? 1 : pass - c) << (28 + at));
+    return keep ? -1 : (int)pass;
+}
+
+/* door() tries once inline; a lost compare-and-swap comes here, to try until one holds. */
 __attribute__((noinline)) static int door_slow(struct hot *s, _Atomic uint64_t *w, unsigned at)
 {
     uint64_t g = atomic_load_explicit(&s->door_gen, memory_order_relaxed) & 0xff;
     uint64_t v = atomic_load_explicit(w, memory_order_relaxed), nv;
-    unsigned pass = s->door_pass;
     int out;
     do {
         uint64_t u = door_now(v, g);
-        unsigned c = u >> (28 + at) & 3;
-        if (c + (u >> at & 3) < pass) {
-            out = -1;
-            nv = u + (UINT64_C(1) << (28 + at));
-        } else if (c < pass) {
-            out = (int)pass;
-            nv = u + ((uint64_t)(pass - c) << (28 + at));
-        } else {
-            return (int)pass;
-        }
+        unsigned c = door_count(u, at);
+        if (c >= s->door_pass)
+            return (int)s->door_pass;
+        out = door_hit(u, at, c, s->door_pass, &nv);
     } while (!atomic_compare_exchange_weak_explicit(w, &v, nv, memory_order_relaxed, memory_order_relaxed));
     return out;
 }
@@ -292,22 +304,14 @@ static inline int door(struct hot *s, uint64_t h)
     unsigned at = (unsigned)(((x >> 16 & 0xffff) * 14) >> 16) * 2;
     uint64_t v = atomic_load_explicit(w, memory_order_relaxed);
     uint64_t u = door_now(v, atomic_load_explicit(&s->door_gen, memory_order_relaxed) & 0xff);
-    unsigned c = u >> (28 + at) & 3, pass = s->door_pass;
+    unsigned c = door_count(u, at), pass = s->door_pass;
     if (c >= pass)
         return (int)pass;
-    /*
-     * Below the pass: this hit is counted (-1); at or past it (with the
-     * hits of the generation before), this hit goes on and h's counter is
-     * raised to the pass in this generation too: an ID that keeps coming
-     * stays known, so the sketch, which takes no carry for an ID it holds
-     * within its window, loses none of its hits (a door forgets an ID
-     * only a window after its last hit, when the sketch's window is over).
-     */
-    bool keep = c + (u >> at & 3) < pass;
-    uint64_t nv = u + ((uint64_t)(keep ? 1 : pass - c) << (28 + at));
+    uint64_t nv;
+    int out = door_hit(u, at, c, pass, &nv);
     if (!atomic_compare_exchange_strong_explicit(w, &v, nv, memory_order_relaxed, memory_order_relaxed))
         return door_slow(s, w, at);
-    return keep ? -1 : (int)pass;
+    return out;
 }
 
 /* A hit past the door, with the hits it carries: out of line, the door's path stays short. */
