@@ -59,14 +59,42 @@ static void count_answer(struct stats *st, enum table_answer ans)
 }
 
 /*
+ * Whether raw ID bytes are their own decoding and their own JSON: visible
+ * ASCII but '%' (an escape), '"' and '\\' (escaped in JSON).  Such an ID
+ * (every ID of a numeric or UUID key) skips id_decode's percent and UTF-8
+ * passes and json_escape_append's, to the same bytes (about 140 of the
+ * fast path's 2,100 instructions a request, callgrind, 6-digit IDs).
+ */
+#define BITS(lo, hi) ((~UINT64_C(0) >> (63 - (hi))) & (~UINT64_C(0) << (lo)))
+static bool id_plain(const char *s, size_t len)
+{
+    /* The bytes allowed, as bits: 0x21..0x3F and 0x40..0x7E, but the three. */
+    static const uint64_t ok[2] = {
+        BITS(0x21, 0x3F) & ~(UINT64_C(1) << '"') & ~(UINT64_C(1) << '%'),
+        BITS(0, 0x7E - 0x40) & ~(UINT64_C(1) << ('\\' - 0x40)),
+    };
+    for (size_t i = 0; i < len; i++) {
+        unsigned char c = (unsigned char)s[i];
+        if (c >= 0x80 || !((ok[c >> 6] >> (c & 63)) & 1))
+            return false;
+    }
+    return true;
+}
+#undef BITS
+
+/*
  * GET /exists/{id} up to its answer: the table the raw rest names
  * ("ID", or "NAME/ID"), the ID decoded into id (CONFIG_MAX_ID_BYTES + 1
  * bytes), looked up.  True with *ans anything but TABLE_NOT_READY; false
  * with the error reply in *err, or, err NULL, with no reply built.
+ * With plain not NULL (the fast form), an id_plain ID is copied rather
+ * than decoded, and *plain tells whether it was; libmicrohttpd's handler
+ * passes NULL and always decodes, so tests/fastpath.test, which compares
+ * the two byte for byte, holds the shortcut to id_decode's answer.
  * Counts nothing.
  */
 static bool exists_lookup(struct app *a, const char *raw, size_t rawlen, char *id, size_t *idlen,
-                          enum table_answer *ans, struct reply *err)
+                          enum table_answer *ans, struct reply *err, bool *plain)
 {
     struct reply unused;
     int t = 0;
@@ -91,8 +119,18 @@ static bool exists_lookup(struct app *a, const char *raw, size_t rawlen, char *i
             return false;
         }
     }
-    enum id_error e = id_decode(raw, rawlen, a->cfg->max_id_bytes, id, CONFIG_MAX_ID_BYTES + 1,
-                                idlen);
+    enum id_error e = ID_OK;
+    bool is_plain = plain != NULL && rawlen > 0 && rawlen <= a->cfg->max_id_bytes
+                    && rawlen <= CONFIG_MAX_ID_BYTES && id_plain(raw, rawlen);
+    if (plain != NULL)
+        *plain = is_plain;
+    if (is_plain) {
+        memcpy(id, raw, rawlen);        /* what id_decode would give */
+        id[rawlen] = '\0';
+        *idlen = rawlen;
+    } else {
+        e = id_decode(raw, rawlen, a->cfg->max_id_bytes, id, CONFIG_MAX_ID_BYTES + 1, idlen);
+    }
     if (e != ID_OK) {
         if (err != NULL)
             *err = id_error_reply(e, "");
@@ -125,7 +163,7 @@ struct reply ids_exists(struct app *a, const struct api_request *rq)
     size_t idlen = 0;
     enum table_answer ans;
     struct reply err;
-    if (!exists_lookup(a, rq->rest, rq->rest_len, id, &idlen, &ans, &err))
+    if (!exists_lookup(a, rq->rest, rq->rest_len, id, &idlen, &ans, &err, NULL))
         return err;
     const char *tail = exists_counted(a, ans);
     /* One small block, handed to MHD. */
@@ -144,13 +182,19 @@ unsigned ids_exists_fast(struct app *a, const char *rest, size_t rest_len, char 
     char id[CONFIG_MAX_ID_BYTES + 1];
     size_t idlen = 0;
     enum table_answer ans;
-    if (!exists_lookup(a, rest, rest_len, id, &idlen, &ans, NULL)
+    bool plain;
+    if (!exists_lookup(a, rest, rest_len, id, &idlen, &ans, NULL, &plain)
         || cap < sizeof EXISTS_HEAD + 6 * idlen + EXISTS_TAIL_MAX)
         return 0;
     const char *tail = exists_counted(a, ans);
     size_t used = sizeof EXISTS_HEAD - 1, tl = strlen(tail);
     memcpy(out, EXISTS_HEAD, used);
-    json_escape_append(out, cap, &used, id, idlen);
+    if (plain) {
+        memcpy(out + used, id, idlen);  /* json_escape_append's bytes, without its pass */
+        used += idlen;
+    } else {
+        json_escape_append(out, cap, &used, id, idlen);
+    }
     memcpy(out + used, tail, tl);
     *len = used + tl;
     return ans == TABLE_ABSENT ? MHD_HTTP_NOT_FOUND : MHD_HTTP_OK;

@@ -87,13 +87,29 @@ static void slot_degraded(struct logical *l, const char *what, const char *until
 }
 
 /* One connection's life: identify, find or make the slot, start, stream. */
-static void session(struct logical *l, PGconn *repl, PGconn *probe, bool *had, char *err,
-                    size_t errlen)
+static void session(struct logical *l, PGconn *repl, PGconn *const probes[LOGICAL_PROBES],
+                    bool *had, char *err, size_t errlen)
 {
     struct follower *f = &l->base;
+    PGconn *probe = probes[0];
     unsigned n = follow_count(f);
     if (!logical_identify(l, repl, probe, err, errlen) || !logical_prepare_probe(probe, err, errlen))
         return;
+    for (unsigned k = 1; k < LOGICAL_PROBES; k++) {
+        /* The same server as the first: a W read elsewhere would prove nothing of this stream. */
+        char sid[sizeof l->base.server_id];
+        if (!loader_server_id(probes[k], sid, sizeof sid, err, errlen)
+            || !logical_prepare_probe(probes[k], err, errlen))
+            return;
+        pthread_mutex_lock(&l->base.mu);
+        bool same = strcmp(sid, l->base.server_id) == 0;
+        pthread_mutex_unlock(&l->base.mu);
+        if (!same) {
+            snprintf(err, errlen, "the probe's second connection reached another server (%s) "
+                     "than its first: set a single host in conninfo", sid);
+            return;
+        }
+    }
     logical_read_relids(l, probe, 0, n);
     if (!logical_hear_tables(l, probe, 0, n, err, errlen))
         return;
@@ -180,7 +196,7 @@ static void session(struct logical *l, PGconn *repl, PGconn *probe, bool *had, c
                  "publication %s", n, n == 1 ? "" : "s", l->slot, lsn, f->cfg->publication);
     }
     follow_wake(f);
-    logical_stream(l, repl, probe, err, errlen);
+    logical_stream(l, repl, probes, err, errlen);
 }
 
 static void logical_run(struct follower *f)
@@ -200,16 +216,21 @@ static void logical_run(struct follower *f)
     }
     while (!atomic_load(&f->stop)) {
         err[0] = '\0';
-        PGconn *probe = loader_connect_as(f->cfg, "bloomguard logical probe", err, sizeof err);
-        PGconn *repl = probe ? loader_connect_replication(f->cfg, err, sizeof err) : NULL;
+        PGconn *probes[LOGICAL_PROBES] = { NULL }, *repl = NULL;
+        bool up = true;
+        for (unsigned k = 0; k < LOGICAL_PROBES && up; k++)
+            up = (probes[k] = loader_connect_as(f->cfg, "bloomguard logical probe", err,
+                                                sizeof err)) != NULL;
+        repl = up ? loader_connect_replication(f->cfg, err, sizeof err) : NULL;
         if (repl != NULL) {
             int64_t t0 = monoclock_boot_ns();
-            session(l, repl, probe, &had, err, sizeof err);
+            session(l, repl, probes, &had, err, sizeof err);
             if (monoclock_boot_ns() - t0 > 30 * NS_PER_S)
                 backoff = 1;        /* it had been up for a while: a quick first retry */
         }
         PQfinish(repl);
-        PQfinish(probe);
+        for (unsigned k = 0; k < LOGICAL_PROBES; k++)
+            PQfinish(probes[k]);
         if (atomic_load(&f->stop))
             break;
         pthread_mutex_lock(&f->mu);

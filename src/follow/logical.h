@@ -151,6 +151,19 @@ struct logical {
 #define PROBE_FIELDS 8
 /* PROBE_SQL as a statement of the probe's session (logical_prepare_probe). */
 #define PROBE_NAME "bloomguard_probe"
+/*
+ * PROBE_SQL that also takes a transaction ID (a ninth field): its commit
+ * record, written after W was read, has the WAL writer flush the WAL past
+ * W (a commit wakes it, even from hibernation).  The walsender decodes
+ * flushed WAL only, and WAL written by a transaction that aborted without
+ * a transaction ID (a statement cancelled after it pruned a page) stays
+ * unflushed until the next commit or standby snapshot, up to 15 s on a
+ * quiet server: the stream cannot pass W, the horizon stops, while every
+ * row is followed (bench/attack: 5.7 s below W, the WAL writer
+ * hibernating).  Sent only when a proof has waited two probe_intervals for
+ * the stream, once per such proof: an XID, and a commit record, each time.
+ */
+#define PROBE_FLUSH_NAME "bloomguard_probe_flush"
 
 /*
  * Every function below runs on the follower's thread only and takes mu
@@ -226,7 +239,40 @@ uint64_t logical_resume_point(struct logical *l, unsigned n, uint64_t confirmed)
 /* Until the first loads that wanted the exported snapshot have used it (or EXPORT_WAIT_NS). */
 void logical_wait_for_export(struct logical *l, unsigned n);
 
+/* A proof in progress: W read at T; it holds once the stream passed W and a later probe agrees. */
+struct proof {
+    bool pending;
+    unsigned n;                     /* tables the probe asked about */
+    int64_t sent;                   /* T */
+    uint64_t wal;                   /* W */
+    bool passed_before_next;        /* the stream had passed W when the next probe was sent */
+    uint64_t epoch[CONFIG_MAX_FILTERS];
+};
+
+/*
+ * A probe's answer r: the slot's figures, each table's publication entry
+ * (a change is a gap), then prev if it is pending and the stream had passed
+ * its W before this probe was sent; cur gets its W.  False with err when
+ * the answer or the slot is unusable (logical_proof.c).
+ */
+bool logical_take_probe(struct logical *l, PGresult *r, struct proof *prev, struct proof *cur,
+                        unsigned n, char *err, size_t errlen);
+/* A probe is about to leave: the proof its answer may confirm, into prev (logical_proof.c). */
+void logical_arm(struct follower *f, struct proof *prev, struct proof *held, struct proof *cur,
+                 uint64_t applied, int64_t now);
+
+/*
+ * The probe's sessions, two backends of one server: a probe not answered
+ * after max(2 x probe_interval, max_staleness / 4) (its backend left
+ * without a CPU while others on the server run: issue 35) is left to
+ * finish while the next leaves on the other session, so one backend's wait
+ * does not stop the horizon.  probes[0] also carries the follower's other
+ * catalog reads.
+ */
+#define LOGICAL_PROBES 2
+
 /* Streams (apply, keepalives, probes, status updates) until the connection fails or stop. */
-void logical_stream(struct logical *l, PGconn *repl, PGconn *probe, char *err, size_t errlen);
+void logical_stream(struct logical *l, PGconn *repl, PGconn *const probes[LOGICAL_PROBES],
+                    char *err, size_t errlen);
 
 #endif

@@ -204,179 +204,30 @@ static bool apply_message(struct logical *l, const struct pgoutput_frame *fr, un
 }
 
 /*
- * The insert position, as pg_current_wal_insert_lsn gives it, points past
- * the page header when it is at the start of a page; the stream's positions
- * (a record's end) point at the page's start.  Both mean the same boundary:
- * without this, an idle server whose last record ended on a page boundary
- * would never let a proof pass.  Only a header at a page's start is taken
- * off (a short one, or a long one at a segment's start).
+ * One of the probe's sessions.  A probe left for being late keeps its
+ * proof in mine (its answer fills W in, nothing arms it: a later probe has
+ * gone since) and the armed proof it was sent to confirm (confirms: that
+ * proof's T, -1 none), which its answer still may: it left after the
+ * stream passed that W, whenever it answers.  Any other is not its to
+ * confirm.
  */
-#define PAGE_HEADER_SHORT 24u
-#define PAGE_HEADER_LONG 40u
-static uint64_t record_boundary(const struct logical *l, uint64_t w)
-{
-    if (l->blcksz == 0 || l->segsz == 0)
-        return w;
-    if (w % l->segsz == PAGE_HEADER_LONG)
-        return w - PAGE_HEADER_LONG;
-    if (w % l->segsz >= l->blcksz && w % l->blcksz == PAGE_HEADER_SHORT)
-        return w - PAGE_HEADER_SHORT;
-    return w;
-}
-
-/* A proof in progress: W read at T; it holds once the stream passed W and a later probe agrees. */
-struct proof {
-    bool pending;
-    unsigned n;                     /* tables the probe asked about */
-    int64_t sent;                   /* T */
-    uint64_t wal;                   /* W */
-    bool passed_before_next;        /* the stream had passed W when the next probe was sent */
-    uint64_t epoch[CONFIG_MAX_FILTERS];
+struct probe_session {
+    PGconn *conn;
+    bool busy;                      /* a probe in flight */
+    int64_t sent;
+    int64_t confirms;
+    struct proof mine;
 };
 
-/*
- * A probe's answer: the slot's figures, each table's publication entry
- * (a change is a gap), then the proof a probe before it started, if the
- * stream had passed its W before this one was sent.
- */
-static bool take_probe(struct logical *l, PGresult *r, struct proof *prev, struct proof *cur,
-                       unsigned n, char *err, size_t errlen)
+/* The session a probe leaves on: the one the last probe used when free, else another free one. */
+static int free_session(const struct probe_session *ps, int last)
 {
-    char fps[CONFIG_MAX_FILTERS][FP_MAX], oids[CONFIG_MAX_FILTERS][FP_MAX];
-    char shapes[CONFIG_MAX_FILTERS][FP_MAX];
-    bool holds[CONFIG_MAX_FILTERS];
-    (void)n;
-    n = cur->n;
-    if (PQresultStatus(r) != PGRES_TUPLES_OK || PQntuples(r) != 1
-        || PQnfields(r) != PROBE_FIELDS || !logical_probe_lists(r, n, fps, shapes)
-        || !logical_split_fps(PQgetvalue(r, 0, 4), n, oids)) {
-        snprintf(err, errlen, "probe failed: %s", PQresultErrorMessage(r));
-        return false;
-    }
-    const char *w = PQgetvalue(r, 0, 0);
-    if (!pgoutput_lsn_parse(w, strlen(w), &cur->wal)) {
-        snprintf(err, errlen, "probe failed: unexpected WAL position");
-        return false;
-    }
-    cur->wal = record_boundary(l, cur->wal);
-    pthread_mutex_lock(&l->base.mu);
-    /* What this snapshot sees finished, a COPY's later snapshot sees too. */
-    xidset_prune(&l->unseen, PQgetvalue(r, 0, 5));
-    l->lag_bytes = PQgetisnull(r, 0, 1) ? -1 : strtoll(PQgetvalue(r, 0, 1), NULL, 10);
-    snprintf(l->wal_status, sizeof l->wal_status, "%s", PQgetisnull(r, 0, 2) ? "" : PQgetvalue(r, 0, 2));
-    pthread_mutex_unlock(&l->base.mu);
-    if (PQgetisnull(r, 0, 2) && !l->temporary) {
-        snprintf(err, errlen, "the replication slot %s is gone", l->slot);
-        return false;
-    }
-    if (strcmp(l->wal_status, "lost") == 0) {
-        snprintf(err, errlen, "the replication slot %s was invalidated "
-                 "(max_slot_wal_keep_size): the WAL it needed is gone", l->slot);
-        return false;
-    }
-    bool changed = false;
-    for (unsigned i = 0; i < n; i++) {
-        uint32_t now_oid = (uint32_t)strtoul(oids[i], NULL, 10);
-        if (now_oid != l->relid[i] && l->heard[i]) {
-            /* The name now means another relation (a rename, a drop and create): its rows are others. */
-            struct table *t = l->base.tables[i];
-            log_fields(l->base.lg, LOG_LVL_WARN, table_name(t), "degraded",
-                       "%s: %s is now another table (oid %s, was %" PRIu32 "): degraded "
-                       "until a COPY of it",
-                       table_name(t), table_config(t)->table, oids[i][0] ? oids[i] : "none",
-                       l->relid[i]);
-            pthread_mutex_lock(&l->base.mu);
-            l->heard[i] = false;    /* first: no COPY may start in the new epoch until heard */
-            pthread_mutex_unlock(&l->base.mu);
-            snprintf(l->unheard[i], sizeof l->unheard[i], "%s is now another table",
-                     table_config(t)->table);
-            table_gap(t, WANT_POSITION);
-            changed = true;
-            continue;
-        }
-        if (strcmp(fps[i], l->fp[i]) == 0)
-            continue;
-        /* The publication entry changed: rows may not have been streamed since. */
-        struct table *t = l->base.tables[i];
-        log_fields(l->base.lg, LOG_LVL_WARN, table_name(t), "degraded",
-                   "%s: its publication entry changed (%s -> %s): degraded until a "
-                   "COPY",
-                   table_name(t), l->fp[i][0] ? l->fp[i] : "none", fps[i][0] ? fps[i] : "none");
-        pthread_mutex_lock(&l->base.mu);
-        l->heard[i] = false;
-        pthread_mutex_unlock(&l->base.mu);
-        snprintf(l->unheard[i], sizeof l->unheard[i], "its publication entry changed: "
-                 "until the stream hears it again");
-        table_gap(t, WANT_POSITION);
-        changed = true;
-    }
-    /*
-     * What each SELECT reads, now, after the proof's T: a column renamed,
-     * retyped or dropped, or a child table, since the filter's load holds
-     * the proof back (table_schema).
-     */
-    for (unsigned i = 0; i < n; i++) {
-        struct table *t = l->base.tables[i];
-        enum table_schema_verdict v = table_schema(t, shapes[i], l->heard[i] ? NULL : l->unheard[i]);
-        holds[i] = v == TABLE_SCHEMA_SAME;
-        if (v == TABLE_SCHEMA_CHANGED)
-            log_fields(l->base.lg, LOG_LVL_WARN, table_name(t), "degraded",
-                       "%s: %s.%s or the tables it is read from changed (a column renamed, "
-                       "retyped or dropped, a child table or partition): degraded until a COPY",
-                       table_name(t), table_config(t)->table, table_config(t)->column);
-    }
-    if (changed)
-        return true;                /* logical_hear_tables again before any proof */
-    if (prev->pending && prev->passed_before_next) {
-        for (unsigned i = 0; i < prev->n; i++) {
-            if (!l->heard[i] || !holds[i]
-                || !table_advance(l->base.tables[i], prev->epoch[i], prev->sent))
-                continue;
-            pthread_mutex_lock(&l->base.mu);
-            if (prev->wal > l->proved[i])
-                l->proved[i] = prev->wal;
-            snprintf(l->proved_fp[i], sizeof l->proved_fp[i], "%s", l->fp[i]);
-            pthread_mutex_unlock(&l->base.mu);
-        }
-        prev->pending = false;
-    }
-    return true;
-}
-
-/*
- * A probe is about to leave: which answered proof its answer may confirm
- * (into prev, armed), from the last probe's (cur) and the one still
- * waiting for the stream (held).  A proof whose W the stream has not
- * passed yet is kept until it has, not dropped: under load (PostgreSQL
- * starved of CPU, a distant server) a probe's round trip and the
- * walsender's answer to the status sent after it can take longer than
- * probe_interval, and a proof that had to be passed before the very next
- * probe would then never hold: the horizon would stop, and the guard turn
- * to "maybe", while every row was being followed.  The newest proof the
- * stream has passed wins; otherwise the oldest waiting one is kept (it is
- * the one the stream passes first).  The rule is unchanged: H moves to a
- * proof's T only once a probe sent after the stream passed its W answers
- * with the tables' entries unchanged.
- */
-static void arm(struct follower *f, struct proof *prev, struct proof *held, struct proof *cur,
-                uint64_t applied, int64_t now)
-{
-    prev->pending = false;
-    if (applied >= cur->wal) {
-        *prev = *cur;
-        held->pending = false;      /* older than cur: cur's T covers it */
-    } else if (held->pending && applied >= held->wal) {
-        *prev = *held;
-        *held = *cur;
-    } else {
-        if (!held->pending)
-            *held = *cur;
-        log_debug(f->lg, "follower (logical): the stream (%" PRIu64 ") has not passed W (%"
-                  PRIu64 ") of the proof of %.3f s ago yet: it waits for the stream",
-                  applied, held->wal, (double)(now - held->sent) / NS_PER_S);
-        return;
-    }
-    prev->passed_before_next = true;
+    if (last >= 0 && !ps[last].busy)
+        return last;
+    for (int k = 0; k < LOGICAL_PROBES; k++)
+        if (!ps[k].busy)
+            return k;
+    return -1;
 }
 
 /*
@@ -384,32 +235,56 @@ static void arm(struct follower *f, struct proof *prev, struct proof *held, stru
  * keepalives, probe every probe_interval, update the slot every
  * STATUS_EVERY_NS.  Returns with the reason in err.
  */
-void logical_stream(struct logical *l, PGconn *repl, PGconn *probe, char *err, size_t errlen)
+void logical_stream(struct logical *l, PGconn *repl, PGconn *const probes[LOGICAL_PROBES],
+                    char *err, size_t errlen)
 {
     struct follower *f = &l->base;
     int64_t interval = (int64_t)(f->cfg->probe_interval * (double)NS_PER_S);
-    int64_t next_probe = monoclock_boot_ns(), last_status = 0, probe_sent = 0;
+    /*
+     * Late: past two intervals, or a quarter of max_staleness, so that the
+     * probe sent on the other session still has most of it to answer in.
+     */
+    int64_t late = 2 * interval, quarter = (int64_t)(f->cfg->max_staleness / 4 * (double)NS_PER_S);
+    if (quarter > late)
+        late = quarter;
+    int64_t next_probe = monoclock_boot_ns(), last_status = 0, last_flush = 0;
     uint64_t received = 0;
-    bool probe_in_flight = false;
+    struct probe_session ps[LOGICAL_PROBES];
+    int at = -1, last = 0;          /* the session the current probe is in flight on, -1 none */
     struct proof prev = { 0 }, cur = { 0 }, held = { 0 };
     char arr[CONFIG_MAX_FILTERS * 12 + 4];
 
+    for (int k = 0; k < LOGICAL_PROBES; k++)
+        ps[k] = (struct probe_session){ .conn = probes[k], .confirms = -1 };
     while (!atomic_load(&f->stop)) {
         unsigned n = follow_count(f);
         int64_t now = monoclock_boot_ns();
         if (n > l->known) {
             /* Tables attached since: their oids and entries, before they count in a probe. */
-            if (probe_in_flight)
+            int k = at >= 0 ? -1 : free_session(ps, last);
+            if (k < 0)
                 goto wait;
-            logical_read_relids(l, probe, l->known, n);
-            if (!logical_hear_tables(l, probe, l->known, n, err, errlen))
+            logical_read_relids(l, ps[k].conn, l->known, n);
+            if (!logical_hear_tables(l, ps[k].conn, l->known, n, err, errlen))
                 return;
             pthread_mutex_lock(&l->base.mu);
             l->known = n;
             pthread_mutex_unlock(&l->base.mu);
             follow_wake(f);
         }
-        if (!probe_in_flight && now >= next_probe) {
+        if (at >= 0 && now - ps[at].sent > late && free_session(ps, -1) >= 0) {
+            /* Its backend may wait for a CPU long after others run: the next probe leaves now, elsewhere. */
+            log_debug(f->lg, "follower (logical): a probe is unanswered after %.0f ms: "
+                      "the next leaves on the probe's other connection",
+                      (double)(now - ps[at].sent) / 1e6);
+            ps[at].mine = cur;
+            cur.pending = false;
+            at = -1;
+            next_probe = now;
+        }
+        int k = at < 0 && now >= next_probe ? free_session(ps, last) : -1;
+        if (k >= 0) {
+            PGconn *probe = ps[k].conn;
             bool again = false;
             for (unsigned i = 0; i < n; i++)
                 again = again || !l->heard[i];
@@ -423,7 +298,10 @@ void logical_stream(struct logical *l, PGconn *repl, PGconn *probe, char *err, s
             uint64_t applied = l->applied;
             pthread_mutex_unlock(&l->base.mu);
             if (cur.pending)
-                arm(f, &prev, &held, &cur, applied, now);
+                logical_arm(f, &prev, &held, &cur, applied, now);
+            /* A proof the stream has not passed in two intervals: its W may wait for a flush. */
+            bool flush = held.pending && applied < held.wal && now - held.sent > 2 * interval
+                         && last_flush < held.sent;
             cur.pending = true;
             cur.passed_before_next = false;
             cur.n = n;
@@ -440,18 +318,28 @@ void logical_stream(struct logical *l, PGconn *repl, PGconn *probe, char *err, s
             }
             const char *params[5] = { l->slot, f->cfg->publication, arr, names, cols };
             cur.sent = now;         /* before the query leaves: H may move only this far */
-            int sent = PQsendQueryPrepared(probe, PROBE_NAME, 5, params, NULL, NULL, 0);
+            int sent = PQsendQueryPrepared(probe, flush ? PROBE_FLUSH_NAME : PROBE_NAME, 5, params,
+                                           NULL, NULL, 0);
+            if (flush) {
+                last_flush = now;
+                log_debug(f->lg, "follower (logical): the stream has waited %.3f s for W: "
+                          "this probe takes a transaction ID, its commit flushes the WAL past W",
+                          (double)(now - held.sent) / NS_PER_S);
+            }
             free(names);
             free(cols);
             if (!sent) {
                 loader_set_error(err, errlen, "probe failed", probe);
                 return;
             }
-            probe_in_flight = true;
-            probe_sent = now;
+            ps[k].busy = true;
+            ps[k].sent = now;
+            ps[k].confirms = prev.pending && prev.passed_before_next ? prev.sent : -1;
+            at = last = k;
             next_probe = now + interval;
         }
-        if (probe_in_flight && follow_probe_dead(probe_sent, now, f->cfg->silence_timeout, err, errlen))
+        /* Only the current probe's silence ends the connection: a left one's is why it was left. */
+        if (at >= 0 && follow_probe_dead(ps[at].sent, now, f->cfg->silence_timeout, err, errlen))
             return;
         if (now - last_status >= STATUS_EVERY_NS) {
             if (!send_status(l, repl, received, false, err, errlen))
@@ -459,11 +347,13 @@ void logical_stream(struct logical *l, PGconn *repl, PGconn *probe, char *err, s
             last_status = now;
         }
     wait:;
-        struct pollfd pfd[2] = { { .fd = PQsocket(repl), .events = POLLIN },
-                                 { .fd = PQsocket(probe), .events = POLLIN } };
-        if (PQflush(probe) == 1)
-            pfd[1].events |= POLLOUT;
-        int pr = poll(pfd, 2, 100);
+        struct pollfd pfd[1 + LOGICAL_PROBES] = { { .fd = PQsocket(repl), .events = POLLIN } };
+        for (k = 0; k < LOGICAL_PROBES; k++) {
+            pfd[1 + k] = (struct pollfd){ .fd = PQsocket(ps[k].conn), .events = POLLIN };
+            if (PQflush(ps[k].conn) == 1)
+                pfd[1 + k].events |= POLLOUT;
+        }
+        int pr = poll(pfd, 1 + LOGICAL_PROBES, 100);
         if (pr < 0 && errno != EINTR) {
             snprintf(err, errlen, "connection lost: poll: %s", strerror(errno));
             return;
@@ -514,31 +404,51 @@ void logical_stream(struct logical *l, PGconn *repl, PGconn *probe, char *err, s
             loader_set_error(err, errlen, "the replication stream ended", repl);
             return;
         }
-        if (probe_in_flight && (pfd[1].revents || pr == 0)) {
-            if (!PQconsumeInput(probe)) {
-                loader_set_error(err, errlen, "connection lost", probe);
+        for (k = 0; k < LOGICAL_PROBES; k++) {
+            if (!ps[k].busy || !(pfd[1 + k].revents || pr == 0))
+                continue;
+            if (!PQconsumeInput(ps[k].conn)) {
+                loader_set_error(err, errlen, "connection lost", ps[k].conn);
                 return;
             }
-            if (!PQisBusy(probe)) {
-                PGresult *r = PQgetResult(probe), *extra;
-                int64_t rtt = monoclock_boot_ns() - probe_sent;
+            if (PQisBusy(ps[k].conn))
+                continue;
+            PGresult *r = PQgetResult(ps[k].conn), *extra;
+            int64_t rtt = monoclock_boot_ns() - ps[k].sent;
+            bool ok;
+            if (k == at) {
                 if (rtt > interval)
                     log_debug(f->lg, "follower (logical): a probe answered after %.0f ms",
                               (double)rtt / 1e6);
-                bool ok = take_probe(l, r, &prev, &cur, n, err, errlen);
-                PQclear(r);
-                while ((extra = PQgetResult(probe)) != NULL)
-                    PQclear(extra);
-                probe_in_flight = false;
-                if (!ok)
-                    return;
-                /* Ask the walsender where it is now: its answer may pass W at once. */
-                if (!send_status(l, repl, received, true, err, errlen))
-                    return;
+                ok = logical_take_probe(l, r, &prev, &cur, n, err, errlen);
+                at = -1;
+            } else {
+                /* A probe left for late: its checks count, and it confirms only what it left for. */
+                struct proof none = { 0 };
+                bool its = prev.pending && prev.sent == ps[k].confirms;
+                log_debug(f->lg, "follower (logical): a probe left for late answered after %.0f ms",
+                          (double)rtt / 1e6);
+                ok = logical_take_probe(l, r, its ? &prev : &none, &ps[k].mine,
+                                        n, err, errlen);
             }
+            PQclear(r);
+            while ((extra = PQgetResult(ps[k].conn)) != NULL)
+                PQclear(extra);
+            ps[k].busy = false;
+            if (!ok)
+                return;
+            /* Ask the walsender where it is now: its answer may pass W at once. */
+            if (!send_status(l, repl, received, true, err, errlen))
+                return;
         }
-        if (PQstatus(repl) != CONNECTION_OK || PQstatus(probe) != CONNECTION_OK) {
-            loader_set_error(err, errlen, "connection lost", PQstatus(repl) != CONNECTION_OK ? repl : probe);
+        bool lost = PQstatus(repl) != CONNECTION_OK;
+        for (k = 0; k < LOGICAL_PROBES && !lost; k++)
+            if (PQstatus(ps[k].conn) != CONNECTION_OK) {
+                loader_set_error(err, errlen, "connection lost", ps[k].conn);
+                return;
+            }
+        if (lost) {
+            loader_set_error(err, errlen, "connection lost", repl);
             return;
         }
         if (read_any && !atomic_load(&f->stop)) {

@@ -65,7 +65,9 @@ bool logical_prepare_probe(PGconn *probe, char *err, size_t errlen)
     if (!loader_command(probe, "SET plan_cache_mode = force_generic_plan", PGRES_COMMAND_OK,
                         "cannot set the probe's plan cache mode", err, errlen))
         return false;
-    return loader_prepare(probe, PROBE_NAME, PROBE_SQL, 5, "cannot prepare the probe", err, errlen);
+    return loader_prepare(probe, PROBE_NAME, PROBE_SQL, 5, "cannot prepare the probe", err, errlen)
+           && loader_prepare(probe, PROBE_FLUSH_NAME, PROBE_SQL ", txid_current()::text", 5,
+                             "cannot prepare the probe", err, errlen);
 }
 
 /* Each table's oid (OIDs, not names: the stream names relations by oid). */

@@ -48,6 +48,16 @@ struct fast_thread {
     bool accept_paused;         /* EMFILE/ENFILE: the listen socket is out of ep for a while */
     uint64_t resume_at;
     struct wire_date date;
+    /*
+     * Held from a wake's first answer to the end of that wake (fast_settle):
+     * the configuration in force and the app the handlers get, entered once
+     * for all the requests of a wake rather than once per request (a read
+     * section is two locked adds), and the answers counted meanwhile.
+     */
+    bool in_view;
+    struct live_view view;
+    struct app app;
+    uint64_t answered;
     char in[WIRE_HEAD_MAX];
     char path[WIRE_HEAD_MAX + 1];
     char out[FAST_OUT_MAX];
@@ -232,31 +242,45 @@ static unsigned prepare(struct fast_thread *ft, const char *head, size_t head_le
     if (r == NULL || !(r->methods & ROUTE_GET) || r->fast == NULL || r->body
         || (r->admin && r->admin != ROUTE_REPLICATION))
         return 0;
-    struct live_view v = live_enter(h->a->live);
-    struct app a = *h->a;
-    a.cfg = v.cfg;
-    a.admin_token = v.admin_token;
-    if (r->admin && !replication_right(h, &a, head, head_len)) {
-        live_exit(v);
-        return 0;
+    if (!ft->in_view) {
+        ft->view = live_enter(h->a->live);
+        ft->app = *h->a;
+        ft->app.cfg = ft->view.cfg;
+        ft->app.admin_token = ft->view.admin_token;
+        ft->in_view = true;
     }
-    bool timed = a.cfg->metrics_enabled;
+    struct app *a = &ft->app;
+    if (r->admin && !replication_right(h, a, head, head_len))
+        return 0;
+    bool timed = a->cfg->metrics_enabled;
     uint64_t t0 = timed ? (uint64_t)monoclock_ns() : 0;
     size_t blen = 0;
-    unsigned status = r->fast(&a, ft->path + rest_off, tlen - rest_off, ft->out + FAST_STATUS_MAX,
+    unsigned status = r->fast(a, ft->path + rest_off, tlen - rest_off, ft->out + FAST_STATUS_MAX,
                               sizeof ft->out - FAST_STATUS_MAX, &blen);
-    live_exit(v);
     if (status == 0
         || (*start = http_wire_answer_head(&ft->date, ft->out + FAST_STATUS_MAX, FAST_STATUS_MAX,
                                            status, blen)) == NULL)
         return 0;           /* an error, not ready...: MHD's handler answers it */
-    stats_add(h->a->stats, ST_FAST_ANSWERS, 1);
+    ft->answered++;
     *len = (size_t)(ft->out + FAST_STATUS_MAX - *start) + blen;
     if (timed) {
         uint64_t dt = (uint64_t)monoclock_ns() - t0;
         stats_request(h->a->stats, (unsigned)(r - routes_table), status, dt ? dt : 1);
     }
     return status;
+}
+
+/* The end of a wake: the view left (a reload waits for no more), the answers counted. */
+static void fast_settle(struct fast_thread *ft)
+{
+    if (ft->in_view) {
+        live_exit(ft->view);
+        ft->in_view = false;
+    }
+    if (ft->answered > 0) {
+        stats_add(ft->h->a->stats, ST_FAST_ANSWERS, ft->answered);
+        ft->answered = 0;
+    }
 }
 
 /* After an answer: the idle limit, closed quietly; or, with a head begun, the header limit. */
@@ -409,8 +433,10 @@ static void *fast_main(void *arg)
         }
         for (int i = 0; i < n; i++) {
             void *p = evs[i].data.ptr;
-            if (p == &stop_mark)
+            if (p == &stop_mark) {
+                fast_settle(ft);
                 return NULL;
+            }
             if (p == &listen_mark)
                 accept_some(ft);
             else if (http_relay_tagged(p))
@@ -418,6 +444,7 @@ static void *fast_main(void *arg)
             else
                 serve(ft, p, evs[i].events);
         }
+        fast_settle(ft);
         if (ft->accept_paused && (uint64_t)monoclock_coarse_ns() >= ft->resume_at) {
             struct epoll_event lev = { .events = EPOLLIN | EPOLLEXCLUSIVE, .data.ptr = &listen_mark };
             ft->accept_paused = epoll_ctl(ft->ep, EPOLL_CTL_ADD, h->fd, &lev) != 0 && errno != EEXIST;
