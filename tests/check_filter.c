@@ -14,6 +14,7 @@
 #include <string.h>
 
 #include "check_main.h"
+#include "bigmap.h"
 #include "check_util.h"
 #include "config.h"
 #include "filter.h"
@@ -1020,6 +1021,73 @@ END_TEST
  * never made, read back or viewed as another.  And [filter] kind accepts
  * exactly the kinds, by their names.
  */
+/* AnonHugePages (bytes) of the mappings that overlap [p, p + len), from /proc/self/smaps. */
+static size_t huge_bytes_in(const void *p, size_t len)
+{
+    FILE *f = fopen("/proc/self/smaps", "r");
+    char line[512];
+    size_t total = 0;
+    bool in = false;
+    ck_assert_ptr_nonnull(f);
+    while (fgets(line, sizeof line, f)) {
+        unsigned long lo, hi;
+        size_t kb;
+        /* A mapping's line starts with its range; its fields' lines with a capital. */
+        if (!(line[0] >= 'A' && line[0] <= 'Z') && sscanf(line, "%lx-%lx ", &lo, &hi) == 2) {
+            in = lo < (uintptr_t)p + len && (uintptr_t)p < hi;
+            continue;
+        }
+        if (in && sscanf(line, "AnonHugePages: %zu kB", &kb) == 1)
+            total += kb * 1024;
+    }
+    fclose(f);
+    return total;
+}
+
+/*
+ * Layers from 2 MiB up start on a 2 MiB boundary (bigmap_new, filter.c's
+ * allocator), so that transparent huge pages can back every 2 MiB of them:
+ * mmap's 4 KiB alignment left a layer's first and last stretches, and all
+ * of a layer under 4 MiB, in 4 KiB pages.  Sizes of bench/filter_bench's
+ * grown filter.  Where THP is on ("always" or "madvise"), the filled
+ * layer's whole 2 MiB stretches are huge pages (most of them: the kernel may
+ * lack a free 2 MiB for one).
+ */
+START_TEST(test_bigmap_huge_boundaries)
+{
+    static const size_t sizes[] = { 1075072, 2501952, 8640128, 29742912, (size_t)16 << 20 };
+    char mode[128] = "";
+    FILE *f = fopen("/sys/kernel/mm/transparent_hugepage/enabled", "r");
+    if (f != NULL) {
+        if (fgets(mode, sizeof mode, f) == NULL)
+            mode[0] = 0;
+        fclose(f);
+    }
+    bool thp = strstr(mode, "[always]") != NULL || strstr(mode, "[madvise]") != NULL;
+    for (size_t i = 0; i < sizeof sizes / sizeof sizes[0]; i++) {
+        size_t bytes = sizes[i], span = bigmap_span(bytes);
+        unsigned char *mem = bigmap_new(bytes);
+        ck_assert_ptr_nonnull(mem);
+        ck_assert_uint_ge(span, bytes);
+        ck_assert_uint_le(span - bytes, bytes < BIGMAP_HUGE ? 0 : bytes / 16);
+        if (bytes == 29742912)
+            ck_assert_uint_eq(span % BIGMAP_HUGE, 0);   /* its last stretch rounded up */
+        if (bytes >= BIGMAP_HUGE)
+            ck_assert_msg((uintptr_t)mem % BIGMAP_HUGE == 0, "%zu bytes at %p: not on a 2 MiB boundary",
+                          bytes, (void *)mem);
+        for (size_t at = 0; at < bytes; at += 4096)
+            ck_assert_uint_eq(mem[at], 0);          /* zeroed, and every page touched */
+        memset(mem, 0xa5, bytes);
+        size_t whole = span / BIGMAP_HUGE * BIGMAP_HUGE, huge = huge_bytes_in(mem, span);
+        if (thp && bytes >= BIGMAP_HUGE)
+            ck_assert_msg(huge >= whole * 3 / 4, "%zu bytes: %zu in huge pages of %zu possible",
+                          bytes, huge, whole);
+        bigmap_free(mem, bytes);
+    }
+    bigmap_free(NULL, 1);
+}
+END_TEST
+
 START_TEST(test_unknown_kind)
 {
     enum filter_error e = FILTER_OK;
@@ -1082,6 +1150,7 @@ CHECK_SUITE("filter",
     CHECK_TEST(test_layers_round_trip),
     CHECK_LOOP(test_each_kind, FILTER_KINDS),
     CHECK_TEST(test_unknown_kind),
+    CHECK_TEST(test_bigmap_huge_boundaries),
     /* Alone, for a ThreadSanitizer build: CK_RUN_CASE=concurrency. */
     CHECK_CASE("concurrency", .timeout = 600),
     CHECK_TEST(test_concurrent),

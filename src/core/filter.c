@@ -6,13 +6,13 @@
  */
 #include "filter.h"
 #include "filter_int.h"
+#include "bigmap.h"
 
 #include <endian.h>
 #include <pthread.h>
 #include <stdlib.h>
 #include <stdatomic.h>
 #include <string.h>
-#include <sys/mman.h>
 
 const char *filter_strerror(enum filter_error e)
 {
@@ -52,28 +52,24 @@ const char *filter_kind_name(enum filter_kind kind)
 
 /* ---------------------------------------------------------- building -- */
 
-/* The default allocator: private anonymous memory, zeroed, touched only on use. */
+/*
+ * The default allocator: private anonymous memory, zeroed, touched only on
+ * use, on 2 MiB boundaries (bigmap.h): lookups land anywhere in a layer,
+ * and a layer's 4 KiB pages cost them page walks that its huge pages do not.
+ */
 static void *mmap_alloc(void *ctx, unsigned layer, const struct filter_plan *plan, size_t bytes)
 {
     (void)ctx;
     (void)layer;
     (void)plan;
-    void *mem = mmap(NULL, bytes, PROT_READ | PROT_WRITE,
-                     MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
-    if (mem == MAP_FAILED)
-        return NULL;
-#ifdef MADV_HUGEPAGE
-    if (bytes >= (size_t)2 << 20)
-        (void)madvise(mem, bytes, MADV_HUGEPAGE);   /* fewer TLB misses */
-#endif
-    return mem;
+    return bigmap_new(bytes);
 }
 
 static void mmap_free(void *ctx, unsigned layer, void *mem, size_t bytes)
 {
     (void)ctx;
     (void)layer;
-    munmap(mem, bytes);
+    bigmap_free(mem, bytes);
 }
 
 static const struct filter_alloc default_alloc = { mmap_alloc, mmap_free, NULL, NULL };

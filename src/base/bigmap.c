@@ -1,0 +1,52 @@
+/*
+ * Large zeroed memory on 2 MiB boundaries (contract in bigmap.h).  An
+ * anonymous mmap is 4 KiB-aligned: a layer of 28 MiB had 13 huge pages of
+ * a possible 14, and every layer under 4 MiB none, so the lookups of a
+ * filter grown to four layers spent part of their time in page walks.
+ * Over-map by one huge page and trim the ends, so that every 2 MiB
+ * stretch of the layer can be one huge page.
+ */
+#include "bigmap.h"
+
+#include <stdint.h>
+#include <sys/mman.h>
+
+size_t bigmap_span(size_t bytes)
+{
+    if (bytes < BIGMAP_HUGE)
+        return bytes;
+    size_t up = (bytes + BIGMAP_HUGE - 1) & ~(BIGMAP_HUGE - 1);
+    /* The tail's huge page would hold up to 2 MiB of nothing: only where that is little. */
+    return up - bytes <= bytes / 16 ? up : bytes;
+}
+
+void *bigmap_new(size_t bytes)
+{
+    const int prot = PROT_READ | PROT_WRITE, flags = MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE;
+    if (bytes < BIGMAP_HUGE) {
+        void *mem = mmap(NULL, bytes, prot, flags, -1, 0);
+        return mem == MAP_FAILED ? NULL : mem;
+    }
+    size_t span = bigmap_span(bytes);
+    if (span > SIZE_MAX - BIGMAP_HUGE)
+        return NULL;
+    char *raw = mmap(NULL, span + BIGMAP_HUGE, prot, flags, -1, 0);
+    if (raw == MAP_FAILED)
+        return NULL;
+    char *mem = (char *)(((uintptr_t)raw + BIGMAP_HUGE - 1) & ~(uintptr_t)(BIGMAP_HUGE - 1));
+    size_t head = (size_t)(mem - raw), tail = BIGMAP_HUGE - head;
+    if (head > 0)
+        munmap(raw, head);
+    if (tail > 0)
+        munmap(mem + span, tail);
+#ifdef MADV_HUGEPAGE
+    (void)madvise(mem, span, MADV_HUGEPAGE);   /* refused where THP is off: 4 KiB pages, as before */
+#endif
+    return mem;
+}
+
+void bigmap_free(void *mem, size_t bytes)
+{
+    if (mem != NULL)
+        munmap(mem, bigmap_span(bytes));
+}
