@@ -256,7 +256,7 @@ struct proof {
  * the answer or the slot is unusable (logical_proof.c).
  */
 bool logical_take_probe(struct logical *l, PGresult *r, struct proof *prev, struct proof *cur,
-                        unsigned n, char *err, size_t errlen);
+                        char *err, size_t errlen);
 /* A probe is about to leave: the proof its answer may confirm, into prev (logical_proof.c). */
 void logical_arm(struct follower *f, struct proof *prev, struct proof *held, struct proof *cur,
                  uint64_t applied, int64_t now);

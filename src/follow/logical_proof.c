@@ -38,13 +38,12 @@ static uint64_t record_boundary(const struct logical *l, uint64_t w)
  * stream had passed its W before this one was sent.
  */
 bool logical_take_probe(struct logical *l, PGresult *r, struct proof *prev, struct proof *cur,
-                        unsigned n, char *err, size_t errlen)
+                        char *err, size_t errlen)
 {
     char fps[CONFIG_MAX_FILTERS][FP_MAX], oids[CONFIG_MAX_FILTERS][FP_MAX];
     char shapes[CONFIG_MAX_FILTERS][FP_MAX];
     bool holds[CONFIG_MAX_FILTERS];
-    (void)n;
-    n = cur->n;
+    unsigned n = cur->n;            /* the tables the probe asked about */
     if (PQresultStatus(r) != PGRES_TUPLES_OK || PQntuples(r) != 1
         || (PQnfields(r) != PROBE_FIELDS && PQnfields(r) != PROBE_FIELDS + 1)
         || !logical_probe_lists(r, n, fps, shapes)

@@ -420,7 +420,7 @@ void logical_stream(struct logical *l, PGconn *repl, PGconn *const probes[LOGICA
                 if (rtt > interval)
                     log_debug(f->lg, "follower (logical): a probe answered after %.0f ms",
                               (double)rtt / 1e6);
-                ok = logical_take_probe(l, r, &prev, &cur, n, err, errlen);
+                ok = logical_take_probe(l, r, &prev, &cur, err, errlen);
                 at = -1;
             } else {
                 /* A probe left for late: its checks count, and it confirms only what it left for. */
@@ -428,8 +428,7 @@ void logical_stream(struct logical *l, PGconn *repl, PGconn *const probes[LOGICA
                 bool its = prev.pending && prev.sent == ps[k].confirms;
                 log_debug(f->lg, "follower (logical): a probe left for late answered after %.0f ms",
                           (double)rtt / 1e6);
-                ok = logical_take_probe(l, r, its ? &prev : &none, &ps[k].mine,
-                                        n, err, errlen);
+                ok = logical_take_probe(l, r, its ? &prev : &none, &ps[k].mine, err, errlen);
             }
             PQclear(r);
             while ((extra = PQgetResult(ps[k].conn)) != NULL)
