@@ -270,6 +270,27 @@ START_TEST(test_growth_reaches_readers)
         key(k, sizeof k, i);
         ck_assert_int_eq(look(c.bg, k), BLOOMGUARD_MAYBE);
     }
+    /*
+     * Each layer on a 2 MiB boundary of the file (issue 39), the header's
+     * page alone before the first: on a tmpfs mounted huge=within_size
+     * every whole 2 MiB of a layer is then a huge page (tests/zerohop.test
+     * sees them in the daemon's /stats).
+     */
+    const struct pubfmt_header *h = map_header(path);
+    uint64_t prev_end = PUBFMT_HEADER_BYTES;
+    for (unsigned i = 0; i < fi.layers; i++) {
+        ck_assert_msg(h->layer[i].offset % (UINT64_C(2) << 20) == 0,
+                      "layer %u at %llu, not on a 2 MiB boundary", i,
+                      (unsigned long long)h->layer[i].offset);
+        ck_assert_uint_ge(h->layer[i].offset, prev_end);
+        prev_end = h->layer[i].offset + h->layer[i].blocks * FILTER_BLOCK_BYTES;
+    }
+    munmap((void *)h, PUBFMT_HEADER_BYTES);
+    /* The writer's own mappings of the file, as /stats shows them. */
+    struct publish_status ps;
+    publish_status(c.p, &ps);
+    ck_assert_uint_ge(ps.resident_bytes, fi.memory_bytes);
+    ck_assert_uint_le(ps.huge_bytes, ps.resident_bytes);
     cast_close(&c);
 }
 END_TEST

@@ -8,6 +8,7 @@
  */
 #include "bigmap.h"
 
+#include <errno.h>
 #include <stdint.h>
 #include <sys/mman.h>
 
@@ -41,6 +42,44 @@ void *bigmap_new(size_t bytes)
         munmap(mem + span, tail);
 #ifdef MADV_HUGEPAGE
     (void)madvise(mem, span, MADV_HUGEPAGE);   /* refused where THP is off: 4 KiB pages, as before */
+#endif
+    return mem;
+}
+
+void *bigmap_map_file(int fd, unsigned long long off, size_t bytes, int prot)
+{
+    if (bytes < BIGMAP_HUGE || bytes > SIZE_MAX - BIGMAP_HUGE) {
+        void *mem = mmap(NULL, bytes, prot, MAP_SHARED, fd, (off_t)off);
+        return mem == MAP_FAILED ? NULL : mem;
+    }
+    /*
+     * Reserve the span and a huge page more with no access, then put the
+     * file over the part that starts where the offset says: nothing else
+     * can take the address meanwhile, as it could between an munmap and a
+     * second mmap.
+     */
+    char *raw = mmap(NULL, bytes + BIGMAP_HUGE, PROT_NONE,
+                     MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+    if (raw == MAP_FAILED)
+        return NULL;
+    uintptr_t base = ((uintptr_t)raw + BIGMAP_HUGE - 1) & ~(uintptr_t)(BIGMAP_HUGE - 1);
+    char *mem = (char *)(base + (uintptr_t)(off & (BIGMAP_HUGE - 1)));
+    if (mem >= raw + BIGMAP_HUGE)
+        mem -= BIGMAP_HUGE;
+    if (mmap(mem, bytes, prot, MAP_SHARED | MAP_FIXED, fd, (off_t)off) == MAP_FAILED) {
+        int e = errno;
+        munmap(raw, bytes + BIGMAP_HUGE);
+        errno = e;
+        return NULL;
+    }
+    size_t head = (size_t)(mem - raw), tail = BIGMAP_HUGE - head;
+    if (head > 0)
+        munmap(raw, head);
+    if (tail > 0)
+        munmap(mem + bytes, tail);
+#ifdef MADV_HUGEPAGE
+    /* Refused where THP is off; a tmpfs mounted huge=within_size needs no advice. */
+    (void)madvise(mem, bytes, MADV_HUGEPAGE);
 #endif
     return mem;
 }

@@ -31,4 +31,15 @@ size_t bigmap_span(size_t bytes);
 /* Unmaps a bigmap_new(bytes); NULL is a no-op. */
 void bigmap_free(void *mem, size_t bytes);
 
+/*
+ * bytes of the file fd from offset off, mapped MAP_SHARED with prot, or
+ * NULL with errno.  From BIGMAP_HUGE bytes up its address is congruent to
+ * off modulo BIGMAP_HUGE and it is advised for huge pages: a page cache
+ * huge page (tmpfs mounted huge=within_size or advise, for a published
+ * filter) is mapped by one page table entry only where address and file
+ * offset agree, and mmap would otherwise pick any 4 KiB boundary.  Unmap
+ * it with munmap(mem, bytes).
+ */
+void *bigmap_map_file(int fd, unsigned long long off, size_t bytes, int prot);
+
 #endif

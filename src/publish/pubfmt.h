@@ -26,7 +26,10 @@
  * follows: it refuses it, so it does not degrade for it).
  */
 #define PUBFMT_VERSION 2u
-/* The header page; the layers start at multiples of PUBFMT_ALIGN after it. */
+/*
+ * The header page; the layers start at multiples of PUBFMT_ALIGN after it
+ * (the daemon puts them on 2 MiB boundaries, for huge pages: publish.c).
+ */
 #define PUBFMT_HEADER_BYTES 4096u
 #define PUBFMT_ALIGN 4096u
 #define PUBFMT_BYTE_ORDER UINT64_C(0x0102030405060708)

@@ -19,6 +19,7 @@
 #include <unistd.h>
 
 #include "answer.h"
+#include "bigmap.h"
 #include "filter.h"
 #include "pubfmt.h"
 #include "verified.h"
@@ -105,16 +106,23 @@ static void *gen_alloc(void *ctx, unsigned layer, const struct filter_plan *plan
 {
     struct gen *g = ctx;
     if (!atomic_load(&g->broken) && layer < PUBFMT_MAX_LAYERS) {
-        uint64_t at = round_up(g->file_bytes, PUBFMT_ALIGN);
-        uint64_t end = at + round_up(bytes, PUBFMT_ALIGN);
+        /*
+         * On a huge page boundary of the file (readers take any multiple of
+         * PUBFMT_ALIGN; the hole before it costs tmpfs nothing), and as far
+         * as bigmap_span rounds: on a tmpfs mounted huge=within_size every
+         * 2 MiB of the layer is then one huge page, one TLB entry for the
+         * lookups and the load's writes instead of 512.
+         */
+        size_t span = bigmap_span(bytes);
+        uint64_t at = round_up(g->file_bytes, BIGMAP_HUGE);
+        uint64_t end = at + round_up(span, PUBFMT_ALIGN);
         /*
          * Reserve the pages now: a write to a hole that tmpfs cannot fill
          * would be a SIGBUS in an insert, much later.
          */
         int e = posix_fallocate(g->fd, (off_t)at, (off_t)(end - at));
-        void *mem = e == 0 ? mmap(NULL, bytes, PROT_READ | PROT_WRITE, MAP_SHARED, g->fd, (off_t)at)
-                           : MAP_FAILED;
-        if (mem != MAP_FAILED) {
+        void *mem = e == 0 ? bigmap_map_file(g->fd, at, span, PROT_READ | PROT_WRITE) : NULL;
+        if (mem != NULL) {
             g->file_bytes = end;
             g->hdr->layer[layer] = (struct pubfmt_layer){
                 .offset = at, .blocks = plan->blocks, .probes = plan->probes,
@@ -133,16 +141,15 @@ static void *gen_alloc(void *ctx, unsigned layer, const struct filter_plan *plan
         /* Before the layer takes its first key: no reader may go on trusting this file. */
         gen_withdraw(g);
     }
-    void *mem = mmap(NULL, bytes, PROT_READ | PROT_WRITE,
-                     MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
-    return mem == MAP_FAILED ? NULL : mem;
+    /* Private memory of the same span, so that gen_free need not know which. */
+    return bigmap_new(bytes);
 }
 
 static void gen_free(void *ctx, unsigned layer, void *mem, size_t bytes)
 {
     (void)ctx;
     (void)layer;
-    munmap(mem, bytes);
+    bigmap_free(mem, bytes);
 }
 
 static void gen_done(void *ctx)
@@ -518,6 +525,40 @@ out:
     return r;
 }
 
+/*
+ * The mappings of path in /proc/self/smaps: their Rss, and their
+ * ShmemPmdMapped and FilePmdMapped (tmpfs pages count as the first; the
+ * second is for a file system whose page cache takes huge pages).  A
+ * generation that lost the name shows as "path (deleted)" and is not
+ * counted: what is served is the one at path.
+ */
+static void mapped_pages(const char *path, uint64_t *resident, uint64_t *huge)
+{
+    FILE *f = fopen("/proc/self/smaps", "re");
+    if (f == NULL)
+        return;
+    size_t plen = strlen(path);
+    bool ours = false;
+    char *line = NULL;
+    size_t cap = 0;
+    while (getline(&line, &cap, f) > 0) {
+        unsigned long long kb, start, end;
+        /* A mapping's first line: "start-end perms offset dev inode   pathname". */
+        if (sscanf(line, "%llx-%llx ", &start, &end) == 2) {
+            char *name = strchr(line, '/');
+            ours = name != NULL && strncmp(name, path, plen) == 0
+                   && (name[plen] == '\n' || name[plen] == '\0');
+        } else if (ours && sscanf(line, "Rss: %llu kB", &kb) == 1) {
+            *resident += kb * 1024;
+        } else if (ours && (sscanf(line, "ShmemPmdMapped: %llu kB", &kb) == 1
+                            || sscanf(line, "FilePmdMapped: %llu kB", &kb) == 1)) {
+            *huge += kb * 1024;
+        }
+    }
+    free(line);
+    fclose(f);
+}
+
 void publish_status(struct publish *p, struct publish_status *out)
 {
     memset(out, 0, sizeof *out);
@@ -525,4 +566,5 @@ void publish_status(struct publish *p, struct publish_status *out)
     out->generation = atomic_load(&p->cur_generation);
     out->generations = atomic_load(&p->generations);
     out->withdrawn = atomic_load(&p->withdrawn);
+    mapped_pages(p->path, &out->resident_bytes, &out->huge_bytes);
 }

@@ -145,7 +145,19 @@ struct publish_status {
     uint64_t generation;        /* of the file at path; 0: none published yet */
     uint64_t generations;       /* published by this run */
     uint64_t withdrawn;         /* generations withdrawn because a layer did not fit */
+    /*
+     * The file at path as this process maps it (/proc/self/smaps; zeros
+     * where /proc is not there): bytes resident, and of those the bytes in
+     * huge pages, each mapped by one page table entry (a tmpfs mounted
+     * huge=within_size; docs/operations.md "Sizing").
+     */
+    uint64_t resident_bytes;
+    uint64_t huge_bytes;
 };
+/*
+ * What p published; thread-safe.  Reads /proc/self/smaps (every mapping
+ * of the process): for /stats and /metrics, not for a hot path.
+ */
 void publish_status(struct publish *p, struct publish_status *out);
 
 #endif

@@ -21,6 +21,7 @@
 #include <unistd.h>
 
 #include "answer.h"
+#include "bigmap.h"
 #include "errfmt.h"
 #include "monoclock.h"
 #include "filter.h"
@@ -105,8 +106,16 @@ static bool view_map_layers(struct view *v, unsigned n, int *err, char *why, siz
                      i);
             return false;
         }
-        void *m = mmap(NULL, len, PROT_READ, MAP_SHARED, v->fd, (off_t)l->offset);
-        if (m == MAP_FAILED) {
+        /*
+         * As the daemon maps it (publish.c gen_alloc): address and offset
+         * agree modulo 2 MiB, and the span it rounded the layer to, where
+         * the file has it, so that its huge pages are huge here too.
+         */
+        size_t span = bigmap_span(len);
+        if (span > len && (uint64_t)st.st_size - l->offset < span)
+            span = len;
+        void *m = bigmap_map_file(v->fd, l->offset, span, PROT_READ);
+        if (m == NULL) {
             *err = errno == ENOMEM ? BLOOMGUARD_ENOMEM : BLOOMGUARD_EIO;
             snprintf(why, whylen, "mmap of layer %u: %s", i, strerror(errno));
             return false;
@@ -115,13 +124,13 @@ static bool view_map_layers(struct view *v, unsigned n, int *err, char *why, siz
                                                    l->probes, m)) != NULL
                          : filter_view_add(v->f, l->blocks, l->probes, m);
         if (!ok) {
-            munmap(m, len);
+            munmap(m, span);
             *err = BLOOMGUARD_ENOMEM;
             snprintf(why, whylen, "no memory for layer %u", i);
             return false;
         }
         v->map[i] = m;
-        v->map_len[i] = len;
+        v->map_len[i] = span;
         v->mapped = i + 1;
     }
     return true;
