@@ -13,6 +13,7 @@ struct config;
 struct fleethub;
 struct live;
 struct log;
+struct publish;
 struct source;
 struct table;
 struct stats;
@@ -40,6 +41,7 @@ struct app {
     /* [server] replication_token_file's: opens the replication routes only; NULL: none */
     const char *replication_token;
     struct fleethub *fleet;     /* the tables' replication rings and streams (fleethub.h) */
+    struct publish **publishers; /* per table, its published file's writer; NULL (or [t]): none */
 };
 
 #endif

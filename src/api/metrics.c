@@ -344,6 +344,13 @@ static const struct metric metrics[] = {
     { "filter_size_per_key_bytes", MT_GAUGE,
       "Bit array bytes per ID of the live filter, all layers counted (/stats bits_per_key / 8).",
       IN_FILTER, { { NULL, V_BITS, F(info.bits_per_key) } }, NULL },
+    /* 0 where nothing is published: then the filter is in bigmap's private memory. */
+    { "filter_published_resident_bytes", MT_GAUGE,
+      "Bytes of the live filter's published file resident in the daemon's mapping.", IN_FILTER,
+      { { NULL, V_U64, F(pub.resident_bytes) } }, NULL },
+    { "filter_published_huge_bytes", MT_GAUGE,
+      "Bytes of the live filter's published file mapped by huge pages (a tmpfs mounted "
+      "huge=within_size).", IN_FILTER, { { NULL, V_U64, F(pub.huge_bytes) } }, NULL },
     { "source_state", MT_GAUGE,
       "State of the connection following the filter's table (1 for the current one).", IN_STATUS,
       { { 0 } }, source_state_series },

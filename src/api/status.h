@@ -13,6 +13,7 @@
 #include "config.h"
 #include "fleethub.h"
 #include "filter.h"
+#include "publish.h"
 #include "source.h"
 #include "stats.h"
 
@@ -58,6 +59,8 @@ struct status_filter {
     bool posts_durable;             /* POSTs are logged on disk before their 2xx (postlog.h) */
     uint64_t behind_keys;           /* a replica: keys its upstream has that it has not applied */
     struct table_adaptive adaptive; /* verified-absent IDs (zeros in a light snapshot) */
+    bool published;                 /* written in a file for readers (full snapshot only) */
+    struct publish_status pub;      /* its file: generation, bytes resident and in huge pages */
 };
 
 /* Everything the status documents show, read once. */

@@ -422,7 +422,7 @@ int main(int argc, char **argv)
     struct publish *publishers[CONFIG_MAX_FILTERS] = { NULL };
     struct app app = { .cfg = &cfg, .lg = &lg, .started = time(NULL), .admin_token = admin_token,
                        .replication_token = replication_token, .tables = tables,
-                       .n_tables = cfg.n_filters };
+                       .n_tables = cfg.n_filters, .publishers = publishers };
     if (admin_token != NULL) {
         char admin_routes[160];
         routes_admin_text(admin_routes, sizeof admin_routes);
