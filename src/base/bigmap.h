@@ -34,10 +34,11 @@ void bigmap_free(void *mem, size_t bytes);
 /*
  * bytes of the file fd from offset off, mapped MAP_SHARED with prot, or
  * NULL with errno.  From BIGMAP_HUGE bytes up its address is congruent to
- * off modulo BIGMAP_HUGE and it is advised for huge pages: a page cache
- * huge page (tmpfs mounted huge=within_size or advise, for a published
- * filter) is mapped by one page table entry only where address and file
- * offset agree, and mmap would otherwise pick any 4 KiB boundary.  Unmap
+ * off modulo BIGMAP_HUGE and it is advised for huge pages: a huge page of
+ * the page cache (a published filter on a tmpfs mounted huge=within_size)
+ * is mapped by one page table entry only where address and file offset
+ * agree, and mmap need not see to it (a tmpfs mounted huge=within_size
+ * does; one mounted otherwise, or another file system, need not).  Unmap
  * it with munmap(mem, bytes).
  */
 void *bigmap_map_file(int fd, unsigned long long off, size_t bytes, int prot);

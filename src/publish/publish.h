@@ -149,7 +149,8 @@ struct publish_status {
      * The file at path as this process maps it (/proc/self/smaps; zeros
      * where /proc is not there): bytes resident, and of those the bytes in
      * huge pages, each mapped by one page table entry (a tmpfs mounted
-     * huge=within_size; docs/operations.md "Sizing").
+     * huge=within_size; docs/operations.md "Huge pages for the published
+     * filters").
      */
     uint64_t resident_bytes;
     uint64_t huge_bytes;
