@@ -123,6 +123,8 @@ bench_cleanup() {
     fi
     bg_stop_all
     bg_pg_stop
+    # Lazily: a reader (nginx) still stopping must not keep the mount.
+    [ -z "${BENCH_PUBDIR_MOUNTED:-}" ] || umount -l "$BENCH_PUBDIR"
     [ -z "${BENCH_PUBDIR:-}" ] || rm -rf "$BENCH_PUBDIR"
     if [ -n "${BG_BENCH_KEEP:-}" ]; then bg_log "kept $work"; else rm -rf "$work"; fi
 }
@@ -133,10 +135,22 @@ bench_cleanup() {
 # On a tmpfs (/dev/shm) where there is one, as the shipped /run/bloomguard
 # is: the published files are the filters' memory, and in /tmp on a disk
 # (this VM's) every insert dirties pages the kernel then writes back.
+# As root, a tmpfs of its own mounted huge=within_size, as the shipped
+# run-bloomguard.mount does for /run/bloomguard (docs/operations.md
+# "Huge pages for the published filters"): each 2 MiB of a filter's layers one huge page, where /run and
+# /dev/shm (huge=never) give 4 KiB pages and a TLB miss per lookup
+# (issue 39).  BENCH_PUBDIR_PAGES says which ("huge=within_size" or
+# "4 KiB": not root, or the mount refused); BENCH_HUGE=no keeps 4 KiB.
 bench_pubdir() {
     local parent=/tmp
     [ "$(stat -f -c %T /dev/shm 2>/dev/null)" = tmpfs ] && [ -w /dev/shm ] && parent=/dev/shm
     BENCH_PUBDIR=$(mktemp -d "$parent/bloomguard-publish.XXXXXX") || bg_die "mktemp failed"
+    BENCH_PUBDIR_PAGES="4 KiB"
+    if [ "$(id -u)" = 0 ] && [ "${BENCH_HUGE:-yes}" != no ] \
+        && mount -t tmpfs -o huge=within_size,mode=0755,nosuid,nodev bloomguard-bench "$BENCH_PUBDIR"; then
+        BENCH_PUBDIR_MOUNTED=1
+        BENCH_PUBDIR_PAGES=huge=within_size
+    fi
     chmod 755 "$BENCH_PUBDIR"
 }
 
