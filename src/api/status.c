@@ -74,9 +74,7 @@ bool status_take(struct app *a, struct status *st, bool full)
             table_posts(t, &f->pending);
             f->posts_durable = table_durable(t);
             table_adaptive_info(t, &f->adaptive);
-            f->published = a->publishers != NULL && a->publishers[i] != NULL;
-            if (f->published)
-                publish_status(a->publishers[i], &f->pub);
+            f->published = publish_status(a->publishers ? a->publishers[i] : NULL, &f->pub);
         } else {
             f->ready = table_ready(t);
         }
@@ -456,26 +454,6 @@ static void adaptive_section(struct doc *d, json_t *o, const struct table_adapti
  * table (so a one-table daemon's /stats reads as it always did), and under
  * "filters"."NAME" for each table (table_sections).
  */
-/*
- * The published file (null when the table is not published): whether the
- * filter readers and the daemon look keys up in sits in huge pages.
- */
-static void published_section(struct doc *d, json_t *o, const char *key,
-                              const struct status_filter *f)
-{
-    if (!f->published) {
-        put(d, o, key, json_null());
-        return;
-    }
-    json_t *p = put_object(d, o, key);
-    put_str(d, p, "path", f->pub.path);
-    put_u64(d, p, "generation", f->pub.generation);
-    put_u64(d, p, "generations", f->pub.generations);
-    put_u64(d, p, "withdrawn", f->pub.withdrawn);
-    put_u64(d, p, "resident_bytes", f->pub.resident_bytes);
-    put_u64(d, p, "huge_bytes", f->pub.huge_bytes);
-}
-
 static void load_sections(struct doc *d, json_t *o, const struct status *st,
                           const struct status_filter *f)
 {
@@ -494,7 +472,7 @@ static void load_sections(struct doc *d, json_t *o, const struct status *st,
     if (strcmp(f->table.method, "upstream") == 0)
         replication_section(d, put_object(d, o, "replication"), f);
     adaptive_section(d, put_object(d, o, "adaptive"), &f->adaptive);
-    published_section(d, o, "published", f);
+    put(d, o, "published", status_published_json(f));
 }
 
 static void table_sections(struct doc *d, json_t *o, const struct status *st,

@@ -85,6 +85,13 @@ struct status {
 bool status_take(struct app *a, struct status *st, bool full);
 void status_release(struct status *st);
 
+/*
+ * A table's "published" in /stats (status_published.c): its file's path,
+ * generation and bytes resident and in huge pages; JSON null when it is
+ * not published, NULL when memory ran out.  The caller owns it.
+ */
+struct json_t *status_published_json(const struct status_filter *f);
+
 /* The route handlers: GET /stats, GET /readyz, GET /healthz (/metrics is metrics.h's). */
 struct reply status_stats(struct app *a, const struct api_request *rq);
 struct reply status_readyz(struct app *a, const struct api_request *rq);

@@ -559,12 +559,15 @@ static void mapped_pages(const char *path, uint64_t *resident, uint64_t *huge)
     fclose(f);
 }
 
-void publish_status(struct publish *p, struct publish_status *out)
+bool publish_status(struct publish *p, struct publish_status *out)
 {
     memset(out, 0, sizeof *out);
+    if (p == NULL)
+        return false;
     snprintf(out->path, sizeof out->path, "%s", p->path);
     out->generation = atomic_load(&p->cur_generation);
     out->generations = atomic_load(&p->generations);
     out->withdrawn = atomic_load(&p->withdrawn);
     mapped_pages(p->path, &out->resident_bytes, &out->huge_bytes);
+    return true;
 }

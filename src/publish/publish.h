@@ -156,9 +156,10 @@ struct publish_status {
     uint64_t huge_bytes;
 };
 /*
- * What p published; thread-safe.  Reads /proc/self/smaps (every mapping
- * of the process): for /stats and /metrics, not for a hot path.
+ * What p published; thread-safe; false (and *out zeros) when p is NULL:
+ * nothing published.  Reads /proc/self/smaps (every mapping of the
+ * process): for /stats and /metrics, not for a hot path.
  */
-void publish_status(struct publish *p, struct publish_status *out);
+bool publish_status(struct publish *p, struct publish_status *out);
 
 #endif
