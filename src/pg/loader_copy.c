@@ -308,6 +308,7 @@ static bool copy_pass(PGconn *conn, const char *sql, struct table_load *l,
         batch[nb++] = h;
         if (nb == sizeof batch / sizeof batch[0]) {
             filter_add_hashes_exclusive(f, batch, nb);
+            table_load_added(l, batch, nb);
             nb = 0;
             *over = resize && (filter_layers(f) > 1 || filter_saturated(f));
         }
@@ -318,6 +319,7 @@ static bool copy_pass(PGconn *conn, const char *sql, struct table_load *l,
     }
     if (!*over)
         filter_add_hashes_exclusive(f, batch, nb);
+    table_load_added(l, batch, nb);
     *over = resize && (filter_layers(f) > 1 || filter_saturated(f));
     free(keybuf);
     r = PQgetResult(conn);

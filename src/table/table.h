@@ -446,6 +446,13 @@ struct filter *table_load_resize(struct table_load *l, uint64_t rows, uint64_t *
  * holds it now).  Called for each row by the copy's row callback.
  */
 void table_load_seen(struct table_load *l, const char *id, size_t len, uint64_t h);
+/*
+ * The COPY's rows hs[0, n) went, or are going, into the filter: whatever
+ * was verified absent of their IDs is over (table_adapt.h, step 3).  In
+ * batches, from the load's one thread, for every row read (once is
+ * enough; again is harmless), before table_load_commit.
+ */
+void table_load_added(struct table_load *l, const uint64_t *hs, size_t n);
 
 /*
  * The COPY (which started after start, in epoch) is done: the journal is
