@@ -95,7 +95,7 @@ static inline bool has_backslash(const char *s, size_t n)
  * True when it is SQL NULL: COPY's text format spells NULL as a bare \N,
  * which no value can be (a value's backslash comes doubled).
  */
-static bool copy_row_text(char *buf, int n, size_t *len)
+__attribute__((always_inline)) static inline bool copy_row_text(char *buf, int n, size_t *len)
 {
     /* Text format: one row per message, ending in '\n'. */
     size_t l = (size_t)n;
@@ -294,6 +294,8 @@ static bool copy_pass(PGconn *conn, const char *sql, struct table_load *l,
 
     /* Hashes wait in a small batch so the filter can prefetch their blocks. */
     uint64_t batch[256];
+    /* Rows to the next progress call: a countdown, not a division a row. */
+    uint64_t to_progress = LOADER_PROGRESS_ROWS;
     size_t nb = 0, keycap = 0;
     char *keybuf = NULL;
     for (;;) {
@@ -350,8 +352,11 @@ static bool copy_pass(PGconn *conn, const char *sql, struct table_load *l,
         }
         table_load_seen(l, key, klen, h);
         PQfreemem(buf);
-        if (*rows % LOADER_PROGRESS_ROWS == 0 && o->progress)
-            o->progress(o->progress_arg, *rows);
+        if (--to_progress == 0) {
+            to_progress = LOADER_PROGRESS_ROWS;
+            if (o->progress)
+                o->progress(o->progress_arg, *rows);
+        }
     }
     if (!*over)
         filter_add_hashes_exclusive(f, batch, nb);
