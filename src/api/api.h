@@ -73,6 +73,13 @@ typedef struct reply api_handler(struct app *a, const struct api_request *rq);
 typedef unsigned api_fast_handler(struct app *a, const char *rest, size_t rest_len, char *out,
                                   size_t cap, size_t *len);
 
+/*
+ * A fast form's hint, before its call for the same rest: the memory the
+ * answer will read asked for now (a prefetch), nothing answered or
+ * counted; whatever rest holds, at worst it does nothing.
+ */
+typedef void api_fast_prefetch(struct app *a, const char *rest, size_t rest_len);
+
 /* Responses that never change, queued again and again (a->prebuilt). */
 struct api_static {
     struct MHD_Response *healthz;

@@ -200,6 +200,18 @@ unsigned ids_exists_fast(struct app *a, const char *rest, size_t rest_len, char 
     return ans == TABLE_ABSENT ? MHD_HTTP_NOT_FOUND : MHD_HTTP_OK;
 }
 
+void ids_exists_prefetch(struct app *a, const char *rest, size_t rest_len)
+{
+    /*
+     * The usual request only (/exists/ID, a plain ID: its own key bytes);
+     * a named filter's or an encoded ID is looked up unhinted, rather than
+     * paying here for a table name's check or a decoding twice.
+     */
+    if (rest_len > 0 && rest_len <= a->cfg->max_id_bytes && rest_len <= CONFIG_MAX_ID_BYTES
+        && memchr(rest, '/', rest_len) == NULL && id_plain(rest, rest_len))
+        table_prefetch(a->tables[0], rest, rest_len);
+}
+
 /* What a batch endpoint does with the valid IDs l for table t; batch_serve frees l after. */
 typedef struct reply batch_fn(struct app *a, const struct api_request *rq, struct table *t,
                               const struct idlist *l);

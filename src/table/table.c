@@ -320,6 +320,20 @@ enum table_answer table_lookup(struct table *t, const void *id, size_t len)
     return a;
 }
 
+void table_prefetch(struct table *t, const void *id, size_t len)
+{
+    const struct filter *f;
+    struct rcu_read r = guard_read_enter(t->g, &f);
+    if (f != NULL) {
+        struct answer_query q;
+        answer_query_begin(&q, table_spell(t), id, len);
+        if (q.verdict == SPELL_KEY)
+            filter_prefetch_hash(f, q.hash);
+        answer_query_end(&q);
+    }
+    guard_read_exit(r);
+}
+
 bool table_lookup_many(struct table *t, size_t n, const char *const *ids, const size_t *lens,
                        enum table_answer *out)
 {

@@ -157,6 +157,13 @@ enum table_answer {
 enum table_answer table_lookup(struct table *t, const void *id, size_t len);
 
 /*
+ * A hint before table_lookup(t, id, len): the filter's blocks for the ID
+ * asked of the memory system (filter_prefetch_hash), nothing answered or
+ * counted.  Lock-free, from any thread.
+ */
+void table_prefetch(struct table *t, const void *id, size_t len);
+
+/*
  * Many IDs under one read section and one horizon: out[i] for ids[i], each
  * what table_lookup would answer (whether the horizon is stale is judged
  * once for the batch).  False when not ready (out untouched).
