@@ -422,35 +422,36 @@ static bool serve_owned(struct fast_thread *ft, struct request *rq)
 }
 
 /*
- * The hint of the route a head read ahead asks for (n bytes at b), if it
- * has one: its request line is all a hint needs, and a wrong guess costs
- * a useless prefetch, so nothing here is checked as http_wire_head does.
+ * The route a head read ahead asks for (n bytes at b) if it has a hint,
+ * and at *rest, *rest_len what follows its path: its request line is all
+ * a hint needs, and a wrong guess costs a useless prefetch, so nothing
+ * here is checked as http_wire_head does.
  */
-static void hint(struct fast_thread *ft, const char *b, size_t n)
+static const struct route *hinted(struct fast_thread *ft, const char *b, size_t n, const char **rest,
+                                  size_t *rest_len)
 {
     if (n < 6 || memcmp(b, "GET /", 5) != 0)
-        return;
+        return NULL;
     const char *sp = memchr(b + 4, ' ', n - 4);
     if (sp == NULL)
-        return;
+        return NULL;
     size_t tlen = (size_t)(sp - (b + 4)), rest_off;
     unsigned allowed;
     memcpy(ft->path, b + 4, tlen);      /* tlen < n <= WIRE_HEAD_MAX */
     ft->path[tlen] = '\0';
     const struct route *r = routes_find(ft->path, ROUTE_GET, &rest_off, &allowed);
-    if (r != NULL && r->prefetch != NULL && (r->methods & ROUTE_GET) && rest_off <= tlen)
-        r->prefetch(fast_app(ft), ft->path + rest_off, tlen - rest_off);
+    if (r == NULL || r->prefetch == NULL || !(r->methods & ROUTE_GET) || rest_off > tlen)
+        return NULL;
+    *rest = b + 4 + rest_off;
+    *rest_len = tlen - rest_off;
+    return r;
 }
 
 /*
  * The first pass of a wake, event i: an owned connection with nothing
  * waiting (no answer unsent, no part of a head, only readable) is read
- * now, as serve_owned would read it, and the filter's blocks for its
- * request asked for (hint); the second pass answers it (serve_ahead).
- * A lookup's cache and TLB misses on the filter were most of its time
- * (perf: 95% of contains_avx2's samples on the block's load): read ahead,
- * they overlap the other connections' reads and answers.  Anything else
- * waits for serve, in the second pass.
+ * now, as serve_owned would read it; the second pass answers it
+ * (serve_ahead).  Anything else waits for serve, in the second pass.
  */
 static void read_ahead(struct fast_thread *ft, int i, const struct epoll_event *ev)
 {
@@ -463,15 +464,40 @@ static void read_ahead(struct fast_thread *ft, int i, const struct epoll_event *
         || sizeof ft->ahead - ft->ahead_used < WIRE_HEAD_MAX
         || atomic_load_explicit(&rq->deadline, memory_order_acquire) == DEADLINE_HIT)
         return;
-    char *b = ft->ahead + ft->ahead_used;
-    ssize_t got = http_wire_recv(rq->fd, b, WIRE_HEAD_MAX, 0);
+    ssize_t got = http_wire_recv(rq->fd, ft->ahead + ft->ahead_used, WIRE_HEAD_MAX, 0);
     ft->ahead_at[i] = ft->ahead_used;
     ft->ahead_got[i] = got;
     ft->ahead_err[i] = got < 0 ? errno : 0;
-    if (got > 0) {
+    if (got > 0)
         ft->ahead_used += (size_t)got;
-        hint(ft, b, (size_t)got);
+}
+
+/*
+ * Between the passes: the hints of the heads read ahead (of the first
+ * route with one that they ask for), given together.  A lookup's cache
+ * and TLB misses on the filter were most of its time (perf: 95% of
+ * contains_avx2's samples on the block's load); asked for together, the
+ * blocks' page walks and misses overlap one another, before the answers.
+ */
+static void hint_ahead(struct fast_thread *ft, int n)
+{
+    const char *rest[FAST_EVENTS];
+    size_t rest_len[FAST_EVENTS], m = 0;
+    const struct route *first = NULL;
+    for (int i = 0; i < n; i++) {
+        const char *rs;
+        size_t rl;
+        const struct route *r;
+        if (ft->ahead_got[i] > 0
+            && (r = hinted(ft, ft->ahead + ft->ahead_at[i], (size_t)ft->ahead_got[i], &rs, &rl)) != NULL
+            && (first == NULL || r == first)) {
+            first = r;
+            rest[m] = rs;
+            rest_len[m++] = rl;
+        }
     }
+    if (m > 0)
+        first->prefetch(fast_app(ft), m, rest, rest_len);
 }
 
 /* The second pass of an event read ahead: as serve, with the read done. */
@@ -535,6 +561,8 @@ static void *fast_main(void *arg)
             else
                 ft->ahead_got[i] = AHEAD_NONE;
         }
+        if (n > 1)
+            hint_ahead(ft, n);
         for (int i = 0; i < n; i++) {
             void *p = evs[i].data.ptr;
             if (ft->ahead_got[i] != AHEAD_NONE) {
