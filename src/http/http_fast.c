@@ -40,7 +40,8 @@
 #define ACCEPT_PAUSE_MS 100     /* after EMFILE: the listen socket stays readable */
 #define FAST_EVENTS 64          /* epoll events per wake */
 #define FAST_AHEAD_MAX 65536    /* a wake's bytes read ahead (at least one head's room per read) */
-#define AHEAD_NONE (-2)         /* an event not read ahead (recv gives -1 at worst) */
+#define AHEAD_NONE (-2)
+#define AHEAD_GROUP 8           /* events read ahead together, then answered */         /* an event not read ahead (recv gives -1 at worst) */
 
 struct fast_thread {
     struct http *h;
@@ -486,12 +487,12 @@ static void read_ahead(struct fast_thread *ft, int i, const struct epoll_event *
  * contains_avx2's samples on the block's load); asked for together, the
  * blocks' page walks and misses overlap one another, before the answers.
  */
-static void hint_ahead(struct fast_thread *ft, int n)
+static void hint_ahead(struct fast_thread *ft, int from, int to)
 {
     const char *rest[FAST_EVENTS];
     size_t rest_len[FAST_EVENTS], m = 0;
     const struct route *first = NULL;
-    for (int i = 0; i < n; i++) {
+    for (int i = from; i < to; i++) {
         const char *rs;
         size_t rl;
         const struct route *r;
@@ -562,32 +563,39 @@ static void *fast_main(void *arg)
         }
         if (n > 0)
             ft->wake_ns = (uint64_t)monoclock_ns();
-        /* Two passes (read_ahead): with one event, there is nothing to overlap. */
-        ft->ahead_used = 0;
-        for (int i = 0; i < n; i++) {
+        /*
+         * Two passes (read_ahead) over groups of AHEAD_GROUP events: with
+         * one event, there is nothing to overlap; the whole wake at once
+         * held every answer back behind every read.
+         */
+        for (int g = 0; g < n; g += AHEAD_GROUP) {
+            int end = n - g > AHEAD_GROUP ? g + AHEAD_GROUP : n;
+            ft->ahead_used = 0;
+            for (int i = g; i < end; i++) {
+                if (n > 1)
+                    read_ahead(ft, i, &evs[i]);
+                else
+                    ft->ahead_got[i] = AHEAD_NONE;
+            }
             if (n > 1)
-                read_ahead(ft, i, &evs[i]);
-            else
-                ft->ahead_got[i] = AHEAD_NONE;
-        }
-        if (n > 1)
-            hint_ahead(ft, n);
-        for (int i = 0; i < n; i++) {
-            void *p = evs[i].data.ptr;
-            if (ft->ahead_got[i] != AHEAD_NONE) {
-                serve_ahead(ft, p, i);
-                continue;
+                hint_ahead(ft, g, end);
+            for (int i = g; i < end; i++) {
+                void *p = evs[i].data.ptr;
+                if (ft->ahead_got[i] != AHEAD_NONE) {
+                    serve_ahead(ft, p, i);
+                    continue;
+                }
+                if (p == &stop_mark) {
+                    fast_settle(ft);
+                    return NULL;
+                }
+                if (p == &listen_mark)
+                    accept_some(ft);
+                else if (http_relay_tagged(p))
+                    http_relay_event(ft->ep, &ft->relays, p, evs[i].events);
+                else
+                    serve(ft, p, evs[i].events);
             }
-            if (p == &stop_mark) {
-                fast_settle(ft);
-                return NULL;
-            }
-            if (p == &listen_mark)
-                accept_some(ft);
-            else if (http_relay_tagged(p))
-                http_relay_event(ft->ep, &ft->relays, p, evs[i].events);
-            else
-                serve(ft, p, evs[i].events);
         }
         fast_settle(ft);
         if (ft->accept_paused && (uint64_t)monoclock_coarse_ns() >= ft->resume_at) {
