@@ -271,7 +271,8 @@ void filter_lookup_choose(struct filter *f, bool simd)
 {
     bool avx2 = false;
 #if defined(__x86_64__)
-    avx2 = simd && __builtin_cpu_supports("avx2") && __builtin_cpu_supports("bmi2");
+    avx2 = simd && __builtin_cpu_supports("avx2") && __builtin_cpu_supports("bmi2")
+           && __builtin_cpu_supports("popcnt");     /* add_run_avx2 counts bits by it */
 #else
     (void)simd;
 #endif

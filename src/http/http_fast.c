@@ -39,9 +39,9 @@
 #define ACCEPT_BURST 64
 #define ACCEPT_PAUSE_MS 100     /* after EMFILE: the listen socket stays readable */
 #define FAST_EVENTS 64          /* epoll events per wake */
-#define FAST_AHEAD_MAX 65536    /* a wake's bytes read ahead (at least one head's room per read) */
-#define AHEAD_NONE (-2)
-#define AHEAD_GROUP 8           /* events read ahead together, then answered */         /* an event not read ahead (recv gives -1 at worst) */
+#define AHEAD_GROUP 8           /* events read ahead together, then answered */
+#define FAST_AHEAD_MAX 65536    /* a group's bytes read ahead (a head's room for each of its reads) */
+#define AHEAD_NONE (-2)         /* an event not read ahead (recv gives -1 at worst) */
 
 struct fast_thread {
     struct http *h;
