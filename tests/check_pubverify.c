@@ -75,6 +75,7 @@ static void load(struct table *t)
         uint64_t h = filter_hash(k, (size_t)n);
         filter_add_hash(table_load_filter(l), h);
         table_load_seen(l, k, (size_t)n, h);
+        table_load_added(l, &h, 1);
     }
     ck_assert(table_load_commit(l, epoch, monoclock_boot_ns(), ""));
 }

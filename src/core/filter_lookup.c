@@ -271,7 +271,8 @@ void filter_lookup_choose(struct filter *f, bool simd)
 {
     bool avx2 = false;
 #if defined(__x86_64__)
-    avx2 = simd && __builtin_cpu_supports("avx2") && __builtin_cpu_supports("bmi2");
+    avx2 = simd && __builtin_cpu_supports("avx2") && __builtin_cpu_supports("bmi2")
+           && __builtin_cpu_supports("popcnt");     /* add_run_avx2 counts bits by it */
 #else
     (void)simd;
 #endif
@@ -364,6 +365,111 @@ void filter_add_hash(struct filter *f, uint64_t h)
 /* How far ahead the bulk insert prefetches blocks. */
 #define PREFETCH_AHEAD 8
 
+/*
+ * The run of hs[i, n) that layer l (the newest of nl) takes in a bulk
+ * insert: returns where it stopped (n, or the first key that needs a new
+ * bit of l once bits_set + *added reaches grow_at), its new bits added to
+ * *added and its keys that set any to *fresh.  Plain loads and stores
+ * (relaxed atomics compile to movs): no other writer exists by contract,
+ * and readers see each word whole.
+ */
+static size_t add_run_scalar(struct filter *f, struct layer *l, unsigned nl, const uint64_t *hs,
+                             size_t i, size_t n, uint64_t set, uint64_t grow_at, uint64_t *added,
+                             uint64_t *fresh)
+{
+    /* Where filter_add_hash would find it full: the same layers, key for key. */
+    for (; i < n; i++) {
+        if (i + PREFETCH_AHEAD < n)
+            __builtin_prefetch((const void *)block_of(l, hs[i + PREFETCH_AHEAD]), 1, 3);
+        if (nl > 1 && contains_in(f, nl - 1, hs[i]))
+            continue;
+        uint64_t mask[WORDS_PER_BLOCK];
+        probe_mask(l, hs[i], mask);
+        _Atomic uint64_t *b = block_of(l, hs[i]);
+        if (set + *added >= grow_at) {
+            if (block_holds(b, mask))
+                continue;       /* full, but held: no bit to set, no growth */
+            break;              /* full: this key goes to the next layer */
+        }
+        uint64_t key_added = 0;
+        for (unsigned w = 0; w < WORDS_PER_BLOCK; w++) {
+            uint64_t old = atomic_load_explicit(&b[w], memory_order_relaxed);
+            key_added += bits_in(mask[w] & ~old);
+            atomic_store_explicit(&b[w], old | mask[w], memory_order_relaxed);
+        }
+        *added += key_added;
+        *fresh += key_added != 0;
+    }
+    return i;
+}
+
+#if defined(__x86_64__)
+/*
+ * add_run_scalar in AVX2 (issue 39: the scalar run was a third of a
+ * load's instructions, 248 a key, its eight words one by one): the masks
+ * by per-lane shifts as the lookup draws them (probe_mask's bits, word for
+ * word), the block read and written as two aligned 256-bit halves (each
+ * 64-bit word whole, as the lookups read them), and the new bits counted
+ * from lane compares: a word takes at most two, so bits_in's two tests
+ * per word are two compares per half, counted by their movemasks.
+ */
+__attribute__((target("avx2,bmi2,popcnt")))
+static size_t add_run_avx2(struct filter *f, struct layer *l, unsigned nl, const uint64_t *hs,
+                           size_t i, size_t n, uint64_t set, uint64_t grow_at, uint64_t *added,
+                           uint64_t *fresh)
+{
+    const __m256i sh_lo = _mm256_setr_epi64x(0, 6, 12, 18);
+    const __m256i sh_hi = _mm256_setr_epi64x(24, 30, 36, 42);
+    const __m256i zero = _mm256_setzero_si256(), one = _mm256_set1_epi64x(1);
+    const __m256i first_lo = _mm256_loadu_si256((const __m256i *)(const void *)&l->first[0]);
+    const __m256i first_hi = _mm256_loadu_si256((const __m256i *)(const void *)&l->first[4]);
+    const __m256i second_lo = _mm256_loadu_si256((const __m256i *)(const void *)&l->second[0]);
+    const __m256i second_hi = _mm256_loadu_si256((const __m256i *)(const void *)&l->second[4]);
+    bool wide = l->probes > WORDS_PER_BLOCK;
+    uint64_t add = *added, keys = *fresh;
+    for (; i < n; i++) {
+        uint64_t h = hs[i];
+        if (i + PREFETCH_AHEAD < n)
+            __builtin_prefetch((const void *)(l->words + block_index_bmi2(hs[i + PREFETCH_AHEAD], l->blocks)
+                                              * WORDS_PER_BLOCK), 1, 3);
+        if (nl > 1 && contains_in(f, nl - 1, h))
+            continue;
+        uint64_t d1 = mix64(h);
+        __m256i lo = _mm256_and_si256(bit_masks(d1, sh_lo), first_lo);
+        __m256i hi = _mm256_and_si256(bit_masks(d1, sh_hi), first_hi);
+        if (__builtin_expect(wide, 0)) {    /* p below ~0.1%: a second bit per word */
+            uint64_t d2 = mix64(h ^ UINT64_C(0x9e3779b97f4a7c15));
+            lo = _mm256_or_si256(lo, _mm256_and_si256(bit_masks(d2, sh_lo), second_lo));
+            hi = _mm256_or_si256(hi, _mm256_and_si256(bit_masks(d2, sh_hi), second_hi));
+        }
+        __m256i *b = (__m256i *)(void *)(l->words + block_index_bmi2(h, l->blocks) * WORDS_PER_BLOCK);
+        __m256i old_lo = _mm256_load_si256(&b[0]), old_hi = _mm256_load_si256(&b[1]);
+        /* andnot(block, mask) = mask & ~block: the bits this key sets. */
+        __m256i new_lo = _mm256_andnot_si256(old_lo, lo), new_hi = _mm256_andnot_si256(old_hi, hi);
+        if (set + add >= grow_at) {
+            if (_mm256_testz_si256(_mm256_or_si256(new_lo, new_hi), _mm256_or_si256(new_lo, new_hi)))
+                continue;       /* full, but held: no bit to set, no growth */
+            break;              /* full: this key goes to the next layer */
+        }
+        _mm256_store_si256(&b[0], _mm256_or_si256(old_lo, lo));
+        _mm256_store_si256(&b[1], _mm256_or_si256(old_hi, hi));
+        /* Lanes with no new bit, and lanes with at most one (x & (x - 1) == 0). */
+        unsigned none = (unsigned)_mm256_movemask_pd(_mm256_castsi256_pd(_mm256_cmpeq_epi64(new_lo, zero)))
+                        | (unsigned)_mm256_movemask_pd(_mm256_castsi256_pd(_mm256_cmpeq_epi64(new_hi, zero))) << 4;
+        unsigned single = (unsigned)_mm256_movemask_pd(_mm256_castsi256_pd(_mm256_cmpeq_epi64(
+                              _mm256_and_si256(new_lo, _mm256_sub_epi64(new_lo, one)), zero)))
+                          | (unsigned)_mm256_movemask_pd(_mm256_castsi256_pd(_mm256_cmpeq_epi64(
+                              _mm256_and_si256(new_hi, _mm256_sub_epi64(new_hi, one)), zero))) << 4;
+        uint64_t key_added = (uint64_t)(16 - __builtin_popcount(none) - __builtin_popcount(single));
+        add += key_added;
+        keys += none != 0xff;
+    }
+    *added = add;
+    *fresh = keys;
+    return i;
+}
+#endif
+
 void filter_add_hashes_exclusive(struct filter *f, const uint64_t *hs, size_t n)
 {
     size_t i = 0;
@@ -375,33 +481,12 @@ void filter_add_hashes_exclusive(struct filter *f, const uint64_t *hs, size_t n)
         uint64_t grow_at = nl < f->growth.max_layers
                            ? atomic_load_explicit(&l->grow_at, memory_order_relaxed) : UINT64_MAX;
         uint64_t added = 0, fresh = 0;
-        /* Where filter_add_hash would find it full: the same layers, key for key. */
-        for (; i < n; i++) {
-            if (i + PREFETCH_AHEAD < n)
-                __builtin_prefetch((const void *)block_of(l, hs[i + PREFETCH_AHEAD]), 1, 3);
-            if (nl > 1 && contains_in(f, nl - 1, hs[i]))
-                continue;
-            uint64_t mask[WORDS_PER_BLOCK];
-            probe_mask(l, hs[i], mask);
-            _Atomic uint64_t *b = block_of(l, hs[i]);
-            if (set + added >= grow_at) {
-                if (block_holds(b, mask))
-                    continue;       /* full, but held: no bit to set, no growth */
-                break;              /* full: this key goes to the next layer */
-            }
-            /*
-             * Plain loads and stores (relaxed atomics compile to movs): no other
-             * writer exists by contract, and readers see each word whole.
-             */
-            uint64_t key_added = 0;
-            for (unsigned w = 0; w < WORDS_PER_BLOCK; w++) {
-                uint64_t old = atomic_load_explicit(&b[w], memory_order_relaxed);
-                key_added += bits_in(mask[w] & ~old);
-                atomic_store_explicit(&b[w], old | mask[w], memory_order_relaxed);
-            }
-            added += key_added;
-            fresh += key_added != 0;
-        }
+#if defined(__x86_64__)
+        if (f->lookup == LOOKUP_BLOCKED_AVX2)
+            i = add_run_avx2(f, l, nl, hs, i, n, set, grow_at, &added, &fresh);
+        else
+#endif
+            i = add_run_scalar(f, l, nl, hs, i, n, set, grow_at, &added, &fresh);
         atomic_fetch_add_explicit(&l->bits_set, added, memory_order_relaxed);
         atomic_fetch_add_explicit(&l->items, fresh, memory_order_relaxed);
         /*
@@ -417,6 +502,14 @@ void filter_add_hashes_exclusive(struct filter *f, const uint64_t *hs, size_t n)
 void filter_add(struct filter *f, const void *key, size_t len)
 {
     filter_add_hash(f, filter_hash(key, len));
+}
+
+void filter_prefetch_hash(const struct filter *f, uint64_t h)
+{
+    unsigned n = atomic_load_explicit(&((struct filter *)f)->nlayers, memory_order_acquire);
+    for (unsigned i = n; i-- > 0;)
+        __builtin_prefetch((const void *)(f->slot[i].words + filter_block_index(h, f->slot[i].blocks)
+                                          * WORDS_PER_BLOCK), 0, 3);
 }
 
 bool filter_contains(const struct filter *f, const void *key, size_t len)

@@ -3,7 +3,8 @@
  * table_adapt.h's argument; this file keeps the orders the argument
  * needs: every add counts its bucket before it kills, and a
  * verification stages its entry, reads its bucket's count, and only then
- * activates, all with sequentially consistent operations.
+ * activates, all with sequentially consistent operations (a load's rows
+ * are counted apart, a fence for many: adapt_added_bulk).
  */
 #include "adapt.h"
 
@@ -37,6 +38,9 @@ struct adapt {
     size_t set_bytes;
     uint32_t max_entries;
     _Atomic uint64_t adds[ADAPT_ADD_BUCKETS];
+    /* A load's adds (adapt_added_bulk): written under bulk only, so by plain increments. */
+    _Atomic uint64_t bulk_adds[ADAPT_ADD_BUCKETS];
+    pthread_mutex_t bulk;
     _Atomic uint64_t generation;    /* adapt_reset's count */
     pthread_mutex_t writer;         /* stages, activations, clears, prunes */
     pthread_mutex_t qmu;            /* the queue: a try-lock on the hot path */
@@ -61,9 +65,24 @@ static uint32_t now_ms(void)
     return (uint32_t)((uint64_t)ts.tv_sec * 1000u + (uint64_t)ts.tv_nsec / 1000000u);
 }
 
+static inline unsigned bucket_of(uint64_t h)
+{
+    return (unsigned)(h >> 24) & (ADAPT_ADD_BUCKETS - 1);
+}
+
 static inline _Atomic uint64_t *adds_of(struct adapt *a, uint64_t h)
 {
-    return &a->adds[(h >> 24) & (ADAPT_ADD_BUCKETS - 1)];
+    return &a->adds[bucket_of(h)];
+}
+
+/*
+ * h's bucket's adds of both kinds, each read seq_cst.  Both counts only
+ * grow, so two reads' sums are equal only if neither count moved between
+ * its two reads: the sum serves as the ticket a single count did.
+ */
+static inline uint64_t ticket_of(struct adapt *a, uint64_t h)
+{
+    return atomic_load(adds_of(a, h)) + atomic_load(&a->bulk_adds[bucket_of(h)]);
 }
 
 struct adapt *adapt_new(uint32_t max_entries, uint32_t min_hits, uint32_t window_ms)
@@ -91,9 +110,12 @@ struct adapt *adapt_new(uint32_t max_entries, uint32_t min_hits, uint32_t window
         return NULL;
     }
     a->set = vset_make(a->own, bytes, max_entries);
-    for (unsigned i = 0; i < ADAPT_ADD_BUCKETS; i++)
+    for (unsigned i = 0; i < ADAPT_ADD_BUCKETS; i++) {
         atomic_init(&a->adds[i], 0);
+        atomic_init(&a->bulk_adds[i], 0);
+    }
     pthread_mutex_init(&a->writer, NULL);
+    pthread_mutex_init(&a->bulk, NULL);
     pthread_mutex_init(&a->qmu, NULL);
     return a;
 }
@@ -108,6 +130,7 @@ void adapt_free(struct adapt *a)
     free(a->log);
     pthread_mutex_destroy(&a->writer);
     pthread_mutex_destroy(&a->qmu);
+    pthread_mutex_destroy(&a->bulk);
     free(a);
 }
 
@@ -249,6 +272,59 @@ void adapt_added(struct adapt *a, uint64_t h)
         atomic_fetch_add_explicit(&a->invalidations, killed, memory_order_relaxed);
 }
 
+/*
+ * Why a load's rows may be counted by plain increments and one fence per
+ * batch (issue 39: a locked add per row was 8% of a load's CPU), and why
+ * no verified-absent entry survives the load of its key's row.  Take a
+ * row X of key k (bucket b) in the batch, and a verification V of k: its
+ * ticket T (seq_cst reads of adds[b], bulk_adds[b]), its stage St (a
+ * seq_cst store, vset.h), its second read R (seq_cst, of both counts),
+ * activation only if R's sum equals T's.  The batch: W, the relaxed store
+ * of bulk_adds[b] + 1 (under bulk: no other writer, so no increment is
+ * lost), then F, a seq_cst fence, then K, the seq_cst loads of the set's
+ * count and of k's slots (vset_kill).  In the single total order S of
+ * seq_cst operations, F comes before or after R's read of bulk_adds[b]:
+ *   - F before it: that read follows a seq_cst fence the store W is
+ *     sequenced before, so it reads W or a later value (C11 7.17.3: a
+ *     load after F in S observes a modification sequenced before F, or a
+ *     later one).  If T read W too, X was read by the COPY before V's
+ *     ticket, so before V's query snapshot: X committed before it, the
+ *     query saw X (table_adapt.h, step 2: "C before S") and answered
+ *     present.  Otherwise R's sum exceeds T's (counts only grow): V
+ *     unstages, nothing is believed.
+ *   - F after it: St, sequenced before R, precedes F in S too, and K's
+ *     loads, sequenced after F, observe St or a later modification of
+ *     what they read (C11 7.17.3: a load after a seq_cst fence observes
+ *     the last seq_cst modification before the fence in S, or a later
+ *     one).  So the count is not 0 (the stage counted itself first) while
+ *     the entry lives, and vset_kill finds it, PENDING or ACTIVE, and
+ *     kills it: an activation after fails, one before is undone.
+ * Either way the entry is dead when the batch returns, which is before
+ * the load commits and its horizon moves (the caller's order, as any add
+ * of step 3).  A set found empty at K skips the kills: an entry staged
+ * after F is in the first case (its R follows its St follows F).
+ */
+void adapt_added_bulk(struct adapt *a, const uint64_t *hs, size_t n)
+{
+    if (n == 0)
+        return;
+    pthread_mutex_lock(&a->bulk);
+    for (size_t i = 0; i < n; i++) {
+        _Atomic uint64_t *c = &a->bulk_adds[bucket_of(hs[i])];
+        atomic_store_explicit(c, atomic_load_explicit(c, memory_order_relaxed) + 1,
+                              memory_order_relaxed);
+    }
+    pthread_mutex_unlock(&a->bulk);
+    atomic_thread_fence(memory_order_seq_cst);
+    if (vset_count(a->set) == 0)
+        return;
+    unsigned killed = 0;
+    for (size_t i = 0; i < n; i++)
+        killed += vset_kill(a->set, hs[i]);
+    if (killed)
+        atomic_fetch_add_explicit(&a->invalidations, killed, memory_order_relaxed);
+}
+
 size_t adapt_take(struct adapt *a, struct adapt_candidate *out, size_t max,
                   bool (*held)(void *arg, uint64_t h), void *arg)
 {
@@ -264,7 +340,7 @@ size_t adapt_take(struct adapt *a, struct adapt_candidate *out, size_t max,
     for (size_t i = 0; i < n; i++) {
         struct adapt_candidate *c = &out[i];
         /* The ticket first: a POST after it counts the bucket; one before it is in the journal. */
-        c->ticket = atomic_load(adds_of(a, c->hash));
+        c->ticket = ticket_of(a, c->hash);
         if (held != NULL && held(arg, c->hash)) {
             hot_settle(a->hot, c->hash, true, now_ms());
             atomic_fetch_add_explicit(&a->posted, 1, memory_order_relaxed);
@@ -313,7 +389,7 @@ static enum adapt_outcome enter(struct adapt *a, const struct adapt_candidate *c
      */
     if (atomic_load(&a->generation) == c->generation
         && vset_stage(a->set, c->hash, c->key, c->klen, &ref, &evicted)) {
-        if (atomic_load(adds_of(a, c->hash)) != c->ticket || atomic_load(&a->generation) != c->generation)
+        if (ticket_of(a, c->hash) != c->ticket || atomic_load(&a->generation) != c->generation)
             vset_unstage(a->set, &ref);
         else if (vset_activate(a->set, &ref)) {
             out = ADAPT_ENTERED;
@@ -372,7 +448,7 @@ enum adapt_outcome adapt_enter(struct adapt *a, uint64_t h, const char *key, siz
     memcpy(c.key, key, klen);
     c.generation = atomic_load(&a->generation);
     /* Step 1 as the verifier takes it: the ticket, then the journal. */
-    c.ticket = atomic_load(adds_of(a, h));
+    c.ticket = ticket_of(a, h);
     if (held != NULL && held(arg, h)) {
         atomic_fetch_add_explicit(&a->posted, 1, memory_order_relaxed);
         return ADAPT_GIVEN_BACK;

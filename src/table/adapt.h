@@ -86,10 +86,21 @@ void adapt_maybe(struct adapt *a, const struct answer_query *q);
  */
 void adapt_added(struct adapt *a, uint64_t h);
 
+/*
+ * A COPY's rows (hashes hs[0, n)), already read, as adapt_added for each
+ * but counted without a locked instruction per key: the count goes up in
+ * the loads' own buckets, which one load at a time writes (a mutex of a's
+ * makes it so), one sequentially consistent fence for the batch, then the
+ * kills (none when the set is empty).  Safe for any thread; meant for a
+ * load's one thread, before the rows' horizon can move.
+ */
+void adapt_added_bulk(struct adapt *a, const uint64_t *hs, size_t n);
+
 /* One candidate as the verifier takes it. */
 struct adapt_candidate {
     uint64_t hash;
-    uint64_t ticket;        /* the add count of its bucket when taken: before its query */
+    uint64_t ticket;        /* the add counts of its bucket when taken (both kinds, summed):
+                               before its query */
     uint64_t generation;    /* adapt_reset's count when queued */
     size_t klen;
     char key[VSET_KEY_MAX];

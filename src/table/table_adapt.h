@@ -25,7 +25,11 @@
  *   3. Adds.  Every add of a key to the table's filters (a followed row, a
  *      POSTed ID, a row a COPY reads) counts its bucket (seq_cst) and then
  *      kills every entry of its hash, before it returns: before the
- *      horizon that covers the row can move, before the POST's 2xx.
+ *      horizon that covers the row can move, before the POST's 2xx.  A
+ *      COPY's rows count in a bucket array of their own, a batch at a
+ *      time, then one seq_cst fence, then the kills (adapt.c,
+ *      adapt_added_bulk, proves it the same); a ticket and step 4's read
+ *      are the sum of both counts.
  *   4. Entry.  An absent answer is staged (PENDING: not believed; a
  *      seq_cst store), the bucket's count is read again (seq_cst), and the
  *      entry is activated only if it still equals the ticket, by a

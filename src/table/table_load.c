@@ -88,8 +88,13 @@ struct filter *table_load_filter(struct table_load *l)
 void table_load_seen(struct table_load *l, const char *id, size_t len, uint64_t h)
 {
     pending_seen(l->t->pending, id, len, h);
-    /* The row exists: whatever was verified of its ID before is over (table_adapt.h, step 3). */
-    table_added(l->t, h);
+}
+
+void table_load_added(struct table_load *l, const uint64_t *hs, size_t n)
+{
+    /* The rows exist: whatever was verified of their IDs before is over (adapt_added_bulk). */
+    if (l->t->ad != NULL)
+        adapt_added_bulk(l->t->ad, hs, n);
 }
 
 /* The keys of the new filter are of spelling sp: entries of another spelling mean nothing. */
