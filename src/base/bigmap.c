@@ -11,6 +11,7 @@
 #include <errno.h>
 #include <stdint.h>
 #include <sys/mman.h>
+#include <unistd.h>
 
 size_t bigmap_span(size_t bytes)
 {
@@ -19,6 +20,17 @@ size_t bigmap_span(size_t bytes)
     size_t up = (bytes + BIGMAP_HUGE - 1) & ~(BIGMAP_HUGE - 1);
     /* The tail's huge page would hold up to 2 MiB of nothing: only where that is little. */
     return up - bytes <= bytes / 16 ? up : bytes;
+}
+
+/*
+ * Where a mapping of bytes at page-aligned mem ends: munmap takes only a
+ * page-aligned start (EINVAL otherwise, leaving the rest of a reservation
+ * mapped for good), and a mapping's length is rounded up to pages.
+ */
+static char *page_end(char *mem, size_t bytes)
+{
+    size_t page = (size_t)sysconf(_SC_PAGESIZE);
+    return mem + (bytes + page - 1) / page * page;
 }
 
 void *bigmap_new(size_t bytes)
@@ -39,7 +51,7 @@ void *bigmap_new(size_t bytes)
     if (head > 0)
         munmap(raw, head);
     if (tail > 0)
-        munmap(mem + span, tail);
+        munmap(page_end(mem, span), tail);
 #ifdef MADV_HUGEPAGE
     (void)madvise(mem, span, MADV_HUGEPAGE);   /* refused where THP is off: 4 KiB pages, as before */
 #endif
@@ -76,7 +88,7 @@ void *bigmap_map_file(int fd, unsigned long long off, size_t bytes, int prot)
     if (head > 0)
         munmap(raw, head);
     if (tail > 0)
-        munmap(mem + bytes, tail);
+        munmap(page_end(mem, bytes), tail);
 #ifdef MADV_HUGEPAGE
     /* Refused where THP is off; a tmpfs mounted huge=within_size needs no advice. */
     (void)madvise(mem, bytes, MADV_HUGEPAGE);

@@ -16,11 +16,13 @@
 #include <sys/mman.h>
 #include <sys/random.h>
 #include <sys/stat.h>
+#include <sys/sysmacros.h>
 #include <unistd.h>
 
 #include "answer.h"
 #include "bigmap.h"
 #include "filter.h"
+#include "monoclock.h"
 #include "pubfmt.h"
 #include "verified.h"
 
@@ -68,7 +70,17 @@ struct publish {
     uint64_t lost_gen;          /* publish_check asked a rebuild for it (0: none) */
     struct verified *vf;        /* the verified-absent set's file; NULL: not published */
     _Atomic uint64_t cur_generation, generations, withdrawn;
+    /*
+     * publish_status's page figures for generation pages_gen, read from
+     * /proc/self/smaps at pages_ns (a read walks every mapping of the
+     * process: tens of ms at 1 GiB in 4 KiB pages), so at most once per
+     * PAGES_EVERY_NS and generation, however often /stats and /metrics ask.
+     */
+    pthread_mutex_t pages_mu;
+    uint64_t pages_gen, pages_ns, pages_resident, pages_huge;
 };
+
+#define PAGES_EVERY_NS (10 * UINT64_C(1000000000))
 
 static uint64_t round_up(uint64_t x, uint64_t to)
 {
@@ -432,6 +444,7 @@ struct publish *publish_new(const struct config *cfg, const struct filter_config
     p->mode = cfg->publish_mode;
     p->gid = gid;
     pthread_mutex_init(&p->mu, NULL);
+    pthread_mutex_init(&p->pages_mu, NULL);
     if (getrandom(&p->instance, sizeof p->instance, 0) != (ssize_t)sizeof p->instance)
         p->instance = (uint64_t)monoclock_boot_ns() ^ (uint64_t)getpid() << 32;
     /* Unreadable where /proc/sys is hidden (ProcSubset=pid): zeros, which readers skip. */
@@ -441,6 +454,7 @@ struct publish *publish_new(const struct config *cfg, const struct filter_config
     struct stat st;
     if (lstat(p->path, &st) == 0 && !withdraw_leftover(p, err, errlen)) {
         pthread_mutex_destroy(&p->mu);
+        pthread_mutex_destroy(&p->pages_mu);
         free(p->dir);
         free(p->path);
         free(p);
@@ -526,34 +540,32 @@ out:
 }
 
 /*
- * The mappings of path in /proc/self/smaps: their Rss, and their
- * ShmemPmdMapped and FilePmdMapped (tmpfs pages count as the first; the
- * second is for a file system whose page cache takes huge pages).  A
- * generation that lost the name shows as "path (deleted)" and is not
- * counted: what is served is the one at path.
+ * The mappings of the file dev/ino in /proc/self/smaps: their Rss, and
+ * their ShmemPmdMapped and FilePmdMapped (tmpfs pages count as the first;
+ * the second is for a file system whose page cache takes huge pages).
+ * Known by the device and inode of each mapping's first line, not by its
+ * name: the kernel prints the path it resolved (not a symlinked or
+ * relative publish_dir) and "(deleted)" once a name was put back.
  */
-static void mapped_pages(const char *path, uint64_t *resident, uint64_t *huge)
+static void mapped_pages(dev_t dev, ino_t ino, uint64_t *resident, uint64_t *huge)
 {
     FILE *f = fopen("/proc/self/smaps", "re");
     if (f == NULL)
         return;
-    size_t plen = strlen(path);
     bool ours = false;
     char *line = NULL;
     size_t cap = 0;
     while (getline(&line, &cap, f) > 0) {
-        unsigned long long kb, start, end;
-        /* A mapping's first line: "start-end perms offset dev inode   pathname". */
-        if (sscanf(line, "%llx-%llx ", &start, &end) == 2) {
-            char *name = strchr(line, '/');
-            ours = name != NULL && strncmp(name, path, plen) == 0
-                   && (name[plen] == '\n' || name[plen] == '\0');
-        } else if (ours && sscanf(line, "Rss: %llu kB", &kb) == 1) {
+        unsigned long long kb, start, end, off, inode;
+        unsigned maj, min;
+        /* A mapping's first line: "start-end perms offset major:minor inode   pathname". */
+        if (sscanf(line, "%llx-%llx %*s %llx %x:%x %llu", &start, &end, &off, &maj, &min, &inode) == 6)
+            ours = inode == (unsigned long long)ino && maj == major(dev) && min == minor(dev);
+        else if (ours && sscanf(line, "Rss: %llu kB", &kb) == 1)
             *resident += kb * 1024;
-        } else if (ours && (sscanf(line, "ShmemPmdMapped: %llu kB", &kb) == 1
-                            || sscanf(line, "FilePmdMapped: %llu kB", &kb) == 1)) {
+        else if (ours && (sscanf(line, "ShmemPmdMapped: %llu kB", &kb) == 1
+                          || sscanf(line, "FilePmdMapped: %llu kB", &kb) == 1))
             *huge += kb * 1024;
-        }
     }
     free(line);
     fclose(f);
@@ -568,6 +580,26 @@ bool publish_status(struct publish *p, struct publish_status *out)
     out->generation = atomic_load(&p->cur_generation);
     out->generations = atomic_load(&p->generations);
     out->withdrawn = atomic_load(&p->withdrawn);
-    mapped_pages(p->path, &out->resident_bytes, &out->huge_bytes);
+    pthread_mutex_lock(&p->pages_mu);
+    uint64_t now = (uint64_t)monoclock_ns();
+    if (p->pages_ns == 0 || p->pages_gen != out->generation || now - p->pages_ns >= PAGES_EVERY_NS) {
+        dev_t dev = 0;
+        ino_t ino = 0;
+        pthread_mutex_lock(&p->mu);
+        bool have = p->cur != NULL && p->cur->named;
+        if (have) {
+            dev = p->cur->dev;
+            ino = p->cur->ino;
+        }
+        pthread_mutex_unlock(&p->mu);
+        p->pages_resident = p->pages_huge = 0;
+        if (have)
+            mapped_pages(dev, ino, &p->pages_resident, &p->pages_huge);
+        p->pages_gen = out->generation;
+        p->pages_ns = now;
+    }
+    out->resident_bytes = p->pages_resident;
+    out->huge_bytes = p->pages_huge;
+    pthread_mutex_unlock(&p->pages_mu);
     return true;
 }
