@@ -16,12 +16,12 @@
 #include <sys/mman.h>
 #include <sys/random.h>
 #include <sys/stat.h>
-#include <sys/sysmacros.h>
 #include <unistd.h>
 
 #include "answer.h"
 #include "bigmap.h"
 #include "filter.h"
+#include "mapped.h"
 #include "monoclock.h"
 #include "pubfmt.h"
 #include "verified.h"
@@ -539,38 +539,6 @@ out:
     return r;
 }
 
-/*
- * The mappings of the file dev/ino in /proc/self/smaps: their Rss, and
- * their ShmemPmdMapped and FilePmdMapped (tmpfs pages count as the first;
- * the second is for a file system whose page cache takes huge pages).
- * Known by the device and inode of each mapping's first line, not by its
- * name: the kernel prints the path it resolved (not a symlinked or
- * relative publish_dir) and "(deleted)" once a name was put back.
- */
-static void mapped_pages(dev_t dev, ino_t ino, uint64_t *resident, uint64_t *huge)
-{
-    FILE *f = fopen("/proc/self/smaps", "re");
-    if (f == NULL)
-        return;
-    bool ours = false;
-    char *line = NULL;
-    size_t cap = 0;
-    while (getline(&line, &cap, f) > 0) {
-        unsigned long long kb, start, end, off, inode;
-        unsigned maj, min;
-        /* A mapping's first line: "start-end perms offset major:minor inode   pathname". */
-        if (sscanf(line, "%llx-%llx %*s %llx %x:%x %llu", &start, &end, &off, &maj, &min, &inode) == 6)
-            ours = inode == (unsigned long long)ino && maj == major(dev) && min == minor(dev);
-        else if (ours && sscanf(line, "Rss: %llu kB", &kb) == 1)
-            *resident += kb * 1024;
-        else if (ours && (sscanf(line, "ShmemPmdMapped: %llu kB", &kb) == 1
-                          || sscanf(line, "FilePmdMapped: %llu kB", &kb) == 1))
-            *huge += kb * 1024;
-    }
-    free(line);
-    fclose(f);
-}
-
 bool publish_status(struct publish *p, struct publish_status *out)
 {
     memset(out, 0, sizeof *out);
@@ -594,7 +562,7 @@ bool publish_status(struct publish *p, struct publish_status *out)
         pthread_mutex_unlock(&p->mu);
         p->pages_resident = p->pages_huge = 0;
         if (have)
-            mapped_pages(dev, ino, &p->pages_resident, &p->pages_huge);
+            mapped_file_pages(dev, ino, &p->pages_resident, &p->pages_huge);
         p->pages_gen = out->generation;
         p->pages_ns = now;
     }
