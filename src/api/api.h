@@ -73,15 +73,6 @@ typedef struct reply api_handler(struct app *a, const struct api_request *rq);
 typedef unsigned api_fast_handler(struct app *a, const char *rest, size_t rest_len, char *out,
                                   size_t cap, size_t *len);
 
-/*
- * A fast form's hint, before its calls for the same n rests (rest[i],
- * rest_len[i] bytes each): the memory the answers will read asked for now
- * (prefetches, back to back), nothing answered or counted; whatever a rest
- * holds, at worst it does nothing.
- */
-typedef void api_fast_prefetch(struct app *a, size_t n, const char *const *rest,
-                               const size_t *rest_len);
-
 /* Responses that never change, queued again and again (a->prebuilt). */
 struct api_static {
     struct MHD_Response *healthz;

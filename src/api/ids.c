@@ -200,29 +200,6 @@ unsigned ids_exists_fast(struct app *a, const char *rest, size_t rest_len, char 
     return ans == TABLE_ABSENT ? MHD_HTTP_NOT_FOUND : MHD_HTTP_OK;
 }
 
-void ids_exists_prefetch(struct app *a, size_t n, const char *const *rest, const size_t *rest_len)
-{
-    /*
-     * The usual request only (/exists/ID, a plain ID: its own key bytes);
-     * a named filter's or an encoded ID is looked up unhinted, rather than
-     * paying here for a table name's check or a decoding twice.
-     */
-    const char *ids[TABLE_PREFETCH_MAX];
-    size_t lens[TABLE_PREFETCH_MAX], m = 0;
-    for (size_t i = 0; i < n; i++) {
-        size_t l = rest_len[i];
-        if (l > 0 && l <= a->cfg->max_id_bytes && l <= CONFIG_MAX_ID_BYTES
-            && memchr(rest[i], '/', l) == NULL && id_plain(rest[i], l)) {
-            ids[m] = rest[i];
-            lens[m++] = l;
-        }
-        if (m == TABLE_PREFETCH_MAX || (i + 1 == n && m > 0)) {
-            table_prefetch(a->tables[0], m, ids, lens);
-            m = 0;
-        }
-    }
-}
-
 /* What a batch endpoint does with the valid IDs l for table t; batch_serve frees l after. */
 typedef struct reply batch_fn(struct app *a, const struct api_request *rq, struct table *t,
                               const struct idlist *l);

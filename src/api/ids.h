@@ -18,8 +18,6 @@ struct reply ids_exists(struct app *a, const struct api_request *rq);
 /* GET /exists/{id}'s fast form (api_fast_handler): 200 or 404 and the same body, or 0. */
 unsigned ids_exists_fast(struct app *a, const char *rest, size_t rest_len, char *out, size_t cap,
                          size_t *len);
-/* Its hint (api_fast_prefetch): the filter's blocks for the plain IDs, the others skipped. */
-void ids_exists_prefetch(struct app *a, size_t n, const char *const *rest, const size_t *rest_len);
 struct reply ids_exists_batch(struct app *a, const struct api_request *rq);
 struct reply ids_insert(struct app *a, const struct api_request *rq);
 struct reply ids_auth(struct app *a, const struct api_request *rq);

@@ -504,14 +504,6 @@ void filter_add(struct filter *f, const void *key, size_t len)
     filter_add_hash(f, filter_hash(key, len));
 }
 
-void filter_prefetch_hash(const struct filter *f, uint64_t h)
-{
-    unsigned n = atomic_load_explicit(&((struct filter *)f)->nlayers, memory_order_acquire);
-    for (unsigned i = n; i-- > 0;)
-        __builtin_prefetch((const void *)(f->slot[i].words + filter_block_index(h, f->slot[i].blocks)
-                                          * WORDS_PER_BLOCK), 0, 3);
-}
-
 bool filter_contains(const struct filter *f, const void *key, size_t len)
 {
     return filter_contains_hash(f, filter_hash(key, len));

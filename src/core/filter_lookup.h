@@ -44,15 +44,6 @@ void filter_add_hash(struct filter *f, uint64_t h);
 bool filter_contains_hash(const struct filter *f, uint64_t h);
 
 /*
- * A hint, no answer: the blocks filter_contains_hash(f, h) will read, asked
- * of the memory system now, so that a lookup a little later finds them in
- * the cache (the fast path reads every ready request of a wake first, then
- * answers them: the block's cache and TLB misses, most of a lookup's time,
- * overlap the other requests' system calls).  Never faults, changes nothing.
- */
-void filter_prefetch_hash(const struct filter *f, uint64_t h);
-
-/*
  * Bulk insert of n hashes without atomic read-modify-writes, prefetching
  * blocks ahead: several times faster than filter_add_hash in a loop.  The
  * caller must be the only writer of f meanwhile (lookups may run).  A

@@ -38,10 +38,6 @@
 #define FAST_STATUS_MAX 256     /* the status line and headers before the body */
 #define ACCEPT_BURST 64
 #define ACCEPT_PAUSE_MS 100     /* after EMFILE: the listen socket stays readable */
-#define FAST_EVENTS 64          /* epoll events per wake */
-#define AHEAD_GROUP 8           /* events read ahead together, then answered */
-#define FAST_AHEAD_MAX 65536    /* a group's bytes read ahead (a head's room for each of its reads) */
-#define AHEAD_NONE (-2)         /* an event not read ahead (recv gives -1 at worst) */
 
 struct fast_thread {
     struct http *h;
@@ -70,16 +66,6 @@ struct fast_thread {
      * reads, the parsing and the requests answered before it in the wake).
      */
     uint64_t wake_ns;
-    /*
-     * A wake's first pass (fast_main): the bytes of its ready connections
-     * read ahead, event i's at ahead + ahead_at[i] (ahead_got[i] of them,
-     * the read's errno in ahead_err[i]; AHEAD_NONE: not read ahead).
-     */
-    size_t ahead_used;
-    size_t ahead_at[FAST_EVENTS];
-    ssize_t ahead_got[FAST_EVENTS];
-    int ahead_err[FAST_EVENTS];
-    char ahead[FAST_AHEAD_MAX];
     char in[WIRE_HEAD_MAX];
     char path[WIRE_HEAD_MAX + 1];
     char out[FAST_OUT_MAX];
@@ -244,20 +230,6 @@ static bool replication_right(const struct http *h, const struct app *a, const c
     return http_right_granted(h, a, ROUTE_REPLICATION, has ? auth : NULL);
 }
 
-/* The configuration in force and the app for it, entered at the wake's first need (fast_settle leaves it). */
-static struct app *fast_app(struct fast_thread *ft)
-{
-    if (!ft->in_view) {
-        struct http *h = ft->h;
-        ft->view = live_enter(h->a->live);
-        ft->app = *h->a;
-        ft->app.cfg = ft->view.cfg;
-        ft->app.admin_token = ft->view.admin_token;
-        ft->in_view = true;
-    }
-    return &ft->app;
-}
-
 /*
  * The answer to a taken head (head_len bytes at head) for target, if its
  * route has a fast form that gives one: its status, with the head and body
@@ -278,7 +250,14 @@ static unsigned prepare(struct fast_thread *ft, const char *head, size_t head_le
     if (r == NULL || !(r->methods & ROUTE_GET) || r->fast == NULL || r->body
         || (r->admin && r->admin != ROUTE_REPLICATION))
         return 0;
-    struct app *a = fast_app(ft);
+    if (!ft->in_view) {
+        ft->view = live_enter(h->a->live);
+        ft->app = *h->a;
+        ft->app.cfg = ft->view.cfg;
+        ft->app.admin_token = ft->view.admin_token;
+        ft->in_view = true;
+    }
+    struct app *a = &ft->app;
     if (r->admin && !replication_right(h, a, head, head_len))
         return 0;
     bool timed = a->cfg->metrics_enabled;
@@ -363,16 +342,20 @@ static void relay_rest(struct fast_thread *ft, struct request *rq, const char *b
     http_relay_start(ft->h, ft->ep, &ft->relays, fd, bytes, n);
 }
 
-/*
- * An owned connection's read (got bytes after the have waiting, at ft->in;
- * err the read's errno when got < 0): answer every whole head taken.
- * False: rq is gone.
- */
-static bool serve_read(struct fast_thread *ft, struct request *rq, size_t have, ssize_t got, int err)
+/* An owned connection: read what came, answer every whole head taken.  False: rq is gone. */
+static bool serve_owned(struct fast_thread *ft, struct request *rq)
 {
+    size_t have = rq->pend_len;
+    if (have > 0) {
+        memcpy(ft->in, rq->pend, have);
+        free(rq->pend);
+        rq->pend = NULL;
+        rq->pend_len = 0;
+    }
+    ssize_t got = http_wire_recv(rq->fd, ft->in + have, sizeof ft->in - have, 0);
     bool eof = got == 0;
     if (got < 0) {
-        if (err != EAGAIN && err != EWOULDBLOCK && err != EINTR) {
+        if (errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR) {
             conn_close(ft, rq);
             return false;
         }
@@ -415,112 +398,6 @@ static bool serve_read(struct fast_thread *ft, struct request *rq, size_t have, 
     return true;
 }
 
-/* An owned connection: read what came, answer every whole head taken.  False: rq is gone. */
-static bool serve_owned(struct fast_thread *ft, struct request *rq)
-{
-    size_t have = rq->pend_len;
-    if (have > 0) {
-        memcpy(ft->in, rq->pend, have);
-        free(rq->pend);
-        rq->pend = NULL;
-        rq->pend_len = 0;
-    }
-    ssize_t got = http_wire_recv(rq->fd, ft->in + have, sizeof ft->in - have, 0);
-    return serve_read(ft, rq, have, got, got < 0 ? errno : 0);
-}
-
-/*
- * The route a head read ahead asks for (n bytes at b) if it has a hint,
- * and at *rest, *rest_len what follows its path: its request line is all
- * a hint needs, and a wrong guess costs a useless prefetch, so nothing
- * here is checked as http_wire_head does.
- */
-static const struct route *hinted(struct fast_thread *ft, const char *b, size_t n, const char **rest,
-                                  size_t *rest_len)
-{
-    if (n < 6 || memcmp(b, "GET /", 5) != 0)
-        return NULL;
-    const char *sp = memchr(b + 4, ' ', n - 4);
-    if (sp == NULL)
-        return NULL;
-    size_t tlen = (size_t)(sp - (b + 4)), rest_off;
-    unsigned allowed;
-    memcpy(ft->path, b + 4, tlen);      /* tlen < n <= WIRE_HEAD_MAX */
-    ft->path[tlen] = '\0';
-    const struct route *r = routes_find(ft->path, ROUTE_GET, &rest_off, &allowed);
-    if (r == NULL || r->prefetch == NULL || !(r->methods & ROUTE_GET) || rest_off > tlen)
-        return NULL;
-    *rest = b + 4 + rest_off;
-    *rest_len = tlen - rest_off;
-    return r;
-}
-
-/*
- * The first pass of a wake, event i: an owned connection with nothing
- * waiting (no answer unsent, no part of a head, only readable) is read
- * now, as serve_owned would read it; the second pass answers it
- * (serve_ahead).  Anything else waits for serve, in the second pass.
- */
-static void read_ahead(struct fast_thread *ft, int i, const struct epoll_event *ev)
-{
-    ft->ahead_got[i] = AHEAD_NONE;
-    void *p = ev->data.ptr;
-    if (p == &stop_mark || p == &listen_mark || http_relay_tagged(p) || ev->events != EPOLLIN)
-        return;
-    struct request *rq = p;
-    if (!rq->owned || rq->unsent != NULL || rq->pend_len > 0
-        || sizeof ft->ahead - ft->ahead_used < WIRE_HEAD_MAX
-        || atomic_load_explicit(&rq->deadline, memory_order_acquire) == DEADLINE_HIT)
-        return;
-    ssize_t got = http_wire_recv(rq->fd, ft->ahead + ft->ahead_used, WIRE_HEAD_MAX, 0);
-    ft->ahead_at[i] = ft->ahead_used;
-    ft->ahead_got[i] = got;
-    ft->ahead_err[i] = got < 0 ? errno : 0;
-    if (got > 0)
-        ft->ahead_used += (size_t)got;
-}
-
-/*
- * Between the passes: the hints of the heads read ahead (of the first
- * route with one that they ask for), given together.  A lookup's cache
- * and TLB misses on the filter were most of its time (perf: 95% of
- * contains_avx2's samples on the block's load); asked for together, the
- * blocks' page walks and misses overlap one another, before the answers.
- */
-static void hint_ahead(struct fast_thread *ft, int from, int to)
-{
-    const char *rest[FAST_EVENTS];
-    size_t rest_len[FAST_EVENTS], m = 0;
-    const struct route *first = NULL;
-    for (int i = from; i < to; i++) {
-        const char *rs;
-        size_t rl;
-        const struct route *r;
-        if (ft->ahead_got[i] > 0
-            && (r = hinted(ft, ft->ahead + ft->ahead_at[i], (size_t)ft->ahead_got[i], &rs, &rl)) != NULL
-            && (first == NULL || r == first)) {
-            first = r;
-            rest[m] = rs;
-            rest_len[m++] = rl;
-        }
-    }
-    if (m > 0)
-        first->prefetch(fast_app(ft), m, rest, rest_len);
-}
-
-/* The second pass of an event read ahead: as serve, with the read done. */
-static void serve_ahead(struct fast_thread *ft, struct request *rq, int i)
-{
-    if (atomic_load(&rq->deadline) == DEADLINE_HIT) {
-        conn_close(ft, rq);
-        return;
-    }
-    ssize_t got = ft->ahead_got[i];
-    if (got > 0)
-        memcpy(ft->in, ft->ahead + ft->ahead_at[i], (size_t)got);
-    serve_read(ft, rq, 0, got, ft->ahead_err[i]);
-}
-
 static void serve(struct fast_thread *ft, struct request *rq, uint32_t events)
 {
     if ((events & EPOLLERR) || atomic_load(&rq->deadline) == DEADLINE_HIT) {
@@ -555,47 +432,26 @@ static void *fast_main(void *arg)
     struct http *h = ft->h;
     pthread_setname_np(pthread_self(), "bg-http");
     for (;;) {
-        struct epoll_event evs[FAST_EVENTS];
-        int n = http_wire_epoll_wait(ft->ep, evs, FAST_EVENTS, ft->accept_paused ? ACCEPT_PAUSE_MS : -1);
+        struct epoll_event evs[64];
+        int n = http_wire_epoll_wait(ft->ep, evs, 64, ft->accept_paused ? ACCEPT_PAUSE_MS : -1);
         if (n < 0 && errno != EINTR) {
             log_error(h->a->lg, "http: the fast path's epoll_wait failed: %s", strerror(errno));
             return NULL;
         }
         if (n > 0)
             ft->wake_ns = (uint64_t)monoclock_ns();
-        /*
-         * Two passes (read_ahead) over groups of AHEAD_GROUP events: with
-         * one event, there is nothing to overlap; the whole wake at once
-         * held every answer back behind every read.
-         */
-        for (int g = 0; g < n; g += AHEAD_GROUP) {
-            int end = n - g > AHEAD_GROUP ? g + AHEAD_GROUP : n;
-            ft->ahead_used = 0;
-            for (int i = g; i < end; i++) {
-                if (n > 1)
-                    read_ahead(ft, i, &evs[i]);
-                else
-                    ft->ahead_got[i] = AHEAD_NONE;
+        for (int i = 0; i < n; i++) {
+            void *p = evs[i].data.ptr;
+            if (p == &stop_mark) {
+                fast_settle(ft);
+                return NULL;
             }
-            if (n > 1)
-                hint_ahead(ft, g, end);
-            for (int i = g; i < end; i++) {
-                void *p = evs[i].data.ptr;
-                if (ft->ahead_got[i] != AHEAD_NONE) {
-                    serve_ahead(ft, p, i);
-                    continue;
-                }
-                if (p == &stop_mark) {
-                    fast_settle(ft);
-                    return NULL;
-                }
-                if (p == &listen_mark)
-                    accept_some(ft);
-                else if (http_relay_tagged(p))
-                    http_relay_event(ft->ep, &ft->relays, p, evs[i].events);
-                else
-                    serve(ft, p, evs[i].events);
-            }
+            if (p == &listen_mark)
+                accept_some(ft);
+            else if (http_relay_tagged(p))
+                http_relay_event(ft->ep, &ft->relays, p, evs[i].events);
+            else
+                serve(ft, p, evs[i].events);
         }
         fast_settle(ft);
         if (ft->accept_paused && (uint64_t)monoclock_coarse_ns() >= ft->resume_at) {

@@ -48,7 +48,6 @@ struct route {
     api_handler *handler;
     /* Its fast form (api.h), for a GET http_fast.c answers itself; NULL: none. */
     api_fast_handler *fast;
-    api_fast_prefetch *prefetch;    /* the fast form's hint (http_fast.c's first pass); NULL: none */
 };
 
 /* The table, in the order /stats and /metrics list the routes. */

@@ -320,25 +320,6 @@ enum table_answer table_lookup(struct table *t, const void *id, size_t len)
     return a;
 }
 
-void table_prefetch(struct table *t, size_t n, const char *const *ids, const size_t *lens)
-{
-    uint64_t hs[TABLE_PREFETCH_MAX];
-    size_t m = 0;
-    enum spell_type sp = table_spell(t);
-    for (size_t i = 0; i < n && i < TABLE_PREFETCH_MAX; i++) {
-        struct answer_query q;
-        answer_query_begin(&q, sp, ids[i], lens[i]);
-        if (q.verdict == SPELL_KEY)
-            hs[m++] = q.hash;
-        answer_query_end(&q);
-    }
-    const struct filter *f;
-    struct rcu_read r = guard_read_enter(t->g, &f);
-    for (size_t i = 0; f != NULL && i < m; i++)
-        filter_prefetch_hash(f, hs[i]);
-    guard_read_exit(r);
-}
-
 bool table_lookup_many(struct table *t, size_t n, const char *const *ids, const size_t *lens,
                        enum table_answer *out)
 {

@@ -157,19 +157,6 @@ enum table_answer {
 enum table_answer table_lookup(struct table *t, const void *id, size_t len);
 
 /*
- * A hint before table_lookup of each of n IDs (n <= TABLE_PREFETCH_MAX):
- * the filter's blocks for them asked of the memory system
- * (filter_prefetch_hash), back to back, nothing answered or counted.  The
- * keys are hashed first and prefetched after, under one read section: a
- * prefetch that misses the TLB holds its place until the page walk ends,
- * and a locked instruction between two (a read section's) would wait for
- * it, so only prefetches issued together overlap their walks.  Lock-free,
- * from any thread.
- */
-#define TABLE_PREFETCH_MAX 64
-void table_prefetch(struct table *t, size_t n, const char *const *ids, const size_t *lens);
-
-/*
  * Many IDs under one read section and one horizon: out[i] for ids[i], each
  * what table_lookup would answer (whether the horizon is stale is judged
  * once for the batch).  False when not ready (out untouched).
