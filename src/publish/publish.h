@@ -157,8 +157,9 @@ struct publish_status {
 };
 /*
  * What p published; thread-safe; false (and *out zeros) when p is NULL:
- * nothing published.  Reads /proc/self/smaps (every mapping of the
- * process): for /stats and /metrics, not for a hot path.
+ * nothing published.  The page figures come from /proc/self/smaps (every
+ * mapping of the process), read again at most every 10 s and at each new
+ * generation: for /stats and /metrics, not for a hot path.
  */
 bool publish_status(struct publish *p, struct publish_status *out);
 
