@@ -23,14 +23,25 @@ size_t bigmap_span(size_t bytes)
 }
 
 /*
- * Where a mapping of bytes at page-aligned mem ends: munmap takes only a
- * page-aligned start (EINVAL otherwise, leaving the rest of a reservation
- * mapped for good), and a mapping's length is rounded up to pages.
+ * A reservation raw of bytes + BIGMAP_HUGE (page-aligned, as mmap gives)
+ * cut down to the bytes at mem inside it, advised for huge pages.  The
+ * tail is unmapped from the page after mem + bytes: munmap takes only a
+ * page-aligned start (EINVAL otherwise, leaving the rest mapped for good),
+ * and a mapping's length is rounded up to pages.
  */
-static char *page_end(char *mem, size_t bytes)
+static void *keep_middle(char *raw, char *mem, size_t bytes)
 {
     size_t page = (size_t)sysconf(_SC_PAGESIZE);
-    return mem + (bytes + page - 1) / page * page;
+    size_t head = (size_t)(mem - raw), tail = BIGMAP_HUGE - head;
+    if (head > 0)
+        munmap(raw, head);
+    if (tail > 0)
+        munmap(mem + (bytes + page - 1) / page * page, tail);
+#ifdef MADV_HUGEPAGE
+    /* Refused where THP is off (4 KiB pages, as before); a tmpfs mounted huge=within_size needs none. */
+    (void)madvise(mem, bytes, MADV_HUGEPAGE);
+#endif
+    return mem;
 }
 
 void *bigmap_new(size_t bytes)
@@ -47,15 +58,7 @@ void *bigmap_new(size_t bytes)
     if (raw == MAP_FAILED)
         return NULL;
     char *mem = (char *)(((uintptr_t)raw + BIGMAP_HUGE - 1) & ~(uintptr_t)(BIGMAP_HUGE - 1));
-    size_t head = (size_t)(mem - raw), tail = BIGMAP_HUGE - head;
-    if (head > 0)
-        munmap(raw, head);
-    if (tail > 0)
-        munmap(page_end(mem, span), tail);
-#ifdef MADV_HUGEPAGE
-    (void)madvise(mem, span, MADV_HUGEPAGE);   /* refused where THP is off: 4 KiB pages, as before */
-#endif
-    return mem;
+    return keep_middle(raw, mem, span);
 }
 
 void *bigmap_map_file(int fd, unsigned long long off, size_t bytes, int prot)
@@ -84,16 +87,7 @@ void *bigmap_map_file(int fd, unsigned long long off, size_t bytes, int prot)
         errno = e;
         return NULL;
     }
-    size_t head = (size_t)(mem - raw), tail = BIGMAP_HUGE - head;
-    if (head > 0)
-        munmap(raw, head);
-    if (tail > 0)
-        munmap(page_end(mem, bytes), tail);
-#ifdef MADV_HUGEPAGE
-    /* Refused where THP is off; a tmpfs mounted huge=within_size needs no advice. */
-    (void)madvise(mem, bytes, MADV_HUGEPAGE);
-#endif
-    return mem;
+    return keep_middle(raw, mem, bytes);
 }
 
 void bigmap_free(void *mem, size_t bytes)
