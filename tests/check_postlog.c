@@ -60,6 +60,14 @@ static off_t file_size(const char *file)
     return st.st_size;
 }
 
+/* Where the open log's records end (its file runs on: the zeros written ahead). */
+static off_t log_end(struct postlog *log)
+{
+    struct postlog_info pi;
+    postlog_info(log, &pi);
+    return (off_t)pi.bytes;
+}
+
 static int append1(struct postlog *log, const char *id, uint64_t ttl)
 {
     size_t len = strlen(id);
@@ -119,8 +127,12 @@ START_TEST(test_round_trip)
     ck_assert_uint_eq(pi.appends, 2);
     ck_assert_uint_eq(pi.ids, 4);
     ck_assert_uint_eq(pi.syncs, 2);
-    ck_assert_uint_eq(pi.bytes, (uint64_t)file_size(path));
+    /* Zeros written ahead (once, before the first batch), the appends inside them. */
+    ck_assert_uint_eq(pi.prealloc_syncs, 1);
+    ck_assert_uint_ge(pi.ahead, POSTLOG_PREALLOC - 4096);
+    ck_assert_uint_eq(pi.bytes + pi.ahead, (uint64_t)file_size(path));
     postlog_close(log);
+    ck_assert_uint_eq(pi.bytes + 32, (uint64_t)file_size(path));     /* cut, then sealed */
 
     log = reopen(&o);
     ck_assert(!opened.created && !opened.corrupt);
@@ -204,7 +216,7 @@ static void write_image(const unsigned char *buf, size_t len)
  */
 static void log_close_unsealed(struct postlog *log)
 {
-    static unsigned char image[1 << 16];
+    static unsigned char image[POSTLOG_PREALLOC * 2];
     size_t n = read_image(image, sizeof image);
     postlog_close(log);
     write_image(image, n);
@@ -225,7 +237,8 @@ static void fd_append(const char *p, const void *data, size_t len)
  */
 START_TEST(test_torn_tail)
 {
-    struct postlog_opts o = { .ttl = 3600, .clock = test_clock };
+    /* A tight file, cut at each byte (the zeros written ahead: test_prealloc). */
+    struct postlog_opts o = { .ttl = 3600, .clock = test_clock, .prealloc = POSTLOG_PREALLOC_NONE };
     atomic_store(&clock_now, 5000000);
     struct postlog *log = reopen(&o);
     ck_assert_int_eq(append1(log, "first", 60), 0);
@@ -243,14 +256,21 @@ START_TEST(test_torn_tail)
         ck_assert_msg(!opened.corrupt, "cut at %lld: %s", (long long)cut, opened.why);
         ck_assert(!opened.cut && !opened.sealed);
         ck_assert_uint_eq(opened.lost_until, 0);
-        ck_assert_uint_eq(opened.torn_bytes, (uint64_t)(cut - good));
+        /* Up to its last byte that is not zero: trailing zeros read as zeros written ahead. */
+        off_t torn = cut;
+        while (torn > good && whole[torn - 1] == 0)
+            torn--;
+        ck_assert_uint_eq(opened.torn_bytes, (uint64_t)(torn - good));
         ck_assert_uint_eq(got.n, 1);
         ck_assert_str_eq(got.id[0], "first");
         ck_assert_int_eq(file_size(path), good);    /* cut off on disk */
         log_close_unsealed(log);
     }
 
-    /* Zeros after the last record (a file system that extended the size first). */
+    /*
+     * Zeros after the last record (a file system that extended the size
+     * first, or zeros written ahead): the end of the records, kept.
+     */
     write_image(whole, (size_t)good);
     int fd = open(path, O_WRONLY | O_APPEND);
     ck_assert_int_ge(fd, 0);
@@ -259,8 +279,11 @@ START_TEST(test_torn_tail)
     close(fd);
     log = reopen(&o);
     ck_assert(!opened.corrupt && !opened.cut);
-    ck_assert_uint_eq(opened.torn_bytes, sizeof zeros);
+    ck_assert_uint_eq(opened.torn_bytes, 0);
+    ck_assert_int_eq(log_end(log), good);
+    ck_assert_int_eq(file_size(path), good + (off_t)sizeof zeros);
     ck_assert_int_eq(append1(log, "third", 60), 0);  /* goes where the zeros were */
+    ck_assert_int_eq(file_size(path), good + (off_t)sizeof zeros);
     postlog_close(log);
     log = reopen(&o);
     ck_assert(opened.sealed && !opened.cut);
@@ -291,7 +314,7 @@ START_TEST(test_damage_in_the_middle)
     struct postlog_opts o = { .ttl = 3600 };
     struct postlog *log = reopen(&o);
     ck_assert_int_eq(append1(log, "one", 60), 0);
-    off_t second = file_size(path);
+    off_t second = log_end(log);
     ck_assert_int_eq(append1(log, "two", 60), 0);
     ck_assert_int_eq(append1(log, "three", 60), 0);
     postlog_close(log);
@@ -313,7 +336,7 @@ START_TEST(test_damage_in_the_middle)
     ck_assert_ptr_nonnull(strstr(opened.why, "damaged"));
     ck_assert_uint_eq(got.n, 1);
     ck_assert_str_eq(got.id[0], "one");
-    ck_assert_int_eq(file_size(path), second);      /* repaired: the good prefix */
+    ck_assert_int_eq(log_end(log), second);         /* repaired: the good prefix */
     ck_assert_int_eq(file_size(aside), full);       /* the damaged file kept aside */
     ck_assert_int_eq(append1(log, "four", 60), 0);
     postlog_close(log);
@@ -460,14 +483,13 @@ START_TEST(test_compaction_keeps_the_live)
     /* Seen in the table or expired: the journal keeps only every 100th. */
     for (size_t i = 0; i < j.n; i++)
         j.live[i] = i % 100 == 0;
-    off_t before = file_size(path);
+    off_t before = log_end(log);
     j.during = "arrived-during-the-rewrite";
     ck_assert_int_eq(postlog_compact(log), 0);
     struct postlog_info pi;
     postlog_info(log, &pi);
     ck_assert_uint_eq(pi.compactions, 1);
-    ck_assert_uint_eq(pi.bytes, (uint64_t)file_size(path));
-    ck_assert_int_lt(file_size(path) * 10, before);
+    ck_assert_int_lt((off_t)pi.bytes * 10, before);
     ck_assert_int_eq(append1(log, "after", 600), 0);
     postlog_close(log);
 
@@ -517,13 +539,13 @@ START_TEST(test_compaction_of_a_racing_tail)
     /* The first rewrite ends after its walk's appends. */
     for (int waited = 0; waited < 60000; waited++) {
         postlog_info(log, &pi);
-        if (pi.compactions >= 1 && file_size(path) < 3 * 4096)
+        if (pi.compactions >= 1 && pi.bytes < 3 * 4096)
             break;
         usleep(1000);
     }
     ck_assert_uint_ge(pi.compactions, 1);
-    ck_assert_msg(file_size(path) < 3 * 4096, "%ld bytes after %" PRIu64 " rewrites",
-                  (long)file_size(path), pi.compactions);
+    ck_assert_msg(pi.bytes < 3 * 4096, "%" PRIu64 " bytes after %" PRIu64 " rewrites",
+                  pi.bytes, pi.compactions);
     postlog_close(log);
     log = reopen(&o);
     ck_assert(has(&got, LONG_ID));
@@ -555,9 +577,9 @@ START_TEST(test_compaction_by_itself)
      * first rewrite, as its tail: the rewrites that follow by themselves,
      * with no further append to wake them, bring it down.
      */
-    for (int waited = 0; waited < 10000 && file_size(path) >= 3 * 4096; waited++)
+    for (int waited = 0; waited < 10000 && log_end(log) >= 3 * 4096; waited++)
         usleep(1000);
-    ck_assert_int_lt(file_size(path), 3 * 4096);
+    ck_assert_int_lt(log_end(log), 3 * 4096);
     postlog_close(log);
     log = reopen(&o);
     for (int i = 0; i < 10; i++) {
@@ -583,7 +605,7 @@ START_TEST(test_compaction_by_itself)
     ck_assert_uint_eq(opened.expired, 500);
     wait_for_a_compaction(log, &pi);
     ck_assert_uint_eq(pi.compactions, 1);
-    ck_assert_int_lt(file_size(path), big);
+    ck_assert_int_lt(log_end(log), big);
     postlog_close(log);
 }
 END_TEST
@@ -822,10 +844,10 @@ START_TEST(test_cut_while_stopped)
     atomic_store(&clock_now, 6000000);
     struct postlog *log = open_journaled(&o, &j, NEVER);
     ck_assert_int_eq(append1(log, "first", 600), 0);
-    off_t good = file_size(path);
+    off_t good = log_end(log);
     atomic_store(&clock_now, 6000010);
     ck_assert_int_eq(append1(log, "second", 900), 0);   /* expires at 6000910 */
-    off_t records = file_size(path);
+    off_t records = log_end(log);
     postlog_close(log);
     static unsigned char sealed[4096];
     size_t full = read_image(sealed, sizeof sealed);
@@ -837,7 +859,7 @@ START_TEST(test_cut_while_stopped)
     ck_assert_uint_eq(opened.lost_until, 0);
     ck_assert_uint_eq(opened.torn_bytes, 0);
     ck_assert_uint_eq(got.n, 2);
-    ck_assert_int_eq(file_size(path), records);
+    ck_assert_int_eq(log_end(log), records);
     log_close_unsealed(log);
 
     atomic_store(&clock_now, 6000100);

@@ -44,6 +44,8 @@ struct postlog {
     /* Under mu. */
     int fd;
     uint64_t end;               /* bytes written and synced */
+    uint64_t alloc_end;         /* zeros written and synced up to here (>= end: none ahead) */
+    uint64_t prealloc_after;    /* a failed top-up: none until end passes this */
     struct postlog_buf fill;    /* the next batch's records */
     struct postlog_buf spare;   /* the last batch's buffer, reused */
     struct waiter *head, **tail;
@@ -114,6 +116,8 @@ struct postlog *postlog_open(const char *path, const struct postlog_opts *o, pos
     log->o = *o;
     if (log->o.compact_floor == 0)
         log->o.compact_floor = DEFAULT_FLOOR;
+    if (log->o.prealloc == 0)
+        log->o.prealloc = POSTLOG_PREALLOC;
     log->fd = -1;
     log->tail = &log->head;
     pthread_mutex_init(&log->mu, NULL);
@@ -156,7 +160,7 @@ struct postlog *postlog_open(const char *path, const struct postlog_opts *o, pos
         }
         if ((err = postlog_file_load(log->path, log->dir, &log->fd, (uint64_t)st.st_size,
                                      wall_clock(log), log->o.ttl, each, ctx, r,
-                                     &log->info.live_bytes, &log->latest)) != 0)
+                                     &log->info.live_bytes, &log->latest, &log->end)) != 0)
             goto fail;
         log->hold = r->lost_until;
     }
@@ -166,7 +170,16 @@ struct postlog *postlog_open(const char *path, const struct postlog_opts *o, pos
         snprintf(r->why, sizeof r->why, "cannot read it: %s", strerror(err));
         goto fail;
     }
-    log->end = log->info.bytes = (uint64_t)st.st_size;
+    if (r->created)
+        log->end = (uint64_t)st.st_size;
+    /*
+     * Zeros an earlier run wrote ahead stay ahead (the load cut them if
+     * anything else followed the records); the first append's fdatasync
+     * makes whatever of them a crash left unsynced durable with it.
+     */
+    log->alloc_end = (uint64_t)st.st_size > log->end ? (uint64_t)st.st_size : log->end;
+    log->info.bytes = log->end;
+    log->info.ahead = log->alloc_end - log->end;
     if (log->info.live_bytes > log->end)
         log->info.live_bytes = log->end;
     /* A file mostly made of expired entries is rewritten at once. */
@@ -232,6 +245,77 @@ static int write_batch(struct postlog *log, int fd, const struct postlog_buf *b,
     return err;
 }
 
+/*
+ * Whether the writer should write zeros ahead now: less than half of
+ * opts.prealloc left after the end.  Caller locks.
+ */
+static bool prealloc_due(const struct postlog *log)
+{
+    return log->o.prealloc != POSTLOG_PREALLOC_NONE && !log->stop && !log->swap
+        && !log->info.broken && log->end >= log->prealloc_after
+        && log->alloc_end - log->end < log->o.prealloc / 2;
+}
+
+/*
+ * Write zeros on fd from `from` to `to` and fdatasync them: that fdatasync
+ * writes the new size, once per top-up rather than once per batch.  0 or
+ * an errno value; *sync_failed as write_batch's.  Runs without the lock.
+ */
+static int write_zeros(int fd, uint64_t from, uint64_t to, bool *sync_failed)
+{
+    static const unsigned char zeros[65536];
+    while (from < to) {
+        size_t n = to - from < sizeof zeros ? (size_t)(to - from) : sizeof zeros;
+        int err = durable_write_all(fd, zeros, n, from);
+        if (err != 0)
+            return err;
+        from += n;
+    }
+    if (fdatasync(fd) != 0) {
+        /* As a batch's: what the file holds is unknown until it has been rewritten. */
+        *sync_failed = true;
+        return errno;
+    }
+    return 0;
+}
+
+/*
+ * Top the zeros ahead up to opts.prealloc past the end (rounded to 4 KiB,
+ * a page): between batches, after the last one's done callbacks, so that
+ * only the appends that arrive meanwhile wait for it (about one larger
+ * write and fdatasync per prealloc / 2 bytes appended).  A failure (a full
+ * disk) gives back what it wrote and is tried again once the end has
+ * moved on by prealloc / 2: an append still goes past the zeros and grows
+ * the file, as without them.  Caller locks; the lock is let go meanwhile,
+ * with writing set so that a rewrite's swap waits for it.
+ */
+static void prealloc_top_up(struct postlog *log)
+{
+    int fd = log->fd;
+    uint64_t from = log->alloc_end, to = (log->end + log->o.prealloc + 4095) & ~UINT64_C(4095);
+    log->writing = true;
+    pthread_mutex_unlock(&log->mu);
+    bool sync_failed = false;
+    int err = write_zeros(fd, from, to, &sync_failed);
+    if (err != 0 && !sync_failed && ftruncate(fd, (off_t)from) != 0)
+        sync_failed = true;     /* zeros may be left: harmless, but its state is not what we think */
+    pthread_mutex_lock(&log->mu);
+    log->writing = false;
+    if (err == 0) {
+        log->alloc_end = to;
+        log->info.prealloc_syncs++;
+    } else {
+        log->info.prealloc_failures++;
+        log->prealloc_after = log->end + log->o.prealloc / 2;
+        if (sync_failed && log->info.broken == 0) {
+            log->info.broken = err;
+            maybe_compact(log);
+        }
+    }
+    log->info.ahead = log->alloc_end - log->end;
+    pthread_cond_broadcast(&log->idle);
+}
+
 static void *writer_main(void *arg)
 {
     struct postlog *log = arg;
@@ -239,6 +323,10 @@ static void *writer_main(void *arg)
     bool gathering = false, gathered = false;
     pthread_mutex_lock(&log->mu);
     for (;;) {
+        if (prealloc_due(log)) {
+            prealloc_top_up(log);
+            continue;
+        }
         if (log->fill.len == 0 || log->swap) {
             if (log->stop && log->fill.len == 0)
                 break;
@@ -298,9 +386,15 @@ static void *writer_main(void *arg)
             log->end = at + b.len;
             log->info.bytes = log->end;
             log->info.syncs++;
-        } else if (sync_failed && log->info.broken == 0) {
-            log->info.broken = err;
+        } else {
+            if (sync_failed && log->info.broken == 0)
+                log->info.broken = err;
+            if (!sync_failed)
+                log->alloc_end = at;    /* write_batch cut the file there */
         }
+        if (log->alloc_end < log->end)
+            log->alloc_end = log->end;  /* a batch past the zeros grew the file */
+        log->info.ahead = log->alloc_end - log->end;
         if (err != 0)
             for (struct waiter *x = w; x != NULL; x = x->next)
                 log->info.failures++;
@@ -541,7 +635,9 @@ int postlog_compact(struct postlog *log)
         close(old_fd);
         log->fd = nfd;
         nfd = -1;
-        log->end = log->info.bytes = b.len + (tail_end - mark);
+        log->end = log->alloc_end = log->info.bytes = b.len + (tail_end - mark);
+        log->info.ahead = 0;
+        log->prealloc_after = 0;
         log->info.live_bytes = b.len;   /* the tail may be repeats: not known live (below) */
         log->info.broken = 0;
         log->info.compactions++;

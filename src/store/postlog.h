@@ -2,7 +2,8 @@
  * The POST log: every ID acknowledged by POST /ids, on disk before the 2xx,
  * so that a crash (kill -9, power loss) forgets none of them before its
  * journal entry would have expired.  One append-only file per filter,
- * written by one writer thread that commits concurrent appends together
+ * kept written with zeros ahead of its end (opts.prealloc), written by one
+ * writer thread that commits concurrent appends together
  * (one write and one fdatasync for all the POSTs that arrived meanwhile,
  * and for those still coming back from the last batch: see writer_main's
  * gather), and rewritten from the live entries when it has grown to twice
@@ -30,6 +31,9 @@ typedef bool (*postlog_count_fn)(void *ctx, uint64_t n, uint64_t bytes);
 typedef bool (*postlog_live_fn)(void *live_ctx, postlog_count_fn count, postlog_entry_fn each,
                                 void *ctx);
 
+#define POSTLOG_PREALLOC (UINT64_C(1) << 20)
+#define POSTLOG_PREALLOC_NONE UINT64_MAX
+
 /* Test hooks: where a fault is injected. */
 enum postlog_io { POSTLOG_IO_WRITE, POSTLOG_IO_SYNC };
 
@@ -50,6 +54,17 @@ struct postlog_opts {
     void *live_ctx;
     /* Rewrite once the file exceeds 2 x the live bytes + this (0: 1 MiB). */
     uint64_t compact_floor;
+    /*
+     * Bytes of zeros kept written and synced ahead of the end of the
+     * records (0: POSTLOG_PREALLOC; POSTLOG_PREALLOC_NONE: none), topped up
+     * by the writer thread between batches once less than half of it is
+     * left.  A batch then overwrites blocks the file already has, so that
+     * its fdatasync need not write the inode (a file that grows has a new
+     * size to write: a second synchronous I/O per batch).  Zeros, not
+     * fallocate: an allocated but unwritten extent must be converted at
+     * its first write, which is the metadata write again.
+     */
+    uint64_t prealloc;
     /*
      * Tests only (NULL in the daemon).  fault(fault_ctx, op) runs on the
      * writer thread before each write and fdatasync of a batch, without
@@ -142,7 +157,10 @@ struct postlog_info {
     uint64_t failures;          /* appends and submits answered with an error */
     uint64_t compactions;       /* rewrites done */
     uint64_t compact_failures;
-    uint64_t bytes;             /* the file's size (what is on disk) */
+    uint64_t bytes;             /* the end of its records (what is on disk) */
+    uint64_t ahead;             /* zeros written and synced after them (opts.prealloc) */
+    uint64_t prealloc_syncs;    /* fdatasyncs of those zeros (one per top-up) */
+    uint64_t prealloc_failures; /* top-ups that failed (a full disk: retried later) */
     uint64_t live_bytes;        /* what the last rewrite (or the read at open) found live */
     int broken;                 /* errno of a failed fdatasync not yet repaired, 0 = none */
 };

@@ -27,6 +27,16 @@
  * until when, in the file in use, so that a crash does not forget it, and
  * the seal carries it through a clean restart.  Older versions of the
  * format wrote 0 there, and read a seal as a torn append.
+ *
+ * The file in use is kept written with zeros ahead of its records
+ * (postlog_opts.prealloc), so that an append overwrites blocks the file
+ * has and its fdatasync need not write the inode: the end of the records
+ * is not the file's size but the first record head that reads zero (a
+ * record has count >= 1, so zeros are never one).  Zeros after the last
+ * record are no torn append (torn_bytes counts the bytes up to the last
+ * one that is not zero) and stay for the next appends; a seal is the
+ * file's last bytes (the zeros are cut before it).  Readers before the
+ * zeros read them as a torn append and cut them: no new version.
  */
 #include "postlog_file.h"
 
@@ -139,6 +149,9 @@ int postlog_file_seal(int fd, uint64_t end, uint64_t hold, uint64_t latest)
 {
     unsigned char s[SEAL_LEN];
     seal_record(s, end, hold);
+    /* The zeros written ahead go first: a seal is the file's last bytes. */
+    if (ftruncate(fd, (off_t)end) != 0)
+        return errno;
     /* The seal first: a word that promises a seal the file lacks reads as a cut (a false alarm). */
     int err = durable_write_all(fd, s, sizeof s, end);
     if (err == 0 && fdatasync(fd) != 0)
@@ -377,7 +390,7 @@ out:
  */
 int postlog_file_load(const char *path, const char *dir, int *fd, uint64_t size, uint64_t now,
                       uint64_t ttl, postlog_entry_fn each, void *ctx, struct postlog_opened *r,
-                      uint64_t *live_bytes, uint64_t *latest)
+                      uint64_t *live_bytes, uint64_t *latest, uint64_t *end)
 {
     int err = 0;
     unsigned char *d = NULL;
@@ -396,7 +409,8 @@ int postlog_file_load(const char *path, const char *dir, int *fd, uint64_t size,
         }
     }
     if (size < POSTLOG_HEADER_LEN) {
-        err = load_short(*fd, d, size, now, ttl, r);
+        if ((err = load_short(*fd, d, size, now, ttl, r)) == 0)
+            *end = POSTLOG_HEADER_LEN;
         goto out;
     }
     if (memcmp(d, magic, sizeof magic) != 0) {
@@ -414,11 +428,19 @@ int postlog_file_load(const char *path, const char *dir, int *fd, uint64_t size,
     size_t off = POSTLOG_HEADER_LEN, n;
     while (off < size && (n = record_at(d, (size_t)size, off)) > 0)
         off += n;
-    size_t good = off;
+    size_t good = off, used = (size_t)size;
+    /* A seal is the file's last bytes (its checksum may end in a zero byte). */
     r->sealed = good < size && seal_at(d, (size_t)size, good, &hold);
+    /*
+     * The zeros written ahead (postlog_file.h) are not a torn append, and
+     * stay.  (A torn append's own last zero bytes cannot be told from
+     * them: not counted in torn_bytes either, a figure for the log line.)
+     */
+    while (!r->sealed && used > good && d[used - 1] == 0)
+        used--;
     /* Is there a good record after the bad one?  Then it is damage, not a torn append. */
-    for (size_t p = good + 1; !r->sealed && good < size
-         && p + POSTLOG_REC_HEAD + POSTLOG_REC_SUM <= size && !r->corrupt; p++)
+    for (size_t p = good + 1; !r->sealed && good < used
+         && p + POSTLOG_REC_HEAD + POSTLOG_REC_SUM <= size && p < used && !r->corrupt; p++)
         if (record_at(d, (size_t)size, p) > 0)
             r->corrupt = true;
     if (!replay(d, good, now, ttl, each, ctx, r, &live, latest)) {
@@ -452,10 +474,14 @@ int postlog_file_load(const char *path, const char *dir, int *fd, uint64_t size,
                      "file cannot be written: %s", good, strerror(err));
         goto done;
     }
-    if (good < size) {
+    if (good < used) {
         if (!r->sealed)
-            r->torn_bytes = size - good;
-        /* The tail first: a crash before the word below reads as a cut, a false alarm. */
+            r->torn_bytes = used - good;
+        /*
+         * The tail first: a crash before the word below reads as a cut, a
+         * false alarm.  The zeros after it go too (a torn append is rare):
+         * the writer writes them again.
+         */
         if (ftruncate(*fd, (off_t)good) != 0 || fdatasync(*fd) != 0) {
             err = errno;
             snprintf(r->why, sizeof r->why, "cannot cut off %s: %s",
@@ -468,6 +494,7 @@ int postlog_file_load(const char *path, const char *dir, int *fd, uint64_t size,
         snprintf(r->why, sizeof r->why, "cannot write its header: %s", strerror(err));
 done:
     *live_bytes = live;
+    *end = good;
 out:
     if (d != NULL)
         munmap(d, (size_t)size);

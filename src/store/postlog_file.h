@@ -38,7 +38,8 @@ void postlog_file_header(unsigned char *h, uint64_t hold);
 
 /*
  * Seal the file on fd, whose records end at end, at a clean close (no
- * append may follow): the seal record at end, then the header's seal word
+ * append may follow): the file cut at end (the zeros written ahead), the
+ * seal record at end, then the header's seal word
  * (the latest expiry of any entry it holds, latest, or hold if later),
  * each fdatasync'ed.  hold: as postlog_file_header's, kept through the
  * seal.  A reader then knows a cut while stopped from a torn append.
@@ -93,14 +94,18 @@ int postlog_file_copy(int from_fd, int to_fd, uint64_t from, uint64_t to, uint64
  * append, and repair the file: cut a torn tail or a seal, or set a damaged
  * file aside as path + ".corrupt" and install its good prefix in its place
  * (then *fd is the new file's, the old one closed); its seal word is then
- * r->lost_until (0 when none), ready for appends.  *live_bytes gets the
- * size the live entries would take in a rewrite (left alone when the file
- * was shorter than a header), *latest the latest expiry of any entry read
- * (0: none).  Returns 0, or an errno value with r->why filled.  Not
- * thread-safe with anything else using the file.
+ * r->lost_until (0 when none), ready for appends.  Zeros after the last
+ * record (written ahead, postlog_opts.prealloc) are the end of the records,
+ * not a torn append: they stay when nothing else follows the records, and
+ * *end gets where the records end (the next append's offset; the file's
+ * size unless zeros follow).  *live_bytes gets the size the live entries
+ * would take in a rewrite (left alone when the file was shorter than a
+ * header), *latest the latest expiry of any entry read (0: none).  Returns
+ * 0, or an errno value with r->why filled.  Not thread-safe with anything
+ * else using the file.
  */
 int postlog_file_load(const char *path, const char *dir, int *fd, uint64_t size, uint64_t now,
                       uint64_t ttl, postlog_entry_fn each, void *ctx, struct postlog_opened *r,
-                      uint64_t *live_bytes, uint64_t *latest);
+                      uint64_t *live_bytes, uint64_t *latest, uint64_t *end);
 
 #endif
