@@ -308,6 +308,128 @@ START_TEST(test_torn_tail)
 }
 END_TEST
 
+/*
+ * The zeros written ahead (opts.prealloc): appends go inside them, the
+ * file does not grow.  A crash leaves records, then zeros: the end of the
+ * records (no torn append, nothing held), and they stay for the next run's
+ * appends, which go in the middle of the file.  A torn record followed by
+ * zeros is cut as ever; records that end exactly where the file does (an
+ * append that filled the zeros) are read whole, and the next run writes
+ * zeros ahead again.
+ */
+START_TEST(test_prealloc)
+{
+    struct postlog_opts o = { .ttl = 3600, .clock = test_clock, .prealloc = 8192 };
+    atomic_store(&clock_now, 7000000);
+    struct postlog *log = reopen(&o);
+    ck_assert_int_eq(append1(log, "first", 60), 0);
+    ck_assert_int_eq(append1(log, "second", 60), 0);
+    struct postlog_info pi;
+    postlog_info(log, &pi);
+    off_t size = file_size(path);
+    ck_assert_int_eq(size, 12288);                  /* 16 + 8192, rounded up to 4 KiB */
+    ck_assert_uint_eq(pi.bytes + pi.ahead, (uint64_t)size);
+    ck_assert_uint_eq(pi.prealloc_syncs, 1);
+    off_t two = (off_t)pi.bytes;
+    log_close_unsealed(log);                        /* a crash */
+
+    /* The zeros are the end: nothing torn, nothing held, and they stay. */
+    log = reopen(&o);
+    ck_assert_msg(!opened.corrupt && !opened.cut && !opened.sealed, "%s", opened.why);
+    ck_assert_uint_eq(opened.torn_bytes, 0);
+    ck_assert_uint_eq(opened.lost_until, 0);
+    ck_assert_uint_eq(got.n, 2);
+    ck_assert_int_eq(log_end(log), two);
+    ck_assert_int_eq(file_size(path), size);
+    /* Appending in the middle of the file: it does not grow, and a crash keeps all three. */
+    ck_assert_int_eq(append1(log, "third", 60), 0);
+    off_t three = log_end(log);
+    ck_assert_int_gt(three, two);
+    ck_assert_int_eq(file_size(path), size);
+    log_close_unsealed(log);
+    log = reopen(&o);
+    ck_assert(!opened.corrupt && !opened.cut);
+    ck_assert_uint_eq(opened.torn_bytes, 0);
+    ck_assert_uint_eq(got.n, 3);
+    ck_assert_str_eq(got.id[2], "third");
+    ck_assert_int_eq(append1(log, "fourth", 60), 0);
+    off_t four = log_end(log);
+    static unsigned char whole[12288 + 1];
+    ck_assert_uint_eq(read_image(whole, sizeof whole), (size_t)size);
+    log_close_unsealed(log);
+
+    /*
+     * A torn fourth record followed by zeros (its first k bytes reached
+     * the disk): cut off, exactly at its start, and the file with it;
+     * the next append goes there, and nothing after it is read.
+     */
+    for (off_t k = 1; k < four - three; k++) {
+        static unsigned char torn[12288];
+        memcpy(torn, whole, sizeof torn);
+        memset(torn + three + k, 0, (size_t)(four - three - k));
+        write_image(torn, (size_t)size);
+        log = reopen(&o);
+        ck_assert_msg(!opened.corrupt && !opened.cut, "k %lld: %s", (long long)k, opened.why);
+        ck_assert_uint_ge(opened.torn_bytes, 1);
+        ck_assert_uint_le(opened.torn_bytes, (uint64_t)k);
+        ck_assert_uint_eq(opened.lost_until, 0);
+        ck_assert_uint_eq(got.n, 3);
+        ck_assert_int_eq(log_end(log), three);
+        ck_assert_int_eq(append1(log, "fifth", 60), 0);
+        log_close_unsealed(log);
+        log = reopen(&o);
+        ck_assert_msg(!opened.corrupt && opened.torn_bytes == 0, "k %lld: %s", (long long)k,
+                      opened.why);
+        ck_assert_uint_eq(got.n, 4);
+        ck_assert_str_eq(got.id[3], "fifth");
+        log_close_unsealed(log);
+    }
+
+    /*
+     * Records that end exactly at a 4 KiB boundary, the file's end (an
+     * append that filled the zeros): written tight, then read whole, and
+     * zeros are written ahead again before the next append.
+     */
+    ck_assert_int_eq(unlink(path), 0);
+    struct postlog_opts tight = o;
+    tight.prealloc = POSTLOG_PREALLOC_NONE;
+    log = reopen(&tight);
+    size_t n = 0;
+    for (off_t rem; (rem = 12288 - log_end(log)) > 0; n++) {
+        char id[40];
+        /* A record is 28 bytes and its ID; the last one fills what is left. */
+        size_t len = rem <= 28 + 39 ? (size_t)(rem - 28) : rem < 28 + 58 ? 0 : 30;
+        memset(id, 'a' + (int)(n % 26), len);
+        id[len] = '\0';
+        ck_assert_int_eq(append1(log, id, 60), 0);
+    }
+    ck_assert_int_eq(log_end(log), 12288);
+    log_close_unsealed(log);
+    ck_assert_int_eq(file_size(path), 12288);
+    log = reopen(&o);
+    ck_assert(!opened.corrupt && !opened.cut);
+    ck_assert_uint_eq(opened.torn_bytes, 0);
+    ck_assert_uint_eq(got.n, n);
+    ck_assert_int_eq(log_end(log), 12288);
+    ck_assert_int_eq(append1(log, "past-the-boundary", 60), 0);
+    postlog_info(log, &pi);
+    ck_assert_uint_eq(pi.prealloc_syncs, 1);
+    ck_assert_int_eq(file_size(path), 12288 + 8192);
+    log_close_unsealed(log);
+    log = reopen(&o);
+    ck_assert(!opened.corrupt && opened.torn_bytes == 0);
+    ck_assert_uint_eq(got.n, n + 1);
+    ck_assert_str_eq(got.id[n], "past-the-boundary");
+    /* A clean close cuts the zeros before its seal: sealed, whole. */
+    postlog_close(log);
+    ck_assert_int_eq(file_size(path), 12288 + 17 + 28 + 32);
+    log = reopen(&o);
+    ck_assert(opened.sealed && !opened.cut);
+    ck_assert_uint_eq(got.n, n + 1);
+    postlog_close(log);
+}
+END_TEST
+
 START_TEST(test_damage_in_the_middle)
 {
     char *aside = check_join(dir, "x.posts.corrupt");
@@ -1078,6 +1200,7 @@ CHECK_SUITE("postlog",
     CHECK_TEST(test_round_trip),
     CHECK_TEST(test_wall_clock_expiry),
     CHECK_TEST(test_torn_tail),
+    CHECK_TEST(test_prealloc),
     CHECK_TEST(test_cut_while_stopped),
     CHECK_TEST(test_damage_in_the_middle),
     CHECK_TEST(test_compaction_keeps_the_live),
