@@ -216,9 +216,14 @@ static void maybe_compact(struct postlog *log)
     }
 }
 
-/* One batch: write it at the end, fdatasync.  Runs without the lock. */
+static int write_zeros(int fd, uint64_t from, uint64_t to, bool *sync_failed, bool sync);
+
+/*
+ * One batch: write it at the end (at), fdatasync.  alloc_end: where the
+ * zeros written ahead end.  Runs without the lock.
+ */
 static int write_batch(struct postlog *log, int fd, const struct postlog_buf *b, uint64_t at,
-                       bool *sync_failed)
+                       uint64_t alloc_end, bool *sync_failed)
 {
     int err = log->o.fault ? log->o.fault(log->o.fault_ctx, POSTLOG_IO_WRITE) : 0;
     if (err == 0)
@@ -226,9 +231,13 @@ static int write_batch(struct postlog *log, int fd, const struct postlog_buf *b,
     if (err != 0) {
         /*
          * Nothing was acknowledged, but part of it may be in the file: cut
-         * it, so that the next batch is not followed by a fragment.
+         * it, so that the next batch is not followed by a fragment.  Inside
+         * the zeros it is zeroed again instead: they stay, so that a full
+         * disk refuses only the appends that do not fit in them.
          */
-        if (ftruncate(fd, (off_t)at) != 0)
+        uint64_t upto = at + b->len < alloc_end ? at + b->len : alloc_end;
+        if (ftruncate(fd, (off_t)(at > alloc_end ? at : alloc_end)) != 0
+            || (upto > at && write_zeros(fd, at, upto, sync_failed, false) != 0))
             *sync_failed = true;
         return err;
     }
@@ -257,11 +266,12 @@ static bool prealloc_due(const struct postlog *log)
 }
 
 /*
- * Write zeros on fd from `from` to `to` and fdatasync them: that fdatasync
- * writes the new size, once per top-up rather than once per batch.  0 or
- * an errno value; *sync_failed as write_batch's.  Runs without the lock.
+ * Write zeros on fd from `from` to `to` and, if sync, fdatasync them: that
+ * fdatasync writes the new size, once per top-up rather than once per
+ * batch.  0 or an errno value; *sync_failed as write_batch's.  Runs without
+ * the lock.
  */
-static int write_zeros(int fd, uint64_t from, uint64_t to, bool *sync_failed)
+static int write_zeros(int fd, uint64_t from, uint64_t to, bool *sync_failed, bool sync)
 {
     static const unsigned char zeros[65536];
     while (from < to) {
@@ -271,7 +281,7 @@ static int write_zeros(int fd, uint64_t from, uint64_t to, bool *sync_failed)
             return err;
         from += n;
     }
-    if (fdatasync(fd) != 0) {
+    if (sync && fdatasync(fd) != 0) {
         /* As a batch's: what the file holds is unknown until it has been rewritten. */
         *sync_failed = true;
         return errno;
@@ -296,7 +306,7 @@ static void prealloc_top_up(struct postlog *log)
     log->writing = true;
     pthread_mutex_unlock(&log->mu);
     bool sync_failed = false;
-    int err = write_zeros(fd, from, to, &sync_failed);
+    int err = write_zeros(fd, from, to, &sync_failed, true);
     if (err != 0 && !sync_failed && ftruncate(fd, (off_t)from) != 0)
         sync_failed = true;     /* zeros may be left: harmless, but its state is not what we think */
     pthread_mutex_lock(&log->mu);
@@ -370,13 +380,13 @@ static void *writer_main(void *arg)
         log->tail = &log->head;
         log->writing = true;
         int fd = log->fd;
-        uint64_t at = log->end;
+        uint64_t at = log->end, alloc_end = log->alloc_end;
         int broken = log->info.broken;
         pthread_mutex_unlock(&log->mu);
 
         bool sync_failed = false;
         uint64_t t0 = (uint64_t)monoclock_ns();
-        int err = broken ? broken : write_batch(log, fd, &b, at, &sync_failed);
+        int err = broken ? broken : write_batch(log, fd, &b, at, alloc_end, &sync_failed);
         uint64_t took = (uint64_t)monoclock_ns() - t0;
 
         pthread_mutex_lock(&log->mu);
@@ -389,8 +399,6 @@ static void *writer_main(void *arg)
         } else {
             if (sync_failed && log->info.broken == 0)
                 log->info.broken = err;
-            if (!sync_failed)
-                log->alloc_end = at;    /* write_batch cut the file there */
         }
         if (log->alloc_end < log->end)
             log->alloc_end = log->end;  /* a batch past the zeros grew the file */
