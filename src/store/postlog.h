@@ -84,8 +84,10 @@ struct postlog_opts {
  * ttl_left) for every entry whose wall-clock expiry is still ahead, ttl_left
  * clamped to o->ttl (the wall clock may have been set back, the ttl
  * lowered), in the order they were appended (a later entry of the same ID
- * carries the later expiry).  An incomplete record at the end (a crash
- * during an append, which was never acknowledged) is cut off; a bad record
+ * carries the later expiry).  Zeros after the last record (written ahead,
+ * o->prealloc) end the records and stay, for the next appends.  An
+ * incomplete record at the end (a crash during an append, which was never
+ * acknowledged) is cut off, with the zeros after it; a bad record
  * with more after it is corruption: the entries before it are kept, the
  * file is rewritten with them, the damaged file is kept beside it as
  * path + ".corrupt", and *r says so (the caller logs it).  A file that a
