@@ -2,10 +2,13 @@
  * The POST log's group commit and rewrites (contract in postlog.h): one
  * writer thread commits concurrent appends together, one rewriting thread
  * compacts the file to its live entries.  The file format and its repair at
- * open are below it, in postlog_file.c.
+ * open are below it, in postlog_file.c; the zeros the writer keeps written
+ * ahead of the end beside it, in postlog_ahead.c (the struct both use:
+ * postlog_int.h).
  */
 #include "postlog.h"
 #include "postlog_file.h"
+#include "postlog_int.h"
 
 #include "durable.h"
 #include "monoclock.h"
@@ -23,50 +26,6 @@
 
 #define DEFAULT_FLOOR (UINT64_C(1) << 20)
 #define RETRY_SECONDS 1         /* between rewrites of a broken log */
-
-/* An append waiting for its batch: done is called once it is on disk or failed. */
-struct waiter {
-    struct waiter *next;
-    postlog_done_fn done;
-    void *arg;
-    bool heap;                  /* postlog_submit's: freed after done */
-};
-
-/* The log (opaque in postlog.h): its file, its threads and what they share. */
-struct postlog {
-    char *path, *dir;
-    struct postlog_opts o;
-    pthread_mutex_t mu;
-    pthread_cond_t work;        /* the writer: a batch to write, the swap over, or stop */
-    pthread_cond_t idle;        /* a rewrite: the writer between batches */
-    pthread_cond_t cwork;       /* the rewriting thread: a rewrite wanted, or stop */
-    pthread_mutex_t compact_mu; /* one rewrite at a time */
-    /* Under mu. */
-    int fd;
-    uint64_t end;               /* bytes written and synced */
-    uint64_t alloc_end;         /* zeros written and synced up to here (>= end: none ahead) */
-    uint64_t prealloc_after;    /* a failed top-up: none until end passes this */
-    struct postlog_buf fill;    /* the next batch's records */
-    struct postlog_buf spare;   /* the last batch's buffer, reused */
-    struct waiter *head, **tail;
-    size_t queued;              /* the appends in fill */
-    /*
-     * The gather (writer_main): how many appends the last batch carried
-     * and how long its write and fdatasync took; an append wakes the
-     * writer only once queued reaches wake_at.
-     */
-    size_t last_appends, wake_at;
-    uint64_t last_ns;
-    bool writing;               /* the writer is between taking a batch and finishing it */
-    bool notifying;             /* the writer is calling a finished batch's done callbacks */
-    bool swap;                  /* a rewrite is swapping files: take no batch */
-    bool compacting, compact_wanted;
-    bool stop;
-    uint64_t latest;            /* the latest expiry of any entry written (the seal's word) */
-    uint64_t hold;              /* entries may be missing until then (opened.lost_until) */
-    struct postlog_info info;
-    pthread_t writer, compactor;
-};
 
 /* The log's clock: wall-clock unix seconds, or the test clock of its options. */
 static uint64_t wall_clock(const struct postlog *log)
@@ -205,8 +164,8 @@ fail:
     return NULL;
 }
 
-/* Wake the rewriting thread if the file has grown past its bound.  Caller locks. */
-static void maybe_compact(struct postlog *log)
+/* Wake the rewriting thread if the file has grown past its bound (postlog_int.h). */
+void postlog_maybe_compact(struct postlog *log)
 {
     if (log->o.live == NULL || log->compacting || log->compact_wanted)
         return;
@@ -215,8 +174,6 @@ static void maybe_compact(struct postlog *log)
         pthread_cond_signal(&log->cwork);
     }
 }
-
-static int write_zeros(int fd, uint64_t from, uint64_t to, bool *sync_failed, bool sync);
 
 /*
  * One batch: write it at the end (at), fdatasync.  alloc_end: where the
@@ -237,7 +194,7 @@ static int write_batch(struct postlog *log, int fd, const struct postlog_buf *b,
          */
         uint64_t upto = at + b->len < alloc_end ? at + b->len : alloc_end;
         if (ftruncate(fd, (off_t)(at > alloc_end ? at : alloc_end)) != 0
-            || (upto > at && write_zeros(fd, at, upto, sync_failed, false) != 0))
+            || (upto > at && postlog_ahead_zeros(fd, at, upto, false, sync_failed) != 0))
             *sync_failed = true;
         return err;
     }
@@ -254,78 +211,6 @@ static int write_batch(struct postlog *log, int fd, const struct postlog_buf *b,
     return err;
 }
 
-/*
- * Whether the writer should write zeros ahead now: less than half of
- * opts.prealloc left after the end.  Caller locks.
- */
-static bool prealloc_due(const struct postlog *log)
-{
-    return log->o.prealloc != POSTLOG_PREALLOC_NONE && !log->stop && !log->swap
-        && !log->info.broken && log->end >= log->prealloc_after
-        && log->alloc_end - log->end < log->o.prealloc / 2;
-}
-
-/*
- * Write zeros on fd from `from` to `to` and, if sync, fdatasync them: that
- * fdatasync writes the new size, once per top-up rather than once per
- * batch.  0 or an errno value; *sync_failed as write_batch's.  Runs without
- * the lock.
- */
-static int write_zeros(int fd, uint64_t from, uint64_t to, bool *sync_failed, bool sync)
-{
-    static const unsigned char zeros[65536];
-    while (from < to) {
-        size_t n = to - from < sizeof zeros ? (size_t)(to - from) : sizeof zeros;
-        int err = durable_write_all(fd, zeros, n, from);
-        if (err != 0)
-            return err;
-        from += n;
-    }
-    if (sync && fdatasync(fd) != 0) {
-        /* As a batch's: what the file holds is unknown until it has been rewritten. */
-        *sync_failed = true;
-        return errno;
-    }
-    return 0;
-}
-
-/*
- * Top the zeros ahead up to opts.prealloc past the end (rounded to 4 KiB,
- * a page): between batches, after the last one's done callbacks, so that
- * only the appends that arrive meanwhile wait for it (about one larger
- * write and fdatasync per prealloc / 2 bytes appended).  A failure (a full
- * disk) gives back what it wrote and is tried again once the end has
- * moved on by prealloc / 2: an append still goes past the zeros and grows
- * the file, as without them.  Caller locks; the lock is let go meanwhile,
- * with writing set so that a rewrite's swap waits for it.
- */
-static void prealloc_top_up(struct postlog *log)
-{
-    int fd = log->fd;
-    uint64_t from = log->alloc_end, to = (log->end + log->o.prealloc + 4095) & ~UINT64_C(4095);
-    log->writing = true;
-    pthread_mutex_unlock(&log->mu);
-    bool sync_failed = false;
-    int err = write_zeros(fd, from, to, &sync_failed, true);
-    if (err != 0 && !sync_failed && ftruncate(fd, (off_t)from) != 0)
-        sync_failed = true;     /* zeros may be left: harmless, but its state is not what we think */
-    pthread_mutex_lock(&log->mu);
-    log->writing = false;
-    if (err == 0) {
-        log->alloc_end = to;
-        log->info.prealloc_syncs++;
-    } else {
-        log->info.prealloc_failures++;
-        log->prealloc_after = log->end + log->o.prealloc / 2;
-        if (sync_failed && log->info.broken == 0) {
-            log->info.broken = err;
-            maybe_compact(log);
-        }
-    }
-    log->info.ahead = log->alloc_end - log->end;
-    pthread_cond_broadcast(&log->idle);
-}
-
 static void *writer_main(void *arg)
 {
     struct postlog *log = arg;
@@ -333,8 +218,8 @@ static void *writer_main(void *arg)
     bool gathering = false, gathered = false;
     pthread_mutex_lock(&log->mu);
     for (;;) {
-        if (prealloc_due(log)) {
-            prealloc_top_up(log);
+        if (postlog_ahead_due(log)) {
+            postlog_ahead_top_up(log);
             continue;
         }
         if (log->fill.len == 0 || log->swap) {
@@ -416,7 +301,7 @@ static void *writer_main(void *arg)
         log->writing = false;
         log->notifying = true;
         pthread_cond_broadcast(&log->idle);
-        maybe_compact(log);
+        postlog_maybe_compact(log);
         /* Outside the lock: a callback may take locks of its own (resume a request). */
         pthread_mutex_unlock(&log->mu);
         while (w != NULL) {
@@ -661,7 +546,7 @@ out:
     if (err != 0)
         log->info.compact_failures++;
     else
-        maybe_compact(log);     /* a tail past the live set and floor: again */
+        postlog_maybe_compact(log);     /* a tail past the live set and floor: again */
     pthread_mutex_unlock(&log->mu);
     pthread_mutex_unlock(&log->compact_mu);
     free(b.p);
