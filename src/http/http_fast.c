@@ -23,6 +23,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <sys/epoll.h>
 #include <sys/eventfd.h>
 #include <sys/socket.h>
@@ -41,6 +42,7 @@
 
 struct fast_thread {
     struct http *h;
+    struct http_fast *f;        /* its owner: what a parked POST's done reaches (not h) */
     pthread_t th;
     int ep;
     struct relay *relays;       /* its connections passed on to MHD through a relay */
@@ -66,6 +68,18 @@ struct fast_thread {
      * reads, the parsing and the requests answered before it in the wake).
      */
     uint64_t wake_ns;
+    /*
+     * Parked POSTs (a durable insert's answer waiting for the disk): the
+     * writer's done pushes each onto ready (lock-free, newest first) and
+     * writes ready_fd, in ep, only when the list was empty: one wake a
+     * group, not one a POST.  parked: how many of its connections wait
+     * (this thread's); stop_at: when a stopping thread stops waiting.
+     */
+    int ready_fd;
+    _Atomic(struct request *) ready;
+    unsigned parked;
+    bool stopping;
+    uint64_t stop_at;
     char in[WIRE_HEAD_MAX];
     char path[WIRE_HEAD_MAX + 1];
     char out[FAST_OUT_MAX];
@@ -73,12 +87,20 @@ struct fast_thread {
 
 struct http_fast {
     int stop_fd;                /* an eventfd in every thread's epoll: readable = stop */
+    /*
+     * Parked POSTs whose done has not returned yet: the writer holds their
+     * requests (and their thread's ready list), so none may be freed.
+     */
+    atomic_uint held;
     unsigned n;
     struct fast_thread *t;
 };
 
 /* Markers in epoll_event.data.ptr besides connections and relays (aligned: untagged). */
-static long listen_mark, stop_mark;
+static long listen_mark, stop_mark, ready_mark;
+
+/* How long a stopping thread waits for its parked POSTs' answers (http_stop waits as long for MHD's). */
+#define STOP_WAIT_MS 5000
 
 /* ---------------------------------------------------------- connections -- */
 
@@ -103,6 +125,8 @@ static void conn_forget(struct http *h, struct request *rq)
 {
     http_conns_remove(h, rq);
     atomic_fetch_sub(&h->live, 1);
+    if (rq->parked_malloced)
+        free((char *)rq->parked_body);
     free(rq->unsent);
     free(rq->pend);
     free(rq);
@@ -171,6 +195,8 @@ static void accept_some(struct fast_thread *ft)
         setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);    /* fails on unix sockets */
         struct request *rq = conn_new(h, fd);
         struct epoll_event ev = { .events = EPOLLIN | EPOLLRDHUP, .data.ptr = rq };
+        if (rq != NULL)
+            rq->ft = ft;
         if (rq == NULL) {
             atomic_fetch_sub(&h->live, 1);
             close(fd);
@@ -218,16 +244,29 @@ static bool flush_unsent(struct fast_thread *ft, struct request *rq)
 }
 
 /*
- * Whether a taken head (head_len bytes at head) of a route that needs the
- * replication right has it (http_right_granted, check_write's decision).
- * Anything else goes to MHD, which answers the refusal itself.
+ * Whether a taken head (head_len bytes at head) of a route that needs a
+ * right (a route's admin value) has it (http_right_granted, check_write's
+ * decision).  Anything else goes to MHD, which answers the refusal itself.
  */
-static bool replication_right(const struct http *h, const struct app *a, const char *head,
-                              size_t head_len)
+static bool right_shown(const struct http *h, const struct app *a, unsigned right,
+                        const char *head, size_t head_len)
 {
     char auth[512];
     bool has = http_wire_header(head, head_len, "Authorization", auth, sizeof auth);
-    return http_right_granted(h, a, ROUTE_REPLICATION, has ? auth : NULL);
+    return http_right_granted(h, a, right, has ? auth : NULL);
+}
+
+/* The view of the configuration the wake's answers read (fast_settle leaves it). */
+static struct app *fast_view(struct fast_thread *ft)
+{
+    if (!ft->in_view) {
+        ft->view = live_enter(ft->h->a->live);
+        ft->app = *ft->h->a;
+        ft->app.cfg = ft->view.cfg;
+        ft->app.admin_token = ft->view.admin_token;
+        ft->in_view = true;
+    }
+    return &ft->app;
 }
 
 /*
@@ -250,15 +289,8 @@ static unsigned prepare(struct fast_thread *ft, const char *head, size_t head_le
     if (r == NULL || !(r->methods & ROUTE_GET) || r->fast == NULL || r->body
         || (r->admin && r->admin != ROUTE_REPLICATION))
         return 0;
-    if (!ft->in_view) {
-        ft->view = live_enter(h->a->live);
-        ft->app = *h->a;
-        ft->app.cfg = ft->view.cfg;
-        ft->app.admin_token = ft->view.admin_token;
-        ft->in_view = true;
-    }
-    struct app *a = &ft->app;
-    if (r->admin && !replication_right(h, a, head, head_len))
+    struct app *a = fast_view(ft);
+    if (r->admin && !right_shown(h, a, r->admin, head, head_len))
         return 0;
     bool timed = a->cfg->metrics_enabled;
     size_t blen = 0;
@@ -273,6 +305,110 @@ static unsigned prepare(struct fast_thread *ft, const char *head, size_t head_le
     if (timed) {
         uint64_t dt = (uint64_t)monoclock_ns() - ft->wake_ns;
         stats_request(h->a->stats, (unsigned)(r - routes_table), status, dt ? dt : 1);
+    }
+    return status;
+}
+
+/*
+ * api_fast_later's done, on the thread that finished the insert (the POST
+ * log's writer): the answer kept in rq, rq pushed onto its thread's ready
+ * list, and the thread woken if the list was empty.  Neither rq nor its
+ * thread is touched after the push but through ft, which lives while
+ * held > 0.
+ */
+static void parked_done(struct api_fast_later *l, unsigned status, const char *body, size_t len)
+{
+    static const char oom[] = "{\"error\":\"internal\",\"message\":\"out of memory\"}";
+    struct request *rq = l->ctx;
+    struct fast_thread *ft = rq->ft;
+    struct http_fast *f = ft->f;
+    char *copy = len > sizeof rq->parked_small ? malloc(len) : rq->parked_small;
+    if (copy == NULL) {
+        status = MHD_HTTP_INTERNAL_SERVER_ERROR;
+        body = oom;
+        len = sizeof oom - 1;
+    } else {
+        memcpy(copy, body, len);
+        body = copy;
+    }
+    rq->parked_malloced = copy != NULL && copy != rq->parked_small;
+    rq->parked_status = status;
+    rq->parked_body = body;
+    rq->parked_len = len;
+    struct request *old = atomic_load_explicit(&ft->ready, memory_order_relaxed);
+    do
+        rq->ready_next = old;
+    while (!atomic_compare_exchange_weak_explicit(&ft->ready, &old, rq, memory_order_release,
+                                                  memory_order_relaxed));
+    if (old == NULL) {
+        uint64_t one = 1;
+        ssize_t w = write(ft->ready_fd, &one, sizeof one);
+        (void)w;                /* only fails when the counter is full: then it is readable */
+    }
+    atomic_fetch_sub_explicit(&f->held, 1, memory_order_release);
+}
+
+/*
+ * A POST whose route has a fast form for bodies (POST /ids): its head
+ * (head_len bytes at head) and its whole body (blen bytes at body).
+ * Returns as prepare does, or API_LATER when the answer comes later: rq is
+ * then parked.  Every refusal of the head (the right, the media type, the
+ * size) is MHD's: 0.
+ */
+static unsigned prepare_post(struct fast_thread *ft, struct request *rq, const char *head,
+                             size_t head_len, const char *target, size_t tlen, const char *body,
+                             size_t blen, char **start, size_t *len)
+{
+    struct http *h = ft->h;
+    size_t rest_off;
+    unsigned allowed;
+    memcpy(ft->path, target, tlen);
+    ft->path[tlen] = '\0';
+    const struct route *r = routes_find(ft->path, ROUTE_POST, &rest_off, &allowed);
+    if (r == NULL || !(r->methods & ROUTE_POST) || r->fast_body == NULL || blen == 0)
+        return 0;
+    struct app *a = fast_view(ft);
+    if (blen > a->cfg->max_body_bytes || (r->admin && !right_shown(h, a, r->admin, head, head_len)))
+        return 0;
+    /* As http.c's body_type_of (ct holds any value a head holds). */
+    char ct[WIRE_HEAD_MAX];
+    enum body_type bt = BODY_JSON;
+    if (http_wire_header(head, head_len, "Content-Type", ct, sizeof ct)) {
+        size_t n = strcspn(ct, "; \t");
+        if (n == 10 && strncasecmp(ct, "text/plain", 10) == 0)
+            bt = BODY_TEXT;
+        else if (n != 0 && !(n == 16 && strncasecmp(ct, "application/json", 16) == 0))
+            return 0;
+    }
+    bool timed = a->cfg->metrics_enabled;
+    unsigned slot = (unsigned)(r - routes_table);
+    rq->fast_later = (struct api_fast_later){ parked_done, rq, { NULL, NULL }, 0 };
+    atomic_fetch_add_explicit(&h->fast->held, 1, memory_order_relaxed);
+    size_t olen = 0;
+    unsigned status = r->fast_body(a, ft->path + rest_off, tlen - rest_off, bt, body, blen,
+                                   ft->out + FAST_STATUS_MAX, sizeof ft->out - FAST_STATUS_MAX,
+                                   &olen, &rq->fast_later);
+    if (status == API_LATER) {
+        /* Not read again until the answer: the client waits for it. */
+        rq->parked = true;
+        rq->parked_timed = timed;
+        rq->parked_slot = slot;
+        rq->parked_t0 = ft->wake_ns;
+        ft->parked++;
+        atomic_store_explicit(&rq->idle, false, memory_order_release);
+        atomic_store_explicit(&rq->deadline, 0, memory_order_release);
+        return API_LATER;
+    }
+    atomic_fetch_sub_explicit(&h->fast->held, 1, memory_order_relaxed);
+    if (status == 0
+        || (*start = http_wire_answer_head(&ft->date, ft->out + FAST_STATUS_MAX, FAST_STATUS_MAX,
+                                           status, olen)) == NULL)
+        return 0;
+    ft->answered++;
+    *len = (size_t)(ft->out + FAST_STATUS_MAX - *start) + olen;
+    if (timed) {
+        uint64_t dt = (uint64_t)monoclock_ns() - ft->wake_ns;
+        stats_request(h->a->stats, slot, status, dt ? dt : 1);
     }
     return status;
 }
@@ -305,6 +441,51 @@ static void rearm_deadline(struct http *h, struct request *rq)
                           memory_order_release);
 }
 
+/*
+ * The request at the start of b[0..n): answered (its answer ready at
+ * *start, *len bytes), or parked (API_LATER), *used bytes taken from b; or
+ * WIRE_MORE's and WIRE_PASS's 0 for MHD, with *used 0 (a head not whole
+ * yet) or not (anything else).  A POST must come whole, body and all:
+ * one cut in two reads is MHD's, as a big one is.
+ */
+static unsigned take(struct fast_thread *ft, struct request *rq, const char *b, size_t n,
+                     size_t *used, char **start, size_t *len)
+{
+    size_t head_len, tlen, blen;
+    const char *target;
+    *used = 0;
+    if (b[0] == 'P') {
+        enum wire_head k = http_wire_post(b, n, &head_len, &target, &tlen, &blen);
+        if (k == WIRE_MORE)
+            return 0;
+        *used = 1;
+        if (k == WIRE_PASS || blen > n - head_len)
+            return 0;
+        *used = head_len + blen;
+        return prepare_post(ft, rq, b, head_len, target, tlen, b + head_len, blen, start, len);
+    }
+    enum wire_head k = http_wire_head(b, n, &head_len, &target, &tlen);
+    if (k == WIRE_MORE)
+        return 0;
+    *used = 1;
+    if (k == WIRE_PASS)
+        return 0;
+    *used = head_len;
+    return prepare(ft, b, head_len, target, tlen, start, len);
+}
+
+/*
+ * A parked connection that wakes its thread (bytes behind the POST, the
+ * client's end, an error): out of the epoll until its answer.  EPOLL_CTL_DEL
+ * rather than MOD to no events: epoll reports EPOLLERR and EPOLLHUP
+ * whatever the mask, and a reset client would wake the thread in a loop.
+ */
+static void disarm(struct fast_thread *ft, struct request *rq)
+{
+    if (!rq->disarmed && epoll_ctl(ft->ep, EPOLL_CTL_DEL, rq->fd, NULL) == 0)
+        rq->disarmed = true;
+}
+
 /* The connection's first request, peeked at: answered, or the socket to MHD.  False: rq is gone. */
 static bool serve_first(struct fast_thread *ft, struct request *rq)
 {
@@ -315,20 +496,30 @@ static bool serve_first(struct fast_thread *ft, struct request *rq)
         conn_close(ft, rq);
         return false;
     }
-    size_t head_len, tlen, len;
-    const char *target;
+    size_t len, used;
     char *start;
-    if (http_wire_head(ft->in, (size_t)got, &head_len, &target, &tlen) != WIRE_TAKE
-        || prepare(ft, ft->in, head_len, target, tlen, &start, &len) == 0) {
+    unsigned st = take(ft, rq, ft->in, (size_t)got, &used, &start, &len);
+    if (st == 0) {
         conn_hand_off(ft, rq);
         return false;
     }
-    /* Taken: the head leaves the socket (it is all there: the peek saw it). */
-    if (http_wire_recv(rq->fd, ft->in, head_len, 0) != (ssize_t)head_len || !send_or_keep(ft, rq, start, len)) {
+    /* Taken: the request leaves the socket (it is all there: the peek saw it). */
+    rq->owned = true;
+    if (http_wire_recv(rq->fd, ft->in, used, 0) != (ssize_t)used) {
+        if (!rq->parked) {
+            conn_close(ft, rq);
+            return false;
+        }
+        /* Its answer finds the connection broken and closes it (the writer holds rq). */
+        disarm(ft, rq);
+        return true;
+    }
+    if (st == API_LATER)
+        return true;
+    if (!send_or_keep(ft, rq, start, len)) {
         conn_close(ft, rq);
         return false;
     }
-    rq->owned = true;
     rearm_deadline(ft->h, rq);
     return true;
 }
@@ -362,23 +553,21 @@ static bool serve_owned(struct fast_thread *ft, struct request *rq)
         got = 0;
     }
     size_t total = have + (size_t)got, pos = 0;
-    while (pos < total && rq->unsent == NULL) {
-        size_t head_len, tlen, len;
-        const char *target;
+    while (pos < total && rq->unsent == NULL && !rq->parked) {
+        size_t used, len;
         char *start;
-        enum wire_head k = http_wire_head(ft->in + pos, total - pos, &head_len, &target, &tlen);
-        if (k == WIRE_MORE)
-            break;
-        if (k == WIRE_PASS
-            || prepare(ft, ft->in + pos, head_len, target, tlen, &start, &len) == 0) {
+        unsigned st = take(ft, rq, ft->in + pos, total - pos, &used, &start, &len);
+        if (st == 0 && used == 0)
+            break;              /* the rest of a head to come */
+        if (st == 0) {
             relay_rest(ft, rq, ft->in + pos, total - pos);
             return false;
         }
-        if (!send_or_keep(ft, rq, start, len)) {
+        pos += used;
+        if (st != API_LATER && !send_or_keep(ft, rq, start, len)) {
             conn_close(ft, rq);
             return false;
         }
-        pos += head_len;
     }
     if (pos < total) {
         /* The rest of a head, or heads behind an answer the socket has not taken yet. */
@@ -389,6 +578,8 @@ static bool serve_owned(struct fast_thread *ft, struct request *rq)
         memcpy(rq->pend, ft->in + pos, total - pos);
         rq->pend_len = total - pos;
     }
+    if (rq->parked)
+        return true;            /* an end comes again once it is answered (its socket is read again) */
     if (eof) {
         conn_close(ft, rq);     /* what came before the end is answered; a part of a head is not */
         return false;
@@ -398,8 +589,78 @@ static bool serve_owned(struct fast_thread *ft, struct request *rq)
     return true;
 }
 
+/*
+ * A parked POST's answer (its done has pushed it): sent, the connection
+ * armed again, and what came behind the POST served.
+ */
+static void answer_parked(struct fast_thread *ft, struct request *rq)
+{
+    struct http *h = ft->h;
+    rq->parked = false;
+    ft->parked--;
+    size_t blen = rq->parked_len;
+    memcpy(ft->out + FAST_STATUS_MAX, rq->parked_body, blen);
+    if (rq->parked_malloced)
+        free((char *)rq->parked_body);
+    rq->parked_malloced = false;
+    rq->parked_body = NULL;
+    char *start = http_wire_answer_head(&ft->date, ft->out + FAST_STATUS_MAX, FAST_STATUS_MAX,
+                                        rq->parked_status, blen);
+    if (start == NULL) {
+        conn_close(ft, rq);
+        return;
+    }
+    ft->answered++;
+    if (rq->parked_timed) {
+        uint64_t dt = (uint64_t)monoclock_ns() - rq->parked_t0;
+        stats_request(h->a->stats, rq->parked_slot, rq->parked_status, dt ? dt : 1);
+    }
+    if (rq->disarmed) {
+        struct epoll_event ev = { .events = EPOLLIN | EPOLLRDHUP, .data.ptr = rq };
+        rq->disarmed = false;
+        if (epoll_ctl(ft->ep, EPOLL_CTL_ADD, rq->fd, &ev) != 0) {
+            conn_close(ft, rq);
+            return;
+        }
+    }
+    size_t len = (size_t)(ft->out + FAST_STATUS_MAX - start) + blen;
+    if (!send_or_keep(ft, rq, start, len)) {
+        conn_close(ft, rq);
+        return;
+    }
+    rearm_deadline(h, rq);
+    /* Requests that came behind it, already read: the socket's own wake the epoll. */
+    if (rq->unsent == NULL && rq->pend_len > 0)
+        serve_owned(ft, rq);
+}
+
+/* ready_fd: every parked POST answered since the last wake, in the order they were done. */
+static void drain_ready(struct fast_thread *ft)
+{
+    uint64_t v;
+    /* The count first, then the list: a push after the read wakes the thread again. */
+    ssize_t r = read(ft->ready_fd, &v, sizeof v);
+    (void)r;
+    struct request *rq = atomic_exchange_explicit(&ft->ready, NULL, memory_order_acquire), *fifo = NULL;
+    while (rq != NULL) {
+        struct request *next = rq->ready_next;
+        rq->ready_next = fifo;
+        fifo = rq;
+        rq = next;
+    }
+    while (fifo != NULL) {
+        struct request *next = fifo->ready_next;
+        answer_parked(ft, fifo);
+        fifo = next;
+    }
+}
+
 static void serve(struct fast_thread *ft, struct request *rq, uint32_t events)
 {
+    if (rq->parked) {
+        disarm(ft, rq);         /* never closed while parked: the writer holds rq */
+        return;
+    }
     if ((events & EPOLLERR) || atomic_load(&rq->deadline) == DEADLINE_HIT) {
         conn_close(ft, rq);
         return;
@@ -432,27 +693,40 @@ static void *fast_main(void *arg)
     struct http *h = ft->h;
     pthread_setname_np(pthread_self(), "bg-http");
     for (;;) {
+        /* Stopping: on until the parked POSTs have their answers, or STOP_WAIT_MS. */
+        if (ft->stopping && (ft->parked == 0 || (uint64_t)monoclock_coarse_ns() >= ft->stop_at))
+            return NULL;
         struct epoll_event evs[64];
-        int n = http_wire_epoll_wait(ft->ep, evs, 64, ft->accept_paused ? ACCEPT_PAUSE_MS : -1);
+        int n = http_wire_epoll_wait(ft->ep, evs, 64,
+                                     ft->accept_paused || ft->stopping ? ACCEPT_PAUSE_MS : -1);
         if (n < 0 && errno != EINTR) {
             log_error(h->a->lg, "http: the fast path's epoll_wait failed: %s", strerror(errno));
             return NULL;
         }
         if (n > 0)
             ft->wake_ns = (uint64_t)monoclock_ns();
+        bool ready = false;
         for (int i = 0; i < n; i++) {
             void *p = evs[i].data.ptr;
             if (p == &stop_mark) {
-                fast_settle(ft);
-                return NULL;
-            }
-            if (p == &listen_mark)
+                /* Out of this epoll: the eventfd stays readable for the other threads. */
+                epoll_ctl(ft->ep, EPOLL_CTL_DEL, h->fast->stop_fd, NULL);
+                ft->stopping = true;
+                ft->stop_at = (uint64_t)monoclock_coarse_ns()
+                              + (uint64_t)STOP_WAIT_MS * (uint64_t)(NS_PER_S / 1000);
+            } else if (p == &ready_mark) {
+                ready = true;
+            } else if (p == &listen_mark) {
                 accept_some(ft);
-            else if (http_relay_tagged(p))
+            } else if (http_relay_tagged(p)) {
                 http_relay_event(ft->ep, &ft->relays, p, evs[i].events);
-            else
+            } else {
                 serve(ft, p, evs[i].events);
+            }
         }
+        /* After the wake's events: an answer may close a connection they name. */
+        if (ready)
+            drain_ready(ft);
         fast_settle(ft);
         if (ft->accept_paused && (uint64_t)monoclock_coarse_ns() >= ft->resume_at) {
             struct epoll_event lev = { .events = EPOLLIN | EPOLLEXCLUSIVE, .data.ptr = &listen_mark };
@@ -472,8 +746,12 @@ bool http_fast_start(struct http *h, unsigned threads, char *err, size_t errlen)
     }
     h->fast = f;
     f->n = threads;
-    for (unsigned i = 0; i < threads; i++)
+    atomic_init(&f->held, 0);
+    for (unsigned i = 0; i < threads; i++) {
         f->t[i].ep = -1;
+        f->t[i].ready_fd = -1;
+        atomic_init(&f->t[i].ready, NULL);
+    }
     f->stop_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
     /* Every thread accepts until EAGAIN (MHD made it non-blocking when it owned it). */
     int fl = fcntl(h->fd, F_GETFL);
@@ -484,10 +762,14 @@ bool http_fast_start(struct http *h, unsigned threads, char *err, size_t errlen)
     for (unsigned i = 0; i < threads; i++) {
         struct fast_thread *ft = &f->t[i];
         ft->h = h;
+        ft->f = f;
         ft->date.at = (time_t)-1;
         struct epoll_event sev = { .events = EPOLLIN, .data.ptr = &stop_mark };
         struct epoll_event lev = { .events = EPOLLIN | EPOLLEXCLUSIVE, .data.ptr = &listen_mark };
+        struct epoll_event rev = { .events = EPOLLIN, .data.ptr = &ready_mark };
         if ((ft->ep = epoll_create1(EPOLL_CLOEXEC)) < 0
+            || (ft->ready_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK)) < 0
+            || epoll_ctl(ft->ep, EPOLL_CTL_ADD, ft->ready_fd, &rev) != 0
             || epoll_ctl(ft->ep, EPOLL_CTL_ADD, f->stop_fd, &sev) != 0
             || epoll_ctl(ft->ep, EPOLL_CTL_ADD, h->fd, &lev) != 0) {
             snprintf(err, errlen, "cannot start the fast path: epoll: %s", strerror(errno));
@@ -528,6 +810,15 @@ void http_fast_stop(struct http *h)
         if (f->t[i].ep >= 0)
             close(f->t[i].ep);
     }
+    /*
+     * The threads waited for their parked POSTs' answers; one the writer
+     * still holds after that (a disk stuck past STOP_WAIT_MS) keeps its
+     * request, its thread's state and f: left, not freed under the writer.
+     */
+    bool held = atomic_load_explicit(&f->held, memory_order_acquire) > 0;
+    if (held)
+        log_warn(h->a->lg, "http: %u POSTs still wait for the POST log at stop: their "
+                 "connections are closed unanswered", atomic_load(&f->held));
     /* Its connections that MHD never took: closed here, MHD's by MHD_stop_daemon. */
     for (;;) {
         pthread_mutex_lock(&h->conns_lock);
@@ -538,12 +829,25 @@ void http_fast_stop(struct http *h)
         if (rq == NULL)
             break;
         int fd = rq->fd;
+        if (held && rq->parked) {
+            /* Out of the list, open no more, and kept: its done may still come. */
+            http_conns_remove(h, rq);
+            rq->fast = false;
+            atomic_fetch_sub(&h->live, 1);
+            shutdown(fd, SHUT_RDWR);
+            continue;           /* its fd stays open: rq's done must not meet a reused fd */
+        }
         conn_forget(h, rq);
         close(fd);
     }
     if (f->stop_fd >= 0)
         close(f->stop_fd);
+    h->fast = NULL;
+    if (held)
+        return;                 /* f stays: a done still to come reaches it (not h) */
+    for (unsigned i = 0; i < f->n; i++)
+        if (f->t[i].ready_fd >= 0)
+            close(f->t[i].ready_fd);
     free(f->t);
     free(f);
-    h->fast = NULL;
 }
