@@ -572,6 +572,12 @@ static bool serve_owned(struct fast_thread *ft, struct request *rq)
     if (pos < total) {
         /* The rest of a head, or heads behind an answer the socket has not taken yet. */
         if ((rq->pend = malloc(total - pos)) == NULL) {
+            if (rq->parked) {
+                /* Not freed under the writer: its answer finds the socket shut and closes it. */
+                shutdown(rq->fd, SHUT_RDWR);
+                disarm(ft, rq);
+                return true;
+            }
             conn_close(ft, rq);
             return false;
         }
@@ -681,7 +687,7 @@ static void serve(struct fast_thread *ft, struct request *rq, uint32_t events)
      * another wake (level-triggered), so a pipelining client gets no more
      * than its share.
      */
-    if (rq->owned && rq->unsent == NULL)
+    if (rq->owned && rq->unsent == NULL && !rq->parked)
         serve_owned(ft, rq);
 }
 
