@@ -13,6 +13,15 @@
  * head; at the first one they do not take, MHD gets the rest through
  * http_relay.c.  So the edge's rules (framing, methods, limits, timeouts
  * of slow heads) remain MHD's and http_check.c's for anything unusual.
+ *
+ * POST /ids too (a row with a fast form for bodies): a strict head with
+ * one Content-Length and the whole small body in the same read.  A
+ * durable insert answers later: the connection is parked, simply not read
+ * (the client waits for its answer; no epoll change unless it wakes the
+ * thread meanwhile), and the POST log's writer hands the answer back
+ * through the thread's lock-free ready list, writing its eventfd once per
+ * group commit rather than once per POST (MHD's suspend and resume cost
+ * two epoll_ctl, an eventfd write and an idle recv per POST).
  */
 #include "http_int.h"
 
@@ -196,7 +205,7 @@ static void accept_some(struct fast_thread *ft)
         struct request *rq = conn_new(h, fd);
         struct epoll_event ev = { .events = EPOLLIN | EPOLLRDHUP, .data.ptr = rq };
         if (rq != NULL)
-            rq->ft = ft;
+            rq->ft = ft;        /* where a parked POST's answer comes back */
         if (rq == NULL) {
             atomic_fetch_sub(&h->live, 1);
             close(fd);

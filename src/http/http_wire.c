@@ -1,5 +1,6 @@
 /*
- * The fast path's bytes (http_fast.c): which request heads it takes,
+ * The fast path's bytes (http_fast.c): which request heads it takes
+ * (GETs, and POSTs with one Content-Length),
  * read strictly (anything else is libmicrohttpd's to read), and the head
  * of its answers, written as libmicrohttpd writes them, so that a client
  * cannot tell which of the two answered.
