@@ -23,7 +23,7 @@
  * group commit rather than once per POST (MHD's suspend and resume cost
  * two epoll_ctl, an eventfd write and an idle recv per POST).
  */
-#include "http_int.h"
+#include "http_fast_int.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -42,68 +42,6 @@
 #include "live.h"
 #include "log.h"
 #include "stats.h"
-
-/* Room for an answer's head and body (bodies that do not fit go to MHD). */
-#define FAST_OUT_MAX 65536
-#define FAST_STATUS_MAX 256     /* the status line and headers before the body */
-#define ACCEPT_BURST 64
-#define ACCEPT_PAUSE_MS 100     /* after EMFILE: the listen socket stays readable */
-
-struct fast_thread {
-    struct http *h;
-    struct http_fast *f;        /* its owner: what a parked POST's done reaches (not h) */
-    pthread_t th;
-    int ep;
-    struct relay *relays;       /* its connections passed on to MHD through a relay */
-    bool started;
-    bool accept_paused;         /* EMFILE/ENFILE: the listen socket is out of ep for a while */
-    uint64_t resume_at;
-    struct wire_date date;
-    /*
-     * Held from a wake's first answer to the end of that wake (fast_settle):
-     * the configuration in force and the app the handlers get, entered once
-     * for all the requests of a wake rather than once per request (a read
-     * section is two locked adds), and the answers counted meanwhile.
-     */
-    bool in_view;
-    struct live_view view;
-    struct app app;
-    uint64_t answered;
-    /*
-     * When epoll_wait returned: the start of every answer's time in
-     * request_duration_seconds, the bytes of each request having come by
-     * then.  One clock read per wake and one per answer, not two per
-     * answer around the handler alone (the handler's time left out the
-     * reads, the parsing and the requests answered before it in the wake).
-     */
-    uint64_t wake_ns;
-    /*
-     * Parked POSTs (a durable insert's answer waiting for the disk): the
-     * writer's done pushes each onto ready (lock-free, newest first) and
-     * writes ready_fd, in ep, only when the list was empty: one wake a
-     * group, not one a POST.  parked: how many of its connections wait
-     * (this thread's); stop_at: when a stopping thread stops waiting.
-     */
-    int ready_fd;
-    _Atomic(struct request *) ready;
-    unsigned parked;
-    bool stopping;
-    uint64_t stop_at;
-    char in[WIRE_HEAD_MAX];
-    char path[WIRE_HEAD_MAX + 1];
-    char out[FAST_OUT_MAX];
-};
-
-struct http_fast {
-    int stop_fd;                /* an eventfd in every thread's epoll: readable = stop */
-    /*
-     * Parked POSTs whose done has not returned yet: the writer holds their
-     * requests (and their thread's ready list), so none may be freed.
-     */
-    atomic_uint held;
-    unsigned n;
-    struct fast_thread *t;
-};
 
 /* Markers in epoll_event.data.ptr besides connections and relays (aligned: untagged). */
 static long listen_mark, stop_mark, ready_mark;
@@ -141,7 +79,7 @@ static void conn_forget(struct http *h, struct request *rq)
     free(rq);
 }
 
-static void conn_close(struct fast_thread *ft, struct request *rq)
+void http_fast_close(struct fast_thread *ft, struct request *rq)
 {
     int fd = rq->fd;
     epoll_ctl(ft->ep, EPOLL_CTL_DEL, fd, NULL);
@@ -219,7 +157,7 @@ static void accept_some(struct fast_thread *ft)
 /* ------------------------------------------------------------- answers -- */
 
 /* Send what the socket takes; the rest waits in rq->unsent for EPOLLOUT.  False: close it. */
-static bool send_or_keep(struct fast_thread *ft, struct request *rq, const char *p, size_t len)
+bool http_fast_send(struct fast_thread *ft, struct request *rq, const char *p, size_t len)
 {
     size_t off = 0;
     if (!http_wire_send(rq->fd, p, len, &off))
@@ -257,7 +195,7 @@ static bool flush_unsent(struct fast_thread *ft, struct request *rq)
  * right (a route's admin value) has it (http_right_granted, check_write's
  * decision).  Anything else goes to MHD, which answers the refusal itself.
  */
-static bool right_shown(const struct http *h, const struct app *a, unsigned right,
+bool http_fast_right(const struct http *h, const struct app *a, unsigned right,
                         const char *head, size_t head_len)
 {
     char auth[512];
@@ -266,7 +204,7 @@ static bool right_shown(const struct http *h, const struct app *a, unsigned righ
 }
 
 /* The view of the configuration the wake's answers read (fast_settle leaves it). */
-static struct app *fast_view(struct fast_thread *ft)
+struct app *http_fast_view(struct fast_thread *ft)
 {
     if (!ft->in_view) {
         ft->view = live_enter(ft->h->a->live);
@@ -286,7 +224,7 @@ static struct app *fast_view(struct fast_thread *ft)
  * replication right's are taken (the replicas' horizon questions), once
  * the head shows it.
  */
-static unsigned prepare(struct fast_thread *ft, const char *head, size_t head_len,
+unsigned http_fast_prepare(struct fast_thread *ft, const char *head, size_t head_len,
                         const char *target, size_t tlen, char **start, size_t *len)
 {
     struct http *h = ft->h;
@@ -298,8 +236,8 @@ static unsigned prepare(struct fast_thread *ft, const char *head, size_t head_le
     if (r == NULL || !(r->methods & ROUTE_GET) || r->fast == NULL || r->body
         || (r->admin && r->admin != ROUTE_REPLICATION))
         return 0;
-    struct app *a = fast_view(ft);
-    if (r->admin && !right_shown(h, a, r->admin, head, head_len))
+    struct app *a = http_fast_view(ft);
+    if (r->admin && !http_fast_right(h, a, r->admin, head, head_len))
         return 0;
     bool timed = a->cfg->metrics_enabled;
     size_t blen = 0;
@@ -318,110 +256,6 @@ static unsigned prepare(struct fast_thread *ft, const char *head, size_t head_le
     return status;
 }
 
-/*
- * api_fast_later's done, on the thread that finished the insert (the POST
- * log's writer): the answer kept in rq, rq pushed onto its thread's ready
- * list, and the thread woken if the list was empty.  Neither rq nor its
- * thread is touched after the push but through ft, which lives while
- * held > 0.
- */
-static void parked_done(struct api_fast_later *l, unsigned status, const char *body, size_t len)
-{
-    static const char oom[] = "{\"error\":\"internal\",\"message\":\"out of memory\"}";
-    struct request *rq = l->ctx;
-    struct fast_thread *ft = rq->ft;
-    struct http_fast *f = ft->f;
-    char *copy = len > sizeof rq->parked_small ? malloc(len) : rq->parked_small;
-    if (copy == NULL) {
-        status = MHD_HTTP_INTERNAL_SERVER_ERROR;
-        body = oom;
-        len = sizeof oom - 1;
-    } else {
-        memcpy(copy, body, len);
-        body = copy;
-    }
-    rq->parked_malloced = copy != NULL && copy != rq->parked_small;
-    rq->parked_status = status;
-    rq->parked_body = body;
-    rq->parked_len = len;
-    struct request *old = atomic_load_explicit(&ft->ready, memory_order_relaxed);
-    do
-        rq->ready_next = old;
-    while (!atomic_compare_exchange_weak_explicit(&ft->ready, &old, rq, memory_order_release,
-                                                  memory_order_relaxed));
-    if (old == NULL) {
-        uint64_t one = 1;
-        ssize_t w = write(ft->ready_fd, &one, sizeof one);
-        (void)w;                /* only fails when the counter is full: then it is readable */
-    }
-    atomic_fetch_sub_explicit(&f->held, 1, memory_order_release);
-}
-
-/*
- * A POST whose route has a fast form for bodies (POST /ids): its head
- * (head_len bytes at head) and its whole body (blen bytes at body).
- * Returns as prepare does, or API_LATER when the answer comes later: rq is
- * then parked.  Every refusal of the head (the right, the media type, the
- * size) is MHD's: 0.
- */
-static unsigned prepare_post(struct fast_thread *ft, struct request *rq, const char *head,
-                             size_t head_len, const char *target, size_t tlen, const char *body,
-                             size_t blen, char **start, size_t *len)
-{
-    struct http *h = ft->h;
-    size_t rest_off;
-    unsigned allowed;
-    memcpy(ft->path, target, tlen);
-    ft->path[tlen] = '\0';
-    const struct route *r = routes_find(ft->path, ROUTE_POST, &rest_off, &allowed);
-    if (r == NULL || !(r->methods & ROUTE_POST) || r->fast_body == NULL || blen == 0)
-        return 0;
-    struct app *a = fast_view(ft);
-    if (blen > a->cfg->max_body_bytes || (r->admin && !right_shown(h, a, r->admin, head, head_len)))
-        return 0;
-    /* As http.c's body_type_of (ct holds any value a head holds). */
-    char ct[WIRE_HEAD_MAX];
-    enum body_type bt = BODY_JSON;
-    if (http_wire_header(head, head_len, "Content-Type", ct, sizeof ct)) {
-        size_t n = strcspn(ct, "; \t");
-        if (n == 10 && strncasecmp(ct, "text/plain", 10) == 0)
-            bt = BODY_TEXT;
-        else if (n != 0 && !(n == 16 && strncasecmp(ct, "application/json", 16) == 0))
-            return 0;
-    }
-    bool timed = a->cfg->metrics_enabled;
-    unsigned slot = (unsigned)(r - routes_table);
-    rq->fast_later = (struct api_fast_later){ parked_done, rq, { NULL, NULL }, 0 };
-    atomic_fetch_add_explicit(&h->fast->held, 1, memory_order_relaxed);
-    size_t olen = 0;
-    unsigned status = r->fast_body(a, ft->path + rest_off, tlen - rest_off, bt, body, blen,
-                                   ft->out + FAST_STATUS_MAX, sizeof ft->out - FAST_STATUS_MAX,
-                                   &olen, &rq->fast_later);
-    if (status == API_LATER) {
-        /* Not read again until the answer: the client waits for it. */
-        rq->parked = true;
-        rq->parked_timed = timed;
-        rq->parked_slot = slot;
-        rq->parked_t0 = ft->wake_ns;
-        ft->parked++;
-        atomic_store_explicit(&rq->idle, false, memory_order_release);
-        atomic_store_explicit(&rq->deadline, 0, memory_order_release);
-        return API_LATER;
-    }
-    atomic_fetch_sub_explicit(&h->fast->held, 1, memory_order_relaxed);
-    if (status == 0
-        || (*start = http_wire_answer_head(&ft->date, ft->out + FAST_STATUS_MAX, FAST_STATUS_MAX,
-                                           status, olen)) == NULL)
-        return 0;
-    ft->answered++;
-    *len = (size_t)(ft->out + FAST_STATUS_MAX - *start) + olen;
-    if (timed) {
-        uint64_t dt = (uint64_t)monoclock_ns() - ft->wake_ns;
-        stats_request(h->a->stats, slot, status, dt ? dt : 1);
-    }
-    return status;
-}
-
 /* The end of a wake: the view left (a reload waits for no more), the answers counted. */
 static void fast_settle(struct fast_thread *ft)
 {
@@ -436,7 +270,7 @@ static void fast_settle(struct fast_thread *ft)
 }
 
 /* After an answer: the idle limit, closed quietly; or, with a head begun, the header limit. */
-static void rearm_deadline(struct http *h, struct request *rq)
+void http_fast_rearm(struct http *h, struct request *rq)
 {
     /*
      * Release stores (plain moves on x86; seq_cst ones are locked
@@ -450,51 +284,6 @@ static void rearm_deadline(struct http *h, struct request *rq)
                           memory_order_release);
 }
 
-/*
- * The request at the start of b[0..n): answered (its answer ready at
- * *start, *len bytes), or parked (API_LATER), *used bytes taken from b; or
- * WIRE_MORE's and WIRE_PASS's 0 for MHD, with *used 0 (a head not whole
- * yet) or not (anything else).  A POST must come whole, body and all:
- * one cut in two reads is MHD's, as a big one is.
- */
-static unsigned take(struct fast_thread *ft, struct request *rq, const char *b, size_t n,
-                     size_t *used, char **start, size_t *len)
-{
-    size_t head_len, tlen, blen;
-    const char *target;
-    *used = 0;
-    if (b[0] == 'P') {
-        enum wire_head k = http_wire_post(b, n, &head_len, &target, &tlen, &blen);
-        if (k == WIRE_MORE)
-            return 0;
-        *used = 1;
-        if (k == WIRE_PASS || blen > n - head_len)
-            return 0;
-        *used = head_len + blen;
-        return prepare_post(ft, rq, b, head_len, target, tlen, b + head_len, blen, start, len);
-    }
-    enum wire_head k = http_wire_head(b, n, &head_len, &target, &tlen);
-    if (k == WIRE_MORE)
-        return 0;
-    *used = 1;
-    if (k == WIRE_PASS)
-        return 0;
-    *used = head_len;
-    return prepare(ft, b, head_len, target, tlen, start, len);
-}
-
-/*
- * A parked connection that wakes its thread (bytes behind the POST, the
- * client's end, an error): out of the epoll until its answer.  EPOLL_CTL_DEL
- * rather than MOD to no events: epoll reports EPOLLERR and EPOLLHUP
- * whatever the mask, and a reset client would wake the thread in a loop.
- */
-static void disarm(struct fast_thread *ft, struct request *rq)
-{
-    if (!rq->disarmed && epoll_ctl(ft->ep, EPOLL_CTL_DEL, rq->fd, NULL) == 0)
-        rq->disarmed = true;
-}
-
 /* The connection's first request, peeked at: answered, or the socket to MHD.  False: rq is gone. */
 static bool serve_first(struct fast_thread *ft, struct request *rq)
 {
@@ -502,12 +291,12 @@ static bool serve_first(struct fast_thread *ft, struct request *rq)
     if (got <= 0) {
         if (got < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR))
             return true;
-        conn_close(ft, rq);
+        http_fast_close(ft, rq);
         return false;
     }
     size_t len, used;
     char *start;
-    unsigned st = take(ft, rq, ft->in, (size_t)got, &used, &start, &len);
+    unsigned st = http_fast_take(ft, rq, ft->in, (size_t)got, &used, &start, &len);
     if (st == 0) {
         conn_hand_off(ft, rq);
         return false;
@@ -516,20 +305,20 @@ static bool serve_first(struct fast_thread *ft, struct request *rq)
     rq->owned = true;
     if (http_wire_recv(rq->fd, ft->in, used, 0) != (ssize_t)used) {
         if (!rq->parked) {
-            conn_close(ft, rq);
+            http_fast_close(ft, rq);
             return false;
         }
         /* Its answer finds the connection broken and closes it (the writer holds rq). */
-        disarm(ft, rq);
+        http_fast_disarm(ft, rq);
         return true;
     }
     if (st == API_LATER)
         return true;
-    if (!send_or_keep(ft, rq, start, len)) {
-        conn_close(ft, rq);
+    if (!http_fast_send(ft, rq, start, len)) {
+        http_fast_close(ft, rq);
         return false;
     }
-    rearm_deadline(ft->h, rq);
+    http_fast_rearm(ft->h, rq);
     return true;
 }
 
@@ -543,7 +332,7 @@ static void relay_rest(struct fast_thread *ft, struct request *rq, const char *b
 }
 
 /* An owned connection: read what came, answer every whole head taken.  False: rq is gone. */
-static bool serve_owned(struct fast_thread *ft, struct request *rq)
+bool http_fast_serve_owned(struct fast_thread *ft, struct request *rq)
 {
     size_t have = rq->pend_len;
     if (have > 0) {
@@ -556,7 +345,7 @@ static bool serve_owned(struct fast_thread *ft, struct request *rq)
     bool eof = got == 0;
     if (got < 0) {
         if (errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR) {
-            conn_close(ft, rq);
+            http_fast_close(ft, rq);
             return false;
         }
         got = 0;
@@ -565,7 +354,7 @@ static bool serve_owned(struct fast_thread *ft, struct request *rq)
     while (pos < total && rq->unsent == NULL && !rq->parked) {
         size_t used, len;
         char *start;
-        unsigned st = take(ft, rq, ft->in + pos, total - pos, &used, &start, &len);
+        unsigned st = http_fast_take(ft, rq, ft->in + pos, total - pos, &used, &start, &len);
         if (st == 0 && used == 0)
             break;              /* the rest of a head to come */
         if (st == 0) {
@@ -573,8 +362,8 @@ static bool serve_owned(struct fast_thread *ft, struct request *rq)
             return false;
         }
         pos += used;
-        if (st != API_LATER && !send_or_keep(ft, rq, start, len)) {
-            conn_close(ft, rq);
+        if (st != API_LATER && !http_fast_send(ft, rq, start, len)) {
+            http_fast_close(ft, rq);
             return false;
         }
     }
@@ -584,10 +373,10 @@ static bool serve_owned(struct fast_thread *ft, struct request *rq)
             if (rq->parked) {
                 /* Not freed under the writer: its answer finds the socket shut and closes it. */
                 shutdown(rq->fd, SHUT_RDWR);
-                disarm(ft, rq);
+                http_fast_disarm(ft, rq);
                 return true;
             }
-            conn_close(ft, rq);
+            http_fast_close(ft, rq);
             return false;
         }
         memcpy(rq->pend, ft->in + pos, total - pos);
@@ -596,93 +385,27 @@ static bool serve_owned(struct fast_thread *ft, struct request *rq)
     if (rq->parked)
         return true;            /* an end comes again once it is answered (its socket is read again) */
     if (eof) {
-        conn_close(ft, rq);     /* what came before the end is answered; a part of a head is not */
+        http_fast_close(ft, rq);     /* what came before the end is answered; a part of a head is not */
         return false;
     }
     if (pos > 0 || (have == 0 && rq->pend_len > 0))
-        rearm_deadline(ft->h, rq);
+        http_fast_rearm(ft->h, rq);
     return true;
-}
-
-/*
- * A parked POST's answer (its done has pushed it): sent, the connection
- * armed again, and what came behind the POST served.
- */
-static void answer_parked(struct fast_thread *ft, struct request *rq)
-{
-    struct http *h = ft->h;
-    rq->parked = false;
-    ft->parked--;
-    size_t blen = rq->parked_len;
-    memcpy(ft->out + FAST_STATUS_MAX, rq->parked_body, blen);
-    if (rq->parked_malloced)
-        free((char *)rq->parked_body);
-    rq->parked_malloced = false;
-    rq->parked_body = NULL;
-    char *start = http_wire_answer_head(&ft->date, ft->out + FAST_STATUS_MAX, FAST_STATUS_MAX,
-                                        rq->parked_status, blen);
-    if (start == NULL) {
-        conn_close(ft, rq);
-        return;
-    }
-    ft->answered++;
-    if (rq->parked_timed) {
-        uint64_t dt = (uint64_t)monoclock_ns() - rq->parked_t0;
-        stats_request(h->a->stats, rq->parked_slot, rq->parked_status, dt ? dt : 1);
-    }
-    if (rq->disarmed) {
-        struct epoll_event ev = { .events = EPOLLIN | EPOLLRDHUP, .data.ptr = rq };
-        rq->disarmed = false;
-        if (epoll_ctl(ft->ep, EPOLL_CTL_ADD, rq->fd, &ev) != 0) {
-            conn_close(ft, rq);
-            return;
-        }
-    }
-    size_t len = (size_t)(ft->out + FAST_STATUS_MAX - start) + blen;
-    if (!send_or_keep(ft, rq, start, len)) {
-        conn_close(ft, rq);
-        return;
-    }
-    rearm_deadline(h, rq);
-    /* Requests that came behind it, already read: the socket's own wake the epoll. */
-    if (rq->unsent == NULL && rq->pend_len > 0)
-        serve_owned(ft, rq);
-}
-
-/* ready_fd: every parked POST answered since the last wake, in the order they were done. */
-static void drain_ready(struct fast_thread *ft)
-{
-    uint64_t v;
-    /* The count first, then the list: a push after the read wakes the thread again. */
-    ssize_t r = read(ft->ready_fd, &v, sizeof v);
-    (void)r;
-    struct request *rq = atomic_exchange_explicit(&ft->ready, NULL, memory_order_acquire), *fifo = NULL;
-    while (rq != NULL) {
-        struct request *next = rq->ready_next;
-        rq->ready_next = fifo;
-        fifo = rq;
-        rq = next;
-    }
-    while (fifo != NULL) {
-        struct request *next = fifo->ready_next;
-        answer_parked(ft, fifo);
-        fifo = next;
-    }
 }
 
 static void serve(struct fast_thread *ft, struct request *rq, uint32_t events)
 {
     if (rq->parked) {
-        disarm(ft, rq);         /* never closed while parked: the writer holds rq */
+        http_fast_disarm(ft, rq);         /* never closed while parked: the writer holds rq */
         return;
     }
     if ((events & EPOLLERR) || atomic_load(&rq->deadline) == DEADLINE_HIT) {
-        conn_close(ft, rq);
+        http_fast_close(ft, rq);
         return;
     }
     if (rq->unsent != NULL) {
         if (!flush_unsent(ft, rq)) {
-            conn_close(ft, rq);
+            http_fast_close(ft, rq);
             return;
         }
         if (rq->unsent != NULL)
@@ -697,7 +420,7 @@ static void serve(struct fast_thread *ft, struct request *rq, uint32_t events)
      * than its share.
      */
     if (rq->owned && rq->unsent == NULL && !rq->parked)
-        serve_owned(ft, rq);
+        http_fast_serve_owned(ft, rq);
 }
 
 /* ------------------------------------------------------------- threads -- */
@@ -741,7 +464,7 @@ static void *fast_main(void *arg)
         }
         /* After the wake's events: an answer may close a connection they name. */
         if (ready)
-            drain_ready(ft);
+            http_fast_drain(ft);
         fast_settle(ft);
         if (ft->accept_paused && (uint64_t)monoclock_coarse_ns() >= ft->resume_at) {
             struct epoll_event lev = { .events = EPOLLIN | EPOLLEXCLUSIVE, .data.ptr = &listen_mark };
