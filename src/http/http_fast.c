@@ -196,7 +196,7 @@ static bool flush_unsent(struct fast_thread *ft, struct request *rq)
  * decision).  Anything else goes to MHD, which answers the refusal itself.
  */
 bool http_fast_right(const struct http *h, const struct app *a, unsigned right,
-                        const char *head, size_t head_len)
+                     const char *head, size_t head_len)
 {
     char auth[512];
     bool has = http_wire_header(head, head_len, "Authorization", auth, sizeof auth);
@@ -225,7 +225,7 @@ struct app *http_fast_view(struct fast_thread *ft)
  * the head shows it.
  */
 unsigned http_fast_prepare(struct fast_thread *ft, const char *head, size_t head_len,
-                        const char *target, size_t tlen, char **start, size_t *len)
+                           const char *target, size_t tlen, char **start, size_t *len)
 {
     struct http *h = ft->h;
     size_t rest_off;

@@ -132,7 +132,7 @@ static unsigned prepare_post(struct fast_thread *ft, struct request *rq, const c
  * one cut in two reads is MHD's, as a big one is.
  */
 unsigned http_fast_take(struct fast_thread *ft, struct request *rq, const char *b, size_t n,
-                     size_t *used, char **start, size_t *len)
+                        size_t *used, char **start, size_t *len)
 {
     size_t head_len, tlen, blen;
     const char *target;
