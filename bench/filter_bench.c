@@ -258,25 +258,31 @@ static bool floor_contains(const struct floor *fl, const void *key, size_t len)
 
 #if defined(__x86_64__)
 /*
- * The floor read as the filter's AVX2 lookup reads a block: two aligned
- * 32-byte loads, tested as it tests them (andnot, or, vptest), masks all
- * ones so that no test passes.  Against floor_contains it prices the
- * vector loads alone: on the AMD EPYC (Zen 3, KVM) of 2026-11-29 one
- * 32-byte load of a missed line cost a 4-layer lookup 20-25 ns more than
- * one or two 8-byte loads of it, most of what the filter costs over its
- * floor.
+ * The floor read as the filter's AVX2 lookup reads and tests a block
+ * (src/core/filter_lookup.c, layers_avx2_n): two aligned 32-byte loads,
+ * each folded into a vpor with the inverted mask, vpand, vptest for all
+ * ones, the branch; the inverted masks here two zeros (hidden from the compiler,
+ * which would drop an OR with a known zero, or merge two equal masks' ORs),
+ * so that no test passes on the 0x5a fill.  The filter's memory accesses
+ * and its test, without its hash's masks: what one-layer and four-layer
+ * lookups cost when the Bloom work around them is free.  Against
+ * floor_contains (one 8-byte load) it prices the vector test of a missed
+ * line: on the AMD EPYC (Zen 3, KVM) of 2026-11-29/30, 20-60 ns more per
+ * 4-layer lookup, nothing at one layer.
  */
 __attribute__((noinline, target("avx2")))
 static bool floor_contains_wide(const struct floor *fl, const void *key, size_t len)
 {
     uint64_t h = filter_hash(key, len);
     const __m256i ones = _mm256_set1_epi64x(-1);
+    __m256i nlo = _mm256_setzero_si256(), nhi = _mm256_setzero_si256();
+    __asm__("" : "+x"(nlo), "+x"(nhi));
     for (unsigned i = fl->n; i-- > 0;) {
         uint64_t b = (uint64_t)(((unsigned __int128)h * fl->blocks[i]) >> 64);
         const __m256i *p = (const __m256i *)(const void *)&fl->words[i][b * (FILTER_BLOCK_BITS / 64)];
-        __m256i miss = _mm256_or_si256(_mm256_andnot_si256(_mm256_load_si256(&p[0]), ones),
-                                       _mm256_andnot_si256(_mm256_load_si256(&p[1]), ones));
-        if (_mm256_testz_si256(miss, miss))
+        __m256i all = _mm256_and_si256(_mm256_or_si256(_mm256_load_si256(&p[0]), nlo),
+                                       _mm256_or_si256(_mm256_load_si256(&p[1]), nhi));
+        if (_mm256_testc_si256(all, ones))
             return true;
     }
     return false;
