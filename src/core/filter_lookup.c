@@ -184,17 +184,12 @@ static inline uint64_t block_index_bmi2(uint64_t h, uint64_t nblocks)
 }
 
 /*
- * nlo, nhi: the masks inverted (every bit set but the probed ones), so that
- * a layer holds the key when (block | ~mask) is all ones.  OR takes its
- * memory operand on either side where ANDNOT takes it only as the mask,
- * so each 32-byte load folds into its vpor: a layer is vpor, vpor, vpand,
- * vptest (CF: all ones), the branch, four vector instructions where the
- * test by andnot was six (two vmovdqa, two vpandn, vpor, vptest).  An
- * absent key's vector instructions wait in the FP scheduler until their
- * line arrives; at four layers in DRAM that queue, not the load queue,
- * caps how many lookups' misses overlap (bench/filter_bench: the floor
- * read by 8-byte loads costs 4 layers 1.5-1.9x one, the same reads by
- * the filter's 32-byte loads and test 1.9-3.5x).
+ * nlo, nhi: the masks inverted, so a layer holds the key when (block | ~mask)
+ * is all ones; each 32-byte load folds into its vpor: vpor, vpor, vpand,
+ * vptest (CF), four vector instructions a layer where andnot took six.  An
+ * absent key's vector ops wait for their lines, and at four layers they cap
+ * how many lookups overlap (bench/filter_bench: the floor by 8-byte loads
+ * costs 4 layers 1.5-1.9x one, by the filter's own loads and test 1.9-3.5x).
  */
 __attribute__((target("avx2,bmi2"), always_inline))
 static inline bool layers_avx2_n(const struct filter *f, unsigned N, uint64_t h, __m256i nlo,
@@ -524,6 +519,24 @@ void filter_add(struct filter *f, const void *key, size_t len)
 bool filter_contains(const struct filter *f, const void *key, size_t len)
 {
     return filter_contains_hash(f, filter_hash(key, len));
+}
+
+/*
+ * Key i's blocks in every layer prefetched while key i - LOOKAHEAD (4-32 tried: 8) is tested;
+ * nlayers read once for these hints (layers are only ever added), each test filter_contains_hash's.
+ */
+#define LOOKAHEAD 8
+size_t filter_contains_hashes(const struct filter *f, const uint64_t *hs, size_t n, bool *out)
+{
+    unsigned nl = atomic_load_explicit(&((struct filter *)f)->nlayers, memory_order_acquire);
+    size_t maybe = 0;
+    for (size_t i = 0; i < n + LOOKAHEAD; i++) {
+        for (unsigned l = 0; i < n && l < nl; l++)
+            __builtin_prefetch((const void *)block_of(f->layer[l], hs[i]));
+        if (i >= LOOKAHEAD)
+            maybe += out[i - LOOKAHEAD] = filter_contains_hash(f, hs[i - LOOKAHEAD]);
+    }
+    return maybe;
 }
 
 /* ------------------------------------------------------------- figures -- */
