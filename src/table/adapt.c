@@ -33,6 +33,7 @@ struct stripe {
 
 struct adapt {
     struct hot *hot;
+    const struct hot_door *door;    /* hot's doorkeeper, taken inline (NULL: none) */
     struct vset *set;
     void *own;                      /* the set's memory while it is the table's own */
     size_t set_bytes;
@@ -109,6 +110,7 @@ struct adapt *adapt_new(uint32_t max_entries, uint32_t min_hits, uint32_t window
         free(a);
         return NULL;
     }
+    a->door = hot_doorkeeper(a->hot);
     a->set = vset_make(a->own, bytes, max_entries);
     for (unsigned i = 0; i < ADAPT_ADD_BUCKETS; i++) {
         atomic_init(&a->adds[i], 0);
@@ -180,8 +182,7 @@ bool adapt_log_ahead(const struct adapt *a, uint64_t cursor)
 
 const struct vset *adapt_set(const struct adapt *a)
 {
-    /* vset_has's own first test, made here: an empty set costs a "maybe" no call. */
-    return vset_count(a->set) != 0 ? a->set : NULL;
+    return a->set;
 }
 
 void adapt_denied(struct adapt *a)
@@ -237,8 +238,11 @@ __attribute__((noinline)) static void went_on(struct adapt *a, const struct answ
 
 void adapt_maybe(struct adapt *a, const struct answer_query *q)
 {
-    /* The door first: a hit it keeps ends there, before the clock is read. */
-    int carry = hot_door(a->hot, q->hash);
+    /*
+     * The door first, inline: a hit it keeps ends there, with no other
+     * call and before the clock is read.
+     */
+    int carry = a->door != NULL ? hot_door_hit(a->door, q->hash) : 0;
     if (carry >= 0)
         went_on(a, q, carry);
 }

@@ -65,8 +65,10 @@ void adapt_set_entered(struct adapt *a, void (*entered)(void *arg), void *arg);
 bool adapt_log_ahead(const struct adapt *a, uint64_t cursor);
 
 /*
- * The set, for answer_lookup's deny step (lock-free readers), or NULL
- * while it is empty (vset_has's own first test: the same answer).
+ * The set, for answer_lookup's deny step (lock-free readers; an empty
+ * set's answer is vset_has's first test).  It moves only with
+ * adapt_move_set: a caller may keep the pointer until then, so that a
+ * lookup costs no call to learn it (table.c keeps it).
  */
 const struct vset *adapt_set(const struct adapt *a);
 

@@ -69,6 +69,7 @@ struct table *table_new(const struct config *cfg, const struct filter_config *fc
         free(t);
         return NULL;
     }
+    t->verified = t->ad != NULL ? adapt_set(t->ad) : NULL;
     t->max_stale_ns = (int64_t)(cfg->max_staleness * (double)NS_PER_S);
     t->min_interval = cfg->min_rebuild_interval;
     atomic_init(&t->horizon, 0);
@@ -113,6 +114,7 @@ void table_set_publisher(struct table *t, const struct table_publisher *p)
         void *mem = p->verified != NULL ? p->verified(p->ctx, bytes) : NULL;
         if (mem != NULL || p->verified == NULL)
             adapt_move_set(t->ad, mem, bytes);
+        t->verified = adapt_set(t->ad);
     }
 }
 
@@ -292,13 +294,14 @@ static enum table_answer lookup_in(struct table *t, enum spell_type sp, const st
 {
     struct answer_query q;
     answer_query_begin(&q, sp, id, len);
-    enum answer a = answer_lookup(&q, f, t->ad ? adapt_set(t->ad) : NULL, stale_once, st);
+    enum answer a = answer_lookup(&q, f, t->verified, stale_once, st);
     if (a != ANSWER_NOT_READY && q.verdict == SPELL_NOT_A_VALUE)
         atomic_fetch_add_explicit(&t->not_a_value, 1, memory_order_relaxed);
-    if (t->ad != NULL && a == ANSWER_ABSENT && q.denied)
-        adapt_denied(t->ad);
-    else if (t->ad != NULL && a == ANSWER_MAYBE && q.filter_maybe)
+    /* Only the filter's "maybe" answers MAYBE (answer.h): the sketch needs no other test. */
+    if (t->ad != NULL && a == ANSWER_MAYBE)
         adapt_maybe(t->ad, &q);
+    else if (t->ad != NULL && a == ANSWER_ABSENT && q.denied)
+        adapt_denied(t->ad);
     answer_query_end(&q);
     return (enum table_answer)a;
 }
