@@ -93,8 +93,8 @@ struct hot *hot_new(uint32_t entries, uint32_t min_hits, uint32_t window_ms)
         for (uint64_t i = 0; i < cells; i++)
             atomic_init(&s->door.cells[i], 0);
         atomic_init(&s->door_since, 0);
-        /* Tag 0 is no generation's (nor is 1, the one before the first) until the 16th turn. */
-        atomic_init(&s->door.gen, 2);
+        /* Any start: a cell of zeros counts nothing, whatever generation its tag reads as. */
+        atomic_init(&s->door.gen, 0);
     }
     s->mask = n - 1;
     s->min_hits = min_hits;
@@ -218,7 +218,7 @@ __attribute__((noinline)) static void door_turn_at(struct hot *s, uint32_t since
      */
     if (atomic_compare_exchange_strong_explicit(&s->door_since, &since, now, memory_order_relaxed,
                                                 memory_order_relaxed))
-        atomic_fetch_add_explicit(&s->door.gen, 1, memory_order_relaxed);
+        atomic_fetch_add_explicit(&s->door.gen, 16, memory_order_relaxed);
 }
 
 static inline void door_turn(struct hot *s, uint32_t now)

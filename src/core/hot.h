@@ -113,7 +113,7 @@ struct hot_door {
     _Atomic uint8_t *cells;
     uint32_t shift;                 /* 64 - log2(cells) */
     uint32_t pass;
-    _Atomic uint32_t gen;           /* the generation, turned by hot_count */
+    _Atomic uint32_t gen;           /* the generation in steps of 16 (bits 7..4: the tag); hot_count turns it */
 };
 
 /* s's door, NULL when it has none (min_hits 1: every hit goes on, carrying 0). */
@@ -128,32 +128,29 @@ static inline int hot_door_hit(const struct hot_door *d, uint64_t h)
      * here are those whose filter bits were set.
      */
     _Atomic uint8_t *cell = &d->cells[(h * UINT64_C(0x9E3779B97F4A7C15)) >> d->shift];
-    unsigned g = atomic_load_explicit(&((struct hot_door *)d)->gen, memory_order_relaxed) & 15;
+    unsigned g = atomic_load_explicit(&((struct hot_door *)d)->gen, memory_order_relaxed) & 0xf0;
     unsigned u = atomic_load_explicit(cell, memory_order_relaxed), pass = d->pass;
     /*
-     * u as this generation counts it: a cell of the generation before has
-     * its CUR as OLD, an older one nothing (or one 16 generations on,
-     * which reads stale counts as current: hits early, the same bound).
+     * u as this generation counts it: a cell of the generation before (its
+     * tag one less, mod 16) has its CUR as OLD, an older one nothing (or
+     * one 16 generations on, which reads stale counts as current: hits
+     * early, the same bound).
      */
-    if (u >> 4 != g)
-        u = g << 4 | (u >> 4 == ((g - 1) & 15) ? u >> 2 & 3 : 0);
+    if ((u & 0xf0) != g)
+        u = g | (((u + 0x10) & 0xf0) == g ? u >> 2 & 3 : 0);
     unsigned c = u >> 2 & 3;
     /*
-     * At the pass in this generation already: the hit goes on, nothing is
-     * written.  Else one hit of h's: kept at the door (-1) while its hits,
-     * this generation's and the one before's, were fewer than pass; else
-     * it goes on carrying pass, the hits the door kept, which the sketch
-     * takes as h's if it does not count h, and CUR is raised to the pass:
-     * an ID that keeps coming stays known, so the sketch, which takes no
-     * carry for an ID it holds within its window, loses none of its hits
-     * (a door forgets an ID only a window after its last hit, when the
-     * sketch's window is over).
-     */
-    if (c >= pass)
-        return (int)pass;
-    bool keep = c + (u & 3) < pass;
-    /*
-     * A plain store, not a compare-and-swap (a locked instruction, some 20
+     * One hit of h's: kept at the door (-1) while its hits, this
+     * generation's and the one before's, were fewer than pass.  Else it
+     * goes on carrying pass, the hits the door kept, which the sketch
+     * takes as h's if it does not count h, and CUR is raised to the pass
+     * (unless it is there already: a cell is written only while its IDs
+     * are new): an ID that keeps coming stays known, so the sketch, which
+     * takes no carry for an ID it holds within its window, loses none of
+     * its hits (a door forgets an ID only a window after its last hit,
+     * when the sketch's window is over).
+     *
+     * Plain stores, not a compare-and-swap (a locked instruction, some 20
      * cycles, on every "maybe" of a present ID): a thread that loads and
      * stores this cell at the same moment as another may write over the
      * other's hit (or bring back a count of a moment before), which costs
@@ -161,8 +158,13 @@ static inline int hot_door_hit(const struct hot_door *d, uint64_t h)
      * later, never a wrong answer (the bucket's try-lock drops hits the
      * same way).
      */
-    atomic_store_explicit(cell, (uint8_t)(u + ((keep ? 1u : pass - c) << 2)), memory_order_relaxed);
-    return keep ? -1 : (int)pass;
+    if (c + (u & 3) < pass) {
+        atomic_store_explicit(cell, (uint8_t)(u + 4), memory_order_relaxed);
+        return -1;
+    }
+    if (c < pass)
+        atomic_store_explicit(cell, (uint8_t)(u + ((pass - c) << 2)), memory_order_relaxed);
+    return (int)pass;
 }
 
 /*

@@ -14,8 +14,6 @@
 #include <string.h>
 #include <time.h>
 
-#include "hot.h"
-
 /* Denials are counted on stripes, so that request threads rarely share a line. */
 #define STRIPES 16
 
@@ -33,7 +31,7 @@ struct stripe {
 
 struct adapt {
     struct hot *hot;
-    const struct hot_door *door;    /* hot's doorkeeper, taken inline (NULL: none) */
+    const struct hot_door *door;    /* hot's doorkeeper, which callers take inline (NULL: none) */
     struct vset *set;
     void *own;                      /* the set's memory while it is the table's own */
     size_t set_bytes;
@@ -229,22 +227,16 @@ __attribute__((noinline)) static void candidate(struct adapt *a, const struct an
     }
 }
 
-/* A "maybe" past the sketch's door (out of line: the door keeps most). */
-__attribute__((noinline)) static void went_on(struct adapt *a, const struct answer_query *q, int carry)
+const struct hot_door *adapt_door(const struct adapt *a)
 {
-    if (hot_count(a->hot, q->hash, carry, now_ms()))
-        candidate(a, q);
+    return a->door;
 }
 
-void adapt_maybe(struct adapt *a, const struct answer_query *q)
+void adapt_maybe(struct adapt *a, const struct answer_query *q, int carry)
 {
-    /*
-     * The door first, inline: a hit it keeps ends there, with no other
-     * call and before the clock is read.
-     */
-    int carry = a->door != NULL ? hot_door_hit(a->door, q->hash) : 0;
-    if (carry >= 0)
-        went_on(a, q, carry);
+    /* Past the door (the caller's step, adapt.h): now the clock, and the bucket. */
+    if (hot_count(a->hot, q->hash, carry, now_ms()))
+        candidate(a, q);
 }
 
 bool adapt_report(struct adapt *a, uint64_t h, const char *key, size_t klen)

@@ -14,6 +14,7 @@
 #include <stdint.h>
 
 #include "answer.h"
+#include "hot.h"
 #include "vset.h"
 
 struct adapt;
@@ -75,11 +76,16 @@ const struct vset *adapt_set(const struct adapt *a);
 /*
  * After answer_lookup, for the table's own counting: q's answer was a
  * deny by the set (counted, striped per thread), or a "maybe" of the
- * filter's that the set did not deny (the sketch counts it; a hot one is
- * queued).  Lock-free but for a try-lock that gives up rather than wait.
+ * filter's that the set did not deny, which the sketch counts (a hot one
+ * is queued) in two steps: its door, hot_door_hit on adapt_door(a) (NULL:
+ * none, carry 0), which the caller takes inline, so that a "maybe" the
+ * door keeps (most are) costs no call; then, for one it hands on (carry
+ * >= 0), adapt_maybe.  Lock-free but for a try-lock that gives up rather
+ * than wait.  The door is a's for its life: a caller may keep it.
  */
 void adapt_denied(struct adapt *a);
-void adapt_maybe(struct adapt *a, const struct answer_query *q);
+const struct hot_door *adapt_door(const struct adapt *a);
+void adapt_maybe(struct adapt *a, const struct answer_query *q, int carry);
 
 /*
  * Every key the table's filters take for a row or a POST (hash h), before

@@ -70,6 +70,7 @@ struct table *table_new(const struct config *cfg, const struct filter_config *fc
         return NULL;
     }
     t->verified = t->ad != NULL ? adapt_set(t->ad) : NULL;
+    t->door = t->ad != NULL ? adapt_door(t->ad) : NULL;
     t->max_stale_ns = (int64_t)(cfg->max_staleness * (double)NS_PER_S);
     t->min_interval = cfg->min_rebuild_interval;
     atomic_init(&t->horizon, 0);
@@ -297,10 +298,17 @@ static enum table_answer lookup_in(struct table *t, enum spell_type sp, const st
     enum answer a = answer_lookup(&q, f, t->verified, stale_once, st);
     if (a != ANSWER_NOT_READY && q.verdict == SPELL_NOT_A_VALUE)
         atomic_fetch_add_explicit(&t->not_a_value, 1, memory_order_relaxed);
-    /* Only the filter's "maybe" answers MAYBE (answer.h): the sketch needs no other test. */
-    if (t->ad != NULL && a == ANSWER_MAYBE)
-        adapt_maybe(t->ad, &q);
-    else if (t->ad != NULL && a == ANSWER_ABSENT && q.denied)
+    /*
+     * Only the filter's "maybe" answers MAYBE (answer.h): the sketch needs
+     * no other test.  Its door inline (adapt.h): most end there, no call.
+     */
+    if (a == ANSWER_MAYBE) {
+        int carry;
+        if (t->door != NULL && (carry = hot_door_hit(t->door, q.hash)) >= 0)
+            adapt_maybe(t->ad, &q, carry);
+        else if (t->door == NULL && t->ad != NULL)
+            adapt_maybe(t->ad, &q, 0);          /* no door (min_hits 1): every hit goes on */
+    } else if (t->ad != NULL && a == ANSWER_ABSENT && q.denied)
         adapt_denied(t->ad);
     answer_query_end(&q);
     return (enum table_answer)a;

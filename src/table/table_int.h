@@ -34,6 +34,7 @@ struct table {
     struct table_tap tap;           /* hooks all NULL: no replication ring */
     struct adapt *ad;               /* the verified-absent set and its sketch; NULL: [adaptive] off */
     const struct vset *verified;    /* adapt_set(ad) (NULL: off), kept where the set moves: no call a lookup */
+    const struct hot_door *door;    /* adapt_door(ad): the sketch's first step, inline (NULL: none) */
 
     /* Every row committed before it is in the live filter; 0 = none. */
     _Atomic int64_t horizon;
