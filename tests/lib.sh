@@ -113,11 +113,14 @@ make_db() {
     createdb "$BG_DB" || bail "createdb $BG_DB failed"
 }
 
-# pg_test: the start of most tests: require_pg, setup_test, make_db, and
-# PGDATABASE (plain psql's database) set to the test's.
+# pg_test [--own]: the start of most tests: require_pg, setup_test, make_db,
+# and PGDATABASE (plain psql's database) set to the test's.  --own: on a
+# cluster of the test's own (own_cluster), for checks another test's
+# transactions or WAL would disturb.
 pg_test() {
     require_pg
     setup_test
+    [ "${1:-}" != --own ] || own_cluster
     make_db
     export PGDATABASE=$BG_DB
 }

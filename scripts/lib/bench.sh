@@ -112,6 +112,15 @@ line() {
     echo "$l"
 }
 
+# bench_pg_pin CPUS: the PostgreSQL of bg_pg_start on CPUS (a taskset
+# list) from now on; backends and walsenders fork from the postmaster and
+# inherit its cores.
+bench_pg_pin() {
+    local p master
+    master=$(head -n 1 "$BG_PG_DIR/pg/postmaster.pid")
+    for p in $master $(pgrep -P "$master"); do taskset -apc "$1" "$p" >/dev/null; done
+}
+
 # bench_cleanup: the EXIT trap of a run in $work: bloomguard's last log
 # lines when it failed, every process of BG_PID stopped, the PostgreSQL of
 # bg_pg_start stopped, $work removed (kept with BG_BENCH_KEEP set).
