@@ -699,6 +699,41 @@ START_TEST(test_no_door_with_min_hits_one)
 }
 END_TEST
 
+/*
+ * The set's tag filter (adapt.h) gates every lookup's question to the
+ * set: each of 300 entries is denied through it (its bit set before its
+ * stage, read at the same place), none survives a new spelling's reset,
+ * and after it the bits are set again for new entries.
+ */
+START_TEST(test_every_entry_passes_the_tag_filter)
+{
+    enum { N = 300 };
+    static char fp[N + 1][32];
+    struct table *t = loaded_with(fp, N + 1);
+    struct table_candidate c[N];
+    for (int round = 0; round < 2; round++) {
+        unsigned n = round == 0 ? N : 1;
+        for (unsigned i = 0; i < n; i++) {
+            const char *id = round == 0 ? fp[i] : fp[N];
+            ask(t, id);                     /* the 2nd "maybe" (min_hits 2): a candidate */
+        }
+        ck_assert_uint_eq(table_candidates(t, c, N), n);
+        for (unsigned i = 0; i < n; i++)
+            ck_assert_int_eq(table_verified(t, &c[i], TABLE_VERIFIED_ABSENT), TABLE_ENTERED);
+        for (unsigned i = 0; i < n; i++)
+            ck_assert_msg(ask(t, round == 0 ? fp[i] : fp[N]) == TABLE_ABSENT, "entry %u", i);
+        if (round == 0) {
+            ck_assert_uint_eq(adaptive(t).entries, N);
+            table_forget_verified(t);
+            for (unsigned i = 0; i < N; i++)
+                ck_assert_int_eq(ask(t, fp[i]), TABLE_MAYBE);
+        }
+    }
+    ck_assert_uint_eq(adaptive(t).entries, 1);
+    table_free(t);
+}
+END_TEST
+
 CHECK_SUITE("adapt",
     CHECK_CASE("core", .setup = setup, .timeout = 120),
     CHECK_TEST(test_hot_false_positive_is_denied),
@@ -715,4 +750,5 @@ CHECK_SUITE("adapt",
     CHECK_TEST(test_a_report_of_a_denied_id_sends_it_again),
     CHECK_TEST(test_lookups_follow_the_set),
     CHECK_TEST(test_no_door_with_min_hits_one),
+    CHECK_TEST(test_every_entry_passes_the_tag_filter),
 )

@@ -16,6 +16,8 @@
 
 /* Denials are counted on stripes, so that request threads rarely share a line. */
 #define STRIPES 16
+/* The tag filter's words (adapt.h): 128 KiB. */
+#define TAG_WORDS ((size_t)1 << (ADAPT_TAG_LOG2 - 6))
 
 /* One entry the set took, as its replicas' streams read it (adapt_log_read). */
 struct logent {
@@ -32,6 +34,7 @@ struct stripe {
 struct adapt {
     struct hot *hot;
     const struct hot_door *door;    /* hot's doorkeeper, which callers take inline (NULL: none) */
+    _Atomic uint64_t *tags;         /* the set's tag filter (adapt.h), 2^ADAPT_TAG_LOG2 bits */
     struct vset *set;
     void *own;                      /* the set's memory while it is the table's own */
     size_t set_bytes;
@@ -100,14 +103,18 @@ struct adapt *adapt_new(uint32_t max_entries, uint32_t min_hits, uint32_t window
     a->own = aligned_alloc(64, (bytes + 63) / 64 * 64);
     a->queue = calloc(ADAPT_QUEUE, sizeof *a->queue);
     a->log = calloc(ADAPT_LOG, sizeof *a->log);
-    if (a->hot == NULL || a->own == NULL || a->queue == NULL || a->log == NULL) {
+    a->tags = aligned_alloc(64, TAG_WORDS * sizeof *a->tags);
+    if (a->hot == NULL || a->own == NULL || a->queue == NULL || a->log == NULL || a->tags == NULL) {
         hot_free(a->hot);
         free(a->own);
         free(a->queue);
         free(a->log);
+        free(a->tags);
         free(a);
         return NULL;
     }
+    for (size_t i = 0; i < TAG_WORDS; i++)
+        atomic_init(&a->tags[i], 0);
     a->door = hot_doorkeeper(a->hot);
     a->set = vset_make(a->own, bytes, max_entries);
     for (unsigned i = 0; i < ADAPT_ADD_BUCKETS; i++) {
@@ -128,6 +135,7 @@ void adapt_free(struct adapt *a)
     free(a->own);
     free(a->queue);
     free(a->log);
+    free(a->tags);
     pthread_mutex_destroy(&a->writer);
     pthread_mutex_destroy(&a->qmu);
     pthread_mutex_destroy(&a->bulk);
@@ -225,6 +233,18 @@ __attribute__((noinline)) static void candidate(struct adapt *a, const struct an
         hot_settle(a->hot, q->hash, false, now_ms());
         atomic_fetch_add_explicit(&a->dropped, 1, memory_order_relaxed);
     }
+}
+
+const _Atomic uint64_t *adapt_tags(const struct adapt *a)
+{
+    return a->tags;
+}
+
+/* h's bit of the tag filter set (writer held), before an entry of h is staged. */
+static void tag_set(struct adapt *a, uint64_t h)
+{
+    uint64_t i = h >> (64 - ADAPT_TAG_LOG2);
+    atomic_fetch_or_explicit(&a->tags[i >> 6], UINT64_C(1) << (i & 63), memory_order_relaxed);
 }
 
 const struct hot_door *adapt_door(const struct adapt *a)
@@ -383,6 +403,8 @@ static enum adapt_outcome enter(struct adapt *a, const struct adapt_candidate *c
      * count, finds the staged entry and kills it, before or after the
      * activation below; an add it sees was after the ticket: not believed.
      */
+    /* Before the stage: a lookup that finds the entry ACTIVE finds its bit (adapt.h). */
+    tag_set(a, c->hash);
     if (atomic_load(&a->generation) == c->generation
         && vset_stage(a->set, c->hash, c->key, c->klen, &ref, &evicted)) {
         if (ticket_of(a, c->hash) != c->ticket || atomic_load(&a->generation) != c->generation)
@@ -508,6 +530,9 @@ void adapt_reset(struct adapt *a)
     pthread_mutex_lock(&a->writer);
     atomic_fetch_add(&a->generation, 1);
     vset_clear(a->set);
+    /* After the set is empty: a bit cleared while its entry lived would lose a denial. */
+    for (size_t i = 0; i < TAG_WORDS; i++)
+        atomic_store_explicit(&a->tags[i], 0, memory_order_relaxed);
     pthread_mutex_unlock(&a->writer);
     /* Keys spelled the old way are worth no lookup. */
     pthread_mutex_lock(&a->qmu);

@@ -9,6 +9,7 @@
 #ifndef BLOOMGUARD_ADAPT_H
 #define BLOOMGUARD_ADAPT_H
 
+#include <stdatomic.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -72,6 +73,27 @@ bool adapt_log_ahead(const struct adapt *a, uint64_t cursor);
  * lookup costs no call to learn it (table.c keeps it).
  */
 const struct vset *adapt_set(const struct adapt *a);
+
+/*
+ * The set's tag filter, for a lookup's first test without a call: one bit
+ * per slice of key hashes (their top ADAPT_TAG_LOG2 bits), set before an
+ * entry of such a hash is staged and cleared only with the whole set
+ * (adapt_reset), so that a clear bit proves the set holds no entry of h
+ * (a lookup passes answer_lookup no set then: the set's own lookup, some
+ * 150 instructions a miss, is for hashes whose bit is set).  A set bit
+ * proves nothing (other hashes', or entries gone since).  A bit read
+ * clear while its entry is being entered is a reader that missed an
+ * entry, which vset.h allows: "maybe", never a wrong 404.  The filter is
+ * a's for its life: a caller may keep the pointer.
+ */
+#define ADAPT_TAG_LOG2 20u
+const _Atomic uint64_t *adapt_tags(const struct adapt *a);
+
+static inline bool adapt_tag_may(const _Atomic uint64_t *tags, uint64_t h)
+{
+    uint64_t i = h >> (64 - ADAPT_TAG_LOG2);
+    return atomic_load_explicit(&((_Atomic uint64_t *)tags)[i >> 6], memory_order_relaxed) >> (i & 63) & 1;
+}
 
 /*
  * After answer_lookup, for the table's own counting: q's answer was a

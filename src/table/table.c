@@ -71,6 +71,7 @@ struct table *table_new(const struct config *cfg, const struct filter_config *fc
     }
     t->verified = t->ad != NULL ? adapt_set(t->ad) : NULL;
     t->door = t->ad != NULL ? adapt_door(t->ad) : NULL;
+    t->vtags = t->ad != NULL ? adapt_tags(t->ad) : NULL;
     t->max_stale_ns = (int64_t)(cfg->max_staleness * (double)NS_PER_S);
     t->min_interval = cfg->min_rebuild_interval;
     atomic_init(&t->horizon, 0);
@@ -295,7 +296,11 @@ static enum table_answer lookup_in(struct table *t, enum spell_type sp, const st
 {
     struct answer_query q;
     answer_query_begin(&q, sp, id, len);
-    enum answer a = answer_lookup(&q, f, t->verified, stale_once, st);
+    /* A set that holds entries, but none of this hash's tag (adapt.h): not asked. */
+    const struct vset *set = t->verified;
+    if (set != NULL && !vset_empty(set) && !adapt_tag_may(t->vtags, q.hash))
+        set = NULL;
+    enum answer a = answer_lookup(&q, f, set, stale_once, st);
     if (a != ANSWER_NOT_READY && q.verdict == SPELL_NOT_A_VALUE)
         atomic_fetch_add_explicit(&t->not_a_value, 1, memory_order_relaxed);
     /*
