@@ -3,7 +3,8 @@
  * handlers (ids_insert, ids_exists_batch) with a real guard, journal and
  * stats, the guard loaded or not.  Invariants: every answer is one the API documents, JSON, never a
  * 500; a JSON body jansson cannot read is refused; a refused body changes nothing; an ID the handler acknowledged is
- * never absent afterwards; the journal holds each distinct ID once.
+ * never absent afterwards; the journal holds each distinct ID once; POST /ids's fast form
+ * (ids_insert_fast) gives the handler's status, or leaves a body it refuses to the handler.
  *
  * Input: byte 0 picks the endpoint, the body type and whether the filter
  * is loaded yet; the rest is the body.
@@ -145,6 +146,32 @@ FUZZ_TARGET(body)
         /* The journal keeps each ID once (some may be there from earlier inputs). */
         FUZZ_CHECK(journalled <= distinct(n, ids, lens));
         json_decref(doc);
+    }
+    if (insert) {
+        /*
+         * The fast form (http_fast.c's POST /ids), on the same body: the
+         * handler's status and a JSON answer; or 0, for a refusal of the
+         * body, which changes nothing (the handler then answers it).  The
+         * IDs are in already: a journal the handler just filled may refuse.
+         */
+        char out[API_ERROR_JSON_MAX];
+        size_t olen = 0;
+        table_filter_info(tbl, &fi, NULL, 0, &nl);
+        table_posts(tbl, &pi);
+        items_before = fi.items;
+        journal_before = pi.count;
+        unsigned fs = ids_insert_fast(&a, "", 0, t, body, len, out, sizeof out, &olen, NULL);
+        table_filter_info(tbl, &fi, NULL, 0, &nl);
+        table_posts(tbl, &pi);
+        if (fs == 0) {
+            FUZZ_CHECK(r.status == 400 || r.status == 413 || r.status == 414);
+            FUZZ_CHECK(fi.items == items_before && pi.count == journal_before);
+        } else {
+            FUZZ_CHECK(fs == r.status || (r.status == 200 && fs == 507));
+            json_t *d = json_loadb(out, olen, 0, NULL);
+            FUZZ_CHECK(d != NULL && (fs == 200) == (json_object_get(d, "inserted") != NULL));
+            json_decref(d);
+        }
     }
     return 0;
 }

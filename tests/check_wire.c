@@ -205,6 +205,47 @@ START_TEST(test_header_value)
 }
 END_TEST
 
+/*
+ * POSTs (http_wire_post): one Content-Length of digits, its value the body's
+ * length; anything that frames the body otherwise, or that MHD answers
+ * otherwise, passes.
+ */
+START_TEST(test_posts)
+{
+    const char *t = NULL;
+    size_t len, tl, bl;
+    http_wire_init();
+    const char *r = "POST /ids HTTP/1.1\r\nContent-Type: application/json\r\n"
+                    "content-length: 12\r\n\r\n{\"id\":\"p-1\"}";
+    ck_assert_int_eq(http_wire_post(r, strlen(r), &len, &t, &tl, &bl), WIRE_TAKE);
+    ck_assert_uint_eq(len, strlen(r) - 12);
+    ck_assert_uint_eq(bl, 12);
+    ck_assert_uint_eq(tl, 4);
+    ck_assert(strncmp(t, "/ids", 4) == 0);
+    /* The head alone is enough: the body is the caller's to find. */
+    ck_assert_int_eq(http_wire_post(r, len, &len, &t, &tl, &bl), WIRE_TAKE);
+    ck_assert_int_eq(http_wire_post(r, 20, &len, &t, &tl, &bl), WIRE_MORE);
+    static const char *const pass[] = {
+        "POST /ids HTTP/1.1\r\n\r\n",                                      /* no length */
+        "POST /ids HTTP/1.1\r\nContent-Length: 1\r\nContent-Length: 1\r\n\r\n",
+        "POST /ids HTTP/1.1\r\nContent-Length: 1\r\nTransfer-Encoding: chunked\r\n\r\n",
+        "POST /ids HTTP/1.1\r\nContent-Length: 1\r\nExpect: 100-continue\r\n\r\n",
+        "POST /ids HTTP/1.1\r\nContent-Length: +1\r\n\r\n",
+        "POST /ids HTTP/1.1\r\nContent-Length: 1 2\r\n\r\n",
+        "POST /ids HTTP/1.1\r\nContent-Length: 1234567890\r\n\r\n",     /* past 9 digits */
+        "POST /ids HTTP/1.1\r\nContent-Length: 1\r\nConnection: close\r\n\r\n",
+        "POST /ids HTTP/1.0\r\nContent-Length: 1\r\n\r\n",
+        "GET /ids HTTP/1.1\r\nContent-Length: 1\r\n\r\n",
+        "PUT /ids HTTP/1.1\r\nContent-Length: 1\r\n\r\n",
+    };
+    for (size_t i = 0; i < sizeof pass / sizeof pass[0]; i++)
+        ck_assert_msg(http_wire_post(pass[i], strlen(pass[i]), &len, &t, &tl, &bl) == WIRE_PASS,
+                      "took %s", pass[i]);
+    /* And a GET's reader takes no POST, nor a GET with a length. */
+    ck_assert_int_eq(http_wire_head(r, strlen(r), &len, &t, &tl), WIRE_PASS);
+}
+END_TEST
+
 CHECK_SUITE("wire",
     CHECK_CASE("core"),
     CHECK_TEST(test_takes_plain_gets),
@@ -213,4 +254,5 @@ CHECK_SUITE("wire",
     CHECK_TEST(test_answer_head_is_mhds),
     CHECK_TEST(test_answer_head_per_status),
     CHECK_TEST(test_header_value),
+    CHECK_TEST(test_posts),
 )

@@ -110,6 +110,20 @@ char *api_json_around(const char *head, const char *s, size_t n, const char *tai
  * json_escape_append writes U+FFFD for every ill-formed byte sequence
  * instead, so the answer is always valid JSON.
  */
+/* msg cut as api_error cuts it: before a whole character, with "...", in at most cap - 1 bytes. */
+static size_t error_cut(char *msg, size_t cap, size_t len)
+{
+    if (len >= cap) {
+        /* Cut before a whole character, not inside one, and say so. */
+        len = cap - 4;
+        while (len > 0 && ((unsigned char)msg[len] & 0xC0) == 0x80)
+            len--;
+        memcpy(msg + len, "...", 3);
+        len += 3;
+    }
+    return len;
+}
+
 struct reply api_error(unsigned status, const char *code, const char *fmt, ...)
 {
     char msg[512], head[96];
@@ -117,19 +131,27 @@ struct reply api_error(unsigned status, const char *code, const char *fmt, ...)
     va_start(ap, fmt);
     int w = vsnprintf(msg, sizeof msg, fmt, ap);
     va_end(ap);
-    size_t len = w < 0 ? 0 : (size_t)w;
-    if (len >= sizeof msg) {
-        /* Cut before a whole character, not inside one, and say so. */
-        len = sizeof msg - 4;
-        while (len > 0 && ((unsigned char)msg[len] & 0xC0) == 0x80)
-            len--;
-        memcpy(msg + len, "...", 3);
-        len += 3;
-    }
+    size_t len = error_cut(msg, sizeof msg, w < 0 ? 0 : (size_t)w);
     /* code is one of ours ([a-z_]+): it needs no escaping. */
     snprintf(head, sizeof head, "{\"error\":\"%s\",\"message\":\"", code);
     size_t used;
     return api_json_take(status, api_json_around(head, msg, len, "\"}", &used));
+}
+
+size_t api_error_json(char *out, size_t cap, const char *code, const char *m, size_t mlen)
+{
+    char msg[512];
+    size_t len = mlen < sizeof msg ? mlen : sizeof msg - 1;
+    memcpy(msg, m, len);
+    msg[len] = '\0';
+    len = error_cut(msg, sizeof msg, mlen);
+    int w = snprintf(out, cap, "{\"error\":\"%s\",\"message\":\"", code);
+    if (w < 0 || (size_t)w + 6 * len + 3 > cap)
+        return 0;
+    size_t used = (size_t)w;
+    json_escape_append(out, cap, &used, msg, len);
+    memcpy(out + used, "\"}", 3);
+    return used + 2;
 }
 
 /*

@@ -73,6 +73,41 @@ typedef struct reply api_handler(struct app *a, const struct api_request *rq);
 typedef unsigned api_fast_handler(struct app *a, const char *rest, size_t rest_len, char *out,
                                   size_t cap, size_t *len);
 
+/*
+ * A POST's fast form (http_fast.c: a body of body_len bytes of type bt,
+ * whole, already read) may answer later, as api_later lets a handler:
+ * then it returns API_LATER and calls done(l, status, body, len) exactly
+ * once, from any thread, the JSON body copied before done returns.  hold
+ * is the handler's own, from its call to done (what the callback needs);
+ * ctx is the server's.
+ */
+struct api_fast_later {
+    void (*done)(struct api_fast_later *l, unsigned status, const char *body, size_t len);
+    void *ctx;
+    void *hold[2];
+    size_t held;
+};
+
+/*
+ * As api_fast_handler, for a route with a body: the answer written to out,
+ * its status returned; API_LATER (later not NULL) when it comes through
+ * later; or 0, with nothing done, written or counted, when the request
+ * needs the handler itself (every refusal: the handler's reply is the one
+ * clients get, byte for byte).  Thread-safe as the handler is.
+ */
+typedef unsigned api_fast_body_handler(struct app *a, const char *rest, size_t rest_len,
+                                       enum body_type bt, const char *body, size_t body_len,
+                                       char *out, size_t cap, size_t *len,
+                                       struct api_fast_later *later);
+
+/*
+ * The JSON body api_error gives for code and message msg (already
+ * formatted, msg_len bytes), written to out (cap bytes; at least
+ * API_ERROR_JSON_MAX holds any): its length, or 0 when it does not fit.
+ */
+#define API_ERROR_JSON_MAX (96 + 6 * 512 + 4)
+size_t api_error_json(char *out, size_t cap, const char *code, const char *msg, size_t msg_len);
+
 /* Responses that never change, queued again and again (a->prebuilt). */
 struct api_static {
     struct MHD_Response *healthz;

@@ -27,24 +27,33 @@
  * failed: a wrong password or a missing table must not read as patience.
  * The error is the public part /readyz shows too (no host, role or path).
  */
-static struct reply not_ready(struct table *t)
+static void not_ready_msg(struct table *t, char *msg, size_t cap)
 {
     struct table_status st;
     table_status(t, &st);
-    if (st.last_error[0] == '\0' || st.running)
-        return api_error(MHD_HTTP_SERVICE_UNAVAILABLE, "not_ready",
-                         "the filter is still loading from PostgreSQL");
+    if (st.last_error[0] == '\0' || st.running) {
+        snprintf(msg, cap, "the filter is still loading from PostgreSQL");
+        return;
+    }
     char code[64] = "";
     if (st.last_sqlstate[0] != '\0') {
         const char *hint = pgerror_hint(st.last_sqlstate);
         snprintf(code, sizeof code, " (SQLSTATE %s%s", st.last_sqlstate, hint ? ": " : ")");
-        if (hint != NULL)
-            return api_error(MHD_HTTP_SERVICE_UNAVAILABLE, "not_ready", "the filter is not "
-                             "loaded, its last attempt failed: %s%s%s); retrying", st.last_error,
-                             code, hint);
+        if (hint != NULL) {
+            snprintf(msg, cap, "the filter is not loaded, its last attempt failed: %s%s%s); "
+                     "retrying", st.last_error, code, hint);
+            return;
+        }
     }
-    return api_error(MHD_HTTP_SERVICE_UNAVAILABLE, "not_ready", "the filter is not loaded, its "
-                     "last attempt failed: %s%s; retrying", st.last_error, code);
+    snprintf(msg, cap, "the filter is not loaded, its last attempt failed: %s%s; retrying",
+             st.last_error, code);
+}
+
+static struct reply not_ready(struct table *t)
+{
+    char msg[1024];
+    not_ready_msg(t, msg, sizeof msg);
+    return api_error(MHD_HTTP_SERVICE_UNAVAILABLE, "not_ready", "%s", msg);
 }
 
 
@@ -267,48 +276,70 @@ struct reply ids_exists_batch(struct app *a, const struct api_request *rq)
 }
 
 /*
- * The answer to POST /ids for table t, from table_insert's result.  Reads
- * only what outlives the request (stats, the table), so that it can run on
- * the thread that finished a later insert.
+ * The refusal of POST /ids for table t, from table_insert's result r (not
+ * TABLE_INSERTED): its status, with its code and message (msg, cap bytes);
+ * 500 with *code NULL when memory ran out.  Reads only what outlives the
+ * request (the table), so that it can run on the thread that finished a
+ * later insert.
  */
-static struct reply insert_reply(struct stats *stats, const struct api_static *p, struct table *t,
-                                 enum table_insert_result r, size_t n, size_t want, int e)
+static unsigned insert_refusal(struct table *t, enum table_insert_result r, size_t want, int e,
+                               const char **code, char *msg, size_t cap)
 {
     struct table_posts pi;
+    *code = NULL;
     switch (r) {
-    case TABLE_INSERTED:
-        break;
     case TABLE_INSERT_NOT_READY:
-        return not_ready(t);
+        *code = "not_ready";
+        not_ready_msg(t, msg, cap);
+        return MHD_HTTP_SERVICE_UNAVAILABLE;
     case TABLE_INSERT_NOT_A_VALUE: {
         struct table_ident id;
         table_ident(t, &id);
-        return api_error(MHD_HTTP_BAD_REQUEST, "not_a_value",
-                         "id number %d of the request is no value of the column's type (%s): it "
-                         "can never be a row; none of these %zu was added", e + 1,
-                         id.type_name[0] ? id.type_name : spell_type_name(table_spell(t)), want);
+        *code = "not_a_value";
+        snprintf(msg, cap, "id number %d of the request is no value of the column's type (%s): it "
+                 "can never be a row; none of these %zu was added", e + 1,
+                 id.type_name[0] ? id.type_name : spell_type_name(table_spell(t)), want);
+        return MHD_HTTP_BAD_REQUEST;
     }
     case TABLE_INSERT_NOT_DURABLE: {
         bool full = e == ENOSPC || e == EDQUOT;
         char why[128];
-        return api_error(full ? MHD_HTTP_INSUFFICIENT_STORAGE : MHD_HTTP_INTERNAL_SERVER_ERROR,
-                         full ? "post_log_full" : "post_log_failed",
-                         "the POST log cannot keep these %zu ids on disk (%s): none was "
-                         "acknowledged", want, strerror_r(e, why, sizeof why));
+        *code = full ? "post_log_full" : "post_log_failed";
+        snprintf(msg, cap, "the POST log cannot keep these %zu ids on disk (%s): none was "
+                 "acknowledged", want, strerror_r(e, why, sizeof why));
+        return full ? MHD_HTTP_INSUFFICIENT_STORAGE : MHD_HTTP_INTERNAL_SERVER_ERROR;
     }
     case TABLE_INSERT_FULL_COUNT:
         table_posts(t, &pi);
-        return api_error(MHD_HTTP_INSUFFICIENT_STORAGE, "journal_full",
-                         "the POST journal holds pending_limit (%llu) ids: none of these %zu was "
-                         "added", (unsigned long long)pi.limit, want);
+        *code = "journal_full";
+        snprintf(msg, cap, "the POST journal holds pending_limit (%llu) ids: none of these %zu was "
+                 "added", (unsigned long long)pi.limit, want);
+        return MHD_HTTP_INSUFFICIENT_STORAGE;
     case TABLE_INSERT_FULL_BYTES:
         table_posts(t, &pi);
-        return api_error(MHD_HTTP_INSUFFICIENT_STORAGE, "journal_full",
-                         "the POST journal holds pending_max_bytes (%llu) bytes of ids: none of "
-                         "these %zu was added", (unsigned long long)pi.max_bytes, want);
+        *code = "journal_full";
+        snprintf(msg, cap, "the POST journal holds pending_max_bytes (%llu) bytes of ids: none of "
+                 "these %zu was added", (unsigned long long)pi.max_bytes, want);
+        return MHD_HTTP_INSUFFICIENT_STORAGE;
+    case TABLE_INSERTED:
     case TABLE_INSERT_NOMEM:
     case TABLE_INSERT_LATER:
-        return (struct reply){ 500, NULL, false };
+        break;
+    }
+    return MHD_HTTP_INTERNAL_SERVER_ERROR;
+}
+
+/* The answer to POST /ids for table t, from table_insert's result (see insert_refusal). */
+static struct reply insert_reply(struct stats *stats, const struct api_static *p, struct table *t,
+                                 enum table_insert_result r, size_t n, size_t want, int e)
+{
+    if (r != TABLE_INSERTED) {
+        char msg[1024];
+        const char *code;
+        unsigned status = insert_refusal(t, r, want, e, &code, msg, sizeof msg);
+        if (code == NULL)
+            return (struct reply){ 500, NULL, false };
+        return api_error(status, code, "%s", msg);
     }
     stats_add(stats, ST_INSERTS, n);
     if (n == 1 && p != NULL)
@@ -370,6 +401,77 @@ struct reply ids_insert(struct app *a, const struct api_request *rq)
     if (api_replica(a, (unsigned)t))
         return api_read_only(a, (unsigned)t);
     return batch_serve(a, rq, true, insert_batch);
+}
+
+/*
+ * table_insert's result as POST /ids's answer, in JSON text (out, cap
+ * bytes, at least API_ERROR_JSON_MAX): the status, the bytes insert_reply
+ * would send, counted as it counts.
+ */
+static unsigned insert_text(struct stats *stats, struct table *t, enum table_insert_result r,
+                            size_t n, size_t want, int e, char *out, size_t cap, size_t *len)
+{
+    if (r == TABLE_INSERTED) {
+        stats_add(stats, ST_INSERTS, n);
+        int w = snprintf(out, cap, "{\"inserted\":%zu}", n);
+        *len = w > 0 ? (size_t)w : 0;
+        return MHD_HTTP_OK;
+    }
+    char msg[1024];
+    const char *code;
+    unsigned status = insert_refusal(t, r, want, e, &code, msg, sizeof msg);
+    *len = code != NULL ? api_error_json(out, cap, code, msg, strlen(msg)) : 0;
+    if (*len == 0) {
+        /* What http.c's queue answers to a reply it has no response for. */
+        static const char oom[] = "{\"error\":\"internal\",\"message\":\"out of memory\"}";
+        memcpy(out, oom, sizeof oom);
+        *len = sizeof oom - 1;
+        status = MHD_HTTP_INTERNAL_SERVER_ERROR;
+    }
+    return status;
+}
+
+/* A fast POST's later insert done (the POST log's writer thread): its answer to the server. */
+static void insert_fast_done(void *arg, enum table_insert_result r, size_t n, int e)
+{
+    struct api_fast_later *l = arg;
+    char out[API_ERROR_JSON_MAX];
+    size_t len;
+    unsigned status = insert_text(l->hold[1], l->hold[0], r, n, l->held, e, out, sizeof out, &len);
+    l->done(l, status, out, len);
+}
+
+unsigned ids_insert_fast(struct app *a, const char *rest, size_t rest_len, enum body_type bt,
+                         const char *body, size_t body_len, char *out, size_t cap, size_t *len,
+                         struct api_fast_later *later)
+{
+    /* Refusals before the insert are the handler's (return 0): its reply, byte for byte. */
+    struct reply err = { 0, NULL, false };
+    int t = rest_len == 0 ? 0 : api_table_named(a, rest + 1, rest_len - 1, &err);
+    struct idlist l;
+    if (t < 0 || api_replica(a, (unsigned)t) || cap < API_ERROR_JSON_MAX
+        || (err = parse_ids(a, bt, body, body_len, true, &l)).status != 0) {
+        if (err.resp != NULL && !err.shared)
+            MHD_destroy_response(err.resp);
+        return 0;
+    }
+    struct table *tb = a->tables[t];
+    size_t n = 0, want = l.n;
+    int e = 0;
+    enum table_insert_result r;
+    if (later != NULL && table_durable(tb)) {
+        /* As insert_batch: the answer waits for the disk, the connection parked meanwhile. */
+        later->hold[0] = tb;
+        later->hold[1] = a->stats;
+        later->held = want;
+        r = table_insert_later(tb, l.n, l.ids, l.lens, &n, &e, insert_fast_done, later);
+    } else {
+        r = table_insert(tb, l.n, l.ids, l.lens, &n, &e);
+    }
+    idlist_free(&l);        /* the IDs were copied */
+    if (r == TABLE_INSERT_LATER)
+        return API_LATER;
+    return insert_text(a->stats, tb, r, n, want, e, out, cap, len);
 }
 
 /*

@@ -20,6 +20,15 @@ unsigned ids_exists_fast(struct app *a, const char *rest, size_t rest_len, char 
                          size_t *len);
 struct reply ids_exists_batch(struct app *a, const struct api_request *rq);
 struct reply ids_insert(struct app *a, const struct api_request *rq);
+/*
+ * POST /ids's fast form (api_fast_body_handler): what ids_insert answers to
+ * an insert it makes (200, or the insert's refusal), at once or, for a
+ * durable table, later (API_LATER); 0 for every refusal before the insert
+ * (the table's name, a replica's, the body's), which ids_insert gives.
+ */
+unsigned ids_insert_fast(struct app *a, const char *rest, size_t rest_len, enum body_type bt,
+                         const char *body, size_t body_len, char *out, size_t cap, size_t *len,
+                         struct api_fast_later *later);
 struct reply ids_auth(struct app *a, const struct api_request *rq);
 /* POST /absent[/{filter}]: ids as for POST /ids, each made a candidate to verify (table_report). */
 struct reply ids_absent(struct app *a, const struct api_request *rq);

@@ -13,8 +13,17 @@
  * head; at the first one they do not take, MHD gets the rest through
  * http_relay.c.  So the edge's rules (framing, methods, limits, timeouts
  * of slow heads) remain MHD's and http_check.c's for anything unusual.
+ *
+ * POST /ids too (a row with a fast form for bodies): a strict head with
+ * one Content-Length and the whole small body in the same read.  A
+ * durable insert answers later: the connection is parked, simply not read
+ * (the client waits for its answer; no epoll change unless it wakes the
+ * thread meanwhile), and the POST log's writer hands the answer back
+ * through the thread's lock-free ready list, writing its eventfd once per
+ * group commit rather than once per POST (MHD's suspend and resume cost
+ * two epoll_ctl, an eventfd write and an idle recv per POST).
  */
-#include "http_int.h"
+#include "http_fast_int.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -23,6 +32,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <sys/epoll.h>
 #include <sys/eventfd.h>
 #include <sys/socket.h>
@@ -33,52 +43,11 @@
 #include "log.h"
 #include "stats.h"
 
-/* Room for an answer's head and body (bodies that do not fit go to MHD). */
-#define FAST_OUT_MAX 65536
-#define FAST_STATUS_MAX 256     /* the status line and headers before the body */
-#define ACCEPT_BURST 64
-#define ACCEPT_PAUSE_MS 100     /* after EMFILE: the listen socket stays readable */
-
-struct fast_thread {
-    struct http *h;
-    pthread_t th;
-    int ep;
-    struct relay *relays;       /* its connections passed on to MHD through a relay */
-    bool started;
-    bool accept_paused;         /* EMFILE/ENFILE: the listen socket is out of ep for a while */
-    uint64_t resume_at;
-    struct wire_date date;
-    /*
-     * Held from a wake's first answer to the end of that wake (fast_settle):
-     * the configuration in force and the app the handlers get, entered once
-     * for all the requests of a wake rather than once per request (a read
-     * section is two locked adds), and the answers counted meanwhile.
-     */
-    bool in_view;
-    struct live_view view;
-    struct app app;
-    uint64_t answered;
-    /*
-     * When epoll_wait returned: the start of every answer's time in
-     * request_duration_seconds, the bytes of each request having come by
-     * then.  One clock read per wake and one per answer, not two per
-     * answer around the handler alone (the handler's time left out the
-     * reads, the parsing and the requests answered before it in the wake).
-     */
-    uint64_t wake_ns;
-    char in[WIRE_HEAD_MAX];
-    char path[WIRE_HEAD_MAX + 1];
-    char out[FAST_OUT_MAX];
-};
-
-struct http_fast {
-    int stop_fd;                /* an eventfd in every thread's epoll: readable = stop */
-    unsigned n;
-    struct fast_thread *t;
-};
-
 /* Markers in epoll_event.data.ptr besides connections and relays (aligned: untagged). */
-static long listen_mark, stop_mark;
+static long listen_mark, stop_mark, ready_mark;
+
+/* How long a stopping thread waits for its parked POSTs' answers (http_stop waits as long for MHD's). */
+#define STOP_WAIT_MS 5000
 
 /* ---------------------------------------------------------- connections -- */
 
@@ -103,12 +72,14 @@ static void conn_forget(struct http *h, struct request *rq)
 {
     http_conns_remove(h, rq);
     atomic_fetch_sub(&h->live, 1);
+    if (rq->parked_malloced)
+        free((char *)rq->parked_body);
     free(rq->unsent);
     free(rq->pend);
     free(rq);
 }
 
-static void conn_close(struct fast_thread *ft, struct request *rq)
+void http_fast_close(struct fast_thread *ft, struct request *rq)
 {
     int fd = rq->fd;
     epoll_ctl(ft->ep, EPOLL_CTL_DEL, fd, NULL);
@@ -171,6 +142,8 @@ static void accept_some(struct fast_thread *ft)
         setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);    /* fails on unix sockets */
         struct request *rq = conn_new(h, fd);
         struct epoll_event ev = { .events = EPOLLIN | EPOLLRDHUP, .data.ptr = rq };
+        if (rq != NULL)
+            rq->ft = ft;        /* where a parked POST's answer comes back */
         if (rq == NULL) {
             atomic_fetch_sub(&h->live, 1);
             close(fd);
@@ -184,7 +157,7 @@ static void accept_some(struct fast_thread *ft)
 /* ------------------------------------------------------------- answers -- */
 
 /* Send what the socket takes; the rest waits in rq->unsent for EPOLLOUT.  False: close it. */
-static bool send_or_keep(struct fast_thread *ft, struct request *rq, const char *p, size_t len)
+bool http_fast_send(struct fast_thread *ft, struct request *rq, const char *p, size_t len)
 {
     size_t off = 0;
     if (!http_wire_send(rq->fd, p, len, &off))
@@ -218,16 +191,29 @@ static bool flush_unsent(struct fast_thread *ft, struct request *rq)
 }
 
 /*
- * Whether a taken head (head_len bytes at head) of a route that needs the
- * replication right has it (http_right_granted, check_write's decision).
- * Anything else goes to MHD, which answers the refusal itself.
+ * Whether a taken head (head_len bytes at head) of a route that needs a
+ * right (a route's admin value) has it (http_right_granted, check_write's
+ * decision).  Anything else goes to MHD, which answers the refusal itself.
  */
-static bool replication_right(const struct http *h, const struct app *a, const char *head,
-                              size_t head_len)
+bool http_fast_right(const struct http *h, const struct app *a, unsigned right,
+                     const char *head, size_t head_len)
 {
     char auth[512];
     bool has = http_wire_header(head, head_len, "Authorization", auth, sizeof auth);
-    return http_right_granted(h, a, ROUTE_REPLICATION, has ? auth : NULL);
+    return http_right_granted(h, a, right, has ? auth : NULL);
+}
+
+/* The view of the configuration the wake's answers read (fast_settle leaves it). */
+struct app *http_fast_view(struct fast_thread *ft)
+{
+    if (!ft->in_view) {
+        ft->view = live_enter(ft->h->a->live);
+        ft->app = *ft->h->a;
+        ft->app.cfg = ft->view.cfg;
+        ft->app.admin_token = ft->view.admin_token;
+        ft->in_view = true;
+    }
+    return &ft->app;
 }
 
 /*
@@ -238,8 +224,8 @@ static bool replication_right(const struct http *h, const struct app *a, const c
  * replication right's are taken (the replicas' horizon questions), once
  * the head shows it.
  */
-static unsigned prepare(struct fast_thread *ft, const char *head, size_t head_len,
-                        const char *target, size_t tlen, char **start, size_t *len)
+unsigned http_fast_prepare(struct fast_thread *ft, const char *head, size_t head_len,
+                           const char *target, size_t tlen, char **start, size_t *len)
 {
     struct http *h = ft->h;
     size_t rest_off;
@@ -250,15 +236,8 @@ static unsigned prepare(struct fast_thread *ft, const char *head, size_t head_le
     if (r == NULL || !(r->methods & ROUTE_GET) || r->fast == NULL || r->body
         || (r->admin && r->admin != ROUTE_REPLICATION))
         return 0;
-    if (!ft->in_view) {
-        ft->view = live_enter(h->a->live);
-        ft->app = *h->a;
-        ft->app.cfg = ft->view.cfg;
-        ft->app.admin_token = ft->view.admin_token;
-        ft->in_view = true;
-    }
-    struct app *a = &ft->app;
-    if (r->admin && !replication_right(h, a, head, head_len))
+    struct app *a = http_fast_view(ft);
+    if (r->admin && !http_fast_right(h, a, r->admin, head, head_len))
         return 0;
     bool timed = a->cfg->metrics_enabled;
     size_t blen = 0;
@@ -291,7 +270,7 @@ static void fast_settle(struct fast_thread *ft)
 }
 
 /* After an answer: the idle limit, closed quietly; or, with a head begun, the header limit. */
-static void rearm_deadline(struct http *h, struct request *rq)
+void http_fast_rearm(struct http *h, struct request *rq)
 {
     /*
      * Release stores (plain moves on x86; seq_cst ones are locked
@@ -312,24 +291,34 @@ static bool serve_first(struct fast_thread *ft, struct request *rq)
     if (got <= 0) {
         if (got < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR))
             return true;
-        conn_close(ft, rq);
+        http_fast_close(ft, rq);
         return false;
     }
-    size_t head_len, tlen, len;
-    const char *target;
+    size_t len, used;
     char *start;
-    if (http_wire_head(ft->in, (size_t)got, &head_len, &target, &tlen) != WIRE_TAKE
-        || prepare(ft, ft->in, head_len, target, tlen, &start, &len) == 0) {
+    unsigned st = http_fast_take(ft, rq, ft->in, (size_t)got, &used, &start, &len);
+    if (st == 0) {
         conn_hand_off(ft, rq);
         return false;
     }
-    /* Taken: the head leaves the socket (it is all there: the peek saw it). */
-    if (http_wire_recv(rq->fd, ft->in, head_len, 0) != (ssize_t)head_len || !send_or_keep(ft, rq, start, len)) {
-        conn_close(ft, rq);
+    /* Taken: the request leaves the socket (it is all there: the peek saw it). */
+    rq->owned = true;
+    if (http_wire_recv(rq->fd, ft->in, used, 0) != (ssize_t)used) {
+        if (!rq->parked) {
+            http_fast_close(ft, rq);
+            return false;
+        }
+        /* Its answer finds the connection broken and closes it (the writer holds rq). */
+        http_fast_disarm(ft, rq);
+        return true;
+    }
+    if (st == API_LATER)
+        return true;
+    if (!http_fast_send(ft, rq, start, len)) {
+        http_fast_close(ft, rq);
         return false;
     }
-    rq->owned = true;
-    rearm_deadline(ft->h, rq);
+    http_fast_rearm(ft->h, rq);
     return true;
 }
 
@@ -343,7 +332,7 @@ static void relay_rest(struct fast_thread *ft, struct request *rq, const char *b
 }
 
 /* An owned connection: read what came, answer every whole head taken.  False: rq is gone. */
-static bool serve_owned(struct fast_thread *ft, struct request *rq)
+bool http_fast_serve_owned(struct fast_thread *ft, struct request *rq)
 {
     size_t have = rq->pend_len;
     if (have > 0) {
@@ -356,57 +345,67 @@ static bool serve_owned(struct fast_thread *ft, struct request *rq)
     bool eof = got == 0;
     if (got < 0) {
         if (errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR) {
-            conn_close(ft, rq);
+            http_fast_close(ft, rq);
             return false;
         }
         got = 0;
     }
     size_t total = have + (size_t)got, pos = 0;
-    while (pos < total && rq->unsent == NULL) {
-        size_t head_len, tlen, len;
-        const char *target;
+    while (pos < total && rq->unsent == NULL && !rq->parked) {
+        size_t used, len;
         char *start;
-        enum wire_head k = http_wire_head(ft->in + pos, total - pos, &head_len, &target, &tlen);
-        if (k == WIRE_MORE)
-            break;
-        if (k == WIRE_PASS
-            || prepare(ft, ft->in + pos, head_len, target, tlen, &start, &len) == 0) {
+        unsigned st = http_fast_take(ft, rq, ft->in + pos, total - pos, &used, &start, &len);
+        if (st == 0 && used == 0)
+            break;              /* the rest of a head to come */
+        if (st == 0) {
             relay_rest(ft, rq, ft->in + pos, total - pos);
             return false;
         }
-        if (!send_or_keep(ft, rq, start, len)) {
-            conn_close(ft, rq);
+        pos += used;
+        if (st != API_LATER && !http_fast_send(ft, rq, start, len)) {
+            http_fast_close(ft, rq);
             return false;
         }
-        pos += head_len;
     }
     if (pos < total) {
         /* The rest of a head, or heads behind an answer the socket has not taken yet. */
         if ((rq->pend = malloc(total - pos)) == NULL) {
-            conn_close(ft, rq);
+            if (rq->parked) {
+                /* Not freed under the writer: its answer finds the socket shut and closes it. */
+                shutdown(rq->fd, SHUT_RDWR);
+                http_fast_disarm(ft, rq);
+                return true;
+            }
+            http_fast_close(ft, rq);
             return false;
         }
         memcpy(rq->pend, ft->in + pos, total - pos);
         rq->pend_len = total - pos;
     }
+    if (rq->parked)
+        return true;            /* an end comes again once it is answered (its socket is read again) */
     if (eof) {
-        conn_close(ft, rq);     /* what came before the end is answered; a part of a head is not */
+        http_fast_close(ft, rq);     /* what came before the end is answered; a part of a head is not */
         return false;
     }
     if (pos > 0 || (have == 0 && rq->pend_len > 0))
-        rearm_deadline(ft->h, rq);
+        http_fast_rearm(ft->h, rq);
     return true;
 }
 
 static void serve(struct fast_thread *ft, struct request *rq, uint32_t events)
 {
+    if (rq->parked) {
+        http_fast_disarm(ft, rq);         /* never closed while parked: the writer holds rq */
+        return;
+    }
     if ((events & EPOLLERR) || atomic_load(&rq->deadline) == DEADLINE_HIT) {
-        conn_close(ft, rq);
+        http_fast_close(ft, rq);
         return;
     }
     if (rq->unsent != NULL) {
         if (!flush_unsent(ft, rq)) {
-            conn_close(ft, rq);
+            http_fast_close(ft, rq);
             return;
         }
         if (rq->unsent != NULL)
@@ -420,8 +419,8 @@ static void serve(struct fast_thread *ft, struct request *rq, uint32_t events)
      * another wake (level-triggered), so a pipelining client gets no more
      * than its share.
      */
-    if (rq->owned && rq->unsent == NULL)
-        serve_owned(ft, rq);
+    if (rq->owned && rq->unsent == NULL && !rq->parked)
+        http_fast_serve_owned(ft, rq);
 }
 
 /* ------------------------------------------------------------- threads -- */
@@ -432,27 +431,40 @@ static void *fast_main(void *arg)
     struct http *h = ft->h;
     pthread_setname_np(pthread_self(), "bg-http");
     for (;;) {
+        /* Stopping: on until the parked POSTs have their answers, or STOP_WAIT_MS. */
+        if (ft->stopping && (ft->parked == 0 || (uint64_t)monoclock_coarse_ns() >= ft->stop_at))
+            return NULL;
         struct epoll_event evs[64];
-        int n = http_wire_epoll_wait(ft->ep, evs, 64, ft->accept_paused ? ACCEPT_PAUSE_MS : -1);
+        int n = http_wire_epoll_wait(ft->ep, evs, 64,
+                                     ft->accept_paused || ft->stopping ? ACCEPT_PAUSE_MS : -1);
         if (n < 0 && errno != EINTR) {
             log_error(h->a->lg, "http: the fast path's epoll_wait failed: %s", strerror(errno));
             return NULL;
         }
         if (n > 0)
             ft->wake_ns = (uint64_t)monoclock_ns();
+        bool ready = false;
         for (int i = 0; i < n; i++) {
             void *p = evs[i].data.ptr;
             if (p == &stop_mark) {
-                fast_settle(ft);
-                return NULL;
-            }
-            if (p == &listen_mark)
+                /* Out of this epoll: the eventfd stays readable for the other threads. */
+                epoll_ctl(ft->ep, EPOLL_CTL_DEL, h->fast->stop_fd, NULL);
+                ft->stopping = true;
+                ft->stop_at = (uint64_t)monoclock_coarse_ns()
+                              + (uint64_t)STOP_WAIT_MS * (uint64_t)(NS_PER_S / 1000);
+            } else if (p == &ready_mark) {
+                ready = true;
+            } else if (p == &listen_mark) {
                 accept_some(ft);
-            else if (http_relay_tagged(p))
+            } else if (http_relay_tagged(p)) {
                 http_relay_event(ft->ep, &ft->relays, p, evs[i].events);
-            else
+            } else {
                 serve(ft, p, evs[i].events);
+            }
         }
+        /* After the wake's events: an answer may close a connection they name. */
+        if (ready)
+            http_fast_drain(ft);
         fast_settle(ft);
         if (ft->accept_paused && (uint64_t)monoclock_coarse_ns() >= ft->resume_at) {
             struct epoll_event lev = { .events = EPOLLIN | EPOLLEXCLUSIVE, .data.ptr = &listen_mark };
@@ -472,8 +484,12 @@ bool http_fast_start(struct http *h, unsigned threads, char *err, size_t errlen)
     }
     h->fast = f;
     f->n = threads;
-    for (unsigned i = 0; i < threads; i++)
+    atomic_init(&f->held, 0);
+    for (unsigned i = 0; i < threads; i++) {
         f->t[i].ep = -1;
+        f->t[i].ready_fd = -1;
+        atomic_init(&f->t[i].ready, NULL);
+    }
     f->stop_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
     /* Every thread accepts until EAGAIN (MHD made it non-blocking when it owned it). */
     int fl = fcntl(h->fd, F_GETFL);
@@ -484,10 +500,14 @@ bool http_fast_start(struct http *h, unsigned threads, char *err, size_t errlen)
     for (unsigned i = 0; i < threads; i++) {
         struct fast_thread *ft = &f->t[i];
         ft->h = h;
+        ft->f = f;
         ft->date.at = (time_t)-1;
         struct epoll_event sev = { .events = EPOLLIN, .data.ptr = &stop_mark };
         struct epoll_event lev = { .events = EPOLLIN | EPOLLEXCLUSIVE, .data.ptr = &listen_mark };
+        struct epoll_event rev = { .events = EPOLLIN, .data.ptr = &ready_mark };
         if ((ft->ep = epoll_create1(EPOLL_CLOEXEC)) < 0
+            || (ft->ready_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK)) < 0
+            || epoll_ctl(ft->ep, EPOLL_CTL_ADD, ft->ready_fd, &rev) != 0
             || epoll_ctl(ft->ep, EPOLL_CTL_ADD, f->stop_fd, &sev) != 0
             || epoll_ctl(ft->ep, EPOLL_CTL_ADD, h->fd, &lev) != 0) {
             snprintf(err, errlen, "cannot start the fast path: epoll: %s", strerror(errno));
@@ -528,6 +548,15 @@ void http_fast_stop(struct http *h)
         if (f->t[i].ep >= 0)
             close(f->t[i].ep);
     }
+    /*
+     * The threads waited for their parked POSTs' answers; one the writer
+     * still holds after that (a disk stuck past STOP_WAIT_MS) keeps its
+     * request, its thread's state and f: left, not freed under the writer.
+     */
+    bool held = atomic_load_explicit(&f->held, memory_order_acquire) > 0;
+    if (held)
+        log_warn(h->a->lg, "http: %u POSTs still wait for the POST log at stop: their "
+                 "connections are closed unanswered", atomic_load(&f->held));
     /* Its connections that MHD never took: closed here, MHD's by MHD_stop_daemon. */
     for (;;) {
         pthread_mutex_lock(&h->conns_lock);
@@ -538,12 +567,25 @@ void http_fast_stop(struct http *h)
         if (rq == NULL)
             break;
         int fd = rq->fd;
+        if (held && rq->parked) {
+            /* Out of the list, open no more, and kept: its done may still come. */
+            http_conns_remove(h, rq);
+            rq->fast = false;
+            atomic_fetch_sub(&h->live, 1);
+            shutdown(fd, SHUT_RDWR);
+            continue;           /* its fd stays open: rq's done must not meet a reused fd */
+        }
         conn_forget(h, rq);
         close(fd);
     }
     if (f->stop_fd >= 0)
         close(f->stop_fd);
+    h->fast = NULL;
+    if (held)
+        return;                 /* f stays: a done still to come reaches it (not h) */
+    for (unsigned i = 0; i < f->n; i++)
+        if (f->t[i].ready_fd >= 0)
+            close(f->t[i].ready_fd);
     free(f->t);
     free(f);
-    h->fast = NULL;
 }

@@ -96,6 +96,24 @@ struct request {
     bool owned;
     char *pend;
     size_t pend_len;
+    /*
+     * A POST the fast path answers later (a durable insert): parked from
+     * its read until its answer, the connection not read meanwhile (the
+     * client waits for the answer); disarmed (out of the thread's epoll)
+     * only if it wakes the thread meanwhile.  fast_later is the handler's
+     * callback; its done, on the writer's thread, leaves the answer in
+     * parked_* and pushes the request onto ft's ready list (ready_next).
+     * All but those are ft's thread's alone.
+     */
+    struct fast_thread *ft;
+    struct api_fast_later fast_later;
+    bool parked, disarmed, parked_timed, parked_malloced;
+    unsigned parked_slot, parked_status;
+    uint64_t parked_t0;
+    const char *parked_body;
+    size_t parked_len;
+    char parked_small[32];
+    struct request *ready_next;
 };
 
 struct http {
@@ -257,6 +275,14 @@ struct wire_date {
 void http_wire_init(void);
 enum wire_head http_wire_head(const char *b, size_t n, size_t *head_len, const char **target,
                               size_t *target_len);
+/*
+ * The same for "POST <target> HTTP/1.1" whose head holds exactly one
+ * Content-Length (at most 9 digits: *body_len) and no other header
+ * http_wire_head refuses; the body, after head_len, is the caller's to
+ * find whole or not.
+ */
+enum wire_head http_wire_post(const char *b, size_t n, size_t *head_len, const char **target,
+                              size_t *target_len, size_t *body_len);
 char *http_wire_answer_head(struct wire_date *d, char *end, size_t room, unsigned status,
                             size_t blen);
 /*

@@ -1,5 +1,6 @@
 /*
- * The fast path's bytes (http_fast.c): which request heads it takes,
+ * The fast path's bytes (http_fast.c): which request heads it takes
+ * (GETs, and POSTs with one Content-Length),
  * read strictly (anything else is libmicrohttpd's to read), and the head
  * of its answers, written as libmicrohttpd writes them, so that a client
  * cannot tell which of the two answered.
@@ -8,6 +9,7 @@
 
 #include <errno.h>
 #include <pthread.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <string.h>
 #include <strings.h>
@@ -47,13 +49,27 @@ static bool name_is(const char *n, size_t len, const char *want)
  * that announce a body: the request goes to MHD.  "Connection: keep-alive"
  * changes nothing (MHD answers it as without).
  */
-static bool header_passes(const char *n, size_t nl, const char *v, size_t vl)
+/*
+ * A POST's (clen not NULL: SIZE_MAX until seen) one Content-Length, of at
+ * most 9 digits, goes to *clen; a second one, or one in a GET, passes.
+ */
+static bool header_passes(const char *n, size_t nl, const char *v, size_t vl, size_t *clen)
 {
     switch (n[0] | 0x20) {
     case 'c':
         if (name_is(n, nl, "Connection"))
             return vl == 10 && strncasecmp(v, "keep-alive", 10) == 0;
-        return !name_is(n, nl, "Content-Length");
+        if (!name_is(n, nl, "Content-Length"))
+            return true;
+        if (clen == NULL || *clen != SIZE_MAX || vl == 0 || vl > 9)
+            return false;
+        *clen = 0;
+        for (size_t i = 0; i < vl; i++) {
+            if (v[i] < '0' || v[i] > '9')
+                return false;
+            *clen = *clen * 10 + (size_t)(v[i] - '0');
+        }
+        return true;
     case 'e':
         return !name_is(n, nl, "Expect");
     case 't':
@@ -65,8 +81,9 @@ static bool header_passes(const char *n, size_t nl, const char *v, size_t vl)
     return true;
 }
 
-enum wire_head http_wire_head(const char *b, size_t n, size_t *head_len, const char **target,
-                              size_t *target_len)
+/* http_wire_head, and with clen not NULL http_wire_post: the method's line and clen's header. */
+static inline enum wire_head wire_head(const char *b, size_t n, size_t *head_len,
+                                       const char **target, size_t *target_len, size_t *clen)
 {
     /*
      * Where the head ends: the first CRLF CRLF.  A lone CR or LF before it
@@ -97,18 +114,19 @@ enum wire_head http_wire_head(const char *b, size_t n, size_t *head_len, const c
         return n < WIRE_HEAD_MAX ? WIRE_MORE : WIRE_PASS;
     }
     n = e;
-    if (n < 16 || memcmp(b, "GET /", 5) != 0)
+    size_t ml = clen != NULL ? 5 : 4;     /* "POST " or "GET " */
+    if (n < 16 || memcmp(b, clen != NULL ? "POST /" : "GET /", ml + 1) != 0)
         return WIRE_PASS;
     /*
      * From here the scans need no bound: b[n - 2] is a CR, which no class
      * holds and which is neither space nor tab, so each stops there at the
      * latest (two instructions of seven a byte, on the whole head).
      */
-    size_t i = 4;
+    size_t i = ml;
     while (IS(b[i], C_TARGET))
         i++;
-    *target = b + 4;
-    *target_len = i - 4;
+    *target = b + ml;
+    *target_len = i - ml;
     if (n - i < 11 || memcmp(b + i, " HTTP/1.1\r\n", 11) != 0)
         return WIRE_PASS;
     i += 11;
@@ -117,7 +135,7 @@ enum wire_head http_wire_head(const char *b, size_t n, size_t *head_len, const c
             return WIRE_PASS;
         if (b[i] == '\r' && b[i + 1] == '\n') {
             *head_len = i + 2;
-            return i + 2 == n ? WIRE_TAKE : WIRE_PASS;
+            return i + 2 == n && (clen == NULL || *clen != SIZE_MAX) ? WIRE_TAKE : WIRE_PASS;
         }
         size_t ns = i;
         while (IS(b[i], C_TOKEN))
@@ -136,10 +154,23 @@ enum wire_head http_wire_head(const char *b, size_t n, size_t *head_len, const c
         size_t ve = i;
         while (ve > vs && (b[ve - 1] == ' ' || b[ve - 1] == '\t'))
             ve--;
-        if (!header_passes(b + ns, nl, b + vs, ve - vs))
+        if (!header_passes(b + ns, nl, b + vs, ve - vs, clen))
             return WIRE_PASS;
         i += 2;
     }
+}
+
+enum wire_head http_wire_head(const char *b, size_t n, size_t *head_len, const char **target,
+                              size_t *target_len)
+{
+    return wire_head(b, n, head_len, target, target_len, NULL);
+}
+
+enum wire_head http_wire_post(const char *b, size_t n, size_t *head_len, const char **target,
+                              size_t *target_len, size_t *body_len)
+{
+    *body_len = SIZE_MAX;
+    return wire_head(b, n, head_len, target, target_len, body_len);
 }
 
 bool http_wire_header(const char *b, size_t head_len, const char *name, char *out, size_t cap)

@@ -23,27 +23,27 @@
  * Names are what /stats and /metrics show: never rename one.
  */
 const struct route routes_table[] = {
-    /* path         match          methods     name            admin  body   raw_path  handler, fast form */
-    { "/exists/",   ROUTE_PREFIX,  ROUTE_READ, "exists",       false, false, false, ids_exists, ids_exists_fast },
+    /* path         match          methods     name            admin  body   raw_path  handler, fast forms (GET, body) */
+    { "/exists/",   ROUTE_PREFIX,  ROUTE_READ, "exists",       false, false, false, ids_exists, ids_exists_fast, NULL },
     /* POST /exists and POST /exists/{filter}: the table is in the path, as for GET. */
-    { "/exists",    ROUTE_PREFIX,  ROUTE_POST, "exists_batch", false, true,  false, ids_exists_batch, NULL },
-    { "/ids",       ROUTE_PREFIX,  ROUTE_POST, "ids",          true,  true,  false, ids_insert, NULL },
+    { "/exists",    ROUTE_PREFIX,  ROUTE_POST, "exists_batch", false, true,  false, ids_exists_batch, NULL, NULL },
+    { "/ids",       ROUTE_PREFIX,  ROUTE_POST, "ids",          true,  true,  false, ids_insert, NULL, ids_insert_fast },
     /* Any method: proxies forward the original one.  The path may be the original URI. */
-    { "/auth",      ROUTE_PREFIX,  ROUTE_ANY,  "auth",         false, false, true,  ids_auth, NULL },
-    { "/healthz",   ROUTE_EXACT,   ROUTE_READ, "healthz",      false, false, false, status_healthz, NULL },
-    { "/readyz",    ROUTE_EXACT,   ROUTE_READ, "readyz",       false, false, false, status_readyz, NULL },
-    { "/stats",     ROUTE_EXACT,   ROUTE_READ, "stats",        false, false, false, status_stats, NULL },
-    { "/metrics",   ROUTE_EXACT,   ROUTE_READ, "metrics",      false, false, false, metrics_serve, NULL },
-    { "/reload",    ROUTE_PREFIX,  ROUTE_POST, "reload",       true,  false, false, admin_reload, NULL },
+    { "/auth",      ROUTE_PREFIX,  ROUTE_ANY,  "auth",         false, false, true,  ids_auth, NULL, NULL },
+    { "/healthz",   ROUTE_EXACT,   ROUTE_READ, "healthz",      false, false, false, status_healthz, NULL, NULL },
+    { "/readyz",    ROUTE_EXACT,   ROUTE_READ, "readyz",       false, false, false, status_readyz, NULL, NULL },
+    { "/stats",     ROUTE_EXACT,   ROUTE_READ, "stats",        false, false, false, status_stats, NULL, NULL },
+    { "/metrics",   ROUTE_EXACT,   ROUTE_READ, "metrics",      false, false, false, metrics_serve, NULL, NULL },
+    { "/reload",    ROUTE_PREFIX,  ROUTE_POST, "reload",       true,  false, false, admin_reload, NULL, NULL },
     /* Admin although a read: the whole filter, for peers (and backups). */
-    { "/snapshot",  ROUTE_PREFIX,  ROUTE_READ, "snapshot",     ROUTE_REPLICATION, false, false, admin_snapshot, NULL },
+    { "/snapshot",  ROUTE_PREFIX,  ROUTE_READ, "snapshot",     ROUTE_REPLICATION, false, false, admin_snapshot, NULL, NULL },
     /* Replicas: the stream, the horizon's round trips, a fresh snapshot (replicate.h). */
-    { "/replicate", ROUTE_PREFIX,  ROUTE_GET,  "replicate",    ROUTE_REPLICATION, false, false, replicate_get, replicate_get_fast },
+    { "/replicate", ROUTE_PREFIX,  ROUTE_GET,  "replicate",    ROUTE_REPLICATION, false, false, replicate_get, replicate_get_fast, NULL },
     /*
      * A service's reports of ids it did not find: candidates to verify,
      * never believed alone; replicas pass theirs up with the replication token.
      */
-    { "/absent",    ROUTE_PREFIX,  ROUTE_POST, "absent",       ROUTE_REPLICATION, true,  false, ids_absent, NULL },
+    { "/absent",    ROUTE_PREFIX,  ROUTE_POST, "absent",       ROUTE_REPLICATION, true,  false, ids_absent, NULL, NULL },
 };
 const unsigned routes_count = sizeof routes_table / sizeof routes_table[0];
 

@@ -48,6 +48,8 @@ struct route {
     api_handler *handler;
     /* Its fast form (api.h), for a GET http_fast.c answers itself; NULL: none. */
     api_fast_handler *fast;
+    /* Its fast form for a request with a body (a POST), whole in one read; NULL: none. */
+    api_fast_body_handler *fast_body;
 };
 
 /* The table, in the order /stats and /metrics list the routes. */
