@@ -258,37 +258,61 @@ static bool floor_contains(const struct floor *fl, const void *key, size_t len)
 
 #if defined(__x86_64__)
 /*
- * The floor read as the filter's AVX2 lookup reads a block: two aligned
- * 32-byte loads, tested as it tests them (andnot, or, vptest), masks all
- * ones so that no test passes.  Against floor_contains it prices the
- * vector loads alone: on the AMD EPYC (Zen 3, KVM) of 2026-11-29 one
- * 32-byte load of a missed line cost a 4-layer lookup 20-25 ns more than
- * one or two 8-byte loads of it, most of what the filter costs over its
- * floor.
+ * The floor read as the filter's AVX2 lookup reads and tests a block
+ * (src/core/filter_lookup.c, layers_avx2_n): two aligned 32-byte loads,
+ * each folded into a vpor with the inverted mask, vpand, vptest for all
+ * ones, the branch; the inverted masks here two zeros (hidden from the compiler,
+ * which would drop an OR with a known zero, or merge two equal masks' ORs),
+ * so that no test passes on the 0x5a fill.  The filter's memory accesses
+ * and its test, without its hash's masks: what one-layer and four-layer
+ * lookups cost when the Bloom work around them is free.  Against
+ * floor_contains (one 8-byte load) it prices the vector test of a missed
+ * line: on the AMD EPYC (Zen 3, KVM) of 2026-11-29/30, 20-60 ns more per
+ * 4-layer lookup, nothing at one layer.
  */
 __attribute__((noinline, target("avx2")))
 static bool floor_contains_wide(const struct floor *fl, const void *key, size_t len)
 {
     uint64_t h = filter_hash(key, len);
     const __m256i ones = _mm256_set1_epi64x(-1);
+    __m256i nlo = _mm256_setzero_si256(), nhi = _mm256_setzero_si256();
+    __asm__("" : "+x"(nlo), "+x"(nhi));
     for (unsigned i = fl->n; i-- > 0;) {
         uint64_t b = (uint64_t)(((unsigned __int128)h * fl->blocks[i]) >> 64);
         const __m256i *p = (const __m256i *)(const void *)&fl->words[i][b * (FILTER_BLOCK_BITS / 64)];
-        __m256i miss = _mm256_or_si256(_mm256_andnot_si256(_mm256_load_si256(&p[0]), ones),
-                                       _mm256_andnot_si256(_mm256_load_si256(&p[1]), ones));
-        if (_mm256_testz_si256(miss, miss))
+        __m256i all = _mm256_and_si256(_mm256_or_si256(_mm256_load_si256(&p[0]), nlo),
+                                       _mm256_or_si256(_mm256_load_si256(&p[1]), nhi));
+        if (_mm256_testc_si256(all, ones))
             return true;
     }
     return false;
 }
 #endif
 
-/* What one timing looks up in: a filter, or else a floor (by 32-byte loads: wide). */
+/* What one timing looks up in: a filter, or else a floor (by 32-byte loads: wide); batch: a filter by runs. */
 struct look {
     const struct filter *f;
     const struct floor *fl;
     bool wide;
+    bool batch;
 };
+
+/* Keys a batch lookup takes at once (a POST /exists body's ids, hashed first). */
+#define BATCH 256
+
+/* How many of the n keys at keys v->f may hold, BATCH at a time: each run hashed, then filter_contains_hashes. */
+static uint64_t look_batch(const struct look *v, const char *keys, uint64_t n)
+{
+    uint64_t hs[BATCH], hits = 0;
+    bool out[BATCH];
+    for (uint64_t i = 0; i < n; i += BATCH) {
+        size_t run = n - i < BATCH ? (size_t)(n - i) : BATCH;
+        for (size_t j = 0; j < run; j++)
+            hs[j] = filter_hash(keys + (i + j) * KEY_LEN, KEY_LEN);
+        hits += filter_contains_hashes(v->f, hs, run, out);
+    }
+    return hits;
+}
 
 /* Whether v's key at k is (maybe) in it. */
 static inline bool look_up(const struct look *v, const char *k)
@@ -321,7 +345,9 @@ static double look_ns(const struct look *v, const char *keys, uint64_t n, unsign
 {
     uint64_t hits = 0;
     double t0 = cpu_ns();
-    for (unsigned r = 0; r < passes; r++)
+    for (unsigned r = 0; r < passes && v->batch; r++)
+        hits += look_batch(v, keys, n);
+    for (unsigned r = 0; r < passes && !v->batch; r++)
         for (uint64_t i = 0; i < n; i++) {
             const char *k = keys + i * KEY_LEN;
             hits += look_up(v, k);
@@ -351,6 +377,8 @@ static double look_ns(const struct look *v, const char *keys, uint64_t n, unsign
  *                         search ends depends on its layer
  *   NAME_floor_wide_ns    NAME_floor_ns's reads by the filter's two 32-byte
  *                         loads (floor_contains_wide; x86-64 with AVX2 only)
+ *   NAME_batch_ns         NAME_ns's keys by runs of BATCH, hashed, then
+ *                         filter_contains_hashes (prefetching keys ahead)
  * passes: rounds over the keys per timing, for a small n.
  */
 static void layers_lookups(const char *name, uint64_t n, double p, bool portable, double target,
@@ -381,14 +409,22 @@ static void layers_lookups(const char *name, uint64_t n, double p, bool portable
         unsigned passes;
         bool alone;
     } t[] = {
-        { { grown, NULL, false }, absent, n, passes, false }, { { flat, NULL, false }, absent, n, passes, false },
-        { { NULL, &fg, false }, absent, n, passes, false },   { { NULL, &ff, false }, absent, n, passes, false },
-        { { grown, NULL, false }, absent, ln, lp, true },     { { flat, NULL, false }, absent, ln, lp, true },
-        { { NULL, &fg, false }, absent, ln, lp, true },       { { NULL, &ff, false }, absent, ln, lp, true },
-        { { grown, NULL, false }, present, n, passes, false }, { { flat, NULL, false }, present, n, passes, false },
-        { { NULL, &fg, true }, absent, n, passes, false },    { { NULL, &ff, true }, absent, n, passes, false },
+        { { grown, NULL, false, false }, absent, n, passes, false },
+        { { flat, NULL, false, false }, absent, n, passes, false },
+        { { NULL, &fg, false, false }, absent, n, passes, false },
+        { { NULL, &ff, false, false }, absent, n, passes, false },
+        { { grown, NULL, false, false }, absent, ln, lp, true },
+        { { flat, NULL, false, false }, absent, ln, lp, true },
+        { { NULL, &fg, false, false }, absent, ln, lp, true },
+        { { NULL, &ff, false, false }, absent, ln, lp, true },
+        { { grown, NULL, false, false }, present, n, passes, false },
+        { { flat, NULL, false, false }, present, n, passes, false },
+        { { NULL, &fg, true, false }, absent, n, passes, false },
+        { { NULL, &ff, true, false }, absent, n, passes, false },
+        { { grown, NULL, false, true }, absent, n, passes, false },
+        { { flat, NULL, false, true }, absent, n, passes, false },
     };
-    /* The wide floor where the CPU has AVX2 (the last pair, skipped else). */
+    /* The wide floor where the CPU has AVX2 (its pair skipped else). */
     bool wide = false;
 #if defined(__x86_64__)
     wide = __builtin_cpu_supports("avx2");
@@ -427,7 +463,7 @@ static void layers_lookups(const char *name, uint64_t n, double p, bool portable
     if (gi.layers != 4)
         printf("filter_bench: NOTE the grown filter has %u layers, not 4\n", gi.layers);
     static const char *const suffix[PAIRS] = { "_ns", "_floor_ns", "_latency_ns", "_latency_floor_ns",
-                                               "_present_ns", "_floor_wide_ns" };
+                                               "_present_ns", "_floor_wide_ns", "_batch_ns" };
     char lname[64];
     for (int k = 0; k < PAIRS; k++) {
 #if !defined(__x86_64__)

@@ -8,7 +8,8 @@
  * snapshot, delivered before its answer) wins; a POSTed ID is never
  * verified; degraded tables answer "maybe" for entries; rebuilds keep what
  * still holds; a new spelling forgets all; and under threads no lookup
- * denies an ID after its add returned.
+ * denies an ID after its add returned; lookups follow the set where a
+ * publisher moves it; with min_hits 1 (no door) the first "maybe" counts.
  */
 #include <check.h>
 #include <pthread.h>
@@ -631,6 +632,108 @@ START_TEST(test_a_report_of_a_denied_id_sends_it_again)
 }
 END_TEST
 
+/* The publisher's memory for the set (table_publish.h's verified hook), as publish.c maps it. */
+struct shared_set {
+    void *mem;
+    size_t bytes;
+};
+
+static void *shared_set_memory(void *ctx, size_t bytes)
+{
+    struct shared_set *m = ctx;
+    m->bytes = bytes;
+    m->mem = aligned_alloc(64, (bytes + 63) / 64 * 64);
+    return m->mem;
+}
+
+/*
+ * A lookup keeps the set's place (table.c: no call a lookup to learn it)
+ * and must follow it where it moves: into a publisher's memory, which a
+ * reader of the published file sees too, and back into the table's own
+ * (publish_free), empty, where an ID the shared memory still denies is
+ * "maybe" again and a new entry is denied.
+ */
+START_TEST(test_lookups_follow_the_set)
+{
+    char fp[2][32];
+    struct table *t = table_new(&cfg, &fc);
+    ck_assert_ptr_nonnull(t);
+    struct shared_set m = { 0 };
+    const struct table_publisher pub = { .ctx = &m, .verified = shared_set_memory };
+    table_set_publisher(t, &pub);
+    ck_assert_ptr_nonnull(m.mem);
+    load_rows(t, &check_text_ident, 1000, NULL, monoclock_boot_ns());
+    false_positives(t, fp, 2);
+    deny(t, fp[0]);
+    ck_assert_int_eq(ask(t, fp[0]), TABLE_ABSENT);
+    const struct vset *v = vset_view(m.mem, m.bytes);
+    ck_assert_ptr_nonnull(v);
+    ck_assert(vset_has(v, filter_hash(fp[0], strlen(fp[0])), fp[0], strlen(fp[0])));
+    const struct table_publisher none = { 0 };
+    table_set_publisher(t, &none);
+    ck_assert(vset_has(v, filter_hash(fp[0], strlen(fp[0])), fp[0], strlen(fp[0])));
+    ck_assert_int_eq(ask(t, fp[0]), TABLE_MAYBE);
+    deny(t, fp[1]);
+    ck_assert_int_eq(ask(t, fp[1]), TABLE_ABSENT);
+    ck_assert_uint_eq(adaptive(t).entries, 1);
+    table_free(t);
+    free(m.mem);
+}
+END_TEST
+
+/*
+ * With min_hits 1 the sketch has no door (hot.h): the lookup, which takes
+ * the door inline, hands every "maybe" on, and the first is a candidate.
+ */
+START_TEST(test_no_door_with_min_hits_one)
+{
+    cfg.adaptive_min_hits = 1;
+    char fp[1][32];
+    struct table *t = loaded_with(fp, 1);           /* asked once: a candidate */
+    struct table_candidate c[2];
+    ck_assert_uint_eq(table_candidates(t, c, 2), 1);
+    ck_assert(c[0].klen == strlen(fp[0]) && memcmp(c[0].key, fp[0], c[0].klen) == 0);
+    ck_assert_int_eq(table_verified(t, &c[0], TABLE_VERIFIED_ABSENT), TABLE_ENTERED);
+    ck_assert_int_eq(ask(t, fp[0]), TABLE_ABSENT);
+    table_free(t);
+}
+END_TEST
+
+/*
+ * The set's tag filter (adapt.h) gates every lookup's question to the
+ * set: each of 300 entries is denied through it (its bit set before its
+ * stage, read at the same place), none survives a new spelling's reset,
+ * and after it the bits are set again for new entries.
+ */
+START_TEST(test_every_entry_passes_the_tag_filter)
+{
+    enum { N = 300 };
+    static char fp[N + 1][32];
+    struct table *t = loaded_with(fp, N + 1);
+    struct table_candidate c[N];
+    for (int round = 0; round < 2; round++) {
+        unsigned n = round == 0 ? N : 1;
+        for (unsigned i = 0; i < n; i++) {
+            const char *id = round == 0 ? fp[i] : fp[N];
+            ask(t, id);                     /* the 2nd "maybe" (min_hits 2): a candidate */
+        }
+        ck_assert_uint_eq(table_candidates(t, c, N), n);
+        for (unsigned i = 0; i < n; i++)
+            ck_assert_int_eq(table_verified(t, &c[i], TABLE_VERIFIED_ABSENT), TABLE_ENTERED);
+        for (unsigned i = 0; i < n; i++)
+            ck_assert_msg(ask(t, round == 0 ? fp[i] : fp[N]) == TABLE_ABSENT, "entry %u", i);
+        if (round == 0) {
+            ck_assert_uint_eq(adaptive(t).entries, N);
+            table_forget_verified(t);
+            for (unsigned i = 0; i < N; i++)
+                ck_assert_int_eq(ask(t, fp[i]), TABLE_MAYBE);
+        }
+    }
+    ck_assert_uint_eq(adaptive(t).entries, 1);
+    table_free(t);
+}
+END_TEST
+
 CHECK_SUITE("adapt",
     CHECK_CASE("core", .setup = setup, .timeout = 120),
     CHECK_TEST(test_hot_false_positive_is_denied),
@@ -645,4 +748,7 @@ CHECK_SUITE("adapt",
     CHECK_TEST(test_no_denial_after_an_add_under_threads),
     CHECK_TEST(test_entries_wake_the_streams),
     CHECK_TEST(test_a_report_of_a_denied_id_sends_it_again),
+    CHECK_TEST(test_lookups_follow_the_set),
+    CHECK_TEST(test_no_door_with_min_hits_one),
+    CHECK_TEST(test_every_entry_passes_the_tag_filter),
 )

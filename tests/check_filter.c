@@ -108,7 +108,8 @@ struct path_tally {
 
 /*
  * Keys 0 .. n-1 alternating "out-<i/2>" (absent) and "in-<i/2>" asked of f
- * by the portable path and by AVX2: how often the two differ, how many of
+ * by the portable path, by AVX2 and by the batch (filter_contains_hashes,
+ * against AVX2's answers and its count): how often they differ, how many of
  * the in-keys below held the AVX2 path misses, and how many out-keys it
  * holds (the same as the portable path's once differ is 0).
  */
@@ -116,6 +117,11 @@ static struct path_tally both_paths(struct filter *f, uint64_t n, uint64_t held)
 {
     struct path_tally t = { 0 };
     char k[64];
+    /* The batch form too, by runs of a length no multiple of its look-ahead, some shorter than it. */
+    enum { RUN = 37 };
+    uint64_t hs[RUN];
+    bool one[RUN], batch[RUN];
+    size_t run = 0, cut = 1;
     for (uint64_t i = 0; i < n; i++) {
         size_t len = key_of(k, sizeof k, i % 2 ? "in" : "out", i / 2);
         filter_use_simd(f, false);
@@ -125,6 +131,18 @@ static struct path_tally both_paths(struct filter *f, uint64_t n, uint64_t held)
         t.differ += scalar != simd;
         t.missing += i % 2 && i / 2 < held && !simd;
         t.fp += i % 2 == 0 && simd;
+        hs[run] = filter_hash(k, len);
+        one[run++] = simd;
+        if (run == cut || i == n - 1) {
+            size_t maybe = filter_contains_hashes(f, hs, run, batch), held_too = 0;
+            for (size_t j = 0; j < run; j++) {
+                t.differ += batch[j] != one[j];
+                held_too += one[j];
+            }
+            t.differ += maybe != held_too;
+            run = 0;
+            cut = cut % RUN + 1;        /* 1, 2, ..., RUN, 1, ... */
+        }
     }
     return t;
 }

@@ -3,7 +3,8 @@
  * a window makes a candidate once; a settled one waits out its hold; a
  * given-back one counts again; a hot ID is found under a flood of distinct
  * ones, none of which (asked once each) ever becomes a candidate; threads
- * hammering the same IDs get each exactly once.
+ * hammering the same IDs get each exactly once; the door a lookup takes
+ * inline counts as hot_door's, across its generations.
  */
 #include <check.h>
 #include <pthread.h>
@@ -150,6 +151,46 @@ START_TEST(test_door_keeps_the_sketch)
 }
 END_TEST
 
+/*
+ * The door as a lookup takes it inline (hot_door_hit on hot_doorkeeper):
+ * the door hot_door counts in; HOT_DOOR_PASS hits kept, then handed on
+ * with them, and no write once at the pass; a generation's hits count as
+ * the one before's after a turn (the door turns when a hit goes on with
+ * the clock past the window) and are forgotten after two; no door with
+ * min_hits 1.
+ */
+START_TEST(test_the_inline_door)
+{
+    struct hot *one = hot_new(300, 1, 1000);
+    ck_assert_ptr_null(hot_doorkeeper(one));
+    hot_free(one);
+    struct hot *s = hot_new(300, 8, 1000);
+    const struct hot_door *d = hot_doorkeeper(s);
+    ck_assert_ptr_nonnull(d);
+    ck_assert_uint_eq(d->pass, HOT_DOOR_PASS);
+    uint64_t a = h_of(21), b = h_of(22), c = h_of(23);
+    for (unsigned i = 0; i < HOT_DOOR_PASS; i++)
+        ck_assert_int_eq(hot_door_hit(d, a), -1);
+    ck_assert_int_eq(hot_door_hit(d, a), (int)HOT_DOOR_PASS);
+    ck_assert_int_eq(hot_door(s, a), (int)HOT_DOOR_PASS);      /* one door */
+    ck_assert_int_eq(hot_door_hit(d, b), -1);
+    ck_assert_int_eq(hot_door_hit(d, b), -1);
+    ck_assert(!hot_count(s, a, (int)HOT_DOOR_PASS, 1500));        /* a turn */
+    /* b's two hits are the generation before's now: one more kept, then on with three. */
+    ck_assert_int_eq(hot_door_hit(d, b), -1);
+    ck_assert_int_eq(hot_door_hit(d, b), (int)HOT_DOOR_PASS);
+    ck_assert_int_eq(hot_door_hit(d, c), -1);
+    ck_assert_int_eq(hot_door_hit(d, c), -1);
+    ck_assert(!hot_count(s, a, (int)HOT_DOOR_PASS, 2600));        /* a turn */
+    ck_assert(!hot_count(s, a, (int)HOT_DOOR_PASS, 3700));        /* and another */
+    /* c's two are older than the generation before: forgotten, three kept again. */
+    for (unsigned i = 0; i < HOT_DOOR_PASS; i++)
+        ck_assert_int_eq(hot_door_hit(d, c), -1);
+    ck_assert_int_eq(hot_door_hit(d, c), (int)HOT_DOOR_PASS);
+    hot_free(s);
+}
+END_TEST
+
 START_TEST(test_reports)
 {
     struct hot *s = hot_new(300, 8, 1000);
@@ -234,4 +275,5 @@ CHECK_SUITE("hot",
     CHECK_TEST(test_reports),
     CHECK_TEST(test_hot_under_a_flood),
     CHECK_TEST(test_threads_each_once),
+    CHECK_TEST(test_the_inline_door),
 )

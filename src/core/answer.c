@@ -96,7 +96,8 @@ enum answer answer_lookup(struct answer_query *q, const struct filter *f,
         return ANSWER_UNPROVABLE;
     if (q->verdict == SPELL_KEY && filter_contains_hash(f, q->hash)) {
         q->filter_maybe = true;
-        if (denied == NULL || !vset_has(denied, q->hash, q->key, q->klen))
+        /* An empty set (the usual one) answers without a call. */
+        if (denied == NULL || vset_empty(denied) || !vset_has(denied, q->hash, q->key, q->klen))
             return ANSWER_MAYBE;
         q->denied = true;
     }

@@ -44,6 +44,15 @@ void filter_add_hash(struct filter *f, uint64_t h);
 bool filter_contains_hash(const struct filter *f, uint64_t h);
 
 /*
+ * filter_contains_hash of each of hs[0, n) into out[i], as a batch: every
+ * layer's block of a key is prefetched several keys ahead, so that the
+ * cache misses of consecutive keys overlap (a POST /exists batch, a
+ * bench's stream).  Returns how many answered maybe.  Same answers, the
+ * same guarantees, as n calls of filter_contains_hash.
+ */
+size_t filter_contains_hashes(const struct filter *f, const uint64_t *hs, size_t n, bool *out);
+
+/*
  * Bulk insert of n hashes without atomic read-modify-writes, prefetching
  * blocks ahead: several times faster than filter_add_hash in a loop.  The
  * caller must be the only writer of f meanwhile (lookups may run).  A

@@ -3,7 +3,7 @@
  * buckets of three Space-Saving counters, one cache line each, taken by a
  * try-lock that drops a hit rather than wait.  Everything in a bucket but
  * the lock word is plain memory, read and written only while the bucket is
- * held; the doorkeeper is atomic words, read and or-ed without a lock.
+ * held; the doorkeeper is atomic bytes, loaded and stored without a lock.
  */
 #include "hot.h"
 
@@ -43,19 +43,9 @@ struct hot {
     struct bucket *b;
     uint64_t mask;
     uint32_t min_hits, window_ms, hold_ms, queue_ms;
-    /*
-     * The doorkeeper (hot.h): door_words words of 64 bits, each a tag (the
-     * generation its CUR counts, the top 8 bits), CUR and OLD (28 bits
-     * each: fourteen 2-bit counters of this generation's hits and the one
-     * before's; a counter stops at door_pass, at most 3).  A word whose
-     * tag is the generation before has its CUR as OLD, any other tag
-     * none: nothing is cleared at a turn (door_now).  door_pass: the hits the door
-     * keeps before it hands an ID on.  None when min_hits is 1.
-     */
-    _Atomic uint64_t *door;
-    uint32_t door_shift;            /* 64 - log2(door_words) */
-    uint32_t door_pass;
-    _Atomic uint32_t door_since, door_gen;
+    /* The doorkeeper (hot.h: struct hot_door); cells NULL when min_hits is 1. */
+    struct hot_door door;
+    _Atomic uint32_t door_since;
 };
 
 struct hot *hot_new(uint32_t entries, uint32_t min_hits, uint32_t window_ms)
@@ -78,31 +68,33 @@ struct hot *hot_new(uint32_t entries, uint32_t min_hits, uint32_t window_ms)
         atomic_init(&s->b[i].busy, 0);
     if (min_hits > 1) {
         /*
-         * Four words per entry (56 counters a generation), at least 2^14:
-         * a counter is shared by the IDs asked within two windows, and a
-         * random ID whose counter others filled to door_pass goes on to a
-         * bucket as if it came back (bench/lookup_ir: 2^15 words of
-         * bitmaps were full at 10^5 distinct IDs a window).
+         * 32 cells (bytes) per entry, at least 2^17: a cell is shared by
+         * the IDs asked within two windows, and a random ID whose cell
+         * others filled to door_pass goes on to a bucket as if it came
+         * back (bench/lookup_ir: 2^15 words of bitmaps were full at 10^5
+         * distinct IDs a window).  The memory of the words of fourteen
+         * 2-bit counter pairs before (2026-11-30), a byte a cell: no
+         * counter's place to compute, no variable shift.
          */
-        uint64_t words = UINT64_C(1) << 14;
-        uint32_t shift = 64 - 14;
-        while (words < n * WAYS * 4 && shift > 34) {
-            words <<= 1;
+        uint64_t cells = UINT64_C(1) << 17;
+        uint32_t shift = 64 - 17;
+        while (cells < n * WAYS * 32 && shift > 34) {
+            cells <<= 1;
             shift--;
         }
-        s->door = aligned_alloc(64, words * sizeof *s->door);
-        if (s->door == NULL) {
+        s->door.cells = aligned_alloc(64, cells);
+        if (s->door.cells == NULL) {
             free(s->b);
             free(s);
             return NULL;
         }
-        s->door_shift = shift;
-        s->door_pass = min_hits / 2 < HOT_DOOR_PASS ? min_hits / 2 : HOT_DOOR_PASS;
-        for (uint64_t i = 0; i < words; i++)
-            atomic_init(&s->door[i], 0);
+        s->door.shift = shift;
+        s->door.pass = min_hits / 2 < HOT_DOOR_PASS ? min_hits / 2 : HOT_DOOR_PASS;
+        for (uint64_t i = 0; i < cells; i++)
+            atomic_init(&s->door.cells[i], 0);
         atomic_init(&s->door_since, 0);
-        /* Tag 0 is no generation's (nor is 1, the one before the first). */
-        atomic_init(&s->door_gen, 2);
+        /* Any start: a cell of zeros counts nothing, whatever generation its tag reads as. */
+        atomic_init(&s->door.gen, 0);
     }
     s->mask = n - 1;
     s->min_hits = min_hits;
@@ -118,7 +110,7 @@ void hot_free(struct hot *s)
     if (s == NULL)
         return;
     free(s->b);
-    free(s->door);
+    free(s->door.cells);
     free(s);
 }
 
@@ -210,7 +202,7 @@ static bool counting(const struct hot *s, struct entry *e, uint32_t now, unsigne
  * The doorkeeper's generation at now: when window_ms has passed since the
  * current one began, the thread that wins the turn starts the next.
  * Nothing is cleared:
- * a word's tag says which generation its counters are of.  Turned by
+ * a cell's tag says which generation its counters are of.  Turned by
  * every call that has the clock (not hot_door: hot.h says what that
  * costs).
  */
@@ -226,7 +218,7 @@ __attribute__((noinline)) static void door_turn_at(struct hot *s, uint32_t since
      */
     if (atomic_compare_exchange_strong_explicit(&s->door_since, &since, now, memory_order_relaxed,
                                                 memory_order_relaxed))
-        atomic_fetch_add_explicit(&s->door_gen, 1, memory_order_relaxed);
+        atomic_fetch_add_explicit(&s->door.gen, 16, memory_order_relaxed);
 }
 
 static inline void door_turn(struct hot *s, uint32_t now)
@@ -234,84 +226,6 @@ static inline void door_turn(struct hot *s, uint32_t now)
     uint32_t since = atomic_load_explicit(&s->door_since, memory_order_relaxed);
     if (now - since >= s->window_ms)
         door_turn_at(s, since, now);
-}
-
-/*
- * The door's word v as generation g (8 bits) counts it: its CUR as OLD if
- * it is of the generation before, nothing if older (or 256 generations
- * on, which reads stale counts as current: hits early, the same bound).
- */
-static inline uint64_t door_now(uint64_t v, uint64_t g)
-{
-    if (v >> 56 == g)
-        return v;
-    return g << 56 | (v >> 56 == ((g - 1) & 0xff) ? v >> 28 & 0xfffffff : 0);
-}
-
-/*
- * One hit of the counter at bit `at` of OLD (28 + at of CUR) in u, a word
- * door_now has brought to this generation, whose CUR count c is below
- * door_pass (at the pass already, the hit goes on and nothing is written):
- * -1, h's hits (its counter's, this generation's and the one before's)
- * were fewer than door_pass, and this one is counted there (it goes no
- * further; *nv: u with it); else door_pass, the hits the door kept, which
- * the sketch takes as h's if it does not count h, and h's counter is
- * raised to the pass in this generation too (*nv): an ID that keeps coming
- * stays known, so the sketch, which takes no carry for an ID it holds
- * within its window, loses none of its hits (a door forgets an ID only a
- * window after its last hit, when the sketch's window is over).  A counter
- * stops at door_pass (2 bits hold it), and a word is only written while
- * its IDs are new.
- */
-static inline unsigned door_count(uint64_t u, unsigned at)
-{
-    return u >> (28 + at) & 3;
-}
-
-static inline int door_hit(uint64_t u, unsigned at, unsigned c, unsigned pass, uint64_t *nv)
-{
-    bool keep = c + (u >> at & 3) < pass;
-    *nv = u + ((uint64_t)(keep ? 1 : pass - c) << (28 + at));
-    return keep ? -1 : (int)pass;
-}
-
-/* door() tries once inline; a lost compare-and-swap comes here, to try until one holds. */
-__attribute__((noinline)) static int door_slow(struct hot *s, _Atomic uint64_t *w, unsigned at)
-{
-    uint64_t g = atomic_load_explicit(&s->door_gen, memory_order_relaxed) & 0xff;
-    uint64_t v = atomic_load_explicit(w, memory_order_relaxed), nv;
-    int out;
-    do {
-        uint64_t u = door_now(v, g);
-        unsigned c = door_count(u, at);
-        if (c >= s->door_pass)
-            return (int)s->door_pass;
-        out = door_hit(u, at, c, s->door_pass, &nv);
-    } while (!atomic_compare_exchange_weak_explicit(w, &v, nv, memory_order_relaxed, memory_order_relaxed));
-    return out;
-}
-
-static inline int door(struct hot *s, uint64_t h)
-{
-    /*
-     * The high half of a multiply (each of its bits depends on most of
-     * h's), not the bits the filter, the buckets or the set index by: the
-     * IDs that come here are those whose filter bits were set.  The word
-     * from the top bits, the counter (of fourteen) from bits 16..31.
-     */
-    uint64_t x = h * UINT64_C(0x9E3779B97F4A7C15);
-    _Atomic uint64_t *w = &s->door[x >> s->door_shift];
-    unsigned at = (unsigned)(((x >> 16 & 0xffff) * 14) >> 16) * 2;
-    uint64_t v = atomic_load_explicit(w, memory_order_relaxed);
-    uint64_t u = door_now(v, atomic_load_explicit(&s->door_gen, memory_order_relaxed) & 0xff);
-    unsigned c = door_count(u, at), pass = s->door_pass;
-    if (c >= pass)
-        return (int)pass;
-    uint64_t nv;
-    int out = door_hit(u, at, c, pass, &nv);
-    if (!atomic_compare_exchange_strong_explicit(w, &v, nv, memory_order_relaxed, memory_order_relaxed))
-        return door_slow(s, w, at);
-    return out;
 }
 
 /* A hit past the door, with the hits it carries: out of line, the door's path stays short. */
@@ -347,7 +261,7 @@ __attribute__((noinline)) static bool count(struct hot *s, uint64_t h, uint32_t 
      * new entry, or one whose window or hold is over.  Within an entry's
      * window they are not: every hit of h since it took the entry came
      * here (the door forgets h a window after its last hit at the
-     * earliest, door()).
+     * earliest, hot_door_hit in hot.h).
      */
     if (e == NULL)
         e = take_at(v, vw, h, now, (unsigned)carry);
@@ -369,15 +283,20 @@ __attribute__((noinline)) static bool count(struct hot *s, uint64_t h, uint32_t 
     return cand;
 }
 
+const struct hot_door *hot_doorkeeper(const struct hot *s)
+{
+    return s->door.cells != NULL ? &s->door : NULL;
+}
+
 int hot_door(struct hot *s, uint64_t h)
 {
-    /* Most "maybe" answers end here: one word, no bucket, no lock, no clock. */
-    return s->door != NULL ? door(s, h) : 0;
+    /* Most "maybe" answers end here: one byte, no bucket, no lock, no clock. */
+    return s->door.cells != NULL ? hot_door_hit(&s->door, h) : 0;
 }
 
 bool hot_count(struct hot *s, uint64_t h, int carry, uint32_t now)
 {
-    if (s->door != NULL)
+    if (s->door.cells != NULL)
         door_turn(s, now);
     return carry >= 0 && count(s, h, now, carry);
 }

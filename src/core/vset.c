@@ -131,26 +131,59 @@ static bool slot_equals(const struct vset *s, uint64_t i, const void *key, size_
     return true;
 }
 
+/* Whether slot i holds key h as a reader sees it: the seqlock of vset.h's layout note. */
+static bool holds(const struct vset *s, uint64_t i, uint64_t want, uint64_t mask, const void *key,
+                  size_t len)
+{
+    _Atomic uint64_t *mp = meta_at(s, i);
+    uint64_t m = atomic_load_explicit(mp, memory_order_acquire);
+    if (((m ^ want) & mask) != 0)
+        return false;
+    bool eq = slot_equals(s, i, key, len);
+    /* The seqlock's second read: a key rewritten meanwhile shows in meta. */
+    atomic_thread_fence(memory_order_acquire);
+    return eq && atomic_load_explicit(mp, memory_order_relaxed) == m;
+}
+
+/*
+ * vset_has past its first test, out of line: an empty set (the usual one,
+ * asked on every "maybe") then answers without this one's frame (23
+ * instructions a call with it, bench/lookup_ir).  A slot may hold h's key
+ * when its meta word is ACTIVE with h's tag, (m ^ want) & mask == 0: a
+ * bucket's eight meta words (one cache line) are scanned first, unrolled
+ * and without a branch each, and only a bucket with such a slot is read
+ * as the seqlock reads it (holds), from its first read on: a slot that
+ * became one after the scan is missed, as a reader may miss an entry
+ * entered while it reads.  A miss in a set of 1,000 entries cost some 220
+ * instructions with a branch per slot (callgrind).
+ */
+__attribute__((noinline)) static bool has(const struct vset *s, uint64_t h, const void *key, size_t len)
+{
+    const uint64_t want = (uint64_t)tag_of(h) << 32 | VSET_ACTIVE;
+    const uint64_t mask = UINT64_C(0xffffffff00000000) | STATE_MASK;
+    uint64_t b[2];
+    vset_buckets(h, s->h.nslots / VSET_BUCKET, &b[0], &b[1]);
+    for (int j = 0; j < 2; j++) {
+        _Atomic uint64_t *mp = meta_at(s, b[j] * VSET_BUCKET);
+        bool any = false;
+#pragma GCC unroll 8
+        for (unsigned k = 0; k < VSET_BUCKET; k++)
+            any |= ((atomic_load_explicit(&mp[k], memory_order_relaxed) ^ want) & mask) == 0;
+        if (!any)
+            continue;
+        for (uint64_t i = b[j] * VSET_BUCKET; i < (b[j] + 1) * VSET_BUCKET; i++)
+            if (holds(s, i, want, mask, key, len))
+                return true;
+    }
+    return false;
+}
+
 bool vset_has(const struct vset *s, uint64_t h, const void *key, size_t len)
 {
     if (len > VSET_KEY_MAX || atomic_load_explicit(&((struct vset *)s)->h.live,
                                                    memory_order_relaxed) == 0)
         return false;
-    uint64_t b[2];
-    vset_buckets(h, s->h.nslots / VSET_BUCKET, &b[0], &b[1]);
-    for (int j = 0; j < 2; j++)
-        for (uint64_t i = b[j] * VSET_BUCKET; i < (b[j] + 1) * VSET_BUCKET; i++) {
-            _Atomic uint64_t *mp = meta_at(s, i);
-            uint64_t m = atomic_load_explicit(mp, memory_order_acquire);
-            if (state_of(m) != VSET_ACTIVE || (uint32_t)(m >> 32) != tag_of(h))
-                continue;
-            bool eq = slot_equals(s, i, key, len);
-            /* The seqlock's second read: a key rewritten meanwhile shows in meta. */
-            atomic_thread_fence(memory_order_acquire);
-            if (eq && atomic_load_explicit(mp, memory_order_relaxed) == m)
-                return true;
-        }
-    return false;
+    return has(s, h, key, len);
 }
 
 uint64_t vset_count(const struct vset *s)

@@ -94,6 +94,17 @@ void vset_buckets(uint64_t h, uint64_t nbuckets, uint64_t *b1, uint64_t *b2);
 bool vset_has(const struct vset *s, uint64_t h, const void *key, size_t len);
 
 /*
+ * Whether s holds no entry now (the header's live count, relaxed): the
+ * first test vset_has makes, for a caller on a hot path to make without a
+ * call (answer_lookup: the set is empty on most "maybe" answers).  A reader
+ * that sees 0 may miss an entry being entered, as vset_has may.
+ */
+static inline bool vset_empty(const struct vset *s)
+{
+    return atomic_load_explicit(&((struct vset_header *)s)->live, memory_order_relaxed) == 0;
+}
+
+/*
  * PENDING + ACTIVE entries now (a seq_cst load: 0 proves to a killer that
  * no entry was staged before its own earlier seq_cst operations).
  */

@@ -14,10 +14,10 @@
 #include <string.h>
 #include <time.h>
 
-#include "hot.h"
-
 /* Denials are counted on stripes, so that request threads rarely share a line. */
 #define STRIPES 16
+/* The tag filter's words (adapt.h): 128 KiB. */
+#define TAG_WORDS ((size_t)1 << (ADAPT_TAG_LOG2 - 6))
 
 /* One entry the set took, as its replicas' streams read it (adapt_log_read). */
 struct logent {
@@ -33,6 +33,8 @@ struct stripe {
 
 struct adapt {
     struct hot *hot;
+    const struct hot_door *door;    /* hot's doorkeeper, which callers take inline (NULL: none) */
+    _Atomic uint64_t *tags;         /* the set's tag filter (adapt.h), 2^ADAPT_TAG_LOG2 bits */
     struct vset *set;
     void *own;                      /* the set's memory while it is the table's own */
     size_t set_bytes;
@@ -101,14 +103,19 @@ struct adapt *adapt_new(uint32_t max_entries, uint32_t min_hits, uint32_t window
     a->own = aligned_alloc(64, (bytes + 63) / 64 * 64);
     a->queue = calloc(ADAPT_QUEUE, sizeof *a->queue);
     a->log = calloc(ADAPT_LOG, sizeof *a->log);
-    if (a->hot == NULL || a->own == NULL || a->queue == NULL || a->log == NULL) {
+    a->tags = aligned_alloc(64, TAG_WORDS * sizeof *a->tags);
+    if (a->hot == NULL || a->own == NULL || a->queue == NULL || a->log == NULL || a->tags == NULL) {
         hot_free(a->hot);
         free(a->own);
         free(a->queue);
         free(a->log);
+        free(a->tags);
         free(a);
         return NULL;
     }
+    for (size_t i = 0; i < TAG_WORDS; i++)
+        atomic_init(&a->tags[i], 0);
+    a->door = hot_doorkeeper(a->hot);
     a->set = vset_make(a->own, bytes, max_entries);
     for (unsigned i = 0; i < ADAPT_ADD_BUCKETS; i++) {
         atomic_init(&a->adds[i], 0);
@@ -128,6 +135,7 @@ void adapt_free(struct adapt *a)
     free(a->own);
     free(a->queue);
     free(a->log);
+    free(a->tags);
     pthread_mutex_destroy(&a->writer);
     pthread_mutex_destroy(&a->qmu);
     pthread_mutex_destroy(&a->bulk);
@@ -180,8 +188,7 @@ bool adapt_log_ahead(const struct adapt *a, uint64_t cursor)
 
 const struct vset *adapt_set(const struct adapt *a)
 {
-    /* vset_has's own first test, made here: an empty set costs a "maybe" no call. */
-    return vset_count(a->set) != 0 ? a->set : NULL;
+    return a->set;
 }
 
 void adapt_denied(struct adapt *a)
@@ -228,19 +235,28 @@ __attribute__((noinline)) static void candidate(struct adapt *a, const struct an
     }
 }
 
-/* A "maybe" past the sketch's door (out of line: the door keeps most). */
-__attribute__((noinline)) static void went_on(struct adapt *a, const struct answer_query *q, int carry)
+const _Atomic uint64_t *adapt_tags(const struct adapt *a)
 {
-    if (hot_count(a->hot, q->hash, carry, now_ms()))
-        candidate(a, q);
+    return a->tags;
 }
 
-void adapt_maybe(struct adapt *a, const struct answer_query *q)
+/* h's bit of the tag filter set (writer held), before an entry of h is staged. */
+static void tag_set(struct adapt *a, uint64_t h)
 {
-    /* The door first: a hit it keeps ends there, before the clock is read. */
-    int carry = hot_door(a->hot, q->hash);
-    if (carry >= 0)
-        went_on(a, q, carry);
+    uint64_t i = h >> (64 - ADAPT_TAG_LOG2);
+    atomic_fetch_or_explicit(&a->tags[i >> 6], UINT64_C(1) << (i & 63), memory_order_relaxed);
+}
+
+const struct hot_door *adapt_door(const struct adapt *a)
+{
+    return a->door;
+}
+
+void adapt_maybe(struct adapt *a, const struct answer_query *q, int carry)
+{
+    /* Past the door (the caller's step, adapt.h): now the clock, and the bucket. */
+    if (hot_count(a->hot, q->hash, carry, now_ms()))
+        candidate(a, q);
 }
 
 bool adapt_report(struct adapt *a, uint64_t h, const char *key, size_t klen)
@@ -387,6 +403,8 @@ static enum adapt_outcome enter(struct adapt *a, const struct adapt_candidate *c
      * count, finds the staged entry and kills it, before or after the
      * activation below; an add it sees was after the ticket: not believed.
      */
+    /* Before the stage: a lookup that finds the entry ACTIVE finds its bit (adapt.h). */
+    tag_set(a, c->hash);
     if (atomic_load(&a->generation) == c->generation
         && vset_stage(a->set, c->hash, c->key, c->klen, &ref, &evicted)) {
         if (ticket_of(a, c->hash) != c->ticket || atomic_load(&a->generation) != c->generation)
@@ -512,6 +530,9 @@ void adapt_reset(struct adapt *a)
     pthread_mutex_lock(&a->writer);
     atomic_fetch_add(&a->generation, 1);
     vset_clear(a->set);
+    /* After the set is empty: a bit cleared while its entry lived would lose a denial. */
+    for (size_t i = 0; i < TAG_WORDS; i++)
+        atomic_store_explicit(&a->tags[i], 0, memory_order_relaxed);
     pthread_mutex_unlock(&a->writer);
     /* Keys spelled the old way are worth no lookup. */
     pthread_mutex_lock(&a->qmu);

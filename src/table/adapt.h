@@ -9,11 +9,13 @@
 #ifndef BLOOMGUARD_ADAPT_H
 #define BLOOMGUARD_ADAPT_H
 
+#include <stdatomic.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
 #include "answer.h"
+#include "hot.h"
 #include "vset.h"
 
 struct adapt;
@@ -65,19 +67,47 @@ void adapt_set_entered(struct adapt *a, void (*entered)(void *arg), void *arg);
 bool adapt_log_ahead(const struct adapt *a, uint64_t cursor);
 
 /*
- * The set, for answer_lookup's deny step (lock-free readers), or NULL
- * while it is empty (vset_has's own first test: the same answer).
+ * The set, for answer_lookup's deny step (lock-free readers; an empty
+ * set's answer is vset_has's first test).  It moves only with
+ * adapt_move_set: a caller may keep the pointer until then, so that a
+ * lookup costs no call to learn it (table.c keeps it).
  */
 const struct vset *adapt_set(const struct adapt *a);
 
 /*
+ * The set's tag filter, for a lookup's first test without a call: one bit
+ * per slice of key hashes (their top ADAPT_TAG_LOG2 bits), set before an
+ * entry of such a hash is staged and cleared only with the whole set
+ * (adapt_reset), so that a clear bit proves the set holds no entry of h
+ * (a lookup passes answer_lookup no set then: the set's own lookup, some
+ * 150 instructions a miss, is for hashes whose bit is set).  A set bit
+ * proves nothing (other hashes', or entries gone since).  A bit read
+ * clear while its entry is being entered is a reader that missed an
+ * entry, which vset.h allows: "maybe", never a wrong 404.  The filter is
+ * a's for its life: a caller may keep the pointer.
+ */
+#define ADAPT_TAG_LOG2 20u
+const _Atomic uint64_t *adapt_tags(const struct adapt *a);
+
+static inline bool adapt_tag_may(const _Atomic uint64_t *tags, uint64_t h)
+{
+    uint64_t i = h >> (64 - ADAPT_TAG_LOG2);
+    return atomic_load_explicit(&((_Atomic uint64_t *)tags)[i >> 6], memory_order_relaxed) >> (i & 63) & 1;
+}
+
+/*
  * After answer_lookup, for the table's own counting: q's answer was a
  * deny by the set (counted, striped per thread), or a "maybe" of the
- * filter's that the set did not deny (the sketch counts it; a hot one is
- * queued).  Lock-free but for a try-lock that gives up rather than wait.
+ * filter's that the set did not deny, which the sketch counts (a hot one
+ * is queued) in two steps: its door, hot_door_hit on adapt_door(a) (NULL:
+ * none, carry 0), which the caller takes inline, so that a "maybe" the
+ * door keeps (most are) costs no call; then, for one it hands on (carry
+ * >= 0), adapt_maybe.  Lock-free but for a try-lock that gives up rather
+ * than wait.  The door is a's for its life: a caller may keep it.
  */
 void adapt_denied(struct adapt *a);
-void adapt_maybe(struct adapt *a, const struct answer_query *q);
+const struct hot_door *adapt_door(const struct adapt *a);
+void adapt_maybe(struct adapt *a, const struct answer_query *q, int carry);
 
 /*
  * Every key the table's filters take for a row or a POST (hash h), before

@@ -69,6 +69,9 @@ struct table *table_new(const struct config *cfg, const struct filter_config *fc
         free(t);
         return NULL;
     }
+    t->verified = t->ad != NULL ? adapt_set(t->ad) : NULL;
+    t->door = t->ad != NULL ? adapt_door(t->ad) : NULL;
+    t->vtags = t->ad != NULL ? adapt_tags(t->ad) : NULL;
     t->max_stale_ns = (int64_t)(cfg->max_staleness * (double)NS_PER_S);
     t->min_interval = cfg->min_rebuild_interval;
     atomic_init(&t->horizon, 0);
@@ -113,6 +116,7 @@ void table_set_publisher(struct table *t, const struct table_publisher *p)
         void *mem = p->verified != NULL ? p->verified(p->ctx, bytes) : NULL;
         if (mem != NULL || p->verified == NULL)
             adapt_move_set(t->ad, mem, bytes);
+        t->verified = adapt_set(t->ad);
     }
 }
 
@@ -292,13 +296,25 @@ static enum table_answer lookup_in(struct table *t, enum spell_type sp, const st
 {
     struct answer_query q;
     answer_query_begin(&q, sp, id, len);
-    enum answer a = answer_lookup(&q, f, t->ad ? adapt_set(t->ad) : NULL, stale_once, st);
+    /* A set that holds entries, but none of this hash's tag (adapt.h): not asked. */
+    const struct vset *set = t->verified;
+    if (set != NULL && !vset_empty(set) && !adapt_tag_may(t->vtags, q.hash))
+        set = NULL;
+    enum answer a = answer_lookup(&q, f, set, stale_once, st);
     if (a != ANSWER_NOT_READY && q.verdict == SPELL_NOT_A_VALUE)
         atomic_fetch_add_explicit(&t->not_a_value, 1, memory_order_relaxed);
-    if (t->ad != NULL && a == ANSWER_ABSENT && q.denied)
+    /*
+     * Only the filter's "maybe" answers MAYBE (answer.h): the sketch needs
+     * no other test.  Its door inline (adapt.h): most end there, no call.
+     */
+    if (a == ANSWER_MAYBE) {
+        int carry;
+        if (t->door != NULL && (carry = hot_door_hit(t->door, q.hash)) >= 0)
+            adapt_maybe(t->ad, &q, carry);
+        else if (t->door == NULL && t->ad != NULL)
+            adapt_maybe(t->ad, &q, 0);          /* no door (min_hits 1): every hit goes on */
+    } else if (t->ad != NULL && a == ANSWER_ABSENT && q.denied)
         adapt_denied(t->ad);
-    else if (t->ad != NULL && a == ANSWER_MAYBE && q.filter_maybe)
-        adapt_maybe(t->ad, &q);
     answer_query_end(&q);
     return (enum table_answer)a;
 }

@@ -33,6 +33,9 @@ struct table {
     struct table_publisher pub;     /* hooks all NULL: not published */
     struct table_tap tap;           /* hooks all NULL: no replication ring */
     struct adapt *ad;               /* the verified-absent set and its sketch; NULL: [adaptive] off */
+    const struct vset *verified;    /* adapt_set(ad) (NULL: off), kept where the set moves: no call a lookup */
+    const struct hot_door *door;    /* adapt_door(ad): the sketch's first step, inline (NULL: none) */
+    const _Atomic uint64_t *vtags;  /* adapt_tags(ad): the set's tag filter (NULL: off) */
 
     /* Every row committed before it is in the live filter; 0 = none. */
     _Atomic int64_t horizon;
