@@ -75,6 +75,60 @@ START_TEST(test_not_ready_then_answers)
 }
 END_TEST
 
+START_TEST(test_a_batch_answers_as_one_by_one)
+{
+    /*
+     * table_lookup_many begins each query LOOKAHEAD (8) ahead of its answer
+     * in a ring: every batch length around it, keys on the stack and on
+     * the heap (past ANSWER_KEY_STACK), present and absent, must answer
+     * what table_lookup answers, in order.
+     */
+    enum { N = 400, LONG = 300 };
+    struct table *t = table_new(&cfg, &fc);
+    static char names[N][LONG + 16];
+    const char *ids[N];
+    size_t lens[N];
+    for (unsigned i = 0; i < N; i++) {
+        if (i % 5 == 4) {   /* long: POSTed where present (the load's keys are short) */
+            memset(names[i], 'a' + (char)(i % 26), LONG);
+            snprintf(names[i] + LONG, 16, "-%u", i);
+        } else
+            snprintf(names[i], sizeof names[i], "b-%u", i);
+        ids[i] = names[i];
+        lens[i] = strlen(names[i]);
+    }
+    /* Present or not by a scramble of i: no period a wrong ring's shift could match. */
+    const char *loaded[N];
+    bool in[N];
+    size_t nl = 0, present = 0;
+    for (unsigned i = 0; i < N; i++) {
+        present += in[i] = (i * 2654435761u) >> 13 & 1;
+        if (in[i] && i % 5 != 4)
+            loaded[nl++] = ids[i];
+    }
+    load(t, loaded, nl, monoclock_boot_ns());
+    for (unsigned i = 4; i < N; i += 5)
+        if (in[i])
+            ck_assert_int_eq(check_post(t, ids[i]), TABLE_INSERTED);
+    enum table_answer one[N], many[N];
+    size_t maybe = 0;
+    for (unsigned i = 0; i < N; i++)
+        maybe += (one[i] = table_lookup(t, ids[i], lens[i])) == TABLE_MAYBE;
+    ck_assert_uint_ge(maybe, present);
+    ck_assert_uint_lt(maybe, N);
+    for (size_t n = 0; n <= 40; n++)
+        for (size_t from = 0; from + n <= N; from += 37) {
+            ck_assert(table_lookup_many(t, n, ids + from, lens + from, many));
+            for (size_t i = 0; i < n; i++)
+                ck_assert_msg(many[i] == one[from + i], "batch of %zu from %zu: id %zu answered %d, alone %d",
+                              n, from, from + i, many[i], one[from + i]);
+        }
+    ck_assert(table_lookup_many(t, N, ids, lens, many));
+    ck_assert(memcmp(many, one, sizeof one) == 0);
+    table_free(t);
+}
+END_TEST
+
 START_TEST(test_stale_horizon_is_degraded)
 {
     struct table *t = table_new(&cfg, &fc);
@@ -1175,6 +1229,7 @@ CHECK_SUITE("table",
     CHECK_TEST(test_schema_stale_load_wants_another),
     CHECK_TEST(test_not_ready_then_answers),
     CHECK_TEST(test_stale_horizon_is_degraded),
+    CHECK_TEST(test_a_batch_answers_as_one_by_one),
     CHECK_TEST(test_degraded_time_follows_the_rule),
     CHECK_TEST(test_hold_for_lost_posts),
     CHECK_TEST(test_gap_waits_for_a_load),

@@ -511,28 +511,21 @@ void filter_add_hashes_exclusive(struct filter *f, const uint64_t *hs, size_t n)
     }
 }
 
-void filter_add(struct filter *f, const void *key, size_t len)
+void filter_prefetch_hash(const struct filter *f, uint64_t h)
 {
-    filter_add_hash(f, filter_hash(key, len));
+    unsigned nl = atomic_load_explicit(&((struct filter *)f)->nlayers, memory_order_acquire);
+    for (unsigned l = 0; l < nl; l++)
+        __builtin_prefetch((const void *)block_of(f->layer[l], h));
 }
 
-bool filter_contains(const struct filter *f, const void *key, size_t len)
-{
-    return filter_contains_hash(f, filter_hash(key, len));
-}
-
-/*
- * Key i's blocks in every layer prefetched while key i - LOOKAHEAD (4-32 tried: 8) is tested;
- * nlayers read once for these hints (layers are only ever added), each test filter_contains_hash's.
- */
+/* Key i's blocks prefetched while key i - LOOKAHEAD (4-32 tried: 8) is tested. */
 #define LOOKAHEAD 8
 size_t filter_contains_hashes(const struct filter *f, const uint64_t *hs, size_t n, bool *out)
 {
-    unsigned nl = atomic_load_explicit(&((struct filter *)f)->nlayers, memory_order_acquire);
     size_t maybe = 0;
     for (size_t i = 0; i < n + LOOKAHEAD; i++) {
-        for (unsigned l = 0; i < n && l < nl; l++)
-            __builtin_prefetch((const void *)block_of(f->layer[l], hs[i]));
+        if (i < n)
+            filter_prefetch_hash(f, hs[i]);
         if (i >= LOOKAHEAD)
             maybe += out[i - LOOKAHEAD] = filter_contains_hash(f, hs[i - LOOKAHEAD]);
     }

@@ -27,13 +27,13 @@ struct filter;
  * it (a few milliseconds, once per growth: sizing the layer) rather than
  * overfill it.  Lookups never wait.
  */
-void filter_add(struct filter *f, const void *key, size_t len);
+static inline void filter_add(struct filter *f, const void *key, size_t len);
 
 /*
  * Maybe present (true) or surely absent (false).  Lock-free, never blocks,
  * never allocates, thread-safe as above.  No false negatives.
  */
-bool filter_contains(const struct filter *f, const void *key, size_t len);
+static inline bool filter_contains(const struct filter *f, const void *key, size_t len);
 
 /*
  * The same two operations on a hash computed once by filter_hash, for
@@ -42,6 +42,23 @@ bool filter_contains(const struct filter *f, const void *key, size_t len);
 uint64_t filter_hash(const void *key, size_t len);
 void filter_add_hash(struct filter *f, uint64_t h);
 bool filter_contains_hash(const struct filter *f, uint64_t h);
+
+static inline void filter_add(struct filter *f, const void *key, size_t len)
+{
+    filter_add_hash(f, filter_hash(key, len));
+}
+
+static inline bool filter_contains(const struct filter *f, const void *key, size_t len)
+{
+    return filter_contains_hash(f, filter_hash(key, len));
+}
+
+/*
+ * Every layer's block of h prefetched into the cache, for a caller that
+ * will ask filter_contains_hash(f, h) a few keys later (a batch): only a
+ * hint, no answer.  Thread-safe as a lookup.
+ */
+void filter_prefetch_hash(const struct filter *f, uint64_t h);
 
 /*
  * filter_contains_hash of each of hs[0, n) into out[i], as a batch: every

@@ -291,17 +291,16 @@ static bool stale_once(void *ctx)
  * denials, and the hot sketch, which hears of every "maybe" of the
  * filter's that the set did not deny.
  */
-static enum table_answer lookup_in(struct table *t, enum spell_type sp, const struct filter *f,
-                                   const void *id, size_t len, struct staleness *st)
+/* A query begun (answer_query_begin) answered from f, then ended. */
+static enum table_answer lookup_query(struct table *t, const struct filter *f, struct answer_query *q,
+                                      struct staleness *st)
 {
-    struct answer_query q;
-    answer_query_begin(&q, sp, id, len);
     /* A set that holds entries, but none of this hash's tag (adapt.h): not asked. */
     const struct vset *set = t->verified;
-    if (set != NULL && !vset_empty(set) && !adapt_tag_may(t->vtags, q.hash))
+    if (set != NULL && !vset_empty(set) && !adapt_tag_may(t->vtags, q->hash))
         set = NULL;
-    enum answer a = answer_lookup(&q, f, set, stale_once, st);
-    if (a != ANSWER_NOT_READY && q.verdict == SPELL_NOT_A_VALUE)
+    enum answer a = answer_lookup(q, f, set, stale_once, st);
+    if (a != ANSWER_NOT_READY && q->verdict == SPELL_NOT_A_VALUE)
         atomic_fetch_add_explicit(&t->not_a_value, 1, memory_order_relaxed);
     /*
      * Only the filter's "maybe" answers MAYBE (answer.h): the sketch needs
@@ -309,14 +308,22 @@ static enum table_answer lookup_in(struct table *t, enum spell_type sp, const st
      */
     if (a == ANSWER_MAYBE) {
         int carry;
-        if (t->door != NULL && (carry = hot_door_hit(t->door, q.hash)) >= 0)
-            adapt_maybe(t->ad, &q, carry);
+        if (t->door != NULL && (carry = hot_door_hit(t->door, q->hash)) >= 0)
+            adapt_maybe(t->ad, q, carry);
         else if (t->door == NULL && t->ad != NULL)
-            adapt_maybe(t->ad, &q, 0);          /* no door (min_hits 1): every hit goes on */
-    } else if (t->ad != NULL && a == ANSWER_ABSENT && q.denied)
+            adapt_maybe(t->ad, q, 0);           /* no door (min_hits 1): every hit goes on */
+    } else if (t->ad != NULL && a == ANSWER_ABSENT && q->denied)
         adapt_denied(t->ad);
-    answer_query_end(&q);
+    answer_query_end(q);
     return (enum table_answer)a;
+}
+
+static enum table_answer lookup_in(struct table *t, enum spell_type sp, const struct filter *f,
+                                   const void *id, size_t len, struct staleness *st)
+{
+    struct answer_query q;
+    answer_query_begin(&q, sp, id, len);
+    return lookup_query(t, f, &q, st);
 }
 
 _Static_assert((int)TABLE_NOT_READY == (int)ANSWER_NOT_READY && (int)TABLE_ABSENT == (int)ANSWER_ABSENT
@@ -336,6 +343,9 @@ enum table_answer table_lookup(struct table *t, const void *id, size_t len)
     return a;
 }
 
+/* How many IDs ahead table_lookup_many begins and prefetches. */
+#define LOOKAHEAD 8
+
 bool table_lookup_many(struct table *t, size_t n, const char *const *ids, const size_t *lens,
                        enum table_answer *out)
 {
@@ -343,8 +353,22 @@ bool table_lookup_many(struct table *t, size_t n, const char *const *ids, const 
     enum spell_type sp = table_spell(t);
     const struct filter *f;
     struct rcu_read r = guard_read_enter(t->g, &f);
-    for (size_t i = 0; f != NULL && i < n; i++)
-        out[i] = lookup_in(t, sp, f, ids[i], lens[i], &st);
+    /*
+     * Query i begun (its key spelled and hashed) and its blocks in every
+     * layer prefetched while query i - LOOKAHEAD is answered, so that the
+     * cache misses of a batch's keys overlap (filter_contains_hashes has
+     * the figures: 4-32 ahead tried, 8 kept).  The same answers, in order.
+     */
+    struct answer_query q[LOOKAHEAD];
+    for (size_t i = 0; f != NULL && i < n + LOOKAHEAD; i++) {
+        if (i >= LOOKAHEAD)
+            out[i - LOOKAHEAD] = lookup_query(t, f, &q[i % LOOKAHEAD], &st);
+        if (i < n) {
+            answer_query_begin(&q[i % LOOKAHEAD], sp, ids[i], lens[i]);
+            if (q[i % LOOKAHEAD].verdict == SPELL_KEY)
+                filter_prefetch_hash(f, q[i % LOOKAHEAD].hash);
+        }
+    }
     guard_read_exit(r);
     return f != NULL;
 }
