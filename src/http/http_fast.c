@@ -249,10 +249,8 @@ unsigned http_fast_prepare(struct fast_thread *ft, const char *head, size_t head
         return 0;           /* an error, not ready...: MHD's handler answers it */
     ft->answered++;
     *len = (size_t)(ft->out + FAST_STATUS_MAX - *start) + blen;
-    if (timed) {
-        uint64_t dt = (uint64_t)monoclock_ns() - ft->wake_ns;
-        stats_request(h->a->stats, (unsigned)(r - routes_table), status, dt ? dt : 1);
-    }
+    if (timed)
+        http_fast_count(ft, (unsigned)(r - routes_table), status, ft->wake_ns);
     return status;
 }
 
@@ -341,7 +339,9 @@ bool http_fast_serve_owned(struct fast_thread *ft, struct request *rq)
         rq->pend = NULL;
         rq->pend_len = 0;
     }
-    ssize_t got = http_wire_recv(rq->fd, ft->in + have, sizeof ft->in - have, 0);
+    /* No room (a full buffer of heads kept): no read, which would read as the end. */
+    ssize_t got = have < sizeof ft->in ? http_wire_recv(rq->fd, ft->in + have, sizeof ft->in - have, 0)
+                                       : (errno = EAGAIN, -1);
     bool eof = got == 0;
     if (got < 0) {
         if (errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR) {
@@ -553,6 +553,13 @@ void http_fast_stop(struct http *h)
      * still holds after that (a disk stuck past STOP_WAIT_MS) keeps its
      * request, its thread's state and f: left, not freed under the writer.
      */
+    /*
+     * A done that has pushed its answer (sent by a thread now gone) may not
+     * have let go of f yet: a moment for it, so that an answered POST is
+     * not told as unanswered and f not left behind.
+     */
+    for (int i = 0; i < 100 && atomic_load_explicit(&f->held, memory_order_acquire) > 0; i++)
+        usleep(10000);
     bool held = atomic_load_explicit(&f->held, memory_order_acquire) > 0;
     if (held)
         log_warn(h->a->lg, "http: %u POSTs still wait for the POST log at stop: their "

@@ -89,6 +89,8 @@ struct app *http_fast_view(struct fast_thread *ft);
 unsigned http_fast_prepare(struct fast_thread *ft, const char *head, size_t head_len,
                            const char *target, size_t tlen, char **start, size_t *len);
 /* After an answer: the idle limit; or, with a head begun, the header limit. */
+/* An answer counted (stats_request, stats_late) as http.c's queue() counts MHD's; t0: its start. */
+void http_fast_count(struct fast_thread *ft, unsigned slot, unsigned status, uint64_t t0);
 void http_fast_rearm(struct http *h, struct request *rq);
 /* An owned connection: what came read, every whole request taken answered.  False: rq is gone. */
 bool http_fast_serve_owned(struct fast_thread *ft, struct request *rq);

@@ -20,6 +20,17 @@
 #include "live.h"
 #include "stats.h"
 
+/* An answer counted as queue() counts MHD's: by route and status, its time from t0, late or not. */
+void http_fast_count(struct fast_thread *ft, unsigned slot, unsigned status, uint64_t t0)
+{
+    struct http *h = ft->h;
+    uint64_t dt = (uint64_t)monoclock_ns() - t0;
+    stats_request(h->a->stats, slot, status, dt ? dt : 1);
+    /* Answered ahead of a probe that has waited past the proxies' timeout: as late. */
+    if (atomic_load_explicit(&h->late_now, memory_order_relaxed))
+        stats_late(h->a->stats, slot);
+}
+
 /*
  * api_fast_later's done, on the thread that finished the insert (the POST
  * log's writer): the answer kept in rq, rq pushed onto its thread's ready
@@ -84,12 +95,12 @@ static unsigned prepare_post(struct fast_thread *ft, struct request *rq, const c
     /* As http.c's body_type_of (ct holds any value a head holds). */
     char ct[WIRE_HEAD_MAX];
     enum body_type bt = BODY_JSON;
-    if (http_wire_header(head, head_len, "Content-Type", ct, sizeof ct)) {
+    if (http_wire_header(head, head_len, "Content-Type", ct, sizeof ct) && ct[0] != '\0') {
         size_t n = strcspn(ct, "; \t");
         if (n == 10 && strncasecmp(ct, "text/plain", 10) == 0)
             bt = BODY_TEXT;
-        else if (n != 0 && !(n == 16 && strncasecmp(ct, "application/json", 16) == 0))
-            return 0;
+        else if (!(n == 16 && strncasecmp(ct, "application/json", 16) == 0))
+            return 0;           /* "; charset=utf-8" too: MHD's 415, as any other type */
     }
     bool timed = a->cfg->metrics_enabled;
     unsigned slot = (unsigned)(r - routes_table);
@@ -117,10 +128,8 @@ static unsigned prepare_post(struct fast_thread *ft, struct request *rq, const c
         return 0;
     ft->answered++;
     *len = (size_t)(ft->out + FAST_STATUS_MAX - *start) + olen;
-    if (timed) {
-        uint64_t dt = (uint64_t)monoclock_ns() - ft->wake_ns;
-        stats_request(h->a->stats, slot, status, dt ? dt : 1);
-    }
+    if (timed)
+        http_fast_count(ft, slot, status, ft->wake_ns);
     return status;
 }
 
@@ -191,10 +200,8 @@ static void answer_parked(struct fast_thread *ft, struct request *rq)
         return;
     }
     ft->answered++;
-    if (rq->parked_timed) {
-        uint64_t dt = (uint64_t)monoclock_ns() - rq->parked_t0;
-        stats_request(h->a->stats, rq->parked_slot, rq->parked_status, dt ? dt : 1);
-    }
+    if (rq->parked_timed)
+        http_fast_count(ft, rq->parked_slot, rq->parked_status, rq->parked_t0);
     if (rq->disarmed) {
         struct epoll_event ev = { .events = EPOLLIN | EPOLLRDHUP, .data.ptr = rq };
         rq->disarmed = false;
