@@ -462,7 +462,7 @@ int postlog_file_load(const char *path, const char *dir, int *fd, uint64_t size,
     if (r->corrupt) {
         lost = cap;
         r->corrupt_offset = good;
-        r->lost_bytes = size - good;
+        r->lost_bytes = used - good;     /* not the zeros written ahead after the records */
         snprintf(r->why, sizeof r->why, "a damaged record at byte %zu of %llu, with good ones "
                  "after it: %llu bytes from there are dropped", good, (unsigned long long)size,
                  (unsigned long long)r->lost_bytes);
