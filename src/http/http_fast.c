@@ -229,10 +229,7 @@ unsigned http_fast_prepare(struct fast_thread *ft, const char *head, size_t head
 {
     struct http *h = ft->h;
     size_t rest_off;
-    unsigned allowed;
-    memcpy(ft->path, target, tlen);
-    ft->path[tlen] = '\0';
-    const struct route *r = routes_find(ft->path, ROUTE_GET, &rest_off, &allowed);
+    const struct route *r = http_fast_route(ft, target, tlen, ROUTE_GET, &rest_off);
     if (r == NULL || !(r->methods & ROUTE_GET) || r->fast == NULL || r->body
         || (r->admin && r->admin != ROUTE_REPLICATION))
         return 0;

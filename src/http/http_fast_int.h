@@ -89,6 +89,9 @@ struct app *http_fast_view(struct fast_thread *ft);
 unsigned http_fast_prepare(struct fast_thread *ft, const char *head, size_t head_len,
                            const char *target, size_t tlen, char **start, size_t *len);
 /* After an answer: the idle limit; or, with a head begun, the header limit. */
+/* A taken head's target copied to ft->path, and its route for method (routes_find); NULL: none. */
+const struct route *http_fast_route(struct fast_thread *ft, const char *target, size_t tlen,
+                                    unsigned method, size_t *rest_off);
 /* An answer counted (stats_request, stats_late) as http.c's queue() counts MHD's; t0: its start. */
 void http_fast_count(struct fast_thread *ft, unsigned slot, unsigned status, uint64_t t0);
 void http_fast_rearm(struct http *h, struct request *rq);

@@ -20,6 +20,16 @@
 #include "live.h"
 #include "stats.h"
 
+/* A taken head's target copied to ft->path (the handlers read it there), and its route (routes_find). */
+const struct route *http_fast_route(struct fast_thread *ft, const char *target, size_t tlen,
+                                    unsigned method, size_t *rest_off)
+{
+    unsigned allowed;
+    memcpy(ft->path, target, tlen);
+    ft->path[tlen] = '\0';
+    return routes_find(ft->path, method, rest_off, &allowed);
+}
+
 /* An answer counted as queue() counts MHD's: by route and status, its time from t0, late or not. */
 void http_fast_count(struct fast_thread *ft, unsigned slot, unsigned status, uint64_t t0)
 {
@@ -83,10 +93,7 @@ static unsigned prepare_post(struct fast_thread *ft, struct request *rq, const c
 {
     struct http *h = ft->h;
     size_t rest_off;
-    unsigned allowed;
-    memcpy(ft->path, target, tlen);
-    ft->path[tlen] = '\0';
-    const struct route *r = routes_find(ft->path, ROUTE_POST, &rest_off, &allowed);
+    const struct route *r = http_fast_route(ft, target, tlen, ROUTE_POST, &rest_off);
     if (r == NULL || !(r->methods & ROUTE_POST) || r->fast_body == NULL || blen == 0)
         return 0;
     struct app *a = http_fast_view(ft);
